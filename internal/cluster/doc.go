@@ -1,0 +1,23 @@
+// Package cluster defines the node status record that every Talon process
+// publishes to the shared cluster-state store (ADR 0001, sections 2 and 3).
+//
+// Invariants:
+//
+//   - A Record is bounded: Validate enforces the ADR limits (identifier and
+//     address fields at most 256 bytes, at most 16 labels, label keys at most
+//     63 bytes, label values at most 256 bytes, encoded form at most 16 KiB).
+//     Every error names the field, the offending value or its size, and the
+//     limit.
+//   - The encoded form carries its own schema version. Decode checks the
+//     version before it decodes any other field and never returns a partially
+//     decoded record: on error the record is nil.
+//   - Updates are ordered by (incarnation_id, heartbeat_seq) with Order, a pure
+//     function. Stores apply it; callers never compare sequences themselves.
+//   - Health seen by readers is derived from the age of the last accepted
+//     update (Timing.Classify): a record older than UnhealthyAfter is
+//     unhealthy whatever it reported, and one older than LeaseTTL is expired
+//     and excluded from placement and normal listings.
+//
+// The package is pure: no I/O, no clocks (callers pass times in), safe for
+// concurrent use because nothing in it is mutable shared state.
+package cluster

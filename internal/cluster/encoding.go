@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// SchemaVersion is the version of the record encoding this build writes.
+// A reader rejects any other version with ErrUnsupportedVersion before it
+// decodes a single field, so rolling coordinators can skip records from a
+// newer (or older, incompatible) build instead of misreading them. Additive
+// fields within one schema version are ignored by older readers.
+const SchemaVersion = 1
+
+// ErrUnsupportedVersion is returned (wrapped in *VersionError) for a record
+// whose schema version this build does not read.
+var ErrUnsupportedVersion = errors.New("unsupported record schema version")
+
+// ErrMalformed is wrapped by decode errors for bytes that are not a record.
+var ErrMalformed = errors.New("malformed record")
+
+// VersionError reports the schema version found.
+type VersionError struct{ Version int }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("record schema version %d is not supported (this build reads version %d)", e.Version, SchemaVersion)
+}
+
+// Unwrap lets errors.Is(err, ErrUnsupportedVersion) match.
+func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
+
+// envelope is the encoded form: the schema version first, then the record.
+type envelope struct {
+	SchemaVersion int `json:"schemaVersion"`
+	*Record
+}
+
+// versionProbe decodes only the version, so nothing else is read from a
+// record of an unknown version.
+type versionProbe struct {
+	SchemaVersion *int `json:"schemaVersion"`
+}
+
+func marshal(r *Record) ([]byte, error) {
+	return json.Marshal(envelope{SchemaVersion: SchemaVersion, Record: r})
+}
+
+func encodedSize(r *Record) (int, error) {
+	b, err := marshal(r)
+	if err != nil {
+		return 0, fmt.Errorf("encode record: %w", err)
+	}
+	return len(b), nil
+}
+
+// Encode validates r and returns its versioned encoding (JSON, at most
+// MaxRecordBytes). The encoding is human-readable on purpose: operators read
+// it with etcdctl and kubectl.
+func Encode(r *Record) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return marshal(r)
+}
+
+// Decode parses and validates an encoded record. It checks the size and the
+// schema version before decoding any field, and returns either a complete,
+// valid record or nil and an error wrapping ErrMalformed,
+// ErrUnsupportedVersion or ErrInvalid.
+func Decode(b []byte) (*Record, error) {
+	if len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds the %d byte limit", ErrMalformed, len(b), MaxRecordBytes)
+	}
+	var probe versionProbe
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if probe.SchemaVersion == nil {
+		return nil, fmt.Errorf("%w: schemaVersion is missing", ErrMalformed)
+	}
+	if *probe.SchemaVersion != SchemaVersion {
+		return nil, &VersionError{Version: *probe.SchemaVersion}
+	}
+	r := &Record{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&envelope{Record: r}); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the record", ErrMalformed)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

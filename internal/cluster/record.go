@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Role is the kind of process a record describes.
+type Role string
+
+// Roles a Talon process can have.
+const (
+	RoleCoordinator Role = "coordinator"
+	RoleWorker      Role = "worker"
+)
+
+// Roles lists every valid role in canonical order.
+var Roles = []Role{RoleCoordinator, RoleWorker}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r == RoleCoordinator || r == RoleWorker }
+
+// ParseRole returns the role named s, or an error naming the valid roles.
+func ParseRole(s string) (Role, error) {
+	r := Role(s)
+	if !r.Valid() {
+		return "", fmt.Errorf("role %q is not one of coordinator, worker", s)
+	}
+	return r, nil
+}
+
+// Health is the health summary of a process. Readiness is separate (Ready).
+type Health string
+
+// Health states (ADR section 2).
+const (
+	HealthHealthy   Health = "healthy"
+	HealthDegraded  Health = "degraded"
+	HealthUnhealthy Health = "unhealthy"
+	HealthUnknown   Health = "unknown"
+)
+
+// HealthStates lists every valid health state in canonical order.
+var HealthStates = []Health{HealthHealthy, HealthDegraded, HealthUnhealthy, HealthUnknown}
+
+// Valid reports whether h is a known health state.
+func (h Health) Valid() bool {
+	return h == HealthHealthy || h == HealthDegraded || h == HealthUnhealthy || h == HealthUnknown
+}
+
+// ParseHealth returns the health state named s, or an error naming the valid states.
+func ParseHealth(s string) (Health, error) {
+	h := Health(s)
+	if !h.Valid() {
+		return "", fmt.Errorf("health %q is not one of healthy, degraded, unhealthy, unknown", s)
+	}
+	return h, nil
+}
+
+// Record is one process's leased status record. Field names in the encoded
+// form are lowerCamelCase; times are integer milliseconds since the Unix
+// epoch and the field name says so.
+type Record struct {
+	ClusterID     string `json:"clusterId"`
+	NodeID        string `json:"nodeId"`
+	Role          Role   `json:"role"`
+	IncarnationID string `json:"incarnationId"`
+	// Address is the control address of a coordinator or the data address of a worker.
+	Address string `json:"address"`
+	// AdminAddress is the administration listener's advertised address; empty when disabled.
+	AdminAddress    string `json:"adminAddress,omitempty"`
+	Version         string `json:"version"`
+	StartTimeUnixMs int64  `json:"startTimeUnixMs"`
+	HeartbeatSeq    uint64 `json:"heartbeatSeq"`
+	// UpdatedAtUnixMs is the time the store observed the last accepted
+	// update. Stores set it; the value a process sends is ignored.
+	UpdatedAtUnixMs int64             `json:"updatedAtUnixMs"`
+	Health          Health            `json:"health"`
+	Ready           bool              `json:"ready"`
+	Capacity        Capacity          `json:"capacity"`
+	Counters        Counters          `json:"counters"`
+	Labels          map[string]string `json:"labels,omitempty"`
+}
+
+// Capacity is the bounded gauge snapshot of a process: what it holds now.
+type Capacity struct {
+	CapacityBytes uint64 `json:"capacityBytes"`
+	ResidentBytes uint64 `json:"residentBytes"`
+	Blocks        uint64 `json:"blocks"`
+	Pages         uint64 `json:"pages"`
+	InflightLoads uint64 `json:"inflightLoads"`
+	// StoreHealthy is meaningful for coordinators: whether their last
+	// snapshot of the shared store succeeded.
+	StoreHealthy bool `json:"storeHealthy,omitempty"`
+}
+
+// Counters is the cumulative counter snapshot of a process. Every counter
+// only grows within one incarnation.
+type Counters struct {
+	RequestsTotal         uint64 `json:"requestsTotal"`
+	ErrorsTotal           uint64 `json:"errorsTotal"`
+	HitsTotal             uint64 `json:"hitsTotal"`
+	MissesTotal           uint64 `json:"missesTotal"`
+	BytesServedTotal      uint64 `json:"bytesServedTotal"`
+	BackendFetchesTotal   uint64 `json:"backendFetchesTotal"`
+	BackendErrorsTotal    uint64 `json:"backendErrorsTotal"`
+	EvictionsTotal        uint64 `json:"evictionsTotal"`
+	PlacementLookupsTotal uint64 `json:"placementLookupsTotal"`
+	PlacementErrorsTotal  uint64 `json:"placementErrorsTotal"`
+	StoreErrorsTotal      uint64 `json:"storeErrorsTotal"`
+}
+
+// Key identifies the store slot a record occupies: one per process identity.
+type Key struct {
+	ClusterID string
+	Role      Role
+	NodeID    string
+}
+
+// Key returns the store slot of r.
+func (r *Record) Key() Key { return Key{ClusterID: r.ClusterID, Role: r.Role, NodeID: r.NodeID} }
+
+// String renders the key as cluster/role/node for diagnostics.
+func (k Key) String() string { return k.ClusterID + "/" + string(k.Role) + "/" + k.NodeID }
+
+// Clone returns a deep copy of r.
+func (r *Record) Clone() *Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Labels = maps.Clone(r.Labels)
+	return &c
+}
+
+// SortedLabelKeys returns r's label keys in lexical order.
+func (r *Record) SortedLabelKeys() []string {
+	return slices.Sorted(maps.Keys(r.Labels))
+}
+
+// FormatLabels renders labels as k=v pairs in key order, comma separated.
+func FormatLabels(labels map[string]string) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(labels[k])
+	}
+	return b.String()
+}

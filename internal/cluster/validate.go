@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Limits from ADR 0001 section 2.
+const (
+	MaxIDBytes         = 256       // node_id, incarnation_id, cluster_id
+	MaxVersionBytes    = 256       // build version
+	MaxAddressBytes    = 256       // control/data and admin addresses
+	MaxLabels          = 16        // deployment labels per record
+	MaxLabelKeyBytes   = 63        // label key
+	MaxLabelValueBytes = 256       // label value
+	MaxRecordBytes     = 16 * 1024 // serialized record
+)
+
+// ErrInvalid is wrapped by every validation error, so callers can classify
+// them with errors.Is without parsing text.
+var ErrInvalid = errors.New("invalid record")
+
+// FieldError describes one field that broke a rule.
+type FieldError struct {
+	Field string // encoded field name, e.g. "nodeId" or "labels[zone]"
+	Value string // the value, or a description of it such as "300 bytes"
+	Rule  string // the rule broken, naming the limit
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s %s: %s", e.Field, e.Value, e.Rule)
+}
+
+// Unwrap lets errors.Is(err, ErrInvalid) match.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func fieldErr(field, value, rule string) error {
+	return &FieldError{Field: field, Value: value, Rule: rule}
+}
+
+// quote shortens a value for an error message while keeping its size visible.
+func quote(s string) string {
+	if len(s) > 40 {
+		return fmt.Sprintf("%q... (%d bytes)", s[:40], len(s))
+	}
+	return strconv.Quote(s)
+}
+
+// ValidateID checks an identifier: cluster and node IDs. It must be
+// 1..MaxIDBytes bytes of [A-Za-z0-9._-], starting with a letter or digit, so
+// that it is safe in store keys and object names.
+func ValidateID(field, s string) error {
+	if s == "" {
+		return fieldErr(field, `""`, "must not be empty")
+	}
+	if len(s) > MaxIDBytes {
+		return fieldErr(field, fmt.Sprintf("of %d bytes", len(s)), fmt.Sprintf("must be at most %d bytes", MaxIDBytes))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if i == 0 && !alnum {
+			return fieldErr(field, quote(s), "must start with a letter or digit")
+		}
+		if !alnum && c != '.' && c != '_' && c != '-' {
+			return fieldErr(field, quote(s), fmt.Sprintf("has %q at byte %d; only letters, digits, '.', '_' and '-' are allowed", c, i))
+		}
+	}
+	return nil
+}
+
+// validateText checks a bounded printable field (incarnation, version).
+func validateText(field, s string, max int, required bool) error {
+	if s == "" {
+		if required {
+			return fieldErr(field, `""`, "must not be empty")
+		}
+		return nil
+	}
+	if len(s) > max {
+		return fieldErr(field, fmt.Sprintf("of %d bytes", len(s)), fmt.Sprintf("must be at most %d bytes", max))
+	}
+	if !utf8.ValidString(s) {
+		return fieldErr(field, quote(s), "must be valid UTF-8")
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return fieldErr(field, quote(s), "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// ValidateAddress checks a host:port address of at most MaxAddressBytes.
+func ValidateAddress(field, s string, required bool) error {
+	if s == "" {
+		if required {
+			return fieldErr(field, `""`, "must not be empty")
+		}
+		return nil
+	}
+	if len(s) > MaxAddressBytes {
+		return fieldErr(field, fmt.Sprintf("of %d bytes", len(s)), fmt.Sprintf("must be at most %d bytes", MaxAddressBytes))
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fieldErr(field, quote(s), "must be host:port")
+	}
+	if host == "" {
+		return fieldErr(field, quote(s), "must name a host (an advertised address cannot be a wildcard)")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fieldErr(field, quote(s), "port must be a number from 1 to 65535")
+	}
+	return validateText(field, s, MaxAddressBytes, required)
+}
+
+// ValidateLabelKey checks a deployment label key: 1..63 bytes, letters,
+// digits, '.', '_', '-' and '/', starting and ending with a letter or digit
+// (the Kubernetes qualified-name shape, so labels carry over to pods).
+func ValidateLabelKey(k string) error {
+	field := "labels key"
+	if k == "" {
+		return fieldErr(field, `""`, "must not be empty")
+	}
+	if len(k) > MaxLabelKeyBytes {
+		return fieldErr(field, fmt.Sprintf("%s of %d bytes", quote(k), len(k)), fmt.Sprintf("must be at most %d bytes", MaxLabelKeyBytes))
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if (i == 0 || i == len(k)-1) && !alnum {
+			return fieldErr(field, quote(k), "must start and end with a letter or digit")
+		}
+		if !alnum && c != '.' && c != '_' && c != '-' && c != '/' {
+			return fieldErr(field, quote(k), fmt.Sprintf("has %q at byte %d; only letters, digits, '.', '_', '-' and '/' are allowed", c, i))
+		}
+	}
+	return nil
+}
+
+// ValidateLabels checks a label set against the count, key and value limits.
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fieldErr("labels", fmt.Sprintf("with %d entries", len(labels)), fmt.Sprintf("must have at most %d labels", MaxLabels))
+	}
+	for k, v := range labels {
+		if err := ValidateLabelKey(k); err != nil {
+			return err
+		}
+		if err := validateText("labels["+k+"]", v, MaxLabelValueBytes, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks every field of r against the ADR limits, including the
+// size of its encoded form. The first broken rule is returned.
+func (r *Record) Validate() error {
+	if err := ValidateID("clusterId", r.ClusterID); err != nil {
+		return err
+	}
+	if err := ValidateID("nodeId", r.NodeID); err != nil {
+		return err
+	}
+	if !r.Role.Valid() {
+		return fieldErr("role", quote(string(r.Role)), "must be coordinator or worker")
+	}
+	if err := validateText("incarnationId", r.IncarnationID, MaxIDBytes, true); err != nil {
+		return err
+	}
+	if err := ValidateAddress("address", r.Address, true); err != nil {
+		return err
+	}
+	if err := ValidateAddress("adminAddress", r.AdminAddress, false); err != nil {
+		return err
+	}
+	if err := validateText("version", r.Version, MaxVersionBytes, false); err != nil {
+		return err
+	}
+	if r.StartTimeUnixMs < 0 {
+		return fieldErr("startTimeUnixMs", strconv.FormatInt(r.StartTimeUnixMs, 10), "must not be negative")
+	}
+	if r.UpdatedAtUnixMs < 0 {
+		return fieldErr("updatedAtUnixMs", strconv.FormatInt(r.UpdatedAtUnixMs, 10), "must not be negative")
+	}
+	if !r.Health.Valid() {
+		return fieldErr("health", quote(string(r.Health)), "must be healthy, degraded, unhealthy or unknown")
+	}
+	if err := ValidateLabels(r.Labels); err != nil {
+		return err
+	}
+	n, err := encodedSize(r)
+	if err != nil {
+		return err
+	}
+	if n > MaxRecordBytes {
+		return fieldErr("record", fmt.Sprintf("of %d bytes encoded", n), fmt.Sprintf("must be at most %d bytes", MaxRecordBytes))
+	}
+	return nil
+}
