@@ -1,0 +1,149 @@
+package state
+
+import (
+	"context"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// Store is the cluster-state contract. It is the one interface declared
+// beside its implementations, because it is the contract they must meet.
+type Store interface {
+	// UpsertNode applies rec under the ordering rule and, when accepted,
+	// (re)attaches it to a lease of leaseTTL. rec is not modified.
+	UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (WriteResult, error)
+	// RemoveNode deletes the record in slot key when its incarnation is
+	// incarnationID. The outcome is OutcomeAccepted (removed),
+	// OutcomeNotFound or OutcomeStale (a different incarnation holds it).
+	RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (WriteResult, error)
+	// Snapshot returns every non-expired record of the cluster from one
+	// consistent, linearizable read.
+	Snapshot(ctx context.Context, clusterID string) (*Snapshot, error)
+	// Watch streams the cluster's changes after revision after. The channel
+	// is closed when ctx ends or after a batch whose Err is set (ErrCompacted
+	// when after is no longer available; ErrUnavailable and the like when the
+	// backend fails). A zero revision is not valid: watch from a snapshot's
+	// revision.
+	Watch(ctx context.Context, clusterID string, after Revision) <-chan WatchBatch
+	// CheckReady returns nil when the backend can serve reads and writes
+	// now, or an error wrapping one of the sentinel errors.
+	CheckReady(ctx context.Context) error
+	// Backend names the backend for metrics and diagnostics: "memory",
+	// "etcd" or "kubernetes".
+	Backend() string
+	// Close releases the store's connections and goroutines.
+	Close() error
+}
+
+// Revision is an opaque backend revision. Compare revisions with == and
+// show them with String; never parse or order them.
+type Revision struct{ token string }
+
+// NewRevision wraps a backend's token. Only backends call it.
+func NewRevision(token string) Revision { return Revision{token: token} }
+
+// String returns the token for diagnostics and resumption.
+func (r Revision) String() string { return r.token }
+
+// IsZero reports whether r is the zero revision (no revision).
+func (r Revision) IsZero() bool { return r.token == "" }
+
+// Outcome is what a write did.
+type Outcome uint8
+
+// Outcomes of UpsertNode and RemoveNode.
+const (
+	OutcomeAccepted  Outcome = iota + 1 // the record was written (or removed)
+	OutcomeDuplicate                    // same incarnation and sequence: nothing changed
+	OutcomeStale                        // older sequence, or removal of another incarnation: nothing changed
+	OutcomeNotFound                     // removal of a slot with no record
+)
+
+// String returns the outcome's lowercase name (also its metrics label).
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAccepted:
+		return "accepted"
+	case OutcomeDuplicate:
+		return "duplicate"
+	case OutcomeStale:
+		return "stale"
+	case OutcomeNotFound:
+		return "not_found"
+	}
+	return "invalid"
+}
+
+// WriteResult reports the outcome of a write.
+type WriteResult struct {
+	Outcome Outcome
+	// Decision is the ordering rule's decision for upserts (zero for removals).
+	Decision cluster.Decision
+	// Revision is the store revision after the write, or the revision at
+	// which the store observed that nothing needed to change.
+	Revision Revision
+	// Record is the record the slot holds after the operation (nil after a
+	// removal or when none exists), with the store's UpdatedAtUnixMs.
+	Record *cluster.Record
+}
+
+// Snapshot is one consistent view of a cluster.
+type Snapshot struct {
+	ClusterID string
+	// Records holds every non-expired record, ordered by role then node ID.
+	// Callers must not modify them.
+	Records  []*cluster.Record
+	Revision Revision
+	// ObservedAtUnixMs is the store-side time of the read, against which
+	// record ages (UpdatedAtUnixMs) are computed.
+	ObservedAtUnixMs int64
+}
+
+// Find returns the record in slot key, or nil.
+func (s *Snapshot) Find(key cluster.Key) *cluster.Record {
+	for _, r := range s.Records {
+		if r.Key() == key {
+			return r
+		}
+	}
+	return nil
+}
+
+// EventType is the kind of a watch event.
+type EventType uint8
+
+// Watch event types.
+const (
+	EventPut    EventType = iota + 1 // a record was written
+	EventDelete                      // a record was removed or its lease expired
+)
+
+// String returns the event type's lowercase name.
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "put"
+	case EventDelete:
+		return "delete"
+	}
+	return "invalid"
+}
+
+// Event is one change to one slot.
+type Event struct {
+	Type EventType
+	Key  cluster.Key
+	// Record is the new record for EventPut, nil for EventDelete.
+	Record *cluster.Record
+	// Revision is the store revision at which the change happened; watching
+	// again after it resumes with the next change.
+	Revision Revision
+}
+
+// WatchBatch is what a watch channel carries: events in order, or a
+// terminal error after which the channel is closed.
+type WatchBatch struct {
+	Events []Event
+	Err    error
+}
