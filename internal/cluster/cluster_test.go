@@ -1,0 +1,355 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validRecord() *Record {
+	return &Record{
+		ClusterID:       "prod",
+		NodeID:          "worker-1",
+		Role:            RoleWorker,
+		IncarnationID:   "3f2a9c",
+		Address:         "10.0.0.1:7500",
+		AdminAddress:    "10.0.0.1:7501",
+		Version:         "v1.2.3",
+		StartTimeUnixMs: 1_700_000_000_000,
+		HeartbeatSeq:    7,
+		UpdatedAtUnixMs: 1_700_000_005_000,
+		Health:          HealthHealthy,
+		Ready:           true,
+		Capacity:        Capacity{CapacityBytes: 1 << 30, ResidentBytes: 1 << 20, Blocks: 4},
+		Counters:        Counters{RequestsTotal: 10, HitsTotal: 6, MissesTotal: 4},
+		Labels:          map[string]string{"zone": "a", "region": "eu-west-1"},
+	}
+}
+
+func TestValidateLimits(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(r *Record)
+		wantErr string // substring; empty means valid
+	}{
+		{"valid", func(r *Record) {}, ""},
+		{"node id at limit", func(r *Record) { r.NodeID = strings.Repeat("n", MaxIDBytes) }, ""},
+		{"node id one past", func(r *Record) { r.NodeID = strings.Repeat("n", MaxIDBytes+1) }, "nodeId of 257 bytes: must be at most 256 bytes"},
+		{"node id empty", func(r *Record) { r.NodeID = "" }, "nodeId"},
+		{"node id slash", func(r *Record) { r.NodeID = "a/b" }, "only letters, digits"},
+		{"cluster id one past", func(r *Record) { r.ClusterID = strings.Repeat("c", MaxIDBytes+1) }, "clusterId of 257 bytes"},
+		{"incarnation at limit", func(r *Record) { r.IncarnationID = strings.Repeat("i", MaxIDBytes) }, ""},
+		{"incarnation one past", func(r *Record) { r.IncarnationID = strings.Repeat("i", MaxIDBytes+1) }, "incarnationId of 257 bytes: must be at most 256 bytes"},
+		{"incarnation empty", func(r *Record) { r.IncarnationID = "" }, "incarnationId"},
+		{"version at limit", func(r *Record) { r.Version = strings.Repeat("v", MaxVersionBytes) }, ""},
+		{"version one past", func(r *Record) { r.Version = strings.Repeat("v", MaxVersionBytes+1) }, "version of 257 bytes: must be at most 256 bytes"},
+		{"address at limit", func(r *Record) { r.Address = strings.Repeat("h", MaxAddressBytes-5) + ":7500" }, ""},
+		{"address one past", func(r *Record) { r.Address = strings.Repeat("h", MaxAddressBytes-4) + ":7500" }, "address of 257 bytes: must be at most 256 bytes"},
+		{"admin address one past", func(r *Record) { r.AdminAddress = strings.Repeat("h", MaxAddressBytes-4) + ":7501" }, "adminAddress of 257 bytes"},
+		{"address without port", func(r *Record) { r.Address = "host" }, "must be host:port"},
+		{"address wildcard", func(r *Record) { r.Address = ":7500" }, "must name a host"},
+		{"address bad port", func(r *Record) { r.Address = "h:70000" }, "port must be"},
+		{"admin address optional", func(r *Record) { r.AdminAddress = "" }, ""},
+		{"labels at limit", func(r *Record) { r.Labels = nLabels(MaxLabels) }, ""},
+		{"labels one past", func(r *Record) { r.Labels = nLabels(MaxLabels + 1) }, "labels with 17 entries: must have at most 16 labels"},
+		{"label key at limit", func(r *Record) { r.Labels = map[string]string{strings.Repeat("k", MaxLabelKeyBytes): "v"} }, ""},
+		{"label key one past", func(r *Record) { r.Labels = map[string]string{strings.Repeat("k", MaxLabelKeyBytes+1): "v"} }, "of 64 bytes: must be at most 63 bytes"},
+		{"label key syntax", func(r *Record) { r.Labels = map[string]string{"-zone": "v"} }, "must start and end"},
+		{"label key space", func(r *Record) { r.Labels = map[string]string{"zo ne": "v"} }, "only letters"},
+		{"label value at limit", func(r *Record) { r.Labels = map[string]string{"k": strings.Repeat("v", MaxLabelValueBytes)} }, ""},
+		{"label value one past", func(r *Record) { r.Labels = map[string]string{"k": strings.Repeat("v", MaxLabelValueBytes+1)} }, "labels[k] of 257 bytes: must be at most 256 bytes"},
+		{"label value control char", func(r *Record) { r.Labels = map[string]string{"k": "a\nb"} }, "control characters"},
+		{"bad role", func(r *Record) { r.Role = "leader" }, "role \"leader\": must be coordinator or worker"},
+		{"bad health", func(r *Record) { r.Health = "fine" }, "health"},
+		{"negative start", func(r *Record) { r.StartTimeUnixMs = -1 }, "startTimeUnixMs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := validRecord()
+			tt.mutate(r)
+			err := r.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("errors.Is(%v, ErrInvalid) = false", err)
+			}
+		})
+	}
+}
+
+func nLabels(n int) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return m
+}
+
+// maxRecord fills every bounded field to its limit.
+func maxRecord() *Record {
+	r := validRecord()
+	r.NodeID = strings.Repeat("n", MaxIDBytes)
+	r.ClusterID = strings.Repeat("c", MaxIDBytes)
+	r.IncarnationID = strings.Repeat("i", MaxIDBytes)
+	r.Version = strings.Repeat("v", MaxVersionBytes)
+	r.Address = strings.Repeat("a", MaxAddressBytes-5) + ":7500"
+	r.AdminAddress = strings.Repeat("b", MaxAddressBytes-5) + ":7501"
+	r.Labels = map[string]string{}
+	for i := range MaxLabels {
+		k := fmt.Sprintf("%02d", i) + strings.Repeat("k", MaxLabelKeyBytes-2)
+		r.Labels[k] = strings.Repeat("v", MaxLabelValueBytes)
+	}
+	return r
+}
+
+func TestRecordSizeLimit(t *testing.T) {
+	// A record with every field at its limit must still fit the 16 KiB bound:
+	// the per-field limits and the record limit must agree.
+	b, err := Encode(maxRecord())
+	if err != nil {
+		t.Fatalf("Encode(max record) = %v", err)
+	}
+	if len(b) > MaxRecordBytes {
+		t.Fatalf("max record encodes to %d bytes, over %d", len(b), MaxRecordBytes)
+	}
+	// Escaped characters blow up the encoded size: characters such as "<" are
+	// valid text but cost six bytes each (\u003c).
+	r := maxRecord()
+	for k := range r.Labels {
+		r.Labels[k] = strings.Repeat("<", MaxLabelValueBytes)
+	}
+	err = r.Validate()
+	if err == nil || !strings.Contains(err.Error(), "must be at most 16384 bytes") {
+		t.Fatalf("Validate(escaped max record) = %v, want record size error", err)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	for _, r := range []*Record{validRecord(), maxRecord()} {
+		b, err := Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		b2, _ := Encode(got)
+		if string(b) != string(b2) {
+			t.Fatalf("round trip changed the encoding:\n%s\n%s", b, b2)
+		}
+		if got.Labels["zone"] != r.Labels["zone"] || got.Counters != r.Counters || got.Capacity != r.Capacity {
+			t.Fatalf("round trip lost fields: %+v", got)
+		}
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	good, err := Encode(validRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := strings.Replace(string(good), `"schemaVersion":1`, `"schemaVersion":2`, 1)
+	older := strings.Replace(string(good), `"schemaVersion":1`, `"schemaVersion":0`, 1)
+	// A newer version may have fields this build would misread; the version
+	// check must happen before any of them is looked at.
+	newerGarbage := `{"schemaVersion":2,"nodeId":12345,"labels":"not a map"}`
+	tests := []struct {
+		name    string
+		in      string
+		wantIs  error
+		wantVer int
+	}{
+		{"newer version", newer, ErrUnsupportedVersion, 2},
+		{"older version", older, ErrUnsupportedVersion, 0},
+		{"newer version with incompatible fields", newerGarbage, ErrUnsupportedVersion, 2},
+		{"missing version", `{"nodeId":"a"}`, ErrMalformed, 0},
+		{"not json", `\x00\x01`, ErrMalformed, 0},
+		{"trailing data", string(good) + `{}`, ErrMalformed, 0},
+		{"wrong type", strings.Replace(string(good), `"heartbeatSeq":7`, `"heartbeatSeq":"7"`, 1), ErrMalformed, 0},
+		{"invalid field", strings.Replace(string(good), `"role":"worker"`, `"role":"boss"`, 1), ErrInvalid, 0},
+		{"too large", `{"schemaVersion":1,"x":"` + strings.Repeat("a", MaxRecordBytes) + `"}`, ErrMalformed, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Decode([]byte(tt.in))
+			if r != nil {
+				t.Fatalf("Decode returned a record with error %v", err)
+			}
+			if !errors.Is(err, tt.wantIs) {
+				t.Fatalf("Decode error = %v, want errors.Is %v", err, tt.wantIs)
+			}
+			var ve *VersionError
+			if errors.As(err, &ve) && ve.Version != tt.wantVer {
+				t.Fatalf("VersionError.Version = %d, want %d", ve.Version, tt.wantVer)
+			}
+		})
+	}
+}
+
+func TestDecodeIgnoresAdditiveFields(t *testing.T) {
+	good, _ := Encode(validRecord())
+	withExtra := strings.Replace(string(good), `{"schemaVersion":1,`, `{"schemaVersion":1,"futureField":{"a":1},`, 1)
+	r, err := Decode([]byte(withExtra))
+	if err != nil || r.NodeID != "worker-1" {
+		t.Fatalf("Decode(additive field) = %v, %v", r, err)
+	}
+}
+
+func TestOrder(t *testing.T) {
+	stored := &Record{IncarnationID: "a", HeartbeatSeq: 5}
+	tests := []struct {
+		name     string
+		stored   *Record
+		incoming *Record
+		want     Decision
+		accepted bool
+	}{
+		{"no record", nil, &Record{IncarnationID: "a", HeartbeatSeq: 0}, DecisionInsert, true},
+		{"new incarnation lower seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 0}, DecisionRestart, true},
+		{"new incarnation higher seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9}, DecisionRestart, true},
+		{"same incarnation next seq", stored, &Record{IncarnationID: "a", HeartbeatSeq: 6}, DecisionAdvance, true},
+		{"same incarnation jump", stored, &Record{IncarnationID: "a", HeartbeatSeq: 1 << 60}, DecisionAdvance, true},
+		{"duplicate", stored, &Record{IncarnationID: "a", HeartbeatSeq: 5}, DecisionDuplicate, false},
+		{"stale", stored, &Record{IncarnationID: "a", HeartbeatSeq: 4}, DecisionStale, false},
+		{"stale zero", stored, &Record{IncarnationID: "a", HeartbeatSeq: 0}, DecisionStale, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Order(tt.stored, tt.incoming)
+			if got != tt.want || got.Accepted() != tt.accepted {
+				t.Fatalf("Order = %v (accepted %v), want %v (accepted %v)", got, got.Accepted(), tt.want, tt.accepted)
+			}
+		})
+	}
+}
+
+// TestOrderExhaustive checks the rule over every pair from a small domain
+// against its definition, and that applying a stream of updates in any
+// order never moves a slot backward within an incarnation.
+func TestOrderExhaustive(t *testing.T) {
+	incs := []string{"a", "b"}
+	for _, si := range incs {
+		for ss := uint64(0); ss < 4; ss++ {
+			for _, ii := range incs {
+				for is := uint64(0); is < 4; is++ {
+					s := &Record{IncarnationID: si, HeartbeatSeq: ss}
+					in := &Record{IncarnationID: ii, HeartbeatSeq: is}
+					want := si != ii || is > ss
+					if got := Order(s, in).Accepted(); got != want {
+						t.Errorf("Order(%s/%d, %s/%d).Accepted() = %v, want %v", si, ss, ii, is, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestTimingValidate(t *testing.T) {
+	s := time.Second
+	tests := []struct {
+		name    string
+		t       Timing
+		wantErr string
+	}{
+		{"defaults", DefaultTiming(), ""},
+		{"tight but ordered", Timing{1 * s, 2 * s, 3 * s}, ""},
+		{"heartbeat equals unhealthy", Timing{15 * s, 15 * s, 30 * s}, "heartbeat-interval 15s must be less than unhealthy-after 15s"},
+		{"heartbeat over unhealthy", Timing{20 * s, 15 * s, 30 * s}, "heartbeat-interval 20s must be less than unhealthy-after 15s"},
+		{"unhealthy equals ttl", Timing{5 * s, 30 * s, 30 * s}, "unhealthy-after 30s must be less than lease-ttl 30s"},
+		{"zero heartbeat", Timing{0, 15 * s, 30 * s}, "heartbeat-interval 0s: must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.t.Validate()
+			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestClassifyAndEffectiveHealth(t *testing.T) {
+	tm := DefaultTiming()
+	r := validRecord()
+	r.Health = HealthDegraded
+	tests := []struct {
+		age    time.Duration
+		live   Liveness
+		health Health
+	}{
+		{-time.Second, LivenessFresh, HealthDegraded},
+		{0, LivenessFresh, HealthDegraded},
+		{15*time.Second - time.Millisecond, LivenessFresh, HealthDegraded},
+		{15 * time.Second, LivenessLate, HealthUnhealthy},
+		{30*time.Second - time.Millisecond, LivenessLate, HealthUnhealthy},
+		{30 * time.Second, LivenessExpired, HealthUnhealthy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.age.String(), func(t *testing.T) {
+			now := r.UpdatedAtUnixMs + tt.age.Milliseconds()
+			if got := tm.Classify(r.Age(now)); got != tt.live {
+				t.Fatalf("Classify(%v) = %v, want %v", tt.age, got, tt.live)
+			}
+			if got := tm.EffectiveHealth(r, now); got != tt.health {
+				t.Fatalf("EffectiveHealth(%v) = %v, want %v", tt.age, got, tt.health)
+			}
+		})
+	}
+}
+
+func TestParseRoleHealth(t *testing.T) {
+	if _, err := ParseRole("worker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseRole("Worker"); err == nil {
+		t.Fatal("ParseRole(Worker) accepted a wrong-case role")
+	}
+	if _, err := ParseHealth("degraded"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseHealth("ok"); err == nil || !strings.Contains(err.Error(), "healthy, degraded") {
+		t.Fatalf("ParseHealth(ok) = %v", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	good, _ := Encode(validRecord())
+	max, _ := Encode(maxRecord())
+	f.Add(good)
+	f.Add(max)
+	f.Add([]byte(`{"schemaVersion":2}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Decode(b)
+		if err != nil {
+			if r != nil {
+				t.Fatal("Decode returned a record together with an error")
+			}
+			return
+		}
+		// Whatever decodes must be valid and re-encode within the limit,
+		// and re-decode to the same encoding.
+		enc, err := Encode(r)
+		if err != nil {
+			t.Fatalf("decoded record does not re-encode: %v", err)
+		}
+		r2, err := Decode(enc)
+		if err != nil {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+		enc2, _ := Encode(r2)
+		if string(enc) != string(enc2) {
+			t.Fatal("encoding is not stable")
+		}
+	})
+}
