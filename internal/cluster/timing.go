@@ -48,9 +48,9 @@ type Liveness uint8
 
 // Liveness states.
 const (
-	LivenessFresh     Liveness = iota + 1 // updated within UnhealthyAfter
-	LivenessLate                          // older than UnhealthyAfter: unhealthy, still visible
-	LivenessExpired                       // older than LeaseTTL: excluded from placement and lists
+	LivenessFresh   Liveness = iota + 1 // updated within UnhealthyAfter
+	LivenessLate                        // older than UnhealthyAfter: unhealthy, still visible
+	LivenessExpired                     // older than LeaseTTL: excluded from placement and lists
 )
 
 // Classify returns the liveness of a record whose last accepted update is
