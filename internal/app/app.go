@@ -1,0 +1,207 @@
+// Package app builds the command tree of the talon daemon: coordinator,
+// worker, dev, config and version. cmd/talon only runs it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
+)
+
+// Exit codes of the talon daemon.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// Env is what the commands take from the process: streams and environment.
+type Env struct {
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Environ []string
+	// Runners start the long-running roles; tests replace them.
+	Runners Runners
+}
+
+// Runners run the two roles and the development cluster until ctx ends.
+type Runners struct {
+	Coordinator func(ctx context.Context, cfg *config.Config, log *slog.Logger) error
+	Worker      func(ctx context.Context, cfg *config.Config, log *slog.Logger) error
+	Dev         func(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Logger) error
+}
+
+// usageError marks errors that are the caller's fault (exit code 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// Main runs the talon command with args and returns the exit code.
+func Main(ctx context.Context, args []string, env Env) int {
+	root := NewRootCmd(env)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(env.Stderr, "talon: %v\n", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// NewRootCmd builds the talon command tree.
+func NewRootCmd(env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "talon",
+		Short: "Talon distributed block cache: coordinator and worker daemon",
+		Long: `talon runs the processes of a Talon cluster.
+
+Coordinators serve worker registration, heartbeats and placement lookups,
+active-active behind one service address, with cluster state in a shared
+store (memory for development, etcd or Kubernetes Leases in production).
+Workers cache blocks of objects from a blob store and serve them.
+
+Every setting can come from a flag (--NAME), the environment (TALON_NAME,
+upper case, '-' as '_') or a YAML config file (--config, key NAME), in that
+order of precedence over the built-in defaults. Secrets come only from the
+environment or from files.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.AddCommand(
+		newRoleCmd(env, cluster.RoleCoordinator),
+		newRoleCmd(env, cluster.RoleWorker),
+		newDevCmd(env),
+		newConfigCmd(env),
+		newVersionCmd(env),
+	)
+	return root
+}
+
+func newVersionCmd(env Env) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit, build date and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return &usageError{fmt.Errorf("--output %q: must be text or json", output)}
+			}
+			return buildinfo.Get().Write(cmd.OutOrStdout(), "talon", output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// loadConfig loads the role's configuration from cmd's flags, the
+// environment and the config file.
+func loadConfig(cmd *cobra.Command, env Env, role cluster.Role) (*config.Loaded, error) {
+	return config.Load(role, config.Options{
+		ConfigFile: config.FileFromFlags(cmd.Flags()),
+		Environ:    env.Environ,
+		Flags:      cmd.Flags(),
+	})
+}
+
+func newRoleCmd(env Env, role cluster.Role) *cobra.Command {
+	short := map[cluster.Role]string{
+		cluster.RoleCoordinator: "Run a coordinator: registration, heartbeats, placement, admin API and UI",
+		cluster.RoleWorker:      "Run a worker: cache blocks from the blob store and serve them",
+	}[role]
+	cmd := &cobra.Command{
+		Use:   string(role),
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			loaded, err := loadConfig(cmd, env, role)
+			if err != nil {
+				return &usageError{err}
+			}
+			log := NewLogger(env.Stderr, loaded.Config)
+			run := env.Runners.Coordinator
+			if role == cluster.RoleWorker {
+				run = env.Runners.Worker
+			}
+			if run == nil {
+				return fmt.Errorf("the %s runtime is not part of this build", role)
+			}
+			return run(cmd.Context(), loaded.Config, log)
+		},
+	}
+	config.RegisterFlags(cmd.Flags(), role)
+	return cmd
+}
+
+func newConfigCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Print or validate the effective configuration",
+	}
+	for _, verb := range []string{"print", "validate"} {
+		verb := verb
+		sub := &cobra.Command{
+			Use:       verb + " [coordinator|worker]",
+			Short:     map[string]string{"print": "Print the effective configuration with the source of each value (secrets redacted)", "validate": "Validate the configuration and exit non-zero naming the first problem"}[verb],
+			Args:      cobra.MaximumNArgs(1),
+			ValidArgs: []string{"coordinator", "worker"},
+			// Flags of both roles are accepted; the role's own are applied.
+			FParseErrWhitelist: cobra.FParseErrWhitelist{},
+			RunE: func(cmd *cobra.Command, args []string) error {
+				role := cluster.RoleCoordinator
+				if len(args) == 1 {
+					r, err := cluster.ParseRole(args[0])
+					if err != nil {
+						return &usageError{err}
+					}
+					role = r
+				}
+				loaded, err := loadConfig(cmd, env, role)
+				if err != nil {
+					return &usageError{err}
+				}
+				if verb == "validate" {
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s configuration is valid\n", role)
+					return err
+				}
+				return loaded.Print(cmd.OutOrStdout())
+			},
+		}
+		config.RegisterAllFlags(sub.Flags())
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}
+
+// NewLogger returns the process logger for cfg's level and format.
+func NewLogger(w io.Writer, cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// DefaultEnv is the environment of the real process.
+func DefaultEnv() Env {
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ(), Runners: defaultRunners()}
+}

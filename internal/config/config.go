@@ -1,0 +1,98 @@
+package config
+
+import (
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// State backends.
+const (
+	BackendMemory     = "memory"
+	BackendEtcd       = "etcd"
+	BackendKubernetes = "kubernetes"
+)
+
+// Config is the effective configuration of one talon process.
+type Config struct {
+	Role cluster.Role
+
+	ClusterID string
+	NodeID    string
+	Labels    map[string]string
+
+	// Listen is the control listener (coordinator) or data listener (worker).
+	Listen string
+	// Advertise is the address other processes use to reach Listen; empty
+	// means "derive from the bound address".
+	Advertise      string
+	AdminListen    string
+	AdminAdvertise string
+	// Coordinators is the list of coordinator control addresses a worker
+	// registers with, in failover order.
+	Coordinators []string
+
+	StateBackend        string
+	HA                  bool
+	CoordinatorReplicas int
+
+	Etcd EtcdConfig
+	Kube KubeConfig
+
+	HeartbeatInterval time.Duration
+	UnhealthyAfter    time.Duration
+	LeaseTTL          time.Duration
+	RequestTimeout    time.Duration
+	DrainDelay        time.Duration
+	ShutdownTimeout   time.Duration
+
+	Admin AdminConfig
+
+	BlobStore     string
+	CacheDir      string
+	CacheCapacity int64
+	BlockSize     int64
+
+	LogLevel  string
+	LogFormat string
+}
+
+// EtcdConfig configures the etcd state backend.
+type EtcdConfig struct {
+	Endpoints    []string
+	Username     string
+	Password     Secret // from TALON_ETCD_PASSWORD or PasswordFile
+	PasswordFile string
+	CAFile       string
+	CertFile     string
+	KeyFile      string
+	DialTimeout  time.Duration
+	Prefix       string
+}
+
+// KubeConfig configures the Kubernetes Lease state backend.
+type KubeConfig struct {
+	Kubeconfig string // empty: in-cluster configuration
+	Namespace  string
+	QPS        int
+	Burst      int
+}
+
+// AdminConfig configures the administration listener.
+type AdminConfig struct {
+	TLSCertFile string
+	TLSKeyFile  string
+	// Tokens are the accepted bearer tokens (from TALON_ADMIN_TOKEN or
+	// TokenFile, one per line). Empty means authentication is off.
+	Tokens        []Secret
+	TokenFile     string
+	ExposeHealth  bool
+	ExposeMetrics bool
+	ExposeAPI     bool
+	ExposeUI      bool
+}
+
+// Timing returns the heartbeat timing settings.
+func (c *Config) Timing() cluster.Timing {
+	return cluster.Timing{HeartbeatInterval: c.HeartbeatInterval, UnhealthyAfter: c.UnhealthyAfter, LeaseTTL: c.LeaseTTL}
+}

@@ -1,0 +1,225 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// load runs Load the way the talon command does: flags registered for the
+// role and parsed from args.
+func load(t *testing.T, role cluster.Role, file string, environ []string, args ...string) (*Loaded, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	RegisterFlags(fs, role)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse flags %v: %v", args, err)
+	}
+	return Load(role, Options{ConfigFile: file, Environ: environ, Flags: fs})
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	l, err := load(t, cluster.RoleCoordinator, "", nil, "--node-id", "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.Config
+	if c.HeartbeatInterval != 5*time.Second || c.UnhealthyAfter != 15*time.Second || c.LeaseTTL != 30*time.Second {
+		t.Fatalf("timing defaults = %v %v %v", c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL)
+	}
+	if c.StateBackend != BackendMemory || c.Listen != ":7400" || c.AdminListen != ":7401" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	w, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Config.Listen != ":7500" || w.Config.BlockSize != 4<<20 || w.Config.CacheCapacity != 10<<30 {
+		t.Fatalf("worker defaults = %+v", w.Config)
+	}
+}
+
+// TestPrecedence sets the same key in every layer and removes the layers
+// from the top, checking that each time the highest remaining one wins.
+func TestPrecedence(t *testing.T) {
+	file := writeFile(t, "talon.yaml", "heartbeat-interval: 2s\nnode-id: from-file\n")
+	env := []string{"TALON_HEARTBEAT_INTERVAL=3s"}
+	flag := []string{"--heartbeat-interval", "4s"}
+	tests := []struct {
+		name   string
+		file   string
+		env    []string
+		args   []string
+		want   time.Duration
+		source string
+	}{
+		{"default", "", nil, nil, 5 * time.Second, "default"},
+		{"file over default", file, nil, nil, 2 * time.Second, "file " + file},
+		{"env over file", file, env, nil, 3 * time.Second, "env TALON_HEARTBEAT_INTERVAL"},
+		{"flag over env", file, env, flag, 4 * time.Second, "flag --heartbeat-interval"},
+		{"flag over default", "", nil, flag, 4 * time.Second, "flag --heartbeat-interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := load(t, cluster.RoleCoordinator, tt.file, tt.env, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Config.HeartbeatInterval != tt.want {
+				t.Fatalf("heartbeat-interval = %v, want %v", l.Config.HeartbeatInterval, tt.want)
+			}
+			if got := l.Sources["heartbeat-interval"].String(); got != tt.source {
+				t.Fatalf("source = %q, want %q", got, tt.source)
+			}
+		})
+	}
+}
+
+func TestFileShapes(t *testing.T) {
+	file := writeFile(t, "talon.yaml", `
+cluster-id: prod
+node-id: w-7
+labels:
+  topology.kubernetes.io/zone: eu-1a
+  rack: "12"
+coordinators: [c1:7400, "c2:7400"]
+cache-capacity: 2GiB
+block-size: 1048576
+admin-expose-metrics: false
+state-backend: etcd   # a coordinator setting in a shared file is ignored by workers
+`)
+	l, err := load(t, cluster.RoleWorker, file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.Config
+	if c.Labels["topology.kubernetes.io/zone"] != "eu-1a" || c.Labels["rack"] != "12" {
+		t.Fatalf("labels = %v", c.Labels)
+	}
+	if strings.Join(c.Coordinators, ",") != "c1:7400,c2:7400" || c.CacheCapacity != 2<<30 || c.BlockSize != 1<<20 || c.Admin.ExposeMetrics {
+		t.Fatalf("config = %+v", c)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		role    cluster.Role
+		file    string // file content; empty for none
+		env     []string
+		args    []string
+		wantErr []string
+	}{
+		{"unknown file key", cluster.RoleCoordinator, "heartbeat: 5s\n", nil, nil, []string{`unknown key "heartbeat"`, "talon.yaml"}},
+		{"secret in file", cluster.RoleCoordinator, "etcd-password: x\n", nil, nil, []string{"etcd-password is a secret", "TALON_ETCD_PASSWORD"}},
+		{"bad duration flag", cluster.RoleCoordinator, "", nil, []string{"--lease-ttl", "30"}, []string{`lease-ttl "30" (from flag --lease-ttl)`, "duration"}},
+		{"bad duration env", cluster.RoleCoordinator, "", []string{"TALON_REQUEST_TIMEOUT=soon"}, nil, []string{`request-timeout "soon" (from env TALON_REQUEST_TIMEOUT)`}},
+		{"bad bool file", cluster.RoleCoordinator, "ha: maybe\n", nil, nil, []string{"ha", "true or false"}},
+		{"bad int", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "three"}, []string{"coordinator-replicas", "whole number"}},
+		{"heartbeat over unhealthy", cluster.RoleCoordinator, "", nil, []string{"--heartbeat-interval", "20s"}, []string{"heartbeat-interval 20s", "unhealthy-after 15s"}},
+		{"unhealthy over ttl", cluster.RoleCoordinator, "", nil, []string{"--unhealthy-after", "40s"}, []string{"unhealthy-after 40s", "lease-ttl 30s"}},
+		{"memory with ha", cluster.RoleCoordinator, "", nil, []string{"--ha"}, []string{"state-backend memory", "ha"}},
+		{"memory with replicas", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "3"}, []string{"state-backend memory", "coordinator-replicas 3"}},
+		{"bad backend", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "consul"}, []string{`state-backend "consul"`, "memory, etcd or kubernetes"}},
+		{"etcd fractional ttl", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--lease-ttl", "30500ms"}, []string{"lease-ttl 30.5s", "whole number of seconds"}},
+		{"bad node id", cluster.RoleCoordinator, "", nil, []string{"--node-id", "a b"}, []string{"node-id", "only letters"}},
+		{"too many labels", cluster.RoleCoordinator, "", nil, manyLabels(17), []string{"17 entries", "at most 16"}},
+		{"label without =", cluster.RoleCoordinator, "", nil, []string{"--label", "zone"}, []string{`entry "zone" must be key=value`}},
+		{"bad listen", cluster.RoleCoordinator, "", nil, []string{"--listen", "7400"}, []string{`listen "7400"`, "host:port"}},
+		{"worker no coordinators", cluster.RoleWorker, "coordinators: []\n", nil, nil, []string{"coordinators is empty"}},
+		{"worker bad blob store", cluster.RoleWorker, "", nil, []string{"--blob-store", "s3://bucket"}, []string{`blob-store "s3://bucket"`}},
+		{"worker block size", cluster.RoleWorker, "", nil, []string{"--block-size", "1KiB"}, []string{"block-size 1024", "64KiB"}},
+		{"worker bad bytes", cluster.RoleWorker, "", nil, []string{"--cache-capacity", "lots"}, []string{"cache-capacity", "size"}},
+		{"password file missing", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--etcd-username", "u", "--etcd-password-file", "/nonexistent/pw"}, []string{"etcd-password-file", "/nonexistent/pw"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := ""
+			if tt.file != "" {
+				file = writeFile(t, "talon.yaml", tt.file)
+			}
+			args := append([]string{"--node-id", "n1"}, tt.args...)
+			if tt.name == "bad node id" {
+				args = tt.args
+			}
+			_, err := load(t, tt.role, file, tt.env, args...)
+			if err == nil {
+				t.Fatal("Load succeeded, want error")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func manyLabels(n int) []string {
+	var args []string
+	for i := range n {
+		args = append(args, "--label", "k"+string(rune('a'+i))+"=v")
+	}
+	return args
+}
+
+// TestRedaction plants secrets through every channel they may take and
+// checks they never reach printed configuration, logs or errors.
+func TestRedaction(t *testing.T) {
+	const planted = "s3cr3t-PLANTED-value"
+	pw := writeFile(t, "pw", planted+"\n")
+	tokens := writeFile(t, "tokens", "# admin tokens\n"+planted+"-token\n")
+	env := []string{"TALON_ADMIN_TOKEN=" + planted + "-env"}
+	l, err := load(t, cluster.RoleCoordinator, "", env,
+		"--state-backend", "etcd", "--etcd-username", "talon", "--etcd-password-file", pw, "--admin-token-file", tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Config.Etcd.Password.Reveal() != planted {
+		t.Fatalf("password not read from file")
+	}
+	if len(l.Config.Admin.Tokens) != 2 {
+		t.Fatalf("tokens = %d, want 2 (env and file)", len(l.Config.Admin.Tokens))
+	}
+	var out bytes.Buffer
+	if err := l.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "cfg", l.Config, "password", l.Config.Etcd.Password)
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "cfg", l.Config)
+	for name, text := range map[string]string{"print": out.String(), "logs": logs.String()} {
+		if strings.Contains(text, planted) {
+			t.Fatalf("%s leaks the secret:\n%s", name, text)
+		}
+	}
+	if !strings.Contains(out.String(), `etcd-password: "[REDACTED]"`) || !strings.Contains(out.String(), `admin-token: "[REDACTED]"`) {
+		t.Fatalf("print does not show redacted secrets:\n%s", out.String())
+	}
+	// A bad value of a secret setting must not echo it either.
+	_, err = load(t, cluster.RoleCoordinator, "", []string{"TALON_ETCD_PASSWORD=" + planted}, "--state-backend", "etcd")
+	if err == nil || strings.Contains(err.Error(), planted) {
+		t.Fatalf("error for password without user = %v", err)
+	}
+}

@@ -1,0 +1,238 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// kind is how a setting's value is parsed.
+type kind int
+
+const (
+	kindString kind = iota
+	kindDuration
+	kindInt
+	kindBool
+	kindList  // comma-separated or repeated; YAML sequence in files
+	kindBytes // 4MiB, 10GB, or a plain byte count
+	kindMap   // key=value pairs; YAML mapping in files
+)
+
+func (k kind) String() string {
+	return [...]string{"string", "duration", "int", "bool", "strings", "bytes", "key=value"}[k]
+}
+
+// roles a setting applies to.
+const (
+	forCoordinator = 1 << iota
+	forWorker
+	forBoth = forCoordinator | forWorker
+)
+
+// setting is one row of the settings table.
+type setting struct {
+	name  string // flag name and file key
+	kind  kind
+	roles int
+	usage string
+	// def returns the default value in its string form for a role.
+	def func(role cluster.Role) string
+	// secret settings come only from the environment (env) and are never
+	// accepted from a file or a flag.
+	secret bool
+	// flag overrides the flag name (labels are set with repeatable --label).
+	flag string
+	// set stores the parsed value.
+	set func(c *Config, v any)
+}
+
+func constant(s string) func(cluster.Role) string { return func(cluster.Role) string { return s } }
+
+func byRole(coordinator, worker string) func(cluster.Role) string {
+	return func(r cluster.Role) string {
+		if r == cluster.RoleWorker {
+			return worker
+		}
+		return coordinator
+	}
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || cluster.ValidateID("node-id", h) != nil {
+		return "talon"
+	}
+	return h
+}
+
+// envName is the environment variable of a setting.
+func envName(name string) string {
+	return "TALON_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// settings is the one table of every setting, its default and its help.
+var settings = []setting{
+	{name: "cluster-id", kind: kindString, roles: forBoth, def: constant("default"),
+		usage: "cluster ID shared by every process of one cluster",
+		set:   func(c *Config, v any) { c.ClusterID = v.(string) }},
+	{name: "node-id", kind: kindString, roles: forBoth, def: func(cluster.Role) string { return hostname() },
+		usage: "stable node ID of this process (default: the host name)",
+		set:   func(c *Config, v any) { c.NodeID = v.(string) }},
+	{name: "labels", flag: "label", kind: kindMap, roles: forBoth, def: constant(""),
+		usage: "deployment label key=value (repeatable; at most 16)",
+		set:   func(c *Config, v any) { c.Labels = v.(map[string]string) }},
+	{name: "listen", kind: kindString, roles: forBoth, def: byRole(":7400", ":7500"),
+		usage: "control listener (coordinator) or data listener (worker) address",
+		set:   func(c *Config, v any) { c.Listen = v.(string) }},
+	{name: "advertise", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "address other processes use to reach --listen (default: derived from the bound address)",
+		set:   func(c *Config, v any) { c.Advertise = v.(string) }},
+	{name: "admin-listen", kind: kindString, roles: forBoth, def: byRole(":7401", ":7501"),
+		usage: "administration listener address (health, readiness, metrics, API, UI); empty disables it",
+		set:   func(c *Config, v any) { c.AdminListen = v.(string) }},
+	{name: "admin-advertise", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "advertised administration address (default: derived from the bound address)",
+		set:   func(c *Config, v any) { c.AdminAdvertise = v.(string) }},
+	{name: "coordinators", kind: kindList, roles: forWorker, def: constant("127.0.0.1:7400"),
+		usage: "coordinator control addresses host:port[,host:port...], tried in order with failover",
+		set:   func(c *Config, v any) { c.Coordinators = v.([]string) }},
+	{name: "state-backend", kind: kindString, roles: forCoordinator, def: constant(BackendMemory),
+		usage: "shared cluster-state backend: memory (development, single coordinator), etcd or kubernetes",
+		set:   func(c *Config, v any) { c.StateBackend = v.(string) }},
+	{name: "ha", kind: kindBool, roles: forCoordinator, def: constant("false"),
+		usage: "high-availability mode: several coordinators share one store (memory is refused)",
+		set:   func(c *Config, v any) { c.HA = v.(bool) }},
+	{name: "coordinator-replicas", kind: kindInt, roles: forCoordinator, def: constant("1"),
+		usage: "number of coordinator replicas deployed (more than 1 requires etcd or kubernetes)",
+		set:   func(c *Config, v any) { c.CoordinatorReplicas = v.(int) }},
+	{name: "etcd-endpoints", kind: kindList, roles: forCoordinator, def: constant("127.0.0.1:2379"),
+		usage: "etcd endpoints host:port or URLs, comma separated",
+		set:   func(c *Config, v any) { c.Etcd.Endpoints = v.([]string) }},
+	{name: "etcd-username", kind: kindString, roles: forCoordinator, def: constant(""),
+		usage: "etcd user name (the password comes from TALON_ETCD_PASSWORD or --etcd-password-file)",
+		set:   func(c *Config, v any) { c.Etcd.Username = v.(string) }},
+	{name: "etcd-password", kind: kindString, roles: forCoordinator, def: constant(""), secret: true,
+		usage: "etcd password (environment only)",
+		set:   func(c *Config, v any) { c.Etcd.Password = Secret(v.(string)) }},
+	{name: "etcd-password-file", kind: kindString, roles: forCoordinator, def: constant(""),
+		usage: "file holding the etcd password",
+		set:   func(c *Config, v any) { c.Etcd.PasswordFile = v.(string) }},
+	{name: "etcd-ca-file", kind: kindString, roles: forCoordinator, def: constant(""),
+		usage: "CA bundle to verify etcd's TLS certificate",
+		set:   func(c *Config, v any) { c.Etcd.CAFile = v.(string) }},
+	{name: "etcd-cert-file", kind: kindString, roles: forCoordinator, def: constant(""),
+		usage: "client certificate for etcd TLS",
+		set:   func(c *Config, v any) { c.Etcd.CertFile = v.(string) }},
+	{name: "etcd-key-file", kind: kindString, roles: forCoordinator, def: constant(""),
+		usage: "client key for etcd TLS",
+		set:   func(c *Config, v any) { c.Etcd.KeyFile = v.(string) }},
+	{name: "etcd-dial-timeout", kind: kindDuration, roles: forCoordinator, def: constant("5s"),
+		usage: "etcd connection timeout",
+		set:   func(c *Config, v any) { c.Etcd.DialTimeout = v.(time.Duration) }},
+	{name: "etcd-prefix", kind: kindString, roles: forCoordinator, def: constant("/talon"),
+		usage: "etcd key prefix",
+		set:   func(c *Config, v any) { c.Etcd.Prefix = v.(string) }},
+	{name: "kubeconfig", kind: kindString, roles: forCoordinator, def: constant(""),
+		usage: "kubeconfig file (default: in-cluster configuration)",
+		set:   func(c *Config, v any) { c.Kube.Kubeconfig = v.(string) }},
+	{name: "kube-namespace", kind: kindString, roles: forCoordinator, def: constant("default"),
+		usage: "namespace of Talon's Lease objects",
+		set:   func(c *Config, v any) { c.Kube.Namespace = v.(string) }},
+	{name: "kube-qps", kind: kindInt, roles: forCoordinator, def: constant("50"),
+		usage: "Kubernetes client queries per second (client-go's default of 5 is too low for heartbeats)",
+		set:   func(c *Config, v any) { c.Kube.QPS = v.(int) }},
+	{name: "kube-burst", kind: kindInt, roles: forCoordinator, def: constant("100"),
+		usage: "Kubernetes client burst",
+		set:   func(c *Config, v any) { c.Kube.Burst = v.(int) }},
+	{name: "heartbeat-interval", kind: kindDuration, roles: forBoth, def: constant("5s"),
+		usage: "interval between heartbeats",
+		set:   func(c *Config, v any) { c.HeartbeatInterval = v.(time.Duration) }},
+	{name: "unhealthy-after", kind: kindDuration, roles: forBoth, def: constant("15s"),
+		usage: "a node without an accepted update for this long is unhealthy",
+		set:   func(c *Config, v any) { c.UnhealthyAfter = v.(time.Duration) }},
+	{name: "lease-ttl", kind: kindDuration, roles: forBoth, def: constant("30s"),
+		usage: "a node without an accepted update for this long expires",
+		set:   func(c *Config, v any) { c.LeaseTTL = v.(time.Duration) }},
+	{name: "request-timeout", kind: kindDuration, roles: forBoth, def: constant("2s"),
+		usage: "timeout of one state-store or coordinator request",
+		set:   func(c *Config, v any) { c.RequestTimeout = v.(time.Duration) }},
+	{name: "drain-delay", kind: kindDuration, roles: forBoth, def: constant("5s"),
+		usage: "on shutdown, time to keep serving while unready so load balancers stop routing here",
+		set:   func(c *Config, v any) { c.DrainDelay = v.(time.Duration) }},
+	{name: "shutdown-timeout", kind: kindDuration, roles: forBoth, def: constant("20s"),
+		usage: "on shutdown, time allowed for in-flight requests to finish after the drain delay",
+		set:   func(c *Config, v any) { c.ShutdownTimeout = v.(time.Duration) }},
+	{name: "admin-tls-cert-file", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "TLS certificate of the administration listener",
+		set:   func(c *Config, v any) { c.Admin.TLSCertFile = v.(string) }},
+	{name: "admin-tls-key-file", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "TLS key of the administration listener",
+		set:   func(c *Config, v any) { c.Admin.TLSKeyFile = v.(string) }},
+	{name: "admin-token", kind: kindString, roles: forBoth, def: constant(""), secret: true,
+		usage: "bearer token required by the administration listener (environment only)",
+		set: func(c *Config, v any) {
+			if s := v.(string); s != "" {
+				c.Admin.Tokens = append(c.Admin.Tokens, Secret(s))
+			}
+		}},
+	{name: "admin-token-file", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "file of accepted bearer tokens, one per line; enables authentication",
+		set:   func(c *Config, v any) { c.Admin.TokenFile = v.(string) }},
+	{name: "admin-expose-health", kind: kindBool, roles: forBoth, def: constant("true"),
+		usage: "serve /healthz and /readyz on the administration listener",
+		set:   func(c *Config, v any) { c.Admin.ExposeHealth = v.(bool) }},
+	{name: "admin-expose-metrics", kind: kindBool, roles: forBoth, def: constant("true"),
+		usage: "serve /metrics on the administration listener",
+		set:   func(c *Config, v any) { c.Admin.ExposeMetrics = v.(bool) }},
+	{name: "admin-expose-api", kind: kindBool, roles: forBoth, def: constant("true"),
+		usage: "serve /api/v1 on the administration listener",
+		set:   func(c *Config, v any) { c.Admin.ExposeAPI = v.(bool) }},
+	{name: "admin-expose-ui", kind: kindBool, roles: forCoordinator, def: constant("true"),
+		usage: "serve the web UI on the administration listener",
+		set:   func(c *Config, v any) { c.Admin.ExposeUI = v.(bool) }},
+	{name: "blob-store", kind: kindString, roles: forWorker, def: constant("file:///var/lib/talon/blobs"),
+		usage: "blob store URL: file:///path or http(s)://host/prefix",
+		set:   func(c *Config, v any) { c.BlobStore = v.(string) }},
+	{name: "cache-dir", kind: kindString, roles: forWorker, def: constant("/var/cache/talon"),
+		usage: "directory of the worker's block cache",
+		set:   func(c *Config, v any) { c.CacheDir = v.(string) }},
+	{name: "cache-capacity", kind: kindBytes, roles: forWorker, def: constant("10GiB"),
+		usage: "maximum bytes of cached blocks",
+		set:   func(c *Config, v any) { c.CacheCapacity = v.(int64) }},
+	{name: "block-size", kind: kindBytes, roles: forWorker, def: constant("4MiB"),
+		usage: "size of a cached block",
+		set:   func(c *Config, v any) { c.BlockSize = v.(int64) }},
+	{name: "log-level", kind: kindString, roles: forBoth, def: constant("info"),
+		usage: "log level: debug, info, warn or error",
+		set:   func(c *Config, v any) { c.LogLevel = v.(string) }},
+	{name: "log-format", kind: kindString, roles: forBoth, def: constant("text"),
+		usage: "log format: text or json",
+		set:   func(c *Config, v any) { c.LogFormat = v.(string) }},
+}
+
+// lookup returns the setting called name (file key or flag name).
+func lookup(name string) *setting {
+	for i := range settings {
+		if settings[i].name == name || settings[i].flag == name {
+			return &settings[i]
+		}
+	}
+	return nil
+}
+
+func (s *setting) flagName() string {
+	if s.flag != "" {
+		return s.flag
+	}
+	return s.name
+}
+
+func (s *setting) appliesTo(r cluster.Role) bool {
+	if r == cluster.RoleWorker {
+		return s.roles&forWorker != 0
+	}
+	return s.roles&forCoordinator != 0
+}

@@ -1,0 +1,204 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// Limits on settings that have no natural bound elsewhere.
+const (
+	MinBlockSize           = 64 << 10
+	MaxBlockSize           = 64 << 20
+	MaxCoordinatorReplicas = 64
+)
+
+// Validate checks every setting of c and returns the first error, naming
+// the setting, its value and the rule.
+func (c *Config) Validate() error {
+	if err := cluster.ValidateID("cluster-id", c.ClusterID); err != nil {
+		return err
+	}
+	if err := cluster.ValidateID("node-id", c.NodeID); err != nil {
+		return err
+	}
+	if err := cluster.ValidateLabels(c.Labels); err != nil {
+		return fmt.Errorf("label: %w", err)
+	}
+	if err := validateListen("listen", c.Listen, true); err != nil {
+		return err
+	}
+	if err := validateListen("admin-listen", c.AdminListen, false); err != nil {
+		return err
+	}
+	if c.Advertise != "" {
+		if err := cluster.ValidateAddress("advertise", c.Advertise, true); err != nil {
+			return err
+		}
+	}
+	if c.AdminAdvertise != "" {
+		if err := cluster.ValidateAddress("admin-advertise", c.AdminAdvertise, true); err != nil {
+			return err
+		}
+	}
+	if err := c.Timing().Validate(); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"request-timeout", c.RequestTimeout}, {"shutdown-timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
+		}
+	}
+	if c.RequestTimeout >= c.LeaseTTL {
+		return fmt.Errorf("request-timeout %s must be less than lease-ttl %s", c.RequestTimeout, c.LeaseTTL)
+	}
+	if !oneOf(c.LogLevel, "debug", "info", "warn", "error") {
+		return fmt.Errorf("log-level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	if !oneOf(c.LogFormat, "text", "json") {
+		return fmt.Errorf("log-format %q: must be text or json", c.LogFormat)
+	}
+	if (c.Admin.TLSCertFile == "") != (c.Admin.TLSKeyFile == "") {
+		return fmt.Errorf("admin-tls-cert-file %q and admin-tls-key-file %q: set both or neither", c.Admin.TLSCertFile, c.Admin.TLSKeyFile)
+	}
+	switch c.Role {
+	case cluster.RoleCoordinator:
+		return c.validateCoordinator()
+	case cluster.RoleWorker:
+		return c.validateWorker()
+	}
+	return fmt.Errorf("role %q: must be coordinator or worker", c.Role)
+}
+
+func (c *Config) validateCoordinator() error {
+	if c.CoordinatorReplicas < 1 || c.CoordinatorReplicas > MaxCoordinatorReplicas {
+		return fmt.Errorf("coordinator-replicas %d: must be from 1 to %d", c.CoordinatorReplicas, MaxCoordinatorReplicas)
+	}
+	switch c.StateBackend {
+	case BackendMemory:
+		if c.HA {
+			return fmt.Errorf("state-backend memory cannot be used with ha true: the memory backend is for development and single-coordinator mode; use etcd or kubernetes")
+		}
+		if c.CoordinatorReplicas > 1 {
+			return fmt.Errorf("state-backend memory cannot be used with coordinator-replicas %d: the memory backend serves a single coordinator; use etcd or kubernetes", c.CoordinatorReplicas)
+		}
+	case BackendEtcd:
+		if len(c.Etcd.Endpoints) == 0 {
+			return fmt.Errorf("etcd-endpoints is empty: state-backend etcd needs at least one endpoint")
+		}
+		for _, e := range c.Etcd.Endpoints {
+			if err := validateEndpoint(e); err != nil {
+				return err
+			}
+		}
+		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
+			return fmt.Errorf("etcd-cert-file %q and etcd-key-file %q: set both or neither", c.Etcd.CertFile, c.Etcd.KeyFile)
+		}
+		if c.Etcd.Password.IsSet() && c.Etcd.Username == "" {
+			return fmt.Errorf("etcd-username is empty but an etcd password is set: set etcd-username")
+		}
+		if c.Etcd.DialTimeout <= 0 {
+			return fmt.Errorf("etcd-dial-timeout %s: must be positive", c.Etcd.DialTimeout)
+		}
+		if len(c.Etcd.Prefix) == 0 || c.Etcd.Prefix[0] != '/' {
+			return fmt.Errorf("etcd-prefix %q: must start with /", c.Etcd.Prefix)
+		}
+		if err := wholeSeconds(c.LeaseTTL); err != nil {
+			return err
+		}
+	case BackendKubernetes:
+		if err := cluster.ValidateID("kube-namespace", c.Kube.Namespace); err != nil || len(c.Kube.Namespace) > 63 {
+			return fmt.Errorf("kube-namespace %q: must be a DNS-1123 label of at most 63 characters", c.Kube.Namespace)
+		}
+		if c.Kube.QPS < 1 || c.Kube.Burst < c.Kube.QPS {
+			return fmt.Errorf("kube-qps %d and kube-burst %d: qps must be at least 1 and burst at least qps", c.Kube.QPS, c.Kube.Burst)
+		}
+		if err := wholeSeconds(c.LeaseTTL); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", c.StateBackend)
+	}
+	return nil
+}
+
+func (c *Config) validateWorker() error {
+	if len(c.Coordinators) == 0 {
+		return fmt.Errorf("coordinators is empty: a worker needs at least one coordinator address")
+	}
+	for _, a := range c.Coordinators {
+		if err := cluster.ValidateAddress("coordinators", a, true); err != nil {
+			return err
+		}
+	}
+	if c.BlobStore == "" {
+		return fmt.Errorf("blob-store is empty: set a file:// or http(s):// URL")
+	}
+	u, err := url.Parse(c.BlobStore)
+	if err != nil || !oneOf(u.Scheme, "file", "http", "https") {
+		return fmt.Errorf("blob-store %q: must be a file://, http:// or https:// URL", c.BlobStore)
+	}
+	if c.CacheDir == "" {
+		return fmt.Errorf("cache-dir is empty: set a directory for the block cache")
+	}
+	if c.BlockSize < MinBlockSize || c.BlockSize > MaxBlockSize {
+		return fmt.Errorf("block-size %d: must be from %d (64KiB) to %d (64MiB) bytes", c.BlockSize, MinBlockSize, MaxBlockSize)
+	}
+	if c.CacheCapacity < c.BlockSize {
+		return fmt.Errorf("cache-capacity %d must be at least block-size %d", c.CacheCapacity, c.BlockSize)
+	}
+	return nil
+}
+
+func validateListen(name, addr string, required bool) error {
+	if addr == "" {
+		if required {
+			return fmt.Errorf("%s is empty: must be host:port (host may be empty to listen on every interface)", name)
+		}
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: must be host:port", name, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%s %q: port must be a number from 0 to 65535", name, addr)
+	}
+	return nil
+}
+
+func validateEndpoint(e string) error {
+	if u, err := url.Parse(e); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		if u.Host == "" {
+			return fmt.Errorf("etcd-endpoints %q: URL has no host", e)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(e); err != nil {
+		return fmt.Errorf("etcd-endpoints %q: must be host:port or an http(s) URL", e)
+	}
+	return nil
+}
+
+func wholeSeconds(ttl time.Duration) error {
+	if ttl%time.Second != 0 {
+		return fmt.Errorf("lease-ttl %s: must be a whole number of seconds for the etcd and kubernetes backends", ttl)
+	}
+	return nil
+}
+
+func oneOf(s string, options ...string) bool {
+	for _, o := range options {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}
