@@ -47,6 +47,9 @@ func RegisterFlags(fs *pflag.FlagSet, role cluster.Role) {
 		usage := s.usage + " (env " + envName(s.name) + ")"
 		f := fs.VarPF(&rawValue{kind: s.kind}, s.flagName(), "", usage)
 		f.DefValue = s.def(role)
+		if s.helpDefault != "" {
+			f.DefValue = s.helpDefault
+		}
 		if s.kind == kindBool {
 			f.NoOptDefVal = "true"
 		}

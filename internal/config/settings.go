@@ -45,6 +45,9 @@ type setting struct {
 	secret bool
 	// flag overrides the flag name (labels are set with repeatable --label).
 	flag string
+	// helpDefault is shown in help instead of def when the default depends
+	// on the machine (so generated man pages are reproducible).
+	helpDefault string
 	// set stores the parsed value.
 	set func(c *Config, v any)
 }
@@ -78,7 +81,7 @@ var settings = []setting{
 	{name: "cluster-id", kind: kindString, roles: forBoth, def: constant("default"),
 		usage: "cluster ID shared by every process of one cluster",
 		set:   func(c *Config, v any) { c.ClusterID = v.(string) }},
-	{name: "node-id", kind: kindString, roles: forBoth, def: func(cluster.Role) string { return hostname() },
+	{name: "node-id", kind: kindString, roles: forBoth, def: func(cluster.Role) string { return hostname() }, helpDefault: "$(hostname)",
 		usage: "stable node ID of this process (default: the host name)",
 		set:   func(c *Config, v any) { c.NodeID = v.(string) }},
 	{name: "labels", flag: "label", kind: kindMap, roles: forBoth, def: constant(""),
