@@ -1,0 +1,108 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/talonhq/talon/internal/config"
+)
+
+func run(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &errb, Environ: environ, Runners: Runners{
+		Coordinator: func(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+			log.Info("coordinator would start", "node", cfg.NodeID, "password", cfg.Etcd.Password)
+			return nil
+		},
+	}}
+	code = Main(context.Background(), args, env)
+	return code, out.String(), errb.String()
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, nil, "version", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("version -o json is not JSON: %v\n%s", err, out)
+	}
+	for _, k := range []string{"version", "commit", "date", "goVersion"} {
+		if got[k] == "" {
+			t.Fatalf("version JSON lacks %s: %s", k, out)
+		}
+	}
+	if got["goVersion"] != runtime.Version() {
+		t.Fatalf("goVersion = %q", got["goVersion"])
+	}
+	code, out, _ = run(t, nil, "version")
+	if code != 0 || !strings.Contains(out, "commit:") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("version text = %d %q", code, out)
+	}
+	if code, _, errOut := run(t, nil, "version", "-o", "xml"); code != ExitUsage || !strings.Contains(errOut, `"xml"`) {
+		t.Fatalf("version -o xml = %d %q", code, errOut)
+	}
+}
+
+func TestCoordinatorRejectsBadTiming(t *testing.T) {
+	code, _, errOut := run(t, nil, "coordinator", "--node-id", "c1", "--heartbeat-interval", "20s")
+	if code == 0 {
+		t.Fatal("coordinator with heartbeat-interval 20s exited 0")
+	}
+	for _, want := range []string{"heartbeat-interval 20s", "unhealthy-after 15s"} {
+		if !strings.Contains(errOut, want) {
+			t.Fatalf("stderr %q does not name %q", errOut, want)
+		}
+	}
+}
+
+func TestUnknownFlagIsUsageError(t *testing.T) {
+	code, _, errOut := run(t, nil, "coordinator", "--heartbeat", "5s")
+	if code != ExitUsage || !strings.Contains(errOut, "--heartbeat") {
+		t.Fatalf("unknown flag: exit %d, %q", code, errOut)
+	}
+}
+
+func TestConfigPrintRedactsAndLogsRedact(t *testing.T) {
+	const planted = "PLANTED-secret-9f8e"
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--node-id", "c1", "--state-backend", "etcd", "--etcd-username", "u", "--etcd-password-file", pw}
+	code, out, errOut := run(t, []string{"TALON_ADMIN_TOKEN=" + planted}, append([]string{"config", "print"}, args...)...)
+	if code != 0 {
+		t.Fatalf("config print exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out+errOut, planted) || !strings.Contains(out, "[REDACTED]") {
+		t.Fatalf("config print leaks or does not redact:\n%s", out)
+	}
+	if !strings.Contains(out, "etcd-username: \"u\"  # flag --etcd-username") {
+		t.Fatalf("config print lacks provenance:\n%s", out)
+	}
+	code, _, errOut = run(t, nil, append([]string{"coordinator"}, args...)...)
+	if code != 0 || strings.Contains(errOut, planted) || !strings.Contains(errOut, "coordinator would start") {
+		t.Fatalf("coordinator logs: exit %d\n%s", code, errOut)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
+		t.Fatalf("validate worker = %d %q", code, out)
+	}
+	if code, _, errOut := run(t, []string{"TALON_LEASE_TTL=10s"}, "config", "validate", "--node-id", "c1"); code != ExitUsage || !strings.Contains(errOut, "lease-ttl 10s") {
+		t.Fatalf("validate bad = %d %q", code, errOut)
+	}
+	if code, _, _ := run(t, nil, "config", "validate", "boss"); code != ExitUsage {
+		t.Fatalf("validate boss = %d", code)
+	}
+}
