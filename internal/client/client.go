@@ -1,0 +1,353 @@
+// Package client is the Go library clients use to find the owners of a
+// key: placement lookups against any coordinator, with failover across
+// coordinator addresses and a short-lived placement cache.
+//
+// Cache rule (ADR 0001 section 7): a PlacementVersion is an equality token.
+// Every cached decision carries the version it was computed from; when the
+// client sees any different version (a lookup answer or an EpochBump
+// push), every entry from another version is dropped. Versions are never
+// compared for order. Independently, an entry is refreshed when its TTL
+// passes and when the caller reports a connection failure, a wrong owner or
+// a missing object for it (Invalidate).
+//
+// A Client is safe for concurrent use. Connections are pooled per
+// coordinator; each protocol.Conn serves one call at a time.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/talonhq/talon/internal/protocol"
+)
+
+// ErrNoCoordinator is returned when no coordinator address could serve a call.
+var ErrNoCoordinator = errors.New("no coordinator reachable")
+
+// Owner is one worker chosen for a key.
+type Owner struct {
+	NodeID  string
+	Address string
+}
+
+// Placement is a lookup answer.
+type Placement struct {
+	Owners  []Owner
+	Version uint64
+	// Cached reports whether the answer came from the cache.
+	Cached bool
+}
+
+// Options configures a Client.
+type Options struct {
+	// Coordinators are control addresses host:port, tried in order; the
+	// one that last answered is tried first.
+	Coordinators []string
+	// Dial opens a connection; default net.Dialer.DialContext.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CacheTTL bounds how long a cached placement is used; 0 disables the cache.
+	CacheTTL time.Duration
+	// MaxCacheEntries bounds the cache; default 65,536.
+	MaxCacheEntries int
+	// MaxIdleConns bounds pooled connections per coordinator; default 4.
+	MaxIdleConns int
+	// Retries is how many further attempts a retryable failure gets,
+	// with jittered backoff; default 3.
+	Retries int
+	Clock   func() time.Time
+	Logger  *slog.Logger
+}
+
+// Client looks up placements.
+type Client struct {
+	opts Options
+	now  func() time.Time
+	log  *slog.Logger
+
+	mu      sync.Mutex // guards the fields below
+	pools   map[string][]*protocol.Conn
+	prefer  int // index of the coordinator that last answered
+	version uint64
+	haveVer bool
+	cache   map[cacheKey]entry
+	closed  bool
+}
+
+type cacheKey struct {
+	key      string
+	replicas int
+}
+
+type entry struct {
+	owners  []Owner
+	version uint64
+	expires time.Time
+}
+
+// New returns a client. It connects lazily.
+func New(opts Options) (*Client, error) {
+	if len(opts.Coordinators) == 0 {
+		return nil, errors.New("client: at least one coordinator address is required")
+	}
+	if opts.Dial == nil {
+		var d net.Dialer
+		opts.Dial = d.DialContext
+	}
+	if opts.MaxCacheEntries <= 0 {
+		opts.MaxCacheEntries = 1 << 16
+	}
+	if opts.MaxIdleConns <= 0 {
+		opts.MaxIdleConns = 4
+	}
+	if opts.Retries < 0 {
+		opts.Retries = 0
+	} else if opts.Retries == 0 {
+		opts.Retries = 3
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{opts: opts, now: opts.Clock, log: opts.Logger, pools: map[string][]*protocol.Conn{}, cache: map[cacheKey]entry{}}, nil
+}
+
+// Close closes pooled connections.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for addr, conns := range c.pools {
+		for _, cn := range conns {
+			_ = cn.Close()
+		}
+		delete(c.pools, addr)
+	}
+	return nil
+}
+
+// Lookup returns the owners of key, from the cache when a fresh entry of
+// the current version exists.
+func (c *Client) Lookup(ctx context.Context, key string, replicas int) (Placement, error) {
+	ck := cacheKey{key, replicas}
+	if c.opts.CacheTTL > 0 {
+		c.mu.Lock()
+		e, ok := c.cache[ck]
+		if ok && c.now().Before(e.expires) && (!c.haveVer || e.version == c.version) {
+			c.mu.Unlock()
+			return Placement{Owners: e.owners, Version: e.version, Cached: true}, nil
+		}
+		c.mu.Unlock()
+	}
+	resp, err := c.call(ctx, &protocol.PlacementLookup{Key: []byte(key), Replicas: uint16(replicas)})
+	if err != nil {
+		return Placement{}, err
+	}
+	pr, ok := resp.(*protocol.PlacementResponse)
+	if !ok {
+		return Placement{}, fmt.Errorf("client: unexpected %s answer to a placement lookup", resp.Type())
+	}
+	p := Placement{Version: pr.Version, Owners: make([]Owner, len(pr.Owners))}
+	for i, o := range pr.Owners {
+		p.Owners[i] = Owner{NodeID: o.NodeID, Address: o.DataAddress}
+	}
+	c.ObserveVersion(pr.Version)
+	if c.opts.CacheTTL > 0 {
+		c.mu.Lock()
+		if len(c.cache) >= c.opts.MaxCacheEntries {
+			clear(c.cache) // simple bound: a full cache starts over
+		}
+		if c.version == pr.Version {
+			c.cache[ck] = entry{owners: p.Owners, version: pr.Version, expires: c.now().Add(c.opts.CacheTTL)}
+		}
+		c.mu.Unlock()
+	}
+	return p, nil
+}
+
+// ObserveVersion records a PlacementVersion seen anywhere (a lookup, a
+// push, a worker's wrong-owner answer). A version different from the
+// current one, in either direction, drops every cached entry.
+func (c *Client) ObserveVersion(v uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.haveVer && c.version == v {
+		return
+	}
+	c.version, c.haveVer = v, true
+	clear(c.cache)
+}
+
+// Version returns the last PlacementVersion observed.
+func (c *Client) Version() (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version, c.haveVer
+}
+
+// Invalidate drops the cached placement of key (every replica count), for
+// a connection failure, a wrong owner or a not-found answer.
+func (c *Client) Invalidate(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ck := range c.cache {
+		if ck.key == key {
+			delete(c.cache, ck)
+		}
+	}
+}
+
+// Call sends one request to a coordinator, failing over across addresses
+// on connection errors and retrying retryable errors with jittered backoff.
+func (c *Client) Call(ctx context.Context, req protocol.Message) (protocol.Message, error) {
+	return c.call(ctx, req)
+}
+
+func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Message, error) {
+	var lastErr error
+	backoff := 50 * time.Millisecond
+	n := len(c.opts.Coordinators)
+	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
+		c.mu.Lock()
+		first := c.prefer
+		c.mu.Unlock()
+		for i := range n {
+			idx := (first + i) % n
+			addr := c.opts.Coordinators[idx]
+			resp, err := c.callOne(ctx, addr, req)
+			if err == nil {
+				c.mu.Lock()
+				c.prefer = idx
+				c.mu.Unlock()
+				return resp, nil
+			}
+			lastErr = err
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				if !pe.Retryable {
+					return nil, err
+				}
+				if pe.Code != protocol.CodeDraining && pe.Code != protocol.CodeNotReady && pe.Code != protocol.CodeUnavailable {
+					break // retryable but not this coordinator's fault: back off first
+				}
+			}
+			// Connection failure, draining or not-ready coordinator: try the next one.
+		}
+		if attempt == c.opts.Retries {
+			break
+		}
+		d := backoff/2 + rand.N(backoff)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	var pe *protocol.Error
+	if errors.As(lastErr, &pe) {
+		return nil, lastErr
+	}
+	return nil, fmt.Errorf("%w: %w", ErrNoCoordinator, lastErr)
+}
+
+// callOne makes one call on a pooled connection to addr.
+func (c *Client) callOne(ctx context.Context, addr string, req protocol.Message) (protocol.Message, error) {
+	cn, err := c.get(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cn.Call(ctx, req)
+	var pe *protocol.Error
+	if err != nil && !errors.As(err, &pe) {
+		_ = cn.Close() // broken or abandoned mid-call: do not reuse
+		return nil, err
+	}
+	c.put(addr, cn)
+	return resp, err
+}
+
+func (c *Client) get(ctx context.Context, addr string) (*protocol.Conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("client: closed")
+	}
+	if p := c.pools[addr]; len(p) > 0 {
+		cn := p[len(p)-1]
+		c.pools[addr] = p[:len(p)-1]
+		c.mu.Unlock()
+		return cn, nil
+	}
+	c.mu.Unlock()
+	nc, err := c.opts.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.NewConn(nc, protocol.ConnOptions{}), nil
+}
+
+func (c *Client) put(addr string, cn *protocol.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.pools[addr]) >= c.opts.MaxIdleConns {
+		_ = cn.Close()
+		return
+	}
+	c.pools[addr] = append(c.pools[addr], cn)
+}
+
+// Watch subscribes to placement-version pushes from a coordinator until
+// ctx ends, failing over and reconnecting as needed, and applies each
+// version to the cache. onChange, if not nil, is called with each version.
+func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
+	backoff := 100 * time.Millisecond
+	n := len(c.opts.Coordinators)
+	for i := 0; ctx.Err() == nil; i++ {
+		addr := c.opts.Coordinators[i%n]
+		err := c.watchOne(ctx, addr, onChange)
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Debug("placement watch interrupted", "coordinator", addr, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff/2 + rand.N(backoff)):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (c *Client) watchOne(ctx context.Context, addr string, onChange func(uint64)) error {
+	nc, err := c.opts.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	apply := func(v uint64) {
+		c.ObserveVersion(v)
+		if onChange != nil {
+			onChange(v)
+		}
+	}
+	cn := protocol.NewConn(nc, protocol.ConnOptions{OnEpochBump: func(b protocol.EpochBump) { apply(b.Version) }})
+	defer cn.Close()
+	resp, err := cn.Call(ctx, &protocol.Subscribe{})
+	if err != nil {
+		return err
+	}
+	if b, ok := resp.(*protocol.EpochBump); ok {
+		apply(b.Version)
+	}
+	return cn.Poll(ctx)
+}

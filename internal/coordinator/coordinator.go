@@ -1,0 +1,531 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/placement"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// ErrNotReady is returned by View and Lookup when no current snapshot can
+// be had (fail closed). It wraps the store's error.
+var ErrNotReady = errors.New("coordinator has no current cluster snapshot")
+
+// Options configures a Coordinator. Every dependency is explicit.
+type Options struct {
+	ClusterID string
+	NodeID    string
+	Labels    map[string]string
+	// Advertise is the control address written to this coordinator's
+	// record; empty means the listener's address.
+	Advertise string
+	// AdminAddress is the advertised administration address, if any.
+	AdminAddress string
+
+	Timing          cluster.Timing
+	RequestTimeout  time.Duration
+	DrainDelay      time.Duration
+	ShutdownTimeout time.Duration
+
+	Store    state.Store
+	Listener net.Listener // the bound control listener; Run closes it
+	Logger   *slog.Logger
+	Clock    func() time.Time
+	// Registerer receives the coordinator's metrics; Process holds the
+	// process-wide ones (shared with the admin listener).
+	Registerer prometheus.Registerer
+	Process    *metrics.Process
+}
+
+// Readiness is the coordinator's readiness with the reasons it is not ready.
+type Readiness struct {
+	Ready   bool
+	Reasons []string
+}
+
+// Coordinator serves the control protocol. Create it with New and run it
+// with Run.
+type Coordinator struct {
+	opts          Options
+	log           *slog.Logger
+	now           func() time.Time
+	m             *coordMetrics
+	proc          *metrics.Process
+	incarnation   string
+	startUnixMs   int64
+	advertise     string
+	views         *batcher
+	bg            sync.WaitGroup // background goroutines: batched reads, loops
+	connWG        sync.WaitGroup // connection goroutines
+	inflight      sync.WaitGroup // requests being served
+	kick          chan struct{}  // asks the refresh loop for a new view now
+	lookups       atomic.Uint64
+	lookupErrors  atomic.Uint64
+	storeErrors   atomic.Uint64
+	requests      atomic.Uint64
+	requestErrors atomic.Uint64
+
+	mu          sync.Mutex // guards the fields below
+	lastGood    *View
+	lastErr     error
+	storeOK     bool
+	synced      bool // a view has been read at least once
+	registered  bool // this coordinator's own record has been accepted
+	draining    bool
+	closing     bool // past the drain delay: new requests are refused
+	pushed      placement.Version
+	havePushed  bool
+	conns       map[*conn]struct{}
+	subscribers map[*conn]struct{}
+}
+
+// New returns a coordinator. It has no side effects: nothing is read,
+// written or started until Run.
+func New(opts Options) (*Coordinator, error) {
+	if err := opts.Timing.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case opts.Store == nil:
+		return nil, errors.New("coordinator: Store is required")
+	case opts.Listener == nil:
+		return nil, errors.New("coordinator: Listener is required")
+	case opts.Logger == nil, opts.Clock == nil, opts.Registerer == nil, opts.Process == nil:
+		return nil, errors.New("coordinator: Logger, Clock, Registerer and Process are required")
+	case opts.RequestTimeout <= 0:
+		return nil, fmt.Errorf("coordinator: request timeout %s must be positive", opts.RequestTimeout)
+	}
+	if err := cluster.ValidateID("cluster-id", opts.ClusterID); err != nil {
+		return nil, err
+	}
+	if err := cluster.ValidateID("node-id", opts.NodeID); err != nil {
+		return nil, err
+	}
+	m, err := newCoordMetrics(opts.Registerer, opts.Store.Backend())
+	if err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	advertise := opts.Advertise
+	if advertise == "" {
+		advertise = opts.Listener.Addr().String()
+	}
+	c := &Coordinator{
+		opts:        opts,
+		log:         opts.Logger.With("component", "coordinator"),
+		now:         opts.Clock,
+		m:           m,
+		proc:        opts.Process,
+		incarnation: NewIncarnationID(),
+		startUnixMs: opts.Clock().UnixMilli(),
+		advertise:   advertise,
+		kick:        make(chan struct{}, 1),
+		conns:       map[*conn]struct{}{},
+		subscribers: map[*conn]struct{}{},
+	}
+	return c, nil
+}
+
+// NewIncarnationID returns a random process-incarnation ID.
+func NewIncarnationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Addr returns the control listener's address.
+func (c *Coordinator) Addr() net.Addr { return c.opts.Listener.Addr() }
+
+// NodeID returns the coordinator's node ID.
+func (c *Coordinator) NodeID() string { return c.opts.NodeID }
+
+// ClusterID returns the coordinator's cluster ID.
+func (c *Coordinator) ClusterID() string { return c.opts.ClusterID }
+
+// Backend names the state backend.
+func (c *Coordinator) Backend() string { return c.opts.Store.Backend() }
+
+// Timing returns the heartbeat timing the coordinator applies.
+func (c *Coordinator) Timing() cluster.Timing { return c.opts.Timing }
+
+// Run serves until ctx ends, then drains and returns. It returns an error
+// only when the coordinator could not serve at all.
+func (c *Coordinator) Run(ctx context.Context) error {
+	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
+	c.views = &batcher{fetch: c.fetch, base: base, timeout: c.opts.RequestTimeout, wg: &c.bg}
+
+	hbCtx, stopHeartbeats := context.WithCancel(base)
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); c.heartbeatLoop(hbCtx) }()
+	c.bg.Add(2)
+	go func() { defer c.bg.Done(); c.refreshLoop(base) }()
+	go func() { defer c.bg.Done(); c.watchLoop(base) }()
+	c.connWG.Add(1)
+	go func() { defer c.connWG.Done(); c.acceptLoop() }()
+	c.log.Info("coordinator serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
+
+	<-ctx.Done()
+	c.shutdown(func() { stopHeartbeats(); <-hbDone })
+	stopBase()
+	c.bg.Wait()
+	return nil
+}
+
+// shutdown drains: unready, serve for DrainDelay, stop accepting, wait for
+// in-flight requests up to ShutdownTimeout, close connections, stop
+// heartbeats and deregister.
+func (c *Coordinator) shutdown(stopHeartbeats func()) {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	c.updateReadyMetric()
+	c.log.Info("draining: reporting unready and serving for the drain delay", "drain_delay", c.opts.DrainDelay)
+	time.Sleep(c.opts.DrainDelay)
+
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	_ = c.opts.Listener.Close()
+	done := make(chan struct{})
+	go func() { c.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.opts.ShutdownTimeout):
+		c.log.Warn("shutdown timeout passed with requests in flight; closing connections", "shutdown_timeout", c.opts.ShutdownTimeout)
+	}
+	c.mu.Lock()
+	for cn := range c.conns {
+		_ = cn.nc.Close()
+	}
+	c.mu.Unlock()
+	c.connWG.Wait()
+	<-done
+
+	// No heartbeat may follow the removal, or it would re-create the record.
+	stopHeartbeats()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+	defer cancel()
+	key := cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}
+	if _, err := c.opts.Store.RemoveNode(ctx, key, c.incarnation); err != nil {
+		c.log.Warn("could not remove own record; it expires with its lease", "error", err)
+	}
+	c.log.Info("coordinator stopped")
+}
+
+// View returns a consistent view read after the call began. When the
+// store cannot be read within the request timeout it returns an error
+// wrapping ErrNotReady and the store's error.
+func (c *Coordinator) View(ctx context.Context) (*View, error) {
+	v, err := c.views.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return v, nil
+}
+
+// LastGood returns the last view successfully read, for diagnostics only:
+// it may be stale, and callers must mark it so with its ObservedAt. It is
+// nil before the first successful read.
+func (c *Coordinator) LastGood() *View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastGood
+}
+
+// LastError returns the last store error seen, nil once the store answers again.
+func (c *Coordinator) LastError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
+// Readiness reports whether the coordinator should receive traffic.
+func (c *Coordinator) Readiness() Readiness {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readinessLocked()
+}
+
+func (c *Coordinator) readinessLocked() Readiness {
+	var reasons []string
+	if c.draining {
+		reasons = append(reasons, "draining: shutting down")
+	}
+	if !c.storeOK {
+		if c.lastErr != nil {
+			reasons = append(reasons, "store unreachable: "+c.lastErr.Error())
+		} else {
+			reasons = append(reasons, "warming up: the store has not answered yet")
+		}
+	}
+	if !c.synced {
+		reasons = append(reasons, "warming up: no cluster snapshot yet")
+	}
+	if !c.registered {
+		reasons = append(reasons, "warming up: own record not yet accepted by the store")
+	}
+	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
+}
+
+func (c *Coordinator) updateReadyMetric() { c.proc.SetReady(c.Readiness().Ready) }
+
+// Lookup answers a placement lookup from a fresh view.
+func (c *Coordinator) Lookup(ctx context.Context, key string, replicas int) ([]placement.Owner, placement.Version, error) {
+	start := c.now()
+	c.lookups.Add(1)
+	owners, version, err := c.lookup(ctx, key, replicas)
+	c.m.placementDur.Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.lookupErrors.Add(1)
+		c.m.placementErrs.WithLabelValues(protocol.CodeOf(err).String()).Inc()
+	}
+	return owners, version, err
+}
+
+func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]placement.Owner, placement.Version, error) {
+	if replicas < 1 || replicas > protocol.MaxReplicas {
+		return nil, 0, protocol.NewError(protocol.CodeInvalidArgument, "replicas %d: must be from 1 to %d", replicas, protocol.MaxReplicas)
+	}
+	v, err := c.View(ctx)
+	if err != nil {
+		return nil, 0, protocol.NewError(protocol.CodeNotReady, "%v", err)
+	}
+	owners := v.Table.Lookup(key, replicas)
+	if len(owners) == 0 {
+		return nil, v.Version(), protocol.NewError(protocol.CodeNoWorkers, "no healthy, ready worker in cluster %s", c.opts.ClusterID)
+	}
+	return owners, v.Version(), nil
+}
+
+// fetch reads a snapshot and builds a view; it is the batcher's read.
+func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
+	start := c.now()
+	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
+	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.noteStoreError("snapshot", err)
+		return nil, err
+	}
+	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+	var table *placement.Table
+	if prev := c.LastGood(); prev != nil && slices.Equal(prev.Table.Nodes(), eligible) {
+		table = prev.Table // same membership: reuse the pre-hashed table
+	} else if table, err = placement.New(eligible); err != nil {
+		return nil, fmt.Errorf("build placement: %w", err)
+	}
+	v := &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now()}
+	c.noteView(v)
+	return v, nil
+}
+
+// noteView records a successful read: readiness, metrics and, when the
+// placement version changed, a push to subscribers.
+func (c *Coordinator) noteView(v *View) {
+	c.mu.Lock()
+	wasOK := c.storeOK
+	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
+	changed := !c.havePushed || c.pushed != v.Version()
+	c.pushed, c.havePushed = v.Version(), true
+	var subs []*conn
+	if changed {
+		for s := range c.subscribers {
+			subs = append(subs, s)
+		}
+	}
+	c.mu.Unlock()
+	if !wasOK {
+		c.log.Info("store answered: cluster view is current", "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
+	}
+	c.updateReadyMetric()
+	c.m.snapshotAge.Set(0)
+	counts := map[[2]string]int{}
+	for _, r := range v.Snapshot.Records {
+		counts[[2]string{string(r.Role), string(c.opts.Timing.EffectiveHealth(r, v.Snapshot.ObservedAtUnixMs))}]++
+	}
+	for _, r := range cluster.Roles {
+		for _, h := range cluster.HealthStates {
+			c.m.nodes.WithLabelValues(string(r), string(h)).Set(float64(counts[[2]string{string(r), string(h)}]))
+		}
+	}
+	if changed {
+		c.m.versionChanges.Inc()
+		bump := &protocol.EpochBump{Version: uint64(v.Version())}
+		for _, s := range subs {
+			s.push(bump)
+		}
+	}
+}
+
+// noteStoreError records a failed store operation (fail closed).
+func (c *Coordinator) noteStoreError(op string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	c.storeErrors.Add(1)
+	c.m.storeErrors.WithLabelValues(op, state.Code(err)).Inc()
+	c.mu.Lock()
+	wasOK := c.storeOK
+	c.storeOK, c.lastErr = false, err
+	lastGood := c.lastGood
+	c.mu.Unlock()
+	if wasOK {
+		c.log.Warn("store unreachable: failing closed (unready, lookups refused)", "operation", op, "error", err)
+	}
+	if lastGood != nil {
+		c.m.snapshotAge.Set(c.now().Sub(lastGood.ObservedAt).Seconds())
+	}
+	c.updateReadyMetric()
+}
+
+// selfRecord builds this coordinator's own status record.
+func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
+	rd := c.Readiness()
+	c.mu.Lock()
+	storeOK := c.storeOK
+	c.mu.Unlock()
+	health := cluster.HealthHealthy
+	if !storeOK {
+		health = cluster.HealthDegraded
+	}
+	return &cluster.Record{
+		ClusterID:       c.opts.ClusterID,
+		NodeID:          c.opts.NodeID,
+		Role:            cluster.RoleCoordinator,
+		IncarnationID:   c.incarnation,
+		Address:         c.advertise,
+		AdminAddress:    c.opts.AdminAddress,
+		Version:         buildinfo.Version,
+		StartTimeUnixMs: c.startUnixMs,
+		HeartbeatSeq:    seq,
+		Health:          health,
+		Ready:           rd.Ready,
+		Capacity:        cluster.Capacity{StoreHealthy: storeOK},
+		Counters: cluster.Counters{
+			RequestsTotal:         c.requests.Load(),
+			ErrorsTotal:           c.requestErrors.Load(),
+			PlacementLookupsTotal: c.lookups.Load(),
+			PlacementErrorsTotal:  c.lookupErrors.Load(),
+			StoreErrorsTotal:      c.storeErrors.Load(),
+		},
+		Labels: c.opts.Labels,
+	}
+}
+
+// heartbeatLoop keeps this coordinator's own record fresh.
+func (c *Coordinator) heartbeatLoop(ctx context.Context) {
+	var seq uint64
+	t := time.NewTicker(c.opts.Timing.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+		start := c.now()
+		res, err := c.opts.Store.UpsertNode(wctx, c.selfRecord(seq), c.opts.Timing.LeaseTTL)
+		cancel()
+		c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
+		if err != nil {
+			c.noteStoreError("upsert", err)
+		} else {
+			seq++
+			c.mu.Lock()
+			first := !c.registered
+			c.registered = true
+			c.mu.Unlock()
+			if first {
+				c.log.Info("own record accepted", "outcome", res.Outcome.String(), "revision", res.Revision.String())
+			}
+			c.updateReadyMetric()
+			c.requestRefresh()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// requestRefresh asks the refresh loop for a new view without waiting.
+func (c *Coordinator) requestRefresh() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refreshLoop reads the view periodically and on request, so readiness,
+// metrics and placement-version pushes follow the store even when no
+// lookup arrives, including health changes that come only from time
+// passing (a worker going silent).
+func (c *Coordinator) refreshLoop(ctx context.Context) {
+	every := min(c.opts.Timing.HeartbeatInterval, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		_, _ = c.views.get(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.kick:
+		}
+	}
+}
+
+// watchLoop follows the store's change stream to push placement changes
+// promptly. It recovers from compaction by re-reading and re-watching.
+func (c *Coordinator) watchLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		v, err := c.views.get(ctx)
+		if err != nil {
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, c.opts.Timing.HeartbeatInterval)
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		for batch := range c.opts.Store.Watch(wctx, c.opts.ClusterID, v.Snapshot.Revision) {
+			if batch.Err != nil {
+				if errors.Is(batch.Err, state.ErrCompacted) {
+					c.log.Info("watch revision compacted; re-reading the cluster", "revision", v.Snapshot.Revision.String())
+				} else if ctx.Err() == nil {
+					c.noteStoreError("watch", batch.Err)
+				}
+				break
+			}
+			backoff = 100 * time.Millisecond
+			c.requestRefresh()
+		}
+		cancel()
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,73 @@
+package coordinator
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// coordMetrics are the coordinator's own metrics (ADR 0001 section 10).
+type coordMetrics struct {
+	writes         *prometheus.CounterVec   // operation=register|heartbeat|deregister, outcome
+	storeDuration  *prometheus.HistogramVec // operation
+	storeErrors    *prometheus.CounterVec   // operation, outcome (error code)
+	snapshotAge    prometheus.Gauge
+	nodes          *prometheus.GaugeVec // role, health
+	placementDur   prometheus.Histogram
+	placementErrs  *prometheus.CounterVec // outcome
+	versionChanges prometheus.Counter
+}
+
+func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, error) {
+	constLabels := prometheus.Labels{"backend": backend}
+	m := &coordMetrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_coordinator_node_updates_total",
+			Help: "Registration, heartbeat and deregistration requests by outcome (accepted, duplicate, stale, not_found or an error code).",
+		}, []string{"operation", "outcome"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:        "talon_coordinator_store_operation_duration_seconds",
+			Help:        "Duration of shared-store operations.",
+			ConstLabels: constLabels,
+			Buckets:     []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"operation"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "talon_coordinator_store_errors_total",
+			Help:        "Failed shared-store operations by operation and error code.",
+			ConstLabels: constLabels,
+		}, []string{"operation", "outcome"}),
+		snapshotAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "talon_coordinator_snapshot_age_seconds",
+			Help: "Age of the last good cluster snapshot; grows while the store is unreachable.",
+		}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "talon_coordinator_nodes",
+			Help: "Live (non-expired) nodes in the last good snapshot by role and effective health.",
+		}, []string{"role", "health"}),
+		placementDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "talon_coordinator_placement_duration_seconds",
+			Help:    "Time to answer a placement lookup, snapshot included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		placementErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_coordinator_placement_errors_total",
+			Help: "Placement lookups that failed, by error code.",
+		}, []string{"outcome"}),
+		versionChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "talon_coordinator_placement_version_changes_total",
+			Help: "Times this coordinator observed a new PlacementVersion.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// Every role/health series exists from the start, so dashboards see zeros.
+	for _, r := range cluster.Roles {
+		for _, h := range cluster.HealthStates {
+			m.nodes.WithLabelValues(string(r), string(h))
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,241 @@
+package coordinator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// pushTimeout bounds a placement-version push to one subscriber; a
+// subscriber that cannot take it in time is disconnected.
+const pushTimeout = time.Second
+
+// conn is one control connection.
+type conn struct {
+	c  *Coordinator
+	nc net.Conn
+
+	wmu sync.Mutex // guards enc and writes to nc
+	enc *protocol.Encoder
+}
+
+func (cn *conn) write(requestID uint64, m protocol.Message) error {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	_ = cn.nc.SetWriteDeadline(time.Now().Add(pushTimeout + cn.c.opts.RequestTimeout))
+	return cn.enc.Encode(requestID, m)
+}
+
+// push sends an unprompted frame; a slow subscriber is disconnected.
+func (cn *conn) push(m protocol.Message) {
+	if err := cn.write(0, m); err != nil {
+		_ = cn.nc.Close()
+	}
+}
+
+func (c *Coordinator) acceptLoop() {
+	for {
+		nc, err := c.opts.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			c.log.Warn("accept failed", "error", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		cn := &conn{c: c, nc: nc, enc: protocol.NewEncoder(nc)}
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		c.conns[cn] = struct{}{}
+		c.mu.Unlock()
+		c.connWG.Add(1)
+		go func() {
+			defer c.connWG.Done()
+			c.serveConn(cn)
+		}()
+	}
+}
+
+func (c *Coordinator) serveConn(cn *conn) {
+	c.proc.ConnOpened("control")
+	defer func() {
+		c.mu.Lock()
+		delete(c.conns, cn)
+		delete(c.subscribers, cn)
+		c.mu.Unlock()
+		_ = cn.nc.Close()
+		c.proc.ConnClosed("control")
+	}()
+	dec := protocol.NewDecoder(bufio.NewReaderSize(cn.nc, 4096))
+	for {
+		f, err := dec.ReadFrame()
+		if err != nil {
+			if reply := protocol.FrameErrorReply(err); reply != nil {
+				// Unsupported version or oversize frame: answer in the
+				// frozen Error layout, then close.
+				_ = cn.write(f.RequestID, reply)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.log.Debug("control connection closed", "error", err)
+			}
+			return
+		}
+		msg, err := f.Message()
+		if err != nil {
+			if werr := cn.write(f.RequestID, protocol.ErrorOf(err)); werr != nil {
+				return
+			}
+			continue
+		}
+		resp := c.serveRequest(cn, f.Type, msg)
+		if resp == nil {
+			continue
+		}
+		if err := cn.write(f.RequestID, resp); err != nil {
+			return
+		}
+	}
+}
+
+// serveRequest answers one request. It returns nil for requests that get
+// no direct response.
+func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Message) protocol.Message {
+	c.mu.Lock()
+	closing := c.closing
+	if !closing {
+		c.inflight.Add(1)
+	}
+	c.mu.Unlock()
+	if closing {
+		return protocol.NewError(protocol.CodeDraining, "coordinator %s is shutting down; reconnect", c.opts.NodeID)
+	}
+	defer c.inflight.Done()
+
+	start := c.now()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+	defer cancel()
+	var (
+		resp protocol.Message
+		op   string
+	)
+	switch m := msg.(type) {
+	case *protocol.Ping:
+		op, resp = "ping", &protocol.Pong{}
+	case *protocol.Register:
+		op, resp = "register", c.upsert(ctx, "register", m.Record)
+	case *protocol.Heartbeat:
+		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record)
+	case *protocol.Deregister:
+		op, resp = "deregister", c.deregister(ctx, m)
+	case *protocol.PlacementLookup:
+		op = "placement_lookup"
+		owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
+		if err != nil {
+			resp = protocol.ErrorOf(err)
+		} else {
+			pr := &protocol.PlacementResponse{Version: uint64(version), Owners: make([]protocol.Owner, len(owners))}
+			for i, o := range owners {
+				pr.Owners[i] = protocol.Owner{NodeID: o.NodeID, DataAddress: o.Address}
+			}
+			resp = pr
+		}
+	case *protocol.Subscribe:
+		op = "subscribe"
+		v, err := c.View(ctx)
+		if err != nil {
+			resp = protocol.NewError(protocol.CodeNotReady, "%v", err)
+			break
+		}
+		c.mu.Lock()
+		c.subscribers[cn] = struct{}{}
+		c.mu.Unlock()
+		resp = &protocol.EpochBump{Version: uint64(v.Version())}
+	default:
+		op = "unknown"
+		resp = protocol.NewError(protocol.CodeInvalidArgument, "message type %s is not a request", t)
+	}
+	outcome := "ok"
+	c.requests.Add(1)
+	if e, ok := resp.(*protocol.Error); ok {
+		outcome = e.Code.String()
+		c.requestErrors.Add(1)
+	}
+	c.proc.Observe(op, outcome, c.now().Sub(start))
+	return resp
+}
+
+// upsert applies a Register or Heartbeat.
+func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) protocol.Message {
+	rec, err := protocol.DecodeRecordPayload(payload)
+	if err != nil {
+		c.m.writes.WithLabelValues(op, protocol.CodeOf(err).String()).Inc()
+		return protocol.ErrorOf(err)
+	}
+	if rec.ClusterID != c.opts.ClusterID {
+		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
+		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", rec.ClusterID, c.opts.ClusterID)
+	}
+	if rec.Role != cluster.RoleWorker {
+		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
+		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers register over the control protocol", rec.Role)
+	}
+	start := c.now()
+	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL)
+	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.noteStoreError("upsert", err)
+		c.m.writes.WithLabelValues(op, protocol.CodeOf(err).String()).Inc()
+		return protocol.ErrorOf(err)
+	}
+	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
+	if res.Outcome == state.OutcomeAccepted && res.Decision != cluster.DecisionAdvance {
+		// A new or restarted worker may change placement: tell subscribers soon.
+		c.requestRefresh()
+	}
+	return c.ack(res)
+}
+
+func (c *Coordinator) deregister(ctx context.Context, m *protocol.Deregister) protocol.Message {
+	if m.ClusterID != c.opts.ClusterID {
+		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
+		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)
+	}
+	start := c.now()
+	res, err := c.opts.Store.RemoveNode(ctx, m.Key(), m.IncarnationID)
+	c.m.storeDuration.WithLabelValues("remove").Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.noteStoreError("remove", err)
+		c.m.writes.WithLabelValues("deregister", protocol.CodeOf(err).String()).Inc()
+		return protocol.ErrorOf(err)
+	}
+	c.m.writes.WithLabelValues("deregister", res.Outcome.String()).Inc()
+	if res.Outcome == state.OutcomeAccepted {
+		c.requestRefresh()
+	}
+	return c.ack(res)
+}
+
+func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
+	a := &protocol.Ack{
+		Outcome:             protocol.OutcomeOf(res.Outcome),
+		HeartbeatIntervalMs: uint32(c.opts.Timing.HeartbeatInterval.Milliseconds()),
+		LeaseTTLMs:          uint32(c.opts.Timing.LeaseTTL.Milliseconds()),
+		Revision:            res.Revision.String(),
+	}
+	if res.Record != nil {
+		a.UpdatedAtUnixMs = res.Record.UpdatedAtUnixMs
+	}
+	return a
+}

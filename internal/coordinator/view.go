@@ -1,0 +1,89 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/talonhq/talon/internal/placement"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// View is one consistent picture of the cluster: a store snapshot and the
+// placement computed from it.
+type View struct {
+	Snapshot *state.Snapshot
+	// Table is the placement over the eligible workers; its Version is the
+	// PlacementVersion.
+	Table *placement.Table
+	// Excluded lists the workers left out of placement and why.
+	Excluded []placement.Exclusion
+	// ObservedAt is the local time the snapshot read completed.
+	ObservedAt time.Time
+}
+
+// Version returns the view's PlacementVersion.
+func (v *View) Version() placement.Version { return v.Table.Version() }
+
+// batcher coalesces concurrent snapshot reads. A caller joins the read
+// that will start next, never one already in flight, so every caller gets
+// a snapshot whose read began after it asked.
+type batcher struct {
+	fetch func(ctx context.Context) (*View, error)
+	// base bounds every read: it ends when the coordinator stops.
+	base    context.Context
+	timeout time.Duration
+	wg      *sync.WaitGroup // the coordinator's background goroutines
+
+	mu       sync.Mutex // guards the fields below
+	inflight *call
+	next     *call
+}
+
+type call struct {
+	done chan struct{}
+	view *View
+	err  error
+}
+
+// get returns a view read after the call began, or ctx's error.
+func (b *batcher) get(ctx context.Context) (*View, error) {
+	b.mu.Lock()
+	var c *call
+	if b.inflight == nil {
+		c = &call{done: make(chan struct{})}
+		b.inflight = c
+		b.start(c)
+	} else {
+		if b.next == nil {
+			b.next = &call{done: make(chan struct{})}
+		}
+		c = b.next
+	}
+	b.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.view, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// start runs c's read in the background. Called with mu held.
+func (b *batcher) start(c *call) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.base, b.timeout)
+		c.view, c.err = b.fetch(ctx)
+		cancel()
+		b.mu.Lock()
+		b.inflight = b.next
+		b.next = nil
+		if b.inflight != nil {
+			b.start(b.inflight)
+		}
+		b.mu.Unlock()
+		close(c.done)
+	}()
+}

@@ -1,0 +1,113 @@
+// Package metrics defines the Prometheus metrics every Talon process
+// exposes (ADR 0001 section 10): build info, uptime, requests, errors,
+// request duration, active connections and readiness. Role-specific metrics
+// live with their role (coordinator, worker/stats).
+//
+// Labels come only from bounded sets: operation, role, backend, outcome,
+// form, health and listener, plus the fixed build labels of
+// talon_build_info. Object names, block IDs, request IDs, error text, peer
+// addresses and node labels never become labels.
+package metrics
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/talonhq/talon/internal/buildinfo"
+)
+
+// AllowedLabels is the set of label names Talon metrics may use. A test
+// of the admin listener fails on any other.
+var AllowedLabels = map[string]bool{
+	"operation": true, "role": true, "backend": true, "outcome": true, "form": true,
+	"health": true, "listener": true,
+	// talon_build_info only: one series per process.
+	"version": true, "revision": true, "goversion": true,
+}
+
+// Process holds the metrics common to every process.
+type Process struct {
+	requests    *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	connections *prometheus.GaugeVec
+	ready       atomic.Bool
+}
+
+// NewProcess registers the common metrics of a process of role with reg.
+// start is the process start time, for the uptime gauge.
+func NewProcess(reg prometheus.Registerer, role string, start time.Time, now func() time.Time) (*Process, error) {
+	p := &Process{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_requests_total",
+			Help: "Requests accepted, by operation and outcome (ok or an error code).",
+		}, []string{"operation", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_request_errors_total",
+			Help: "Requests that failed, by operation and outcome (error code).",
+		}, []string{"operation", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "talon_request_duration_seconds",
+			Help:    "Time to serve a request, by operation.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"operation"}),
+		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "talon_active_connections",
+			Help: "Open connections, by listener (control, data, admin).",
+		}, []string{"listener"}),
+	}
+	info := buildinfo.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "talon_build_info",
+		Help:        "Build information; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Commit, "goversion": info.GoVersion, "role": role},
+	})
+	buildInfo.Set(1)
+	uptime := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_uptime_seconds",
+		Help: "Seconds since the process started.",
+	}, func() float64 { return now().Sub(start).Seconds() })
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_ready",
+		Help: "1 when the process reports ready, 0 otherwise.",
+	}, func() float64 {
+		if p.ready.Load() {
+			return 1
+		}
+		return 0
+	})
+	for _, c := range []prometheus.Collector{
+		p.requests, p.errors, p.duration, p.connections, buildInfo, uptime, ready,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Observe records one finished request. outcome is "ok" or an error code.
+func (p *Process) Observe(operation, outcome string, d time.Duration) {
+	p.requests.WithLabelValues(operation, outcome).Inc()
+	if outcome != "ok" {
+		p.errors.WithLabelValues(operation, outcome).Inc()
+	}
+	p.duration.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// ConnOpened and ConnClosed track open connections of a listener.
+func (p *Process) ConnOpened(listener string) { p.connections.WithLabelValues(listener).Inc() }
+
+// ConnClosed records a closed connection of listener.
+func (p *Process) ConnClosed(listener string) { p.connections.WithLabelValues(listener).Dec() }
+
+// SetReady records readiness.
+func (p *Process) SetReady(ready bool) { p.ready.Store(ready) }
+
+// Bool renders a bool for a metric label or value.
+func Bool(b bool) string { return strconv.FormatBool(b) }

@@ -1,0 +1,352 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/protocol"
+)
+
+// StatusSource supplies the capacity, inventory and counters a heartbeat
+// carries (the worker's stats).
+type StatusSource interface {
+	Status() (cluster.Capacity, cluster.Counters)
+}
+
+// Options configures a Worker.
+type Options struct {
+	ClusterID string
+	NodeID    string
+	Labels    map[string]string
+	// Advertise is the data address in the record; empty means the data
+	// listener's address.
+	Advertise    string
+	AdminAddress string
+	Coordinators []string
+	// Rotate sends each heartbeat to the next coordinator in turn, as a
+	// load balancer spreading connections would (used by tests and by
+	// deployments without a service address).
+	Rotate bool
+
+	Timing          cluster.Timing
+	RequestTimeout  time.Duration
+	DrainDelay      time.Duration
+	ShutdownTimeout time.Duration
+
+	DataListener net.Listener
+	DataHandler  http.Handler
+	Status       StatusSource
+	// Client is the placement client (shared with the data handler's
+	// ownership checks); the worker uses it for heartbeats too.
+	Client  *client.Client
+	Logger  *slog.Logger
+	Clock   func() time.Time
+	Process *metrics.Process
+	// HeartbeatOutcome, if set, is told the outcome of every heartbeat
+	// attempt (accepted, duplicate, stale or an error code), for metrics.
+	HeartbeatOutcome func(op, outcome string)
+}
+
+// Readiness is the worker's readiness with reasons.
+type Readiness struct {
+	Ready   bool
+	Reasons []string
+}
+
+// Worker is the worker runtime.
+type Worker struct {
+	opts        Options
+	log         *slog.Logger
+	incarnation string
+	startUnixMs int64
+	advertise   string
+	perCoord    []*client.Client // for Rotate
+	server      *http.Server
+	next        atomic.Uint64 // rotation index
+
+	mu         sync.Mutex // guards the fields below
+	seq        uint64     // next heartbeat sequence
+	registered bool
+	draining   bool
+	lastErr    error
+	last       *cluster.Record // last record sent and accepted
+	lastBE     uint64          // backend errors at the last heartbeat
+}
+
+// New returns a worker; nothing starts until Run.
+func New(opts Options) (*Worker, error) {
+	if err := opts.Timing.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case opts.DataListener == nil, opts.DataHandler == nil:
+		return nil, errors.New("worker: DataListener and DataHandler are required")
+	case opts.Client == nil, opts.Logger == nil, opts.Clock == nil, opts.Process == nil:
+		return nil, errors.New("worker: Client, Logger, Clock and Process are required")
+	case len(opts.Coordinators) == 0:
+		return nil, errors.New("worker: at least one coordinator address is required")
+	}
+	if err := cluster.ValidateID("cluster-id", opts.ClusterID); err != nil {
+		return nil, err
+	}
+	if err := cluster.ValidateID("node-id", opts.NodeID); err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		opts:        opts,
+		log:         opts.Logger.With("component", "worker"),
+		incarnation: coordinator.NewIncarnationID(),
+		startUnixMs: opts.Clock().UnixMilli(),
+		advertise:   opts.Advertise,
+	}
+	if w.advertise == "" {
+		w.advertise = opts.DataListener.Addr().String()
+	}
+	if opts.Rotate {
+		for _, a := range opts.Coordinators {
+			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger})
+			if err != nil {
+				return nil, err
+			}
+			w.perCoord = append(w.perCoord, c)
+		}
+	}
+	w.server = &http.Server{
+		Handler:           opts.DataHandler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				opts.Process.ConnOpened("data")
+			case http.StateClosed, http.StateHijacked:
+				opts.Process.ConnClosed("data")
+			}
+		},
+	}
+	return w, nil
+}
+
+// NodeID returns the worker's node ID.
+func (w *Worker) NodeID() string { return w.opts.NodeID }
+
+// Incarnation returns this process's incarnation ID.
+func (w *Worker) Incarnation() string { return w.incarnation }
+
+// DataAddress returns the advertised data address.
+func (w *Worker) DataAddress() string { return w.advertise }
+
+// Readiness reports whether the worker should receive traffic.
+func (w *Worker) Readiness() Readiness {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var reasons []string
+	if w.draining {
+		reasons = append(reasons, "draining: shutting down")
+	}
+	if !w.registered {
+		r := "warming up: not yet registered with a coordinator"
+		if w.lastErr != nil {
+			r += ": " + w.lastErr.Error()
+		}
+		reasons = append(reasons, r)
+	}
+	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
+}
+
+// Record returns the last status record a coordinator accepted, or nil.
+func (w *Worker) Record() *cluster.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last.Clone()
+}
+
+// Run serves until ctx ends, then drains and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- w.server.Serve(w.opts.DataListener) }()
+
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+	w.log.Info("worker serving", "data", w.advertise, "node", w.opts.NodeID, "incarnation", w.incarnation)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("data listener: %w", err)
+	}
+
+	w.mu.Lock()
+	w.draining = true
+	w.mu.Unlock()
+	w.opts.Process.SetReady(false)
+	// Tell the coordinators right away that this worker leaves service.
+	w.beat(hbCtx)
+	if err == nil {
+		w.log.Info("draining: unready, serving data for the drain delay", "drain_delay", w.opts.DrainDelay)
+		time.Sleep(w.opts.DrainDelay)
+		sctx, cancel := context.WithTimeout(context.Background(), w.opts.ShutdownTimeout)
+		if serr := w.server.Shutdown(sctx); serr != nil {
+			w.log.Warn("shutdown timeout passed with data requests in flight", "error", serr)
+			_ = w.server.Close()
+		}
+		cancel()
+		<-serveErr
+	}
+	stopHB()
+	<-hbDone
+	w.deregister()
+	for _, c := range w.perCoord {
+		_ = c.Close()
+	}
+	w.log.Info("worker stopped")
+	return err
+}
+
+// heartbeatLoop registers, then heartbeats every interval.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	for {
+		wait := w.opts.Timing.HeartbeatInterval
+		if !w.beat(ctx) {
+			// Retry sooner, with jitter, while not accepted.
+			wait = min(wait, time.Second)
+			wait = wait/2 + rand.N(wait/2+1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// record builds the next status record. Called with mu held.
+func (w *Worker) recordLocked() *cluster.Record {
+	var capy cluster.Capacity
+	var counters cluster.Counters
+	if w.opts.Status != nil {
+		capy, counters = w.opts.Status.Status()
+	}
+	health := cluster.HealthHealthy
+	if counters.BackendErrorsTotal > w.lastBE {
+		health = cluster.HealthDegraded // the blob store failed since the last heartbeat
+	}
+	w.lastBE = counters.BackendErrorsTotal
+	return &cluster.Record{
+		ClusterID:       w.opts.ClusterID,
+		NodeID:          w.opts.NodeID,
+		Role:            cluster.RoleWorker,
+		IncarnationID:   w.incarnation,
+		Address:         w.advertise,
+		AdminAddress:    w.opts.AdminAddress,
+		Version:         buildinfo.Version,
+		StartTimeUnixMs: w.startUnixMs,
+		HeartbeatSeq:    w.seq,
+		Health:          health,
+		Ready:           !w.draining,
+		Capacity:        capy,
+		Counters:        counters,
+		Labels:          w.opts.Labels,
+	}
+}
+
+// beat sends one Register (first) or Heartbeat and reports acceptance.
+func (w *Worker) beat(ctx context.Context) bool {
+	w.mu.Lock()
+	rec := w.recordLocked()
+	w.seq++ // every attempt consumes a sequence number
+	first := !w.registered
+	w.mu.Unlock()
+
+	op := "heartbeat"
+	var msg protocol.Message
+	var err error
+	if first {
+		op = "register"
+		msg, err = protocol.NewRegister(rec)
+	} else {
+		msg, err = protocol.NewHeartbeat(rec)
+	}
+	if err != nil {
+		w.log.Error("status record is invalid", "error", err)
+		return false
+	}
+	c := w.opts.Client
+	if len(w.perCoord) > 0 {
+		c = w.perCoord[w.next.Add(1)%uint64(len(w.perCoord))]
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	resp, err := c.Call(cctx, msg)
+	cancel()
+	if err != nil && len(w.perCoord) > 0 && ctx.Err() == nil {
+		// This coordinator failed: fall back to the failover client.
+		cctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+		resp, err = w.opts.Client.Call(cctx, msg)
+		cancel()
+	}
+	outcome := "ok"
+	defer func() {
+		if w.opts.HeartbeatOutcome != nil {
+			w.opts.HeartbeatOutcome(op, outcome)
+		}
+	}()
+	if err != nil {
+		outcome = protocol.CodeOf(err).String()
+		w.mu.Lock()
+		changed := w.lastErr == nil
+		w.lastErr = err
+		w.mu.Unlock()
+		if changed {
+			w.log.Warn("heartbeat failed; retrying", "operation", op, "error", err)
+		}
+		return false
+	}
+	ack, ok := resp.(*protocol.Ack)
+	if !ok {
+		outcome = "internal"
+		return false
+	}
+	outcome = ack.Outcome.String()
+	w.mu.Lock()
+	recovered := w.lastErr != nil
+	w.lastErr = nil
+	if !w.registered {
+		w.log.Info("registered with a coordinator", "outcome", ack.Outcome.String())
+	}
+	w.registered = true
+	rec.UpdatedAtUnixMs = ack.UpdatedAtUnixMs
+	w.last = rec
+	draining := w.draining
+	w.mu.Unlock()
+	if recovered {
+		w.log.Info("heartbeats accepted again")
+	}
+	w.opts.Process.SetReady(!draining)
+	return true
+}
+
+// deregister removes the worker's record (best effort: it also expires).
+func (w *Worker) deregister() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.RequestTimeout)
+	defer cancel()
+	_, err := w.opts.Client.Call(ctx, &protocol.Deregister{
+		ClusterID: w.opts.ClusterID, Role: cluster.RoleWorker, NodeID: w.opts.NodeID, IncarnationID: w.incarnation,
+	})
+	if err != nil {
+		w.log.Warn("could not deregister; the record expires with its lease", "error", err)
+	}
+}
