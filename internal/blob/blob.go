@@ -1,0 +1,162 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxKeyBytes is the longest object key, in bytes. It leaves room for the
+// block suffix of a placement key ("#" and up to 19 decimal digits) within
+// the control protocol's 1024-byte PlacementLookup key.
+const MaxKeyBytes = 1000
+
+// Sentinel errors, wrapped with %w and detail; check them with errors.Is.
+var (
+	// ErrNotFound: the object does not exist in the store.
+	ErrNotFound = errors.New("object not found")
+	// ErrInvalidKey: the object key breaks a rule of ValidateKey.
+	ErrInvalidKey = errors.New("invalid object key")
+	// ErrBackend: the store failed to answer (I/O error, unexpected HTTP
+	// status, client timeout, malformed response). Usually retryable.
+	ErrBackend = errors.New("blob store failure")
+	// ErrRangeNotSupported: an HTTP server ignored a Range request for an
+	// offset beyond Options.MaxDiscardBytes. It also wraps ErrBackend.
+	ErrRangeNotSupported = fmt.Errorf("%w: server ignores range requests", ErrBackend)
+	// ErrInvalidURL: Open was given a URL it cannot use.
+	ErrInvalidURL = errors.New("invalid blob store url")
+	// ErrInvalidRange: a negative offset or length.
+	ErrInvalidRange = errors.New("invalid range")
+)
+
+// Store reads objects. Implementations are safe for concurrent use.
+type Store interface {
+	// Size returns the length of object in bytes.
+	Size(ctx context.Context, object string) (int64, error)
+	// ReadRange streams bytes [off, off+length) of object. A range past
+	// the end of the object is cut at the end, so the reader may yield
+	// fewer than length bytes before io.EOF; a range starting at or past
+	// the end yields none. The caller must Close the reader; ctx bounds
+	// the whole read, not only the call.
+	ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error)
+}
+
+// KeyError is the error ValidateKey returns: the key and the rule it broke.
+// It wraps ErrInvalidKey.
+type KeyError struct {
+	Key  string
+	Rule string
+}
+
+func (e *KeyError) Error() string {
+	k := e.Key
+	if len(k) > 80 {
+		k = k[:80] + "..."
+	}
+	return fmt.Sprintf("object key %q: %s", k, e.Rule)
+}
+
+// Unwrap returns ErrInvalidKey.
+func (e *KeyError) Unwrap() error { return ErrInvalidKey }
+
+// ValidateKey checks that key is a valid object key: a slash-separated
+// relative path of 1 to MaxKeyBytes bytes of valid UTF-8 whose segments are
+// not empty, "." or ".." (so no leading, trailing or doubled slash) and
+// which contains no NUL, other ASCII control character or backslash. Errors
+// are *KeyError wrapping ErrInvalidKey.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return &KeyError{Key: key, Rule: "must not be empty"}
+	case len(key) > MaxKeyBytes:
+		return &KeyError{Key: key, Rule: fmt.Sprintf("is %d bytes, longer than the limit of %d", len(key), MaxKeyBytes)}
+	case !utf8.ValidString(key):
+		return &KeyError{Key: key, Rule: "must be valid UTF-8"}
+	case key[0] == '/':
+		return &KeyError{Key: key, Rule: "must be a relative path (no leading slash)"}
+	}
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c == 0:
+			return &KeyError{Key: key, Rule: fmt.Sprintf("contains NUL at byte %d", i)}
+		case c == '\\':
+			return &KeyError{Key: key, Rule: fmt.Sprintf("contains a backslash at byte %d; use / to separate segments", i)}
+		case c < 0x20 || c == 0x7f:
+			return &KeyError{Key: key, Rule: fmt.Sprintf("contains control character 0x%02x at byte %d", c, i)}
+		}
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		switch seg {
+		case "":
+			return &KeyError{Key: key, Rule: "has an empty segment (leading, trailing or doubled slash)"}
+		case ".", "..":
+			return &KeyError{Key: key, Rule: fmt.Sprintf("has a %q segment", seg)}
+		}
+	}
+	return nil
+}
+
+func checkRange(object string, off, length int64) error {
+	if off < 0 || length < 0 {
+		return fmt.Errorf("%w: object %q offset %d length %d: must not be negative", ErrInvalidRange, object, off, length)
+	}
+	return nil
+}
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// HTTPClient is used by the http(s) backend; nil means a client with
+	// DefaultHTTPTimeout. Its Timeout bounds each request including the
+	// body; the caller's ctx bounds it too.
+	HTTPClient *http.Client
+	// MaxDiscardBytes is how many bytes the http(s) backend may read and
+	// discard to reach an offset when the server ignores Range. 0 means
+	// DefaultMaxDiscardBytes; negative means never discard (fail instead).
+	MaxDiscardBytes int64
+}
+
+// DefaultMaxDiscardBytes is the default Options.MaxDiscardBytes.
+const DefaultMaxDiscardBytes = 64 << 20
+
+// Open returns the Store the URL names: file:///dir or http(s)://host/prefix.
+// It does no I/O except checking that a file store's directory exists.
+// Errors wrap ErrInvalidURL and name the URL (with any password redacted)
+// and the rule.
+func Open(rawURL string, opts Options) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the raw URL, which may carry a password: say
+		// only that it does not parse.
+		return nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", ErrInvalidURL)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("%w: blob-store %q: file URL host must be empty or localhost, got %q (write file:///abs/dir)", ErrInvalidURL, u.Redacted(), u.Host)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("%w: blob-store %q: file URL must not have a query or fragment", ErrInvalidURL, u.Redacted())
+		}
+		return NewFile(u.Path)
+	case "http", "https":
+		return NewHTTP(rawURL, opts)
+	case "":
+		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir or http(s)://host/prefix", ErrInvalidURL, u.Redacted())
+	default:
+		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https", ErrInvalidURL, u.Redacted(), u.Scheme)
+	}
+}
+
+// ctxErr reports the caller's ctx error, if its ctx has ended, so that
+// backends return it instead of ErrBackend.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return nil
+}
