@@ -1,0 +1,319 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// watchCache mirrors every record under the prefix, fed by one watch: a
+// range read of the prefix at revision R, then a watch from R+1. Its
+// revision is the newest revision up to which it has applied every change:
+// the revision of the last event applied, or the revision of a progress
+// notification (etcd sends one only after every earlier event of the watch
+// stream). A consistent read waits until the cache's revision reaches the
+// revision a linearizable request returned; see Store.Snapshot.
+//
+// The cache uses its own Watcher, so its progress requests and its stream
+// are not shared with callers' watches.
+type watchCache struct {
+	s       *Store
+	watcher clientv3.Watcher
+	// streamCtx carries the metadata of the cache's watch stream: a progress
+	// request must carry the same, or the client opens another stream.
+	streamCtx context.Context
+
+	mu       sync.RWMutex // guards the fields below; taken before Store.mu
+	ready    bool
+	rev      int64
+	slots    map[string]*cacheEntry // etcd key -> entry
+	clusters map[string][]*cacheEntry
+	changed  chan struct{} // closed and replaced whenever rev or ready changes
+}
+
+// cacheEntry is one record slot. Entries are replaced in place under the
+// write lock; the records they point to are never modified.
+type cacheEntry struct {
+	key cluster.Key
+	item
+}
+
+func newWatchCache(s *Store) *watchCache {
+	return &watchCache{
+		s:         s,
+		watcher:   clientv3.NewWatcher(s.client),
+		streamCtx: clientv3.WithRequireLeader(s.lifetime),
+		slots:     make(map[string]*cacheEntry),
+		clusters:  make(map[string][]*cacheEntry),
+		changed:   make(chan struct{}),
+	}
+}
+
+func (c *watchCache) close() error { return c.watcher.Close() }
+
+// run keeps the cache in sync until the store closes: list, watch, and on
+// any watch failure (compaction, a lost stream) list again after a backoff.
+func (c *watchCache) run() {
+	const minBackoff, maxBackoff = 50 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	for c.s.lifetime.Err() == nil {
+		synced, err := c.syncAndWatch()
+		c.setNotReady()
+		if c.s.lifetime.Err() != nil {
+			return
+		}
+		if synced {
+			backoff = minBackoff
+		}
+		level := c.s.log.Warn
+		if errors.Is(err, state.ErrCompacted) {
+			level = c.s.log.Info
+		}
+		level("snapshot cache lost its watch; resynchronising", "err", err, "retryIn", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-c.s.lifetime.Done():
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// syncAndWatch lists the prefix, then applies the watch until it fails.
+// synced reports whether the list succeeded.
+func (c *watchCache) syncAndWatch() (synced bool, err error) {
+	s := c.s
+	lctx, cancel := context.WithTimeout(s.lifetime, s.opts.RequestTimeout)
+	lctx, ci := withCallInfo(lctx)
+	resp, err := s.client.Get(lctx, s.keys.all(), clientv3.WithPrefix())
+	cancel()
+	if err != nil {
+		return false, s.mapError("snapshot cache list", err, ci)
+	}
+	s.stats.resyncs.Add(1)
+	c.reset(resp.Kvs, resp.Header.Revision)
+
+	wctx, wcancel := context.WithCancel(c.streamCtx)
+	defer wcancel()
+	wch := c.watcher.Watch(wctx, s.keys.all(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			return true, s.mapError("snapshot cache watch", err, nil)
+		}
+		if wr.IsProgressNotify() {
+			c.advance(wr.Header.Revision)
+			continue
+		}
+		c.apply(wr.Events)
+	}
+	return true, errors.New("snapshot cache watch ended")
+}
+
+func (c *watchCache) isReady() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ready
+}
+
+// broadcastLocked wakes every waiter; mu must be held for writing.
+func (c *watchCache) broadcastLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *watchCache) setNotReady() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ready = false
+	c.broadcastLocked()
+}
+
+// reset replaces the contents with a full listing at revision rev.
+func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
+	slotsMap := make(map[string]*cacheEntry, len(kvs))
+	clusters := make(map[string][]*cacheEntry)
+	for _, kv := range kvs {
+		e := c.entry(kv)
+		if e == nil {
+			continue
+		}
+		slotsMap[e.slot] = e
+		clusters[e.key.ClusterID] = append(clusters[e.key.ClusterID], e)
+	}
+	for _, es := range clusters {
+		slices.SortFunc(es, compareEntries)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slots, c.clusters, c.rev, c.ready = slotsMap, clusters, rev, true
+	c.broadcastLocked()
+}
+
+// entry decodes kv, or returns nil for a key outside the layout.
+func (c *watchCache) entry(kv *mvccpb.KeyValue) *cacheEntry {
+	slot := string(kv.Key)
+	key, ok := c.s.keys.parse(slot)
+	if !ok {
+		return nil
+	}
+	return &cacheEntry{key: key, item: item{slot: slot, stored: decodeKV(kv, key)}}
+}
+
+// apply applies one watch response's events (all of one or more whole
+// revisions) and advances the revision.
+func (c *watchCache) apply(events []*clientv3.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ev := range events {
+		if ev.Kv.ModRevision > c.rev {
+			c.rev = ev.Kv.ModRevision
+		}
+		slot := string(ev.Kv.Key)
+		switch ev.Type {
+		case mvccpb.PUT:
+			e := c.entry(ev.Kv)
+			if e == nil {
+				continue
+			}
+			if old, ok := c.slots[slot]; ok {
+				old.stored = e.stored
+				continue
+			}
+			c.slots[slot] = e
+			es := c.clusters[e.key.ClusterID]
+			i, _ := slices.BinarySearchFunc(es, e, compareEntries)
+			c.clusters[e.key.ClusterID] = slices.Insert(es, i, e)
+		case mvccpb.DELETE:
+			e, ok := c.slots[slot]
+			if !ok {
+				continue
+			}
+			delete(c.slots, slot)
+			es := c.clusters[e.key.ClusterID]
+			if i, found := slices.BinarySearchFunc(es, e, compareEntries); found {
+				es = slices.Delete(es, i, i+1)
+			}
+			if len(es) == 0 {
+				delete(c.clusters, e.key.ClusterID)
+			} else {
+				c.clusters[e.key.ClusterID] = es
+			}
+		}
+	}
+	c.broadcastLocked()
+}
+
+// advance records a progress notification: every change up to rev has
+// been applied.
+func (c *watchCache) advance(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev > c.rev {
+		c.rev = rev
+		c.broadcastLocked()
+	}
+}
+
+// lookup returns the cache's view of one slot (absence included) as of its
+// revision; ok is false while the cache is not ready.
+func (c *watchCache) lookup(slot string) (slotView, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return slotView{}, false
+	}
+	v := slotView{asOf: c.rev}
+	if e, ok := c.slots[slot]; ok {
+		v.stored = e.stored
+	}
+	return v, true
+}
+
+// waitFor blocks until the cache has applied every change up to target.
+// ok is false if the cache stops being ready first.
+func (c *watchCache) waitFor(ctx context.Context, target int64) (ok bool, err error) {
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		c.mu.RLock()
+		ready, rev, changed := c.ready, c.rev, c.changed
+		c.mu.RUnlock()
+		switch {
+		case !ready:
+			return false, nil
+		case rev >= target:
+			return true, nil
+		}
+		var retryC <-chan time.Time
+		if retry == nil {
+			// Changes outside the prefix advance etcd's revision without an
+			// event here: ask for a progress notification. Ask again now and
+			// then, in case the watch was being re-established or another
+			// member that is behind serves it.
+			c.requestProgress(ctx)
+			retry = time.NewTimer(100 * time.Millisecond)
+		}
+		retryC = retry.C
+		select {
+		case <-changed:
+		case <-retryC:
+			c.requestProgress(ctx)
+			retry.Reset(250 * time.Millisecond)
+		case <-ctx.Done():
+			return false, fmt.Errorf("snapshot cache at revision %d waiting for revision %d: %w", rev, target, ctx.Err())
+		}
+	}
+}
+
+func (c *watchCache) requestProgress(ctx context.Context) {
+	pctx, cancel := context.WithCancel(c.streamCtx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	if err := c.watcher.RequestProgress(pctx); err != nil && ctx.Err() == nil {
+		c.s.log.Debug("snapshot cache progress request failed", "err", err)
+	}
+}
+
+// snapshot waits for revision target and returns the cluster's records.
+func (c *watchCache) snapshot(ctx context.Context, clusterID string, target int64) (*state.Snapshot, bool, error) {
+	ok, err := c.waitFor(ctx, target)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready || c.rev < target {
+		return nil, false, nil
+	}
+	es := c.clusters[clusterID]
+	now := c.s.clock().UnixMilli()
+	recs := c.s.usable(now, len(es), func(i int) *item { return &es[i].item })
+	return &state.Snapshot{
+		ClusterID:        clusterID,
+		Records:          recs,
+		Revision:         revision(c.rev),
+		ObservedAtUnixMs: now,
+	}, true, nil
+}
+
+func compareEntries(a, b *cacheEntry) int {
+	if c := cmp.Compare(a.key.Role, b.key.Role); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.key.NodeID, b.key.NodeID)
+}

@@ -1,0 +1,131 @@
+// Package etcd is the etcd backend of state.Store (ADR 0001, section 5).
+// Talon does not embed or operate etcd: New connects to an existing
+// cluster with an endpoint list, optional username and password, optional
+// TLS, dial and request timeouts and a key prefix.
+//
+// # Key layout
+//
+// Each process's record lives at
+//
+//	<prefix>/clusters/<cluster-id>/nodes/<role>/<node-id>
+//
+// (prefix default "/talon"); the value is cluster.Encode's versioned
+// record, readable with etcdctl. Cluster and node IDs cannot contain "/",
+// and the "/nodes/" segment keeps cluster "a" from matching cluster "ab",
+// so a cluster's records are exactly the keys under
+// <prefix>/clusters/<cluster-id>/nodes/. Keys etcd returns in byte order are
+// therefore ordered by role, then node ID: the snapshot order.
+//
+// # Writes: one compare-and-swap transaction per round
+//
+// UpsertNode decides with cluster.Order against a view of the slot (the
+// stored record, its mod revision and its lease), then commits
+//
+//	Txn If(ModRevision(key) == view.modRev)          // 0 when absent: insert
+//	    Then(Put(key, stamped record, WithLease(L)))
+//	    Else(Get(key))
+//
+// If another writer got there first the Else branch returns the current
+// record in the same round trip, and the update is decided again (at most
+// 8 rounds, then state.ErrConflict). So no interleaving of writers,
+// through any number of coordinators, moves a record backward: every put
+// was decided against the exact revision it replaces. Duplicate and stale
+// updates write nothing; when the view they were decided on did not come
+// from etcd in this call they are confirmed by a read first (the record
+// may have expired since), and their result carries that read's revision.
+// UpdatedAtUnixMs is stamped from Options.Clock on each accepted round.
+// RemoveNode reads the slot, checks the incarnation and deletes with the
+// same mod-revision compare.
+//
+// The view comes, without a request, from the snapshot cache (below; it
+// sees every coordinator's writes) or from this store's own last write or
+// read of the slot, whichever is newer; with neither, from a read.
+//
+// # Leases: one per incarnation, refreshed, never re-granted per heartbeat
+//
+// A lease grant is a Raft write, and granting one per heartbeat leaks
+// leases by the thousand, so:
+//
+//   - Each incarnation of each slot has one lease. Insert and Restart use
+//     the lease this store holds for the incoming incarnation, else grant
+//     one (once per incarnation). After a Restart's put succeeds, the old
+//     incarnation's lease, which no longer holds the key, is revoked (best
+//     effort; otherwise it expires with no key).
+//   - Advance keeps the stored record's lease. Its ID comes from the
+//     stored key-value (kv.Lease), so a coordinator that never wrote this
+//     slot reuses the lease another coordinator granted. It is refreshed
+//     with one keepalive before the put. A new lease is granted only when
+//     the keepalive reports it gone (TTL 0), or when the TTL it was
+//     granted for differs from the requested one (this store's bounded
+//     cache of slot+incarnation -> lease remembers the requested TTL; a
+//     lease learned from another coordinator is checked against the TTL
+//     its keepalive reports).
+//   - Refreshes use a few long-lived LeaseKeepAlive streams, one request
+//     and one response per refresh (see keeper). clientv3's KeepAliveOnce
+//     would open a stream per call, and with a username the client
+//     re-authenticates on every new stream: an extra request (a password
+//     check and a Raft write) per heartbeat.
+//   - RemoveNode revokes the removed record's lease. A lease granted in a
+//     call that ended up not using it is revoked before the call returns.
+//
+// In steady state (the view is current: this store wrote the slot last,
+// or the snapshot cache has seen the other coordinator's write) an
+// accepted heartbeat costs exactly two round trips: the keepalive and the
+// transaction. A stale view costs one more transaction round; the first
+// heartbeat of an incarnation costs a grant instead of the keepalive.
+// TestRoundTrips counts them on the wire.
+//
+// # Snapshots and the watch-fed cache
+//
+// Without the cache, Snapshot is one linearizable range read of the
+// cluster's prefix, returning the response's header revision.
+//
+// With Options.CacheSnapshots, a goroutine keeps a mirror of every record
+// under <prefix>/clusters/: a linearizable range read at revision R, then a
+// watch from R+1 on a dedicated watch stream; after any watch failure
+// (compaction, a lost stream) it lists again. The cache's revision is the
+// newest revision up to which it has applied every change: that of the last
+// event applied (etcd delivers whole revisions in order) or of a progress
+// notification (etcd sends one only after all earlier events of the
+// stream). Snapshot then asks etcd for its current revision T with a
+// linearizable count-only read of one key that never exists (O(1) on the
+// server, unlike a range over thousands of records), asks the watch stream
+// for a progress notification if the cache is behind T (changes outside the
+// prefix advance the revision without an event), waits until the cache's
+// revision reaches T, and answers with the cache's records at its revision
+// C >= T. That state includes every write that completed before Snapshot
+// was called (they are at or below T) and is the consistent state at
+// revision C, so the read is linearizable, the technique kube-apiserver
+// uses for consistent reads from its watch cache. While the cache is
+// resynchronising, Snapshot falls back to the range read.
+//
+// Both paths skip (and count, in Stats, and log at most once a minute)
+// values of an unsupported schema version or otherwise unreadable, and
+// records older than the TTL of their lease when this store knows it
+// (etcd deletes keys on lease expiry itself, but checks every half second
+// and restarts lease clocks on a leader change).
+//
+// # Watches
+//
+// Watch is an etcd watch of the cluster's prefix from after+1; each
+// response (whole revisions) becomes one batch. Compaction ends it with
+// state.ErrCompacted; the caller takes a new Snapshot and watches from its
+// revision. Lease expiry shows up as EventDelete.
+//
+// # Errors
+//
+// Every error wraps one of the state sentinels when it belongs to one:
+// connection refused, no endpoint available and gRPC Unavailable ->
+// ErrUnavailable (including a deadline that expired while no connection
+// was ready, since the client waits for one); an expired deadline with a
+// connection -> ErrTimeout; failed authentication or an invalid token ->
+// ErrUnauthenticated; etcd's permission denied -> ErrPermissionDenied;
+// compaction -> ErrCompacted; after Close -> ErrClosed.
+//
+// # Concurrency and lifecycle
+//
+// A Store is safe for concurrent use. New starts the cache goroutine (when
+// enabled); lease streams and Watch goroutines start on demand; Close ends
+// all of them and the client. Operations whose context has no deadline get
+// Options.RequestTimeout.
+package etcd

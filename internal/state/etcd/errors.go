@@ -1,0 +1,167 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talonhq/talon/internal/state"
+)
+
+// classify returns the state sentinel that err belongs to, or nil when it
+// belongs to none (a cancelled context, or a bug). noConn reports that the
+// request never found a ready connection: the client waits for one until
+// the deadline, so an expired deadline then means "unreachable", not "slow".
+func classify(err error, noConn bool) error {
+	if err == nil {
+		return nil
+	}
+	// Sentinels already assigned (by a lower layer of this package) stay.
+	for _, s := range []error{state.ErrUnavailable, state.ErrTimeout, state.ErrUnauthenticated,
+		state.ErrPermissionDenied, state.ErrCompacted, state.ErrClosed} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	// rpctypes.Error turns a gRPC status that etcd sent into its typed
+	// EtcdError value; the client does this for its own calls, not for the
+	// raw lease stream.
+	e := rpctypes.Error(err)
+	switch {
+	case errors.Is(e, rpctypes.ErrCompacted):
+		return state.ErrCompacted
+	case errors.Is(e, rpctypes.ErrAuthFailed), errors.Is(e, rpctypes.ErrInvalidAuthToken),
+		errors.Is(e, rpctypes.ErrAuthOldRevision), errors.Is(e, rpctypes.ErrUserEmpty),
+		errors.Is(e, rpctypes.ErrUserNotFound):
+		return state.ErrUnauthenticated
+	case errors.Is(e, rpctypes.ErrPermissionDenied):
+		return state.ErrPermissionDenied
+	case errors.Is(e, rpctypes.ErrTimeout), errors.Is(e, rpctypes.ErrTimeoutDueToLeaderFail),
+		errors.Is(e, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(e, rpctypes.ErrTimeoutWaitAppliedIndex):
+		return state.ErrTimeout
+	case errors.Is(e, rpctypes.ErrNoLeader), errors.Is(e, rpctypes.ErrNotLeader),
+		errors.Is(e, rpctypes.ErrLeaderChanged), errors.Is(e, rpctypes.ErrStopped),
+		errors.Is(e, rpctypes.ErrNotCapable), errors.Is(e, rpctypes.ErrUnhealthy),
+		errors.Is(e, rpctypes.ErrTooManyRequests), errors.Is(e, rpctypes.ErrNoSpace):
+		return state.ErrUnavailable
+	case errors.Is(err, clientv3.ErrNoAvailableEndpoints), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return state.ErrUnavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		if noConn {
+			return state.ErrUnavailable
+		}
+		return state.ErrTimeout
+	case errors.Is(err, context.Canceled):
+		return nil
+	}
+	if st, ok := status.FromError(e); ok {
+		switch st.Code() {
+		case codes.Unavailable:
+			return state.ErrUnavailable
+		case codes.DeadlineExceeded:
+			if noConn || waitingForConnection(st) {
+				return state.ErrUnavailable
+			}
+			return state.ErrTimeout
+		case codes.Unauthenticated:
+			return state.ErrUnauthenticated
+		case codes.PermissionDenied:
+			return state.ErrPermissionDenied
+		}
+	}
+	// Dial failures surface as plain errors from the resolver and balancer.
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "no available endpoints", "there is no address available", "there is no connection available"} {
+		if strings.Contains(msg, s) {
+			return state.ErrUnavailable
+		}
+	}
+	return nil
+}
+
+// mapError wraps err with the sentinel classify assigns it, keeping err in
+// the chain: "etcd <op>: <sentinel>: <cause>". A store that has been closed
+// reports ErrClosed for the failures its closing caused.
+func (s *Store) mapError(op string, err error, ci *callInfo) error {
+	if err == nil {
+		return nil
+	}
+	if s.closed.Load() && !errors.Is(err, state.ErrClosed) {
+		return fmt.Errorf("etcd %s: %w: %w", op, state.ErrClosed, err)
+	}
+	sentinel := classify(err, ci.noConnection())
+	if sentinel == nil || errors.Is(err, sentinel) {
+		return fmt.Errorf("etcd %s: %w", op, err)
+	}
+	return fmt.Errorf("etcd %s: %w: %w", op, sentinel, err)
+}
+
+// waitingForConnection reports whether a gRPC deadline or cancellation
+// status was raised while the call waited for a ready connection (the
+// picker's wording in grpc-go): the server was never reached.
+func waitingForConnection(st *status.Status) bool {
+	switch st.Code() {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable:
+	default:
+		return false
+	}
+	m := st.Message()
+	return strings.Contains(m, "latest balancer error") ||
+		strings.Contains(m, "while waiting for connections to become ready")
+}
+
+// callInfo collects what the gRPC layer saw during one store operation; the
+// client reduces such errors to context.DeadlineExceeded before returning.
+type callInfo struct {
+	noConn atomic.Bool
+}
+
+func (ci *callInfo) noConnection() bool { return ci != nil && ci.noConn.Load() }
+
+type callInfoKey struct{}
+
+func withCallInfo(ctx context.Context) (context.Context, *callInfo) {
+	ci := &callInfo{}
+	return context.WithValue(ctx, callInfoKey{}, ci), ci
+}
+
+func callInfoFrom(ctx context.Context) *callInfo {
+	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
+	return ci
+}
+
+func noteError(ctx context.Context, err error) {
+	if err == nil {
+		return
+	}
+	if st, ok := status.FromError(err); ok && waitingForConnection(st) {
+		if ci := callInfoFrom(ctx); ci != nil {
+			ci.noConn.Store(true)
+		}
+	}
+}
+
+// connUnaryInterceptor runs inside the client's retry interceptor, once per
+// attempt, and records attempts that never reached a server.
+func connUnaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	noteError(ctx, err)
+	return err
+}
+
+// connStreamInterceptor does the same for stream creation.
+func connStreamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	noteError(ctx, err)
+	return cs, err
+}

@@ -1,0 +1,145 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Snapshot returns the cluster's readable, unexpired records at one
+// revision, ordered by role then node ID.
+//
+// With the snapshot cache it asks etcd only for the current revision (a
+// linearizable count-only read of one key) and waits until the cache has
+// applied every change up to it; the answer is the cache's state at its
+// revision, which is at least the one etcd reported, so the read is
+// linearizable. Without the cache, or while the cache is resynchronising,
+// it reads the cluster's prefix with one linearizable range request.
+func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
+	if err := cluster.ValidateID("clusterId", clusterID); err != nil {
+		return nil, fmt.Errorf("etcd snapshot: %w: %w", state.ErrInvalidRecord, err)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "snapshot")
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	op := "snapshot " + clusterID
+	if s.cache != nil && s.cache.isReady() {
+		snap, ok, err := s.cachedSnapshot(ctx, clusterID)
+		if err != nil {
+			return nil, s.mapError(op, err, ci)
+		}
+		if ok {
+			s.stats.cacheSnaps.Add(1)
+			return snap, nil
+		}
+	}
+	snap, err := s.rangeSnapshot(ctx, clusterID)
+	if err != nil {
+		return nil, s.mapError(op, err, ci)
+	}
+	s.stats.rangeSnaps.Add(1)
+	return snap, nil
+}
+
+// currentRevision returns etcd's current revision from a linearizable
+// count-only read of one key that never exists: O(1) on the server.
+func (s *Store) currentRevision(ctx context.Context) (int64, error) {
+	resp, err := s.client.Get(ctx, s.keys.revisionProbe(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+// cachedSnapshot answers from the watch cache; ok is false when the cache
+// stopped being ready, and the caller falls back to a range read.
+func (s *Store) cachedSnapshot(ctx context.Context, clusterID string) (*state.Snapshot, bool, error) {
+	target, err := s.currentRevision(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.cache.snapshot(ctx, clusterID, target)
+}
+
+// rangeSnapshot reads the cluster's prefix.
+func (s *Store) rangeSnapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
+	resp, err := s.client.Get(ctx, s.keys.cluster(clusterID), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	items := make([]item, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		slot := string(kv.Key)
+		key, ok := s.keys.parse(slot)
+		if !ok || key.ClusterID != clusterID {
+			s.skipped(slot, fmt.Errorf("%w: key is not <prefix>/clusters/<cluster-id>/nodes/<role>/<node-id>", cluster.ErrMalformed))
+			continue
+		}
+		items = append(items, item{slot: slot, stored: decodeKV(kv, key)})
+	}
+	now := s.clock().UnixMilli()
+	recs := s.usable(now, len(items), func(i int) *item { return &items[i] })
+	// etcd returns keys in byte order, which is role then node ID; sort
+	// only if that ever stops being true.
+	if !slices.IsSortedFunc(recs, compareRecords) {
+		slices.SortFunc(recs, compareRecords)
+	}
+	return &state.Snapshot{
+		ClusterID:        clusterID,
+		Records:          recs,
+		Revision:         revision(resp.Header.Revision),
+		ObservedAtUnixMs: now,
+	}, nil
+}
+
+// item is one stored value with its etcd key.
+type item struct {
+	slot string
+	stored
+}
+
+// usable returns the records of n items that a snapshot shows: it skips
+// (and counts) unreadable values, and records older than their lease TTL
+// when this store knows the TTL (etcd deletes expired keys itself, but a
+// leader change restarts lease clocks and expiry runs every half second).
+func (s *Store) usable(nowMs int64, n int, at func(int) *item) []*cluster.Record {
+	recs := make([]*cluster.Record, 0, n)
+	var skippedBad []*item
+	s.mu.RLock()
+	checkTTL := len(s.leases) > 0
+	for i := range n {
+		it := at(i)
+		if it.bad != nil {
+			skippedBad = append(skippedBad, it)
+			continue
+		}
+		if checkTTL && it.lease != 0 {
+			ref, ok := s.leases[leaseKey{slot: it.slot, incarnation: it.rec.IncarnationID}]
+			if ok && ref.id == it.lease && ref.ttl > 0 && nowMs-it.rec.UpdatedAtUnixMs >= ref.ttl*1000 {
+				s.stats.expired.Add(1)
+				continue
+			}
+		}
+		recs = append(recs, it.rec)
+	}
+	s.mu.RUnlock()
+	for _, it := range skippedBad {
+		s.skipped(it.slot, it.bad)
+	}
+	return recs
+}
+
+func compareRecords(a, b *cluster.Record) int {
+	if c := cmp.Compare(a.Role, b.Role); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.NodeID, b.NodeID)
+}

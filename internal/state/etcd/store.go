@@ -1,0 +1,336 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Store is the etcd implementation of state.Store. It is safe for
+// concurrent use; see the package documentation for its invariants.
+type Store struct {
+	opts  Options // validated, defaults applied
+	keys  keys
+	log   *slog.Logger
+	clock func() time.Time
+
+	client *clientv3.Client
+	keeper *keeper
+	cache  *watchCache // nil unless Options.CacheSnapshots
+
+	// lifetime is cancelled by Close. It bounds the store's own goroutines
+	// and streams (cache watch, lease streams, Watch goroutines), never a
+	// caller's request.
+	lifetime context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup // the goroutines above
+	closed   atomic.Bool
+	closeMu  sync.RWMutex // held to set closed, and shared while adding to wg
+
+	// mu guards hints and leases. It is never held across a request. Lock
+	// order: watchCache.mu before mu.
+	mu     sync.RWMutex
+	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
+	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
+
+	// minTTL is the smallest lease TTL etcd has granted when asked for
+	// less (its floor), 0 until seen; it tells a lease granted elsewhere for
+	// a short TTL from one granted for a different TTL.
+	minTTL atomic.Int64
+
+	stats statsCounters
+}
+
+// Bounds of the in-process caches. Evicting an entry only costs a read (a
+// hint) or a keepalive that learns the lease again (a lease).
+const (
+	maxHints  = 1 << 16
+	maxLeases = 1 << 16
+	// maxAttempts bounds the compare-and-swap rounds of one write.
+	maxAttempts = 8
+)
+
+// New connects to etcd and returns a store. It validates opts first (every
+// error names the field), then dials; with a username it authenticates,
+// so wrong credentials fail here with state.ErrUnauthenticated. New starts
+// the snapshot cache's goroutine when Options.CacheSnapshots is set; Close
+// ends it.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("etcd options: %w", err)
+	}
+	tlsCfg, err := opts.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd options: %w", err)
+	}
+	dialOpts := []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(connUnaryInterceptor),
+		grpc.WithChainStreamInterceptor(connStreamInterceptor),
+	}
+	dialOpts = append(dialOpts, opts.dialOptions...)
+	lifetime, stop := context.WithCancel(context.Background())
+	// The client's own context: it bounds authentication in clientv3.New
+	// (with DialTimeout) and carries the callInfo that classifies its error.
+	clientCtx, ci := withCallInfo(lifetime)
+	cfg := clientv3.Config{
+		Endpoints:   opts.Endpoints,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		TLS:         tlsCfg,
+		DialTimeout: opts.DialTimeout,
+		DialOptions: dialOpts,
+		Logger:      zap.NewNop(),
+		Context:     clientCtx,
+	}
+	s := &Store{
+		opts:     opts,
+		keys:     keys{prefix: opts.Prefix},
+		log:      opts.Logger.With("backend", "etcd"),
+		clock:    opts.Clock,
+		lifetime: lifetime,
+		stop:     stop,
+		hints:    make(map[string]slotView),
+		leases:   make(map[leaseKey]leaseRef),
+	}
+	// A caller that gives up on New cancels the dial.
+	stopDial := context.AfterFunc(ctx, stop)
+	client, err := clientv3.New(cfg)
+	if !stopDial() {
+		if err == nil {
+			_ = client.Close()
+		}
+		return nil, fmt.Errorf("etcd connect to %v: %w", opts.Endpoints, ctx.Err())
+	}
+	if err != nil {
+		stop()
+		return nil, s.mapError(fmt.Sprintf("connect to %v", opts.Endpoints), err, ci)
+	}
+	s.client = client
+	s.keeper = newKeeper(pb.NewLeaseClient(client.ActiveConnection()), lifetime, s.spawn, s.log)
+	if opts.CacheSnapshots {
+		s.cache = newWatchCache(s)
+		s.spawn(s.cache.run)
+	}
+	s.log.Debug("etcd store created", "options", opts)
+	return s, nil
+}
+
+// Backend returns "etcd".
+func (s *Store) Backend() string { return "etcd" }
+
+// Close ends the store's goroutines, streams and connection. Operations in
+// flight and later fail with state.ErrClosed; open watches end. It is
+// idempotent.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed.Swap(true) {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closeMu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	var errs []error
+	if s.cache != nil {
+		errs = append(errs, s.cache.close())
+	}
+	if err := s.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the store is
+// closed.
+func (s *Store) spawn(f func()) bool {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed.Load() {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// CheckReady returns nil when etcd answers a linearizable read of the
+// prefix with these credentials now.
+func (s *Store) CheckReady(ctx context.Context) error {
+	ctx, cancel, ci, err := s.begin(ctx, "check ready")
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if _, err := s.client.Get(ctx, s.keys.revisionProbe(), clientv3.WithCountOnly()); err != nil {
+		return s.mapError("check ready", err, ci)
+	}
+	return nil
+}
+
+// begin prepares ctx for one operation: ErrClosed after Close, the default
+// request timeout when ctx has no deadline, and a callInfo for the error
+// mapping.
+func (s *Store) begin(ctx context.Context, op string) (context.Context, context.CancelFunc, *callInfo, error) {
+	if s.closed.Load() {
+		return nil, nil, nil, fmt.Errorf("etcd %s: %w", op, state.ErrClosed)
+	}
+	cancel := context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
+	}
+	// Close cancels operations in flight.
+	ctx, cancelLife := context.WithCancel(ctx)
+	stopLife := context.AfterFunc(s.lifetime, cancelLife)
+	ctx, ci := withCallInfo(ctx)
+	return ctx, func() { stopLife(); cancelLife(); cancel() }, ci, nil
+}
+
+// Stats are cumulative counters of one store, for metrics and tests.
+type Stats struct {
+	// UnsupportedSkipped counts records of a schema version this build
+	// cannot read that snapshots and watches skipped.
+	UnsupportedSkipped uint64
+	// MalformedSkipped counts values under the prefix that are not records
+	// (or are stored under another record's key) that were skipped.
+	MalformedSkipped uint64
+	// ExpiredSkipped counts records left out of snapshots because they were
+	// older than their lease TTL although etcd had not yet deleted them.
+	ExpiredSkipped uint64
+	// LeaseGrants, LeaseRevokes and LeaseKeepAlives count lease requests.
+	LeaseGrants     uint64
+	LeaseRevokes    uint64
+	LeaseKeepAlives uint64
+	// WriteConflicts counts compare-and-swap rounds lost to another writer
+	// or to a stale view.
+	WriteConflicts uint64
+	// CacheResyncs counts full reads of the prefix by the snapshot cache
+	// (one at start, one after each lost watch).
+	CacheResyncs uint64
+	// CacheSnapshots and RangeSnapshots count snapshots answered from the
+	// cache and by a prefix range read.
+	CacheSnapshots uint64
+	RangeSnapshots uint64
+}
+
+type statsCounters struct {
+	unsupported, malformed, expired        atomic.Uint64
+	grants, revokes, keepAlives, conflicts atomic.Uint64
+	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
+	lastWarnUnixNano                       atomic.Int64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		UnsupportedSkipped: c.unsupported.Load(),
+		MalformedSkipped:   c.malformed.Load(),
+		ExpiredSkipped:     c.expired.Load(),
+		LeaseGrants:        c.grants.Load(),
+		LeaseRevokes:       c.revokes.Load(),
+		LeaseKeepAlives:    c.keepAlives.Load(),
+		WriteConflicts:     c.conflicts.Load(),
+		CacheResyncs:       c.resyncs.Load(),
+		CacheSnapshots:     c.cacheSnaps.Load(),
+		RangeSnapshots:     c.rangeSnaps.Load(),
+	}
+}
+
+// stored is one decoded etcd value: the record, or why it is unusable.
+type stored struct {
+	rec    *cluster.Record // nil when absent or unusable
+	bad    error           // non-nil when a value exists but is unusable
+	modRev int64           // 0 when absent
+	lease  int64
+}
+
+// decodeKV decodes the value of kv stored under slot key.
+func decodeKV(kv *mvccpb.KeyValue, key cluster.Key) stored {
+	st := stored{modRev: kv.ModRevision, lease: kv.Lease}
+	rec, err := cluster.Decode(kv.Value)
+	switch {
+	case err != nil:
+		st.bad = err
+	case rec.Key() != key:
+		st.bad = fmt.Errorf("%w: record for %s is stored under the key of %s", cluster.ErrMalformed, rec.Key(), key)
+	default:
+		st.rec = rec
+	}
+	return st
+}
+
+// skipped counts and (at most once a minute, as a warning) logs a value a
+// read had to leave out.
+func (s *Store) skipped(key string, bad error) {
+	if errors.Is(bad, cluster.ErrUnsupportedVersion) {
+		s.stats.unsupported.Add(1)
+	} else {
+		s.stats.malformed.Add(1)
+	}
+	now := time.Now().UnixNano()
+	last := s.stats.lastWarnUnixNano.Load()
+	if now-last >= int64(time.Minute) && s.stats.lastWarnUnixNano.CompareAndSwap(last, now) {
+		s.log.Warn("skipping unreadable record (further ones are logged at debug level for a minute)", "key", key, "err", bad,
+			"unsupportedTotal", s.stats.unsupported.Load(), "malformedTotal", s.stats.malformed.Load())
+		return
+	}
+	s.log.Debug("skipping unreadable record", "key", key, "err", bad)
+}
+
+// revision wraps an etcd revision as an opaque token.
+func revision(r int64) state.Revision { return state.NewRevision(strconv.FormatInt(r, 10)) }
+
+// parseRevision reads back a token made by revision.
+func parseRevision(r state.Revision) (int64, bool) {
+	n, err := strconv.ParseInt(r.String(), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// validateKey checks a slot named by a caller.
+func validateKey(k cluster.Key) error {
+	if err := cluster.ValidateID("clusterId", k.ClusterID); err != nil {
+		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+	}
+	if err := cluster.ValidateID("nodeId", k.NodeID); err != nil {
+		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+	}
+	if !k.Role.Valid() {
+		return fmt.Errorf("%w: role %q: must be coordinator or worker", state.ErrInvalidRecord, k.Role)
+	}
+	return nil
+}
+
+// validateRecord maps a cluster validation error onto the state sentinels.
+func validateRecord(r *cluster.Record) error {
+	err := r.Validate()
+	if err == nil {
+		return nil
+	}
+	var fe *cluster.FieldError
+	if errors.As(err, &fe) && fe.Field == "record" {
+		// Validate reports the encoded size limit on the pseudo-field "record".
+		return fmt.Errorf("%w: %w", state.ErrRecordTooLarge, err)
+	}
+	return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+}

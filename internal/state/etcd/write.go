@@ -1,0 +1,423 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// slotView is what the store believes one slot holds, and as of which
+// revision. A view from the watch cache or from an earlier operation may be
+// stale; every write compares its mod revision in the transaction, so a
+// stale view costs a round trip, never correctness.
+type slotView struct {
+	stored
+	asOf  int64 // the slot held this at revision asOf
+	fresh bool  // read from etcd during the current operation
+}
+
+// leaseKey names the lease of one incarnation in one slot.
+type leaseKey struct{ slot, incarnation string }
+
+// leaseRef is a lease this store granted or learned from a stored record.
+type leaseRef struct {
+	id   int64
+	want int64 // TTL seconds it stands for; -1: unknown, replace it on the next accepted update
+	ttl  int64 // TTL seconds etcd granted
+}
+
+// ttlSeconds rounds a lease TTL up to etcd's whole seconds.
+func ttlSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// UpsertNode applies rec under cluster.Order with one compare-and-swap
+// transaction per round: compare the slot's mod revision with the view the
+// decision was made on, put the stamped record attached to the
+// incarnation's lease, or else read the slot back and decide again. See the
+// package documentation for the lease rules and the round-trip budget.
+func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (state.WriteResult, error) {
+	if rec == nil {
+		return state.WriteResult{}, fmt.Errorf("etcd upsert: %w: record is nil", state.ErrInvalidRecord)
+	}
+	if leaseTTL <= 0 {
+		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
+	}
+	if err := validateRecord(rec); err != nil {
+		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w", rec.Key(), err)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "upsert")
+	if err != nil {
+		return state.WriteResult{}, err
+	}
+	defer cancel()
+
+	op := "upsert " + rec.Key().String()
+	slotKey := s.keys.slot(rec.Key())
+	lk := leaseKey{slot: slotKey, incarnation: rec.IncarnationID}
+	want := ttlSeconds(leaseTTL)
+	w := &writeLeases{}
+	defer s.releaseUnused(ctx, lk, w)
+
+	v, known := s.view(slotKey)
+	for range maxAttempts {
+		if !known {
+			if v, err = s.read(ctx, slotKey, rec.Key()); err != nil {
+				return state.WriteResult{}, s.mapError(op, err, ci)
+			}
+			known = true
+		}
+		if v.bad != nil && errors.Is(v.bad, cluster.ErrUnsupportedVersion) {
+			if !v.fresh {
+				known = false
+				continue
+			}
+			// Ordering needs the stored record; one written by a newer
+			// build is left alone (its lease still expires).
+			return state.WriteResult{}, fmt.Errorf("etcd %s: %w: stored record: %w", op, state.ErrUnsupportedVersion, v.bad)
+		}
+		d := cluster.Order(v.rec, rec)
+		if v.bad != nil {
+			// A value that is not a record cannot be ordered against and
+			// would block the slot (a hand-written one has no lease): replace it.
+			s.log.Warn("replacing unreadable value", "key", slotKey, "err", v.bad)
+			d = cluster.DecisionRestart
+		}
+		if !d.Accepted() {
+			if !v.fresh {
+				// Confirm at the current revision: the slot may have been
+				// deleted (expired) since the view was taken.
+				known = false
+				continue
+			}
+			return state.WriteResult{Outcome: outcomeOf(d), Decision: d, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
+		}
+
+		lease, err := s.leaseFor(ctx, lk, d, v, want, w)
+		if err != nil {
+			return state.WriteResult{}, s.mapError(op, err, ci)
+		}
+		stamped := rec.Clone()
+		stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
+		val, err := cluster.Encode(stamped)
+		if err != nil {
+			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, validateRecord(stamped))
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
+			Then(clientv3.OpPut(slotKey, string(val), clientv3.WithLease(clientv3.LeaseID(lease)))).
+			Else(clientv3.OpGet(slotKey)).
+			Commit()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				// The lease expired or was revoked since it was chosen; so
+				// did any record attached to it. Start over from a read.
+				s.forgetLease(lk, lease)
+				w.drop(lease)
+				known = false
+				continue
+			}
+			return state.WriteResult{}, s.mapError(op, err, ci)
+		}
+		if !resp.Succeeded {
+			s.stats.conflicts.Add(1)
+			v = s.viewFromKVs(rec.Key(), resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
+			s.remember(slotKey, v)
+			continue
+		}
+		rev := resp.Header.Revision
+		s.remember(slotKey, slotView{stored: stored{rec: stamped, modRev: rev, lease: lease}, asOf: rev})
+		w.used(lease)
+		if v.lease != 0 && v.lease != lease {
+			// The record moved to a new lease (restart or TTL change); the
+			// old one holds no key any more.
+			oldInc := rec.IncarnationID
+			if v.rec != nil {
+				oldInc = v.rec.IncarnationID
+			}
+			s.revoke(ctx, leaseKey{slot: slotKey, incarnation: oldInc}, v.lease)
+		}
+		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: stamped.Clone()}, nil
+	}
+	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
+}
+
+func outcomeOf(d cluster.Decision) state.Outcome {
+	switch d {
+	case cluster.DecisionDuplicate:
+		return state.OutcomeDuplicate
+	case cluster.DecisionStale:
+		return state.OutcomeStale
+	}
+	return state.OutcomeAccepted
+}
+
+// writeLeases tracks the lease work of one UpsertNode call, so that a
+// retry round neither refreshes a lease twice nor grants a second one.
+type writeLeases struct {
+	granted int64 // granted in this call and not yet attached to the record
+	kept    int64 // refreshed in this call
+}
+
+func (w *writeLeases) used(id int64) {
+	if w.granted == id {
+		w.granted = 0
+	}
+}
+
+func (w *writeLeases) drop(id int64) {
+	if w.granted == id {
+		w.granted = 0
+	}
+	if w.kept == id {
+		w.kept = 0
+	}
+}
+
+// leaseFor returns the lease an accepted update of decision d attaches to.
+//
+//   - Advance keeps the stored record's lease (kv.Lease, so a store that
+//     never wrote this slot learns it too) and refreshes it with one
+//     keepalive; only a lease that is gone or was granted for another TTL
+//     is replaced.
+//   - Insert and Restart use the incarnation's lease: one this store
+//     already holds for it (refreshed), else a new grant. The grant is the
+//     only Raft write of a lease, once per incarnation.
+func (s *Store) leaseFor(ctx context.Context, lk leaseKey, d cluster.Decision, v slotView, want int64, w *writeLeases) (int64, error) {
+	if w.granted != 0 {
+		return w.granted, nil
+	}
+	s.mu.RLock()
+	ref, ok := s.leases[lk]
+	s.mu.RUnlock()
+
+	candidate := int64(0)
+	switch {
+	case d == cluster.DecisionAdvance && v.lease != 0:
+		if ok && ref.id == v.lease && ref.want != want {
+			return s.grant(ctx, lk, want, w) // the TTL changed
+		}
+		candidate = v.lease
+	case ok && ref.want == want:
+		candidate = ref.id
+	default:
+		return s.grant(ctx, lk, want, w)
+	}
+	if w.kept == candidate {
+		return candidate, nil
+	}
+	ttl, err := s.keepAlive(ctx, candidate)
+	if err != nil {
+		return 0, err
+	}
+	if ttl <= 0 {
+		s.forgetLease(lk, candidate)
+		return s.grant(ctx, lk, want, w)
+	}
+	w.kept = candidate
+	if !ok || ref.id != candidate {
+		// Granted by another store (or evicted here): learn it. When its TTL
+		// does not match ours, the next accepted update replaces it.
+		known := want
+		if !s.ttlMatches(ttl, want) {
+			known = -1
+		}
+		s.putLease(lk, leaseRef{id: candidate, want: known, ttl: ttl})
+	}
+	return candidate, nil
+}
+
+// ttlMatches reports whether a lease etcd reports with TTL granted was
+// granted for want seconds: etcd raises TTLs below its floor.
+func (s *Store) ttlMatches(granted, want int64) bool {
+	if granted == want {
+		return true
+	}
+	floor := s.minTTL.Load()
+	return granted > want && floor != 0 && granted == floor
+}
+
+func (s *Store) grant(ctx context.Context, lk leaseKey, want int64, w *writeLeases) (int64, error) {
+	s.stats.grants.Add(1)
+	resp, err := s.client.Grant(ctx, want)
+	if err != nil {
+		return 0, err
+	}
+	if resp.TTL > want {
+		s.minTTL.Store(resp.TTL)
+	}
+	id := int64(resp.ID)
+	s.putLease(lk, leaseRef{id: id, want: want, ttl: resp.TTL})
+	w.granted = id
+	w.kept = id
+	return id, nil
+}
+
+func (s *Store) keepAlive(ctx context.Context, id int64) (int64, error) {
+	s.stats.keepAlives.Add(1)
+	return s.keeper.keepAlive(ctx, id)
+}
+
+// revoke revokes a lease that no record uses any more, best effort: a
+// failure leaves it to expire on its own.
+func (s *Store) revoke(ctx context.Context, lk leaseKey, id int64) {
+	s.forgetLease(lk, id)
+	s.stats.revokes.Add(1)
+	if _, err := s.client.Revoke(ctx, clientv3.LeaseID(id)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.log.Debug("lease revoke failed; it will expire", "lease", id, "err", err)
+	}
+}
+
+// releaseUnused revokes a lease granted during a call that did not use it
+// (the decision changed on a retry, or the call failed).
+func (s *Store) releaseUnused(ctx context.Context, lk leaseKey, w *writeLeases) {
+	if w.granted == 0 {
+		return
+	}
+	if ctx.Err() != nil {
+		// The call's deadline is spent; give the revoke its own, short one.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+	}
+	s.revoke(ctx, lk, w.granted)
+}
+
+// RemoveNode deletes the record in slot key when its incarnation is
+// incarnationID, in a transaction that compares the mod revision of the
+// record whose incarnation it checked, then revokes the record's lease.
+func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
+	if err := validateKey(key); err != nil {
+		return state.WriteResult{}, fmt.Errorf("etcd remove: %w", err)
+	}
+	if incarnationID == "" {
+		return state.WriteResult{}, fmt.Errorf("etcd remove %s: %w: incarnationId \"\": must not be empty", key, state.ErrInvalidRecord)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "remove")
+	if err != nil {
+		return state.WriteResult{}, err
+	}
+	defer cancel()
+	op := "remove " + key.String()
+	slotKey := s.keys.slot(key)
+
+	v, err := s.read(ctx, slotKey, key)
+	if err != nil {
+		return state.WriteResult{}, s.mapError(op, err, ci)
+	}
+	for range maxAttempts {
+		switch {
+		case v.rec == nil && v.bad == nil:
+			return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: revision(v.asOf)}, nil
+		case v.bad != nil && errors.Is(v.bad, cluster.ErrUnsupportedVersion):
+			return state.WriteResult{}, fmt.Errorf("etcd %s: %w: stored record: %w", op, state.ErrUnsupportedVersion, v.bad)
+		case v.bad != nil:
+			// Not a record, so not this incarnation's.
+			return state.WriteResult{Outcome: state.OutcomeStale, Revision: revision(v.asOf)}, nil
+		case v.rec.IncarnationID != incarnationID:
+			return state.WriteResult{Outcome: state.OutcomeStale, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
+			Then(clientv3.OpDelete(slotKey)).
+			Else(clientv3.OpGet(slotKey)).
+			Commit()
+		if err != nil {
+			return state.WriteResult{}, s.mapError(op, err, ci)
+		}
+		if !resp.Succeeded {
+			s.stats.conflicts.Add(1)
+			v = s.viewFromKVs(key, resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
+			continue
+		}
+		rev := resp.Header.Revision
+		s.remember(slotKey, slotView{asOf: rev})
+		if v.lease != 0 {
+			s.revoke(ctx, leaseKey{slot: slotKey, incarnation: incarnationID}, v.lease)
+		}
+		return state.WriteResult{Outcome: state.OutcomeAccepted, Revision: revision(rev)}, nil
+	}
+	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
+}
+
+// read returns the slot's current state from a linearizable read.
+func (s *Store) read(ctx context.Context, slotKey string, key cluster.Key) (slotView, error) {
+	resp, err := s.client.Get(ctx, slotKey)
+	if err != nil {
+		return slotView{}, err
+	}
+	v := s.viewFromKVs(key, resp.Kvs, resp.Header.Revision)
+	s.remember(slotKey, v)
+	return v, nil
+}
+
+// viewFromKVs makes a fresh view from the result of reading one key at
+// revision rev.
+func (s *Store) viewFromKVs(key cluster.Key, kvs []*mvccpb.KeyValue, rev int64) slotView {
+	if len(kvs) == 0 {
+		return slotView{asOf: rev, fresh: true}
+	}
+	return slotView{stored: decodeKV(kvs[0], key), asOf: rev, fresh: true}
+}
+
+// view returns the newest view of a slot the store holds without asking
+// etcd: the watch cache's (authoritative up to its revision, absence
+// included) or this store's own last write or read, whichever is newer.
+func (s *Store) view(slotKey string) (slotView, bool) {
+	s.mu.RLock()
+	h, hok := s.hints[slotKey]
+	s.mu.RUnlock()
+	if s.cache != nil {
+		if cv, ok := s.cache.lookup(slotKey); ok && (!hok || cv.asOf >= h.asOf) {
+			return cv, true
+		}
+	}
+	h.fresh = false
+	return h, hok
+}
+
+// remember records a view of a slot unless a newer one is known.
+func (s *Store) remember(slotKey string, v slotView) {
+	v.fresh = false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.hints[slotKey]; ok && old.asOf > v.asOf {
+		return
+	}
+	if _, ok := s.hints[slotKey]; !ok && len(s.hints) >= maxHints {
+		for k := range s.hints { // evict an arbitrary entry
+			delete(s.hints, k)
+			break
+		}
+	}
+	s.hints[slotKey] = v
+}
+
+func (s *Store) putLease(lk leaseKey, ref leaseRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leases[lk]; !ok && len(s.leases) >= maxLeases {
+		for k := range s.leases {
+			delete(s.leases, k)
+			break
+		}
+	}
+	s.leases[lk] = ref
+}
+
+// forgetLease drops lk's entry if it still names lease id.
+func (s *Store) forgetLease(lk leaseKey, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ref, ok := s.leases[lk]; ok && ref.id == id {
+		delete(s.leases, lk)
+	}
+}
