@@ -1,0 +1,348 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/placement"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/state/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var testTiming = cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: 400 * time.Millisecond, LeaseTTL: 800 * time.Millisecond}
+
+type fixture struct {
+	c     *Coordinator
+	store *memory.Store
+	reg   *prometheus.Registry
+	addr  string
+	stop  func()
+}
+
+// start runs a coordinator on loopback over store until the test ends.
+func start(t *testing.T, store *memory.Store, drain time.Duration) *fixture {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{
+		ClusterID: "test", NodeID: "coord-a", Timing: testTiming,
+		RequestTimeout: 200 * time.Millisecond, DrainDelay: drain, ShutdownTimeout: time.Second,
+		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock: time.Now, Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	f := &fixture{c: c, store: store, reg: reg, addr: ln.Addr().String(), stop: stop}
+	waitFor(t, "coordinator ready", func() bool { return c.Readiness().Ready })
+	return f
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func workerRecord(id, incarnation string, seq uint64) *cluster.Record {
+	return &cluster.Record{
+		ClusterID: "test", NodeID: id, Role: cluster.RoleWorker, IncarnationID: incarnation,
+		Address: "127.0.0.1:" + map[string]string{"w1": "9001", "w2": "9002", "w3": "9003", "w4": "9004"}[id],
+		Version: "test", HeartbeatSeq: seq, Health: cluster.HealthHealthy, Ready: true,
+	}
+}
+
+func dial(t *testing.T, addr string) *protocol.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := protocol.NewConn(nc, protocol.ConnOptions{})
+	t.Cleanup(func() { cn.Close() })
+	return cn
+}
+
+func heartbeat(t *testing.T, cn *protocol.Conn, rec *cluster.Record) (*protocol.Ack, error) {
+	t.Helper()
+	msg, err := protocol.NewHeartbeat(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cn.Call(context.Background(), msg)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*protocol.Ack), nil
+}
+
+func TestHeartbeatOrdering(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	cn := dial(t, f.addr)
+	steps := []struct {
+		inc  string
+		seq  uint64
+		want protocol.Outcome
+	}{
+		{"i1", 0, protocol.OutcomeAccepted},
+		{"i1", 1, protocol.OutcomeAccepted},
+		{"i1", 1, protocol.OutcomeDuplicate},
+		{"i1", 0, protocol.OutcomeStale},
+		{"i1", 5, protocol.OutcomeAccepted},
+		{"i2", 0, protocol.OutcomeAccepted}, // restart: new incarnation, lower seq
+		{"i1", 9, protocol.OutcomeAccepted}, // a different incarnation again is a restart by the rule
+	}
+	for _, s := range steps {
+		ack, err := heartbeat(t, cn, workerRecord("w1", s.inc, s.seq))
+		if err != nil {
+			t.Fatalf("heartbeat %s/%d: %v", s.inc, s.seq, err)
+		}
+		if ack.Outcome != s.want {
+			t.Fatalf("heartbeat %s/%d: outcome %v, want %v", s.inc, s.seq, ack.Outcome, s.want)
+		}
+		if ack.HeartbeatInterval() != testTiming.HeartbeatInterval || ack.LeaseTTL() != testTiming.LeaseTTL {
+			t.Fatalf("ack timing %v/%v", ack.HeartbeatInterval(), ack.LeaseTTL())
+		}
+	}
+	snap, err := f.store.Snapshot(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w1"})
+	if got == nil || got.IncarnationID != "i1" || got.HeartbeatSeq != 9 {
+		t.Fatalf("stored record = %+v", got)
+	}
+	// Bad input is refused with the field named and the connection stays usable.
+	bad := workerRecord("w1", "i1", 10)
+	bad.ClusterID = "other"
+	if _, err := heartbeat(t, cn, bad); !protocol.IsCode(err, protocol.CodeInvalidArgument) {
+		t.Fatalf("wrong cluster: %v", err)
+	}
+	if _, err := cn.Call(context.Background(), &protocol.Ping{}); err != nil {
+		t.Fatalf("connection unusable after a refused request: %v", err)
+	}
+}
+
+func TestPlacementMatchesPurePlacement(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	cn := dial(t, f.addr)
+	for _, id := range []string{"w1", "w2", "w3"} {
+		if _, err := heartbeat(t, cn, workerRecord(id, "i", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unready := workerRecord("w4", "i", 0)
+	unready.Ready = false
+	if _, err := heartbeat(t, cn, unready); err != nil {
+		t.Fatal(err)
+	}
+	want, err := placement.New([]placement.Node{{ID: "w1", Address: "127.0.0.1:9001"}, {ID: "w2", Address: "127.0.0.1:9002"}, {ID: "w3", Address: "127.0.0.1:9003"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "objects/x#0", "objects/x#1", "zzz"} {
+		resp, err := cn.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := resp.(*protocol.PlacementResponse)
+		if pr.Version != uint64(want.Version()) {
+			t.Fatalf("version %016x, want %s", pr.Version, want.Version())
+		}
+		exp := want.Lookup(key, 2)
+		if len(pr.Owners) != 2 || pr.Owners[0].NodeID != exp[0].NodeID || pr.Owners[1].NodeID != exp[1].NodeID {
+			t.Fatalf("owners of %q = %+v, want %+v", key, pr.Owners, exp)
+		}
+	}
+	// Replica bounds are enforced.
+	if _, _, err := f.c.Lookup(context.Background(), "k", 0); !protocol.IsCode(err, protocol.CodeInvalidArgument) {
+		t.Fatalf("replicas 0: %v", err)
+	}
+}
+
+func TestFailClosedAndRecovery(t *testing.T) {
+	store := memory.New(memory.Options{})
+	f := start(t, store, 0)
+	cn := dial(t, f.addr)
+	if _, err := heartbeat(t, cn, workerRecord("w1", "i", 0)); err != nil {
+		t.Fatal(err)
+	}
+	store.SetFault(state.ErrUnavailable)
+	waitFor(t, "unready", func() bool { return !f.c.Readiness().Ready })
+	r := f.c.Readiness()
+	if len(r.Reasons) == 0 || !contains(r.Reasons, "store unreachable") {
+		t.Fatalf("reasons = %v", r.Reasons)
+	}
+	_, err := cn.Call(context.Background(), &protocol.PlacementLookup{Key: []byte("k"), Replicas: 1})
+	if !protocol.IsCode(err, protocol.CodeNotReady) || !protocol.Retryable(err) {
+		t.Fatalf("lookup while store down: %v", err)
+	}
+	_, err = heartbeat(t, cn, workerRecord("w1", "i", 1))
+	if !protocol.IsCode(err, protocol.CodeUnavailable) || !protocol.Retryable(err) {
+		t.Fatalf("heartbeat while store down: %v", err)
+	}
+	if f.c.LastGood() == nil {
+		t.Fatal("last good view lost")
+	}
+	if v := testutil.ToFloat64(f.c.m.storeErrors.WithLabelValues("snapshot", "unavailable")); v == 0 {
+		t.Fatal("store errors not counted")
+	}
+	store.ClearFault()
+	waitFor(t, "ready again", func() bool { return f.c.Readiness().Ready })
+	if _, err := cn.Call(context.Background(), &protocol.PlacementLookup{Key: []byte("k"), Replicas: 1}); err != nil {
+		t.Fatalf("lookup after recovery: %v", err)
+	}
+}
+
+func TestTimeoutFailsClosedWithinRequestTimeout(t *testing.T) {
+	store := memory.New(memory.Options{})
+	f := start(t, store, 0)
+	store.SetFault(state.ErrTimeout)
+	t.Cleanup(store.ClearFault)
+	begin := time.Now()
+	_, _, err := f.c.Lookup(context.Background(), "k", 1)
+	if !protocol.IsCode(err, protocol.CodeNotReady) {
+		t.Fatalf("lookup with a hung store: %v", err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Fatalf("lookup took %v with a 200ms request timeout", d)
+	}
+	store.ClearFault()
+}
+
+func contains(list []string, sub string) bool {
+	for _, s := range list {
+		if len(s) >= len(sub) && (s[:len(sub)] == sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPlacementVersionPush(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	cl, err := client.New(client.Options{Coordinators: []string{f.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	versions := make(chan uint64, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cl.Watch(ctx, func(v uint64) { versions <- v }) }()
+	defer func() { cancel(); <-done }()
+	if v := <-versions; v != 0 {
+		t.Fatalf("empty cluster version %016x, want 0", v)
+	}
+	cn := dial(t, f.addr)
+	if _, err := heartbeat(t, cn, workerRecord("w1", "i", 0)); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := placement.New([]placement.Node{{ID: "w1", Address: "127.0.0.1:9001"}})
+	select {
+	case v := <-versions:
+		if v != uint64(want.Version()) {
+			t.Fatalf("pushed %016x, want %s", v, want.Version())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no EpochBump after a worker joined")
+	}
+	if got, _ := cl.Version(); got != uint64(want.Version()) {
+		t.Fatalf("client version %016x", got)
+	}
+	// The worker going silent changes membership: another push follows
+	// from time passing alone.
+	select {
+	case v := <-versions:
+		if v != 0 {
+			t.Fatalf("after the worker went silent: %016x, want 0", v)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no EpochBump after the worker turned unhealthy")
+	}
+}
+
+func TestDrain(t *testing.T) {
+	store := memory.New(memory.Options{})
+	f := start(t, store, 300*time.Millisecond)
+	cn := dial(t, f.addr)
+	stopped := make(chan struct{})
+	go func() { f.stop(); close(stopped) }()
+	waitFor(t, "draining", func() bool { return contains(f.c.Readiness().Reasons, "draining") })
+	// Still serving during the drain delay.
+	if _, err := cn.Call(context.Background(), &protocol.Ping{}); err != nil {
+		t.Fatalf("ping during drain delay: %v", err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the drain")
+	}
+	snap, err := store.Snapshot(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleCoordinator, NodeID: "coord-a"}); r != nil {
+		t.Fatalf("coordinator record left behind: %+v", r)
+	}
+	if _, err := net.DialTimeout("tcp", f.addr, 200*time.Millisecond); err == nil {
+		t.Fatal("listener still accepting after shutdown")
+	}
+}
+
+func TestUnsupportedRecordVersion(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	cn := dial(t, f.addr)
+	good, _ := cluster.Encode(workerRecord("w1", "i", 0))
+	newer := []byte(string(good[:len(`{"schemaVersion":`)]) + "2" + string(good[len(`{"schemaVersion":1`):]))
+	_, err := cn.Call(context.Background(), &protocol.Heartbeat{Record: newer})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnsupportedVersion || pe.Retryable {
+		t.Fatalf("newer record: %v", err)
+	}
+	snap, _ := f.store.Snapshot(context.Background(), "test")
+	if snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w1"}) != nil {
+		t.Fatal("a record of an unsupported version was applied")
+	}
+}
