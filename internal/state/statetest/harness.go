@@ -44,7 +44,10 @@ type Harness struct {
 	// backend moves its injected clock; real backends sleep.
 	Advance func(d time.Duration)
 	// LeaseTTL is the lease the suite uses in expiry cases: short, but one
-	// the backend honours (etcd and Kubernetes count whole seconds).
+	// the backend honours (etcd and Kubernetes count whole seconds). The
+	// suite allows a record to outlive its lease by less than LeaseTTL/2
+	// (it checks that a duplicate heartbeat did not extend the lease), so
+	// choose a TTL of more than twice the backend's expiry lag.
 	LeaseTTL time.Duration
 	// Fault causes f and returns the store to use while it lasts (the same
 	// Store, or one built with bad credentials) and a function that restores
@@ -54,6 +57,15 @@ type Harness struct {
 	// Compact discards the backend's watch history up to its current
 	// revision, so a watch from an older revision ends with ErrCompacted.
 	Compact func(t testing.TB)
+	// StableRevisions reports that the backend's revision moves only when
+	// the suite writes, so two snapshots with no write between them have
+	// equal revisions and a duplicate write reports the unchanged revision.
+	// The memory backend sets it. etcd and Kubernetes share one revision
+	// counter with every other writer of the server (other objects, lease
+	// expiries left over from earlier cases), so their harnesses leave it
+	// false; the suite then checks only that equal revisions mean equal
+	// contents and that an accepted write changes the revision.
+	StableRevisions bool
 }
 
 // Factory builds a harness for one test case. It registers its own cleanup

@@ -1,0 +1,433 @@
+package statetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+func runConcurrency(t *testing.T, newHarness Factory) {
+	t.Run("ConcurrentWriters", func(t *testing.T) { runConcurrentWriters(t, newHarness) })
+	t.Run("Linearizable", func(t *testing.T) { runLinearizable(t, newHarness) })
+}
+
+// runConcurrentWriters has goroutines write their own nodes and race on a
+// shared one while a watch records every change. Every accepted write must
+// appear exactly once, in an order where each node's sequence only grows,
+// and the final state must hold each node's highest sequence.
+func runConcurrentWriters(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	const writers, perWriter = 8, 15
+	snap := e.snapshot(e.cluster)
+	w := e.watch(e.cluster, snap.Revision)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*opTimeout)
+	defer cancel()
+
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for g := range writers {
+		wg.Go(func() {
+			own := fmt.Sprintf("own-%d", g)
+			for i := range perWriter {
+				seq := uint64(i + 1)
+				res, err := e.s.UpsertNode(ctx, newRecord(e.cluster, cluster.RoleWorker, own, "inc-a", seq), longTTL)
+				if err != nil {
+					errs <- fmt.Errorf("writer %d: UpsertNode(%s seq %d): %w", g, own, seq, err)
+					return
+				}
+				if res.Outcome != state.OutcomeAccepted {
+					errs <- fmt.Errorf("writer %d: its own node's seq %d was %s", g, seq, res.Outcome)
+					return
+				}
+				accepted.Add(1)
+				// Distinct sequences for the shared node, interleaved across writers.
+				shared := uint64(i*writers + g + 1)
+				res, err = e.s.UpsertNode(ctx, newRecord(e.cluster, cluster.RoleWorker, "shared", "inc-a", shared), longTTL)
+				if err != nil {
+					errs <- fmt.Errorf("writer %d: UpsertNode(shared seq %d): %w", g, shared, err)
+					return
+				}
+				switch res.Outcome {
+				case state.OutcomeAccepted:
+					accepted.Add(1)
+				case state.OutcomeStale:
+					if res.Record == nil || res.Record.HeartbeatSeq <= shared {
+						errs <- fmt.Errorf("writer %d: shared seq %d stale against %s", g, shared, describe(res.Record))
+						return
+					}
+				default:
+					errs <- fmt.Errorf("writer %d: shared seq %d was %s", g, shared, res.Outcome)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	final := e.snapshot(e.cluster)
+	if len(final.Records) != writers+1 {
+		t.Fatalf("final snapshot holds %d records, want %d", len(final.Records), writers+1)
+	}
+	for g := range writers {
+		mustFind(t, final, e.rec(cluster.RoleWorker, fmt.Sprintf("own-%d", g), "inc-a", perWriter))
+	}
+	mustFind(t, final, e.rec(cluster.RoleWorker, "shared", "inc-a", writers*perWriter))
+
+	events := w.next(int(accepted.Load()))
+	last := make(map[string]uint64)
+	revs := make(map[state.Revision]bool)
+	for _, ev := range events {
+		if ev.Type != state.EventPut || ev.Record == nil {
+			t.Fatalf("unexpected event %s", describeEvent(ev))
+		}
+		if revs[ev.Revision] {
+			t.Fatalf("two events at revision %s", ev.Revision)
+		}
+		revs[ev.Revision] = true
+		if prev := last[ev.Key.NodeID]; ev.Record.HeartbeatSeq <= prev {
+			t.Fatalf("watch delivered %s seq %d after seq %d", ev.Key, ev.Record.HeartbeatSeq, prev)
+		}
+		last[ev.Key.NodeID] = ev.Record.HeartbeatSeq
+	}
+	if got := last["shared"]; got != writers*perWriter {
+		t.Fatalf("last shared event has seq %d, want %d", got, writers*perWriter)
+	}
+	// Nothing beyond the accepted writes: the next event is the marker's.
+	marker := e.rec(cluster.RoleWorker, "marker", "inc-a", 1)
+	w.expect(putOf(e.mustUpsert(marker, longTTL, cluster.DecisionInsert, marker)))
+}
+
+// Linearizability history sizes: small enough for a real etcd to run it in
+// a few seconds, large enough to interleave.
+const (
+	linWriters       = 4
+	linNodes         = 3
+	linOpsPerNode    = 50 // per writer and node, over two incarnations
+	linReaders       = 2
+	linReadsPerRound = 200 // upper bound of snapshots per reader
+)
+
+// linInput is one operation on one node's slot.
+type linInput struct {
+	read  bool
+	node  int
+	phase int // incarnation index: 0 or 1
+	seq   uint64
+}
+
+// linOutput is what the operation returned: the decision (writes) and the
+// record the slot held afterwards (writes) or that the read saw.
+type linOutput struct {
+	decision cluster.Decision
+	present  bool
+	phase    int
+	seq      uint64
+}
+
+// linState is the model's state of one slot.
+type linState struct {
+	present bool
+	phase   int
+	seq     uint64
+}
+
+// linModel is the ordering rule over (incarnation, seq) of one slot,
+// partitioned by node: per-slot linearizability of writes and reads.
+func linModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			parts := make([][]porcupine.Operation, linNodes)
+			for _, op := range history {
+				n := op.Input.(linInput).node
+				parts[n] = append(parts[n], op)
+			}
+			return parts
+		},
+		Init: func() any { return linState{} },
+		Step: func(st, in, out any) (bool, any) {
+			s, i, o := st.(linState), in.(linInput), out.(linOutput)
+			if i.read {
+				return o.present == s.present && (!s.present || o.phase == s.phase && o.seq == s.seq), s
+			}
+			var stored *cluster.Record
+			if s.present {
+				stored = &cluster.Record{IncarnationID: fmt.Sprint(s.phase), HeartbeatSeq: s.seq}
+			}
+			d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq})
+			if o.decision != d {
+				return false, s
+			}
+			next := s
+			if d.Accepted() {
+				next = linState{present: true, phase: i.phase, seq: i.seq}
+			}
+			return o.present && o.phase == next.phase && o.seq == next.seq, next
+		},
+		DescribeOperation: func(in, out any) string {
+			i, o := in.(linInput), out.(linOutput)
+			if i.read {
+				return fmt.Sprintf("read(n%d) -> %t i%d s%d", i.node, o.present, o.phase, o.seq)
+			}
+			return fmt.Sprintf("upsert(n%d, i%d, s%d) -> %s i%d s%d", i.node, i.phase, i.seq, o.decision, o.phase, o.seq)
+		},
+		DescribeState: func(st any) string {
+			s := st.(linState)
+			if !s.present {
+				return "empty"
+			}
+			return fmt.Sprintf("i%d s%d", s.phase, s.seq)
+		},
+	}
+}
+
+// runLinearizable has writers relay heartbeats of the same few nodes the
+// way several coordinators would: interleaved, duplicated and delayed
+// (resent out of order), with one restart per node, while readers take
+// snapshots. porcupine checks the recorded history against the ordering
+// rule; the case also checks that no reader saw a record move backward,
+// that equal revisions meant equal snapshots and that each node ends at
+// its newest accepted update.
+func runLinearizable(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	inc := func(node, phase int) string { return fmt.Sprintf("inc-%d-%d", phase, node) }
+	parseInc := func(s string) (node, phase int, ok bool) {
+		_, err := fmt.Sscanf(s, "inc-%d-%d", &phase, &node)
+		return node, phase, err == nil && node >= 0 && node < linNodes && (phase == 0 || phase == 1)
+	}
+	nodeName := func(n int) string { return fmt.Sprintf("lin-%d", n) }
+
+	ctx, cancel := context.WithTimeout(t.Context(), 6*opTimeout)
+	defer cancel()
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+
+	var (
+		mu      sync.Mutex // guards ops and failure
+		ops     []porcupine.Operation
+		failure error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failure == nil {
+			failure = err
+		}
+		cancel()
+	}
+	record := func(op porcupine.Operation) {
+		mu.Lock()
+		defer mu.Unlock()
+		ops = append(ops, op)
+	}
+
+	// counters[phase][node] hands out fresh sequences; the restart phase
+	// starts again from zero, below everything the first phase sent.
+	var counters [2][linNodes]atomic.Uint64
+	var barrier sync.WaitGroup
+	barrier.Add(linWriters)
+	var writersDone atomic.Bool
+
+	write := func(client, node, phase int, seq uint64) {
+		rec := newRecord(e.cluster, cluster.RoleWorker, nodeName(node), inc(node, phase), seq)
+		call := now()
+		res, err := e.s.UpsertNode(ctx, rec, longTTL)
+		ret := now()
+		if err != nil {
+			fail(fmt.Errorf("writer %d: UpsertNode(%s %s seq %d): %w", client, nodeName(node), inc(node, phase), seq, err))
+			return
+		}
+		out := linOutput{decision: res.Decision}
+		if res.Record != nil {
+			n, p, ok := parseInc(res.Record.IncarnationID)
+			if !ok || n != node {
+				fail(fmt.Errorf("writer %d: slot %s holds unknown incarnation %q", client, nodeName(node), res.Record.IncarnationID))
+				return
+			}
+			out.present, out.phase, out.seq = true, p, res.Record.HeartbeatSeq
+		}
+		record(porcupine.Operation{ClientId: client, Input: linInput{node: node, phase: phase, seq: seq}, Call: call, Output: out, Return: ret})
+	}
+
+	var wg sync.WaitGroup
+	for c := range linWriters {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			arrived := false
+			defer func() {
+				if !arrived { // failed early: do not leave the others waiting
+					barrier.Done()
+				}
+			}()
+			for phase := range 2 {
+				if phase == 1 {
+					// Every first-incarnation heartbeat is sent before any
+					// node restarts, so readers can order what they see.
+					arrived = true
+					barrier.Done()
+					barrier.Wait()
+				}
+				sent := make([][]uint64, linNodes) // what this writer relayed, per node
+				for i := range linNodes * linOpsPerNode / 2 {
+					if ctx.Err() != nil {
+						return
+					}
+					node := (i + c) % linNodes
+					if rng.IntN(3) == 0 {
+						node = rng.IntN(linNodes)
+					}
+					var seq uint64
+					switch r := rng.IntN(10); {
+					case r < 2 && len(sent[node]) > 0: // duplicate the last one
+						seq = sent[node][len(sent[node])-1]
+					case r < 4 && len(sent[node]) > 0: // a delayed one
+						seq = sent[node][rng.IntN(len(sent[node]))]
+					default:
+						seq = counters[phase][node].Add(1)
+						if phase == 1 {
+							seq-- // the restarted process starts at zero
+						}
+					}
+					sent[node] = append(sent[node], seq)
+					write(c, node, phase, seq)
+					if rng.IntN(4) == 0 {
+						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+					}
+				}
+			}
+		})
+	}
+
+	type seen struct {
+		phase int
+		seq   uint64
+	}
+	var snapMu sync.Mutex
+	byRevision := make(map[state.Revision]*state.Snapshot)
+	var readers sync.WaitGroup
+	for r := range linReaders {
+		client := linWriters + r
+		readers.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(client)))
+			last := make(map[int]seen)
+			for range linReadsPerRound {
+				if ctx.Err() != nil || writersDone.Load() {
+					return
+				}
+				call := now()
+				snap, err := e.s.Snapshot(ctx, e.cluster)
+				ret := now()
+				if err != nil {
+					fail(fmt.Errorf("reader %d: Snapshot: %w", r, err))
+					return
+				}
+				snapMu.Lock()
+				if prev, ok := byRevision[snap.Revision]; ok && !sameSnapshot(prev, snap) {
+					snapMu.Unlock()
+					fail(fmt.Errorf("reader %d: two snapshots at revision %s differ", r, snap.Revision))
+					return
+				}
+				byRevision[snap.Revision] = snap
+				snapMu.Unlock()
+
+				outs := make([]linOutput, linNodes)
+				for _, rec := range snap.Records {
+					n, p, ok := parseInc(rec.IncarnationID)
+					if !ok || rec.NodeID != nodeName(n) {
+						fail(fmt.Errorf("reader %d: unexpected record %s", r, describe(rec)))
+						return
+					}
+					if outs[n].present {
+						fail(fmt.Errorf("reader %d: two records for %s", r, rec.NodeID))
+						return
+					}
+					outs[n] = linOutput{present: true, phase: p, seq: rec.HeartbeatSeq}
+				}
+				for n, o := range outs {
+					// Once present a record never disappears (no expiry,
+					// no removal here) and never moves backward.
+					prev, had := last[n]
+					switch {
+					case had && !o.present:
+						fail(fmt.Errorf("reader %d: %s disappeared after (incarnation %d, seq %d)", r, nodeName(n), prev.phase, prev.seq))
+						return
+					case had && (o.phase < prev.phase || o.phase == prev.phase && o.seq < prev.seq):
+						fail(fmt.Errorf("reader %d: %s moved backward from (incarnation %d, seq %d) to (incarnation %d, seq %d)", r, nodeName(n), prev.phase, prev.seq, o.phase, o.seq))
+						return
+					}
+					if o.present {
+						last[n] = seen{o.phase, o.seq}
+					}
+					record(porcupine.Operation{ClientId: client, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
+				}
+				time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			}
+		})
+	}
+	wg.Wait()
+	writersDone.Store(true)
+	readers.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if failure != nil {
+		t.Fatal(failure)
+	}
+
+	// The final state is each node's newest accepted update: the highest
+	// sequence its restarted incarnation sent.
+	final := e.snapshot(e.cluster)
+	finalOps := make([]porcupine.Operation, 0, linNodes)
+	for n := range linNodes {
+		want := newRecord(e.cluster, cluster.RoleWorker, nodeName(n), inc(n, 1), counters[1][n].Load()-1)
+		mustFind(t, final, want)
+		call := now()
+		finalOps = append(finalOps, porcupine.Operation{ClientId: linWriters + linReaders, Input: linInput{read: true, node: n}, Call: call, Output: linOutput{present: true, phase: 1, seq: want.HeartbeatSeq}, Return: call})
+	}
+	ops = append(ops, finalOps...)
+
+	reads := 0
+	for _, op := range ops {
+		if op.Input.(linInput).read {
+			reads++
+		}
+	}
+	t.Logf("checking %d operations (%d reads) for linearizability", len(ops), reads)
+	model := linModel()
+	checkStart := time.Now()
+	res := porcupine.CheckOperationsTimeout(model, ops, time.Minute)
+	t.Logf("porcupine: %s in %s", res, time.Since(checkStart).Round(time.Millisecond))
+	if res != porcupine.Ok {
+		t.Fatalf("the history is not linearizable under the ordering rule (porcupine: %s, seed %d)%s", res, seed, visualize(model, ops))
+	}
+}
+
+// visualize writes porcupine's HTML view of a failed history to a file that
+// outlives the test and returns a note naming it.
+func visualize(model porcupine.Model, ops []porcupine.Operation) string {
+	_, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
+	f, err := os.CreateTemp("", "statetest-linearizability-*.html")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if err := porcupine.Visualize(model, info, f); err != nil {
+		return ""
+	}
+	return "; history: " + f.Name()
+}
