@@ -1,0 +1,39 @@
+// Package memory is the in-process state.Store: the backend for development,
+// unit tests and explicit single-coordinator mode (ADR 0001 section 4). It has
+// the full contract semantics, so it also runs the statetest contract suite,
+// and it can inject the backend faults callers must survive.
+//
+// Invariants:
+//
+//   - One global revision counter, starting at 1, advances by exactly one for
+//     every change (an accepted upsert, a removal, one expired lease), and the
+//     change is appended to the watch history under that revision. Revision
+//     tokens are that counter in decimal; callers treat them as opaque.
+//   - The watch history holds every change after revision compacted. It is
+//     bounded by Options.HistoryLimit; trimming it, and Compact, advance
+//     compacted. A watch from a revision older than compacted, or a watch
+//     that falls that far behind, ends with state.ErrCompacted.
+//   - Leases are per record: an accepted upsert sets expiry to now+leaseTTL
+//     against Options.Clock. Expiry is lazy and deterministic: every
+//     operation first expires every record whose expiry is not after now,
+//     each as its own EventDelete. An open watch additionally calls Sweep
+//     every Options.SweepInterval, so a watcher sees an expiry even when no
+//     other operation touches the store. There is no other timer.
+//   - Stored records are private clones, never mutated after they are
+//     stored: a write replaces the pointer. Snapshots and watch events share
+//     those immutable records (the state contract forbids callers to modify
+//     them); WriteResult.Record is a fresh clone the caller may keep.
+//   - Each cluster keeps its records in a slice sorted by role then node ID,
+//     maintained on write, so Snapshot is one slice copy.
+//
+// Concurrency: a Store is safe for concurrent use. Writers (upsert, remove,
+// sweep, compaction) hold mu exclusively; Snapshot holds it shared unless a
+// lease is due to expire. Writers never wait for watchers: each watch has its
+// own goroutine that reads the shared history at its own pace. Every such
+// goroutine ends when its context ends, when it delivers a terminal error, or
+// when Close is called; Close waits for them.
+//
+// Errors: every error wraps a state sentinel (ErrInvalidRecord,
+// ErrRecordTooLarge, ErrCompacted, ErrClosed, or the injected fault) or the
+// caller's context error.
+package memory

@@ -1,0 +1,541 @@
+package memory
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Defaults for Options.
+const (
+	DefaultHistoryLimit  = 10_000
+	DefaultSweepInterval = time.Second
+)
+
+// maxBatch bounds the events in one WatchBatch, so a watcher replaying a long
+// history hands it over in pieces.
+const maxBatch = 512
+
+// Options configures a Store. The zero value is valid.
+type Options struct {
+	// Clock returns the current time. Default time.Now; tests inject a fake
+	// clock to drive lease expiry.
+	Clock func() time.Time
+	// HistoryLimit bounds the watch history, in events. Default
+	// DefaultHistoryLimit. A watch that needs an event older than the
+	// history ends with state.ErrCompacted.
+	HistoryLimit int
+	// SweepInterval is how often each open watch expires due leases, so a
+	// watcher sees an expiry when nothing else touches the store. Default
+	// DefaultSweepInterval; negative disables (expiry then happens only
+	// inside operations and Sweep).
+	SweepInterval time.Duration
+	// Logger receives debug logs of expiries and compactions. Default: discard.
+	Logger *slog.Logger
+}
+
+// Store is the in-memory state.Store. Create it with New; the zero value is
+// not usable. See the package documentation for its invariants.
+type Store struct {
+	clock         func() time.Time
+	log           *slog.Logger
+	historyLimit  int
+	sweepInterval time.Duration
+
+	closing chan struct{}  // closed by Close
+	wg      sync.WaitGroup // one per watch goroutine
+
+	// faultMu guards the fields below. It is never held together with mu.
+	faultMu      sync.Mutex
+	fault        error
+	faultChanged chan struct{} // closed and replaced on every SetFault
+
+	// notifyTaken records that a watcher holds notify and must be woken.
+	// Readers set it under mu held shared, hence atomic.
+	notifyTaken atomic.Bool
+
+	// mu guards the fields below.
+	mu        sync.RWMutex
+	closed    bool
+	rev       uint64         // current revision
+	revTok    state.Revision // rev as a token
+	compacted uint64         // history holds every change after this revision
+	history   []change       // ordered by rev, contiguous after compacted
+	slots     map[cluster.Key]*slot
+	clusters  map[string]*view // only clusters with at least one record
+	expiry    expiryHeap
+	notify    chan struct{} // closed and replaced by a write when notifyTaken
+}
+
+// change is one entry of the watch history.
+type change struct {
+	rev       uint64
+	clusterID string
+	event     state.Event
+}
+
+// slot is one stored record and its lease.
+type slot struct {
+	key       cluster.Key
+	rec       *cluster.Record // immutable once stored
+	expiresAt time.Time
+	heapIdx   int
+}
+
+// view is one cluster's records, sorted by role then node ID.
+type view struct {
+	recs []*cluster.Record
+}
+
+var _ state.Store = (*Store)(nil)
+
+// New returns an empty store. It starts no goroutine: watches start their
+// own and Close ends them.
+func New(opts Options) *Store {
+	s := &Store{
+		clock:         opts.Clock,
+		log:           opts.Logger,
+		historyLimit:  opts.HistoryLimit,
+		sweepInterval: opts.SweepInterval,
+		closing:       make(chan struct{}),
+		faultChanged:  make(chan struct{}),
+		rev:           1,
+		revTok:        state.NewRevision("1"),
+		compacted:     1,
+		slots:         make(map[cluster.Key]*slot),
+		clusters:      make(map[string]*view),
+		notify:        make(chan struct{}),
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.historyLimit <= 0 {
+		s.historyLimit = DefaultHistoryLimit
+	}
+	if s.sweepInterval == 0 {
+		s.sweepInterval = DefaultSweepInterval
+	}
+	return s
+}
+
+// Backend returns "memory".
+func (s *Store) Backend() string { return "memory" }
+
+// UpsertNode applies rec under cluster.Order. An accepted record is stored
+// as a clone stamped with the clock's time, with a lease of leaseTTL.
+func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (state.WriteResult, error) {
+	if err := s.gate(ctx, "upsert"); err != nil {
+		return state.WriteResult{}, err
+	}
+	if rec == nil {
+		return state.WriteResult{}, fmt.Errorf("memory store upsert: %w: record is nil", state.ErrInvalidRecord)
+	}
+	if leaseTTL <= 0 {
+		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
+	}
+	// Validate the record as it will be stored, outside the lock: the stamp
+	// taken here and the one taken under the lock have the same width.
+	stored := rec.Clone()
+	stored.UpdatedAtUnixMs = s.clock().UnixMilli()
+	if err := validate(stored); err != nil {
+		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", rec.Key(), err)
+	}
+	key := stored.Key()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return state.WriteResult{}, fmt.Errorf("memory store upsert: %w", state.ErrClosed)
+	}
+	now := s.clock()
+	s.sweepLocked(now)
+	sl := s.slots[key]
+	var current *cluster.Record
+	if sl != nil {
+		current = sl.rec
+	}
+	d := cluster.Order(current, stored)
+	switch d {
+	case cluster.DecisionDuplicate:
+		return state.WriteResult{Outcome: state.OutcomeDuplicate, Decision: d, Revision: s.revTok, Record: current.Clone()}, nil
+	case cluster.DecisionStale:
+		return state.WriteResult{Outcome: state.OutcomeStale, Decision: d, Revision: s.revTok, Record: current.Clone()}, nil
+	}
+	stored.UpdatedAtUnixMs = now.UnixMilli()
+	expiresAt := now.Add(leaseTTL)
+	if sl == nil {
+		sl = &slot{key: key, rec: stored, expiresAt: expiresAt}
+		s.slots[key] = sl
+		heap.Push(&s.expiry, sl)
+		v := s.clusters[key.ClusterID]
+		if v == nil {
+			v = &view{}
+			s.clusters[key.ClusterID] = v
+		}
+		v.put(stored)
+	} else {
+		sl.rec = stored
+		sl.expiresAt = expiresAt
+		heap.Fix(&s.expiry, sl.heapIdx)
+		s.clusters[key.ClusterID].put(stored)
+	}
+	s.appendLocked(state.Event{Type: state.EventPut, Key: key, Record: stored})
+	return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: s.revTok, Record: stored.Clone()}, nil
+}
+
+// RemoveNode deletes the record in slot key when its incarnation is
+// incarnationID.
+func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
+	if err := s.gate(ctx, "remove"); err != nil {
+		return state.WriteResult{}, err
+	}
+	if err := validateKey(key); err != nil {
+		return state.WriteResult{}, fmt.Errorf("memory store remove: %w", err)
+	}
+	if incarnationID == "" {
+		return state.WriteResult{}, fmt.Errorf("memory store remove %s: %w: incarnationId \"\": must not be empty", key, state.ErrInvalidRecord)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return state.WriteResult{}, fmt.Errorf("memory store remove: %w", state.ErrClosed)
+	}
+	s.sweepLocked(s.clock())
+	sl := s.slots[key]
+	switch {
+	case sl == nil:
+		return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: s.revTok}, nil
+	case sl.rec.IncarnationID != incarnationID:
+		return state.WriteResult{Outcome: state.OutcomeStale, Revision: s.revTok, Record: sl.rec.Clone()}, nil
+	}
+	s.deleteLocked(sl)
+	s.appendLocked(state.Event{Type: state.EventDelete, Key: key})
+	return state.WriteResult{Outcome: state.OutcomeAccepted, Revision: s.revTok}, nil
+}
+
+// Snapshot returns the cluster's non-expired records, ordered by role then
+// node ID, at one revision. The records are shared and must not be modified.
+func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
+	if err := s.gate(ctx, "snapshot"); err != nil {
+		return nil, err
+	}
+	if err := cluster.ValidateID("clusterId", clusterID); err != nil {
+		return nil, fmt.Errorf("memory store snapshot: %w: %w", state.ErrInvalidRecord, err)
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, fmt.Errorf("memory store snapshot: %w", state.ErrClosed)
+	}
+	now := s.clock()
+	if !s.dueLocked(now) {
+		defer s.mu.RUnlock()
+		return s.snapshotLocked(clusterID, now), nil
+	}
+	s.mu.RUnlock()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("memory store snapshot: %w", state.ErrClosed)
+	}
+	now = s.clock()
+	s.sweepLocked(now)
+	return s.snapshotLocked(clusterID, now), nil
+}
+
+// snapshotLocked builds a snapshot; mu must be held (shared is enough).
+func (s *Store) snapshotLocked(clusterID string, now time.Time) *state.Snapshot {
+	var recs []*cluster.Record
+	if v := s.clusters[clusterID]; v != nil {
+		recs = slices.Clone(v.recs)
+	} else {
+		recs = []*cluster.Record{}
+	}
+	return &state.Snapshot{
+		ClusterID:        clusterID,
+		Records:          recs,
+		Revision:         s.revTok,
+		ObservedAtUnixMs: now.UnixMilli(),
+	}
+}
+
+// CheckReady returns nil unless a fault is injected or the store is closed.
+func (s *Store) CheckReady(ctx context.Context) error {
+	return s.gate(ctx, "check ready")
+}
+
+// Close ends every open watch (each receives state.ErrClosed when its
+// consumer is ready for it; otherwise its channel is just closed), waits for
+// their goroutines and makes every later operation fail with ErrClosed. It
+// is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closing)
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// SetFault makes every operation fail with err until ClearFault: Upsert,
+// RemoveNode, Snapshot and CheckReady return an error wrapping err, and
+// every open watch and every watch opened meanwhile ends with a batch
+// carrying it. When err wraps state.ErrTimeout, operations instead block
+// until their context ends (or the fault is cleared, after which they
+// proceed), like requests to a server that stopped answering, and then
+// return an error wrapping state.ErrTimeout and the context's error.
+// SetFault(nil) is ClearFault. Sweep and Compact ignore faults.
+func (s *Store) SetFault(err error) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	s.fault = err
+	close(s.faultChanged)
+	s.faultChanged = make(chan struct{})
+}
+
+// ClearFault restores service after SetFault.
+func (s *Store) ClearFault() { s.SetFault(nil) }
+
+func (s *Store) currentFault() (error, <-chan struct{}) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	return s.fault, s.faultChanged
+}
+
+// gate is the entry check of every operation: the caller's context, Close
+// and the injected fault.
+func (s *Store) gate(ctx context.Context, op string) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("memory store %s: %w", op, err)
+		}
+		select {
+		case <-s.closing:
+			return fmt.Errorf("memory store %s: %w", op, state.ErrClosed)
+		default:
+		}
+		fault, changed := s.currentFault()
+		if fault == nil {
+			return nil
+		}
+		if !errors.Is(fault, state.ErrTimeout) {
+			return fmt.Errorf("memory store %s: %w", op, fault)
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("memory store %s: %w: %w", op, fault, ctx.Err())
+			}
+			return fmt.Errorf("memory store %s: %w", op, ctx.Err())
+		case <-changed:
+		case <-s.closing:
+			return fmt.Errorf("memory store %s: %w", op, state.ErrClosed)
+		}
+	}
+}
+
+// Sweep expires every record whose lease is due now and returns how many it
+// expired. Operations sweep on their own; Sweep exists for callers that want
+// expiry delivered to watchers at a moment of their choosing.
+func (s *Store) Sweep() int {
+	s.mu.RLock()
+	due := !s.closed && s.dueLocked(s.clock())
+	s.mu.RUnlock()
+	if !due {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0
+	}
+	return s.sweepLocked(s.clock())
+}
+
+// Compact discards the watch history up to and including rev, so a watch
+// from an older revision ends with state.ErrCompacted. Open watches that
+// still need a discarded change end the same way. rev must be a revision of
+// this store no newer than the current one.
+func (s *Store) Compact(rev state.Revision) error {
+	r, err := strconv.ParseUint(rev.String(), 10, 64)
+	if err != nil {
+		return fmt.Errorf("memory store compact: revision %q is not a revision of this store", rev.String())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r > s.rev {
+		return fmt.Errorf("memory store compact: revision %d is newer than the current revision %d", r, s.rev)
+	}
+	s.compactLocked(r)
+	return nil
+}
+
+// CompactAll discards the whole watch history: only a watch from the
+// current revision can still start.
+func (s *Store) CompactAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.compactLocked(s.rev)
+}
+
+func (s *Store) compactLocked(r uint64) {
+	if r <= s.compacted {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(s.history, r, func(c change, r uint64) int { return cmp.Compare(c.rev, r) })
+	if i < len(s.history) && s.history[i].rev == r {
+		i++
+	}
+	clear(s.history[:i])
+	s.history = s.history[i:]
+	s.compacted = r
+	s.log.Debug("memory store compacted", "revision", r)
+}
+
+// dueLocked reports whether some lease has expired at now; mu must be held.
+func (s *Store) dueLocked(now time.Time) bool {
+	return len(s.expiry) > 0 && !now.Before(s.expiry[0].expiresAt)
+}
+
+// sweepLocked expires every due lease, each as its own change; mu must be
+// held exclusively.
+func (s *Store) sweepLocked(now time.Time) int {
+	n := 0
+	for s.dueLocked(now) {
+		sl := s.expiry[0]
+		s.deleteLocked(sl)
+		s.appendLocked(state.Event{Type: state.EventDelete, Key: sl.key})
+		s.log.Debug("memory store lease expired", "key", sl.key.String(), "incarnation", sl.rec.IncarnationID, "revision", s.rev)
+		n++
+	}
+	return n
+}
+
+// deleteLocked removes sl from every index; mu must be held exclusively.
+func (s *Store) deleteLocked(sl *slot) {
+	delete(s.slots, sl.key)
+	heap.Remove(&s.expiry, sl.heapIdx)
+	v := s.clusters[sl.key.ClusterID]
+	v.remove(sl.key)
+	if len(v.recs) == 0 {
+		delete(s.clusters, sl.key.ClusterID)
+	}
+}
+
+// appendLocked records one change under the next revision and wakes
+// watchers; mu must be held exclusively.
+func (s *Store) appendLocked(ev state.Event) {
+	s.rev++
+	s.revTok = state.NewRevision(strconv.FormatUint(s.rev, 10))
+	ev.Revision = s.revTok
+	s.history = append(s.history, change{rev: s.rev, clusterID: ev.Key.ClusterID, event: ev})
+	if over := len(s.history) - s.historyLimit; over > 0 {
+		s.compacted = s.history[over-1].rev
+		clear(s.history[:over])
+		s.history = s.history[over:]
+	}
+	if s.notifyTaken.Load() {
+		close(s.notify)
+		s.notify = make(chan struct{})
+		s.notifyTaken.Store(false)
+	}
+}
+
+// validate maps a cluster validation error onto the state sentinels.
+func validate(r *cluster.Record) error {
+	err := r.Validate()
+	if err == nil {
+		return nil
+	}
+	var fe *cluster.FieldError
+	if errors.As(err, &fe) && fe.Field == "record" {
+		// cluster.Record.Validate reports the encoded size limit on the
+		// pseudo-field "record"; every other field error is a broken rule.
+		return fmt.Errorf("%w: %w", state.ErrRecordTooLarge, err)
+	}
+	return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+}
+
+func validateKey(k cluster.Key) error {
+	if err := cluster.ValidateID("clusterId", k.ClusterID); err != nil {
+		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+	}
+	if err := cluster.ValidateID("nodeId", k.NodeID); err != nil {
+		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+	}
+	if !k.Role.Valid() {
+		return fmt.Errorf("%w: role %q: must be coordinator or worker", state.ErrInvalidRecord, k.Role)
+	}
+	return nil
+}
+
+func compareKey(r *cluster.Record, k cluster.Key) int {
+	if c := cmp.Compare(r.Role, k.Role); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.NodeID, k.NodeID)
+}
+
+// put inserts or replaces r, keeping the order.
+func (v *view) put(r *cluster.Record) {
+	i, found := slices.BinarySearchFunc(v.recs, r.Key(), compareKey)
+	if found {
+		v.recs[i] = r
+		return
+	}
+	v.recs = slices.Insert(v.recs, i, r)
+}
+
+func (v *view) remove(k cluster.Key) {
+	if i, found := slices.BinarySearchFunc(v.recs, k, compareKey); found {
+		v.recs = slices.Delete(v.recs, i, i+1)
+	}
+}
+
+// expiryHeap is a min-heap of slots by expiry, each slot knowing its index
+// so a refreshed lease is fixed in place.
+type expiryHeap []*slot
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expiresAt.Before(h[j].expiresAt) }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+
+func (h *expiryHeap) Push(x any) {
+	sl := x.(*slot)
+	sl.heapIdx = len(*h)
+	*h = append(*h, sl)
+}
+
+func (h *expiryHeap) Pop() any {
+	old := *h
+	n := len(old)
+	sl := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	sl.heapIdx = -1
+	return sl
+}
