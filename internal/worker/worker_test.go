@@ -1,0 +1,155 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/state/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var timing = cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: 400 * time.Millisecond, LeaseTTL: 800 * time.Millisecond}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func runCoordinator(t *testing.T, store state.Store, id string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	c, err := coordinator.New(coordinator.Options{
+		ClusterID: "test", NodeID: id, Timing: timing, RequestTimeout: 200 * time.Millisecond,
+		ShutdownTimeout: time.Second, Store: store, Listener: ln, Logger: discard(), Clock: time.Now,
+		Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
+}
+
+func newWorker(t *testing.T, coordinators []string, rotate bool) *Worker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(client.Options{Coordinators: coordinators})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	proc, _ := metrics.NewProcess(prometheus.NewRegistry(), "worker", time.Now(), time.Now)
+	w, err := New(Options{
+		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
+		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
+		DataListener: ln, DataHandler: http.NotFoundHandler(), Client: cl,
+		Logger: discard(), Clock: time.Now, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func find(t *testing.T, store state.Store) *cluster.Record {
+	snap, err := store.Snapshot(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w1"})
+}
+
+// TestRegisterHeartbeatFailoverDeregister runs a worker against a dead
+// address and two live coordinators sharing one store: it registers
+// through a live one, its sequence advances, it reports ready, and on
+// shutdown it deregisters.
+func TestRegisterHeartbeatFailoverDeregister(t *testing.T) {
+	for _, rotate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "failover", true: "rotate"}[rotate], func(t *testing.T) {
+			store := memory.New(memory.Options{})
+			a := runCoordinator(t, store, "coord-a")
+			b := runCoordinator(t, store, "coord-b")
+			dead, _ := net.Listen("tcp", "127.0.0.1:0")
+			deadAddr := dead.Addr().String()
+			dead.Close()
+			w := newWorker(t, []string{deadAddr, a, b}, rotate)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			waitFor(t, "worker ready", func() bool { return w.Readiness().Ready })
+			var first *cluster.Record
+			waitFor(t, "record stored", func() bool { first = find(t, store); return first != nil })
+			if first.IncarnationID != w.Incarnation() || !first.Ready || first.Address != w.DataAddress() {
+				t.Fatalf("stored record %+v", first)
+			}
+			waitFor(t, "sequence advances", func() bool {
+				r := find(t, store)
+				return r != nil && r.HeartbeatSeq >= first.HeartbeatSeq+3
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if r := find(t, store); r != nil {
+				t.Fatalf("record left after clean shutdown: %+v", r)
+			}
+		})
+	}
+}
+
+// TestNewIncarnationEachStart checks a restarted worker is accepted at once
+// with a new incarnation, even though its sequence starts again at 0.
+func TestNewIncarnationEachStart(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	var incs []string
+	for range 2 {
+		w := newWorker(t, []string{a}, false)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		waitFor(t, "record of this incarnation", func() bool {
+			r := find(t, store)
+			return r != nil && r.IncarnationID == w.Incarnation()
+		})
+		incs = append(incs, w.Incarnation())
+		cancel()
+		<-done
+	}
+	if incs[0] == incs[1] {
+		t.Fatal("two starts shared an incarnation ID")
+	}
+}
