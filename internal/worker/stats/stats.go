@@ -1,0 +1,239 @@
+// Package stats holds the worker's counters and gauges: the one place the
+// cache and the data server record events, read both by the heartbeat (the
+// bounded status record, cluster.Counters and cluster.Capacity) and by
+// Prometheus (talon_worker_* metrics; ADR 0001 section 10).
+//
+// Counters and gauges are atomics: recording an event never takes a lock
+// and a Stats is safe for concurrent use. Histograms (backend fetch
+// duration) are Prometheus-only, as the ADR requires.
+//
+// Requests and request errors are counted here for the status record but
+// not exported as talon_worker_* series: the process-wide
+// talon_requests_total and talon_request_errors_total of package metrics
+// (operation "get") already carry them, and one quantity gets one metric
+// name. Likewise no metric has a worker-ID label: the scrape target
+// identifies the process.
+package stats
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// BackendOp is the kind of blob store call a backend fetch was: the
+// value of the operation label.
+type BackendOp int
+
+// Backend operations.
+const (
+	// BackendRead reads a block's range of an object.
+	BackendRead BackendOp = iota
+	// BackendSize asks for an object's size.
+	BackendSize
+	numBackendOps
+)
+
+// String returns the label value: read or size.
+func (op BackendOp) String() string {
+	switch op {
+	case BackendRead:
+		return "read"
+	case BackendSize:
+		return "size"
+	}
+	return "unknown"
+}
+
+// Stats is the worker's counters and gauges. The zero value is not
+// usable; call New.
+type Stats struct {
+	requests    atomic.Uint64
+	errors      atomic.Uint64
+	hits        atomic.Uint64
+	misses      atomic.Uint64
+	bytesServed atomic.Uint64
+	evictions   atomic.Uint64
+	fetches     [numBackendOps]atomic.Uint64
+	fetchErrors [numBackendOps]atomic.Uint64
+
+	inflight atomic.Int64
+	blocks   atomic.Int64
+	resident atomic.Int64
+	capacity atomic.Int64
+
+	fetchDuration *prometheus.HistogramVec
+
+	descs descs
+}
+
+type descs struct {
+	lookups, served, evictions, fetches, fetchErrors *prometheus.Desc
+	inflight, blocks, resident, capacity             *prometheus.Desc
+}
+
+// fetchDurationBuckets are the upper bounds, in seconds, of the backend
+// fetch duration histogram: a local disk read of a block takes about a
+// millisecond, an object store round trip tens to hundreds.
+func fetchDurationBuckets() []float64 {
+	return []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+}
+
+// New returns zeroed stats.
+func New() *Stats {
+	s := &Stats{
+		fetchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "talon_worker_backend_fetch_duration_seconds",
+			Help:    "Time of blob store calls, by operation (read: a block's range, size: an object's size), failed ones included.",
+			Buckets: fetchDurationBuckets(),
+		}, []string{"operation"}),
+		descs: descs{
+			lookups: prometheus.NewDesc("talon_worker_cache_lookups_total",
+				"Block reads from the cache, by outcome: hit (the block was resident) or miss (it had to be loaded from the blob store).", []string{"outcome"}, nil),
+			served: prometheus.NewDesc("talon_worker_served_bytes_total",
+				"Object bytes sent to clients by the data listener.", nil, nil),
+			evictions: prometheus.NewDesc("talon_worker_cache_evictions_total",
+				"Blocks removed from the cache to make room for others.", nil, nil),
+			fetches: prometheus.NewDesc("talon_worker_backend_fetches_total",
+				"Blob store calls, by operation (read: a block's range, size: an object's size).", []string{"operation"}, nil),
+			fetchErrors: prometheus.NewDesc("talon_worker_backend_fetch_errors_total",
+				"Blob store calls that failed (not counting objects that do not exist), by operation.", []string{"operation"}, nil),
+			inflight: prometheus.NewDesc("talon_worker_inflight_loads",
+				"Blocks being loaded from the blob store now.", nil, nil),
+			blocks: prometheus.NewDesc("talon_worker_cache_blocks",
+				"Blocks resident in the cache.", nil, nil),
+			resident: prometheus.NewDesc("talon_worker_cache_resident_bytes",
+				"Bytes of the block files resident in the cache, headers included.", nil, nil),
+			capacity: prometheus.NewDesc("talon_worker_cache_capacity_bytes",
+				"Configured capacity of the cache.", nil, nil),
+		},
+	}
+	for op := range numBackendOps {
+		s.fetchDuration.WithLabelValues(op.String())
+	}
+	return s
+}
+
+// Request counts one data request received.
+func (s *Stats) Request() { s.requests.Add(1) }
+
+// Error counts one data request that failed.
+func (s *Stats) Error() { s.errors.Add(1) }
+
+// Served counts n object bytes sent to a client.
+func (s *Stats) Served(n int64) {
+	if n > 0 {
+		s.bytesServed.Add(uint64(n))
+	}
+}
+
+// Hit counts a block read served from a resident block.
+func (s *Stats) Hit() { s.hits.Add(1) }
+
+// Miss counts a block read that needed a load from the blob store.
+func (s *Stats) Miss() { s.misses.Add(1) }
+
+// BackendFetch counts one blob store call that took d; failed says whether
+// it was a backend failure (an object that does not exist or a caller that
+// gave up is not).
+func (s *Stats) BackendFetch(op BackendOp, d time.Duration, failed bool) {
+	if op < 0 || op >= numBackendOps {
+		return
+	}
+	s.fetches[op].Add(1)
+	if failed {
+		s.fetchErrors[op].Add(1)
+	}
+	s.fetchDuration.WithLabelValues(op.String()).Observe(d.Seconds())
+}
+
+// LoadStarted and LoadDone bracket one block load (the in-flight gauge).
+func (s *Stats) LoadStarted() { s.inflight.Add(1) }
+
+// LoadDone ends a load LoadStarted began.
+func (s *Stats) LoadDone() { s.inflight.Add(-1) }
+
+// BlockAdded records a block of size bytes (file size) becoming resident.
+func (s *Stats) BlockAdded(size int64) {
+	s.blocks.Add(1)
+	s.resident.Add(size)
+}
+
+// BlockRemoved records a resident block of size bytes leaving the cache;
+// evicted says it was removed to make room (counted in evictions).
+func (s *Stats) BlockRemoved(size int64, evicted bool) {
+	s.blocks.Add(-1)
+	s.resident.Add(-size)
+	if evicted {
+		s.evictions.Add(1)
+	}
+}
+
+// SetCapacity records the cache's capacity in bytes.
+func (s *Stats) SetCapacity(bytes int64) { s.capacity.Store(bytes) }
+
+func nonNeg(v int64) uint64 { return uint64(max(v, 0)) }
+
+// Status returns the gauges and cumulative counters for the status record.
+// Pages is always 0: the cache does not split blocks into pages.
+func (s *Stats) Status() (cluster.Capacity, cluster.Counters) {
+	var fetches, fetchErrors uint64
+	for op := range numBackendOps {
+		fetches += s.fetches[op].Load()
+		fetchErrors += s.fetchErrors[op].Load()
+	}
+	return cluster.Capacity{
+			CapacityBytes: nonNeg(s.capacity.Load()),
+			ResidentBytes: nonNeg(s.resident.Load()),
+			Blocks:        nonNeg(s.blocks.Load()),
+			InflightLoads: nonNeg(s.inflight.Load()),
+		}, cluster.Counters{
+			RequestsTotal:       s.requests.Load(),
+			ErrorsTotal:         s.errors.Load(),
+			HitsTotal:           s.hits.Load(),
+			MissesTotal:         s.misses.Load(),
+			BytesServedTotal:    s.bytesServed.Load(),
+			BackendFetchesTotal: fetches,
+			BackendErrorsTotal:  fetchErrors,
+			EvictionsTotal:      s.evictions.Load(),
+		}
+}
+
+// Describe implements prometheus.Collector.
+func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
+	d := &s.descs
+	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.inflight, d.blocks, d.resident, d.capacity} {
+		ch <- desc
+	}
+	s.fetchDuration.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (s *Stats) Collect(ch chan<- prometheus.Metric) {
+	d := &s.descs
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(desc *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(max(v, 0)))
+	}
+	counter(d.lookups, s.hits.Load(), "hit")
+	counter(d.lookups, s.misses.Load(), "miss")
+	counter(d.served, s.bytesServed.Load())
+	counter(d.evictions, s.evictions.Load())
+	for op := range numBackendOps {
+		counter(d.fetches, s.fetches[op].Load(), op.String())
+		counter(d.fetchErrors, s.fetchErrors[op].Load(), op.String())
+	}
+	gauge(d.inflight, s.inflight.Load())
+	gauge(d.blocks, s.blocks.Load())
+	gauge(d.resident, s.resident.Load())
+	gauge(d.capacity, s.capacity.Load())
+	s.fetchDuration.Collect(ch)
+}
+
+// Register registers s with reg.
+func (s *Stats) Register(reg prometheus.Registerer) error { return reg.Register(s) }
