@@ -83,6 +83,7 @@ type Worker struct {
 	draining   bool
 	lastErr    error
 	last       *cluster.Record // last record sent and accepted
+	lastRev    string          // store revision in last's acknowledgement
 	lastBE     uint64          // backend errors at the last heartbeat
 }
 
@@ -171,6 +172,16 @@ func (w *Worker) Record() *cluster.Record {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last.Clone()
+}
+
+// LastAccepted returns a copy of the last status record a coordinator
+// accepted together with the store revision its acknowledgement carried
+// (opaque), read atomically; nil and "" before the first acceptance. The
+// admin listener's /api/v1/status serves it.
+func (w *Worker) LastAccepted() (*cluster.Record, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last.Clone(), w.lastRev
 }
 
 // Run serves until ctx ends, then drains and returns.
@@ -330,6 +341,7 @@ func (w *Worker) beat(ctx context.Context) bool {
 	w.registered = true
 	rec.UpdatedAtUnixMs = ack.UpdatedAtUnixMs
 	w.last = rec
+	w.lastRev = ack.Revision
 	draining := w.draining
 	w.mu.Unlock()
 	if recovered {
