@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -145,3 +146,5 @@ func (s *countingStream) SendMsg(m any) error {
 	s.c.add(s.method)
 	return s.ClientStream.SendMsg(m)
 }
+
+func leaseID(id int64) clientv3.LeaseID { return clientv3.LeaseID(id) }

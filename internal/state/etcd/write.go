@@ -101,7 +101,14 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			return state.WriteResult{Outcome: outcomeOf(d), Decision: d, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
 		}
 
-		lease, err := s.leaseFor(ctx, lk, d, v, want, w)
+		plan := s.planLease(lk, d, v, want, w)
+		if plan.grant && !v.fresh {
+			// A grant is a Raft write: confirm the decision with a read
+			// first rather than waste one on a stale view.
+			known = false
+			continue
+		}
+		lease, err := s.leaseFor(ctx, lk, plan, want, w)
 		if err != nil {
 			return state.WriteResult{}, s.mapError(op, err, ci)
 		}
@@ -182,7 +189,14 @@ func (w *writeLeases) drop(id int64) {
 	}
 }
 
-// leaseFor returns the lease an accepted update of decision d attaches to.
+// leasePlan is how an accepted update gets its lease: refresh candidate,
+// or grant a new one.
+type leasePlan struct {
+	candidate int64
+	grant     bool
+}
+
+// planLease decides where an accepted update of decision d gets its lease.
 //
 //   - Advance keeps the stored record's lease (kv.Lease, so a store that
 //     never wrote this slot learns it too) and refreshes it with one
@@ -191,26 +205,31 @@ func (w *writeLeases) drop(id int64) {
 //   - Insert and Restart use the incarnation's lease: one this store
 //     already holds for it (refreshed), else a new grant. The grant is the
 //     only Raft write of a lease, once per incarnation.
-func (s *Store) leaseFor(ctx context.Context, lk leaseKey, d cluster.Decision, v slotView, want int64, w *writeLeases) (int64, error) {
+func (s *Store) planLease(lk leaseKey, d cluster.Decision, v slotView, want int64, w *writeLeases) leasePlan {
 	if w.granted != 0 {
-		return w.granted, nil
+		return leasePlan{candidate: w.granted}
 	}
 	s.mu.RLock()
 	ref, ok := s.leases[lk]
 	s.mu.RUnlock()
-
-	candidate := int64(0)
 	switch {
 	case d == cluster.DecisionAdvance && v.lease != 0:
 		if ok && ref.id == v.lease && ref.want != want {
-			return s.grant(ctx, lk, want, w) // the TTL changed
+			return leasePlan{grant: true} // the TTL changed
 		}
-		candidate = v.lease
+		return leasePlan{candidate: v.lease}
 	case ok && ref.want == want:
-		candidate = ref.id
-	default:
+		return leasePlan{candidate: ref.id}
+	}
+	return leasePlan{grant: true}
+}
+
+// leaseFor carries out plan and returns the lease to attach.
+func (s *Store) leaseFor(ctx context.Context, lk leaseKey, plan leasePlan, want int64, w *writeLeases) (int64, error) {
+	if plan.grant {
 		return s.grant(ctx, lk, want, w)
 	}
+	candidate := plan.candidate
 	if w.kept == candidate {
 		return candidate, nil
 	}
@@ -223,6 +242,9 @@ func (s *Store) leaseFor(ctx context.Context, lk leaseKey, d cluster.Decision, v
 		return s.grant(ctx, lk, want, w)
 	}
 	w.kept = candidate
+	s.mu.RLock()
+	ref, ok := s.leases[lk]
+	s.mu.RUnlock()
 	if !ok || ref.id != candidate {
 		// Granted by another store (or evicted here): learn it. When its TTL
 		// does not match ours, the next accepted update replaces it.
