@@ -389,17 +389,19 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 		t.Fatal(failure)
 	}
 
-	// The final state is each node's newest accepted update: the highest
-	// sequence its restarted incarnation sent.
+	// A final read joins the history, then the history is checked; only
+	// then the final state itself, so a violation is reported as such.
+	call := now()
 	final := e.snapshot(e.cluster)
-	finalOps := make([]porcupine.Operation, 0, linNodes)
+	ret := now()
 	for n := range linNodes {
-		want := newRecord(e.cluster, cluster.RoleWorker, nodeName(n), inc(n, 1), counters[1][n].Load()-1)
-		mustFind(t, final, want)
-		call := now()
-		finalOps = append(finalOps, porcupine.Operation{ClientId: linWriters + linReaders, Input: linInput{read: true, node: n}, Call: call, Output: linOutput{present: true, phase: 1, seq: want.HeartbeatSeq}, Return: call})
+		o := linOutput{}
+		if r := find(t, final, cluster.Key{ClusterID: e.cluster, Role: cluster.RoleWorker, NodeID: nodeName(n)}); r != nil {
+			_, p, _ := parseInc(r.IncarnationID)
+			o = linOutput{present: true, phase: p, seq: r.HeartbeatSeq}
+		}
+		ops = append(ops, porcupine.Operation{ClientId: linWriters + linReaders, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
 	}
-	ops = append(ops, finalOps...)
 
 	reads := 0
 	for _, op := range ops {
@@ -413,15 +415,22 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 	res := porcupine.CheckOperationsTimeout(model, ops, time.Minute)
 	t.Logf("porcupine: %s in %s", res, time.Since(checkStart).Round(time.Millisecond))
 	if res != porcupine.Ok {
-		t.Fatalf("the history is not linearizable under the ordering rule (porcupine: %s, seed %d)%s", res, seed, visualize(model, ops))
+		t.Fatalf("the history is not linearizable under the ordering rule (porcupine: %s, seed %d)%s", res, seed, visualize(t, model, ops))
+	}
+
+	// The final state is each node's newest accepted update: the highest
+	// sequence its restarted incarnation sent.
+	for n := range linNodes {
+		mustFind(t, final, newRecord(e.cluster, cluster.RoleWorker, nodeName(n), inc(n, 1), counters[1][n].Load()-1))
 	}
 }
 
-// visualize writes porcupine's HTML view of a failed history to a file that
-// outlives the test and returns a note naming it.
-func visualize(model porcupine.Model, ops []porcupine.Operation) string {
+// visualize writes porcupine's HTML view of a failed history to the test's
+// artifact directory (kept when go test runs with -artifacts) and returns a
+// note naming it.
+func visualize(t *testing.T, model porcupine.Model, ops []porcupine.Operation) string {
 	_, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
-	f, err := os.CreateTemp("", "statetest-linearizability-*.html")
+	f, err := os.CreateTemp(t.ArtifactDir(), "linearizability-*.html")
 	if err != nil {
 		return ""
 	}
@@ -429,5 +438,5 @@ func visualize(model porcupine.Model, ops []porcupine.Operation) string {
 	if err := porcupine.Visualize(model, info, f); err != nil {
 		return ""
 	}
-	return "; history: " + f.Name()
+	return "; history: " + f.Name() + " (kept with go test -artifacts)"
 }
