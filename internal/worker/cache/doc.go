@@ -1,0 +1,103 @@
+// Package cache is the worker's block cache: objects of the blob store are
+// split into fixed-size blocks (block i of an object is bytes
+// [i*BlockSize, (i+1)*BlockSize), the last one short), each block is
+// loaded from the blob store on its first read and kept as one file under
+// the cache directory, up to a capacity in bytes.
+//
+// # Reads
+//
+// ReadBlock returns a *Block: an open file descriptor of the block file and
+// the block's place in it. The data server copies from it with
+// Block.WriteRange, which the kernel can serve with sendfile. Eviction
+// unlinks the file; a reader that already has it open keeps reading the
+// unlinked file (POSIX semantics), so eviction never breaks a read in
+// progress. The disk space of such a file is released when the last reader
+// closes it, so for that short time the directory can use more than the
+// capacity.
+//
+// Concurrent misses for one block load it once: the first miss starts a
+// load owned by the cache (it outlives the caller, bounded by
+// Config.LoadTimeout and Close), later misses wait for it. A caller whose
+// ctx ends stops waiting; the load goes on and caches the block for the
+// next reader. A load that fails caches nothing (no negative caching): its
+// error goes to every waiter, is counted as a backend error when it was
+// one, and the next read tries again.
+//
+// # Capacity
+//
+// Capacity bounds the sum of the sizes of resident block files (header
+// included) plus the space reserved by loads in progress, whose temporary
+// files never grow past their reservation. A load reserves its block's
+// exact file size (the last block of an object is short) before it writes
+// anything, evicting as needed; when everything evictable is gone and the
+// rest is reserved by other loads, it waits for them. Filesystem overhead
+// (directories, allocation rounding) is not counted.
+//
+// # Eviction: S3-FIFO
+//
+// Eviction follows S3-FIFO (Yang et al., "FIFO queues are all you need for
+// cache eviction", SOSP 2023), weighted by bytes: new blocks enter a small
+// FIFO (10% of the capacity); a block read at least twice more while in it
+// moves to the main FIFO when it reaches the tail, otherwise it is evicted
+// and its ID remembered in a ghost FIFO (IDs only, as many as the cache
+// holds blocks); a block whose ID is in the ghost FIFO enters the main FIFO
+// directly. The main FIFO evicts its tail unless it was read since it was
+// last considered (a 2-bit frequency, decremented on each reinsertion).
+//
+// Why not LRU: a worker's traffic mixes blocks read again and again with
+// one-pass reads of large objects (a client copying a file). Under LRU one
+// large scan flushes the whole working set; under S3-FIFO scanned blocks
+// pass through the small queue and leave, and the main queue keeps the
+// blocks that earned their place. A hit also only bumps a counter instead
+// of moving a list node. No library was used: hashicorp/golang-lru (LRU,
+// 2Q, ARC) counts entries, not bytes, and blocks differ in size.
+//
+// # Files and crash safety
+//
+// Files live in <dir>/blocks/<2 hex>/<32 hex>-<index>.blk, where the 32 hex
+// digits are the 128-bit xxh3 of the object key and the first two shard the
+// directory. The object key is never used as a path. A block file is a
+// header (magic, format version, block size, block index, object size,
+// data length, xxh3 of the data, the object key, xxh3 of the header) and
+// the data.
+//
+// A load writes a temporary file (tmp-*) in the block's shard directory,
+// fsyncs it, and renames it into place: a block file under its final name
+// is always complete. The directory is not fsynced after the rename: if a
+// power loss forgets the rename, the block is merely absent (and its
+// temporary file, if it survived, is deleted at the next Open), which for a
+// cache of a durable store is harmless; paying a directory fsync per miss
+// would buy nothing. The file fsync before the rename keeps a power loss
+// from leaving a complete-looking name over missing data; the checksums
+// below would catch that too, but would throw the block away.
+//
+// # Restart: the directory is reused
+//
+// Open deletes temporary files left by a crash, then rebuilds the index by
+// reading every block file's header: a file whose header is malformed or
+// fails its checksum, whose name does not match the key and index in it,
+// whose block size is not the configured one, or whose length is not
+// exactly header plus data is deleted. Surviving blocks are restored in
+// file modification order, oldest first to leave, and marked unverified:
+// the first read of each after the restart hashes its data and compares the
+// checksum in the header, and a block that fails is deleted and reloaded,
+// never served. Blocks written by this process are verified by
+// construction (hashed while written, fsynced, renamed). Open takes an
+// exclusive flock on <dir>/LOCK so two processes never share a directory.
+// Files in the directory that do not look like the cache's own are left
+// alone and never deleted.
+//
+// Objects are assumed immutable. A block remembers the size of its object
+// when it was loaded; when the object's size (cached for Config.SizeTTL)
+// differs, the block is dropped and reloaded. Rewriting an object in place
+// with the same size is not detected.
+//
+// # Concurrency
+//
+// A Cache is safe for concurrent use. One mutex guards the index, the
+// queues, the byte accounting, the in-flight loads and the size cache; it
+// is held for index operations and for the rename and unlink of block
+// files (so the file system and the index agree), never for reading or
+// writing block data or for calls to the blob store. A Block is used by
+// one goroutine at a time.
+package cache

@@ -1,0 +1,18 @@
+package cache
+
+// Usage returns the resident and reserved bytes, for tests that check the
+// capacity invariant.
+func (c *Cache) Usage() (resident, reserved int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resident, c.reserved
+}
+
+// BlockPath returns the file a block would live in, for tests that damage it.
+func (c *Cache) BlockPath(object string, index int64) string {
+	shard, name := blockName(object, index)
+	return c.root + "/" + shard + "/" + name
+}
+
+// HeaderLen is the header length of a block of object.
+func HeaderLen(object string) int64 { return headerLen(object) }
