@@ -1,0 +1,64 @@
+// Package kube is the Kubernetes backend of state.Store (ADR 0001 section
+// 6): one namespaced coordination.k8s.io/v1 Lease per Talon process, no
+// custom resource, no operator.
+//
+// Invariants:
+//
+//   - Naming. Slot (cluster, role, node) lives in the Lease named
+//     LeaseName(key): "talon-<cluster>-<role>-<node>-<hash>", the readable
+//     parts lowercased, other characters turned into '-', each cut to 63
+//     bytes, and <hash> 16 hex digits of SHA-256 over the exact key. The
+//     name is a valid DNS-1123 subdomain for every valid key and the hash
+//     makes the mapping injective; a store that finds another slot's record
+//     under a name (a hash collision) refuses to touch it.
+//   - Labels select, annotations identify. Every Lease carries
+//     app.kubernetes.io/managed-by=talon and talon.io/cluster, talon.io/role,
+//     talon.io/node with LabelValue of the IDs (the ID itself when it is a
+//     valid label value, else a readable prefix and a hash). Label values
+//     may coincide, so the exact IDs are in annotations of the same keys and
+//     every read filters by them. The record, in its versioned encoding
+//     (cluster.Encode), is the talon.io/status annotation.
+//   - Liveness. The Lease spec is the liveness authority: holderIdentity is
+//     the incarnation ID, leaseDurationSeconds the lease TTL rounded up to
+//     whole seconds, renewTime the store's clock when it accepted the
+//     update (also the record's UpdatedAtUnixMs), acquireTime the start of
+//     the incarnation's tenure, leaseTransitions the number of holder
+//     changes. A Lease is expired when renewTime + leaseDurationSeconds is
+//     not after the reader's clock; an expired Lease holds no record (reads
+//     skip it, an upsert treats the slot as empty). Writers and readers use
+//     their local clocks (Options.Clock), so coordinator clocks must agree
+//     to well within the lease TTL.
+//   - Concurrency control. Every write carries the resourceVersion of the
+//     read it was decided on (metadata.resourceVersion on update, a
+//     Preconditions.ResourceVersion on delete). A write that loses a race
+//     re-reads the Lease and re-applies cluster.Order, at most
+//     Options.ConflictRetries times, then fails with state.ErrConflict.
+//     Duplicate and stale updates write nothing and do not renew the lease.
+//   - Revisions. A revision is a Kubernetes resourceVersion, kept opaque:
+//     a Snapshot's is its LIST's resourceVersion (a LIST without
+//     resourceVersion, which the API server serves as a quorum-consistent
+//     read), an event's and a write's the Lease's resourceVersion after the
+//     change, a removal's that of a consistent read after the DELETE. Watch
+//     resumes from any of them; a resourceVersion the API server no longer
+//     has ends the watch with state.ErrCompacted and the caller relists.
+//   - Garbage collection. Expired Leases are deleted by any store that sees
+//     them (Snapshot hands them to the store's GC goroutine; every
+//     Options.SweepInterval the store sweeps its whole namespace), each with
+//     the resourceVersion it was seen at as a delete precondition. So no
+//     leader is needed: a Lease renewed in between is not deleted, and
+//     concurrent deleters get NotFound or Conflict, which are ignored.
+//     Watchers see a GC deletion as EventDelete.
+//   - Errors. Every error wraps a state sentinel where one applies: 401
+//     unauthenticated, 403 permission denied, 410 compacted, 409 after the
+//     retries conflict, deadlines and server timeouts timeout, refused or
+//     reset connections and 5xx unavailable.
+//   - Credentials. The store never logs or formats its rest.Config; bearer
+//     tokens and keys stay inside client-go, whose String method redacts
+//     them.
+//
+// Lifecycle and concurrency: New validates Options and builds the client
+// without contacting the API server. A Store is safe for concurrent use;
+// it owns one GC goroutine and one goroutine per open Watch, and Close ends
+// them and closes its idle connections. Every request is bounded by
+// Options.RequestTimeout and the caller's context.
+package kube

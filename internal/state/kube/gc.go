@@ -1,0 +1,99 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// enqueueGC hands expired Leases to the GC goroutine without blocking: a
+// Lease already queued is skipped, and candidates beyond the queue's
+// capacity are dropped (a later Snapshot or sweep sees them again).
+func (s *Store) enqueueGC(items []gcItem) {
+	if len(items) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, it := range items {
+		if s.gcQueued[it.name] {
+			continue
+		}
+		select {
+		case s.gcq <- it:
+			s.gcQueued[it.name] = true
+		default:
+			return
+		}
+	}
+}
+
+// runGC deletes the expired Leases Snapshot hands it and, every
+// SweepInterval, lists every Talon Lease in the namespace and deletes the
+// expired ones. It runs until Close.
+func (s *Store) runGC() {
+	defer s.wg.Done()
+	var tick <-chan time.Time
+	if s.opts.SweepInterval > 0 {
+		t := time.NewTicker(s.opts.SweepInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case it := <-s.gcq:
+			s.mu.Lock()
+			delete(s.gcQueued, it.name)
+			s.mu.Unlock()
+			s.deleteExpired(s.ctx, it)
+		case <-tick:
+			s.sweep(s.ctx)
+		}
+	}
+}
+
+// sweep deletes every expired Talon Lease in the namespace.
+func (s *Store) sweep(ctx context.Context) {
+	items, _, err := s.list(ctx, managedSelector)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "sweep of expired leases failed", "err", mapError("kube sweep", err))
+		}
+		return
+	}
+	now := s.now()
+	for i := range items {
+		if ctx.Err() != nil {
+			return
+		}
+		if l := &items[i]; expired(l, now) {
+			s.deleteExpired(ctx, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
+		}
+	}
+}
+
+// deleteExpired deletes a Lease observed expired at resourceVersion. The
+// precondition makes it safe without a leader: if the process renewed the
+// Lease since (or another coordinator already deleted it) the delete fails
+// with Conflict (or NotFound) and nothing changes.
+func (s *Store) deleteExpired(ctx context.Context, it gcItem) {
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	rv := it.resourceVersion
+	err := s.leases.Delete(rctx, it.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	switch {
+	case err == nil:
+		s.log.DebugContext(ctx, "deleted expired lease", "lease", it.name, "resourceVersion", rv)
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	case ctx.Err() != nil:
+	default:
+		s.log.WarnContext(ctx, "deleting expired lease failed", "lease", it.name, "err", mapError("kube gc", err))
+	}
+}

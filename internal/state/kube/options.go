@@ -1,0 +1,186 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultRequestTimeout bounds each API request (not a watch stream).
+	DefaultRequestTimeout = 5 * time.Second
+	// DefaultQPS and DefaultBurst replace client-go's 5 and 10. An accepted
+	// heartbeat costs two requests (GET, then UPDATE), so a coordinator
+	// serving W workers with heartbeat interval I among C coordinators
+	// makes about 2W/(C*I) requests a second, plus snapshots: 1,000 workers
+	// at the default 5 s through 2 coordinators need 200. The client limit
+	// protects the API server from one runaway process; API Priority and
+	// Fairness is the server's own protection.
+	DefaultQPS   = 200
+	DefaultBurst = 400
+	// DefaultConflictRetries bounds how many times an update re-reads the
+	// Lease and re-applies the ordering rule after losing a race.
+	DefaultConflictRetries = 8
+	// DefaultListPageSize is the page size of Snapshot's LIST.
+	DefaultListPageSize = 500
+	// DefaultSweepInterval is how often a store lists every Talon Lease in
+	// its namespace to delete the expired ones Snapshot has not seen (those
+	// of clusters no coordinator reads any more).
+	DefaultSweepInterval = time.Minute
+	// userAgent identifies Talon in API server audit logs.
+	userAgent = "talon-state-kube"
+)
+
+// Options configures a Store. Exactly one source of cluster credentials is
+// used: RESTConfig when set, else Kubeconfig when set, else the in-cluster
+// service account (rest.InClusterConfig).
+type Options struct {
+	// RESTConfig is a ready client configuration (tests, embedding). The
+	// store copies it and never modifies the caller's value.
+	RESTConfig *rest.Config
+	// Kubeconfig is the path of a kubeconfig file (--kubeconfig); its
+	// current context is used.
+	Kubeconfig string
+	// Namespace holds the Leases (--kube-namespace). Required: a DNS-1123
+	// label.
+	Namespace string
+	// RequestTimeout bounds each request; zero means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// QPS and Burst configure the client-side rate limiter; zero means
+	// DefaultQPS and DefaultBurst. A negative QPS disables the limiter
+	// (benchmarks only).
+	QPS   float32
+	Burst int
+	// ConflictRetries bounds conflict retries; zero means
+	// DefaultConflictRetries.
+	ConflictRetries int
+	// ListPageSize is the LIST page size; zero means DefaultListPageSize.
+	ListPageSize int64
+	// SweepInterval is the period of the namespace-wide sweep of expired
+	// Leases; zero means DefaultSweepInterval, negative disables the sweep
+	// (Snapshot still deletes the expired Leases it sees).
+	SweepInterval time.Duration
+	// Clock returns the time used for renewTime, UpdatedAtUnixMs and
+	// expiry; nil means time.Now.
+	Clock func() time.Time
+	// Logger receives warnings (malformed Leases, failed deletions); nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// withDefaults returns o with zero fields replaced by their defaults, or an
+// error naming the first invalid field.
+func (o Options) withDefaults() (Options, error) {
+	if o.Namespace == "" {
+		return o, fmt.Errorf("kube namespace: must be set")
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return o, fmt.Errorf("kube namespace %q: must be a DNS-1123 label: %s", o.Namespace, errs[0])
+	}
+	if o.RequestTimeout < 0 {
+		return o, fmt.Errorf("kube request timeout %s: must not be negative", o.RequestTimeout)
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0) {
+		return o, fmt.Errorf("kube qps %v: must be a finite number", o.QPS)
+	}
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst < 0 {
+		return o, fmt.Errorf("kube burst %d: must not be negative", o.Burst)
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.QPS > 0 && float32(o.Burst) < o.QPS {
+		return o, fmt.Errorf("kube burst %d: must be at least qps %v", o.Burst, o.QPS)
+	}
+	if o.ConflictRetries < 0 {
+		return o, fmt.Errorf("kube conflict retries %d: must not be negative", o.ConflictRetries)
+	}
+	if o.ConflictRetries == 0 {
+		o.ConflictRetries = DefaultConflictRetries
+	}
+	if o.ListPageSize < 0 {
+		return o, fmt.Errorf("kube list page size %d: must not be negative", o.ListPageSize)
+	}
+	if o.ListPageSize == 0 {
+		o.ListPageSize = DefaultListPageSize
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// restConfig returns the client configuration the options select, copied
+// and tuned: rate limits, user agent, protobuf, warnings to the logger, and
+// a transport owned by this store. It never logs the configuration: a
+// rest.Config holds bearer tokens and keys (its String method redacts them,
+// and nothing here prints it).
+func (o Options) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	switch {
+	case o.RESTConfig != nil:
+		cfg = rest.CopyConfig(o.RESTConfig)
+	case o.Kubeconfig != "":
+		c, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %q: %w", o.Kubeconfig, err)
+		}
+		cfg = c
+	default:
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kube in-cluster config (set --kubeconfig when running outside a pod): %w", err)
+		}
+		cfg = c
+	}
+	cfg.QPS = o.QPS
+	cfg.Burst = o.Burst
+	if o.QPS < 0 {
+		cfg.QPS = -1 // client-go: a negative QPS means no rate limiter
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = userAgent
+	}
+	// Leases are built-in types: protobuf halves the bytes of every request.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// The per-request deadline comes from RequestTimeout on each call's
+	// context. rest.Config.Timeout would also cut watch streams, so it is
+	// left as the caller set it.
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = warningLogger{log: o.Logger}
+	// A Proxy function makes client-go build a transport for this store
+	// instead of sharing a cached one process-wide, so Close can close its
+	// idle connections and leave no goroutines behind.
+	if cfg.Proxy == nil && cfg.Transport == nil {
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	return cfg, nil
+}
+
+// warningLogger sends API server warnings to the store's logger.
+type warningLogger struct{ log *slog.Logger }
+
+func (w warningLogger) HandleWarningHeaderWithContext(ctx context.Context, code int, agent, text string) {
+	w.log.WarnContext(ctx, "kubernetes api warning", "code", code, "agent", agent, "text", text)
+}
