@@ -1,0 +1,425 @@
+package apiv1
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Client defaults.
+const (
+	// DefaultTimeout bounds one attempt against one base URL.
+	DefaultTimeout = 10 * time.Second
+	// MaxResponseBytes bounds a response body the client reads. A full page
+	// of 1000 nodes at the 16 KiB record limit fits.
+	MaxResponseBytes = 64 << 20
+	// maxPages bounds AllNodes against a server that never ends a listing.
+	maxPages = 100_000
+)
+
+// ClientOptions configures a Client. The zero value is valid: no token,
+// plain HTTP, DefaultTimeout.
+type ClientOptions struct {
+	// Token is the bearer token sent with every request; empty sends none.
+	// It never appears in errors.
+	Token string
+	// HTTPClient is the HTTP client to use; default a new one with TLS.
+	// Its redirect policy is replaced: the API never redirects, and
+	// following one could hand the token to another server.
+	HTTPClient *http.Client
+	// TLS configures HTTPS when HTTPClient is nil (CA pool, server name).
+	TLS *tls.Config
+	// Timeout bounds each attempt against one base URL (connect, request
+	// and the whole response); default DefaultTimeout. The ctx passed to a
+	// method bounds the call as a whole.
+	Timeout time.Duration
+	// UserAgent is sent as User-Agent; default "talon-apiv1".
+	UserAgent string
+	// Clock is used to interpret an HTTP-date Retry-After; default time.Now.
+	Clock func() time.Time
+}
+
+// Client calls the /api/v1 API of one or more administration listeners,
+// typically the coordinators of one cluster behind or beside a load
+// balancer. A call goes to the base URL that last answered and fails over
+// to the next when it cannot connect or gets 503 (a coordinator without a
+// current snapshot). A Client is safe for concurrent use.
+type Client struct {
+	bases  []string // validated, without trailing slash
+	token  string
+	hc     *http.Client
+	ua     string
+	tmo    time.Duration
+	now    func() time.Time
+	prefer atomic.Int64 // index into bases of the last one that answered
+}
+
+// NewClient returns a client for baseURLs, tried in order. A base URL is
+// scheme://host:port with an optional path prefix (when the listener sits
+// behind a reverse proxy under a path); a bare host:port gets https:// when
+// opts.TLS is set and http:// otherwise. Credentials in a URL are refused:
+// pass the token in opts.Token.
+func NewClient(baseURLs []string, opts ClientOptions) (*Client, error) {
+	if len(baseURLs) == 0 {
+		return nil, errors.New("apiv1 client: at least one base URL is required")
+	}
+	c := &Client{token: opts.Token, ua: opts.UserAgent, tmo: opts.Timeout, now: opts.Clock}
+	for i, raw := range baseURLs {
+		b, err := normalizeBase(raw, opts.TLS != nil)
+		if err != nil {
+			return nil, fmt.Errorf("apiv1 client: base URL %d %w", i, err)
+		}
+		c.bases = append(c.bases, b)
+	}
+	if c.ua == "" {
+		c.ua = "talon-apiv1"
+	}
+	if c.tmo <= 0 {
+		c.tmo = DefaultTimeout
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	var hc http.Client
+	if opts.HTTPClient != nil {
+		hc = *opts.HTTPClient
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil // admin listeners are internal; never route through an environment proxy
+		if opts.TLS != nil {
+			tr.TLSClientConfig = opts.TLS.Clone()
+		}
+		hc.Transport = tr
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.hc = &hc
+	return c, nil
+}
+
+func normalizeBase(raw string, tls bool) (string, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return "", errors.New(`"": must not be empty`)
+	}
+	if !strings.Contains(s, "://") {
+		if tls {
+			s = "https://" + s
+		} else {
+			s = "http://" + s
+		}
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q: %v", raw, errors.Unwrap(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: scheme must be http or https", raw)
+	case u.Host == "":
+		return "", fmt.Errorf("%q: must name a host", raw)
+	case u.User != nil:
+		return "", errors.New("must not carry credentials; pass the token in ClientOptions.Token")
+	case u.RawQuery != "" || u.Fragment != "":
+		return "", fmt.Errorf("%q: must not have a query or fragment", raw)
+	}
+	return strings.TrimRight(u.Scheme+"://"+u.Host+u.EscapedPath(), "/"), nil
+}
+
+// BaseURLs returns the normalized base URLs in failover order.
+func (c *Client) BaseURLs() []string { return slices.Clone(c.bases) }
+
+// CallOption modifies one call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	allowStale bool
+}
+
+// AllowStale asks a coordinator that cannot read the store to answer from
+// its last good snapshot instead of 503. Such answers have Meta.Stale set
+// and Meta.ObservedAtUnixMs tell how old they are; show them as stale. With
+// a current snapshot the answer is fresh as usual.
+func AllowStale() CallOption { return func(o *callOptions) { o.allowStale = true } }
+
+func applyOptions(q url.Values, opts []CallOption) url.Values {
+	var o callOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.allowStale {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set(ParamAllowStale, "true")
+	}
+	return q
+}
+
+// NodeFilter selects nodes in Nodes and AllNodes. Zero fields do not filter.
+type NodeFilter struct {
+	Role   string // coordinator or worker
+	Health string // effective health: healthy, degraded, unhealthy or unknown
+	Ready  *bool
+	// Labels must all match (label key=value, exact).
+	Labels map[string]string
+}
+
+func (f NodeFilter) query() url.Values {
+	q := url.Values{}
+	if f.Role != "" {
+		q.Set(ParamRole, f.Role)
+	}
+	if f.Health != "" {
+		q.Set(ParamHealth, f.Health)
+	}
+	if f.Ready != nil {
+		q.Set(ParamReady, strconv.FormatBool(*f.Ready))
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+		q.Add(ParamLabel, k+"="+f.Labels[k])
+	}
+	return q
+}
+
+// Cluster returns the cluster summary (coordinators only).
+func (c *Client) Cluster(ctx context.Context, opts ...CallOption) (*Cluster, error) {
+	var out Cluster
+	if err := c.getJSON(ctx, PathCluster, applyOptions(nil, opts), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Nodes returns one page of nodes matching filter, ordered by role then
+// node ID. limit 0 means the server's DefaultLimit; cont is the previous
+// page's Continue, empty for the first page. Pages are read at different
+// snapshots: a node that changes role or appears between pages may be
+// missed or seen twice, never reordered.
+func (c *Client) Nodes(ctx context.Context, filter NodeFilter, limit int, cont string, opts ...CallOption) (*NodeList, error) {
+	q := filter.query()
+	if limit != 0 {
+		q.Set(ParamLimit, strconv.Itoa(limit))
+	}
+	if cont != "" {
+		q.Set(ParamContinue, cont)
+	}
+	var out NodeList
+	if err := c.getJSON(ctx, PathNodes, applyOptions(q, opts), &out); err != nil {
+		return nil, err
+	}
+	if out.Items == nil {
+		out.Items = []Node{}
+	}
+	return &out, nil
+}
+
+// AllNodes follows the pagination of Nodes with MaxLimit pages and returns
+// every matching node in one list, whose Meta is the last page's.
+func (c *Client) AllNodes(ctx context.Context, filter NodeFilter, opts ...CallOption) (*NodeList, error) {
+	all := &NodeList{Items: []Node{}}
+	cont := ""
+	for range maxPages {
+		page, err := c.Nodes(ctx, filter, MaxLimit, cont, opts...)
+		if err != nil {
+			return nil, err
+		}
+		all.Items = append(all.Items, page.Items...)
+		all.Meta = page.Meta
+		if page.Continue == "" {
+			return all, nil
+		}
+		if page.Continue == cont {
+			return nil, fmt.Errorf("admin api: listing nodes: the server returned continue token %q twice", cont)
+		}
+		cont = page.Continue
+	}
+	return nil, fmt.Errorf("admin api: listing nodes: more than %d pages", maxPages)
+}
+
+// Node returns one node. A node that is absent or whose lease expired is
+// an *APIError matching ErrNotFound.
+func (c *Client) Node(ctx context.Context, nodeID string, opts ...CallOption) (*NodeResponse, error) {
+	if nodeID == "" {
+		return nil, errors.New("admin api: node ID must not be empty")
+	}
+	var out NodeResponse
+	if err := c.getJSON(ctx, PathNodes+"/"+url.PathEscape(nodeID), applyOptions(nil, opts), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Placement explains the placement of key for replicas owners (1 to 16).
+func (c *Client) Placement(ctx context.Context, key string, replicas int, opts ...CallOption) (*Placement, error) {
+	q := url.Values{ParamKey: {key}, ParamReplicas: {strconv.Itoa(replicas)}}
+	var out Placement
+	if err := c.getJSON(ctx, PathPlacement, applyOptions(q, opts), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Status returns a worker's own status (workers only).
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var out Status
+	if err := c.getJSON(ctx, PathStatus, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// OpenAPIDocument fetches the server's OpenAPI document.
+func (c *Client) OpenAPIDocument(ctx context.Context) ([]byte, error) {
+	var out json.RawMessage
+	if err := c.getJSON(ctx, PathOpenAPI, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Healthz probes liveness of the first reachable server. Probes fail over
+// only when a server cannot be reached; to probe one process, use a client
+// with its URL alone.
+func (c *Client) Healthz(ctx context.Context) (*Health, error) {
+	return c.probe(ctx, PathHealthz)
+}
+
+// Readyz probes readiness of the first reachable server. A not-ready
+// answer (503 with a readiness body) is returned as a Health whose Ready
+// is false and a nil error; Reasons are present when the server gives
+// them.
+func (c *Client) Readyz(ctx context.Context) (*Health, error) {
+	return c.probe(ctx, PathReadyz)
+}
+
+func (c *Client) probe(ctx context.Context, path string) (*Health, error) {
+	var out Health
+	err := c.do(ctx, path, nil, false, func(resp *http.Response, base string) error {
+		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusServiceUnavailable {
+			body, err := readBody(resp)
+			if err == nil && json.Unmarshal(body, &out) == nil && out.Status != "" {
+				return nil
+			}
+			return c.apiError(resp, body, base)
+		}
+		body, _ := readBody(resp)
+		return c.apiError(resp, body, base)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// getJSON GETs path?q and decodes a 200 answer into out.
+func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any) error {
+	return c.do(ctx, path, q, true, func(resp *http.Response, base string) error {
+		body, err := readBody(resp)
+		if err != nil {
+			return fmt.Errorf("admin api %s: reading %s: %w", base, path, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return c.apiError(resp, body, base)
+		}
+		if err := json.Unmarshal(body, out); err != nil {
+			return fmt.Errorf("admin api %s: decoding %s: %w", base, path, err)
+		}
+		return nil
+	})
+}
+
+// do runs one GET with failover. handle reads the response of a server
+// that answered; it is not called for the 503s that fail over.
+func (c *Client) do(ctx context.Context, path string, q url.Values, failover503 bool, handle func(*http.Response, string) error) error {
+	n := len(c.bases)
+	first := int(c.prefer.Load())
+	var errs []error
+	for i := range n {
+		idx := (first + i) % n
+		base := c.bases[idx]
+		resp, cancel, err := c.attempt(ctx, base, path, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("admin api: GET %s: %w", path, ctx.Err())
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if failover503 && resp.StatusCode == http.StatusServiceUnavailable && i < n-1 {
+			body, _ := readBody(resp)
+			cancel()
+			errs = append(errs, c.apiError(resp, body, base))
+			continue
+		}
+		c.prefer.Store(int64(idx))
+		err = handle(resp, base)
+		cancel()
+		return err
+	}
+	return fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, errors.Join(errs...))
+}
+
+// attempt sends one request to base. On success the caller closes the body
+// by calling cancel after reading it.
+func (c *Client) attempt(ctx context.Context, base, path string, q url.Values) (*http.Response, context.CancelFunc, error) {
+	u := base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	actx, cancel := context.WithTimeout(ctx, c.tmo)
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("%s: %w", base, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.ua)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		cancel()
+		return nil, nil, err // *url.Error: method, URL and cause, never headers
+	}
+	return resp, func() { _ = resp.Body.Close(); cancel() }, nil
+}
+
+func readBody(resp *http.Response) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxResponseBytes {
+		return nil, fmt.Errorf("response body exceeds %d bytes", MaxResponseBytes)
+	}
+	return b, nil
+}
+
+// apiError builds the *APIError of a non-200 answer.
+func (c *Client) apiError(resp *http.Response, body []byte, base string) *APIError {
+	e := &APIError{
+		Server:     base,
+		HTTPStatus: resp.StatusCode,
+		RetryAfter: ParseRetryAfter(resp.Header.Get("Retry-After"), c.now()),
+	}
+	var er ErrorResponse
+	if json.Unmarshal(body, &er) == nil && er.Error.Code != "" {
+		e.Code, e.Message, e.Parameter, e.Retryable = er.Error.Code, er.Error.Message, er.Error.Parameter, er.Error.Retryable
+		return e
+	}
+	e.Code = codeForStatus(resp.StatusCode)
+	e.Message = http.StatusText(resp.StatusCode)
+	e.Retryable = resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
+	return e
+}

@@ -1,0 +1,86 @@
+package apiv1
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// NodeFromRecord converts a status record to its API form. observedAtUnixMs
+// is the time against which the record's age is measured (the snapshot's
+// observation time, on the store's clock) and t the timing that turns age
+// into effective health. A record updated "after" observedAtUnixMs (clock
+// skew) has age 0.
+func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64, t cluster.Timing) Node {
+	labels := maps.Clone(r.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return Node{
+		NodeID:          r.NodeID,
+		Role:            string(r.Role),
+		ClusterID:       r.ClusterID,
+		IncarnationID:   r.IncarnationID,
+		Version:         r.Version,
+		Address:         r.Address,
+		AdminAddress:    r.AdminAddress,
+		StartTimeUnixMs: r.StartTimeUnixMs,
+		HeartbeatSeq:    r.HeartbeatSeq,
+		UpdatedAtUnixMs: r.UpdatedAtUnixMs,
+		HeartbeatAgeMs:  max(0, observedAtUnixMs-r.UpdatedAtUnixMs),
+		Health:          string(t.EffectiveHealth(r, observedAtUnixMs)),
+		ReportedHealth:  string(r.Health),
+		Ready:           r.Ready,
+		Labels:          labels,
+		Capacity:        CapacityFrom(r.Capacity),
+		Counters:        CountersFrom(r.Counters),
+	}
+}
+
+// CapacityFrom converts a record's capacity snapshot.
+func CapacityFrom(c cluster.Capacity) Capacity {
+	return Capacity{
+		CapacityBytes: c.CapacityBytes,
+		ResidentBytes: c.ResidentBytes,
+		Blocks:        c.Blocks,
+		Pages:         c.Pages,
+		InflightLoads: c.InflightLoads,
+		StoreHealthy:  c.StoreHealthy,
+	}
+}
+
+// CountersFrom converts a record's counter snapshot.
+func CountersFrom(c cluster.Counters) Counters {
+	return Counters{
+		RequestsTotal:         c.RequestsTotal,
+		ErrorsTotal:           c.ErrorsTotal,
+		HitsTotal:             c.HitsTotal,
+		MissesTotal:           c.MissesTotal,
+		BytesServedTotal:      c.BytesServedTotal,
+		BackendFetchesTotal:   c.BackendFetchesTotal,
+		BackendErrorsTotal:    c.BackendErrorsTotal,
+		EvictionsTotal:        c.EvictionsTotal,
+		PlacementLookupsTotal: c.PlacementLookupsTotal,
+		PlacementErrorsTotal:  c.PlacementErrorsTotal,
+		StoreErrorsTotal:      c.StoreErrorsTotal,
+	}
+}
+
+// FormatU64 renders a 64-bit value (a PlacementVersion or an HRW score) as
+// the API does: 16 lowercase hex digits.
+func FormatU64(v uint64) string { return fmt.Sprintf("%016x", v) }
+
+// ParseU64 parses the API's 16-hex-digit form of a 64-bit value.
+func ParseU64(s string) (uint64, error) {
+	if len(s) != 16 {
+		return 0, fmt.Errorf("%q: must be 16 lowercase hex digits", s)
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return 0, fmt.Errorf("%q: must be 16 lowercase hex digits", s)
+		}
+	}
+	return strconv.ParseUint(s, 16, 64)
+}

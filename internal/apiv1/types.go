@@ -1,0 +1,328 @@
+package apiv1
+
+// SchemaVersion is the schemaVersion of every /api/v1 response. Additive
+// changes keep it; it exists so a client can tell a response shape it was
+// not built for.
+const SchemaVersion = 1
+
+// Paths of the administration listener.
+const (
+	PathHealthz   = "/healthz"
+	PathReadyz    = "/readyz"
+	PathMetrics   = "/metrics"
+	PathStatus    = "/api/v1/status"
+	PathCluster   = "/api/v1/cluster"
+	PathNodes     = "/api/v1/nodes"
+	PathPlacement = "/api/v1/placement"
+	PathOpenAPI   = "/api/v1/openapi.json"
+)
+
+// Pagination of GET /api/v1/nodes.
+const (
+	// DefaultLimit is the page size when the request gives no limit.
+	DefaultLimit = 100
+	// MaxLimit is the largest limit a request may give.
+	MaxLimit = 1000
+)
+
+// Query parameters.
+const (
+	ParamRole       = "role"
+	ParamHealth     = "health"
+	ParamReady      = "ready"
+	ParamLabel      = "label"
+	ParamLimit      = "limit"
+	ParamContinue   = "continue"
+	ParamKey        = "key"
+	ParamReplicas   = "replicas"
+	ParamAllowStale = "allowStale"
+)
+
+// Meta is carried by every successful /api/v1 response, inlined at the top
+// level of the JSON object.
+type Meta struct {
+	// SchemaVersion is SchemaVersion.
+	SchemaVersion int `json:"schemaVersion"`
+	// GeneratedAtUnixMs is when the server built the response (its clock).
+	GeneratedAtUnixMs int64 `json:"generatedAtUnixMs"`
+	// Revision is the store revision of the snapshot the response was
+	// built from (on a worker: of its last accepted heartbeat; empty before
+	// the first). Opaque: compare with ==, never parse or order.
+	Revision string `json:"revision"`
+	// ObservedAtUnixMs is when the data was observed, on the server's
+	// clock: the completion of the snapshot read on a coordinator, the
+	// generation time on a worker.
+	ObservedAtUnixMs int64 `json:"observedAtUnixMs"`
+	// Stale is true only for answers from a coordinator's last good
+	// snapshot, served because the request said allowStale=true and no
+	// current snapshot could be had. Such data is for diagnostics: it may
+	// not describe the cluster as it is now.
+	Stale bool `json:"stale"`
+}
+
+// Health is the body of /healthz and /readyz.
+type Health struct {
+	// Status is "ok" (healthz), "ready" or "not_ready" (readyz).
+	Status string `json:"status"`
+	// Reasons says why a process is not ready ("store unreachable: ...",
+	// "warming up: ...", "draining: ..."). When the listener requires a
+	// token, reasons are given only to requests that carry a valid one.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Ready reports whether h is a ready /readyz answer.
+func (h *Health) Ready() bool { return h.Status == StatusReady }
+
+// Health status words.
+const (
+	StatusOK       = "ok"
+	StatusReady    = "ready"
+	StatusNotReady = "not_ready"
+)
+
+// Node is one process's status record as readers see it.
+type Node struct {
+	NodeID        string `json:"nodeId"`
+	Role          string `json:"role"` // coordinator or worker
+	ClusterID     string `json:"clusterId"`
+	IncarnationID string `json:"incarnationId"`
+	// Version is the process's build version.
+	Version string `json:"version"`
+	// Address is a coordinator's control address or a worker's data address.
+	Address string `json:"address"`
+	// AdminAddress is the advertised administration address; empty when
+	// the process has none.
+	AdminAddress    string `json:"adminAddress"`
+	StartTimeUnixMs int64  `json:"startTimeUnixMs"`
+	HeartbeatSeq    uint64 `json:"heartbeatSeq"`
+	// UpdatedAtUnixMs is when the store accepted the last update (store clock).
+	UpdatedAtUnixMs int64 `json:"updatedAtUnixMs"`
+	// HeartbeatAgeMs is the record's age when the snapshot was read:
+	// snapshot observation time minus UpdatedAtUnixMs, never negative.
+	HeartbeatAgeMs int64 `json:"heartbeatAgeMs"`
+	// Health is the effective health: the reported health, overridden to
+	// unhealthy once no update was accepted for the unhealthy-after time.
+	// One of healthy, degraded, unhealthy, unknown.
+	Health string `json:"health"`
+	// ReportedHealth is the health the process last reported itself.
+	ReportedHealth string `json:"reportedHealth"`
+	// Ready is the readiness the process last reported.
+	Ready bool `json:"ready"`
+	// Labels are the deployment labels (never null).
+	Labels   map[string]string `json:"labels"`
+	Capacity Capacity          `json:"capacity"`
+	Counters Counters          `json:"counters"`
+}
+
+// Capacity is the gauge snapshot of a node: what it holds now.
+type Capacity struct {
+	CapacityBytes uint64 `json:"capacityBytes"`
+	ResidentBytes uint64 `json:"residentBytes"`
+	Blocks        uint64 `json:"blocks"`
+	Pages         uint64 `json:"pages"`
+	InflightLoads uint64 `json:"inflightLoads"`
+	// StoreHealthy is meaningful for coordinators: whether their last read
+	// of the shared store succeeded. Workers report false.
+	StoreHealthy bool `json:"storeHealthy"`
+}
+
+// Counters are the cumulative counters of a node's current incarnation.
+// They reset when the incarnation changes. Values are JSON numbers; beyond
+// 2^53 a JavaScript reader loses precision.
+type Counters struct {
+	RequestsTotal         uint64 `json:"requestsTotal"`
+	ErrorsTotal           uint64 `json:"errorsTotal"`
+	HitsTotal             uint64 `json:"hitsTotal"`
+	MissesTotal           uint64 `json:"missesTotal"`
+	BytesServedTotal      uint64 `json:"bytesServedTotal"`
+	BackendFetchesTotal   uint64 `json:"backendFetchesTotal"`
+	BackendErrorsTotal    uint64 `json:"backendErrorsTotal"`
+	EvictionsTotal        uint64 `json:"evictionsTotal"`
+	PlacementLookupsTotal uint64 `json:"placementLookupsTotal"`
+	PlacementErrorsTotal  uint64 `json:"placementErrorsTotal"`
+	StoreErrorsTotal      uint64 `json:"storeErrorsTotal"`
+}
+
+// NodeList is the body of GET /api/v1/nodes: one page of nodes ordered by
+// role, then node ID.
+type NodeList struct {
+	Meta
+	Items []Node `json:"items"`
+	// Continue is the token for the next page, empty on the last one.
+	Continue string `json:"continue"`
+}
+
+// NodeResponse is the body of GET /api/v1/nodes/{nodeId}.
+type NodeResponse struct {
+	Meta
+	Node Node `json:"node"`
+}
+
+// Cluster is the body of GET /api/v1/cluster.
+type Cluster struct {
+	Meta
+	ClusterID string `json:"clusterId"`
+	// ServedBy is the node ID of the coordinator that answered.
+	ServedBy string `json:"servedBy"`
+	// PlacementVersion is the snapshot's PlacementVersion, 16 hex digits.
+	PlacementVersion string `json:"placementVersion"`
+	// EligibleWorkers is how many workers placement may choose.
+	EligibleWorkers int          `json:"eligibleWorkers"`
+	Store           StoreStatus  `json:"store"`
+	Nodes           ClusterNodes `json:"nodes"`
+	Timing          Timing       `json:"timing"`
+}
+
+// StoreStatus is the shared store as the answering coordinator sees it.
+type StoreStatus struct {
+	// Backend is memory, etcd or kubernetes.
+	Backend string `json:"backend"`
+	// Healthy is whether the store answered the read this response was
+	// built from: true on fresh answers, false on stale ones.
+	Healthy bool `json:"healthy"`
+	// ErrorCode classifies the last store error when not healthy
+	// (unavailable, timeout, ...); empty when healthy.
+	ErrorCode string `json:"errorCode,omitempty"`
+}
+
+// ClusterNodes counts the live (non-expired) nodes by role.
+type ClusterNodes struct {
+	Total        int    `json:"total"`
+	Coordinators Counts `json:"coordinators"`
+	Workers      Counts `json:"workers"`
+}
+
+// Counts counts the nodes of one role by effective health and readiness.
+type Counts struct {
+	Total     int `json:"total"`
+	Healthy   int `json:"healthy"`
+	Degraded  int `json:"degraded"`
+	Unhealthy int `json:"unhealthy"`
+	Unknown   int `json:"unknown"`
+	Ready     int `json:"ready"`
+}
+
+// Timing is the heartbeat timing the coordinator applies.
+type Timing struct {
+	HeartbeatIntervalMs int64 `json:"heartbeatIntervalMs"`
+	UnhealthyAfterMs    int64 `json:"unhealthyAfterMs"`
+	LeaseTTLMs          int64 `json:"leaseTtlMs"`
+}
+
+// Placement is the body of GET /api/v1/placement: the answer a
+// PlacementLookup over the control protocol would give for the same
+// snapshot, with the full ranking and the excluded workers.
+type Placement struct {
+	Meta
+	Key      string `json:"key"`
+	Replicas int    `json:"replicas"`
+	// PlacementVersion is the version the lookup answers with, 16 hex digits.
+	PlacementVersion string `json:"placementVersion"`
+	// Outcome is "ok" when the lookup would return owners, or the control
+	// protocol error code it would return instead ("no_workers").
+	Outcome string `json:"outcome"`
+	// Owners are the first min(replicas, eligible) candidates, best first:
+	// exactly the lookup's owners.
+	Owners []Owner `json:"owners"`
+	// Candidates ranks every eligible worker for the key, best first.
+	Candidates []Candidate `json:"candidates"`
+	// Excluded lists the workers left out of placement, by node ID.
+	Excluded []Exclusion `json:"excluded"`
+}
+
+// Placement outcomes.
+const (
+	OutcomeOK        = "ok"
+	OutcomeNoWorkers = "no_workers"
+)
+
+// Owner is one node chosen for a key.
+type Owner struct {
+	NodeID string `json:"nodeId"`
+	// Address is the worker's data address.
+	Address string `json:"address"`
+}
+
+// Candidate is one eligible worker's standing for a key.
+type Candidate struct {
+	NodeID  string `json:"nodeId"`
+	Address string `json:"address"`
+	// Score is the HRW weight, 16 hex digits; higher ranks first, ties go
+	// to the lower node ID.
+	Score string `json:"score"`
+	// Rank is the 1-based position: rank 1 is the first owner.
+	Rank int `json:"rank"`
+}
+
+// Exclusion is a worker left out of placement.
+type Exclusion struct {
+	NodeID string `json:"nodeId"`
+	// Reason is unhealthy, not_ready or expired.
+	Reason string `json:"reason"`
+	// Health is the worker's effective health when the snapshot was read.
+	Health string `json:"health"`
+}
+
+// Exclusion reasons.
+const (
+	ReasonUnhealthy = "unhealthy"
+	ReasonNotReady  = "not_ready"
+	ReasonExpired   = "expired"
+)
+
+// Status is the body of a worker's GET /api/v1/status.
+type Status struct {
+	Meta
+	NodeID        string `json:"nodeId"`
+	Role          string `json:"role"`
+	IncarnationID string `json:"incarnationId"`
+	// DataAddress is the advertised data address.
+	DataAddress string `json:"dataAddress"`
+	// Registered is whether a coordinator has accepted a record from this
+	// incarnation.
+	Registered bool `json:"registered"`
+	Ready      bool `json:"ready"`
+	// Reasons says why the worker is not ready (never null).
+	Reasons []string `json:"reasons"`
+	// Node is the last record a coordinator accepted, with heartbeatAgeMs
+	// measured at generation time; null before the first acceptance.
+	Node *Node `json:"node"`
+	// Current is the capacity and counters read when the response was
+	// generated; null when the process does not expose them live, in which
+	// case Node carries them as of the last accepted heartbeat.
+	Current *Usage `json:"current"`
+}
+
+// Usage is a live capacity and counter reading.
+type Usage struct {
+	Capacity Capacity `json:"capacity"`
+	Counters Counters `json:"counters"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody describes a failed request.
+type ErrorBody struct {
+	// Code is one of the Code constants; a newer server may send codes
+	// this client does not know, so rely on Retryable for those.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Parameter names the offending query parameter of a 400.
+	Parameter string `json:"parameter,omitempty"`
+	// Retryable is whether the same request may succeed later unchanged.
+	Retryable bool `json:"retryable"`
+}
+
+// Error codes and their HTTP statuses.
+const (
+	CodeInvalidArgument  = "invalid_argument"   // 400: a query parameter breaks a rule
+	CodeUnauthenticated  = "unauthenticated"    // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"          // 404: no such resource, node or endpoint (or not exposed)
+	CodeMethodNotAllowed = "method_not_allowed" // 405: only GET and HEAD are served
+	CodeTooLarge         = "too_large"          // 413: a request with a body (none is accepted)
+	CodeNotReady         = "not_ready"          // 503, retryable: no current snapshot (fail closed)
+	CodeInternal         = "internal"           // 500: a bug
+)
