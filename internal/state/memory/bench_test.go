@@ -84,6 +84,7 @@ func BenchmarkUpsertParallel(b *testing.B) {
 			seq.Store(1)
 			ctx := context.Background()
 			b.ReportAllocs()
+			b.ResetTimer() // exclude filling the store
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := int(next.Add(1)) % n
@@ -136,6 +137,7 @@ func BenchmarkSnapshotParallel(b *testing.B) {
 	s := benchStore(b, 10_000)
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer() // exclude filling the store
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := s.Snapshot(ctx, "bench"); err != nil {
