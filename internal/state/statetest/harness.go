@@ -52,7 +52,13 @@ type Harness struct {
 	// Fault causes f and returns the store to use while it lasts (the same
 	// Store, or one built with bad credentials) and a function that restores
 	// service. Operations through the returned store must fail with the
-	// fault's sentinel error within the suite's deadline.
+	// fault's sentinel error within the suite's deadline: each runs with a
+	// 3 s context and must return within 5 s after it (UpsertNode,
+	// RemoveNode, Snapshot and CheckReady must wrap the sentinel, with
+	// state.Code equal to f.String(); a Watch must deliver no events and
+	// end with the sentinel or close when its context ends). After restore,
+	// h.Store must pass CheckReady within 60 s and still hold every record
+	// accepted before the fault.
 	Fault func(t testing.TB, f Fault) (faulty state.Store, restore func())
 	// Compact discards the backend's watch history up to its current
 	// revision, so a watch from an older revision ends with ErrCompacted.
