@@ -92,15 +92,44 @@ type entry struct {
 	prev, next *entry
 }
 
-// load is a block load in flight; done is closed when err is set.
+// load is a block load in flight. done is closed when the load has ended;
+// then err is set, or the block is committed and files holds one open
+// descriptor of its file for each waiter. Handing descriptors over at
+// commit, under the mutex, means a waiter cannot lose the block to an
+// eviction between the load and its own open.
 type load struct {
 	done chan struct{}
-	err  error
+	err  error // written before done is closed
+
+	// guarded by Cache.mu:
+	waiters int
+	ended   bool
+	entry   *entry
+	files   []*os.File
+}
+
+// take returns the waiter's descriptor of a committed load, or nil.
+// Called with Cache.mu held.
+func (l *load) take() *os.File {
+	if len(l.files) == 0 {
+		return nil
+	}
+	f := l.files[len(l.files)-1]
+	l.files = l.files[:len(l.files)-1]
+	return f
 }
 
 type sizeEntry struct {
 	size    int64
 	expires time.Time
+}
+
+// sizeCall is an object size lookup in flight; done is closed when size
+// and err are set.
+type sizeCall struct {
+	done chan struct{}
+	size int64
+	err  error
 }
 
 // Cache is a block cache over a blob store. See the package documentation
@@ -123,6 +152,7 @@ type Cache struct {
 	spaceFreed chan struct{}
 	loads      map[blockID]*load
 	sizes      map[string]sizeEntry
+	sizeCalls  map[string]*sizeCall
 	closed     bool
 }
 
@@ -171,6 +201,7 @@ func Open(cfg Config) (*Cache, error) {
 		spaceFreed: make(chan struct{}),
 		loads:      make(map[blockID]*load),
 		sizes:      make(map[string]sizeEntry),
+		sizeCalls:  make(map[string]*sizeCall),
 	}
 	cfg.Stats.SetCapacity(cfg.Capacity)
 	if err := c.restore(); err != nil {
@@ -286,38 +317,63 @@ func (c *Cache) Close() error {
 }
 
 // Size returns the size of object, from the size cache when a lookup
-// younger than SizeTTL answered.
+// younger than SizeTTL answered. Concurrent lookups of one object share
+// one call to the blob store, which is bounded by LoadTimeout and Close,
+// not by ctx: a caller whose ctx ends stops waiting.
 func (c *Cache) Size(ctx context.Context, object string) (int64, error) {
 	if err := blob.ValidateKey(object); err != nil {
 		return 0, err
 	}
-	now := c.now()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return 0, ErrClosed
 	}
-	if se, ok := c.sizes[object]; ok && now.Before(se.expires) {
+	if se, ok := c.sizes[object]; ok && c.now().Before(se.expires) {
 		c.mu.Unlock()
 		return se.size, nil
 	}
+	call := c.sizeCalls[object]
+	if call == nil {
+		call = &sizeCall{done: make(chan struct{})}
+		c.sizeCalls[object] = call
+		c.wg.Add(1)
+		go c.lookupSize(object, call)
+	}
 	c.mu.Unlock()
+	select {
+	case <-call.done:
+		return call.size, call.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
 
+func (c *Cache) lookupSize(object string, call *sizeCall) {
+	defer c.wg.Done()
+	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
+	defer cancel()
 	start := time.Now()
 	size, err := c.cfg.Source.Size(ctx, object)
-	c.cfg.Stats.BackendFetch(stats.BackendSize, time.Since(start), backendFailure(ctx, err))
-	if err != nil {
-		return 0, err
+	c.cfg.Stats.BackendFetch(stats.BackendSize, time.Since(start), backendFailure(c.loadCtx, err))
+	switch {
+	case err != nil && c.loadCtx.Err() != nil:
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	case err != nil && ctx.Err() != nil:
+		err = fmt.Errorf("%w: size of object %q timed out after %v: %w", blob.ErrBackend, object, c.cfg.LoadTimeout, err)
 	}
-	if c.cfg.SizeTTL > 0 {
-		c.mu.Lock()
+	c.mu.Lock()
+	delete(c.sizeCalls, object)
+	if err == nil && c.cfg.SizeTTL > 0 {
+		now := c.now()
 		if len(c.sizes) >= maxSizeEntries {
 			c.trimSizesLocked(now)
 		}
 		c.sizes[object] = sizeEntry{size: size, expires: now.Add(c.cfg.SizeTTL)}
-		c.mu.Unlock()
 	}
-	return size, nil
+	c.mu.Unlock()
+	call.size, call.err = size, err
+	close(call.done)
 }
 
 // trimSizesLocked makes room in the size cache: expired entries first,
@@ -409,9 +465,8 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, size, c.cfg.BlockSize)
 	}
 	id := blockID{object, index}
-	missed := false
-	for range maxAttempts {
-		c.mu.Lock()
+	c.mu.Lock()
+	for attempt := 0; ; attempt++ {
 		if c.closed {
 			c.mu.Unlock()
 			return nil, ErrClosed
@@ -422,61 +477,82 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 			c.removeLocked(e, false, true)
 			e = nil
 		}
-		if e != nil {
-			if !missed {
-				c.pol.touch(e)
-			}
-			path, fileSize, verified := e.path, e.fileSize, e.verified
-			blk := &Block{dataOff: e.dataOff, size: e.dataLen, objSize: e.objSize}
-			sum := e.sum
+		if e == nil {
+			break // a miss; c.mu stays held
+		}
+		if attempt == maxAttempts {
 			c.mu.Unlock()
-			f, err := c.openBlock(e, path, fileSize, verified, sum)
-			if err != nil {
-				return nil, err
-			}
-			if f == nil {
-				continue // gone or corrupt: look again (and load)
-			}
-			blk.f = f
-			if missed {
-				c.cfg.Stats.Miss()
-			} else {
-				c.cfg.Stats.Hit()
-			}
-			return blk, nil
+			c.cfg.Stats.Miss()
+			return nil, fmt.Errorf("%w: the file of block %d of object %q vanished or failed verification %d times in a row", ErrIO, index, object, maxAttempts)
 		}
-		missed = true
-		l := c.loads[id]
-		if l == nil {
-			l = &load{done: make(chan struct{})}
-			c.loads[id] = l
-			c.wg.Add(1)
-			go c.load(id, size, l)
-		}
+		c.pol.touch(e)
+		verified := e.verified
 		c.mu.Unlock()
-		select {
-		case <-l.done:
-		case <-ctx.Done():
+		f, err := c.openBlock(e, verified)
+		if err != nil {
 			c.cfg.Stats.Miss()
-			return nil, ctx.Err()
+			return nil, err
 		}
-		if l.err != nil {
-			c.cfg.Stats.Miss()
-			return nil, l.err
+		if f != nil {
+			c.cfg.Stats.Hit()
+			return newBlock(f, e), nil
 		}
+		// openBlock dropped e: look again, normally to load it.
+		c.mu.Lock()
 	}
 	c.cfg.Stats.Miss()
-	return nil, fmt.Errorf("%w: block %d of object %q was evicted %d times before it could be read: the capacity is too small for the load", ErrIO, index, object, maxAttempts)
+	l := c.loads[id]
+	if l == nil {
+		l = &load{done: make(chan struct{})}
+		c.loads[id] = l
+		c.wg.Add(1)
+		go c.load(id, size, l)
+	}
+	l.waiters++
+	c.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !l.ended {
+		l.waiters--
+		return nil, ctx.Err()
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	f := l.take()
+	if f == nil {
+		return nil, fmt.Errorf("%w: no descriptor left for a waiter of block %d of object %q", ErrIO, index, object)
+	}
+	if ctx.Err() != nil {
+		f.Close()
+		return nil, ctx.Err()
+	}
+	return newBlock(f, l.entry), nil
 }
 
-// openBlock opens the file of resident entry e. It returns (nil, nil) when
-// the file is gone or fails verification, after dropping e.
-func (c *Cache) openBlock(e *entry, path string, fileSize int64, verified bool, sum uint64) (*os.File, error) {
+func newBlock(f *os.File, e *entry) *Block {
+	// These fields never change after the entry is published.
+	return &Block{f: f, dataOff: e.dataOff, size: e.dataLen, objSize: e.objSize}
+}
+
+// openBlock opens the file of resident entry e, verifying its data
+// checksum first if it was restored from an earlier run. It returns
+// (nil, nil) when the file is gone or fails verification, after dropping e.
+func (c *Cache) openBlock(e *entry, verified bool) (*os.File, error) {
+	// path, fileSize and sum never change after the entry is published.
+	path, fileSize, sum := e.path, e.fileSize, e.sum
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn("block file vanished; reloading", "path", path)
-			c.dropIf(e, false)
+			// Usually evicted since we looked it up; if it is still
+			// indexed, someone else deleted it.
+			if c.dropIf(e, false) {
+				c.log.Warn("block file vanished; reloading", "path", path)
+			}
 			return nil, nil
 		}
 		return nil, fmt.Errorf("%w: open block file: %w", ErrIO, err)
@@ -496,7 +572,6 @@ func (c *Cache) openBlock(e *entry, path string, fileSize int64, verified bool, 
 		return f, nil
 	}
 	h := xxh3.New()
-	// dataOff and dataLen never change after the entry is published.
 	if _, err := io.Copy(h, io.NewSectionReader(f, e.dataOff, e.dataLen)); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%w: verify block file: %w", ErrIO, err)
@@ -513,13 +588,16 @@ func (c *Cache) openBlock(e *entry, path string, fileSize int64, verified bool, 
 	return f, nil
 }
 
-// dropIf removes e if it is still the resident entry for its ID.
-func (c *Cache) dropIf(e *entry, unlink bool) {
+// dropIf removes e if it is still the resident entry for its ID, and
+// reports whether it was.
+func (c *Cache) dropIf(e *entry, unlink bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries[e.id] == e {
-		c.removeLocked(e, false, unlink)
+	if c.entries[e.id] != e {
+		return false
 	}
+	c.removeLocked(e, false, unlink)
+	return true
 }
 
 // load loads block id of an object of objSize bytes and ends l.
@@ -540,13 +618,32 @@ func (c *Cache) load(id blockID, objSize int64, l *load) {
 	if err == nil {
 		err = c.commitLocked(e, tmpPath)
 	}
+	if err == nil {
+		err = l.openFilesLocked(e)
+	}
 	delete(c.loads, id)
-	l.err = err
+	l.ended, l.entry, l.err = true, e, err
 	close(l.done)
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Warn("block load failed", "object", id.object, "block", id.index, "error", err)
 	}
+}
+
+// openFilesLocked opens one descriptor of e's file per waiter.
+func (l *load) openFilesLocked(e *entry) error {
+	for range l.waiters {
+		f, err := os.Open(e.path)
+		if err != nil {
+			for _, f := range l.files {
+				f.Close()
+			}
+			l.files = nil
+			return fmt.Errorf("%w: open loaded block file: %w", ErrIO, err)
+		}
+		l.files = append(l.files, f)
+	}
+	return nil
 }
 
 // commitLocked renames a fetched block's temporary file into place and
