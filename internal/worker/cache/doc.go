@@ -17,11 +17,20 @@
 //
 // Concurrent misses for one block load it once: the first miss starts a
 // load owned by the cache (it outlives the caller, bounded by
-// Config.LoadTimeout and Close), later misses wait for it. A caller whose
-// ctx ends stops waiting; the load goes on and caches the block for the
-// next reader. A load that fails caches nothing (no negative caching): its
-// error goes to every waiter, is counted as a backend error when it was
-// one, and the next read tries again.
+// Config.LoadTimeout and Close), later misses wait for it. When the load
+// commits, it opens one descriptor of the new file for each waiter under
+// the cache mutex, so no eviction can take the block away between its
+// load and its first read. A caller whose ctx ends stops waiting; the load
+// goes on and caches the block for the next reader. A load that fails
+// caches nothing (no negative caching): its error goes to every waiter, is
+// counted as a backend error when it was one, and the next read tries
+// again. Object sizes (needed to know a block's length) are looked up the
+// same way, one call per object at a time, and cached for Config.SizeTTL.
+//
+// Stats: a ReadBlock served from a resident block counts a hit; one that
+// waits for a load counts a miss. Every blob store call counts a backend
+// fetch (operation read or size) with its duration; failures other than a
+// missing object or a closing cache count backend errors.
 //
 // # Capacity
 //
