@@ -79,6 +79,16 @@ func classify(err error, noConn bool) error {
 			return state.ErrPermissionDenied
 		}
 	}
+	// A watch cancelled by the server carries the server's error as text
+	// ("rpc error: code = PermissionDenied desc = etcdserver: permission
+	// denied"), in a plain error or inside another status; classify that.
+	text := e.Error()
+	if st, ok := status.FromError(e); ok {
+		text = st.Message()
+	}
+	if inner, ok := embeddedStatus(text); ok {
+		return classify(inner, noConn)
+	}
 	// Dial failures surface as plain errors from the resolver and balancer.
 	msg := err.Error()
 	for _, s := range []string{"connection refused", "no available endpoints", "there is no address available", "there is no connection available"} {
@@ -104,6 +114,35 @@ func (s *Store) mapError(op string, err error, ci *callInfo) error {
 		return fmt.Errorf("etcd %s: %w", op, err)
 	}
 	return fmt.Errorf("etcd %s: %w: %w", op, sentinel, err)
+}
+
+// grpcCodes names the codes an embedded status may carry.
+var grpcCodes = map[string]codes.Code{
+	"Unavailable":        codes.Unavailable,
+	"DeadlineExceeded":   codes.DeadlineExceeded,
+	"Unauthenticated":    codes.Unauthenticated,
+	"PermissionDenied":   codes.PermissionDenied,
+	"OutOfRange":         codes.OutOfRange,
+	"InvalidArgument":    codes.InvalidArgument,
+	"FailedPrecondition": codes.FailedPrecondition,
+}
+
+// embeddedStatus parses a status rendered as text by the server, as
+// "rpc error: code = <Code> desc = <description>".
+func embeddedStatus(msg string) (error, bool) {
+	rest, ok := strings.CutPrefix(msg, "rpc error: code = ")
+	if !ok {
+		return nil, false
+	}
+	name, desc, ok := strings.Cut(rest, " desc = ")
+	if !ok {
+		return nil, false
+	}
+	code, ok := grpcCodes[name]
+	if !ok {
+		code = codes.Unknown
+	}
+	return status.Error(code, desc), true
 }
 
 // waitingForConnection reports whether a gRPC deadline or cancellation

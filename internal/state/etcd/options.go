@@ -53,9 +53,9 @@ type Options struct {
 	// instead of reading every record from etcd. DefaultOptions sets it.
 	CacheSnapshots bool
 	// Clock stamps UpdatedAtUnixMs and ObservedAtUnixMs. Default time.Now.
-	Clock func() time.Time
+	Clock func() time.Time `json:"-"`
 	// Logger receives the store's diagnostics. Default: discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `json:"-"`
 
 	// dialOptions are appended to the gRPC dial options; tests use them to
 	// count requests.

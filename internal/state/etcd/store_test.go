@@ -1,12 +1,10 @@
 package etcd
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -214,6 +212,4 @@ func TestCacheConsistentAfterForeignWrites(t *testing.T) {
 	if st := s.Stats(); st.CacheSnapshots != 20 || st.RangeSnapshots != 0 {
 		t.Fatalf("stats %+v: want every snapshot from the cache", st)
 	}
-	_ = clientv3.WithPrefix
-	_ = context.Background
 }
