@@ -1,0 +1,53 @@
+// Package admin is the administration HTTP listener every Talon process
+// runs (ADR 0001 sections 8 to 11): liveness, readiness, Prometheus
+// metrics, the read-only /api/v1 management API (wire types in
+// internal/apiv1) and, on coordinators, a hook for the embedded UI.
+//
+// Routes (GET and HEAD only; any other method is 405 with Allow):
+//
+//	/healthz              both roles   group health   no token
+//	/readyz               both roles   group health   no token; reasons only with a valid token
+//	/metrics              both roles   group metrics  token
+//	/api/v1/status        workers      group api      token
+//	/api/v1/cluster       coordinators group api      token
+//	/api/v1/nodes         coordinators group api      token
+//	/api/v1/nodes/{id}    coordinators group api      token
+//	/api/v1/placement     coordinators group api      token
+//	/api/v1/openapi.json  both roles   group api      token
+//	/ and below           coordinators group ui       token (Options.UI)
+//
+// Invariants:
+//
+//   - Exposure: each group is served only when its AdminConfig.Expose*
+//     toggle is on; otherwise, and for a route of the other role, the
+//     answer is 404 as for an unknown path.
+//   - Authentication fails closed: when AdminConfig.Tokens is non-empty, a
+//     "token" route answers a request without a valid bearer token with 401,
+//     WWW-Authenticate and a JSON error that carries no data. Tokens are
+//     compared in constant time against every configured token. /healthz
+//     and /readyz stay open so orchestrator probes work without secrets,
+//     and /readyz then gives the status word only: its reasons can name
+//     store endpoints and error text, so they go to authenticated callers
+//     only. With no tokens configured every route is open (the deployment
+//     is then expected to bind a trusted interface or sit behind an
+//     authenticating proxy, ADR section 11). Proxy identity headers are
+//     never trusted. Tokens never appear in responses, errors, logs or
+//     metrics.
+//   - Fail closed (ADR section 8): every /api/v1 answer of a coordinator is
+//     built from a View read after the request arrived. When none can be
+//     had the answer is 503 with Retry-After and a retryable not_ready
+//     error; the last good view is served only with allowStale=true, and
+//     then marked "stale": true with its observedAtUnixMs. /healthz stays
+//     200 while the process serves; /readyz follows the role's readiness.
+//   - Errors: one table (errorTable) maps internal errors to HTTP status and
+//     API code; a 400 names the query parameter. Unknown query parameters,
+//     repeated single-valued ones and bodies are rejected.
+//   - Metrics: talon_admin_requests_total{operation,outcome} and
+//     talon_admin_request_duration_seconds{operation}, with operation the
+//     route name and outcome "ok" or the API error code; the open
+//     connections gauge uses listener="admin".
+//
+// Concurrency: a Server is safe for concurrent use; Serve runs once. The
+// Server holds no lock: it reads its dependencies through their own
+// concurrency-safe methods.
+package admin

@@ -1,0 +1,481 @@
+package admin
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/worker"
+)
+
+// Coordinator is what the admin listener reads from a coordinator
+// (*coordinator.Coordinator implements it).
+type Coordinator interface {
+	// View returns a view read after the call, or an error wrapping
+	// coordinator.ErrNotReady.
+	View(ctx context.Context) (*coordinator.View, error)
+	// LastGood returns the last good view (diagnostics only) or nil.
+	LastGood() *coordinator.View
+	LastError() error
+	Readiness() coordinator.Readiness
+	ClusterID() string
+	NodeID() string
+	Backend() string
+	Timing() cluster.Timing
+}
+
+// Worker is what the admin listener reads from a worker (*worker.Worker
+// implements it).
+type Worker interface {
+	NodeID() string
+	Incarnation() string
+	DataAddress() string
+	Readiness() worker.Readiness
+	LastAccepted() (*cluster.Record, string)
+}
+
+// UsageSource reads a worker's live capacity and counters
+// (*stats.Stats and worker.StatusSource implementations qualify).
+type UsageSource interface {
+	Status() (cluster.Capacity, cluster.Counters)
+}
+
+// Server limits and defaults.
+const (
+	DefaultShutdownTimeout = 5 * time.Second
+	readHeaderTimeout      = 5 * time.Second
+	readTimeout            = 15 * time.Second
+	// writeTimeout leaves room for a View that waits out the store's
+	// request timeout and for a large /metrics or node page.
+	writeTimeout   = 60 * time.Second
+	idleTimeout    = 120 * time.Second
+	maxHeaderBytes = 32 << 10
+)
+
+// uiCSP is the Content-Security-Policy of the UI route: same-origin
+// scripts, styles, images and API calls only; no framing, no plugins.
+const uiCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Options configures a Server. Exactly one of Coordinator and Worker is set.
+type Options struct {
+	// Config holds TLS files, tokens and the exposure toggles.
+	Config config.AdminConfig
+	// Coordinator is set on coordinators: /api/v1 cluster, nodes,
+	// placement, and readiness from it.
+	Coordinator Coordinator
+	// Worker is set on workers: /api/v1/status and readiness from it.
+	Worker Worker
+	// WorkerUsage optionally gives /api/v1/status live capacity and
+	// counters ("current"); without it they are those of the last
+	// accepted heartbeat.
+	WorkerUsage UsageSource
+	// UI is the web UI, served on coordinators at / and every path not
+	// taken by another route when Config.ExposeUI is on. Nil: 404. The
+	// admin listener adds authentication, security headers and a CSP; the
+	// handler serves static assets only (it talks to /api/v1 from the
+	// browser like any other client).
+	UI http.Handler
+
+	// Gatherer is what /metrics exposes (the process's registry).
+	Gatherer prometheus.Gatherer
+	// Registerer receives the admin request metrics.
+	Registerer prometheus.Registerer
+	// Process tracks open admin connections (listener="admin").
+	Process *metrics.Process
+	Logger  *slog.Logger
+	Clock   func() time.Time
+	// ShutdownTimeout bounds how long Serve waits for in-flight requests
+	// after ctx ends; default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Server is the administration listener. Create it with New, serve it
+// with Serve (once) or mount Handler.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	auth    *authenticator
+	tls     *tls.Config // nil: plain HTTP
+	m       *adminMetrics
+	metrics http.Handler
+	handler http.Handler
+}
+
+// New returns a server. It loads the TLS key pair (when configured) and
+// registers the admin metrics, and has no other effect: nothing listens
+// until Serve.
+func New(opts Options) (*Server, error) {
+	switch {
+	case (opts.Coordinator == nil) == (opts.Worker == nil):
+		return nil, errors.New("admin: exactly one of Coordinator and Worker is required")
+	case opts.Gatherer == nil, opts.Registerer == nil, opts.Process == nil:
+		return nil, errors.New("admin: Gatherer, Registerer and Process are required")
+	case opts.Logger == nil, opts.Clock == nil:
+		return nil, errors.New("admin: Logger and Clock are required")
+	case opts.ShutdownTimeout < 0:
+		return nil, fmt.Errorf("admin: shutdown timeout %s must not be negative", opts.ShutdownTimeout)
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{
+		opts: opts,
+		log:  opts.Logger.With("component", "admin"),
+		now:  opts.Clock,
+		auth: newAuthenticator(opts.Config.Tokens),
+	}
+	cfg := opts.Config
+	switch {
+	case cfg.TLSCertFile != "" && cfg.TLSKeyFile != "":
+		pair, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin-tls-cert-file %q, admin-tls-key-file %q: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	case cfg.TLSCertFile != "":
+		return nil, fmt.Errorf("admin-tls-cert-file %q is set without admin-tls-key-file: set both or neither", cfg.TLSCertFile)
+	case cfg.TLSKeyFile != "":
+		return nil, fmt.Errorf("admin-tls-key-file %q is set without admin-tls-cert-file: set both or neither", cfg.TLSKeyFile)
+	}
+	m, err := newAdminMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("admin metrics: %w", err)
+	}
+	s.m = m
+	s.metrics = promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	})
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s, nil
+}
+
+// Handler returns the listener's handler, for Serve or for mounting in
+// tests. It applies routing, exposure, authentication, method and body
+// checks, security headers and request metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// TLS reports whether Serve terminates TLS.
+func (s *Server) TLS() bool { return s.tls != nil }
+
+// AuthRequired reports whether bearer tokens are configured.
+func (s *Server) AuthRequired() bool { return s.auth.enabled() }
+
+// Serve serves ln (TLS when configured) until ctx ends, then stops
+// accepting and lets in-flight requests finish within ShutdownTimeout.
+// It closes ln. It returns nil after a shutdown caused by ctx and the
+// listener's error otherwise. Run it after the role's component and stop it
+// after that component's Run returned, so /readyz reports the drain.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	proc := s.opts.Process
+	srv := &http.Server{
+		Handler:           s.handler,
+		TLSConfig:         s.tls,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// TLS handshake failures and the like from scanners: debug only.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				proc.ConnOpened("admin")
+			case http.StateClosed, http.StateHijacked:
+				proc.ConnClosed("admin")
+			}
+		},
+	}
+	if !s.auth.enabled() {
+		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 are open to anyone who can connect; bind a trusted interface or configure admin-token-file")
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.tls != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	s.log.Info("admin listener serving", "address", ln.Addr().String(), "tls", s.tls != nil, "auth", s.auth.enabled())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("admin listener %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		s.log.Warn("admin shutdown timeout passed with requests in flight; closing", "shutdown_timeout", s.opts.ShutdownTimeout)
+		_ = srv.Close()
+	}
+	<-errc
+	s.log.Info("admin listener stopped")
+	return nil
+}
+
+// group is an exposure toggle.
+type group uint8
+
+const (
+	groupHealth group = iota + 1
+	groupMetrics
+	groupAPI
+	groupUI
+)
+
+// authMode is a route's authentication rule when tokens are configured.
+type authMode uint8
+
+const (
+	authNone     authMode = iota + 1 // open (probes)
+	authOptional                     // open, with more detail for a valid token (/readyz)
+	authRequired                     // 401 without a valid token
+)
+
+// route is one entry of the route table.
+type route struct {
+	name  string // the operation label
+	group group
+	auth  authMode
+	api   bool // JSON API: Cache-Control no-store, JSON errors
+	serve func(s *Server, w http.ResponseWriter, r *http.Request, authed bool) error
+}
+
+// Routes. Node is matched by prefix; the UI takes what nothing else does.
+var (
+	routeHealthz   = &route{name: "healthz", group: groupHealth, auth: authNone, serve: (*Server).healthz}
+	routeReadyz    = &route{name: "readyz", group: groupHealth, auth: authOptional, serve: (*Server).readyz}
+	routeMetrics   = &route{name: "metrics", group: groupMetrics, auth: authRequired, serve: (*Server).serveMetrics}
+	routeStatus    = &route{name: "status", group: groupAPI, auth: authRequired, api: true, serve: (*Server).status}
+	routeCluster   = &route{name: "cluster", group: groupAPI, auth: authRequired, api: true, serve: (*Server).cluster}
+	routeNodes     = &route{name: "nodes", group: groupAPI, auth: authRequired, api: true, serve: (*Server).nodes}
+	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, api: true, serve: (*Server).node}
+	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, api: true, serve: (*Server).placement}
+	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, api: true, serve: (*Server).openAPI}
+	routeUI        = &route{name: "ui", group: groupUI, auth: authRequired, serve: (*Server).ui}
+	// routeUnmatched labels requests no route serves.
+	routeUnmatched = &route{name: "unmatched", api: true}
+)
+
+// resolve finds the route for path on this server's role, or nil.
+func (s *Server) resolve(path string) *route {
+	coord := s.opts.Coordinator != nil
+	switch path {
+	case apiv1.PathHealthz:
+		return routeHealthz
+	case apiv1.PathReadyz:
+		return routeReadyz
+	case apiv1.PathMetrics:
+		return routeMetrics
+	case apiv1.PathOpenAPI:
+		return routeOpenAPI
+	case apiv1.PathStatus:
+		if !coord {
+			return routeStatus
+		}
+		return nil
+	case apiv1.PathCluster:
+		if coord {
+			return routeCluster
+		}
+		return nil
+	case apiv1.PathNodes:
+		if coord {
+			return routeNodes
+		}
+		return nil
+	case apiv1.PathPlacement:
+		if coord {
+			return routePlacement
+		}
+		return nil
+	}
+	if strings.HasPrefix(path, apiv1.PathNodes+"/") {
+		if coord {
+			return routeNode
+		}
+		return nil
+	}
+	if path == "/api" || strings.HasPrefix(path, "/api/") {
+		return nil
+	}
+	if coord {
+		return routeUI
+	}
+	return nil
+}
+
+func (s *Server) exposed(g group) bool {
+	c := s.opts.Config
+	switch g {
+	case groupHealth:
+		return c.ExposeHealth
+	case groupMetrics:
+		return c.ExposeMetrics
+	case groupAPI:
+		return c.ExposeAPI
+	case groupUI:
+		return c.ExposeUI && s.opts.UI != nil
+	}
+	return false
+}
+
+// serveHTTP is the root handler: route, exposure, authentication, method
+// and body checks, then the route's handler, with headers and metrics.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.now()
+	rt := s.resolve(r.URL.Path)
+	if rt != nil && !s.exposed(rt.group) {
+		rt = nil // not exposed: indistinguishable from unknown
+	}
+	label := routeUnmatched
+	if rt != nil {
+		label = rt
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	h := rec.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	if label != routeUI {
+		h.Set("Cache-Control", "no-store")
+	}
+
+	err := s.dispatch(rec, r, rt)
+	if err != nil {
+		s.writeError(rec, r, err)
+	}
+	outcome := codeOfStatus(rec.status())
+	s.m.observe(label.name, outcome, s.now().Sub(start))
+	if rec.status() >= 500 {
+		s.log.Warn("admin request failed", "operation", label.name, "method", r.Method, "status", rec.status(), "error", err)
+	} else {
+		s.log.Debug("admin request", "operation", label.name, "method", r.Method, "status", rec.status())
+	}
+}
+
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route) error {
+	if rt == nil {
+		return notFound("no resource at %s on this %s", strings.TrimSpace(quoteShort(r.URL.Path)), s.role())
+	}
+	authed := !s.auth.enabled()
+	if s.auth.enabled() {
+		ok, presented := s.auth.check(r)
+		authed = ok
+		if !ok && rt.auth == authRequired {
+			w.Header().Set("WWW-Authenticate", challenge(presented))
+			return errUnauthenticated
+		}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return fmt.Errorf("%w: %s; only GET and HEAD are served", errMethodNotAllowed, quoteShort(r.Method))
+	}
+	if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
+		return errBodyNotAccepted
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 0)
+	return rt.serve(s, w, r, authed)
+}
+
+func (s *Server) role() cluster.Role {
+	if s.opts.Coordinator != nil {
+		return cluster.RoleCoordinator
+	}
+	return cluster.RoleWorker
+}
+
+// writeError answers err through errorTable as a JSON error.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, retryable := classify(err)
+	body := apiv1.ErrorResponse{Error: apiv1.ErrorBody{
+		Code:      code,
+		Message:   publicMessage(err, code),
+		Retryable: retryable,
+	}}
+	var pe *paramError
+	if errors.As(err, &pe) {
+		body.Error.Parameter = pe.param
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
+	}
+	w.Header().Del("Content-Security-Policy")
+	writeJSON(w, status, body)
+}
+
+// retryAfterSeconds is the Retry-After of a 503: one heartbeat interval,
+// the time in which the store is next tried, at least a second.
+func (s *Server) retryAfterSeconds() int {
+	if s.opts.Coordinator == nil {
+		return 1
+	}
+	return max(1, int(math.Ceil(s.opts.Coordinator.Timing().HeartbeatInterval.Seconds())))
+}
+
+// writeJSON writes v as the JSON body of a status answer.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// The API types always marshal; this is a bug.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error; see the server log","retryable":false}}`)
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *statusRecorder) status() int {
+	if r.code == 0 {
+		return http.StatusOK
+	}
+	return r.code
+}
