@@ -17,8 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -48,6 +48,9 @@ type Store struct {
 	now    func() time.Time
 	// transport is the store's own HTTP transport, closed by Close.
 	transport http.RoundTripper
+	// watchSession is how long the API server keeps one watch request
+	// open before the store resumes with a new one (tests shorten it).
+	watchSession time.Duration
 
 	// ctx is canceled by Close; it ends the GC goroutine and every watch.
 	ctx    context.Context
@@ -93,15 +96,16 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		leases:    cs.CoordinationV1().Leases(o.Namespace),
-		opts:      o,
-		log:       o.Logger.With("backend", BackendName, "namespace", o.Namespace),
-		now:       o.Clock,
-		transport: httpClient.Transport,
-		ctx:       sctx,
-		cancel:    cancel,
-		gcq:       make(chan gcItem, gcQueueSize),
-		gcQueued:  make(map[string]bool),
+		leases:       cs.CoordinationV1().Leases(o.Namespace),
+		opts:         o,
+		log:          o.Logger.With("backend", BackendName, "namespace", o.Namespace),
+		now:          o.Clock,
+		transport:    httpClient.Transport,
+		watchSession: watchSessionSeconds * time.Second,
+		ctx:          sctx,
+		cancel:       cancel,
+		gcq:          make(chan gcItem, gcQueueSize),
+		gcQueued:     make(map[string]bool),
 	}
 	s.wg.Add(1)
 	go s.runGC()

@@ -121,7 +121,7 @@ func (s *Store) watch(ctx context.Context, clusterID, rv string, out chan<- stat
 func (s *Store) startWatch(ctx context.Context, clusterID, rv string) (watch.Interface, error) {
 	wctx, wcancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(s.opts.RequestTimeout, wcancel)
-	secs := int64(watchSessionSeconds)
+	secs := int64(s.watchSession / time.Second)
 	w, err := s.leases.Watch(wctx, metav1.ListOptions{
 		LabelSelector:       clusterSelector(clusterID),
 		ResourceVersion:     rv,

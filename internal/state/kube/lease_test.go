@@ -1,0 +1,370 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// TestKubeBackend holds the Kubernetes-specific integration cases. They
+// share one kube-apiserver and each use their own namespace, as the
+// deployment's ServiceAccount.
+func TestKubeBackend(t *testing.T) {
+	k := startKube(t, "--watch-cache=false")
+	setup := func(t *testing.T, edit func(*Options)) (*Store, *coordinator) {
+		ns := k.namespace(t, "kube")
+		c := k.applyRBAC(t, ns)
+		return k.newStore(t, c.token, ns, edit), c
+	}
+	getLease := func(t *testing.T, ns string, key cluster.Key) *coordv1.Lease {
+		t.Helper()
+		l, err := k.admin.CoordinationV1().Leases(ns).Get(testCtx(t), LeaseName(key), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get lease of %s: %v", key, err)
+		}
+		return l
+	}
+	// waitGone waits until key's Lease no longer exists.
+	waitGone := func(t *testing.T, ns string, key cluster.Key, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			_, err := k.admin.CoordinationV1().Leases(ns).Get(testCtx(t), LeaseName(key), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lease of %s still there after %s (get: %v)", key, within, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("LeaseObject", func(t *testing.T) {
+		s, c := setup(t, nil)
+		ctx := testCtx(t)
+		// Uppercase, '_' and a trailing '.' are valid IDs but not DNS-1123
+		// names or (at the end) label values.
+		suffix := randomSuffix()
+		clusterID := "Prod_EU." + suffix
+		rec := record(clusterID, cluster.RoleWorker, "Node_A.", "inc-a", 1)
+		res, err := s.UpsertNode(ctx, rec, 1500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := getLease(t, c.namespace, rec.Key())
+		if want := "talon-prod-eu-" + suffix + "-worker-node-a--"; !strings.HasPrefix(l.Name, want) || len(l.Name) != len(want)+16 {
+			t.Errorf("lease name %q, want %q and 16 hex digits", l.Name, want)
+		}
+		wantLabels := map[string]string{
+			LabelManagedBy: ManagedByValue,
+			LabelCluster:   clusterID, // uppercase and '_' are fine in label values
+			LabelRole:      "worker",
+			LabelNode:      LabelValue("Node_A."),
+		}
+		for k, v := range wantLabels {
+			if l.Labels[k] != v {
+				t.Errorf("label %s = %q, want %q", k, l.Labels[k], v)
+			}
+		}
+		if l.Labels[LabelNode] == "Node_A." {
+			t.Errorf("label %s holds the invalid value as is", LabelNode)
+		}
+		wantAnn := map[string]string{AnnotationCluster: clusterID, AnnotationRole: "worker", AnnotationNode: "Node_A."}
+		for k, v := range wantAnn {
+			if l.Annotations[k] != v {
+				t.Errorf("annotation %s = %q, want %q", k, l.Annotations[k], v)
+			}
+		}
+		stored, err := cluster.Decode([]byte(l.Annotations[AnnotationStatus]))
+		if err != nil {
+			t.Fatalf("decode %s: %v", AnnotationStatus, err)
+		}
+		if stored.HeartbeatSeq != 1 || stored.UpdatedAtUnixMs != res.Record.UpdatedAtUnixMs {
+			t.Errorf("annotation holds %+v, want the written record", stored)
+		}
+		spec := l.Spec
+		if spec.HolderIdentity == nil || *spec.HolderIdentity != "inc-a" {
+			t.Errorf("holderIdentity = %v, want inc-a", spec.HolderIdentity)
+		}
+		if spec.LeaseDurationSeconds == nil || *spec.LeaseDurationSeconds != 2 {
+			t.Errorf("leaseDurationSeconds = %v, want 1.5s rounded up to 2", spec.LeaseDurationSeconds)
+		}
+		if spec.RenewTime == nil || spec.RenewTime.UnixMilli() != res.Record.UpdatedAtUnixMs {
+			t.Errorf("renewTime = %v, want the accept time %d", spec.RenewTime, res.Record.UpdatedAtUnixMs)
+		}
+		if spec.AcquireTime == nil || !spec.AcquireTime.Equal(spec.RenewTime) {
+			t.Errorf("acquireTime = %v, want the first renewTime %v", spec.AcquireTime, spec.RenewTime)
+		}
+		if spec.LeaseTransitions == nil || *spec.LeaseTransitions != 0 {
+			t.Errorf("leaseTransitions = %v, want 0", spec.LeaseTransitions)
+		}
+		if l.ResourceVersion != res.Revision.String() {
+			t.Errorf("write revision %s, lease resourceVersion %s", res.Revision, l.ResourceVersion)
+		}
+		acquired := *spec.AcquireTime
+
+		// Same incarnation: renewed, same tenure.
+		time.Sleep(5 * time.Millisecond)
+		if _, err := s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "Node_A.", "inc-a", 2), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		l = getLease(t, c.namespace, rec.Key())
+		if !l.Spec.AcquireTime.Equal(&acquired) || *l.Spec.LeaseTransitions != 0 || *l.Spec.LeaseDurationSeconds != 60 {
+			t.Errorf("after an advance: acquireTime %v (was %v), transitions %d, duration %d", l.Spec.AcquireTime, acquired, *l.Spec.LeaseTransitions, *l.Spec.LeaseDurationSeconds)
+		}
+		if !l.Spec.RenewTime.After(acquired.Time) {
+			t.Errorf("renewTime %v not after acquireTime %v", l.Spec.RenewTime, acquired)
+		}
+
+		// New incarnation: a transition and a new tenure.
+		time.Sleep(5 * time.Millisecond)
+		if _, err := s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "Node_A.", "inc-b", 0), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		l = getLease(t, c.namespace, rec.Key())
+		if *l.Spec.HolderIdentity != "inc-b" || *l.Spec.LeaseTransitions != 1 || !l.Spec.AcquireTime.After(acquired.Time) {
+			t.Errorf("after a restart: holder %s, transitions %d, acquireTime %v (was %v)", *l.Spec.HolderIdentity, *l.Spec.LeaseTransitions, l.Spec.AcquireTime, acquired)
+		}
+		snap, err := s.Snapshot(ctx, clusterID)
+		if err != nil || len(snap.Records) != 1 || snap.Records[0].IncarnationID != "inc-b" {
+			t.Fatalf("Snapshot = %+v, %v; want the restarted record", snap, err)
+		}
+	})
+
+	t.Run("ExpiredLeaseDeletedByAnotherStore", func(t *testing.T) {
+		a, c := setup(t, func(o *Options) { o.SweepInterval = -1 })
+		b := k.newStore(t, c.token, c.namespace, func(o *Options) { o.SweepInterval = -1 })
+		clusterID := uniqueCluster(t)
+		gone := record(clusterID, cluster.RoleWorker, "gone", "inc-a", 1)
+		kept := record(clusterID, cluster.RoleWorker, "kept", "inc-a", 1)
+		if _, err := a.UpsertNode(testCtx(t), gone, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.UpsertNode(testCtx(t), kept, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		// Still stored: nothing deletes a Lease until a store sees it expired.
+		getLease(t, c.namespace, gone.Key())
+		snap, err := b.Snapshot(testCtx(t), clusterID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Records) != 1 || snap.Records[0].NodeID != "kept" {
+			t.Fatalf("snapshot holds %d records, want only kept", len(snap.Records))
+		}
+		waitGone(t, c.namespace, gone.Key(), 10*time.Second)
+		getLease(t, c.namespace, kept.Key())
+	})
+
+	t.Run("GCDoesNotDeleteARenewedLease", func(t *testing.T) {
+		s, c := setup(t, func(o *Options) { o.SweepInterval = -1 })
+		clusterID := uniqueCluster(t)
+		rec := record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1)
+		if _, err := s.UpsertNode(testCtx(t), rec, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		stale := getLease(t, c.namespace, rec.Key()) // expired as seen now
+		if _, err := s.UpsertNode(testCtx(t), record(clusterID, cluster.RoleWorker, "w1", "inc-a", 2), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		// A GC pass that saw the expired version must not delete the renewal.
+		s.deleteExpired(testCtx(t), gcItem{name: stale.Name, resourceVersion: stale.ResourceVersion})
+		snap, err := s.Snapshot(testCtx(t), clusterID)
+		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 2 {
+			t.Fatalf("after a GC of an outdated version: snapshot %+v, %v; want the renewed record", snap, err)
+		}
+	})
+
+	t.Run("SweepDeletesExpiredLeasesOfAnyCluster", func(t *testing.T) {
+		s, c := setup(t, func(o *Options) { o.SweepInterval = 200 * time.Millisecond })
+		rec := record(uniqueCluster(t), cluster.RoleWorker, "w1", "inc-a", 1)
+		if _, err := s.UpsertNode(testCtx(t), rec, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// No snapshot of that cluster: the sweep alone must find it.
+		waitGone(t, c.namespace, rec.Key(), 10*time.Second)
+	})
+
+	t.Run("RemovalRevisionIsTheDeleteEventRevision", func(t *testing.T) {
+		s, _ := setup(t, nil)
+		clusterID := uniqueCluster(t)
+		rec := record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1)
+		res, err := s.UpsertNode(testCtx(t), rec, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		ch := s.Watch(ctx, clusterID, res.Revision)
+		rm, err := s.RemoveNode(testCtx(t), rec.Key(), "inc-a")
+		if err != nil || rm.Outcome != state.OutcomeAccepted {
+			t.Fatalf("RemoveNode = %+v, %v", rm, err)
+		}
+		evs := nextEvents(t, ch, 1)
+		if evs[0].Type != state.EventDelete || evs[0].Revision != rm.Revision {
+			t.Fatalf("event %s %s @%s, want delete @%s (the removal's revision)", evs[0].Type, evs[0].Key, evs[0].Revision, rm.Revision)
+		}
+	})
+
+	t.Run("WatchResumesAcrossRequests", func(t *testing.T) {
+		s, _ := setup(t, nil)
+		s.watchSession = time.Second // the API server ends each watch request after a second
+		clusterID := uniqueCluster(t)
+		snap, err := s.Snapshot(testCtx(t), clusterID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		ch := s.Watch(ctx, clusterID, snap.Revision)
+		var want []state.Revision
+		for seq := uint64(1); seq <= 8; seq++ {
+			res, err := s.UpsertNode(testCtx(t), record(clusterID, cluster.RoleWorker, "w1", "inc-a", seq), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, res.Revision)
+			time.Sleep(400 * time.Millisecond) // 3.2s in all: several watch requests
+		}
+		got := nextEvents(t, ch, len(want))
+		for i, ev := range got {
+			if ev.Type != state.EventPut || ev.Revision != want[i] || ev.Record.HeartbeatSeq != uint64(i+1) {
+				t.Fatalf("event %d: %s seq %d @%s, want put seq %d @%s", i, ev.Type, ev.Record.HeartbeatSeq, ev.Revision, i+1, want[i])
+			}
+		}
+	})
+
+	t.Run("UnreadableLeases", func(t *testing.T) {
+		s, c := setup(t, nil)
+		clusterID := uniqueCluster(t)
+		ctx := testCtx(t)
+		good := record(clusterID, cluster.RoleWorker, "good", "inc-a", 1)
+		res, err := s.UpsertNode(ctx, good, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ch := s.Watch(wctx, clusterID, res.Revision)
+
+		// A newer build's record and a corrupted one, written as admin
+		// with Talon's labels and a live lease.
+		put := func(node, status string) {
+			key := cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: node}
+			rec := record(clusterID, cluster.RoleWorker, node, "inc-x", 1)
+			enc, _ := cluster.Encode(rec)
+			l := buildLease(nil, LeaseName(key), c.namespace, rec, enc, 3600, time.Now(), cluster.DecisionInsert)
+			l.Annotations[AnnotationStatus] = status
+			if _, err := k.admin.CoordinationV1().Leases(c.namespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put("newer", `{"schemaVersion":2,"whatever":true}`)
+		put("corrupt", `{"schemaVersion":1,"nodeId":`)
+
+		snap, err := s.Snapshot(ctx, clusterID)
+		if err != nil || len(snap.Records) != 1 || snap.Records[0].NodeID != "good" {
+			t.Fatalf("Snapshot = %+v, %v; want only the readable record", snap, err)
+		}
+		// Watchers see what a snapshot would: no record in those slots.
+		for i, ev := range nextEvents(t, ch, 2) {
+			if ev.Type != state.EventDelete || ev.Key.NodeID != []string{"newer", "corrupt"}[i] {
+				t.Fatalf("event %d: %s %s, want delete of newer then corrupt", i, ev.Type, ev.Key)
+			}
+		}
+		// A newer build's record cannot be ordered against: refused.
+		_, err = s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "newer", "inc-x", 2), time.Hour)
+		if !errors.Is(err, state.ErrUnsupportedVersion) {
+			t.Fatalf("UpsertNode over a newer schema: %v, want ErrUnsupportedVersion", err)
+		}
+		// A corrupt one holds no sequence: overwritten as an insert.
+		w, err := s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "corrupt", "inc-x", 1), time.Hour)
+		if err != nil || w.Decision != cluster.DecisionInsert {
+			t.Fatalf("UpsertNode over a corrupt record = %+v, %v; want an insert", w, err)
+		}
+	})
+
+	t.Run("WatchEndsWhenServerStops", func(t *testing.T) {
+		s, _ := setup(t, nil)
+		clusterID := uniqueCluster(t)
+		snap, err := s.Snapshot(testCtx(t), clusterID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		ch := s.Watch(ctx, clusterID, snap.Revision)
+		k.srv.Stop()
+		defer k.srv.Start()
+		var last error
+		timeout := time.After(20 * time.Second)
+		for done := false; !done; {
+			select {
+			case b, ok := <-ch:
+				if !ok {
+					done = true
+					break
+				}
+				if len(b.Events) > 0 {
+					t.Fatalf("events from a stopped server: %d", len(b.Events))
+				}
+				last = b.Err
+			case <-timeout:
+				t.Fatal("watch still open 20s after the server stopped")
+			}
+		}
+		if !errors.Is(last, state.ErrUnavailable) {
+			t.Fatalf("watch ended with %v, want ErrUnavailable", last)
+		}
+	})
+
+	t.Run("Kubeconfig", func(t *testing.T) {
+		_, c := setup(t, nil)
+		s, err := New(context.Background(), Options{Kubeconfig: k.srv.WriteKubeconfig(t, c.token), Namespace: c.namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.CheckReady(testCtx(t)); err != nil {
+			t.Fatalf("CheckReady through a kubeconfig: %v", err)
+		}
+	})
+}
+
+// nextEvents reads n events from ch, failing on an error, a close or a
+// ten-second wait.
+func nextEvents(t *testing.T, ch <-chan state.WatchBatch, n int) []state.Event {
+	t.Helper()
+	var got []state.Event
+	timeout := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case b, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %d of %d events", len(got), n)
+			}
+			if b.Err != nil {
+				t.Fatalf("watch ended with %v after %d of %d events", b.Err, len(got), n)
+			}
+			got = append(got, b.Events...)
+		case <-timeout:
+			t.Fatalf("%d of %d events within 10s", len(got), n)
+		}
+	}
+	if len(got) > n {
+		t.Fatalf("got %d events, want %d", len(got), n)
+	}
+	return got
+}
