@@ -1,0 +1,208 @@
+package dataserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/placement"
+)
+
+// Sentinel errors of Fetch; a server's answer is an *Error that wraps one.
+var (
+	// ErrWrongOwner: 421, the worker does not own a block of the range.
+	// Refresh placement (the *Error carries the worker's version).
+	ErrWrongOwner = errors.New("wrong owner")
+	// ErrNotFound: 404, no such object.
+	ErrNotFound = errors.New("object not found")
+	// ErrRangeNotSatisfiable: 416, the offset is at or past the end.
+	ErrRangeNotSatisfiable = errors.New("range not satisfiable")
+	// ErrBadRequest: 400 or 405, the request broke a rule.
+	ErrBadRequest = errors.New("bad request")
+	// ErrUnavailable: 503, the worker is starting, draining or closing.
+	// Try a replica.
+	ErrUnavailable = errors.New("worker unavailable")
+	// ErrBackend: 502, the worker could not load from the blob store.
+	ErrBackend = errors.New("worker's blob store failed")
+	// ErrServer: 500 or another unexpected status.
+	ErrServer = errors.New("worker error")
+	// ErrProtocol: the answer broke the protocol (missing or inconsistent
+	// Content-Length or object size, a body shorter than announced).
+	ErrProtocol = errors.New("invalid data server response")
+)
+
+// Error is a data server's error answer.
+type Error struct {
+	Addr    string
+	Status  int
+	Code    string
+	Message string
+	// Version is the worker's placement version, when it sent one
+	// (always with ErrWrongOwner).
+	Version    uint64
+	HasVersion bool
+	kind       error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("data server %s: HTTP %d %s: %s", e.Addr, e.Status, e.Code, e.Message)
+}
+
+// Unwrap returns the sentinel for the status.
+func (e *Error) Unwrap() error { return e.kind }
+
+// Request is one range read.
+type Request struct {
+	// Addr is the worker's data address, host:port.
+	Addr   string
+	Object string
+	// Offset and Length give the range; Length must be positive. The
+	// answer is cut at the end of the object.
+	Offset, Length int64
+	// Replicas is the replica count the placement lookup used; 0 means 1.
+	Replicas int
+	// Version is the PlacementVersion the placement lookup returned.
+	Version uint64
+}
+
+// Result describes a successful read.
+type Result struct {
+	// Data holds the bytes (Fetch only).
+	Data []byte
+	// N is the number of bytes read: min(Length, ObjectSize-Offset).
+	N int64
+	// ObjectSize is the object's size.
+	ObjectSize int64
+	// Version is the worker's placement version.
+	Version uint64
+}
+
+// URL returns the request URL of req.
+func (req *Request) URL() string {
+	var b strings.Builder
+	b.WriteString("http://")
+	b.WriteString(req.Addr)
+	b.WriteString(PathPrefix[:len(PathPrefix)-1])
+	for seg := range strings.SplitSeq(req.Object, "/") {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(seg))
+	}
+	replicas := max(req.Replicas, 1)
+	fmt.Fprintf(&b, "?offset=%d&length=%d&replicas=%d", req.Offset, req.Length, replicas)
+	return b.String()
+}
+
+// Fetch reads the range of req into memory. See FetchTo.
+func Fetch(ctx context.Context, hc *http.Client, req Request) (*Result, error) {
+	var buf bytes.Buffer
+	res, err := fetch(ctx, hc, req, &buf)
+	if err != nil {
+		return nil, err
+	}
+	res.Data = buf.Bytes()
+	return res, nil
+}
+
+// FetchTo reads the range of req and writes it to w, verifying that the
+// worker sent exactly the bytes the range holds: Content-Length must equal
+// min(Length, ObjectSize-Offset) and the body must be that long. On error
+// w may have received a prefix of the range. Connection failures are
+// returned as they come (wrapped); answers are *Error.
+func FetchTo(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Result, error) {
+	return fetch(ctx, hc, req, w)
+}
+
+func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Result, error) {
+	if err := blob.ValidateKey(req.Object); err != nil {
+		return nil, err
+	}
+	if req.Offset < 0 || req.Length <= 0 {
+		return nil, fmt.Errorf("%w: offset %d length %d: offset must be 0 or more and length positive", ErrBadRequest, req.Offset, req.Length)
+	}
+	if req.Replicas < 0 || req.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("%w: replicas %d: must be from 1 to %d", ErrBadRequest, req.Replicas, MaxReplicas)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %q from %s: %w", req.Object, req.Addr, err)
+	}
+	hreq.Header.Set(VersionHeader, placement.Version(req.Version).String())
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %q from %s: %w", req.Object, req.Addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, answerError(req.Addr, resp)
+	}
+	res := &Result{}
+	if v, err := placement.ParseVersion(resp.Header.Get(VersionHeader)); err == nil {
+		res.Version = uint64(v)
+	}
+	res.ObjectSize, err = strconv.ParseInt(resp.Header.Get(ObjectSizeHeader), 10, 64)
+	if err != nil || res.ObjectSize < 0 {
+		return nil, protocolErr(req, "header %s is %q", ObjectSizeHeader, resp.Header.Get(ObjectSizeHeader))
+	}
+	want := max(min(req.Length, res.ObjectSize-req.Offset), 0)
+	if resp.ContentLength != want {
+		return nil, protocolErr(req, "Content-Length is %d, want %d (offset %d, length %d, object size %d)", resp.ContentLength, want, req.Offset, req.Length, res.ObjectSize)
+	}
+	if b, ok := w.(*bytes.Buffer); ok {
+		b.Grow(int(want))
+	}
+	n, err := io.CopyBuffer(w, io.LimitReader(resp.Body, want), make([]byte, 64<<10))
+	res.N = n
+	if err != nil {
+		return nil, fmt.Errorf("%w: fetch %q from %s: body ended after %d of %d bytes: %w", ErrProtocol, req.Object, req.Addr, n, want, err)
+	}
+	if n != want {
+		return nil, protocolErr(req, "body ended after %d of %d bytes", n, want)
+	}
+	return res, nil
+}
+
+func protocolErr(req Request, format string, args ...any) error {
+	return fmt.Errorf("%w: fetch %q from %s: %s", ErrProtocol, req.Object, req.Addr, fmt.Sprintf(format, args...))
+}
+
+// answerError decodes an error answer.
+func answerError(addr string, resp *http.Response) *Error {
+	e := &Error{Addr: addr, Status: resp.StatusCode}
+	var body errorBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<10)).Decode(&body); err == nil {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+	} else {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	if v, err := placement.ParseVersion(resp.Header.Get(VersionHeader)); err == nil {
+		e.Version, e.HasVersion = uint64(v), true
+	}
+	switch resp.StatusCode {
+	case http.StatusMisdirectedRequest:
+		e.kind = ErrWrongOwner
+	case http.StatusNotFound:
+		e.kind = ErrNotFound
+		if e.Code == CodeUnknownPath {
+			e.kind = ErrServer
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		e.kind = ErrRangeNotSatisfiable
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+		e.kind = ErrBadRequest
+	case http.StatusServiceUnavailable:
+		e.kind = ErrUnavailable
+	case http.StatusBadGateway:
+		e.kind = ErrBackend
+	default:
+		e.kind = ErrServer
+	}
+	return e
+}

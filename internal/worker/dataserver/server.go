@@ -1,0 +1,376 @@
+package dataserver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/placement"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/worker/cache"
+	"github.com/talonhq/talon/internal/worker/stats"
+)
+
+// Wire names.
+const (
+	// PathPrefix is the path of the objects; the key follows it.
+	PathPrefix = "/v1/objects/"
+	// VersionHeader carries a PlacementVersion as 16 lowercase hex digits.
+	VersionHeader = "X-Talon-Placement-Version"
+	// ObjectSizeHeader carries the object's size in a 200 answer.
+	ObjectSizeHeader = "X-Talon-Object-Size"
+)
+
+// Limits.
+const (
+	// MaxReplicas bounds the replicas parameter (the control protocol's limit).
+	MaxReplicas = protocol.MaxReplicas
+	// DefaultMaxRangeBlocks is the default Config.MaxRangeBlocks.
+	DefaultMaxRangeBlocks = 16
+)
+
+// Error codes: the "code" of a JSON error and the outcome label of the
+// process metrics. A bounded set.
+const (
+	CodeInvalidKey          = "invalid_key"
+	CodeInvalidParameter    = "invalid_parameter"
+	CodeNotFound            = "not_found"
+	CodeUnknownPath         = "unknown_path"
+	CodeMethodNotAllowed    = "method_not_allowed"
+	CodeRangeNotSatisfiable = "range_not_satisfiable"
+	CodeWrongOwner          = "wrong_owner"
+	CodeBackend             = "backend_error"
+	CodeNotReady            = "not_ready"
+	CodeUnavailable         = "unavailable"
+	CodeInternal            = "internal"
+	// CodeCanceled is only an outcome: the client left before the answer.
+	CodeCanceled = "canceled"
+	// CodeAborted is only an outcome: the body failed after it started.
+	CodeAborted = "aborted"
+)
+
+// BlockKey is the placement key of block index of object: the object key,
+// "#", and the index in decimal without leading zeros ("videos/a.mp4#12").
+// It is injective: the index is the digits after the last "#", and the
+// object is everything before it, so two different blocks never share a
+// key even when object keys contain "#". The worker runtime, the data
+// server and the client library all use this function.
+func BlockKey(object string, index int64) string {
+	return object + "#" + strconv.FormatInt(index, 10)
+}
+
+// Ownership tells whether this worker owns a block under its current
+// placement, and that placement's version. The worker runtime implements
+// it; it must be safe for concurrent use and cheap (it is called for every
+// block of every request).
+type Ownership interface {
+	// Owns reports whether this worker is among the first replicas owners
+	// of BlockKey(object, block), and the PlacementVersion the answer was
+	// computed from.
+	Owns(object string, block int64, replicas int) (owned bool, version uint64)
+}
+
+// Config configures New.
+type Config struct {
+	Cache     *cache.Cache
+	Ownership Ownership
+	Stats     *stats.Stats
+	Logger    *slog.Logger
+	// Ready reports whether the worker serves data (false while starting
+	// or draining: 503). Nil means always ready.
+	Ready func() bool
+	// Observe, if set, is told every finished request with operation
+	// "get" and outcome "ok" or an error code (metrics.Process.Observe).
+	Observe func(operation, outcome string, d time.Duration)
+	// MaxRangeBlocks bounds the length parameter to this many blocks;
+	// 0 means DefaultMaxRangeBlocks.
+	MaxRangeBlocks int
+}
+
+// Server is the data listener's handler. It is safe for concurrent use and
+// starts no goroutines.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	blockSize int64
+	maxLength int64
+}
+
+// New returns the handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Cache == nil || cfg.Ownership == nil || cfg.Stats == nil || cfg.Logger == nil {
+		return nil, errors.New("dataserver: Cache, Ownership, Stats and Logger are required")
+	}
+	if cfg.MaxRangeBlocks <= 0 {
+		cfg.MaxRangeBlocks = DefaultMaxRangeBlocks
+	}
+	return &Server{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "dataserver"),
+		blockSize: cfg.Cache.BlockSize(),
+		maxLength: int64(cfg.MaxRangeBlocks) * cfg.Cache.BlockSize(),
+	}, nil
+}
+
+// apiError is an error answer.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	// version is sent (header and body) with wrong_owner.
+	version    uint64
+	hasVersion bool
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the JSON of an error answer.
+type errorBody struct {
+	Error struct {
+		Code             string `json:"code"`
+		Message          string `json:"message"`
+		PlacementVersion string `json:"placementVersion,omitempty"`
+	} `json:"error"`
+}
+
+// request is a parsed, validated request.
+type request struct {
+	key      string
+	offset   int64
+	length   int64
+	replicas int
+	// clientVersion is the client's placement version ("" if not sent):
+	// diagnostics only, ownership decides.
+	clientVersion string
+}
+
+// ServeHTTP serves one request; see the package documentation.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.cfg.Stats.Request()
+	outcome := "ok"
+	defer func() {
+		if s.cfg.Observe != nil {
+			s.cfg.Observe("get", outcome, time.Since(start))
+		}
+	}()
+	n, err := s.serve(w, r)
+	s.cfg.Stats.Served(n)
+	if err == nil {
+		return
+	}
+	s.cfg.Stats.Error()
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		// The body had started: all we can do is cut the connection so
+		// the client sees fewer bytes than Content-Length.
+		outcome = CodeAborted
+		if r.Context().Err() != nil {
+			outcome = CodeCanceled
+		} else {
+			s.log.Warn("data response aborted", "object", r.URL.Path, "sent", n, "error", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	outcome = ae.code
+	if ae.code == CodeCanceled {
+		return // nobody is listening
+	}
+	if ae.status >= 500 {
+		s.log.Warn("data request failed", "path", r.URL.Path, "status", ae.status, "error", ae.msg)
+	}
+	writeError(w, ae)
+}
+
+func writeError(w http.ResponseWriter, ae *apiError) {
+	var body errorBody
+	body.Error.Code, body.Error.Message = ae.code, ae.msg
+	if ae.hasVersion {
+		v := placement.Version(ae.version).String()
+		body.Error.PlacementVersion = v
+		w.Header().Set(VersionHeader, v)
+	}
+	b, _ := json.Marshal(body)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(ae.status)
+	w.Write(append(b, '\n'))
+}
+
+// serve answers the request. It returns the body bytes written, and an
+// *apiError when nothing was written yet, or another error when the body
+// failed after it started.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
+	key, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
+	if !ok {
+		return 0, errorf(http.StatusNotFound, CodeUnknownPath, "no resource at %q: objects are under %s", r.URL.Path, PathPrefix)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return 0, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method %s: use GET or HEAD", r.Method)
+	}
+	if s.cfg.Ready != nil && !s.cfg.Ready() {
+		w.Header().Set("Retry-After", "1")
+		return 0, errorf(http.StatusServiceUnavailable, CodeNotReady, "worker is not ready (starting or draining)")
+	}
+	req, aerr := s.parse(key, r)
+	if aerr != nil {
+		return 0, aerr
+	}
+	ctx := r.Context()
+
+	// Ownership of every block the request touches, before any I/O.
+	first, last := req.offset/s.blockSize, (req.offset+req.length-1)/s.blockSize
+	var version uint64
+	for i := first; i <= last; i++ {
+		owned, v := s.cfg.Ownership.Owns(req.key, i, req.replicas)
+		if i == first {
+			version = v
+		}
+		if !owned {
+			return 0, &apiError{
+				status: http.StatusMisdirectedRequest, code: CodeWrongOwner, version: v, hasVersion: true,
+				msg: fmt.Sprintf("this worker does not own block %d of object %q (placement key %q, replicas %d) under placement version %s (the request used %s): refresh placement",
+					i, req.key, BlockKey(req.key, i), req.replicas, placement.Version(v), cmp.Or(req.clientVersion, "none")),
+			}
+		}
+	}
+	w.Header().Set(VersionHeader, placement.Version(version).String())
+
+	size, err := s.cfg.Cache.Size(ctx, req.key)
+	if err != nil {
+		return 0, s.mapErr(ctx, req.key, err)
+	}
+	if req.offset > size || (req.offset == size && size > 0) {
+		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+		return 0, errorf(http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisfiable,
+			"offset %d is not before the end of object %q (%d bytes)", req.offset, req.key, size)
+	}
+	end := min(req.offset+req.length, size)
+
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(end-req.offset, 10))
+	h.Set(ObjectSizeHeader, strconv.FormatInt(size, 10))
+	if r.Method == http.MethodHead || end == req.offset {
+		w.WriteHeader(http.StatusOK)
+		return 0, nil
+	}
+
+	// Open every block first: a failure is still an error status.
+	lastBlock := (end - 1) / s.blockSize
+	blocks := make([]*cache.Block, 0, lastBlock-first+1)
+	defer func() {
+		for _, b := range blocks {
+			b.Close()
+		}
+	}()
+	for i := first; i <= lastBlock; i++ {
+		b, err := s.cfg.Cache.ReadBlock(ctx, req.key, i)
+		if err != nil {
+			return 0, s.mapErr(ctx, req.key, err)
+		}
+		blocks = append(blocks, b)
+		if b.ObjectSize() != size {
+			return 0, errorf(http.StatusBadGateway, CodeBackend, "object %q changed size during the request (%d, then %d bytes): retry", req.key, size, b.ObjectSize())
+		}
+	}
+
+	w.WriteHeader(http.StatusOK)
+	var sent int64
+	for j, b := range blocks {
+		blockStart := (first + int64(j)) * s.blockSize
+		from := max(req.offset, blockStart) - blockStart
+		to := min(end, blockStart+b.Size()) - blockStart
+		n, err := b.WriteRange(w, from, to-from)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// parse validates the key and the parameters.
+func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
+	if err := blob.ValidateKey(key); err != nil {
+		return nil, errorf(http.StatusBadRequest, CodeInvalidKey, "%v", err)
+	}
+	if r.Header.Get("Range") != "" {
+		return nil, errorf(http.StatusBadRequest, CodeInvalidParameter, "header Range is not supported: give the range with the offset and length parameters")
+	}
+	q := r.URL.Query()
+	req := &request{key: key, replicas: 1}
+	var aerr *apiError
+	param := func(name string, min, max int64) (v int64, set bool) {
+		vals, ok := q[name]
+		if !ok || aerr != nil {
+			return 0, false
+		}
+		if len(vals) != 1 {
+			aerr = errorf(http.StatusBadRequest, CodeInvalidParameter, "parameter %s is given %d times: give it once", name, len(vals))
+			return 0, false
+		}
+		v, err := strconv.ParseInt(vals[0], 10, 64)
+		if err != nil || v < min || v > max {
+			aerr = errorf(http.StatusBadRequest, CodeInvalidParameter, "parameter %s=%q: must be a decimal integer from %d to %d", name, vals[0], min, max)
+			return 0, false
+		}
+		return v, true
+	}
+	req.offset, _ = param("offset", 0, 1<<62)
+	length, haveLength := param("length", 1, s.maxLength)
+	replicas, haveReplicas := param("replicas", 1, MaxReplicas)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if haveReplicas {
+		req.replicas = int(replicas)
+	}
+	req.length = length
+	if !haveLength {
+		req.length = s.blockSize - req.offset%s.blockSize
+	}
+	if hv := r.Header.Get(VersionHeader); hv != "" {
+		if _, err := placement.ParseVersion(hv); err != nil {
+			return nil, errorf(http.StatusBadRequest, CodeInvalidParameter, "header %s: %v", VersionHeader, err)
+		}
+		req.clientVersion = hv
+	}
+	return req, nil
+}
+
+// mapErr turns a cache error into an answer.
+func (s *Server) mapErr(ctx context.Context, key string, err error) *apiError {
+	switch {
+	case ctx.Err() != nil:
+		return errorf(499, CodeCanceled, "client left: %v", err)
+	case errors.Is(err, blob.ErrNotFound):
+		return errorf(http.StatusNotFound, CodeNotFound, "object %q not found", key)
+	case errors.Is(err, blob.ErrInvalidKey):
+		return errorf(http.StatusBadRequest, CodeInvalidKey, "%v", err)
+	case errors.Is(err, cache.ErrOutOfRange):
+		return errorf(http.StatusBadGateway, CodeBackend, "object %q changed size during the request: %v", key, err)
+	case errors.Is(err, blob.ErrBackend):
+		return errorf(http.StatusBadGateway, CodeBackend, "blob store: %v", err)
+	case errors.Is(err, cache.ErrClosed):
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "block cache is closed")
+	}
+	// The cache's own disk failed: the detail (paths) goes to the log only.
+	s.log.Error("block cache failed", "object", key, "error", err)
+	return errorf(http.StatusInternalServerError, CodeInternal, "block cache i/o error on this worker")
+}

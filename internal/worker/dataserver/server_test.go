@@ -1,0 +1,476 @@
+package dataserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/worker/cache"
+	"github.com/talonhq/talon/internal/worker/dataserver"
+	"github.com/talonhq/talon/internal/worker/stats"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const bs = 4096
+
+// owners is a fake Ownership: every block is owned except those listed.
+type owners struct {
+	mu       sync.Mutex
+	notOwned map[int64]bool
+	version  uint64
+	calls    atomic.Int64
+	replicas atomic.Int64 // last replicas asked
+}
+
+func (o *owners) Owns(object string, block int64, replicas int) (bool, uint64) {
+	o.calls.Add(1)
+	o.replicas.Store(int64(replicas))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.notOwned[block], o.version
+}
+
+// failingStore fails reads of ranges at or past failFrom.
+type failingStore struct {
+	blob.Store
+	reads    atomic.Int64
+	failFrom atomic.Int64
+}
+
+func (s *failingStore) ReadRange(ctx context.Context, object string, off, n int64) (io.ReadCloser, error) {
+	s.reads.Add(1)
+	if ff := s.failFrom.Load(); ff >= 0 && off >= ff {
+		return nil, fmt.Errorf("%w: injected failure", blob.ErrBackend)
+	}
+	return s.Store.ReadRange(ctx, object, off, n)
+}
+
+type env struct {
+	blobDir  string
+	src      *failingStore
+	cache    *cache.Cache
+	st       *stats.Stats
+	own      *owners
+	ready    atomic.Bool
+	srv      *httptest.Server
+	addr     string
+	client   *http.Client
+	observed sync.Map // outcome -> count
+}
+
+func newEnv(t testing.TB, blockSize, capacity int64) *env {
+	t.Helper()
+	e := &env{blobDir: t.TempDir(), st: stats.New(), own: &owners{notOwned: map[int64]bool{}, version: 0x0123456789abcdef}}
+	fs, err := blob.NewFile(e.blobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.src = &failingStore{Store: fs}
+	e.src.failFrom.Store(-1)
+	log := slog.New(slog.DiscardHandler)
+	e.cache, err = cache.Open(cache.Config{Dir: t.TempDir(), Capacity: capacity, BlockSize: blockSize, Source: e.src, Stats: e.st, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cache.Close() })
+	e.ready.Store(true)
+	h, err := dataserver.New(dataserver.Config{
+		Cache: e.cache, Ownership: e.own, Stats: e.st, Logger: log, Ready: e.ready.Load,
+		Observe: func(op, outcome string, _ time.Duration) {
+			v, _ := e.observed.LoadOrStore(op+"/"+outcome, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	e.addr = strings.TrimPrefix(e.srv.URL, "http://")
+	e.client = e.srv.Client()
+	return e
+}
+
+// settle waits until the handler has finished n requests: a client can
+// have the whole body before the handler records it.
+func (e *env) settle(t testing.TB, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var total int64
+		e.observed.Range(func(_, v any) bool { total += v.(*atomic.Int64).Load(); return true })
+		if total >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests finished in 10s", total, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (e *env) observedCount(key string) int64 {
+	if v, ok := e.observed.Load(key); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func (e *env) put(t testing.TB, key string, data []byte) {
+	t.Helper()
+	p := filepath.Join(e.blobDir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pattern(seed, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed*2654435761 + 7)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func (e *env) fetch(object string, off, n int64) (*dataserver.Result, error) {
+	return dataserver.Fetch(context.Background(), e.client, dataserver.Request{
+		Addr: e.addr, Object: object, Offset: off, Length: n, Replicas: 2, Version: e.own.version,
+	})
+}
+
+func TestServeRanges(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	const size = 3*bs + 100
+	data := pattern(1, size)
+	e.put(t, "dir/obj name#1", data)
+	tests := []struct {
+		name   string
+		off, n int64
+	}{
+		{"first block", 0, bs},
+		{"inside a block", 10, 100},
+		{"across one boundary", bs - 10, 20},
+		{"across two boundaries", bs - 1, bs + 2},
+		{"whole object", 0, size},
+		{"short last block", 3 * bs, bs},
+		{"last byte", size - 1, 1},
+		{"cut at the end", 2*bs + 50, 10 * bs},
+	}
+	var served int64
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := e.fetch("dir/obj name#1", tt.off, tt.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := min(tt.off+tt.n, size)
+			if !bytes.Equal(res.Data, data[tt.off:end]) || res.N != end-tt.off {
+				t.Fatalf("got %d bytes, want bytes %d..%d of the object", len(res.Data), tt.off, end)
+			}
+			if res.ObjectSize != size || res.Version != e.own.version {
+				t.Fatalf("object size %d version %x, want %d and %x", res.ObjectSize, res.Version, size, e.own.version)
+			}
+			served += res.N
+		})
+	}
+	e.settle(t, int64(len(tests)))
+	if e.own.replicas.Load() != 2 {
+		t.Fatalf("ownership was asked with replicas %d, want the 2 the client sent", e.own.replicas.Load())
+	}
+	capy, c := e.st.Status()
+	if c.BytesServedTotal != uint64(served) || c.RequestsTotal != uint64(len(tests)) || c.ErrorsTotal != 0 {
+		t.Fatalf("stats %+v; want %d bytes served in %d requests without errors", c, served, len(tests))
+	}
+	// Four blocks, each loaded once; everything after the first touch is a hit.
+	if c.MissesTotal != 4 || e.src.reads.Load() != 4 || capy.Blocks != 4 {
+		t.Fatalf("stats %+v %+v, backend reads %d; want 4 misses and 4 reads", c, capy, e.src.reads.Load())
+	}
+	if c.HitsTotal == 0 {
+		t.Fatal("no hits after reading the same blocks again")
+	}
+	if n := e.observedCount("get/ok"); n != int64(len(tests)) {
+		t.Fatalf("Observe saw %d ok requests, want %d", n, len(tests))
+	}
+}
+
+func TestSecondReadIsHit(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	data := pattern(2, bs)
+	e.put(t, "obj", data)
+	for i := range 2 {
+		res, err := e.fetch("obj", 0, bs)
+		if err != nil || !bytes.Equal(res.Data, data) {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	e.settle(t, 2)
+	if _, c := e.st.Status(); c.HitsTotal != 1 || c.MissesTotal != 1 || e.src.reads.Load() != 1 {
+		t.Fatalf("after two reads: %+v, %d backend reads; want 1 miss, 1 hit, 1 read", c, e.src.reads.Load())
+	}
+}
+
+func TestDefaultsAndHead(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	data := pattern(3, 2*bs+10)
+	e.put(t, "obj", data)
+	e.put(t, "empty", nil)
+	get := func(method, path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.srv.URL+path, nil)
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	t.Run("no length: to the end of the block", func(t *testing.T) {
+		resp := get("GET", "/v1/objects/obj?offset=100")
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !bytes.Equal(body, data[100:bs]) || resp.ContentLength != bs-100 {
+			t.Fatalf("status %d, %d bytes", resp.StatusCode, len(body))
+		}
+		if resp.Header.Get(dataserver.VersionHeader) != "0123456789abcdef" || resp.Header.Get(dataserver.ObjectSizeHeader) != "8202" {
+			t.Fatalf("headers %v", resp.Header)
+		}
+	})
+	t.Run("no parameters: block 0", func(t *testing.T) {
+		resp := get("GET", "/v1/objects/obj")
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !bytes.Equal(body, data[:bs]) {
+			t.Fatalf("status %d, %d bytes", resp.StatusCode, len(body))
+		}
+	})
+	t.Run("head loads nothing", func(t *testing.T) {
+		reads := e.src.reads.Load()
+		resp := get("HEAD", "/v1/objects/obj?offset=2&length=9000")
+		if resp.StatusCode != 200 || resp.ContentLength != 2*bs+10-2 || resp.Header.Get(dataserver.ObjectSizeHeader) != "8202" {
+			t.Fatalf("HEAD: status %d length %d headers %v", resp.StatusCode, resp.ContentLength, resp.Header)
+		}
+		if e.src.reads.Load() != reads {
+			t.Fatal("HEAD loaded blocks")
+		}
+	})
+	t.Run("empty object", func(t *testing.T) {
+		res, err := e.fetch("empty", 0, bs)
+		if err != nil || len(res.Data) != 0 || res.ObjectSize != 0 {
+			t.Fatalf("Fetch(empty) = %+v, %v", res, err)
+		}
+	})
+}
+
+// apiErr reads an error answer's JSON.
+func apiErr(t *testing.T, resp *http.Response) (code, msg, version string) {
+	t.Helper()
+	var body struct {
+		Error struct {
+			Code, Message, PlacementVersion string
+		}
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("error answer has Content-Type %q", ct)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Error.Code, body.Error.Message, body.Error.PlacementVersion
+}
+
+func TestErrors(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	e.put(t, "obj", pattern(4, 2*bs))
+	tests := []struct {
+		name    string
+		method  string
+		path    string
+		header  map[string]string
+		status  int
+		code    string
+		message string // substring
+	}{
+		{"missing object", "GET", "/v1/objects/nope?offset=0&length=10", nil, 404, "not_found", `"nope"`},
+		{"unknown path", "GET", "/v2/x", nil, 404, "unknown_path", "/v1/objects/"},
+		{"offset at end", "GET", "/v1/objects/obj?offset=8192&length=1", nil, 416, "range_not_satisfiable", "offset 8192"},
+		{"offset past end", "GET", "/v1/objects/obj?offset=9000&length=1", nil, 416, "range_not_satisfiable", "8192 bytes"},
+		{"dot-dot key", "GET", "/v1/objects/a/%2E%2E/b", nil, 400, "invalid_key", `".." segment`},
+		{"empty segment", "GET", "/v1/objects/a//b", nil, 400, "invalid_key", "empty segment"},
+		{"empty key", "GET", "/v1/objects/", nil, 400, "invalid_key", "must not be empty"},
+		{"NUL in key", "GET", "/v1/objects/a%00b", nil, 400, "invalid_key", "NUL"},
+		{"negative offset", "GET", "/v1/objects/obj?offset=-1", nil, 400, "invalid_parameter", "offset"},
+		{"text offset", "GET", "/v1/objects/obj?offset=abc", nil, 400, "invalid_parameter", `offset="abc"`},
+		{"zero length", "GET", "/v1/objects/obj?length=0", nil, 400, "invalid_parameter", "length"},
+		{"length over the limit", "GET", "/v1/objects/obj?length=65537", nil, 400, "invalid_parameter", "from 1 to 65536"},
+		{"twice", "GET", "/v1/objects/obj?offset=1&offset=2", nil, 400, "invalid_parameter", "given 2 times"},
+		{"zero replicas", "GET", "/v1/objects/obj?replicas=0", nil, 400, "invalid_parameter", "replicas"},
+		{"too many replicas", "GET", "/v1/objects/obj?replicas=17", nil, 400, "invalid_parameter", "from 1 to 16"},
+		{"bad version", "GET", "/v1/objects/obj", map[string]string{dataserver.VersionHeader: "0x12"}, 400, "invalid_parameter", dataserver.VersionHeader},
+		{"range header", "GET", "/v1/objects/obj", map[string]string{"Range": "bytes=0-1"}, 400, "invalid_parameter", "Range"},
+		{"post", "POST", "/v1/objects/obj", nil, 405, "method_not_allowed", "POST"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, e.srv.URL+tt.path, nil)
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := e.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			code, msg, _ := apiErr(t, resp)
+			if code != tt.code || !strings.Contains(msg, tt.message) {
+				t.Fatalf("error %s %q, want %s containing %q", code, msg, tt.code, tt.message)
+			}
+			if tt.status == 416 && resp.Header.Get("Content-Range") != "bytes */8192" {
+				t.Fatalf("416 without Content-Range: %v", resp.Header)
+			}
+		})
+	}
+	e.settle(t, int64(len(tests)))
+	if _, c := e.st.Status(); c.ErrorsTotal != uint64(len(tests)) || c.BackendErrorsTotal != 0 {
+		t.Fatalf("stats %+v: want %d errors, no backend errors", c, len(tests))
+	}
+	if n := e.observedCount("get/invalid_parameter"); n != 9 {
+		t.Fatalf("Observe saw %d invalid_parameter outcomes, want 9", n)
+	}
+}
+
+func TestWrongOwner(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	e.put(t, "obj", pattern(5, 3*bs))
+	e.own.mu.Lock()
+	e.own.notOwned[1] = true
+	e.own.mu.Unlock()
+
+	// Block 0 alone is served.
+	if _, err := e.fetch("obj", 0, bs); err != nil {
+		t.Fatal(err)
+	}
+	reads := e.src.reads.Load()
+	sizes := func() uint64 { _, c := e.st.Status(); return c.BackendFetchesTotal }
+	fetches := sizes()
+	for _, r := range []struct{ off, n int64 }{{bs, bs}, {bs - 1, 2}, {0, 3 * bs}, {2*bs - 1, 1}} {
+		_, err := e.fetch("obj", r.off, r.n)
+		var de *dataserver.Error
+		if !errors.Is(err, dataserver.ErrWrongOwner) || !errors.As(err, &de) {
+			t.Fatalf("range %d+%d: %v, want ErrWrongOwner", r.off, r.n, err)
+		}
+		if de.Status != 421 || de.Code != "wrong_owner" || !de.HasVersion || de.Version != e.own.version {
+			t.Fatalf("wrong owner answer %+v", de)
+		}
+		if !strings.Contains(de.Message, `"obj#1"`) {
+			t.Fatalf("message %q does not name the placement key", de.Message)
+		}
+	}
+	if e.src.reads.Load() != reads || sizes() != fetches {
+		t.Fatal("a misdirected request reached the blob store")
+	}
+	// The raw answer carries the version in the header and the body.
+	resp, err := e.client.Get(e.srv.URL + "/v1/objects/obj?offset=4096")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	code, _, version := apiErr(t, resp)
+	if resp.StatusCode != http.StatusMisdirectedRequest || code != "wrong_owner" || version != "0123456789abcdef" ||
+		resp.Header.Get(dataserver.VersionHeader) != "0123456789abcdef" {
+		t.Fatalf("421 answer: status %d code %q body version %q headers %v", resp.StatusCode, code, version, resp.Header)
+	}
+}
+
+func TestUnavailableAndBackendErrors(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	data := pattern(6, 2*bs)
+	e.put(t, "obj", data)
+
+	e.ready.Store(false)
+	_, err := e.fetch("obj", 0, 10)
+	var de *dataserver.Error
+	if !errors.Is(err, dataserver.ErrUnavailable) || !errors.As(err, &de) || de.Code != "not_ready" {
+		t.Fatalf("not ready: %v, want ErrUnavailable not_ready", err)
+	}
+	e.ready.Store(true)
+
+	// Block 1 fails in the blob store: a range over both blocks gets 502
+	// before any byte is sent, and nothing is cached for block 1.
+	e.src.failFrom.Store(bs)
+	if _, err := e.fetch("obj", 0, 2*bs); !errors.Is(err, dataserver.ErrBackend) {
+		t.Fatalf("failing backend: %v, want ErrBackend", err)
+	}
+	e.settle(t, 2)
+	if _, c := e.st.Status(); c.BackendErrorsTotal != 1 || c.BytesServedTotal != 0 {
+		t.Fatalf("stats %+v: want 1 backend error and nothing served", c)
+	}
+	e.src.failFrom.Store(-1)
+	res, err := e.fetch("obj", 0, 2*bs)
+	if err != nil || !bytes.Equal(res.Data, data) {
+		t.Fatalf("after the backend recovered: %v", err)
+	}
+
+	if _, err := e.fetch("missing", 0, 1); !errors.Is(err, dataserver.ErrNotFound) {
+		t.Fatalf("missing: %v, want ErrNotFound", err)
+	}
+	if _, err := e.fetch("obj", 2*bs, 1); !errors.Is(err, dataserver.ErrRangeNotSatisfiable) {
+		t.Fatalf("past the end: %v, want ErrRangeNotSatisfiable", err)
+	}
+
+	e.cache.Close()
+	if _, err := e.fetch("obj", 0, 1); !errors.Is(err, dataserver.ErrUnavailable) {
+		t.Fatalf("closed cache: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestBlockKey(t *testing.T) {
+	tests := []struct {
+		object string
+		index  int64
+		want   string
+	}{
+		{"a", 0, "a#0"},
+		{"dir/file.bin", 12, "dir/file.bin#12"},
+		{"a#1", 2, "a#1#2"},
+		{"a", 12, "a#12"},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		got := dataserver.BlockKey(tt.object, tt.index)
+		if got != tt.want {
+			t.Errorf("BlockKey(%q, %d) = %q, want %q", tt.object, tt.index, got, tt.want)
+		}
+		if seen[got] {
+			t.Errorf("BlockKey(%q, %d) = %q collides", tt.object, tt.index, got)
+		}
+		seen[got] = true
+	}
+	if k := dataserver.BlockKey(strings.Repeat("k", blob.MaxKeyBytes), 1<<62); len(k) > 1024 {
+		t.Fatalf("the longest block key is %d bytes, over the protocol's 1024", len(k))
+	}
+}
