@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,12 +27,28 @@ func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"operation"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// register registers c, or returns the identical collector already
+// registered (a second Server on the same registry, as after a restart of
+// the listener within one process, shares the series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
 }
 
 func (m *adminMetrics) observe(operation, outcome string, d time.Duration) {

@@ -35,7 +35,8 @@ func parseQuery(raw string, single, multi []string) (query, error) {
 				return query{}, badParam(name, strings.Join(vals, ","), "must be given at most once")
 			}
 		default:
-			return query{}, badParam(name, strings.Join(vals, ","), "is not a parameter of this endpoint (accepted: %s)", strings.Join(append(append([]string{}, single...), multi...), ", "))
+			accepted := append(append([]string{}, single...), multi...)
+			return query{}, badParam(name, strings.Join(vals, ","), "is not a parameter of this endpoint (accepted: %s)", strings.Join(accepted, ", "))
 		}
 	}
 	return query{v: v}, nil
