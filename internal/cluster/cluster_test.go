@@ -222,6 +222,9 @@ func TestOrder(t *testing.T) {
 		{"duplicate", stored, &Record{IncarnationID: "a", HeartbeatSeq: 5}, DecisionDuplicate, false},
 		{"stale", stored, &Record{IncarnationID: "a", HeartbeatSeq: 4}, DecisionStale, false},
 		{"stale zero", stored, &Record{IncarnationID: "a", HeartbeatSeq: 0}, DecisionStale, false},
+		{"restart started later", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b", StartTimeUnixMs: 200}, DecisionRestart, true},
+		{"restart same start time", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b", StartTimeUnixMs: 100}, DecisionRestart, true},
+		{"delayed heartbeat of the previous process", &Record{IncarnationID: "b", HeartbeatSeq: 0, StartTimeUnixMs: 200}, &Record{IncarnationID: "a", HeartbeatSeq: 99, StartTimeUnixMs: 100}, DecisionStale, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +247,7 @@ func TestOrderExhaustive(t *testing.T) {
 				for is := uint64(0); is < 4; is++ {
 					s := &Record{IncarnationID: si, HeartbeatSeq: ss}
 					in := &Record{IncarnationID: ii, HeartbeatSeq: is}
-					want := si != ii || is > ss
+					want := si != ii || is > ss // equal start times: the ADR rule
 					if got := Order(s, in).Accepted(); got != want {
 						t.Errorf("Order(%s/%d, %s/%d).Accepted() = %v, want %v", si, ss, ii, is, got, want)
 					}

@@ -10,7 +10,7 @@ const (
 	DecisionRestart                       // a different incarnation: the process restarted
 	DecisionAdvance                       // same incarnation, greater sequence
 	DecisionDuplicate                     // same incarnation, same sequence
-	DecisionStale                         // same incarnation, smaller sequence
+	DecisionStale                         // same incarnation, smaller sequence; or an older process
 )
 
 // Accepted reports whether the update replaces the stored record.
@@ -40,11 +40,22 @@ func (d Decision) String() string {
 // no record exists, when the incarnation differs, or when the incarnation
 // matches and the sequence is greater; otherwise the update is a duplicate
 // (equal sequence) or stale (smaller sequence).
+//
+// One refinement of the ADR rule: a different incarnation whose process
+// started before the stored one (StartTimeUnixMs smaller) is stale, not a
+// restart. Without it, a heartbeat the old process sent just before it died,
+// delayed through another coordinator, would replace the new process's
+// record and move the slot backward, which is exactly what the ordering rule
+// exists to prevent. Equal or unknown (zero) start times keep the ADR
+// behaviour: any other incarnation is a restart.
 func Order(stored, incoming *Record) Decision {
 	switch {
 	case stored == nil:
 		return DecisionInsert
 	case stored.IncarnationID != incoming.IncarnationID:
+		if incoming.StartTimeUnixMs < stored.StartTimeUnixMs {
+			return DecisionStale
+		}
 		return DecisionRestart
 	case incoming.HeartbeatSeq > stored.HeartbeatSeq:
 		return DecisionAdvance

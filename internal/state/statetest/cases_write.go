@@ -141,11 +141,17 @@ func runUpsert(t *testing.T, newHarness Factory) {
 		next := e.rec(cluster.RoleWorker, "w1", "inc-new", 1)
 		next.StartTimeUnixMs = fresh.StartTimeUnixMs
 		e.mustUpsert(next, longTTL, cluster.DecisionAdvance, next)
-		// ADR rule 2: any other incarnation is accepted as a restart, even
-		// the previous one (the rule compares incarnations for equality only).
+		// A delayed heartbeat of the previous process (it started earlier)
+		// is stale: it must not move the slot back (cluster.Order).
 		back := e.rec(cluster.RoleWorker, "w1", "inc-old", 41)
-		e.mustUpsert(back, longTTL, cluster.DecisionRestart, back)
-		mustFind(t, e.snapshot(e.cluster), back)
+		e.mustUpsert(back, longTTL, cluster.DecisionStale, next)
+		mustFind(t, e.snapshot(e.cluster), next)
+		// ADR rule 2: another incarnation that did not start earlier is a
+		// restart, whatever its sequence.
+		third := e.rec(cluster.RoleWorker, "w1", "inc-third", 0)
+		third.StartTimeUnixMs = next.StartTimeUnixMs
+		e.mustUpsert(third, longTTL, cluster.DecisionRestart, third)
+		mustFind(t, e.snapshot(e.cluster), third)
 	})
 
 	t.Run("StoresACopy", func(t *testing.T) {
