@@ -47,8 +47,8 @@ const (
 	DefaultLoadTimeout = 2 * time.Minute
 	// maxSizeEntries bounds the object size cache.
 	maxSizeEntries = 4096
-	// maxAttempts bounds how often one ReadBlock looks a block up again
-	// after it was evicted between its load and its open.
+	// maxAttempts bounds how often one ReadBlock looks a resident block
+	// up again after its file vanished or failed verification.
 	maxAttempts = 4
 )
 
@@ -75,7 +75,9 @@ type Config struct {
 	LoadTimeout time.Duration
 }
 
-// entry is a resident block. All fields are guarded by Cache.mu.
+// entry is a resident block. The fields up to mtime are set before the
+// entry is published in Cache.entries and never change; the rest are
+// guarded by Cache.mu.
 type entry struct {
 	id       blockID
 	path     string
@@ -84,9 +86,9 @@ type entry struct {
 	dataLen  int64
 	objSize  int64
 	sum      uint64
-	verified bool // data checksum checked (or written) by this process
 	mtime    time.Time
 
+	verified   bool // data checksum checked (or written) by this process
 	freq       uint8
 	q          *queue
 	prev, next *entry
