@@ -14,7 +14,7 @@
 //	/api/v1/nodes/{id}    coordinators group api      token
 //	/api/v1/placement     coordinators group api      token
 //	/api/v1/openapi.json  both roles   group api      token
-//	/ and below           coordinators group ui       token (Options.UI)
+//	/ and below           coordinators group ui       no token; static assets only (Options.UI)
 //
 // Invariants:
 //
@@ -28,8 +28,10 @@
 //     and /readyz stay open so orchestrator probes work without secrets,
 //     and /readyz then gives the status word only: its reasons can name
 //     store endpoints and error text, so they go to authenticated callers
-//     only. With no tokens configured every route is open (the deployment
-//     is then expected to bind a trusted interface or sit behind an
+//     only. The UI's static assets stay open too, so that a browser can
+//     load the page that asks for the token; they carry no cluster data.
+//     With no tokens configured every route is open (the deployment is
+//     then expected to bind a trusted interface or sit behind an
 //     authenticating proxy, ADR section 11). Proxy identity headers are
 //     never trusted. Tokens never appear in responses, errors, logs or
 //     metrics.

@@ -32,7 +32,7 @@ func TestAuthentication(t *testing.T) {
 	})})
 	putMixedWorkers(t, e)
 	protected := []string{"/metrics", apiv1.PathCluster, apiv1.PathNodes, apiv1.PathNodes + "/w1",
-		apiv1.PathPlacement + "?key=k", apiv1.PathOpenAPI, "/", "/ui/app.js"}
+		apiv1.PathPlacement + "?key=k", apiv1.PathOpenAPI}
 	// Data a 401 must not carry: cluster, node and metric names.
 	secrets := []string{clusterID + `"`, "coord-a", "w1", "talon_", "openapi", tokenA, tokenB}
 
@@ -76,6 +76,22 @@ func TestAuthentication(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("lower-case scheme: status %d", resp.StatusCode)
+		}
+	})
+	t.Run("UI assets stay open", func(t *testing.T) {
+		// A browser cannot attach a bearer token to a page load: the page
+		// must load so that it can ask for the token.
+		for _, p := range []string{"/", "/index.html", "/app.js", "/api-docs"} {
+			r := e.get(t, p)
+			if r.status != http.StatusOK || r.header.Get("Content-Security-Policy") == "" {
+				t.Fatalf("%s without token: %d CSP %q %s", p, r.status, r.header.Get("Content-Security-Policy"), r.body)
+			}
+		}
+		// Nothing under /api falls through to the open UI route.
+		for _, p := range []string{"/api", "/api/", "/api/v1", "/api/v1/", "/api/v1/nodes/", "/api/v2/cluster"} {
+			if r := e.get(t, p); r.status != http.StatusUnauthorized && r.status != http.StatusNotFound {
+				t.Fatalf("%s without token: %d %s", p, r.status, r.body)
+			}
 		}
 	})
 	t.Run("probes stay open", func(t *testing.T) {

@@ -89,9 +89,11 @@ type Options struct {
 	WorkerUsage UsageSource
 	// UI is the web UI, served on coordinators at / and every path not
 	// taken by another route when Config.ExposeUI is on. Nil: 404. The
-	// admin listener adds authentication, security headers and a CSP; the
-	// handler serves static assets only (it talks to /api/v1 from the
-	// browser like any other client).
+	// admin listener adds security headers and a CSP. The handler must
+	// serve static assets only, the same for every caller: they are served
+	// without a token, because a browser cannot attach a bearer token to a
+	// page load; the page then calls /api/v1 with the token like any other
+	// client, and all cluster data stays behind authentication.
 	UI http.Handler
 
 	// Gatherer is what /metrics exposes (the process's registry).
@@ -273,7 +275,9 @@ var (
 	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, api: true, serve: (*Server).node}
 	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, api: true, serve: (*Server).placement}
 	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, api: true, serve: (*Server).openAPI}
-	routeUI        = &route{name: "ui", group: groupUI, auth: authRequired, serve: (*Server).ui}
+	// The UI's assets are static and hold no cluster data; the page asks
+	// for a token when /api/v1 answers 401 (see Options.UI).
+	routeUI = &route{name: "ui", group: groupUI, auth: authNone, serve: (*Server).ui}
 	// routeUnmatched labels requests no route serves.
 	routeUnmatched = &route{name: "unmatched", api: true}
 )
