@@ -51,6 +51,7 @@ type Candidate struct {
 // concurrent use without locking.
 type Table struct {
 	nodes   []Node   // sorted by ID, IDs unique
+	owners  []Owner  // owners[i] is nodes[i] as an Owner, copied out by lookups
 	hashes  []uint64 // hashes[i] = nodeHash(nodes[i].ID)
 	version Version
 }
@@ -85,11 +86,13 @@ func New(nodes []Node) (*Table, error) {
 			return nil, &FieldError{Field: "nodes.id", Value: quote(sorted[i].ID), Rule: "must be unique; it appears more than once", err: ErrDuplicateNode}
 		}
 	}
+	owners := make([]Owner, len(sorted))
 	hashes := make([]uint64, len(sorted))
 	for i := range sorted {
+		owners[i] = Owner{NodeID: sorted[i].ID, Address: sorted[i].Address}
 		hashes[i] = nodeHash(sorted[i].ID)
 	}
-	return &Table{nodes: sorted, hashes: hashes, version: versionOf(sorted)}, nil
+	return &Table{nodes: sorted, owners: owners, hashes: hashes, version: versionOf(sorted)}, nil
 }
 
 // Version returns the PlacementVersion of the table's membership.
@@ -133,7 +136,7 @@ func (t *Table) LookupInto(key string, n int, dst []Owner) []Owner {
 	kh := xxh3.HashString(key)
 	if n > maxFastReplicas {
 		for _, r := range t.rank(kh)[:n] {
-			dst = append(dst, Owner{NodeID: t.nodes[r.idx].ID, Address: t.nodes[r.idx].Address})
+			dst = append(dst, t.owners[r.idx])
 		}
 		return dst
 	}
@@ -169,7 +172,7 @@ func (t *Table) LookupInto(key string, n int, dst []Owner) []Owner {
 		worst = top[n-1].score
 	}
 	for _, r := range top[:n] {
-		dst = append(dst, Owner{NodeID: t.nodes[r.idx].ID, Address: t.nodes[r.idx].Address})
+		dst = append(dst, t.owners[r.idx])
 	}
 	return dst
 }
