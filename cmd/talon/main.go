@@ -4,14 +4,12 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/talonhq/talon/internal/app"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := app.SignalContext(context.Background())
 	code := app.Main(ctx, os.Args[1:], app.DefaultEnv())
 	stop()
 	os.Exit(code)

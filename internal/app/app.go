@@ -88,6 +88,7 @@ environment or from files.`,
 		newRoleCmd(env, cluster.RoleCoordinator),
 		newRoleCmd(env, cluster.RoleWorker),
 		newDevCmd(env),
+		newGetCmd(env),
 		newConfigCmd(env),
 		newVersionCmd(env),
 	)

@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/talonhq/talon/internal/admin"
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
@@ -17,12 +22,14 @@ import (
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/state/kube"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/worker"
+	"github.com/talonhq/talon/internal/worker/cache"
+	"github.com/talonhq/talon/internal/worker/dataserver"
+	"github.com/talonhq/talon/internal/worker/stats"
 )
 
-var errDevUnavailable = errors.New("talon dev needs the worker data path, which is not in this build yet")
-
 func defaultRunners() Runners {
-	return Runners{Coordinator: RunCoordinator}
+	return Runners{Coordinator: RunCoordinator, Worker: RunWorker, Dev: RunDev}
 }
 
 // OpenStore connects to the configured state backend.
@@ -51,40 +58,266 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (state
 	return nil, fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", cfg.StateBackend)
 }
 
-// RunCoordinator runs a coordinator process from cfg until ctx ends.
-func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+// listeners binds a role's main and admin listeners (admin may be disabled).
+func listeners(cfg *config.Config) (main, adminLn net.Listener, err error) {
+	main, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	if cfg.AdminListen != "" {
+		adminLn, err = net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
+			main.Close()
+			return nil, nil, fmt.Errorf("admin-listen %s: %w", cfg.AdminListen, err)
+		}
+	}
+	return main, adminLn, nil
+}
+
+// runWithAdmin runs a role's component and its admin listener: the admin
+// listener starts first and stops after the component has drained, so
+// /readyz reports the drain while it happens.
+func runWithAdmin(ctx context.Context, run func(context.Context) error, srv *admin.Server, adminLn net.Listener) error {
+	if srv == nil {
+		return run(ctx)
+	}
+	adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	var adminErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); adminErr = srv.Serve(adminCtx, adminLn) }()
+	err := run(ctx)
+	stopAdmin()
+	wg.Wait()
+	return errors.Join(err, adminErr)
+}
+
+// Coordinator is a coordinator process wired from configuration.
+type Coordinator struct {
+	C       *coordinator.Coordinator
+	Admin   *admin.Server
+	adminLn net.Listener
+	store   state.Store
+}
+
+// NewCoordinator builds (binds, connects) a coordinator process from cfg.
+// store may be nil to open the configured one; a given store is not closed.
+func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger) (*Coordinator, error) {
 	start := time.Now()
-	store, err := OpenStore(ctx, cfg, log.With("component", "store"))
-	if err != nil {
-		return fmt.Errorf("state backend %s: %w", cfg.StateBackend, err)
+	p := &Coordinator{}
+	if store == nil {
+		s, err := OpenStore(ctx, cfg, log.With("component", "store"))
+		if err != nil {
+			return nil, fmt.Errorf("state backend %s: %w", cfg.StateBackend, err)
+		}
+		p.store, store = s, s
 	}
-	defer store.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, adminLn, err := listeners(cfg)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		p.close()
+		return nil, err
 	}
+	p.adminLn = adminLn
 	reg := prometheus.NewRegistry()
 	proc, err := metrics.NewProcess(reg, "coordinator", start, time.Now)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, err := coordinator.New(coordinator.Options{
+	adminAddr := ""
+	if adminLn != nil {
+		adminAddr = advertise(cfg.AdminAdvertise, adminLn.Addr(), log, "admin-advertise")
+	}
+	p.C, err = coordinator.New(coordinator.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
-		Advertise: advertise(cfg.Advertise, ln.Addr()), AdminAddress: cfg.AdminAdvertise,
+		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		Store: store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
 	})
 	if err != nil {
 		ln.Close()
-		return err
+		p.close()
+		return nil, err
 	}
-	return c.Run(ctx)
+	if adminLn != nil {
+		p.Admin, err = admin.New(admin.Options{
+			Config: cfg.Admin, Coordinator: p.C, UI: ui, Gatherer: reg, Registerer: reg, Process: proc,
+			Logger: log, Clock: time.Now, ShutdownTimeout: cfg.ShutdownTimeout,
+		})
+		if err != nil {
+			ln.Close()
+			p.close()
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
-// advertise returns the configured advertised address, or one derived from
-// the bound address: a wildcard host is replaced by the loopback address
-// only when nothing better is known, so set --advertise in real deployments.
-func advertise(configured string, bound net.Addr) string {
+// AdminAddr returns the admin listener's address, or nil when disabled.
+func (p *Coordinator) AdminAddr() net.Addr {
+	if p.adminLn == nil {
+		return nil
+	}
+	return p.adminLn.Addr()
+}
+
+func (p *Coordinator) close() {
+	if p.adminLn != nil {
+		p.adminLn.Close()
+	}
+	if p.store != nil {
+		p.store.Close()
+	}
+}
+
+// Run serves until ctx ends and drains.
+func (p *Coordinator) Run(ctx context.Context) error {
+	defer func() {
+		if p.store != nil {
+			p.store.Close()
+		}
+	}()
+	return runWithAdmin(ctx, p.C.Run, p.Admin, p.adminLn)
+}
+
+// RunCoordinator runs a coordinator process from cfg until ctx ends.
+func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	p, err := NewCoordinator(ctx, cfg, nil, uiHandler(), log)
+	if err != nil {
+		return err
+	}
+	return p.Run(ctx)
+}
+
+// Worker is a worker process wired from configuration.
+type Worker struct {
+	W       *worker.Worker
+	Admin   *admin.Server
+	Stats   *stats.Stats
+	adminLn net.Listener
+	cache   *cache.Cache
+	client  *client.Client
+}
+
+// NewWorker builds (binds, opens the cache) a worker process from cfg.
+func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
+	start := time.Now()
+	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("blob-store: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, err := metrics.NewProcess(reg, "worker", start, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	st := stats.New()
+	if err := st.Register(reg); err != nil {
+		return nil, err
+	}
+	hb, err := worker.NewHeartbeatCounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: bs, Stats: st, Logger: log.With("component", "cache")})
+	if err != nil {
+		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
+	}
+	cl, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Logger: log})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	p := &Worker{Stats: st, cache: c, client: cl}
+	var w *worker.Worker
+	ds, err := dataserver.New(dataserver.Config{
+		Cache: c, Ownership: worker.NewOwnership(cl, cfg.NodeID, cfg.RequestTimeout), Stats: st,
+		Logger: log.With("component", "data"), Ready: func() bool { return w != nil && w.Readiness().Ready },
+		Observe: proc.Observe,
+	})
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	ln, adminLn, err := listeners(cfg)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.adminLn = adminLn
+	adminAddr := ""
+	if adminLn != nil {
+		adminAddr = advertise(cfg.AdminAdvertise, adminLn.Addr(), log, "admin-advertise")
+	}
+	w, err = worker.New(worker.Options{
+		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
+		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
+		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
+		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
+		DataListener: ln, DataHandler: ds, Status: st, Client: cl, Logger: log, Clock: time.Now, Process: proc,
+		HeartbeatOutcome: hb,
+	})
+	if err != nil {
+		ln.Close()
+		p.close()
+		return nil, err
+	}
+	p.W = w
+	if adminLn != nil {
+		p.Admin, err = admin.New(admin.Options{
+			Config: cfg.Admin, Worker: w, WorkerUsage: st, Gatherer: reg, Registerer: reg, Process: proc,
+			Logger: log, Clock: time.Now, ShutdownTimeout: cfg.ShutdownTimeout,
+		})
+		if err != nil {
+			ln.Close()
+			p.close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// AdminAddr returns the admin listener's address, or nil when disabled.
+func (p *Worker) AdminAddr() net.Addr {
+	if p.adminLn == nil {
+		return nil
+	}
+	return p.adminLn.Addr()
+}
+
+func (p *Worker) close() {
+	if p.adminLn != nil {
+		p.adminLn.Close()
+	}
+	p.client.Close()
+	p.cache.Close()
+}
+
+// Run serves until ctx ends and drains.
+func (p *Worker) Run(ctx context.Context) error {
+	defer p.client.Close()
+	defer p.cache.Close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	// Placement-version pushes keep the ownership checks current.
+	go func() { defer wg.Done(); p.client.Watch(watchCtx, nil) }()
+	defer func() { stopWatch(); wg.Wait() }()
+	return runWithAdmin(ctx, p.W.Run, p.Admin, p.adminLn)
+}
+
+// RunWorker runs a worker process from cfg until ctx ends.
+func RunWorker(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	p, err := NewWorker(cfg, log)
+	if err != nil {
+		return err
+	}
+	return p.Run(ctx)
+}
+
+// advertise returns the configured advertised address, or one derived
+// from the bound address. A wildcard bind is advertised as loopback, with a
+// warning: set the advertise setting on any real deployment.
+func advertise(configured string, bound net.Addr, log *slog.Logger, setting string) string {
 	if configured != "" {
 		return configured
 	}
@@ -93,7 +326,12 @@ func advertise(configured string, bound net.Addr) string {
 		return bound.String()
 	}
 	if tcp.IP.IsUnspecified() {
-		return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+		addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+		log.Warn("listening on every interface without an advertised address; advertising loopback, which only this host can reach", "setting", setting, "advertised", addr)
+		return addr
 	}
 	return tcp.String()
 }
+
+// uiHandler returns the embedded web UI, or nil when this build has none.
+func uiHandler() http.Handler { return nil }

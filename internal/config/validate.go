@@ -151,8 +151,8 @@ func (c *Config) validateWorker() error {
 	if c.BlockSize < MinBlockSize || c.BlockSize > MaxBlockSize {
 		return fmt.Errorf("block-size %d: must be from %d (64KiB) to %d (64MiB) bytes", c.BlockSize, MinBlockSize, MaxBlockSize)
 	}
-	if c.CacheCapacity < c.BlockSize {
-		return fmt.Errorf("cache-capacity %d must be at least block-size %d", c.CacheCapacity, c.BlockSize)
+	if c.CacheCapacity < 2*c.BlockSize {
+		return fmt.Errorf("cache-capacity %d: must be at least twice block-size %d (%d bytes)", c.CacheCapacity, c.BlockSize, 2*c.BlockSize)
 	}
 	return nil
 }

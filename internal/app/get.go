@@ -1,0 +1,130 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/protocol"
+)
+
+type getOptions struct {
+	coordinators []string
+	output       string
+	replicas     int
+	blockSize    string
+	timeout      time.Duration
+	verbose      bool
+}
+
+func newGetCmd(env Env) *cobra.Command {
+	opts := getOptions{}
+	cmd := &cobra.Command{
+		Use:   "get OBJECT",
+		Short: "Read an object through the cluster's caches",
+		Long: `get reads OBJECT through the workers that own its blocks: for each block it
+asks a coordinator for the owners (failing over across --coordinators), reads
+from the first owner and falls back to the next replica when one fails. The
+length of every block and of the whole object is verified. With -o the object
+is written to a temporary file that is renamed into place only when the read
+succeeded; without it, to standard output.
+
+--block-size must equal the workers' block size (default 4MiB): placement is
+per block.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if v := lookupEnv(env.Environ, "TALON_COORDINATORS"); v != "" && !cmd.Flags().Changed("coordinators") {
+				opts.coordinators = strings.Split(v, ",")
+			}
+			return getRun(cmd.Context(), env, opts, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&opts.coordinators, "coordinators", []string{"127.0.0.1:7400"}, "coordinator control addresses host:port[,host:port...] (env TALON_COORDINATORS)")
+	f.StringVarP(&opts.output, "output", "o", "", "write the object to this file instead of standard output")
+	f.IntVar(&opts.replicas, "replicas", 2, fmt.Sprintf("owners looked up per block, tried in order (1 to %d)", protocol.MaxReplicas))
+	f.StringVar(&opts.blockSize, "block-size", "4MiB", "block size of the workers")
+	f.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "give up after this long")
+	f.BoolVarP(&opts.verbose, "verbose", "v", false, "report replica fallbacks on standard error")
+	return cmd
+}
+
+func getRun(ctx context.Context, env Env, opts getOptions, object string) error {
+	if err := blob.ValidateKey(object); err != nil {
+		return &usageError{err}
+	}
+	if opts.replicas < 1 || opts.replicas > protocol.MaxReplicas {
+		return &usageError{fmt.Errorf("--replicas %d: must be from 1 to %d", opts.replicas, protocol.MaxReplicas)}
+	}
+	bs, err := humanize.ParseBytes(opts.blockSize)
+	if err != nil || bs < 1 || bs > 1<<30 {
+		return &usageError{fmt.Errorf("--block-size %q: must be a size such as 4MiB", opts.blockSize)}
+	}
+	for _, a := range opts.coordinators {
+		if err := cluster.ValidateAddress("--coordinators", a, true); err != nil {
+			return &usageError{err}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+	cl, err := client.New(client.Options{Coordinators: opts.coordinators, CacheTTL: time.Minute})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	r := &client.ObjectReader{Client: cl, HTTP: &http.Client{Timeout: time.Minute}, BlockSize: int64(bs), Replicas: opts.replicas}
+	if opts.verbose {
+		r.OnFallback = func(object string, block int64, owner string, err error) {
+			fmt.Fprintf(env.Stderr, "talon: block %d of %s: %s failed (%v); trying the next owner\n", block, object, owner, err)
+		}
+	}
+	if opts.output == "" {
+		w := bufio.NewWriterSize(env.Stdout, 1<<20)
+		if _, err := r.ReadObject(ctx, object, w); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(opts.output), "."+filepath.Base(opts.output)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	n, err := r.ReadObject(ctx, object, w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), opts.output); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "talon: wrote %s (%s) to %s\n", object, humanize.IBytes(uint64(n)), opts.output)
+	return nil
+}
+
+func lookupEnv(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+

@@ -1,0 +1,16 @@
+package worker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// NewHeartbeatCounter registers talon_worker_heartbeats_total with reg and
+// returns a function suitable for Options.HeartbeatOutcome.
+func NewHeartbeatCounter(reg prometheus.Registerer) (func(op, outcome string), error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "talon_worker_heartbeats_total",
+		Help: "Registration and heartbeat attempts by operation and outcome (accepted, duplicate, stale or an error code).",
+	}, []string{"operation", "outcome"})
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	return func(op, outcome string) { c.WithLabelValues(op, outcome).Inc() }, nil
+}

@@ -1,0 +1,48 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/worker/dataserver"
+)
+
+// Ownership answers the data server's ownership checks from the placement
+// the coordinators compute: a PlacementLookup for the block's key through
+// the placement client, whose cache drops every entry as soon as a
+// different PlacementVersion is seen (pushed to the worker by its
+// subscription, see Options.Client and Client.Watch). A check costs a
+// network round trip only on the first request for a block in a
+// membership, or after the cache TTL.
+//
+// When no coordinator can answer, the block is served (owned, version 0):
+// the data is still correct (the blob store is the source of truth), only
+// perhaps not from its preferred owner, and refusing would turn a
+// management-plane outage into a data-path outage.
+type Ownership struct {
+	client  *client.Client
+	self    string
+	timeout time.Duration
+}
+
+// NewOwnership returns the ownership checker of worker nodeID.
+func NewOwnership(c *client.Client, nodeID string, timeout time.Duration) *Ownership {
+	return &Ownership{client: c, self: nodeID, timeout: timeout}
+}
+
+// Owns implements dataserver.Ownership.
+func (o *Ownership) Owns(object string, block int64, replicas int) (bool, uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	p, err := o.client.Lookup(ctx, dataserver.BlockKey(object, block), replicas)
+	if err != nil {
+		return true, 0
+	}
+	for _, owner := range p.Owners {
+		if owner.NodeID == o.self {
+			return true, p.Version
+		}
+	}
+	return false, p.Version
+}
