@@ -127,4 +127,3 @@ func lookupEnv(environ []string, key string) string {
 	}
 	return ""
 }
-
