@@ -170,35 +170,51 @@ func (c *watchCache) entry(kv *mvccpb.KeyValue) *cacheEntry {
 }
 
 // apply applies one watch response's events (all of one or more whole
-// revisions) and advances the revision.
+// revisions) and advances the revision. Values are decoded before the lock
+// is taken: writers look slots up under it.
 func (c *watchCache) apply(events []*clientv3.Event) {
+	type change struct {
+		slot  string
+		put   *cacheEntry // nil for a delete
+		rev   int64
+		valid bool // the key is a record key
+	}
+	changes := make([]change, len(events))
+	for i, ev := range events {
+		ch := change{slot: string(ev.Kv.Key), rev: ev.Kv.ModRevision}
+		if ev.Type == mvccpb.PUT {
+			ch.put = c.entry(ev.Kv)
+			ch.valid = ch.put != nil
+		} else {
+			_, ch.valid = c.s.keys.parse(ch.slot)
+		}
+		changes[i] = ch
+	}
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, ev := range events {
-		if ev.Kv.ModRevision > c.rev {
-			c.rev = ev.Kv.ModRevision
+	for _, ch := range changes {
+		if ch.rev > c.rev {
+			c.rev = ch.rev
 		}
-		slot := string(ev.Kv.Key)
-		switch ev.Type {
-		case mvccpb.PUT:
-			e := c.entry(ev.Kv)
-			if e == nil {
-				continue
-			}
-			if old, ok := c.slots[slot]; ok {
+		switch {
+		case !ch.valid:
+		case ch.put != nil:
+			e := ch.put
+			if old, ok := c.slots[ch.slot]; ok {
 				old.stored = e.stored
 				continue
 			}
-			c.slots[slot] = e
+			c.slots[ch.slot] = e
 			es := c.clusters[e.key.ClusterID]
 			i, _ := slices.BinarySearchFunc(es, e, compareEntries)
 			c.clusters[e.key.ClusterID] = slices.Insert(es, i, e)
-		case mvccpb.DELETE:
-			e, ok := c.slots[slot]
+		default:
+			e, ok := c.slots[ch.slot]
 			if !ok {
 				continue
 			}
-			delete(c.slots, slot)
+			delete(c.slots, ch.slot)
 			es := c.clusters[e.key.ClusterID]
 			if i, found := slices.BinarySearchFunc(es, e, compareEntries); found {
 				es = slices.Delete(es, i, i+1)
