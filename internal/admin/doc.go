@@ -42,8 +42,17 @@
 //     then marked "stale": true with its observedAtUnixMs. /healthz stays
 //     200 while the process serves; /readyz follows the role's readiness.
 //   - Errors: one table (errorTable) maps internal errors to HTTP status and
-//     API code; a 400 names the query parameter. Unknown query parameters,
-//     repeated single-valued ones and bodies are rejected.
+//     API code; a 400 names the query parameter. On endpoints that take
+//     parameters, unknown and repeated single-valued ones are rejected, so a
+//     mistyped filter never silently widens an answer; endpoints without
+//     parameters (probes, status, openapi.json) ignore the query. Request
+//     bodies are refused (413).
+//   - Order and pagination: nodes are listed by (role, node ID); the
+//     continue token is an opaque keyset position (the last role and node
+//     ID returned), so it stays valid across snapshots: nodes added or
+//     removed before it neither shift nor repeat the next page. Expired
+//     records (older than the lease TTL at the snapshot's observation
+//     time) are never listed, even if a store still returns them.
 //   - Metrics: talon_admin_requests_total{operation,outcome} and
 //     talon_admin_request_duration_seconds{operation}, with operation the
 //     route name and outcome "ok" or the API error code; the open

@@ -92,25 +92,34 @@ func (s *Server) view(r *http.Request, allowStale bool) (*coordinator.View, bool
 	return nil, false, err
 }
 
-// liveNodes converts v's records that have not expired at the snapshot's
+// liveRecords returns v's records that have not expired at the snapshot's
 // observation time, ordered by role then node ID. A store may still list a
-// record a little past its lease (lease granularity); readers never see it.
-func (s *Server) liveNodes(v *coordinator.View) []apiv1.Node {
+// record a little past its lease (lease granularity); readers never see
+// it. The records are shared with the view and must not be modified.
+func (s *Server) liveRecords(v *coordinator.View) []*cluster.Record {
 	t := s.opts.Coordinator.Timing()
 	obs := v.Snapshot.ObservedAtUnixMs
-	out := make([]apiv1.Node, 0, len(v.Snapshot.Records))
+	out := make([]*cluster.Record, 0, len(v.Snapshot.Records))
 	for _, rec := range v.Snapshot.Records {
-		if rec == nil || t.Classify(rec.Age(obs)) == cluster.LivenessExpired {
-			continue
+		if rec != nil && t.Classify(rec.Age(obs)) != cluster.LivenessExpired {
+			out = append(out, rec)
 		}
-		out = append(out, apiv1.NodeFromRecord(rec, obs, t))
 	}
-	slices.SortFunc(out, compareNodes)
+	// Stores return this order already (state.Snapshot); sorting only when
+	// one does not keeps the API's order a property of this package.
+	if !slices.IsSortedFunc(out, compareRecords) {
+		slices.SortFunc(out, compareRecords)
+	}
 	return out
 }
 
-func compareNodes(a, b apiv1.Node) int {
-	return cmp.Or(strings.Compare(a.Role, b.Role), strings.Compare(a.NodeID, b.NodeID))
+func compareRecords(a, b *cluster.Record) int {
+	return cmp.Or(strings.Compare(string(a.Role), string(b.Role)), strings.Compare(a.NodeID, b.NodeID))
+}
+
+// apiNode converts a live record of v.
+func (s *Server) apiNode(v *coordinator.View, rec *cluster.Record) apiv1.Node {
+	return apiv1.NodeFromRecord(rec, v.Snapshot.ObservedAtUnixMs, s.opts.Coordinator.Timing())
 }
 
 // cluster answers GET /api/v1/cluster.
@@ -143,14 +152,15 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 			out.Store.ErrorCode = state.Code(err)
 		}
 	}
-	for _, n := range s.liveNodes(v) {
+	obs := v.Snapshot.ObservedAtUnixMs
+	for _, rec := range s.liveRecords(v) {
 		counts := &out.Nodes.Workers
-		if n.Role == string(cluster.RoleCoordinator) {
+		if rec.Role == cluster.RoleCoordinator {
 			counts = &out.Nodes.Coordinators
 		}
 		out.Nodes.Total++
 		counts.Total++
-		switch cluster.Health(n.Health) {
+		switch t.EffectiveHealth(rec, obs) {
 		case cluster.HealthHealthy:
 			counts.Healthy++
 		case cluster.HealthDegraded:
@@ -160,7 +170,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 		default:
 			counts.Unknown++
 		}
-		if n.Ready {
+		if rec.Ready {
 			counts.Ready++
 		}
 	}
@@ -178,20 +188,21 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request, _ bool) error {
 	if err != nil {
 		return err
 	}
-	all := s.liveNodes(v)
+	all := s.liveRecords(v)
 	start := 0
 	if p.after != nil {
-		after := apiv1.Node{Role: string(p.after.role), NodeID: p.after.nodeID}
-		// First node strictly after the cursor.
-		start, _ = slices.BinarySearchFunc(all, after, compareNodes)
-		if start < len(all) && compareNodes(all[start], after) == 0 {
+		after := &cluster.Record{Role: p.after.role, NodeID: p.after.nodeID}
+		// First record strictly after the cursor.
+		start, _ = slices.BinarySearchFunc(all, after, compareRecords)
+		if start < len(all) && compareRecords(all[start], after) == 0 {
 			start++
 		}
 	}
+	t := s.opts.Coordinator.Timing()
+	obs := v.Snapshot.ObservedAtUnixMs
 	out := apiv1.NodeList{Meta: s.meta(v, stale), Items: []apiv1.Node{}}
-	for i := start; i < len(all); i++ {
-		n := &all[i]
-		if !p.filter.match(n) {
+	for _, rec := range all[start:] {
+		if !p.filter.match(rec, t.EffectiveHealth(rec, obs)) {
 			continue
 		}
 		if len(out.Items) == p.limit {
@@ -199,7 +210,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request, _ bool) error {
 			out.Continue = encodeContinue(cursor{role: cluster.Role(last.Role), nodeID: last.NodeID})
 			break
 		}
-		out.Items = append(out.Items, *n)
+		out.Items = append(out.Items, s.apiNode(v, rec))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -226,9 +237,9 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request, _ bool) error {
 		return err
 	}
 	var found []apiv1.Node
-	for _, n := range s.liveNodes(v) {
-		if n.NodeID == id && (role == "" || n.Role == string(role)) {
-			found = append(found, n)
+	for _, rec := range s.liveRecords(v) {
+		if rec.NodeID == id && (role == "" || rec.Role == role) {
+			found = append(found, s.apiNode(v, rec))
 		}
 	}
 	switch len(found) {

@@ -56,7 +56,7 @@ func exposeAll() config.AdminConfig {
 
 // integration skips tests that run a real coordinator or worker on
 // loopback under -short.
-func integration(t *testing.T) {
+func integration(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: runs a coordinator on loopback")
@@ -125,7 +125,7 @@ type envOptions struct {
 // startCoordinator runs a coordinator over a memory store on a fake
 // clock, waits until it is ready (unless the store fails from the start)
 // and serves an admin server for it on loopback.
-func startCoordinator(t *testing.T, o envOptions) *env {
+func startCoordinator(t testing.TB, o envOptions) *env {
 	t.Helper()
 	integration(t)
 	e := &env{clock: &fakeClock{t: time.Now().Truncate(time.Millisecond)}, logs: &syncBuffer{}}
@@ -177,7 +177,7 @@ func startCoordinator(t *testing.T, o envOptions) *env {
 
 // serve builds the admin server from opts (filling in the environment's
 // dependencies) and serves its handler on loopback.
-func (e *env) serve(t *testing.T, opts Options) {
+func (e *env) serve(t testing.TB, opts Options) {
 	t.Helper()
 	opts.Gatherer, opts.Registerer, opts.Process = e.reg, e.reg, e.proc
 	opts.Logger, opts.Clock = e.log, time.Now
@@ -229,7 +229,7 @@ func startWorker(t *testing.T, admin config.AdminConfig, usage UsageSource) *env
 	return e
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
@@ -249,7 +249,7 @@ func workerRecord(id string, labels map[string]string) *cluster.Record {
 }
 
 // put writes rec to the store with the test lease.
-func (e *env) put(t *testing.T, rec *cluster.Record, ttl time.Duration) {
+func (e *env) put(t testing.TB, rec *cluster.Record, ttl time.Duration) {
 	t.Helper()
 	if _, err := e.store.UpsertNode(context.Background(), rec, ttl); err != nil {
 		t.Fatal(err)

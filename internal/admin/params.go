@@ -29,6 +29,8 @@ func parseQuery(raw string, single, multi []string) (query, error) {
 	}
 	for name, vals := range v {
 		switch {
+		case name == "":
+			return query{}, badParam("query", raw, "has a parameter without a name")
 		case contains(multi, name):
 		case contains(single, name):
 			if len(vals) > 1 {
@@ -96,18 +98,19 @@ type nodeFilter struct {
 	labels [][2]string // all must match
 }
 
-func (f *nodeFilter) match(n *apiv1.Node) bool {
-	if f.role != "" && n.Role != string(f.role) {
+// match reports whether rec, whose effective health is health, passes.
+func (f *nodeFilter) match(rec *cluster.Record, health cluster.Health) bool {
+	if f.role != "" && rec.Role != f.role {
 		return false
 	}
-	if f.health != "" && n.Health != string(f.health) {
+	if f.health != "" && health != f.health {
 		return false
 	}
-	if f.ready != nil && n.Ready != *f.ready {
+	if f.ready != nil && rec.Ready != *f.ready {
 		return false
 	}
 	for _, kv := range f.labels {
-		if v, ok := n.Labels[kv[0]]; !ok || v != kv[1] {
+		if v, ok := rec.Labels[kv[0]]; !ok || v != kv[1] {
 			return false
 		}
 	}

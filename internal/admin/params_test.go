@@ -163,6 +163,7 @@ func TestBadParameters(t *testing.T) {
 		{"/api/v1/nodes?allowStale=1", "allowStale"},
 		{"/api/v1/nodes?roles=worker", "roles"},
 		{"/api/v1/nodes?a=%zz", "query"},
+		{"/api/v1/nodes?=x", "query"},
 		{"/api/v1/cluster?verbose=true", "verbose"},
 		{"/api/v1/cluster?allowStale=maybe", "allowStale"},
 		{"/api/v1/nodes/w1?limit=5", "limit"},
