@@ -1,8 +1,13 @@
 package admin
 
 import (
+	"bytes"
+	"context"
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/talonhq/talon/internal/apiv1"
 )
 
 // TestOpenAPICheckDetectsDrift proves the response check used by every
@@ -34,5 +39,26 @@ func TestOpenAPICheckDetectsDrift(t *testing.T) {
 				t.Fatalf("mismatch = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestOpenAPIEndpoint: both roles serve the checked-in document as is.
+func TestOpenAPIEndpoint(t *testing.T) {
+	e := startCoordinator(t, envOptions{admin: exposeAll()})
+	r := e.get(t, apiv1.PathOpenAPI)
+	if r.status != http.StatusOK || !bytes.Equal(r.body, apiv1.OpenAPI()) || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("coordinator: %d, %d bytes, content type %q", r.status, len(r.body), r.header.Get("Content-Type"))
+	}
+	c, err := apiv1.NewClient([]string{e.url}, apiv1.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := c.OpenAPIDocument(context.Background())
+	if err != nil || !bytes.Equal(doc, apiv1.OpenAPI()) {
+		t.Fatalf("client: %d bytes, %v", len(doc), err)
+	}
+	w := startWorker(t, exposeAll(), nil)
+	if r := w.get(t, apiv1.PathOpenAPI); r.status != http.StatusOK || !bytes.Equal(r.body, apiv1.OpenAPI()) {
+		t.Fatalf("worker: %d", r.status)
 	}
 }

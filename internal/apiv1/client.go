@@ -278,13 +278,24 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return &out, nil
 }
 
-// OpenAPIDocument fetches the server's OpenAPI document.
+// OpenAPIDocument fetches the server's OpenAPI document, byte for byte.
 func (c *Client) OpenAPIDocument(ctx context.Context) ([]byte, error) {
-	var out json.RawMessage
-	if err := c.getJSON(ctx, PathOpenAPI, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var out []byte
+	err := c.do(ctx, PathOpenAPI, nil, true, func(resp *http.Response, base string) error {
+		body, err := readBody(resp)
+		if err != nil {
+			return fmt.Errorf("admin api %s: reading %s: %w", base, PathOpenAPI, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return c.apiError(resp, body, base)
+		}
+		if !json.Valid(body) {
+			return fmt.Errorf("admin api %s: decoding %s: not JSON", base, PathOpenAPI)
+		}
+		out = body
+		return nil
+	})
+	return out, err
 }
 
 // Healthz probes liveness of the first reachable server. Probes fail over
