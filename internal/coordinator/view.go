@@ -26,8 +26,9 @@ type View struct {
 func (v *View) Version() placement.Version { return v.Table.Version() }
 
 // batcher coalesces concurrent snapshot reads. A caller joins the read
-// that will start next, never one already in flight, so every caller gets
-// a snapshot whose read began after it asked.
+// that will start next, never one already in flight, so every successful
+// view a caller gets comes from a read that began after it asked. When a
+// read fails, the callers queued behind it get its error at once.
 type batcher struct {
 	fetch func(ctx context.Context) (*View, error)
 	// base bounds every read: it ends when the coordinator stops.
@@ -78,10 +79,21 @@ func (b *batcher) start(c *call) {
 		c.view, c.err = b.fetch(ctx)
 		cancel()
 		b.mu.Lock()
-		b.inflight = b.next
-		b.next = nil
-		if b.inflight != nil {
-			b.start(b.inflight)
+		next := b.next
+		b.inflight, b.next = nil, nil
+		if next != nil {
+			if c.err != nil {
+				// A failed read fails its queued successors too: an error is
+				// always a safe answer (fail closed), and it keeps a caller's
+				// wait within one request timeout while the store is down.
+				// Only a successful view must come from a read that began
+				// after the caller asked.
+				next.err = c.err
+				close(next.done)
+			} else {
+				b.inflight = next
+				b.start(next)
+			}
 		}
 		b.mu.Unlock()
 		close(c.done)

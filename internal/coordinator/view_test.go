@@ -1,0 +1,74 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBatcher checks the two batching rules: a caller never gets a view
+// from a read that began before it asked, and a failed read fails the
+// callers queued behind it at once.
+func TestBatcher(t *testing.T) {
+	var started atomic.Int64
+	release := make(chan error)
+	var wg sync.WaitGroup
+	b := &batcher{base: context.Background(), timeout: time.Minute, wg: &wg, fetch: func(ctx context.Context) (*View, error) {
+		n := started.Add(1)
+		if err := <-release; err != nil {
+			return nil, err
+		}
+		return &View{ObservedAt: time.Unix(n, 0)}, nil
+	}}
+	get := func() chan *View {
+		ch := make(chan *View, 1)
+		go func() {
+			v, err := b.get(context.Background())
+			if err != nil {
+				v = nil
+			}
+			ch <- v
+		}()
+		return ch
+	}
+	first := get()
+	waitFor(t, "first read started", func() bool { return started.Load() == 1 })
+	// Two callers arrive while read 1 is in flight: they share read 2.
+	second, third := get(), get()
+	time.Sleep(20 * time.Millisecond)
+	release <- nil // read 1 succeeds
+	if v := <-first; v == nil || v.ObservedAt.Unix() != 1 {
+		t.Fatalf("first caller got %v, want read 1", v)
+	}
+	waitFor(t, "second read started", func() bool { return started.Load() == 2 })
+	release <- nil
+	for _, ch := range []chan *View{second, third} {
+		if v := <-ch; v == nil || v.ObservedAt.Unix() != 2 {
+			t.Fatalf("caller that arrived during read 1 got %v, want read 2", v)
+		}
+	}
+	if started.Load() != 2 {
+		t.Fatalf("%d reads for three callers, want 2", started.Load())
+	}
+
+	// Failure: a caller queued behind a failing read fails with it and
+	// no further read starts.
+	failing := get()
+	waitFor(t, "third read started", func() bool { return started.Load() == 3 })
+	queued := get()
+	time.Sleep(20 * time.Millisecond)
+	release <- errors.New("store down")
+	if v := <-failing; v != nil {
+		t.Fatal("failed read returned a view")
+	}
+	if v := <-queued; v != nil {
+		t.Fatal("queued caller got a view from a failed batch")
+	}
+	if started.Load() != 3 {
+		t.Fatalf("a read started after a failure with no caller waiting: %d", started.Load())
+	}
+	wg.Wait()
+}

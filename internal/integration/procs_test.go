@@ -1,0 +1,214 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+var (
+	buildOnce sync.Once
+	talonBin  string
+	buildErr  error
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "talon-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// talon builds the talon binary once and returns its path.
+func talon(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		talonBin = filepath.Join(binDir, "talon")
+		out, err := exec.Command("go", "build", "-o", talonBin, "github.com/talonhq/talon/cmd/talon").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return talonBin
+}
+
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs real processes")
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a talon process under test.
+type proc struct {
+	t     *testing.T
+	name  string
+	args  []string
+	env   []string
+	cmd   *exec.Cmd
+	out   *syncBuffer
+	done  chan struct{}
+	admin string // admin listener address
+	addr  string // control or data listener address
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs talon with args; the process is killed when the test ends,
+// and its output is logged if the test failed.
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args}
+	for i, a := range args {
+		switch a {
+		case "--admin-listen":
+			p.admin = args[i+1]
+		case "--listen":
+			p.addr = args[i+1]
+		}
+	}
+	p.run()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("--- output of %s ---\n%s", p.name, tail(p.out.String(), 4000))
+		}
+	})
+	return p
+}
+
+func (p *proc) run() {
+	p.t.Helper()
+	p.out = &syncBuffer{}
+	p.cmd = exec.Command(talon(p.t), p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(p.cmd, p.done)
+}
+
+// restart starts the same command again (a new incarnation).
+func (p *proc) restart() { p.run() }
+
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) signal(s os.Signal) { _ = p.cmd.Process.Signal(s) }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) api(t *testing.T) *apiv1.Client {
+	t.Helper()
+	c, err := apiv1.NewClient([]string{"http://" + p.admin}, apiv1.ClientOptions{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ready reports whether a process's /readyz says ready.
+func ready(t *testing.T, p *proc) bool {
+	h, err := p.api(t).Readyz(context.Background())
+	return err == nil && h.Ready()
+}
+
+func live(t *testing.T, p *proc) bool {
+	h, err := p.api(t).Healthz(context.Background())
+	return err == nil && h.Status == "ok"
+}
+
+// timingArgs are short heartbeat settings for tests (whole-second TTL for etcd).
+var timingArgs = []string{"--heartbeat-interval", "300ms", "--unhealthy-after", "1500ms", "--lease-ttl", "3s", "--request-timeout", "1s", "--drain-delay", "0s", "--shutdown-timeout", "2s"}
+
+func coordinatorArgs(id, listen, admin string, extra ...string) []string {
+	args := []string{"coordinator", "--cluster-id", "it", "--node-id", id, "--listen", listen, "--admin-listen", admin, "--log-level", "debug"}
+	args = append(args, timingArgs...)
+	return append(args, extra...)
+}
+
+func workerArgs(id, listen, admin string, coordinators []string, blobDir, cacheDir string, extra ...string) []string {
+	args := []string{"worker", "--cluster-id", "it", "--node-id", id, "--listen", listen, "--admin-listen", admin,
+		"--coordinators", strings.Join(coordinators, ","), "--blob-store", "file://" + blobDir, "--cache-dir", cacheDir,
+		"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "debug"}
+	args = append(args, timingArgs...)
+	return append(args, extra...)
+}
