@@ -70,11 +70,11 @@ type Coordinator struct {
 	incarnation   string
 	startUnixMs   int64
 	advertise     string
-	views         *batcher
-	bg            sync.WaitGroup // background goroutines: batched reads, loops
-	connWG        sync.WaitGroup // connection goroutines
-	inflight      sync.WaitGroup // requests being served
-	kick          chan struct{}  // asks the refresh loop for a new view now
+	views         atomic.Pointer[batcher] // set by Run; nil before
+	bg            sync.WaitGroup          // background goroutines: batched reads, loops
+	connWG        sync.WaitGroup          // connection goroutines
+	inflight      sync.WaitGroup          // requests being served
+	kick          chan struct{}           // asks the refresh loop for a new view now
 	lookups       atomic.Uint64
 	lookupErrors  atomic.Uint64
 	storeErrors   atomic.Uint64
@@ -167,7 +167,7 @@ func (c *Coordinator) Timing() cluster.Timing { return c.opts.Timing }
 // only when the coordinator could not serve at all.
 func (c *Coordinator) Run(ctx context.Context) error {
 	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
-	c.views = &batcher{fetch: c.fetch, base: base, timeout: c.opts.RequestTimeout, wg: &c.bg}
+	c.views.Store(&batcher{fetch: c.fetch, base: base, timeout: c.opts.RequestTimeout, wg: &c.bg})
 
 	hbCtx, stopHeartbeats := context.WithCancel(base)
 	hbDone := make(chan struct{})
@@ -228,10 +228,14 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 }
 
 // View returns a consistent view read after the call began. When the
-// store cannot be read within the request timeout it returns an error
-// wrapping ErrNotReady and the store's error.
+// store cannot be read within the request timeout, or Run has not started,
+// it returns an error wrapping ErrNotReady (and the store's error).
 func (c *Coordinator) View(ctx context.Context) (*View, error) {
-	v, err := c.views.get(ctx)
+	b := c.views.Load()
+	if b == nil {
+		return nil, fmt.Errorf("%w: the coordinator is not running yet", ErrNotReady)
+	}
+	v, err := b.get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
@@ -476,7 +480,7 @@ func (c *Coordinator) refreshLoop(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		_, _ = c.views.get(ctx)
+		_, _ = c.views.Load().get(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -491,7 +495,7 @@ func (c *Coordinator) refreshLoop(ctx context.Context) {
 func (c *Coordinator) watchLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		v, err := c.views.get(ctx)
+		v, err := c.views.Load().get(ctx)
 		if err != nil {
 			if !sleepCtx(ctx, backoff) {
 				return
