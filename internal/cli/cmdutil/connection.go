@@ -1,0 +1,309 @@
+package cmdutil
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cli/cliconfig"
+)
+
+// Connection defaults and environment variables.
+const (
+	// DefaultServer is the coordinator admin listener on this host (the
+	// admin listener's default port is 7401).
+	DefaultServer = "http://127.0.0.1:7401"
+	// DefaultTimeout bounds one request to one server.
+	DefaultTimeout = 10 * time.Second
+
+	EnvServer  = "TALONCTL_SERVER"  // comma-separated admin URLs
+	EnvToken   = "TALONCTL_TOKEN"   // bearer token
+	EnvContext = "TALONCTL_CONTEXT" // context name
+)
+
+// Flag names of the connection flags.
+const (
+	FlagServer    = "server"
+	FlagToken     = "token"
+	FlagTokenFile = "token-file"
+	FlagCAFile    = "ca-file"
+	FlagInsecure  = "insecure-skip-tls-verify"
+	FlagTimeout   = "timeout"
+	FlagContext   = "context"
+)
+
+// ConnFlags are the values of the global connection flags as parsed.
+// Resolve them with Factory.Connection.
+type ConnFlags struct {
+	Servers   []string
+	Token     string
+	TokenFile string
+	CAFile    string
+	Insecure  bool
+	Timeout   time.Duration
+	Context   string
+
+	fs *pflag.FlagSet // where the flags live, to tell given from default
+}
+
+// AddFlags registers the connection flags on fs (the root's persistent flags).
+func (c *ConnFlags) AddFlags(fs *pflag.FlagSet) {
+	c.fs = fs
+	fs.StringSliceVarP(&c.Servers, FlagServer, "s", nil,
+		"admin `URL` of a coordinator; repeat or comma-separate to fail over in order (env "+EnvServer+", default "+DefaultServer+")")
+	fs.StringVar(&c.Token, FlagToken, "", "bearer `token` for the admin API (env "+EnvToken+"); prefer --token-file, as arguments are visible to other local users")
+	fs.StringVar(&c.TokenFile, FlagTokenFile, "", "read the bearer token from `FILE`")
+	fs.StringVar(&c.CAFile, FlagCAFile, "", "verify the servers' TLS certificates with the PEM CA certificates in `FILE`")
+	fs.BoolVar(&c.Insecure, FlagInsecure, false, "do not verify the servers' TLS certificates (insecure)")
+	fs.DurationVar(&c.Timeout, FlagTimeout, DefaultTimeout, "bound one request to one server")
+	fs.StringVar(&c.Context, FlagContext, "", "use the context `NAME` of the config file (env "+EnvContext+")")
+}
+
+func (c *ConnFlags) changed(name string) bool {
+	if c.fs == nil {
+		return false
+	}
+	f := c.fs.Lookup(name)
+	return f != nil && f.Changed
+}
+
+// Connection are resolved connection settings. Each setting comes from the
+// first of: its flag, its environment variable, the context, the default.
+type Connection struct {
+	// ContextName is the context in use; empty when none.
+	ContextName string
+	// ConfigPath is the configuration file consulted (it may not exist).
+	ConfigPath string
+	// Servers are the admin base URLs in failover order.
+	Servers []string
+	// Token is the bearer token; empty for none. Never print it.
+	Token string
+	// TokenSource says where Token came from ("--token-file /x", "TALONCTL_TOKEN", ...).
+	TokenSource string
+	CAFile      string
+	Insecure    bool
+	// Timeout bounds one request to one server.
+	Timeout time.Duration
+}
+
+// String describes the connection without the token.
+func (c *Connection) String() string {
+	s := "servers " + strings.Join(c.Servers, ",")
+	if c.ContextName != "" {
+		s = "context " + c.ContextName + ", " + s
+	}
+	if c.TokenSource != "" {
+		s += ", token from " + c.TokenSource
+	}
+	return s
+}
+
+// splitList splits comma-separated lists and drops empty items.
+func splitList(items []string) []string {
+	var out []string
+	for _, it := range items {
+		for _, s := range strings.Split(it, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// contextOverride returns the context named by --context or
+// TALONCTL_CONTEXT and the name of the one that named it.
+func (c *ConnFlags) contextOverride(getenv func(string) string) (name, source string) {
+	switch {
+	case c.Context != "":
+		return c.Context, "--" + FlagContext
+	case getenv(EnvContext) != "":
+		return getenv(EnvContext), EnvContext
+	}
+	return "", ""
+}
+
+// resolve computes the connection from flags, the environment and the
+// configuration file.
+func (c *ConnFlags) resolve(getenv func(string) string) (*Connection, error) {
+	conn := &Connection{Timeout: DefaultTimeout}
+	path, perr := cliconfig.Path(getenv)
+	conn.ConfigPath = path
+
+	// Which context: --context, TALONCTL_CONTEXT, the file's current-context.
+	ctxName, ctxSource := c.contextOverride(getenv)
+	var cctx *cliconfig.Context
+	if perr != nil {
+		if ctxName != "" {
+			return nil, UsageErrorf("%s %q: cannot find the config file: %w", ctxSource, ctxName, perr)
+		}
+	} else {
+		file, err := cliconfig.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		if ctxName == "" && file.CurrentContext != "" {
+			ctxName, ctxSource = file.CurrentContext, "current-context"
+		}
+		if ctxName != "" {
+			var ok bool
+			if cctx, ok = file.Context(ctxName); !ok {
+				err := fmt.Errorf("%s: %w", ctxSource, file.UndefinedError(ctxName))
+				if ctxSource == "current-context" {
+					return nil, err // the file is wrong, not the command line
+				}
+				return nil, UsageError(err)
+			}
+			conn.ContextName = ctxName
+		}
+	}
+
+	// Servers.
+	switch {
+	case c.changed(FlagServer) || len(c.Servers) > 0:
+		conn.Servers = splitList(c.Servers)
+		if len(conn.Servers) == 0 {
+			return nil, UsageErrorf("--%s %q: must name at least one admin URL", FlagServer, strings.Join(c.Servers, ","))
+		}
+	case getenv(EnvServer) != "":
+		conn.Servers = splitList([]string{getenv(EnvServer)})
+		if len(conn.Servers) == 0 {
+			return nil, UsageErrorf("%s %q: must name at least one admin URL", EnvServer, getenv(EnvServer))
+		}
+	case cctx != nil:
+		conn.Servers = append([]string(nil), cctx.Servers...)
+	default:
+		conn.Servers = []string{DefaultServer}
+	}
+
+	// Token.
+	switch {
+	case c.Token != "" && c.TokenFile != "":
+		return nil, UsageErrorf("--%s and --%s: give at most one", FlagToken, FlagTokenFile)
+	case c.Token != "":
+		conn.Token, conn.TokenSource = c.Token, "--"+FlagToken
+	case c.changed(FlagToken):
+		return nil, UsageErrorf("--%s: must not be empty", FlagToken)
+	case c.TokenFile != "":
+		tok, err := readToken(c.TokenFile)
+		if err != nil {
+			return nil, UsageErrorf("--%s %q: %w", FlagTokenFile, c.TokenFile, err)
+		}
+		conn.Token, conn.TokenSource = tok, "--"+FlagTokenFile+" "+c.TokenFile
+	case getenv(EnvToken) != "":
+		conn.Token, conn.TokenSource = strings.TrimSpace(getenv(EnvToken)), EnvToken
+	case cctx != nil && cctx.TokenFile != "":
+		tok, err := readToken(cctx.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("context %q: token-file %q: %w", cctx.Name, cctx.TokenFile, err)
+		}
+		conn.Token, conn.TokenSource = tok, "context "+cctx.Name+" token-file "+cctx.TokenFile
+	}
+
+	// TLS.
+	if cctx != nil {
+		conn.CAFile, conn.Insecure = cctx.CAFile, cctx.InsecureSkipTLSVerify
+	}
+	if c.changed(FlagCAFile) || c.CAFile != "" {
+		conn.CAFile = c.CAFile
+		if !c.changed(FlagInsecure) {
+			conn.Insecure = false
+		}
+	}
+	if c.changed(FlagInsecure) {
+		conn.Insecure = c.Insecure
+		if c.Insecure && !c.changed(FlagCAFile) {
+			conn.CAFile = ""
+		}
+	}
+	if conn.Insecure && conn.CAFile != "" {
+		return nil, UsageErrorf("--%s and --%s: give at most one", FlagCAFile, FlagInsecure)
+	}
+
+	// Timeout.
+	switch {
+	case c.changed(FlagTimeout):
+		if c.Timeout <= 0 {
+			return nil, UsageErrorf("--%s %s: must be positive", FlagTimeout, c.Timeout)
+		}
+		conn.Timeout = c.Timeout
+	case cctx != nil && cctx.TimeoutDuration > 0:
+		conn.Timeout = cctx.TimeoutDuration
+	}
+	return conn, nil
+}
+
+// readToken reads a token file: its content without surrounding space,
+// which must not be empty.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", errors.New("the file is empty")
+	}
+	return tok, nil
+}
+
+// TLSConfig returns the TLS configuration of the connection, or nil when
+// it sets neither a CA file nor insecure mode (then https:// URLs use the
+// system roots and bare host:port means http).
+func (c *Connection) TLSConfig() (*tls.Config, error) {
+	if c.CAFile == "" && !c.Insecure {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.Insecure {
+		cfg.InsecureSkipVerify = true //nolint:gosec // the operator asked for it explicitly
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("ca-file %q: %w", c.CAFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("ca-file %q: holds no PEM certificate", c.CAFile)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// NewClient builds an /api/v1 client for the connection. Its transport is
+// returned too, so that the caller can close idle connections when done.
+func (c *Connection) NewClient(timeout time.Duration) (*apiv1.Client, *http.Transport, error) {
+	tlsCfg, err := c.TLSConfig()
+	if err != nil {
+		return nil, nil, UsageError(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // admin listeners are internal; never route through an environment proxy
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg
+	}
+	if timeout <= 0 {
+		timeout = c.Timeout
+	}
+	cl, err := apiv1.NewClient(c.Servers, apiv1.ClientOptions{
+		Token:      c.Token,
+		HTTPClient: &http.Client{Transport: tr},
+		TLS:        tlsCfg,
+		Timeout:    timeout,
+		UserAgent:  "talonctl/" + buildinfo.Version,
+	})
+	if err != nil {
+		return nil, nil, UsageErrorf("servers %s: %w", strings.Join(c.Servers, ","), err)
+	}
+	return cl, tr, nil
+}

@@ -1,0 +1,115 @@
+package cmdutil
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cli/cliconfig"
+)
+
+// Factory carries what commands need from the process: streams, the
+// environment, a clock and the connection flags. NewCmdRoot binds the
+// global flags into Conn; commands resolve them with Connection or Client
+// when they run. A Factory serves one command execution; it is not safe
+// for concurrent use.
+type Factory struct {
+	IO IOStreams
+	// Environ is the process environment as KEY=VALUE pairs; nil reads none.
+	Environ []string
+	// Clock is the wall clock (watch headers); nil means time.Now.
+	Clock func() time.Time
+	// Conn receives the global connection flags.
+	Conn ConnFlags
+
+	transports []*http.Transport // of the clients built, closed by Close
+}
+
+// System returns the factory of the real process.
+func System() *Factory {
+	f := &Factory{Environ: os.Environ(), Clock: time.Now}
+	f.IO = SystemIO(f.Getenv)
+	return f
+}
+
+// Getenv returns the value of the environment variable key from Environ
+// (the last one wins, like os.Getenv), or "".
+func (f *Factory) Getenv(key string) string {
+	v := ""
+	for _, kv := range f.Environ {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// Now returns the clock's time.
+func (f *Factory) Now() time.Time {
+	if f.Clock == nil {
+		return time.Now()
+	}
+	return f.Clock()
+}
+
+// Connection resolves the connection settings: flags, then TALONCTL_*
+// environment variables, then the context of the configuration file,
+// then defaults. Usage errors (exit 2) name the flag or variable at fault.
+func (f *Factory) Connection() (*Connection, error) {
+	return f.Conn.resolve(f.Getenv)
+}
+
+// Client resolves the connection and returns an /api/v1 client for it.
+func (f *Factory) Client() (*apiv1.Client, error) {
+	conn, err := f.Connection()
+	if err != nil {
+		return nil, err
+	}
+	return f.ClientFor(conn, 0)
+}
+
+// ClientFor returns a client for conn whose attempts are bounded by
+// timeout (conn.Timeout when 0). Close releases its idle connections.
+func (f *Factory) ClientFor(conn *Connection, timeout time.Duration) (*apiv1.Client, error) {
+	cl, tr, err := conn.NewClient(timeout)
+	if err != nil {
+		return nil, err
+	}
+	f.transports = append(f.transports, tr)
+	return cl, nil
+}
+
+// Close releases the idle connections of every client the factory built.
+// The clients stay usable (they reconnect).
+func (f *Factory) Close() {
+	for _, tr := range f.transports {
+		tr.CloseIdleConnections()
+	}
+	f.transports = nil
+}
+
+// ConfigFile loads the configuration file (an empty one when it does not
+// exist).
+func (f *Factory) ConfigFile() (*cliconfig.File, error) {
+	path, err := cliconfig.Path(f.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	return cliconfig.Load(path)
+}
+
+// CurrentContext returns the context in effect, and where it was named:
+// --context, then TALONCTL_CONTEXT, then the file's current-context. The
+// name is empty when none is; it is not checked against the file.
+func (f *Factory) CurrentContext(file *cliconfig.File) (name, source string) {
+	if name, source = f.Conn.contextOverride(f.Getenv); name != "" {
+		return name, source
+	}
+	if file != nil && file.CurrentContext != "" {
+		return file.CurrentContext, "current-context"
+	}
+	return "", ""
+}

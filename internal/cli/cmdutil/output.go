@@ -1,0 +1,185 @@
+package cmdutil
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// Output formats (-o).
+const (
+	OutputTable = "table"
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
+	OutputName  = "name"
+	OutputText  = "text"
+)
+
+// AddOutputFlag registers -o/--output with the allowed formats (the first
+// is the default) and their shell completion.
+func AddOutputFlag(cmd *cobra.Command, p *string, allowed ...string) {
+	cmd.Flags().StringVarP(p, "output", "o", allowed[0], "output format: "+strings.Join(allowed, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// WriteJSON writes v as indented JSON with a final newline. The field
+// names are the API's.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteYAML writes v as YAML with the API's (JSON) field names.
+func WriteYAML(w io.Writer, v any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// WriteData writes v in format json or yaml.
+func WriteData(w io.Writer, format string, v any) error {
+	if format == OutputYAML {
+		return WriteYAML(w, v)
+	}
+	return WriteJSON(w, v)
+}
+
+// Table writes aligned columns separated by three spaces, like kubectl.
+// Cells may carry colour: widths are measured without escape sequences.
+// The last column is not padded.
+type Table struct {
+	headers []string
+	rows    [][]string
+}
+
+// NewTable returns a table with headers; nil headers print none.
+func NewTable(headers ...string) *Table { return &Table{headers: headers} }
+
+// AddRow appends a row.
+func (t *Table) AddRow(cells ...string) { t.rows = append(t.rows, cells) }
+
+// Len returns the number of rows.
+func (t *Table) Len() int { return len(t.rows) }
+
+// Render writes the table to w, with the header row unless noHeaders.
+func (t *Table) Render(w io.Writer, noHeaders bool) error {
+	rows := t.rows
+	if !noHeaders && len(t.headers) > 0 {
+		rows = append([][]string{t.headers}, rows...)
+	}
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], ansi.StringWidth(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-ansi.StringWidth(c)+3))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Duration renders d the way kubectl renders ages, with more precision
+// for the short durations of heartbeats: 250ms, 1.5s, 42s, 3m12s, 5h7m, 3d4h.
+func Duration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < 10*time.Second:
+		return strconv.FormatFloat(math.Floor(d.Seconds()*10)/10, 'f', -1, 64) + "s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		m := int(d.Minutes())
+		return fmt.Sprintf("%dm%ds", m, int(d.Seconds())-60*m)
+	case d < 24*time.Hour:
+		h := int(d.Hours())
+		return fmt.Sprintf("%dh%dm", h, int(d.Minutes())-60*h)
+	}
+	days := int(d.Hours()) / 24
+	return fmt.Sprintf("%dd%dh", days, int(d.Hours())-24*days)
+}
+
+// Timestamp renders milliseconds since the Unix epoch as RFC 3339 in UTC,
+// with milliseconds when they are not zero; 0 renders as "-".
+func Timestamp(unixMs int64) string {
+	if unixMs == 0 {
+		return "-"
+	}
+	t := time.UnixMilli(unixMs).UTC()
+	if t.Nanosecond() == 0 {
+		return t.Format(time.RFC3339)
+	}
+	return t.Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// Bytes renders a byte count in IEC units: 0 B, 512 B, 1.5 KiB, 8.0 GiB.
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// WarnStale tells ErrOut when an answer was built from a coordinator's last
+// good snapshot (requested with --allow-stale) instead of a current one.
+func WarnStale(s *IOStreams, m apiv1.Meta) {
+	if !m.Stale {
+		return
+	}
+	age := time.Duration(m.GeneratedAtUnixMs-m.ObservedAtUnixMs) * time.Millisecond
+	fmt.Fprintf(s.ErrOut, "warning: stale answer: the coordinator cannot read the store; this is its last good snapshot, observed at %s (%s before the answer)\n",
+		Timestamp(m.ObservedAtUnixMs), Duration(age))
+}
+
+// AllowStaleFlag registers --allow-stale.
+func AllowStaleFlag(cmd *cobra.Command, p *bool) {
+	cmd.Flags().BoolVar(p, "allow-stale", false,
+		"when no coordinator can read the store, show the last good snapshot (marked stale) instead of failing with exit code 3")
+}
+
+// CallOptions returns the API call options of allowStale.
+func CallOptions(allowStale bool) []apiv1.CallOption {
+	if allowStale {
+		return []apiv1.CallOption{apiv1.AllowStale()}
+	}
+	return nil
+}
