@@ -1,0 +1,82 @@
+package tui
+
+import (
+	"fmt"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+const benchNodes = 5000
+
+// benchModel is a model showing a cluster of n nodes in a 200x60
+// terminal, with rates known.
+func benchModel(b *testing.B, n int) *Model {
+	b.Helper()
+	m := newModel(b, testOptions(newClock()))
+	send(m, tea.WindowSizeMsg{Width: 200, Height: 60},
+		SnapshotMsg{Seq: 1, Snapshot: bigSnapshot(n, 0)},
+		SnapshotMsg{Seq: 2, Snapshot: bigSnapshot(n, 1)})
+	return m
+}
+
+// BenchmarkView measures one frame of a 5,000-node cluster, fresh and
+// stale (banner, dimmed rows); 500 nodes for comparison: the cost of a
+// frame does not depend on the number of nodes.
+func BenchmarkView(b *testing.B) {
+	for _, n := range []int{500, benchNodes} {
+		b.Run(fmt.Sprintf("nodes=%d/fresh", n), func(b *testing.B) {
+			m := benchModel(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = m.View()
+			}
+		})
+		b.Run(fmt.Sprintf("nodes=%d/stale", n), func(b *testing.B) {
+			m := benchModel(b, n)
+			send(m, FetchErrorMsg{Seq: 3, Err: apiv1.ErrUnavailable})
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = m.View()
+			}
+		})
+	}
+}
+
+// BenchmarkApplySnapshot measures the per-snapshot work at 5,000 nodes:
+// rates, cells, widths, filter and sort.
+func BenchmarkApplySnapshot(b *testing.B) {
+	m := benchModel(b, benchNodes)
+	snaps := []*Snapshot{bigSnapshot(benchNodes, 2), bigSnapshot(benchNodes, 3)}
+	seq := uint64(2)
+	b.ReportAllocs()
+	for b.Loop() {
+		seq++
+		send(m, SnapshotMsg{Seq: seq, Snapshot: snaps[seq%2]})
+	}
+}
+
+// BenchmarkKeystroke measures one filter keystroke and one sort change at
+// 5,000 nodes, each followed by a frame: what the operator waits for.
+func BenchmarkKeystroke(b *testing.B) {
+	b.Run("filter", func(b *testing.B) {
+		m := benchModel(b, benchNodes)
+		send(m, keys("/w-01")...)
+		b.ReportAllocs()
+		for b.Loop() {
+			send(m, keys("2")...)
+			send(m, tea.KeyMsg{Type: tea.KeyBackspace})
+			_ = m.View()
+		}
+	})
+	b.Run("sort", func(b *testing.B) {
+		m := benchModel(b, benchNodes)
+		b.ReportAllocs()
+		for b.Loop() {
+			send(m, keys("s")...)
+			_ = m.View()
+		}
+	})
+}

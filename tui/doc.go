@@ -1,0 +1,49 @@
+// Package tui holds the bubbletea model of `talonctl top`, a live view of a
+// Talon cluster read through /api/v1 (internal/apiv1).
+//
+// The model does no I/O. Cluster data arrives as messages (SnapshotMsg,
+// FetchErrorMsg); the model asks for data by calling Options.Fetch, a
+// function supplied by the command that returns a tea.Cmd doing the HTTP
+// call. Update and View are therefore pure functions of the model, the
+// message and the injected clock (Options.Now), and tests drive them
+// directly or through teatest with a fixed clock.
+//
+// Invariants:
+//
+//   - Last good data stays. An error (unreachable, timeout, 503, anything
+//     else) never clears the snapshot on screen and never quits: the model
+//     keeps the last snapshot it applied, dims it and shows a STALE banner
+//     with the snapshot's observation time and age, the error, and when the
+//     next attempt is due. The banner goes as soon as a fresh snapshot is
+//     applied. Before the first snapshot the same banner explains why there
+//     is no data yet.
+//   - Ordering. Every fetch carries a sequence number from Fetch's seq
+//     argument. A response (snapshot or error) whose sequence number is not
+//     greater than that of the newest response applied is dropped, so a
+//     slow old response never overwrites a newer one.
+//   - One timer. At most one refresh timer is live: each newly scheduled
+//     timer supersedes the previous one (generation counter), and a timer is
+//     scheduled only by the response to the newest fetch issued, so pressing
+//     r or receiving late responses never multiplies the polling rate.
+//   - Backoff. After n consecutive failures the next attempt waits
+//     Backoff.Delay(n): exponential from the refresh interval, with jitter,
+//     capped, and never shorter than a server's Retry-After (within the cap).
+//   - Rates are computed between the consecutive snapshots of one
+//     incarnation, over the interval between the two heartbeats that carried
+//     the counters. A new incarnation or a counter that went backwards starts
+//     a new baseline: the rate is unknown until the next heartbeat.
+//   - Scale. Per-snapshot work (rates, cell text, column widths, filtering,
+//     sorting) is done once when a snapshot, the filter, the sort or the
+//     role toggles change, never per frame. View renders only the rows that
+//     fit the window, so its cost does not grow with the number of nodes.
+//
+// Colour comes only from Options.Renderer: give it termenv.Ascii (NO_COLOR,
+// no TTY, golden tests) and the output has no escape sequences; everything
+// that colour conveys (STALE, late heartbeats, unhealthy rows) is also said
+// in text.
+//
+// Concurrency: a Model is not safe for concurrent use; bubbletea calls Init,
+// Update and View from one goroutine. Commands returned by the model run on
+// bubbletea's goroutines and touch no model state; its timers return as soon
+// as Options.Done is closed.
+package tui

@@ -1,0 +1,59 @@
+package tui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// keyMap is the model's key bindings; it is also the help.KeyMap the footer
+// and the full help render.
+type keyMap struct {
+	Up, Down, PageUp, PageDown, Top, Bottom key.Binding
+	Filter, SortNext, SortPrev, Order       key.Binding
+	Coordinators, Workers, Problems         key.Binding
+	Detail, Back, Refresh, Help, Quit       key.Binding
+	// short are the compact forms the one-line footer shows.
+	short []key.Binding
+}
+
+func newKeyMap() keyMap {
+	k := keyMap{
+		Up:           key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:         key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		PageUp:       key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
+		PageDown:     key.NewBinding(key.WithKeys("pgdown", "ctrl+f", " "), key.WithHelp("pgdn", "page down")),
+		Top:          key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g/home", "first row")),
+		Bottom:       key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G/end", "last row")),
+		Filter:       key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		SortNext:     key.NewBinding(key.WithKeys("s", ">"), key.WithHelp("s/S", "sort column")),
+		SortPrev:     key.NewBinding(key.WithKeys("S", "<"), key.WithHelp("S", "previous sort column")),
+		Order:        key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "reverse order")),
+		Coordinators: key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "toggle coordinators")),
+		Workers:      key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "toggle workers")),
+		Problems:     key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "only problem nodes")),
+		Detail:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "node detail")),
+		Back:         key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back / clear filter")),
+		Refresh:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh now")),
+		Help:         key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:         key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+	}
+	// Display only: never matched. A binding without keys counts as disabled.
+	help := func(keys, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(keys), key.WithHelp(keys, desc))
+	}
+	k.short = []key.Binding{
+		help("/", "filter"), help("s/S", "sort column"), help("o", "order"), help("c/w", "roles"),
+		help("u", "problems"), help("enter", "detail"), help("r", "refresh"), help("?", "help"), help("q", "quit"),
+	}
+	return k
+}
+
+// ShortHelp is the footer's one-line help.
+func (k keyMap) ShortHelp() []key.Binding { return k.short }
+
+// FullHelp is the help shown by ?.
+func (k keyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
+		{k.Filter, k.SortNext, k.SortPrev, k.Order},
+		{k.Coordinators, k.Workers, k.Problems, k.Detail, k.Back},
+		{k.Refresh, k.Help, k.Quit},
+	}
+}

@@ -1,0 +1,67 @@
+package tui
+
+import (
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// FetchFunc starts fetch number seq and returns the command that performs
+// it. The command must end with a SnapshotMsg or a FetchErrorMsg carrying
+// the same seq (it should bound itself with a timeout so that it always
+// ends). FetchFunc itself must not block.
+type FetchFunc func(seq uint64) tea.Cmd
+
+// Snapshot is one read of the cluster: the cluster summary and the node
+// list. The two come from separate requests and may reflect slightly
+// different store revisions; the header shows the summary's.
+type Snapshot struct {
+	Cluster apiv1.Cluster
+	// Nodes are all live nodes, in any order.
+	Nodes []apiv1.Node
+	// Server is the base URL that answered, when the fetcher knows it;
+	// Cluster.ServedBy names the coordinator either way.
+	Server string
+}
+
+// SnapshotMsg delivers the result of a successful fetch.
+type SnapshotMsg struct {
+	// Seq is the fetch's sequence number (FetchFunc's seq).
+	Seq      uint64
+	Snapshot *Snapshot
+}
+
+// FetchErrorMsg delivers the error of a failed fetch. Err is shown to the
+// operator; an *apiv1.APIError's RetryAfter lengthens the backoff.
+type FetchErrorMsg struct {
+	Seq uint64
+	Err error
+}
+
+// refreshMsg is a refresh timer firing; gen identifies the timer so that a
+// superseded one is ignored.
+type refreshMsg struct{ gen uint64 }
+
+// clockMsg redraws relative times (snapshot age, retry countdown) once a
+// second.
+type clockMsg struct{}
+
+// clockInterval is how often relative times are redrawn.
+const clockInterval = time.Second
+
+// after returns a command that delivers msg after d, or nil as soon as
+// done is closed, so that no timer goroutine outlives the program.
+func after(done <-chan struct{}, d time.Duration, msg tea.Msg) tea.Cmd {
+	return func() tea.Msg {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return msg
+		case <-done:
+			return nil
+		}
+	}
+}

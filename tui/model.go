@@ -1,0 +1,469 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// Defaults and limits of Options.
+const (
+	// DefaultRefresh is the interval between fetches while the API answers.
+	DefaultRefresh = 2 * time.Second
+	// MinRefresh is the shortest refresh interval New accepts.
+	MinRefresh = 500 * time.Millisecond
+	// DefaultUnhealthyAfter is the heartbeat age above which a row is
+	// marked late when the snapshot does not carry the cluster's
+	// unhealthy-after timing.
+	DefaultUnhealthyAfter = 15 * time.Second
+)
+
+// Default terminal size before the first tea.WindowSizeMsg.
+const (
+	defaultWidth  = 120
+	defaultHeight = 40
+)
+
+// Options configures a Model. Only Fetch is needed in production; the rest
+// have defaults.
+type Options struct {
+	// Fetch starts a fetch (see FetchFunc). Nil: the model never fetches
+	// and data arrives only through messages sent to the program (tests).
+	Fetch FetchFunc
+	// Refresh is the interval between fetches; default DefaultRefresh, at
+	// least MinRefresh.
+	Refresh time.Duration
+	// Backoff is the retry schedule while fetches fail; its Initial
+	// defaults to Refresh.
+	Backoff Backoff
+	// UnhealthyAfter is the late-heartbeat threshold used when a snapshot
+	// does not carry Timing.UnhealthyAfterMs; default DefaultUnhealthyAfter.
+	UnhealthyAfter time.Duration
+	// Now is the clock; default time.Now. Tests fix it for golden output.
+	Now func() time.Time
+	// Location is the time zone of clock times shown; default time.Local.
+	Location *time.Location
+	// Jitter returns a uniform value in [0, 1) for the backoff jitter;
+	// default math/rand/v2.Float64.
+	Jitter func() float64
+	// Renderer renders styles and fixes the colour profile; default
+	// lipgloss.DefaultRenderer(). Use one with termenv.Ascii for NO_COLOR
+	// or a non-terminal output.
+	Renderer *lipgloss.Renderer
+	// Done, when closed, makes pending timers return at once so that no
+	// goroutine outlives the program. Nil: timers run to completion.
+	Done <-chan struct{}
+}
+
+// ErrInvalidOptions is wrapped by New's errors.
+var ErrInvalidOptions = errors.New("invalid tui options")
+
+// Model is the `talonctl top` view. Create it with New; it implements
+// tea.Model with a pointer receiver.
+type Model struct {
+	opts    Options
+	backoff Backoff
+	st      styles
+	keys    keyMap
+	help    help.Model
+
+	width, height int
+
+	// Fetch ordering: seq is the newest fetch issued (or response seen),
+	// applied the newest response applied; timerGen identifies the one
+	// live refresh timer.
+	seq, applied, timerGen uint64
+
+	snap       *Snapshot
+	receivedAt time.Time // local clock when snap was applied
+	err        error     // error of the newest response; nil after a success
+	failures   int       // consecutive failed fetches
+	failingAt  time.Time // when the first of them was applied
+	nextAt     time.Time // when the pending timer fires; zero when none
+
+	tracker   rateTracker
+	rows      []row
+	index     map[nodeKey]int // row index by node
+	cellW     [numColumns]int // widest cell of each column
+	lateCount int
+	threshold time.Duration // late threshold of the current snapshot
+
+	// visible are indices into rows that pass the filter and toggles, in
+	// display order; cursor indexes visible and offset is the first
+	// visible row shown.
+	visible          []int
+	cursor, offset   int
+	selected         nodeKey
+	sortCol          column
+	sortDesc         bool
+	hideCoordinators bool
+	hideWorkers      bool
+	problemsOnly     bool
+	filter           string
+	filterWords      []string
+	filtering        bool
+
+	detail       bool
+	detailOffset int
+}
+
+// New returns a model with opts.
+func New(opts Options) (*Model, error) {
+	if opts.Refresh == 0 {
+		opts.Refresh = DefaultRefresh
+	}
+	if opts.Refresh < MinRefresh {
+		return nil, fmt.Errorf("%w: refresh %s: must be at least %s", ErrInvalidOptions, opts.Refresh, MinRefresh)
+	}
+	if opts.UnhealthyAfter < 0 {
+		return nil, fmt.Errorf("%w: unhealthy-after %s: must not be negative", ErrInvalidOptions, opts.UnhealthyAfter)
+	}
+	if opts.UnhealthyAfter == 0 {
+		opts.UnhealthyAfter = DefaultUnhealthyAfter
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = rand.Float64
+	}
+	if opts.Renderer == nil {
+		opts.Renderer = lipgloss.DefaultRenderer()
+	}
+	m := &Model{
+		opts:    opts,
+		backoff: opts.Backoff.withDefaults(opts.Refresh),
+		st:      newStyles(opts.Renderer),
+		keys:    newKeyMap(),
+		sortCol: colRole,
+	}
+	m.help = m.st.help()
+	m.threshold = opts.UnhealthyAfter
+	return m, nil
+}
+
+// Init starts the first fetch and the clock that redraws relative times.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.fetch(), after(m.opts.Done, clockInterval, clockMsg{}))
+}
+
+// Update applies one message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.help.Width = msg.Width
+		m.fixOffset()
+		return m, nil
+	case SnapshotMsg:
+		return m, m.applySnapshot(msg)
+	case FetchErrorMsg:
+		return m, m.applyError(msg)
+	case refreshMsg:
+		if msg.gen != m.timerGen {
+			return m, nil // superseded
+		}
+		return m, m.fetch()
+	case clockMsg:
+		return m, after(m.opts.Done, clockInterval, clockMsg{})
+	case tea.KeyMsg:
+		return m.handleKey(msg)
+	}
+	return m, nil
+}
+
+// fetch issues the next fetch and cancels the pending timer: the response
+// schedules the next one.
+func (m *Model) fetch() tea.Cmd {
+	if m.opts.Fetch == nil {
+		return nil
+	}
+	m.timerGen++
+	m.nextAt = time.Time{}
+	m.seq++
+	return m.opts.Fetch(m.seq)
+}
+
+// schedule arms the refresh timer for d from now, superseding any other.
+func (m *Model) schedule(d time.Duration) tea.Cmd {
+	m.timerGen++
+	m.nextAt = m.opts.Now().Add(d)
+	return after(m.opts.Done, d, refreshMsg{gen: m.timerGen})
+}
+
+func (m *Model) applySnapshot(msg SnapshotMsg) tea.Cmd {
+	if msg.Seq <= m.applied || msg.Snapshot == nil {
+		return nil // older than what is shown, or nothing
+	}
+	m.applied = msg.Seq
+	m.snap = msg.Snapshot
+	m.receivedAt = m.opts.Now()
+	m.err, m.failures, m.failingAt = nil, 0, time.Time{}
+	m.rebuild()
+	if msg.Seq < m.seq {
+		return nil // a newer fetch is in flight; its response schedules
+	}
+	m.seq = msg.Seq
+	return m.schedule(m.opts.Refresh)
+}
+
+func (m *Model) applyError(msg FetchErrorMsg) tea.Cmd {
+	if msg.Seq <= m.applied {
+		return nil
+	}
+	m.applied = msg.Seq
+	if msg.Err == nil {
+		msg.Err = errors.New("fetch failed without an error")
+	}
+	m.err = msg.Err
+	if m.failures == 0 {
+		m.failingAt = m.opts.Now()
+	}
+	m.failures++
+	d := m.backoff.Delay(m.failures, m.opts.Jitter())
+	if ae, ok := errors.AsType[*apiv1.APIError](msg.Err); ok && ae.RetryAfter > d {
+		d = min(ae.RetryAfter, m.backoff.Max)
+	}
+	m.fixOffset() // the banner takes rows
+	if msg.Seq < m.seq {
+		return nil
+	}
+	m.seq = msg.Seq
+	return m.schedule(d)
+}
+
+// rebuild recomputes everything derived from the snapshot.
+func (m *Model) rebuild() {
+	m.threshold = m.opts.UnhealthyAfter
+	if ms := m.snap.Cluster.Timing.UnhealthyAfterMs; ms > 0 {
+		m.threshold = time.Duration(ms) * time.Millisecond
+	}
+	rs := m.tracker.observe(m.snap.Nodes)
+	m.rows = buildRows(m.snap.Nodes, rs, m.threshold.Milliseconds())
+	m.index = make(map[nodeKey]int, len(m.rows))
+	m.lateCount = 0
+	for i := range m.rows {
+		m.index[m.rows[i].key] = i
+		if m.rows[i].late {
+			m.lateCount++
+		}
+	}
+	m.cellW = cellWidths(m.rows)
+	m.reorder()
+}
+
+// reorder recomputes the visible rows after a change of snapshot, filter,
+// sort or toggles, keeping the selected node selected when it is still
+// shown.
+func (m *Model) reorder() {
+	keep := func(r *row) bool {
+		if (r.worker && m.hideWorkers) || (!r.worker && m.hideCoordinators) {
+			return false
+		}
+		if m.problemsOnly && !r.problem() {
+			return false
+		}
+		return matchFilter(r.search, m.filterWords)
+	}
+	m.visible = order(m.rows, keep, m.sortCol, m.sortDesc)
+	m.cursor = min(m.cursor, max(len(m.visible)-1, 0))
+	if m.selected != (nodeKey{}) {
+		if i, ok := m.index[m.selected]; ok {
+			for v, ri := range m.visible {
+				if ri == i {
+					m.cursor = v
+					break
+				}
+			}
+		}
+	}
+	m.syncSelected()
+	m.fixOffset()
+}
+
+// syncSelected records the node under the cursor.
+func (m *Model) syncSelected() {
+	if m.cursor < len(m.visible) {
+		m.selected = m.rows[m.visible[m.cursor]].key
+	}
+}
+
+func (m *Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if msg.String() == "ctrl+c" {
+		return m, tea.Quit
+	}
+	if m.filtering {
+		m.editFilter(msg)
+		return m, nil
+	}
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Quit):
+		return m, tea.Quit
+	case key.Matches(msg, k.Help):
+		m.help.ShowAll = !m.help.ShowAll
+		m.fixOffset()
+	case key.Matches(msg, k.Refresh):
+		return m, m.fetch()
+	case m.detail:
+		m.detailKey(msg)
+	case key.Matches(msg, k.Filter):
+		m.filtering = true
+	case key.Matches(msg, k.Back):
+		m.setFilter("")
+	case key.Matches(msg, k.SortNext):
+		m.setSort((m.sortCol + 1) % numColumns)
+	case key.Matches(msg, k.SortPrev):
+		m.setSort((m.sortCol + numColumns - 1) % numColumns)
+	case key.Matches(msg, k.Order):
+		m.sortDesc = !m.sortDesc
+		m.reorder()
+	case key.Matches(msg, k.Coordinators):
+		m.hideCoordinators = !m.hideCoordinators
+		m.reorder()
+	case key.Matches(msg, k.Workers):
+		m.hideWorkers = !m.hideWorkers
+		m.reorder()
+	case key.Matches(msg, k.Problems):
+		m.problemsOnly = !m.problemsOnly
+		m.reorder()
+	case key.Matches(msg, k.Detail):
+		if len(m.visible) > 0 {
+			m.detail, m.detailOffset = true, 0
+		}
+	default:
+		m.moveKey(msg)
+	}
+	return m, nil
+}
+
+// moveKey moves the cursor.
+func (m *Model) moveKey(msg tea.KeyMsg) {
+	k, page := m.keys, max(m.tableRows(), 1)
+	switch {
+	case key.Matches(msg, k.Up):
+		m.cursor--
+	case key.Matches(msg, k.Down):
+		m.cursor++
+	case key.Matches(msg, k.PageUp):
+		m.cursor -= page
+	case key.Matches(msg, k.PageDown):
+		m.cursor += page
+	case key.Matches(msg, k.Top):
+		m.cursor = 0
+	case key.Matches(msg, k.Bottom):
+		m.cursor = len(m.visible) - 1
+	default:
+		return
+	}
+	m.cursor = min(max(m.cursor, 0), max(len(m.visible)-1, 0))
+	m.syncSelected()
+	m.fixOffset()
+}
+
+// detailKey handles keys while the detail pane is open.
+func (m *Model) detailKey(msg tea.KeyMsg) {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Back, k.Detail):
+		m.detail = false
+	case key.Matches(msg, k.Up):
+		m.detailOffset = max(m.detailOffset-1, 0)
+	case key.Matches(msg, k.Down):
+		m.detailOffset = min(m.detailOffset+1, max(len(m.detailAll(m.opts.Now()))-m.tableRows()-1, 0))
+	case key.Matches(msg, k.Top):
+		m.detailOffset = 0
+	}
+}
+
+// editFilter edits the filter line: typing filters as you go, enter keeps
+// the filter, esc clears it.
+func (m *Model) editFilter(msg tea.KeyMsg) {
+	switch msg.Type {
+	case tea.KeyEnter:
+		m.filtering = false
+	case tea.KeyEsc:
+		m.filtering = false
+		m.setFilter("")
+	case tea.KeyBackspace:
+		if r := []rune(m.filter); len(r) > 0 {
+			m.setFilter(string(r[:len(r)-1]))
+		}
+	case tea.KeyCtrlU:
+		m.setFilter("")
+	case tea.KeyRunes, tea.KeySpace:
+		m.setFilter(m.filter + string(msg.Runes))
+	case tea.KeyUp, tea.KeyDown, tea.KeyPgUp, tea.KeyPgDown:
+		m.moveKey(msg)
+	}
+}
+
+func (m *Model) setFilter(f string) {
+	if f == m.filter {
+		return
+	}
+	m.filter = f
+	m.filterWords = strings.Fields(strings.ToLower(f))
+	m.reorder()
+}
+
+func (m *Model) setSort(c column) {
+	m.sortCol, m.sortDesc = c, c.defaultDesc()
+	m.reorder()
+}
+
+// fixOffset scrolls the table so that the cursor is on screen.
+func (m *Model) fixOffset() {
+	n := max(m.tableRows(), 1)
+	if m.cursor < m.offset {
+		m.offset = m.cursor
+	}
+	if m.cursor >= m.offset+n {
+		m.offset = m.cursor - n + 1
+	}
+	m.offset = max(min(m.offset, len(m.visible)-n), 0)
+}
+
+// Stale reports whether the data on screen is not current: the newest
+// fetch failed, or the server answered from its last good snapshot.
+func (m *Model) Stale() bool {
+	return m.err != nil || (m.snap != nil && m.snap.Cluster.Stale)
+}
+
+// Snapshot returns the snapshot on screen, nil before the first.
+func (m *Model) Snapshot() *Snapshot { return m.snap }
+
+// Err returns the error of the newest fetch, nil when it succeeded.
+func (m *Model) Err() error { return m.err }
+
+// Failures returns the number of consecutive failed fetches.
+func (m *Model) Failures() int { return m.failures }
+
+// NextFetch returns when the next fetch is due, zero when none is
+// scheduled (a fetch is in flight).
+func (m *Model) NextFetch() time.Time { return m.nextAt }
+
+// Applied returns the sequence number of the newest response applied.
+func (m *Model) Applied() uint64 { return m.applied }
+
+// VisibleNodes returns the IDs of the rows that pass the filter and the
+// toggles, in display order (all of them, not only those on screen).
+func (m *Model) VisibleNodes() []string {
+	ids := make([]string, len(m.visible))
+	for i, ri := range m.visible {
+		ids[i] = m.rows[ri].node.NodeID
+	}
+	return ids
+}

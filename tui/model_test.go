@@ -1,0 +1,615 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// fetchRecorder is a FetchFunc that records the sequence numbers it was
+// asked for and does nothing: the test delivers the responses.
+type fetchRecorder struct{ seqs []uint64 }
+
+func (f *fetchRecorder) fetch(seq uint64) tea.Cmd {
+	f.seqs = append(f.seqs, seq)
+	return func() tea.Msg { return nil }
+}
+
+// run executes cmd and the commands it batches, and returns the messages
+// they produce. Timers return nil at once (Options.Done is closed).
+func run(cmd tea.Cmd) []tea.Msg {
+	if cmd == nil {
+		return nil
+	}
+	msg := cmd()
+	if b, ok := msg.(tea.BatchMsg); ok {
+		var out []tea.Msg
+		for _, c := range b {
+			out = append(out, run(c)...)
+		}
+		return out
+	}
+	if msg == nil {
+		return nil
+	}
+	return []tea.Msg{msg}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"refresh below minimum", Options{Refresh: 100 * time.Millisecond}, "refresh 100ms: must be at least 500ms"},
+		{"negative unhealthy-after", Options{UnhealthyAfter: -time.Second}, "unhealthy-after -1s: must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.opts)
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want ErrInvalidOptions mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOutOfOrderResponses(t *testing.T) {
+	older, newer := fixture(0), fixture(1)
+	for _, tc := range []struct {
+		name string
+		// msgs are delivered after fetches 1 (Init) and 2 (r) were issued.
+		msgs      []tea.Msg
+		wantSnap  *Snapshot
+		wantStale bool
+		applied   uint64
+	}{
+		{
+			name:     "old snapshot after new one is dropped",
+			msgs:     []tea.Msg{SnapshotMsg{Seq: 2, Snapshot: newer}, SnapshotMsg{Seq: 1, Snapshot: older}},
+			wantSnap: newer, applied: 2,
+		},
+		{
+			name:     "old error after new snapshot is dropped",
+			msgs:     []tea.Msg{SnapshotMsg{Seq: 2, Snapshot: newer}, FetchErrorMsg{Seq: 1, Err: apiv1.ErrUnavailable}},
+			wantSnap: newer, applied: 2,
+		},
+		{
+			name:     "old snapshot after new error is dropped",
+			msgs:     []tea.Msg{FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable}, SnapshotMsg{Seq: 1, Snapshot: older}},
+			wantSnap: nil, wantStale: true, applied: 2,
+		},
+		{
+			name:     "in order both apply",
+			msgs:     []tea.Msg{SnapshotMsg{Seq: 1, Snapshot: older}, SnapshotMsg{Seq: 2, Snapshot: newer}},
+			wantSnap: newer, applied: 2,
+		},
+		{
+			name:     "duplicate is dropped",
+			msgs:     []tea.Msg{SnapshotMsg{Seq: 2, Snapshot: newer}, SnapshotMsg{Seq: 2, Snapshot: older}},
+			wantSnap: newer, applied: 2,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			f := &fetchRecorder{}
+			opts := testOptions(c)
+			opts.Fetch = f.fetch
+			m := newModel(t, opts)
+			m.Init()
+			send(m, keys("r")...)
+			if !slices.Equal(f.seqs, []uint64{1, 2}) {
+				t.Fatalf("fetches issued %v, want [1 2]", f.seqs)
+			}
+			send(m, tc.msgs...)
+			if m.Snapshot() != tc.wantSnap {
+				t.Errorf("snapshot on screen is revision %v, want %v", revision(m.Snapshot()), revision(tc.wantSnap))
+			}
+			if m.Stale() != tc.wantStale {
+				t.Errorf("Stale() = %v, want %v", m.Stale(), tc.wantStale)
+			}
+			if m.Applied() != tc.applied {
+				t.Errorf("Applied() = %d, want %d", m.Applied(), tc.applied)
+			}
+		})
+	}
+}
+
+func revision(s *Snapshot) string {
+	if s == nil {
+		return "none"
+	}
+	return s.Cluster.Revision
+}
+
+// TestOneTimer checks that only the response to the newest fetch arms the
+// refresh timer and that a superseded timer does not fetch.
+func TestOneTimer(t *testing.T) {
+	c := newClock()
+	f := &fetchRecorder{}
+	opts := testOptions(c)
+	opts.Fetch = f.fetch
+	m := newModel(t, opts)
+	m.Init()
+	// Response 1 arms the timer.
+	if cmd := send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)}); cmd == nil {
+		t.Fatal("response to the newest fetch armed no timer")
+	}
+	stale := refreshMsg{gen: m.timerGen}
+	send(m, keys("r")...) // fetch 2 supersedes the timer
+	if !m.NextFetch().IsZero() {
+		t.Errorf("NextFetch() = %v while a fetch is in flight, want zero", m.NextFetch())
+	}
+	if cmd := send(m, stale); cmd != nil || len(f.seqs) != 2 {
+		t.Fatalf("superseded timer: cmd %v, fetches %v; want no fetch", cmd != nil, f.seqs)
+	}
+	send(m, keys("r")...) // fetch 3
+	// Response 2 arrives while 3 is in flight: applied, but arms nothing.
+	if cmd := send(m, SnapshotMsg{Seq: 2, Snapshot: fixture(1)}); cmd != nil {
+		t.Error("response 2 armed a timer although fetch 3 was in flight")
+	}
+	if m.Applied() != 2 {
+		t.Errorf("Applied() = %d, want 2", m.Applied())
+	}
+	if cmd := send(m, SnapshotMsg{Seq: 3, Snapshot: fixture(2)}); cmd == nil {
+		t.Fatal("response 3 armed no timer")
+	}
+	if got, want := m.NextFetch(), c.Now().Add(DefaultRefresh); !got.Equal(want) {
+		t.Errorf("NextFetch() = %v, want %v", got, want)
+	}
+	// The live timer fetches.
+	send(m, refreshMsg{gen: m.timerGen})
+	if !slices.Equal(f.seqs, []uint64{1, 2, 3, 4}) {
+		t.Errorf("fetches %v, want [1 2 3 4]", f.seqs)
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{}.withDefaults(2 * time.Second)
+	for _, tc := range []struct {
+		failures int
+		r        float64
+		want     time.Duration
+	}{
+		{1, 0.5, 2 * time.Second},
+		{2, 0.5, 4 * time.Second},
+		{3, 0.5, 8 * time.Second},
+		{4, 0.5, 16 * time.Second},
+		{5, 0.5, 30 * time.Second}, // 32s capped
+		{50, 0.5, 30 * time.Second},
+		{1, 0, 1600 * time.Millisecond},           // -20%
+		{1, 0.999999, 2399999 * time.Microsecond}, // just under +20%
+		{5, 0.999999, 30 * time.Second},           // jitter never exceeds the cap
+		{4, 0, 12800 * time.Millisecond},
+		{0, 0.5, 2 * time.Second}, // treated as the first failure
+	} {
+		t.Run(fmt.Sprintf("%d failures r=%v", tc.failures, tc.r), func(t *testing.T) {
+			got := b.Delay(tc.failures, tc.r)
+			if d := got - tc.want; d < -time.Microsecond || d > time.Microsecond {
+				t.Errorf("Delay(%d, %v) = %v, want %v", tc.failures, tc.r, got, tc.want)
+			}
+		})
+	}
+	t.Run("defaults", func(t *testing.T) {
+		got := Backoff{}.withDefaults(time.Minute)
+		want := Backoff{Initial: time.Minute, Max: time.Minute, Multiplier: 2, Jitter: 0.2}
+		if got != want {
+			t.Errorf("withDefaults(1m) = %+v, want %+v (the cap never below the refresh)", got, want)
+		}
+	})
+}
+
+// TestBackoffSchedule checks the retry times the model arms and shows while
+// the API fails, Retry-After, and the reset on recovery.
+func TestBackoffSchedule(t *testing.T) {
+	c := newClock()
+	f := &fetchRecorder{}
+	opts := testOptions(c)
+	opts.Fetch = f.fetch
+	m := newModel(t, opts)
+	m.Init()
+	send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	unavailable := fmt.Errorf("%w: GET /api/v1/cluster: connection refused", apiv1.ErrUnavailable)
+	for i, want := range []time.Duration{2, 4, 8, 16, 30, 30} {
+		send(m, refreshMsg{gen: m.timerGen})
+		send(m, FetchErrorMsg{Seq: f.seqs[len(f.seqs)-1], Err: unavailable})
+		if m.Failures() != i+1 {
+			t.Fatalf("Failures() = %d, want %d", m.Failures(), i+1)
+		}
+		if got := m.NextFetch().Sub(c.Now()); got != want*time.Second {
+			t.Errorf("after %d failures the next fetch is in %v, want %v", i+1, got, want*time.Second)
+		}
+		if !strings.Contains(m.View(), fmt.Sprintf("next retry in %ds", want)) {
+			t.Errorf("after %d failures the view does not say the next retry is in %ds:\n%s", i+1, want, m.View())
+		}
+	}
+	// A longer Retry-After wins, within the cap.
+	m2 := newModel(t, opts)
+	send(m2, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	send(m2, FetchErrorMsg{Seq: 2, Err: &apiv1.APIError{HTTPStatus: http.StatusServiceUnavailable, Code: apiv1.CodeNotReady, RetryAfter: 7 * time.Second}})
+	if got := m2.NextFetch().Sub(c.Now()); got != 7*time.Second {
+		t.Errorf("with Retry-After 7s the next fetch is in %v, want 7s", got)
+	}
+	send(m2, FetchErrorMsg{Seq: 3, Err: &apiv1.APIError{HTTPStatus: http.StatusServiceUnavailable, RetryAfter: time.Hour}})
+	if got := m2.NextFetch().Sub(c.Now()); got != DefaultBackoffMax {
+		t.Errorf("with Retry-After 1h the next fetch is in %v, want the cap %v", got, DefaultBackoffMax)
+	}
+	// Recovery resets the backoff.
+	send(m, refreshMsg{gen: m.timerGen})
+	send(m, SnapshotMsg{Seq: f.seqs[len(f.seqs)-1], Snapshot: fixture(1)})
+	if m.Failures() != 0 || m.Err() != nil || m.Stale() {
+		t.Errorf("after recovery: failures %d, err %v, stale %v", m.Failures(), m.Err(), m.Stale())
+	}
+	if got := m.NextFetch().Sub(c.Now()); got != DefaultRefresh {
+		t.Errorf("after recovery the next fetch is in %v, want %v", got, DefaultRefresh)
+	}
+}
+
+// TestErrorsNeverQuitOrBlank checks every kind of fetch error keeps the
+// last snapshot on screen and returns no quit command.
+func TestErrorsNeverQuitOrBlank(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"unreachable", fmt.Errorf("%w: GET /api/v1/cluster: dial tcp: connection refused", apiv1.ErrUnavailable), "connection refused"},
+		{"503", &apiv1.APIError{Server: "http://c:9090", HTTPStatus: 503, Code: apiv1.CodeNotReady, Message: "no current cluster snapshot"}, "503 not_ready"},
+		{"timeout", fmt.Errorf("admin api: GET /api/v1/nodes: %w", errors.New("context deadline exceeded")), "deadline exceeded"},
+		{"unauthorized", &apiv1.APIError{Server: "http://c:9090", HTTPStatus: 401, Code: apiv1.CodeUnauthenticated, Message: "bearer token required"}, "401 unauthenticated"},
+		{"nil error", nil, "fetch failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			m := newModel(t, testOptions(c))
+			send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+			cmd := send(m, FetchErrorMsg{Seq: 2, Err: tc.err})
+			for _, msg := range run(cmd) {
+				if _, ok := msg.(tea.QuitMsg); ok {
+					t.Fatal("the model quit on a fetch error")
+				}
+			}
+			v := m.View()
+			for _, s := range []string{"STALE", "observed 11:59:59 (0.5s ago)", tc.want, "w-01", "coord-b", "w-06"} {
+				if !strings.Contains(v, s) {
+					t.Errorf("view lacks %q:\n%s", s, v)
+				}
+			}
+		})
+	}
+}
+
+func TestQuitKeys(t *testing.T) {
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune{'q'}}, {Type: tea.KeyCtrlC}} {
+		t.Run(k.String(), func(t *testing.T) {
+			m := newModel(t, testOptions(newClock()))
+			msgs := run(send(m, k))
+			if len(msgs) != 1 {
+				t.Fatalf("%s produced %v, want a QuitMsg", k, msgs)
+			}
+			if _, ok := msgs[0].(tea.QuitMsg); !ok {
+				t.Fatalf("%s produced %T, want tea.QuitMsg", k, msgs[0])
+			}
+		})
+	}
+	t.Run("q while filtering types q", func(t *testing.T) {
+		m := newModel(t, testOptions(newClock()))
+		send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+		if cmd := send(m, keys("/q")...); cmd != nil {
+			t.Fatal("q in the filter line returned a command")
+		}
+		if m.filter != "q" {
+			t.Fatalf("filter %q, want q", m.filter)
+		}
+	})
+}
+
+func TestRates(t *testing.T) {
+	base := apiv1.Node{NodeID: "w", Role: "worker", IncarnationID: "i1", UpdatedAtUnixMs: 10_000,
+		Counters: apiv1.Counters{RequestsTotal: 1000, HitsTotal: 800, MissesTotal: 200, BytesServedTotal: 1 << 20, EvictionsTotal: 10}}
+	later := func(dtMs int64, f func(*apiv1.Node)) apiv1.Node {
+		n := base
+		n.UpdatedAtUnixMs += dtMs
+		f(&n)
+		return n
+	}
+	for _, tc := range []struct {
+		name string
+		next apiv1.Node
+		want rates
+	}{
+		{"between heartbeats", later(2000, func(n *apiv1.Node) {
+			n.Counters.RequestsTotal += 200
+			n.Counters.HitsTotal += 150
+			n.Counters.MissesTotal += 50
+			n.Counters.BytesServedTotal += 4 << 20
+			n.Counters.EvictionsTotal += 3
+		}), rates{known: true, reqPerSec: 100, hitRatio: 0.75, bytesPerSec: 2 << 20, evictPerSec: 1.5}},
+		{"no lookups", later(1000, func(*apiv1.Node) {}), rates{known: true, hitRatio: -1}},
+		{"new incarnation", later(2000, func(n *apiv1.Node) {
+			n.IncarnationID = "i2"
+			n.Counters = apiv1.Counters{RequestsTotal: 5}
+		}), rates{}},
+		{"counter went back", later(2000, func(n *apiv1.Node) { n.Counters.RequestsTotal = 3 }), rates{}},
+		{"clock went back", later(-1000, func(n *apiv1.Node) { n.Counters.RequestsTotal += 10 }), rates{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr rateTracker
+			if got := tr.observe([]apiv1.Node{base}); got[0].known {
+				t.Fatalf("first sample has a rate: %+v", got[0])
+			}
+			if got := tr.observe([]apiv1.Node{tc.next}); got[0] != tc.want {
+				t.Errorf("rate %+v, want %+v", got[0], tc.want)
+			}
+		})
+	}
+	t.Run("no new heartbeat keeps the rate", func(t *testing.T) {
+		var tr rateTracker
+		n2 := later(1000, func(n *apiv1.Node) { n.Counters.RequestsTotal += 50 })
+		tr.observe([]apiv1.Node{base})
+		first := tr.observe([]apiv1.Node{n2})[0]
+		if again := tr.observe([]apiv1.Node{n2})[0]; again != first || !first.known || first.reqPerSec != 50 {
+			t.Errorf("rates %+v then %+v, want 50 req/s twice", first, again)
+		}
+	})
+	t.Run("after a reset the next heartbeat has a rate", func(t *testing.T) {
+		var tr rateTracker
+		reset := later(1000, func(n *apiv1.Node) { n.IncarnationID = "i2"; n.Counters = apiv1.Counters{RequestsTotal: 10} })
+		next := reset
+		next.UpdatedAtUnixMs += 1000
+		next.Counters.RequestsTotal = 30
+		tr.observe([]apiv1.Node{base})
+		tr.observe([]apiv1.Node{reset})
+		if got := tr.observe([]apiv1.Node{next})[0]; !got.known || got.reqPerSec != 20 {
+			t.Errorf("rate %+v, want 20 req/s", got)
+		}
+	})
+	t.Run("departed nodes are forgotten", func(t *testing.T) {
+		var tr rateTracker
+		tr.observe([]apiv1.Node{base})
+		tr.observe(nil)
+		if len(tr.last) != 0 {
+			t.Errorf("tracker holds %d nodes after they left", len(tr.last))
+		}
+	})
+}
+
+func TestLateThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		apiMs       int64
+		opt         time.Duration
+		ageMs       int64
+		wantLate    bool
+		wantSummary string
+	}{
+		{"api threshold, below", 3000, 0, 2999, false, "late heartbeats (>3s) 0"},
+		{"api threshold, above", 3000, 0, 3001, true, "late heartbeats (>3s) 1"},
+		{"default when the api has none", 0, 0, 15001, true, "late heartbeats (>15s) 1"},
+		{"default, below", 0, 0, 14000, false, "late heartbeats (>15s) 0"},
+		{"option when the api has none", 0, 5 * time.Second, 6000, true, "late heartbeats (>5s) 1"},
+		{"api wins over the option", 20_000, 5 * time.Second, 6000, false, "late heartbeats (>20s) 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testOptions(newClock())
+			opts.UnhealthyAfter = tc.opt
+			m := newModel(t, opts)
+			s := fixture(0)
+			s.Cluster.Timing.UnhealthyAfterMs = tc.apiMs
+			s.Nodes = s.Nodes[:1]
+			s.Nodes[0].HeartbeatAgeMs = tc.ageMs
+			send(m, tea.WindowSizeMsg{Width: 200, Height: 20}, SnapshotMsg{Seq: 1, Snapshot: s})
+			if m.rows[0].late != tc.wantLate {
+				t.Errorf("late = %v, want %v", m.rows[0].late, tc.wantLate)
+			}
+			v := m.View()
+			if !strings.Contains(v, tc.wantSummary) {
+				t.Errorf("view lacks %q:\n%s", tc.wantSummary, v)
+			}
+			if marked := strings.Contains(v, "! coord"); marked != tc.wantLate {
+				t.Errorf("row marked late: %v, want %v:\n%s", marked, tc.wantLate, v)
+			}
+		})
+	}
+}
+
+// TestLateRowStandsOutInColour checks that with colours the late and
+// unhealthy rows are styled and the healthy ones are not, even though the
+// snapshot is fresh.
+func TestLateRowStandsOutInColour(t *testing.T) {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.ANSI256)
+	opts := testOptions(newClock())
+	opts.Renderer = r
+	m := newModel(t, opts)
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	if m.Stale() {
+		t.Fatal("fresh snapshot reported stale")
+	}
+	var late, healthy string
+	for _, l := range strings.Split(m.View(), "\n") {
+		switch {
+		case strings.Contains(l, "w-05"):
+			late = l
+		case strings.Contains(l, "w-02"):
+			healthy = l
+		}
+	}
+	if !strings.Contains(late, "\x1b[") || !strings.Contains(late, " ! ") {
+		t.Errorf("late row is neither styled nor marked: %q", late)
+	}
+	if strings.Contains(healthy, "\x1b[") {
+		t.Errorf("healthy row is styled: %q", healthy)
+	}
+}
+
+func TestNoColourProfileHasNoEscapes(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)},
+		FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable})
+	send(m, keys("?")...)
+	if v := m.View(); strings.Contains(v, "\x1b") {
+		t.Errorf("Ascii view has escape sequences: %q", v)
+	}
+}
+
+func TestFilterSortAndToggles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keys string
+		want []string
+	}{
+		{"api order", "", []string{"coord-a", "coord-b", "w-01", "w-02", "w-03", "w-04", "w-05", "w-06"}},
+		{"filter by id", "/w-0\n", []string{"w-01", "w-02", "w-03", "w-04", "w-05", "w-06"}},
+		{"filter words all match", "/worker z3\n", []string{"w-03"}},
+		{"filter by health", "/degraded\n", []string{"w-04"}},
+		{"filter late", "/late\n", []string{"w-05"}},
+		{"filter not ready", "/not-ready\n", []string{"w-06"}},
+		{"filter edit", "/w-0x\b6\n", []string{"w-06"}},
+		{"esc clears the filter", "/w-03\n\x1b", []string{"coord-a", "coord-b", "w-01", "w-02", "w-03", "w-04", "w-05", "w-06"}},
+		{"no match", "/nothing\n", []string{}},
+		{"sort by node", "s", []string{"coord-a", "coord-b", "w-01", "w-02", "w-03", "w-04", "w-05", "w-06"}},
+		{"sort by health, worst first", "ss", []string{"w-05", "w-04", "coord-a", "coord-b", "w-01", "w-02", "w-03", "w-06"}},
+		{"sort by heartbeat age", "ssss", []string{"w-05", "w-06", "w-04", "w-03", "w-02", "w-01", "coord-a", "coord-b"}},
+		{"sort by age reversed", "sssso", []string{"coord-a", "coord-b", "w-01", "w-02", "w-03", "w-04", "w-06", "w-05"}},
+		{"sort by requests/s, unknown last", "sssssss", []string{"w-06", "w-04", "w-03", "w-02", "w-01", "coord-a", "coord-b", "w-05"}},
+		{"sort by requests/s reversed, unknown still last", "ssssssso", []string{"w-01", "w-02", "w-03", "w-04", "w-06", "coord-a", "coord-b", "w-05"}},
+		{"previous column wraps to resident", "S", []string{"w-06", "w-05", "w-04", "w-03", "w-02", "w-01", "coord-a", "coord-b"}},
+		{"hide coordinators", "c", []string{"w-01", "w-02", "w-03", "w-04", "w-05", "w-06"}},
+		{"hide workers", "w", []string{"coord-a", "coord-b"}},
+		{"problems only", "u", []string{"w-04", "w-05", "w-06"}},
+		{"problems only, workers hidden", "uw", []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClock()
+			m := newModel(t, testOptions(c))
+			send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+			c.Advance(2 * time.Second)
+			send(m, SnapshotMsg{Seq: 2, Snapshot: fixture(1)})
+			send(m, keys(tc.keys)...)
+			if got := m.VisibleNodes(); !slices.Equal(got, tc.want) {
+				t.Errorf("rows %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSelectionFollowsNode(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	send(m, keys("jjj")...) // w-02
+	if got := m.VisibleNodes()[m.cursor]; got != "w-02" {
+		t.Fatalf("cursor on %s, want w-02", got)
+	}
+	send(m, keys("o")...) // reverse: w-02 moves
+	if got := m.VisibleNodes()[m.cursor]; got != "w-02" {
+		t.Errorf("after reordering the cursor is on %s, want w-02", got)
+	}
+	send(m, SnapshotMsg{Seq: 2, Snapshot: fixture(1)})
+	if got := m.VisibleNodes()[m.cursor]; got != "w-02" {
+		t.Errorf("after a new snapshot the cursor is on %s, want w-02", got)
+	}
+	send(m, keys("\n")...)
+	if !m.detail || !strings.Contains(m.View(), "worker w-02 · esc back") {
+		t.Errorf("enter did not open w-02's detail:\n%s", m.View())
+	}
+	send(m, keys("\x1b")...)
+	if m.detail {
+		t.Error("esc did not close the detail pane")
+	}
+}
+
+// TestWindowing checks that a large cluster renders exactly the rows that
+// fit, and that paging moves the window.
+func TestWindowing(t *testing.T) {
+	const n = 5000
+	m := newModel(t, testOptions(newClock()))
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: bigSnapshot(n, 0)})
+	v := m.View()
+	if lines := strings.Count(v, "\n") + 1; lines != 30 {
+		t.Fatalf("view has %d lines, want 30", lines)
+	}
+	rows := m.tableRows()
+	if got := strings.Count(v, " 1.4.2 "); got != rows {
+		t.Errorf("view shows %d node rows, want %d", got, rows)
+	}
+	send(m, tea.KeyMsg{Type: tea.KeyPgDown})
+	if m.cursor != rows || m.offset != 1 {
+		t.Errorf("after page down: cursor %d offset %d, want %d and 1", m.cursor, m.offset, rows)
+	}
+	send(m, keys("G")...)
+	if m.cursor != n-1 || !strings.Contains(m.View(), "w-04999") {
+		t.Errorf("after G: cursor %d, last row not shown", m.cursor)
+	}
+	if got := strings.Count(m.View(), "\n") + 1; got != 30 {
+		t.Errorf("view at the end has %d lines, want 30", got)
+	}
+	// The banner takes rows: the cursor stays visible.
+	send(m, FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable})
+	if v := m.View(); !strings.Contains(v, "w-04999") || !strings.Contains(v, "STALE") {
+		t.Errorf("with the banner the cursor row is gone:\n%s", v)
+	}
+	if got := strings.Count(m.ViewAll(), " 1.4.2 "); got != n {
+		t.Errorf("ViewAll shows %d rows, want %d", got, n)
+	}
+}
+
+func TestNoDataYet(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	if v := m.View(); !strings.Contains(v, "waiting for the first snapshot") || strings.Contains(v, "STALE") {
+		t.Errorf("initial view:\n%s", v)
+	}
+	send(m, FetchErrorMsg{Seq: 1, Err: apiv1.ErrUnavailable})
+	v := m.View()
+	for _, s := range []string{"NO DATA", "no snapshot received yet", "admin api unavailable", "next retry in 2s"} {
+		if !strings.Contains(v, s) {
+			t.Errorf("view lacks %q:\n%s", s, v)
+		}
+	}
+}
+
+func TestServerStaleSnapshot(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	s := fixture(0)
+	s.Cluster.Stale = true
+	s.Cluster.Store = apiv1.StoreStatus{Backend: "etcd", ErrorCode: "timeout"}
+	s.Cluster.GeneratedAtUnixMs = s.Cluster.ObservedAtUnixMs + 40_000
+	send(m, SnapshotMsg{Seq: 1, Snapshot: s})
+	if !m.Stale() {
+		t.Fatal("a snapshot the server marked stale is not shown as stale")
+	}
+	v := m.View()
+	for _, s := range []string{"STALE", "the coordinator answered from its last good snapshot", "(40s ago)", "store etcd unavailable (timeout)", "store etcd UNHEALTHY (timeout)"} {
+		if !strings.Contains(v, s) {
+			t.Errorf("view lacks %q:\n%s", s, v)
+		}
+	}
+}
+
+func TestSnapshotAgeIgnoresClockSkew(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	s := fixture(0)
+	// The server's clock is an hour ahead; its answer was 2s old when sent.
+	s.Cluster.ObservedAtUnixMs = t0.Add(time.Hour).UnixMilli()
+	s.Cluster.GeneratedAtUnixMs = t0.Add(time.Hour + 2*time.Second).UnixMilli()
+	send(m, SnapshotMsg{Seq: 1, Snapshot: s})
+	c.Advance(5 * time.Second)
+	if v := m.View(); !strings.Contains(v, "(7.0s ago)") {
+		t.Errorf("snapshot age is not 7.0s:\n%s", v)
+	}
+}

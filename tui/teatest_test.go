@@ -1,0 +1,207 @@
+package tui
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// Golden tests run the model in a real bubbletea program (teatest) at a
+// fixed terminal size, with the fixed clock and the Ascii colour profile,
+// and compare the final frame with testdata/TestGolden/<case>.golden.
+// Regenerate with: go test ./tui -run TestGolden -update
+//
+// The frame compared is the final model's View rather than the raw byte
+// stream the program wrote: the stream depends on how the renderer's
+// frame ticks fell, the frame does not.
+
+const (
+	goldenWidth  = 140
+	goldenHeight = 24
+)
+
+// scene drives one program: it sends messages and waits until the
+// program has rendered each, so that clock changes between steps are
+// ordered with the model's reads of the clock.
+type scene struct {
+	t  *testing.T
+	tm *teatest.TestModel
+	c  *clock
+}
+
+func newScene(t *testing.T) *scene {
+	t.Helper()
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(goldenWidth, goldenHeight))
+	return &scene{t: t, tm: tm, c: c}
+}
+
+// step sends msgs and waits until the output shows marker.
+func (s *scene) step(marker string, msgs ...tea.Msg) {
+	s.t.Helper()
+	for _, msg := range msgs {
+		s.tm.Send(msg)
+	}
+	teatest.WaitFor(s.t, s.tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(marker)) },
+		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+}
+
+// finish quits the program and compares its final frame with the golden
+// file.
+func (s *scene) finish() *Model {
+	s.t.Helper()
+	if err := s.tm.Quit(); err != nil {
+		s.t.Fatal(err)
+	}
+	m := s.tm.FinalModel(s.t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	golden.RequireEqual(s.t, []byte(m.View()))
+	return m
+}
+
+// healthy brings the scene to two fresh snapshots, two seconds apart, so
+// that rates are known.
+func (s *scene) healthy() {
+	s.step("revision 4200", SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	s.c.Advance(2 * time.Second)
+	s.step("revision 4201", SnapshotMsg{Seq: 2, Snapshot: fixture(1)})
+}
+
+// failing makes the two fetches after healthy fail: the coordinator is
+// unreachable, then answers 503.
+func (s *scene) failing() {
+	s.c.Advance(3 * time.Second)
+	s.step("1 failed attempt", FetchErrorMsg{Seq: 3, Err: fmt.Errorf(
+		`%w: GET /api/v1/cluster: Get "https://coord-a.talon.internal:9090/api/v1/cluster": dial tcp 10.0.0.1:9090: connect: connection refused`,
+		apiv1.ErrUnavailable)})
+	s.c.Advance(2 * time.Second)
+	s.step("2 failed attempts", FetchErrorMsg{Seq: 4, Err: &apiv1.APIError{
+		Server: "https://coord-b.talon.internal:9090", HTTPStatus: http.StatusServiceUnavailable,
+		Code: apiv1.CodeNotReady, Message: "no current cluster snapshot: store unavailable", Retryable: true,
+	}})
+	s.c.Advance(time.Second)
+}
+
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		play  func(s *scene)
+		check func(t *testing.T, m *Model)
+	}{
+		{
+			name: "healthy",
+			play: func(s *scene) {
+				s.healthy()
+				s.c.Advance(500 * time.Millisecond)
+			},
+			check: func(t *testing.T, m *Model) {
+				if m.Stale() {
+					t.Error("healthy cluster shown as stale")
+				}
+			},
+		},
+		{
+			name: "stale",
+			play: func(s *scene) {
+				s.healthy()
+				s.failing()
+			},
+			check: func(t *testing.T, m *Model) {
+				if !m.Stale() || m.Snapshot().Cluster.Revision != "4201" || m.Failures() != 2 {
+					t.Errorf("stale %v, revision %s, failures %d; want stale with revision 4201 after 2 failures",
+						m.Stale(), m.Snapshot().Cluster.Revision, m.Failures())
+				}
+			},
+		},
+		{
+			name: "recovery",
+			play: func(s *scene) {
+				s.healthy()
+				s.failing()
+				s.c.Advance(3 * time.Second)
+				s.step("revision 4202", SnapshotMsg{Seq: 5, Snapshot: fixture(2)})
+				s.c.Advance(time.Second)
+			},
+			check: func(t *testing.T, m *Model) {
+				if m.Stale() || m.Failures() != 0 {
+					t.Errorf("after recovery: stale %v, failures %d", m.Stale(), m.Failures())
+				}
+			},
+		},
+		{
+			name: "no_data",
+			play: func(s *scene) {
+				s.step("NO DATA", FetchErrorMsg{Seq: 1, Err: fmt.Errorf(
+					`%w: GET /api/v1/cluster: context deadline exceeded`, apiv1.ErrUnavailable)})
+			},
+		},
+		{
+			name: "unhealthy_node",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("problem nodes only", keys("u")...)
+			},
+		},
+		{
+			name: "unhealthy_node_detail",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("problem nodes only", keys("u")...)
+				s.step("LATE", keys("j\n")...)
+			},
+		},
+		{
+			name: "filter",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("0 of 8 nodes", keys("/coordx")...)
+				s.step(`filter "coord"`, keys("\b\n")...)
+			},
+		},
+		{
+			name: "filter_typing",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("/w-0█", keys("/w-0")...)
+			},
+		},
+		{
+			name: "sort_by_requests",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("sort requests/s ▼", keys("sssssss")...)
+			},
+		},
+		{
+			name: "sort_by_age_ascending_workers_only",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("coordinators hidden", keys("ssssco")...)
+			},
+		},
+		{
+			name: "full_help",
+			play: func(s *scene) {
+				s.healthy()
+				s.step("previous sort column", keys("?")...)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScene(t)
+			tc.play(s)
+			m := s.finish()
+			if tc.check != nil {
+				tc.check(t, m)
+			}
+		})
+	}
+}

@@ -1,0 +1,479 @@
+package tui
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// View renders the screen: header, STALE banner when the data is not
+// current, the visible window of the node table (or the detail pane),
+// footer and help. Its cost depends on the window size, not on the number
+// of nodes.
+func (m *Model) View() string { return m.render(false) }
+
+// ViewAll renders one frame with every visible row and no footer, for
+// printing once (talonctl top --once); the height is ignored.
+func (m *Model) ViewAll() string { return m.render(true) }
+
+func (m *Model) size() (w, h int) {
+	w, h = m.width, m.height
+	if w <= 0 {
+		w = defaultWidth
+	}
+	if h <= 0 {
+		h = defaultHeight
+	}
+	return w, h
+}
+
+func (m *Model) render(all bool) string {
+	w, h := m.size()
+	now := m.opts.Now()
+	lines := m.topLines(w, now)
+	if all {
+		lines = append(lines, m.tableLines(w, 0, len(m.visible), false)...)
+		return strings.Join(lines, "\n") + "\n"
+	}
+	bottom := m.bottomLines(w)
+	n := max(h-len(lines)-len(bottom), 1)
+	var body []string
+	if m.detail {
+		body = m.detailLines(w, n, now)
+	} else {
+		start := max(min(m.offset, len(m.visible)-(n-1)), 0)
+		end := min(start+n-1, len(m.visible))
+		body = m.tableLines(w, start, end, true)
+	}
+	for len(body) < n {
+		body = append(body, "")
+	}
+	lines = append(lines, body...)
+	lines = append(lines, bottom...)
+	if len(lines) > h {
+		lines = lines[:h] // a terminal too small for the chrome: keep the top
+	}
+	return strings.Join(lines, "\n")
+}
+
+// tableRows is how many node rows fit under the chrome.
+func (m *Model) tableRows() int {
+	w, h := m.size()
+	chrome := len(m.topLines(w, m.opts.Now())) + len(m.bottomLines(w)) + 1 // +1: column header
+	return max(h-chrome, 1)
+}
+
+// topLines are the header, the summary and the banner.
+func (m *Model) topLines(w int, now time.Time) []string {
+	l1, l2, l3 := m.headerText(now)
+	data := m.st.header
+	if m.Stale() {
+		data = m.st.dim
+	}
+	lines := []string{
+		m.st.title.Render(fit(l1, w)),
+		data.Render(fit(l2, w)),
+		data.Render(fit(l3, w)),
+	}
+	return append(lines, m.bannerLines(w, now)...)
+}
+
+func (m *Model) headerText(now time.Time) (l1, l2, l3 string) {
+	refresh := "refresh " + formatInterval(m.opts.Refresh)
+	if m.snap == nil {
+		l2 = "waiting for the first snapshot"
+		if m.err != nil {
+			l2 = "no snapshot yet"
+		}
+		return "talon top · " + refresh, l2, ""
+	}
+	c := &m.snap.Cluster
+	served := "served by " + orDash(c.ServedBy)
+	if m.snap.Server != "" {
+		served += " (" + m.snap.Server + ")"
+	}
+	l1 = strings.Join([]string{"talon top", "cluster " + orDash(c.ClusterID), served, refresh}, " · ")
+
+	store := "store " + orDash(c.Store.Backend) + " healthy"
+	if !c.Store.Healthy {
+		store = "store " + orDash(c.Store.Backend) + " UNHEALTHY"
+		if c.Store.ErrorCode != "" {
+			store += " (" + c.Store.ErrorCode + ")"
+		}
+	}
+	observed := m.observedAt()
+	l2 = strings.Join([]string{
+		store,
+		"revision " + orDash(c.Revision),
+		"placement " + orDash(c.PlacementVersion),
+		fmt.Sprintf("observed %s (%s ago)", formatClock(observed, now.In(m.opts.Location)), formatAge(m.snapshotAge(now))),
+	}, " · ")
+
+	l3 = strings.Join([]string{
+		"coordinators " + countsText(c.Nodes.Coordinators),
+		"workers " + countsText(c.Nodes.Workers),
+		fmt.Sprintf("eligible %d", c.EligibleWorkers),
+		fmt.Sprintf("late heartbeats (>%s) %d", formatInterval(m.threshold), m.lateCount),
+	}, " · ")
+	return l1, l2, l3
+}
+
+func countsText(c apiv1.Counts) string {
+	s := fmt.Sprintf("%d: %d healthy", c.Total, c.Healthy)
+	for _, x := range []struct {
+		n    int
+		what string
+	}{{c.Degraded, "degraded"}, {c.Unhealthy, "unhealthy"}, {c.Unknown, "unknown"}} {
+		if x.n > 0 {
+			s += fmt.Sprintf(", %d %s", x.n, x.what)
+		}
+	}
+	return s + fmt.Sprintf(", %d ready", c.Ready)
+}
+
+// observedAt is the snapshot's observation time (server clock) in the
+// display zone.
+func (m *Model) observedAt() time.Time {
+	return time.UnixMilli(m.snap.Cluster.ObservedAtUnixMs).In(m.opts.Location)
+}
+
+// snapshotAge is how old the data on screen is: the time since it arrived
+// (local clock) plus how old it already was when the server sent it (the
+// server's generation minus observation time, both on its clock), so that
+// clock skew between server and terminal does not enter.
+func (m *Model) snapshotAge(now time.Time) time.Duration {
+	c := &m.snap.Cluster
+	return now.Sub(m.receivedAt) + time.Duration(max(c.GeneratedAtUnixMs-c.ObservedAtUnixMs, 0))*time.Millisecond
+}
+
+// bannerLines is the STALE (or NO DATA) banner, empty when the data is
+// current.
+func (m *Model) bannerLines(w int, now time.Time) []string {
+	if !m.Stale() {
+		return nil
+	}
+	var title, what string
+	switch {
+	case m.snap == nil:
+		title, what = " NO DATA ", "no snapshot received yet"
+	case m.err == nil:
+		title = " STALE "
+		what = fmt.Sprintf("the coordinator answered from its last good snapshot, observed %s (%s ago); data below may not be current",
+			formatClock(m.observedAt(), now.In(m.opts.Location)), formatAge(m.snapshotAge(now)))
+	default:
+		title = " STALE "
+		what = fmt.Sprintf("showing the last good snapshot, observed %s (%s ago); data below is not current",
+			formatClock(m.observedAt(), now.In(m.opts.Location)), formatAge(m.snapshotAge(now)))
+	}
+	inner := max(w-4, 10) // border and padding
+	text := []string{m.st.bannerTitle.Render(title) + " " + fit(what, inner-len(title)-1)}
+	if m.err != nil {
+		text = append(text, fit("error: "+oneLine(m.err.Error()), inner))
+		since := formatClock(m.failingAt.In(m.opts.Location), now.In(m.opts.Location))
+		retry := "retrying now"
+		if !m.nextAt.IsZero() {
+			retry = fmt.Sprintf("next retry in %s (%s)", formatCountdown(m.nextAt.Sub(now)), formatClock(m.nextAt.In(m.opts.Location), now.In(m.opts.Location)))
+		}
+		text = append(text, fit(fmt.Sprintf("%d failed %s since %s · %s · backoff up to %s · r retries now",
+			m.failures, plural(m.failures, "attempt", "attempts"), since, retry, formatInterval(m.backoff.Max)), inner))
+	} else {
+		store := "store " + orDash(m.snap.Cluster.Store.Backend) + " unavailable"
+		if code := m.snap.Cluster.Store.ErrorCode; code != "" {
+			store += " (" + code + ")"
+		}
+		text = append(text, fit(store, inner))
+		if !m.nextAt.IsZero() {
+			text = append(text, fit("next refresh in "+formatCountdown(m.nextAt.Sub(now)), inner))
+		}
+	}
+	if w < 12 {
+		return text
+	}
+	return strings.Split(m.st.banner.Width(w-2).Render(strings.Join(text, "\n")), "\n")
+}
+
+// tableLines renders the column header and visible rows start..end.
+func (m *Model) tableLines(w, start, end int, cursor bool) []string {
+	lines := make([]string, 0, end-start+1)
+	lines = append(lines, m.st.colHeader.Render(fit(m.headerRow(), w)))
+	if len(m.visible) == 0 {
+		msg := "no nodes"
+		if m.snap == nil {
+			msg = ""
+		} else if len(m.rows) > 0 {
+			msg = "no nodes match the filter and toggles"
+		}
+		return append(lines, msg)
+	}
+	stale := m.Stale()
+	widths := m.columnWidths()
+	var b strings.Builder
+	for v := start; v < end; v++ {
+		r := &m.rows[m.visible[v]]
+		sel := cursor && v == m.cursor
+		b.Reset()
+		switch {
+		case sel:
+			b.WriteByte('>')
+		default:
+			b.WriteByte(' ')
+		}
+		if r.late {
+			b.WriteByte('!')
+		} else {
+			b.WriteByte(' ')
+		}
+		b.WriteByte(' ')
+		for c := range numColumns {
+			if c > 0 {
+				b.WriteString("  ")
+			}
+			pad(&b, r.cells[c], widths[c], c.right())
+		}
+		line := strings.TrimRight(fit(b.String(), w), " ")
+		st := m.st.header
+		switch {
+		case r.late || r.node.Health == "unhealthy":
+			st = m.st.bad
+		case r.node.Health != "healthy" || !r.node.Ready:
+			st = m.st.warn
+		}
+		if sel {
+			st = st.Inherit(m.st.selected)
+		}
+		if stale {
+			st = st.Faint(true)
+		}
+		lines = append(lines, st.Render(line))
+	}
+	return lines
+}
+
+// columnWidths returns each column's width: its widest cell, at least its
+// title (with the sort arrow on the sort column).
+func (m *Model) columnWidths() [numColumns]int {
+	var w [numColumns]int
+	for c := range numColumns {
+		t := ansi.StringWidth(c.title())
+		if c == m.sortCol {
+			t += 2
+		}
+		w[c] = max(m.cellW[c], t)
+	}
+	return w
+}
+
+func (m *Model) headerRow() string {
+	widths := m.columnWidths()
+	var b strings.Builder
+	b.WriteString("   ")
+	for c := range numColumns {
+		if c > 0 {
+			b.WriteString("  ")
+		}
+		t := c.title()
+		if c == m.sortCol {
+			if m.sortDesc {
+				t += " ▼"
+			} else {
+				t += " ▲"
+			}
+		}
+		pad(&b, t, widths[c], c.right())
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// pad writes s into b padded or truncated to width w.
+func pad(b *strings.Builder, s string, w int, right bool) {
+	sw := len(s)
+	if !isASCII(s) {
+		sw = ansi.StringWidth(s)
+	}
+	if sw > w {
+		s, sw = ansi.Truncate(s, w, "…"), w
+	}
+	if right {
+		b.WriteString(strings.Repeat(" ", w-sw))
+		b.WriteString(s)
+		return
+	}
+	b.WriteString(s)
+	b.WriteString(strings.Repeat(" ", w-sw))
+}
+
+// bottomLines are the status line and the help.
+func (m *Model) bottomLines(w int) []string {
+	var parts []string
+	switch {
+	case m.filtering:
+		parts = append(parts, m.st.filterS.Render("/"+m.filter+"█")+" (enter keep, esc clear)")
+	case m.filter != "":
+		parts = append(parts, fmt.Sprintf("filter %q (/ edit, esc clear)", m.filter))
+	}
+	if m.snap != nil {
+		pos := ""
+		if len(m.visible) > 0 {
+			pos = fmt.Sprintf(", row %d", m.cursor+1)
+		}
+		parts = append(parts, fmt.Sprintf("%d of %d nodes%s", len(m.visible), len(m.rows), pos))
+	}
+	dir := "▲"
+	if m.sortDesc {
+		dir = "▼"
+	}
+	parts = append(parts, fmt.Sprintf("sort %s %s (s/S column, o order)", m.sortCol.name(), dir))
+	if m.hideCoordinators {
+		parts = append(parts, "coordinators hidden (c)")
+	}
+	if m.hideWorkers {
+		parts = append(parts, "workers hidden (w)")
+	}
+	if m.problemsOnly {
+		parts = append(parts, "problem nodes only (u)")
+	}
+	lines := []string{m.st.footer.Render(fit(strings.Join(parts, " · "), w))}
+	return append(lines, strings.Split(m.help.View(m.keys), "\n")...)
+}
+
+// detailLines renders the selected node's detail pane in n lines.
+func (m *Model) detailLines(w, n int, now time.Time) []string {
+	text := m.detailAll(now)
+	off := min(m.detailOffset, max(len(text)-n, 0))
+	text = text[off:min(len(text), off+n)]
+	out := make([]string, len(text))
+	for j, t := range text {
+		out[j] = fit(t, w)
+		if j == 0 && off == 0 {
+			out[j] = m.st.title.Render(out[j])
+		}
+	}
+	return out
+}
+
+// detailAll is every line of the detail pane.
+func (m *Model) detailAll(now time.Time) []string {
+	i, ok := m.index[m.selected]
+	if !ok {
+		return []string{fmt.Sprintf("%s %s is not in the current snapshot · esc back", m.selected.role, m.selected.id)}
+	}
+	return m.detailText(&m.rows[i], now)
+}
+
+func (m *Model) detailText(r *row, now time.Time) []string {
+	n := r.node
+	loc := m.opts.Location
+	ms := func(v int64) string {
+		if v == 0 {
+			return "-"
+		}
+		return formatClock(time.UnixMilli(v).In(loc), now.In(loc))
+	}
+	kv := func(k, v string) string { return fmt.Sprintf("  %-13s %s", k, v) }
+	hb := fmt.Sprintf("seq %d, accepted %s, age %s at observation", n.HeartbeatSeq, ms(n.UpdatedAtUnixMs), formatAgeMs(n.HeartbeatAgeMs))
+	if r.late {
+		hb += fmt.Sprintf(" — LATE (above %s)", formatInterval(m.threshold))
+	}
+	ready := "no"
+	if n.Ready {
+		ready = "yes"
+	}
+	labels := make([]string, 0, len(n.Labels))
+	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
+		labels = append(labels, k+"="+n.Labels[k])
+	}
+	lines := []string{
+		fmt.Sprintf("%s %s · esc back", n.Role, n.NodeID),
+		"",
+		kv("cluster", orDash(n.ClusterID)),
+		kv("incarnation", orDash(n.IncarnationID)),
+		kv("version", orDash(n.Version)),
+		kv("address", orDash(n.Address)),
+		kv("admin", orDash(n.AdminAddress)),
+		kv("started", ms(n.StartTimeUnixMs)),
+		kv("heartbeat", hb),
+		kv("health", fmt.Sprintf("%s (reported %s)", n.Health, orDash(n.ReportedHealth))),
+		kv("ready", ready),
+		kv("labels", orDash(strings.Join(labels, ", "))),
+	}
+	cp, ct := n.Capacity, n.Counters
+	if r.worker {
+		pct := "-"
+		if cp.CapacityBytes > 0 {
+			pct = fmt.Sprintf("%.0f%%", 100*fill(cp))
+		}
+		lines = append(lines,
+			kv("capacity", fmt.Sprintf("resident %s of %s (%s), %d blocks, %d pages, %d loads in flight",
+				compactBytes(cp.ResidentBytes), compactBytes(cp.CapacityBytes), pct, cp.Blocks, cp.Pages, cp.InflightLoads)),
+			kv("rates", m.ratesText(r)),
+			kv("requests", fmt.Sprintf("%d total, %d errors", ct.RequestsTotal, ct.ErrorsTotal)),
+			kv("cache", fmt.Sprintf("%d hits, %d misses, %d evictions, %s served", ct.HitsTotal, ct.MissesTotal, ct.EvictionsTotal, compactBytes(ct.BytesServedTotal))),
+			kv("backend", fmt.Sprintf("%d fetches, %d errors", ct.BackendFetchesTotal, ct.BackendErrorsTotal)),
+		)
+	} else {
+		sh := "no"
+		if cp.StoreHealthy {
+			sh = "yes"
+		}
+		lines = append(lines, kv("store read", sh))
+	}
+	lines = append(lines,
+		kv("placement", fmt.Sprintf("%d lookups, %d errors", ct.PlacementLookupsTotal, ct.PlacementErrorsTotal)),
+		kv("store errors", fmt.Sprintf("%d", ct.StoreErrorsTotal)),
+	)
+	return lines
+}
+
+func (m *Model) ratesText(r *row) string {
+	if !r.rates.known {
+		return "- (needs two heartbeats of this incarnation)"
+	}
+	hit := "-"
+	if r.rates.hitRatio >= 0 {
+		hit = fmt.Sprintf("%.1f%%", 100*r.rates.hitRatio)
+	}
+	return fmt.Sprintf("%s requests/s, hit ratio %s, %s bytes/s, %s evictions/s",
+		compactNumber(r.rates.reqPerSec), hit, compactNumber(r.rates.bytesPerSec), compactNumber(r.rates.evictPerSec))
+}
+
+// fit truncates plain text to w cells.
+func fit(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if len(s) <= w && isASCII(s) {
+		return s
+	}
+	return ansi.Truncate(s, w, "…")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
