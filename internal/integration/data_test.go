@@ -1,0 +1,282 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/worker/dataserver"
+)
+
+const blockSize = 1 << 20
+
+func writeBlob(t *testing.T, dir, name string, size int, seed uint64) []byte {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type cluster3 struct {
+	ctl     string
+	coord   *proc
+	workers map[string]*proc
+	reader  *client.ObjectReader
+}
+
+func startCluster(t *testing.T, blobs string, nworkers int, workerExtra ...string) *cluster3 {
+	t.Helper()
+	c := &cluster3{ctl: freeAddr(t), workers: map[string]*proc{}}
+	c.coord = start(t, "coordinator", coordinatorArgs("coord", c.ctl, freeAddr(t))...)
+	waitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c.coord) })
+	for i := 1; i <= nworkers; i++ {
+		id := fmt.Sprintf("worker-%d", i)
+		c.workers[id] = start(t, id, workerArgs(id, freeAddr(t), freeAddr(t), []string{c.ctl}, blobs, t.TempDir(), workerExtra...)...)
+	}
+	waitFor(t, 20*time.Second, "workers healthy", func() bool {
+		cl, err := c.coord.api(t).Cluster(context.Background())
+		return err == nil && cl.Nodes.Workers.Healthy == nworkers && cl.EligibleWorkers == nworkers
+	})
+	cl, err := client.New(client.Options{Coordinators: []string{c.ctl}, CacheTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	c.reader = &client.ObjectReader{Client: cl, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: blockSize, Replicas: 2}
+	return c
+}
+
+func (c *cluster3) read(t *testing.T, object string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := c.reader.ReadObject(context.Background(), object, &buf); err != nil {
+		t.Fatalf("read %s: %v", object, err)
+	}
+	return buf.Bytes()
+}
+
+// usage sums the workers' live counters.
+func (c *cluster3) usage(t *testing.T) (hits, misses, evictions uint64, perWorker map[string]apiv1.Usage) {
+	t.Helper()
+	perWorker = map[string]apiv1.Usage{}
+	for id, w := range c.workers {
+		if w.exited() {
+			continue
+		}
+		st, err := w.api(t).Status(context.Background())
+		if err != nil || st.Current == nil {
+			t.Fatalf("status of %s: %v", id, err)
+		}
+		u := *st.Current
+		perWorker[id] = u
+		hits += u.Counters.HitsTotal
+		misses += u.Counters.MissesTotal
+		evictions += u.Counters.EvictionsTotal
+	}
+	return hits, misses, evictions, perWorker
+}
+
+// TestReadsThroughTheCache: contents match byte for byte, a second read is
+// all hits, and killing an owner mid-run costs no failed read.
+func TestReadsThroughTheCache(t *testing.T) {
+	skipShort(t)
+	blobs := t.TempDir()
+	objects := map[string][]byte{
+		"a/one.bin":   writeBlob(t, blobs, "a/one.bin", 5*blockSize+12345, 1),
+		"a/two.bin":   writeBlob(t, blobs, "a/two.bin", 3*blockSize, 2),
+		"b/small.txt": writeBlob(t, blobs, "b/small.txt", 777, 3),
+		"b/empty":     writeBlob(t, blobs, "b/empty", 0, 4),
+	}
+	c := startCluster(t, blobs, 3)
+	blocks := uint64(0)
+	for name, want := range objects {
+		if got := c.read(t, name); !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d bytes that differ from the blob (%d bytes)", name, len(got), len(want))
+		}
+		blocks += uint64((len(want) + blockSize - 1) / blockSize)
+	}
+	h1, m1, _, _ := c.usage(t)
+	if m1 < blocks {
+		t.Fatalf("first pass: %d misses for %d blocks", m1, blocks)
+	}
+	for name, want := range objects {
+		if got := c.read(t, name); !bytes.Equal(got, want) {
+			t.Fatalf("%s differs on the second read", name)
+		}
+	}
+	h2, m2, _, _ := c.usage(t)
+	if m2 != m1 || h2-h1 < blocks {
+		t.Fatalf("second pass: hits %d->%d, misses %d->%d; want +%d hits and no new miss", h1, h2, m1, m2, blocks)
+	}
+
+	// Kill the primary owner of a block while readers run: every read
+	// must still succeed, through the replica.
+	p, err := c.coord.api(t).Placement(context.Background(), dataserver.BlockKey("a/one.bin", 0), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := p.Owners[0].NodeID
+	var fallbacks atomic.Int64
+	c.reader.OnFallback = func(string, int64, string, error) { fallbacks.Add(1) }
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	stop := make(chan struct{})
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for name, want := range objects {
+					var buf bytes.Buffer
+					if _, err := c.reader.ReadObject(context.Background(), name, &buf); err != nil || !bytes.Equal(buf.Bytes(), want) {
+						failed.Add(1)
+						t.Errorf("read %s during the kill: %v", name, err)
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	c.workers[victim].kill()
+	time.Sleep(2500 * time.Millisecond) // past unhealthy-after: placement moves on
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d reads failed after %s was killed", failed.Load(), victim)
+	}
+	if fallbacks.Load() == 0 {
+		t.Fatalf("no read fell back to a replica after %s was killed", victim)
+	}
+	t.Logf("%d fallbacks to a replica after killing %s", fallbacks.Load(), victim)
+}
+
+// TestCapacityAndEvictions: a small cache never holds more than its
+// capacity, and evictions are counted.
+func TestCapacityAndEvictions(t *testing.T) {
+	skipShort(t)
+	blobs := t.TempDir()
+	var names []string
+	for i := range 6 {
+		name := fmt.Sprintf("obj-%d", i)
+		writeBlob(t, blobs, name, 2*blockSize, uint64(10+i))
+		names = append(names, name)
+	}
+	c := startCluster(t, blobs, 1, "--cache-capacity", "3MiB")
+	for round := range 2 {
+		for _, n := range names {
+			c.read(t, n)
+			_, _, _, per := c.usage(t)
+			for id, u := range per {
+				if u.Capacity.ResidentBytes > u.Capacity.CapacityBytes || u.Capacity.CapacityBytes != 3<<20 {
+					t.Fatalf("round %d: %s holds %d bytes with capacity %d", round, id, u.Capacity.ResidentBytes, u.Capacity.CapacityBytes)
+				}
+			}
+		}
+	}
+	_, _, ev, _ := c.usage(t)
+	if ev == 0 {
+		t.Fatal("12 MiB read through a 3 MiB cache without an eviction")
+	}
+}
+
+// TestCrashWhileLoading kills a worker with SIGKILL while it is loading a
+// block from a slow blob store, restarts it on the same cache directory
+// and checks that the block it serves is whole and correct.
+func TestCrashWhileLoading(t *testing.T) {
+	skipShort(t)
+	want := make([]byte, 2*blockSize)
+	r := rand.New(rand.NewPCG(99, 1))
+	for i := range want {
+		want[i] = byte(r.Uint32())
+	}
+	var slow atomic.Bool
+	slow.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/blobs/big.bin" {
+			http.NotFound(w, req)
+			return
+		}
+		if !slow.Load() {
+			http.ServeContent(w, req, "big.bin", time.Time{}, bytes.NewReader(want))
+			return
+		}
+		// Slow: honour the range, but trickle the bytes.
+		var start, end int64 = 0, int64(len(want)) - 1
+		if rg := req.Header.Get("Range"); rg != "" {
+			fmt.Sscanf(rg, "bytes=%d-%d", &start, &end)
+		}
+		end = min(end, int64(len(want))-1)
+		w.Header().Set("Content-Length", strconv.FormatInt(end-start+1, 10))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(want)))
+		w.Header().Set("Accept-Ranges", "bytes")
+		if req.Method == http.MethodHead {
+			return
+		}
+		if req.Header.Get("Range") != "" {
+			w.WriteHeader(http.StatusPartialContent)
+		}
+		for off := start; off <= end; off += 64 << 10 {
+			w.Write(want[off:min(off+64<<10, end+1)])
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+
+	ctl := freeAddr(t)
+	coord := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t))...)
+	waitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
+	cacheDir, data, adminAddr := t.TempDir(), freeAddr(t), freeAddr(t)
+	args := []string{"worker", "--cluster-id", "it", "--node-id", "worker-1", "--listen", data, "--admin-listen", adminAddr,
+		"--coordinators", ctl, "--blob-store", srv.URL + "/blobs", "--cache-dir", cacheDir, "--cache-capacity", "64MiB", "--block-size", "1MiB"}
+	args = append(args, timingArgs...)
+	w := start(t, "worker-1", args...)
+	waitFor(t, 20*time.Second, "worker ready", func() bool { return ready(t, w) })
+
+	// Start a read of block 0; it takes about a second to load.
+	go func() {
+		_, _ = dataserver.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, dataserver.Request{Addr: data, Object: "big.bin", Offset: 0, Length: blockSize})
+	}()
+	time.Sleep(400 * time.Millisecond)
+	w.kill()
+
+	slow.Store(false)
+	w.restart()
+	waitFor(t, 20*time.Second, "restarted worker ready", func() bool { return ready(t, w) })
+	for i := range 2 {
+		res, err := dataserver.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, dataserver.Request{Addr: data, Object: "big.bin", Offset: int64(i) * blockSize, Length: blockSize})
+		if err != nil {
+			t.Fatalf("block %d after the crash: %v", i, err)
+		}
+		if !bytes.Equal(res.Data, want[i*blockSize:(i+1)*blockSize]) {
+			t.Fatalf("block %d after the crash: %d bytes that differ from the blob", i, len(res.Data))
+		}
+	}
+}
