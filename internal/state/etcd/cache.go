@@ -106,6 +106,9 @@ func (c *watchCache) syncAndWatch() (synced bool, err error) {
 	wctx, wcancel := context.WithCancel(c.streamCtx)
 	defer wcancel()
 	wch := c.watcher.Watch(wctx, s.keys.all(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	// Ready only now: the watch's stream exists, so a progress request
+	// goes to it rather than opening another one.
+	c.setReady()
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return true, s.mapError("snapshot cache watch", err, nil)
@@ -138,7 +141,8 @@ func (c *watchCache) setNotReady() {
 	c.broadcastLocked()
 }
 
-// reset replaces the contents with a full listing at revision rev.
+// reset replaces the contents with a full listing at revision rev; the
+// cache is not ready until its watch is set up.
 func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
 	slotsMap := make(map[string]*cacheEntry, len(kvs))
 	clusters := make(map[string][]*cacheEntry)
@@ -155,7 +159,14 @@ func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.slots, c.clusters, c.rev, c.ready = slotsMap, clusters, rev, true
+	c.slots, c.clusters, c.rev = slotsMap, clusters, rev
+	c.broadcastLocked()
+}
+
+func (c *watchCache) setReady() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ready = true
 	c.broadcastLocked()
 }
 

@@ -71,9 +71,11 @@
 // In steady state (the view is current: this store wrote the slot last,
 // or the snapshot cache has seen the other coordinator's write) an
 // accepted heartbeat costs exactly two round trips: the keepalive and the
-// transaction. A stale view costs one more transaction round; the first
-// heartbeat of an incarnation costs a grant instead of the keepalive.
-// TestRoundTrips counts them on the wire.
+// transaction. A stale view costs one more transaction round. The first
+// heartbeat of an incarnation costs a read, a grant and the transaction
+// (a grant is a Raft write, so a decision that needs one is confirmed by a
+// read unless it was just read). A duplicate or stale heartbeat costs one
+// read. TestRoundTrips counts them on the wire, with authentication on.
 //
 // # Snapshots and the watch-fed cache
 //

@@ -194,6 +194,9 @@ func (k *keeper) receive(s *kaSession) {
 func (s *kaSession) send(ctx context.Context, w *kaWaiter) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -208,8 +211,15 @@ func (s *kaSession) send(ctx context.Context, w *kaWaiter) error {
 	}
 	s.pending = append(s.pending, w)
 	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { s.fail(fmt.Errorf("lease keepalive stream: send blocked: %w", ctx.Err())) })
+	var sending atomic.Bool
+	sending.Store(true)
+	stop := context.AfterFunc(ctx, func() {
+		if sending.Load() {
+			s.fail(fmt.Errorf("lease keepalive stream: send blocked: %w", ctx.Err()))
+		}
+	})
 	err := s.stream.Send(&pb.LeaseKeepAliveRequest{ID: w.id})
+	sending.Store(false)
 	stop()
 	if errors.Is(err, io.EOF) {
 		// The stream ended; Recv reports why, and fails w with it.

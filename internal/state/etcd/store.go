@@ -121,6 +121,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, s.mapError(fmt.Sprintf("connect to %v", opts.Endpoints), err, ci)
 	}
 	s.client = client
+	// The client keeps its own copy; the store keeps none, so printing the
+	// store (or its options) cannot show it.
+	s.opts.Password = ""
 	s.keeper = newKeeper(pb.NewLeaseClient(client.ActiveConnection()), lifetime, s.spawn, s.log)
 	if opts.CacheSnapshots {
 		s.cache = newWatchCache(s)
