@@ -1,0 +1,668 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/talonhq/talon/internal/admin"
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/state/memory"
+)
+
+// The browser tests run the page in headless Chromium against a real
+// coordinator and admin listener on loopback. They skip under -short and
+// fail, not skip, when Chromium is missing: run .ci/ensure-chromium.sh.
+// TALON_CHROMIUM names another Chromium binary. TALON_UI_SCREENSHOTS names
+// a directory to save screenshots of the page in (for looking at it).
+
+const (
+	clusterID = "ui-test"
+	// xssVersion is a build version that is markup; the page must show it
+	// as text.
+	xssVersion = `<img src=x onerror="window.__xss=1">v1`
+	// waitTimeout bounds every wait for the page. The page polls every 3 s
+	// and backs off to 6 s after a failure, so recovery takes at most ~10 s.
+	waitTimeout = 25 * time.Second
+)
+
+// testTiming keeps records fresh: the store runs on a frozen clock.
+var testTiming = cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 10 * time.Second}
+
+// chromium returns the Chromium binary, failing the test when there is none.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: runs headless Chromium against a coordinator on loopback")
+	}
+	p := os.Getenv("TALON_CHROMIUM")
+	if p == "" {
+		p = "/usr/bin/chromium"
+	}
+	if _, err := exec.LookPath(p); err != nil {
+		t.Fatalf("headless Chromium is required for the UI browser tests and %s is not usable (%v): run .ci/ensure-chromium.sh (as root) to install it, or set TALON_CHROMIUM to a Chromium binary", p, err)
+	}
+	return p
+}
+
+// frozenClock is the store's clock: records do not age unless a test says so.
+type frozenClock struct {
+	mu sync.Mutex // guards t
+	t  time.Time
+}
+
+func (c *frozenClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *frozenClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is a coordinator over a memory store with an admin listener serving
+// Handler on loopback.
+type env struct {
+	store *memory.Store
+	clock *frozenClock
+	coord *coordinator.Coordinator
+	url   string // base URL of the admin listener, with trailing slash
+}
+
+func startEnv(t *testing.T, adm config.AdminConfig) *env {
+	t.Helper()
+	e := &env{clock: &frozenClock{t: time.Now().Truncate(time.Millisecond)}}
+	e.store = memory.New(memory.Options{Clock: e.clock.Now})
+	t.Cleanup(func() { e.store.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e.coord, err = coordinator.New(coordinator.Options{
+		ClusterID: clusterID, NodeID: "coord-a", Timing: testTiming,
+		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
+		Store: e.store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.coord.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitUntil(t, "coordinator ready", func() bool {
+		if !e.coord.Readiness().Ready {
+			return false
+		}
+		snap, err := e.store.Snapshot(context.Background(), clusterID)
+		if err != nil {
+			return false
+		}
+		r := snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-a"})
+		return r != nil && r.Ready && r.Health == cluster.HealthHealthy
+	})
+	srv, err := admin.New(admin.Options{
+		Config: adm, Coordinator: e.coord, UI: Handler(),
+		Gatherer: reg, Registerer: reg, Process: proc, Logger: log, Clock: time.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	e.url = hs.URL + "/"
+	return e
+}
+
+func exposeAll() config.AdminConfig {
+	return config.AdminConfig{ExposeHealth: true, ExposeMetrics: true, ExposeAPI: true, ExposeUI: true}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// putWorkers writes five workers: two healthy, one degraded (all three
+// eligible), one unhealthy and one not ready (excluded). w2's version is
+// markup. Heartbeat ages differ so the age column has something to show.
+func (e *env) putWorkers(t *testing.T) {
+	t.Helper()
+	recs := []*cluster.Record{
+		{NodeID: "w1", Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2", Labels: map[string]string{"zone": "eu-1a", "rack": "r12"},
+			Capacity: cluster.Capacity{CapacityBytes: 64 << 30, ResidentBytes: 21 << 30, Blocks: 5210, Pages: 1_333_760, InflightLoads: 3},
+			Counters: cluster.Counters{RequestsTotal: 182_311, HitsTotal: 171_004, MissesTotal: 11_307, BytesServedTotal: 3 << 40, EvictionsTotal: 914}},
+		{NodeID: "w2", Health: cluster.HealthHealthy, Ready: true, Version: xssVersion, Labels: map[string]string{"zone": "eu-1b", "note": "<b>bold</b>"},
+			Capacity: cluster.Capacity{CapacityBytes: 64 << 30, ResidentBytes: 60 << 30},
+			Counters: cluster.Counters{HitsTotal: 50, MissesTotal: 50}},
+		{NodeID: "w3", Health: cluster.HealthDegraded, Ready: true, Version: "v1.4.2", Labels: map[string]string{"zone": "eu-1c"},
+			Capacity: cluster.Capacity{CapacityBytes: 32 << 30, ResidentBytes: 1 << 30}},
+		{NodeID: "w4", Health: cluster.HealthUnhealthy, Ready: true, Version: "v1.4.1"},
+		{NodeID: "w5", Health: cluster.HealthHealthy, Ready: false, Version: "v1.4.2"},
+	}
+	for i, r := range recs {
+		r.ClusterID, r.Role, r.IncarnationID = clusterID, cluster.RoleWorker, "inc-"+r.NodeID
+		r.Address = fmt.Sprintf("10.0.0.%d:7500", i+11)
+		if _, err := e.store.UpsertNode(context.Background(), r, testTiming.LeaseTTL); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(300 * time.Millisecond)
+	}
+}
+
+// getJSON reads an API answer straight from the listener, to compare with
+// what the page shows.
+func (e *env) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(e.url + strings.TrimPrefix(path, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", path, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// browser is one headless Chromium tab.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu       sync.Mutex // guards problems
+	problems []string   // exceptions, CSP violations, script errors
+}
+
+// newBrowser starts Chromium (closed at cleanup). Start it after the
+// environment, so that it is closed before the listener.
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	bin := chromium(t)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		// The network is closed: without these Chromium stalls on
+		// background fetches.
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints"),
+		chromedp.WindowSize(1280, 900),
+	)
+	ctx, cancel := chromedp.NewContext(actx)
+	b := &browser{t: t, ctx: ctx}
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		cancel()
+		acancel()
+		t.Fatalf("starting Chromium %s: %v (run .ci/ensure-chromium.sh to install a working one)", bin, err)
+	}
+	msgs := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			// Failed API requests (401, 503) are expected and logged by
+			// the browser under "network"; anything from the page's script
+			// or the CSP is a bug.
+			if m.IsException() || m.Source == "security" || m.Source == "javascript" || m.Type == chromedp.ConsoleError && m.Source == "" {
+				b.mu.Lock()
+				b.problems = append(b.problems, m.String())
+				b.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		acancel()
+		<-done
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, p := range b.problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	return b
+}
+
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v\npage text:\n%s", what, err, b.pageText())
+	}
+}
+
+// eval evaluates a JavaScript expression in the page into v.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// pageText is the visible text of the page, for failure messages.
+func (b *browser) pageText() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if err != nil {
+		return fmt.Sprintf("(unavailable: %v)", err)
+	}
+	return s
+}
+
+// waitFor polls a boolean JavaScript expression until it is true.
+func (b *browser) waitFor(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("timed out after %s waiting for %s (%s; last error %v)\npage text:\n%s", waitTimeout, what, expr, err, b.pageText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// screenshot saves a full-page PNG when TALON_UI_SCREENSHOTS names a directory.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("TALON_UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot: %v", err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", p)
+}
+
+// JavaScript snippets the tests share.
+const (
+	jsRows        = `Array.from(document.querySelectorAll("#nodes tbody tr[data-node]"), tr => tr.dataset.node)`
+	jsBannerShown = `(e => !!e && !e.hidden && e.getClientRects().length > 0)(document.getElementById("banner"))`
+)
+
+// setFilters sets the node filters as a user would, then lets the page
+// see the change.
+func (b *browser) setFilters(text, role, health string) {
+	b.t.Helper()
+	eval[bool](b, fmt.Sprintf(`(() => {
+		document.getElementById("filter").value = %q;
+		document.getElementById("filter-role").value = %q;
+		document.getElementById("filter-health").value = %q;
+		document.getElementById("filter").dispatchEvent(new Event("input", {bubbles: true}));
+		return true;
+	})()`, text, role, health))
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	return eval[string](b, fmt.Sprintf(`(e => e ? e.textContent : "<missing>")(document.querySelector(%q))`, sel))
+}
+
+var allNodes = []string{"coordinator/coord-a", "worker/w1", "worker/w2", "worker/w3", "worker/w4", "worker/w5"}
+
+func (b *browser) waitRows(want []string) {
+	b.t.Helper()
+	wantJSON, _ := json.Marshal(want)
+	b.waitFor(fmt.Sprintf("node rows %s", wantJSON), fmt.Sprintf(`JSON.stringify(%s) === %q`, jsRows, wantJSON))
+}
+
+func TestBrowserRendersCluster(t *testing.T) {
+	e := startEnv(t, exposeAll())
+	e.putWorkers(t)
+	b := newBrowser(t)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitRows(allNodes)
+
+	var c apiv1.Cluster
+	e.getJSON(t, apiv1.PathCluster, &c)
+	t.Run("header", func(t *testing.T) {
+		if got := b.text("#cluster-id"); got != clusterID {
+			t.Errorf("cluster ID %q, want %q", got, clusterID)
+		}
+		if got := b.text("#pv"); got != c.PlacementVersion {
+			t.Errorf("placement version %q, want %q", got, c.PlacementVersion)
+		}
+		if got := b.text("#store"); got != "memory · healthy" {
+			t.Errorf("store %q", got)
+		}
+		if got := b.text("#revision"); got == "" || got == "…" {
+			t.Errorf("revision %q", got)
+		}
+		if got := b.text("#observed"); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC · .* ago$`).MatchString(got) {
+			t.Errorf("observed %q", got)
+		}
+		if got := b.text("#served-by"); got != "coord-a" {
+			t.Errorf("served by %q", got)
+		}
+		if eval[bool](b, jsBannerShown) {
+			t.Error("banner shown while the data is current")
+		}
+	})
+	t.Run("counts", func(t *testing.T) {
+		got := eval[[]string](b, `Array.from(document.querySelectorAll("#counts tbody tr"), tr => Array.from(tr.cells, c => c.textContent).join(" "))`)
+		want := []string{"Coordinators 1 1 0 0 0 1", "Workers 5 3 1 1 0 4", "All 6 4 1 1 0 5"}
+		if !slices.Equal(got, want) {
+			t.Errorf("counts %q, want %q", got, want)
+		}
+		if got := b.text("#eligible"); !strings.HasPrefix(got, "3 of 5 workers") {
+			t.Errorf("eligible %q", got)
+		}
+	})
+	t.Run("row cells", func(t *testing.T) {
+		row := func(id string) []string {
+			return eval[[]string](b, fmt.Sprintf(`Array.from(document.querySelector('#nodes tbody tr[data-node="worker/%s"]').cells, c => c.textContent)`, id))
+		}
+		want := []string{"worker", "w1", "healthy", "yes", "1.5 s", "v1.4.2", "10.0.0.11:7500", "21 GiB / 64 GiB (32.8%)", "93.8%"}
+		if got := row("w1"); !slices.Equal(got, want) {
+			t.Errorf("w1 cells\n got %q\nwant %q", got, want)
+		}
+		if got := row("w4")[2]; got != "unhealthy" {
+			t.Errorf("w4 health %q", got)
+		}
+		if got := row("w5")[3]; got != "no" {
+			t.Errorf("w5 ready %q", got)
+		}
+		// Markup in API data is text, never elements.
+		if got := row("w2")[5]; got != xssVersion {
+			t.Errorf("w2 version %q, want the literal %q", got, xssVersion)
+		}
+		if eval[bool](b, `document.querySelector("#nodes img") !== null || window.__xss !== undefined`) {
+			t.Error("a version string became markup")
+		}
+		headers := eval[[]string](b, `Array.from(document.querySelectorAll("#nodes thead th"), th => th.getAttribute("scope") + ":" + th.textContent.trim())`)
+		if len(headers) != 9 || headers[0] != "col:Role ▲" || headers[1] != "col:Node ID" {
+			t.Errorf("headers %q", headers)
+		}
+	})
+	t.Run("sort", func(t *testing.T) {
+		b.do("sorting by heartbeat age", chromedp.Click(chromedp.CSS(`button[data-sort="age"]`)))
+		b.waitRows([]string{"coordinator/coord-a", "worker/w5", "worker/w4", "worker/w3", "worker/w2", "worker/w1"})
+		if got := eval[string](b, `document.querySelector('button[data-sort="age"]').parentElement.getAttribute("aria-sort")`); got != "ascending" {
+			t.Errorf("aria-sort %q", got)
+		}
+		b.do("sorting by node ID", chromedp.Click(chromedp.CSS(`button[data-sort="nodeId"]`)), chromedp.Click(chromedp.CSS(`button[data-sort="nodeId"]`)))
+		b.waitRows([]string{"worker/w5", "worker/w4", "worker/w3", "worker/w2", "worker/w1", "coordinator/coord-a"})
+		b.do("sorting by role", chromedp.Click(chromedp.CSS(`button[data-sort="role"]`)))
+		b.waitRows(allNodes)
+	})
+	t.Run("filter", func(t *testing.T) {
+		b.do("filtering by label", chromedp.SendKeys(chromedp.CSS("#filter"), "eu-1b"))
+		b.waitRows([]string{"worker/w2"})
+		b.setFilters("", "", "healthy")
+		b.waitRows([]string{"coordinator/coord-a", "worker/w1", "worker/w2", "worker/w5"})
+		b.setFilters("", "worker", "healthy")
+		b.waitRows([]string{"worker/w1", "worker/w2", "worker/w5"})
+		if got := b.text("#shown"); got != "3 of 6 nodes match the filter" {
+			t.Errorf("shown %q", got)
+		}
+		b.setFilters("", "", "")
+		b.waitRows(allNodes)
+	})
+	b.screenshot("nodes")
+	t.Run("detail", func(t *testing.T) {
+		b.do("opening w2", chromedp.Click(chromedp.CSS(`a[data-node="worker/w2"]`)))
+		b.waitFor("the detail view", `!document.getElementById("detail").hidden`)
+		if got := b.text("#detail-h"); got != "Node w2 (worker)" {
+			t.Errorf("detail heading %q", got)
+		}
+		if got := eval[string](b, `location.hash`); got != "#node/worker/w2" {
+			t.Errorf("hash %q", got)
+		}
+		dl := eval[map[string]string](b, `Object.fromEntries(Array.from(document.querySelectorAll("#detail dt"), dt => [dt.textContent, dt.nextElementSibling.textContent]))`)
+		for k, want := range map[string]string{"Version": xssVersion, "note": "<b>bold</b>", "zone": "eu-1b", "Hit ratio": "50.0%", "Incarnation": "inc-w2", "Data address": "10.0.0.12:7500"} {
+			if dl[k] != want {
+				t.Errorf("detail %s = %q, want %q", k, dl[k], want)
+			}
+		}
+		if eval[bool](b, `document.querySelector("#detail b, #detail img") !== null`) {
+			t.Error("a label value became markup")
+		}
+		b.screenshot("detail")
+		// The node leaves: the view says so instead of showing old data.
+		if _, err := e.store.RemoveNode(context.Background(), cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w2"}, "inc-w2"); err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor("the detail view to say w2 left", `document.getElementById("detail-missing").textContent.includes("not in the snapshot")`)
+		b.do("closing the detail view", chromedp.Click(chromedp.CSS("#detail-close")))
+		b.waitFor("the detail view to close", `document.getElementById("detail").hidden`)
+	})
+}
+
+func TestBrowserStaleOnStoreFailure(t *testing.T) {
+	e := startEnv(t, exposeAll())
+	e.putWorkers(t)
+	b := newBrowser(t)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitRows(allNodes)
+	observed := b.text("#observed")
+
+	e.store.SetFault(state.ErrUnavailable)
+	b.waitFor("the STALE banner", jsBannerShown+` && document.getElementById("banner-title").textContent === "STALE"`)
+	// The last good data stays, dimmed, and nothing claims it is current.
+	b.waitRows(allNodes)
+	if got := b.text("#cluster-id"); got != clusterID {
+		t.Errorf("cluster ID %q after the failure", got)
+	}
+	if !eval[bool](b, `document.getElementById("data").classList.contains("stale")`) {
+		t.Error("data not marked stale")
+	}
+	text := b.text("#banner-text")
+	obsTime := strings.SplitN(observed, " · ", 2)[0]
+	if !strings.Contains(text, "observed "+obsTime) {
+		t.Errorf("banner %q does not give the observation time %q", text, obsTime)
+	}
+	if got := b.text("#banner-error"); !strings.Contains(got, "HTTP 503 not_ready") {
+		t.Errorf("banner error %q", got)
+	}
+	b.waitFor("the data age in the banner", `/^Data age .+\. Retrying in \d+ s\.$/.test(document.getElementById("banner-age").textContent)`)
+	if got := b.text("#store"); got != "memory · not readable now" {
+		t.Errorf("store %q while the coordinator answers 503", got)
+	}
+	if got := b.text("#conn"); got != "STALE: refresh failing" {
+		t.Errorf("status %q", got)
+	}
+	if got := eval[string](b, `document.querySelector("#banner [aria-live]").getAttribute("aria-live")`); got != "assertive" {
+		t.Errorf("banner aria-live %q", got)
+	}
+	if got := eval[string](b, `document.title`); !strings.Contains(got, "STALE") {
+		t.Errorf("title %q", got)
+	}
+	b.screenshot("stale")
+
+	e.store.ClearFault()
+	b.waitFor("the banner to go", `document.getElementById("banner").hidden`)
+	if eval[bool](b, `document.getElementById("data").classList.contains("stale")`) {
+		t.Error("data still marked stale after recovery")
+	}
+	if got := b.text("#store"); got != "memory · healthy" {
+		t.Errorf("store %q after recovery", got)
+	}
+	b.waitRows(allNodes)
+}
+
+func TestBrowserUnavailableBeforeFirstData(t *testing.T) {
+	e := startEnv(t, exposeAll())
+	e.store.SetFault(state.ErrUnavailable)
+	b := newBrowser(t)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitFor("the UNAVAILABLE banner", jsBannerShown+` && document.getElementById("banner-title").textContent === "UNAVAILABLE"`)
+	if !eval[bool](b, `document.getElementById("data").hidden`) {
+		t.Error("data section shown without data")
+	}
+	e.store.ClearFault()
+	b.waitRows([]string{"coordinator/coord-a"})
+	b.waitFor("the banner to go", `document.getElementById("banner").hidden`)
+}
+
+func TestBrowserPlacementExplainer(t *testing.T) {
+	e := startEnv(t, exposeAll())
+	e.putWorkers(t)
+	b := newBrowser(t)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitRows(allNodes)
+
+	const key = "volumes/vol-7/blocks/000042"
+	var want apiv1.Placement
+	e.getJSON(t, apiv1.PathPlacement+"?key=volumes%2Fvol-7%2Fblocks%2F000042&replicas=2", &want)
+	if len(want.Owners) != 2 {
+		t.Fatalf("API owners %+v", want.Owners)
+	}
+	b.do("asking for the owners",
+		chromedp.SendKeys(chromedp.CSS("#pl-key"), key),
+		chromedp.SetValue(chromedp.CSS("#pl-replicas"), "2"),
+		chromedp.Click(chromedp.CSS(`#placement-form button[type="submit"]`)),
+	)
+	b.waitFor("the owners", `document.querySelectorAll("#placement ol.owners li").length === 2`)
+	owners := eval[[]string](b, `Array.from(document.querySelectorAll("#placement ol.owners li strong"), s => s.textContent)`)
+	if want := []string{want.Owners[0].NodeID, want.Owners[1].NodeID}; !slices.Equal(owners, want) {
+		t.Errorf("owners %q, want %q", owners, want)
+	}
+	tables := eval[[][]string](b, `Array.from(document.querySelectorAll("#placement table"), t => Array.from(t.tBodies[0].rows, r => Array.from(r.cells, c => c.textContent).join(" ")))`)
+	if len(tables) != 2 {
+		t.Fatalf("placement tables %q", tables)
+	}
+	var cands []string
+	for _, c := range want.Candidates {
+		owner := "no"
+		if c.Rank <= 2 {
+			owner = "yes"
+		}
+		cands = append(cands, fmt.Sprintf("%d %s %s %s %s", c.Rank, c.NodeID, c.Address, c.Score, owner))
+	}
+	if !slices.Equal(tables[0], cands) {
+		t.Errorf("candidates\n got %q\nwant %q", tables[0], cands)
+	}
+	if excl := []string{"w4 unhealthy unhealthy", "w5 not ready healthy"}; !slices.Equal(tables[1], excl) {
+		t.Errorf("excluded %q, want %q", tables[1], excl)
+	}
+	if got := b.text("#placement p"); !strings.Contains(got, key) || !strings.Contains(got, want.PlacementVersion) {
+		t.Errorf("placement summary %q", got)
+	}
+	b.screenshot("placement")
+
+	// Membership changes: the page says the explanation is out of date.
+	if _, err := e.store.RemoveNode(context.Background(), cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1"}, "inc-w1"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the out-of-date note", `document.querySelector("#placement p.note") !== null`)
+}
+
+func TestBrowserTokenPrompt(t *testing.T) {
+	const token = "ui-token-5f1d2c"
+	adm := exposeAll()
+	adm.Tokens = []config.Secret{token}
+	e := startEnv(t, adm)
+	e.putWorkers(t)
+	b := newBrowser(t)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitFor("the token prompt", `!document.getElementById("auth").hidden`)
+	if !eval[bool](b, `document.getElementById("data").hidden`) {
+		t.Error("data section shown before authentication")
+	}
+	if eval[bool](b, jsBannerShown) {
+		t.Error("the STALE/UNAVAILABLE banner is shown for a missing token")
+	}
+
+	b.do("giving a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS(`#auth-form button[type="submit"]`)))
+	b.waitFor("the rejection", `document.getElementById("auth-error").textContent.includes("rejected")`)
+	if got := eval[string](b, `sessionStorage.getItem("talon.adminToken") || ""`); got != "" {
+		t.Errorf("a rejected token stays in sessionStorage: %q", got)
+	}
+
+	b.do("giving the token", chromedp.SendKeys(chromedp.CSS("#token"), token+"\r"))
+	b.waitRows(allNodes)
+	if !eval[bool](b, `document.getElementById("auth").hidden`) {
+		t.Error("token prompt still shown")
+	}
+	if got := eval[string](b, `sessionStorage.getItem("talon.adminToken")`); got != token {
+		t.Errorf("sessionStorage token %q", got)
+	}
+	if got := eval[int](b, `localStorage.length + document.cookie.length`); got != 0 {
+		t.Errorf("the page stored %d things outside sessionStorage", got)
+	}
+	if got := eval[string](b, `location.href`); strings.Contains(got, token) {
+		t.Errorf("token in the URL %q", got)
+	}
+	if got := eval[string](b, `document.getElementById("token").value`); got != "" {
+		t.Errorf("token left in the input: %q", got)
+	}
+
+	// A reload in the same tab keeps the token; forgetting it brings the prompt back.
+	b.do("reloading", chromedp.Reload())
+	b.waitRows(allNodes)
+	b.do("forgetting the token", chromedp.Click(chromedp.CSS("#forget-token")))
+	b.waitFor("the token prompt", `!document.getElementById("auth").hidden`)
+	if got := eval[string](b, `sessionStorage.getItem("talon.adminToken") || ""`); got != "" {
+		t.Errorf("forgotten token still stored: %q", got)
+	}
+}

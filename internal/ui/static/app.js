@@ -1,0 +1,616 @@
+// Talon management UI.
+//
+// Reads only this coordinator's /api/v1, by relative URL (same origin, and
+// correct behind a proxy that mounts the listener under a path). Builds the
+// DOM from text nodes only: API data never goes through an HTML parser. When a
+// refresh fails, the last good data stays on screen, dimmed, under a STALE
+// banner with its observation time and age (ADR 0001 section 8).
+"use strict";
+
+(() => {
+  const POLL_MS = 3000;
+  const MAX_BACKOFF_MS = 30000;
+  const PAGE_LIMIT = 1000;
+  const MAX_PAGES = 100;
+  const TOKEN_KEY = "talon.adminToken";
+
+  const $ = (id) => document.getElementById(id);
+
+  // state is everything the page knows; render() draws it.
+  const state = {
+    cluster: null, // last good GET /api/v1/cluster
+    nodes: null, // last good node list (all pages)
+    receivedAt: 0, // local time the last good data arrived
+    failure: null, // {message, code, at} of the last failed refresh; null when current
+    failures: 0, // consecutive failed refreshes
+    retryAt: 0, // local time of the next attempt while failing
+    needToken: false,
+    tokenRejected: false,
+    sort: { key: "role", dir: 1 },
+    filter: { text: "", role: "", health: "" },
+    selected: null, // {role, nodeId} of the detail view
+    placement: null, // {data, receivedAt} of the last explanation
+    placementError: "",
+    timer: 0,
+    busy: false,
+  };
+
+  // ---- small DOM helpers -------------------------------------------------
+
+  // el creates an element. props: className, text, attrs (attribute map),
+  // on (event map); children: nodes or strings (as text nodes).
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    if (props) {
+      if (props.className) e.className = props.className;
+      if (props.text !== undefined) e.textContent = props.text;
+      for (const [k, v] of Object.entries(props.attrs || {})) e.setAttribute(k, v);
+      for (const [k, v] of Object.entries(props.on || {})) e.addEventListener(k, v);
+    }
+    for (const c of children) {
+      if (c === null || c === undefined) continue;
+      e.append(typeof c === "string" ? document.createTextNode(c) : c);
+    }
+    return e;
+  }
+
+  // setText changes an element's text only when it differs, so that live
+  // regions announce changes, not repaints.
+  function setText(e, s) {
+    if (e.textContent !== s) e.textContent = s;
+  }
+
+  function fill(parent, nodes) {
+    parent.replaceChildren(...nodes);
+  }
+
+  // ---- formatting --------------------------------------------------------
+
+  function fmtTime(ms) {
+    if (!ms) return "—";
+    return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+  }
+
+  function fmtDuration(ms) {
+    if (ms < 0) ms = 0;
+    if (ms < 1000) return Math.round(ms) + " ms";
+    const s = ms / 1000;
+    if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + " min " + Math.floor(s % 60) + " s";
+    const h = Math.floor(m / 60);
+    if (h < 48) return h + " h " + (m % 60) + " min";
+    return Math.floor(h / 24) + " d " + (h % 24) + " h";
+  }
+
+  function fmtBytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) {
+      n /= 1024;
+      i++;
+    }
+    return (i === 0 ? String(n) : n.toFixed(n < 10 ? 1 : 0)) + " " + units[i];
+  }
+
+  function fmtCount(n) {
+    return Number(n).toLocaleString("en-US");
+  }
+
+  function hitRatio(n) {
+    const c = n.counters;
+    const total = c.hitsTotal + c.missesTotal;
+    return total > 0 ? c.hitsTotal / total : null;
+  }
+
+  function fmtRatio(r) {
+    return r === null ? "—" : (r * 100).toFixed(1) + "%";
+  }
+
+  // dataAge is the age of the last good data now: its age when the server
+  // generated the answer plus the local time since. Both differences are
+  // on one clock each, so a skew between browser and server does not count.
+  function dataAge() {
+    const m = state.cluster;
+    return Math.max(0, m.generatedAtUnixMs - m.observedAtUnixMs) + (Date.now() - state.receivedAt);
+  }
+
+  // ---- API ---------------------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+    toString() {
+      if (this.status === 0) return this.message;
+      return "HTTP " + this.status + " " + this.code + ": " + this.message;
+    }
+  }
+
+  function token() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || "";
+    } catch (_) {
+      return "";
+    }
+  }
+
+  function setToken(t) {
+    try {
+      if (t) sessionStorage.setItem(TOKEN_KEY, t);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (_) {
+      // Storage disabled: the token cannot be kept.
+    }
+  }
+
+  // api GETs a path relative to the page and returns the decoded JSON, or
+  // throws an APIError. The token goes in a header, never in the URL.
+  async function api(path) {
+    const headers = { Accept: "application/json" };
+    const t = token();
+    if (t) headers.Authorization = "Bearer " + t;
+    let res;
+    try {
+      res = await fetch(path, { headers, cache: "no-store", credentials: "omit", redirect: "error" });
+    } catch (e) {
+      throw new APIError(0, "unreachable", "cannot reach the coordinator (" + (e && e.message ? e.message : "network error") + ")");
+    }
+    let body = null;
+    try {
+      body = await res.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!res.ok) {
+      const eb = body && body.error ? body.error : {};
+      throw new APIError(res.status, eb.code || "http_error", eb.message || res.statusText || "request failed");
+    }
+    if (!body || typeof body !== "object") throw new APIError(res.status, "bad_response", "the answer is not a JSON object");
+    return body;
+  }
+
+  async function allNodes() {
+    const items = [];
+    let cont = "";
+    for (let i = 0; i < MAX_PAGES; i++) {
+      let q = "api/v1/nodes?limit=" + PAGE_LIMIT;
+      if (cont) q += "&continue=" + encodeURIComponent(cont);
+      const page = await api(q);
+      items.push(...(page.items || []));
+      cont = page.continue;
+      if (!cont) return items;
+    }
+    throw new APIError(0, "too_many_pages", "the node list did not end after " + MAX_PAGES + " pages");
+  }
+
+  // ---- refresh loop ------------------------------------------------------
+
+  function schedule(ms) {
+    clearTimeout(state.timer);
+    state.timer = setTimeout(refresh, ms);
+  }
+
+  async function refresh() {
+    clearTimeout(state.timer);
+    if (state.busy) return;
+    state.busy = true;
+    try {
+      const [cluster, nodes] = await Promise.all([api("api/v1/cluster"), allNodes()]);
+      state.cluster = cluster;
+      state.nodes = nodes;
+      state.receivedAt = Date.now();
+      state.failure = null;
+      state.failures = 0;
+      state.needToken = false;
+      state.tokenRejected = false;
+      schedule(POLL_MS);
+    } catch (e) {
+      const err = e instanceof APIError ? e : new APIError(0, "client_error", String(e));
+      state.failure = { message: err.toString(), code: err.code, at: Date.now() };
+      if (err.status === 401) {
+        // Wait for a token; polling resumes when one is given.
+        state.tokenRejected = token() !== "";
+        setToken("");
+        state.needToken = true;
+      } else {
+        state.failures++;
+        const delay = Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** (state.failures - 1));
+        state.retryAt = Date.now() + delay;
+        schedule(delay);
+      }
+    } finally {
+      state.busy = false;
+    }
+    render();
+  }
+
+  // ---- rendering ---------------------------------------------------------
+
+  function render() {
+    renderStatus();
+    renderAuth();
+    const c = state.cluster;
+    $("data").hidden = !c;
+    $("data").classList.toggle("stale", !!(c && state.failure));
+    if (!c) return;
+    renderHeader(c);
+    renderCounts(c);
+    renderNodes();
+    renderDetail();
+    renderPlacement();
+    tick();
+  }
+
+  function renderStatus() {
+    const f = state.failure;
+    let s;
+    if (!f) s = state.cluster ? "Live: refreshes every " + POLL_MS / 1000 + " s" : "Loading…";
+    else if (state.needToken) s = "Token required";
+    else s = state.cluster ? "STALE: refresh failing" : "Unavailable";
+    setText($("conn"), s);
+    $("conn").classList.toggle("bad", !!f);
+    $("forget-token").hidden = token() === "";
+
+    // A missing token before any data is the token prompt's business;
+    // once data is on screen, it is stale like after any other failure.
+    const banner = $("banner");
+    banner.hidden = !f || (state.needToken && !state.cluster);
+    if (banner.hidden) return;
+    setText($("banner-title"), state.cluster ? "STALE" : "UNAVAILABLE");
+    setText(
+      $("banner-text"),
+      state.cluster
+        ? "Showing the last good data, observed " + fmtTime(state.cluster.observedAtUnixMs) + " (revision " + state.cluster.revision + "). It may not describe the cluster now."
+        : "No cluster data could be read yet.",
+    );
+    setText($("banner-error"), "Last refresh failed: " + f.message);
+    $("retry").hidden = state.needToken;
+  }
+
+  // tick updates the clocks on screen: data age, retry countdown.
+  function tick() {
+    const c = state.cluster;
+    if (c) setText($("observed"), fmtTime(c.observedAtUnixMs) + " · " + fmtDuration(dataAge()) + " ago");
+    let s = "";
+    if (state.failure) {
+      if (c) s = "Data age " + fmtDuration(dataAge()) + ". ";
+      if (!state.needToken) s += "Retrying in " + Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000)) + " s.";
+    }
+    setText($("banner-age"), s);
+  }
+
+  function renderAuth() {
+    $("auth").hidden = !state.needToken;
+    setText($("auth-error"), state.tokenRejected ? "The token was rejected; enter a valid one." : "");
+  }
+
+  function renderHeader(c) {
+    setText($("cluster-id"), c.clusterId);
+    let store = c.store.backend + " · " + (c.store.healthy ? "healthy" : "unhealthy" + (c.store.errorCode ? " (" + c.store.errorCode + ")" : ""));
+    if (state.failure) store = c.store.backend + (state.failure.code === "not_ready" ? " · not readable now" : " · unknown now");
+    setText($("store"), store);
+    setText($("pv"), c.placementVersion);
+    setText($("revision"), c.revision);
+    setText($("served-by"), c.servedBy);
+    document.title = "Talon " + c.clusterId + (state.failure ? " (STALE)" : "");
+  }
+
+  function renderCounts(c) {
+    const row = (label, k) =>
+      el("tr", null, el("th", { attrs: { scope: "row" }, text: label }), ...["total", "healthy", "degraded", "unhealthy", "unknown", "ready"].map((f) => el("td", { className: "num", text: String(k[f]) })));
+    const w = c.nodes.workers;
+    const co = c.nodes.coordinators;
+    const all = {};
+    for (const f of ["total", "healthy", "degraded", "unhealthy", "unknown", "ready"]) all[f] = w[f] + co[f];
+    fill($("counts").tBodies[0], [row("Coordinators", co), row("Workers", w), row("All", all)]);
+    setText($("eligible"), c.eligibleWorkers + " of " + w.total + " workers eligible for placement.");
+  }
+
+  const HEALTH_RANK = { healthy: 0, degraded: 1, unhealthy: 2, unknown: 3 };
+
+  // COLUMNS of the node table: heading, sort value, cell.
+  const COLUMNS = [
+    { key: "role", title: "Role", value: (n) => n.role, cell: (n) => n.role },
+    { key: "nodeId", title: "Node ID", value: (n) => n.nodeId, cell: nodeLink },
+    { key: "health", title: "Health", value: (n) => HEALTH_RANK[n.health] ?? 9, cell: healthCell },
+    { key: "ready", title: "Ready", value: (n) => (n.ready ? 0 : 1), cell: (n) => (n.ready ? "yes" : "no") },
+    { key: "age", title: "Heartbeat age", num: true, value: (n) => n.heartbeatAgeMs, cell: (n) => fmtDuration(n.heartbeatAgeMs) },
+    { key: "version", title: "Version", value: (n) => n.version, cell: (n) => n.version },
+    { key: "address", title: "Address", value: (n) => n.address, cell: (n) => el("span", { className: "mono", text: n.address }) },
+    { key: "resident", title: "Resident / capacity", num: true, value: (n) => n.capacity.residentBytes, cell: residentCell },
+    { key: "hit", title: "Hit ratio", num: true, value: (n) => hitRatio(n) ?? -1, cell: (n) => fmtRatio(hitRatio(n)) },
+  ];
+
+  function nodeLink(n) {
+    return el("a", {
+      className: "node-link",
+      text: n.nodeId,
+      attrs: { href: nodeHash(n), "data-node": n.role + "/" + n.nodeId },
+    });
+  }
+
+  function healthCell(n) {
+    const label = n.health === n.reportedHealth ? n.health : n.health + " (reports " + n.reportedHealth + ")";
+    return el("span", { className: "health h-" + n.health, text: label });
+  }
+
+  function residentCell(n) {
+    const cap = n.capacity.capacityBytes;
+    if (!cap) return n.capacity.residentBytes ? fmtBytes(n.capacity.residentBytes) : "—";
+    const pct = ((100 * n.capacity.residentBytes) / cap).toFixed(1);
+    return el(
+      "span",
+      { className: "resident" },
+      fmtBytes(n.capacity.residentBytes) + " / " + fmtBytes(cap) + " (" + pct + "%)",
+    );
+  }
+
+  function matches(n) {
+    const f = state.filter;
+    if (f.role && n.role !== f.role) return false;
+    if (f.health && n.health !== f.health) return false;
+    if (!f.text) return true;
+    const hay = [n.nodeId, n.role, n.health, n.address, n.adminAddress, n.version, n.incarnationId, ...Object.entries(n.labels || {}).map(([k, v]) => k + "=" + v)];
+    const needle = f.text.toLowerCase();
+    return hay.some((s) => String(s).toLowerCase().includes(needle));
+  }
+
+  function sorted(nodes) {
+    const col = COLUMNS.find((c) => c.key === state.sort.key) || COLUMNS[0];
+    const dir = state.sort.dir;
+    return nodes.slice().sort((a, b) => {
+      const va = col.value(a);
+      const vb = col.value(b);
+      let d = typeof va === "number" && typeof vb === "number" ? va - vb : String(va).localeCompare(String(vb));
+      if (d === 0) d = a.role.localeCompare(b.role) || a.nodeId.localeCompare(b.nodeId);
+      return d * dir;
+    });
+  }
+
+  function renderNodeHead() {
+    const cells = COLUMNS.map((c) => {
+      const active = state.sort.key === c.key;
+      const th = el("th", { attrs: { scope: "col" }, className: c.num ? "num" : "" });
+      if (active) th.setAttribute("aria-sort", state.sort.dir > 0 ? "ascending" : "descending");
+      th.append(
+        el(
+          "button",
+          { className: "sort", attrs: { type: "button", "data-sort": c.key }, on: { click: () => sortBy(c.key) } },
+          c.title,
+          el("span", { className: "arrow", attrs: { "aria-hidden": "true" }, text: active ? (state.sort.dir > 0 ? " ▲" : " ▼") : "" }),
+        ),
+      );
+      return th;
+    });
+    fill($("nodes").tHead.rows[0], cells);
+  }
+
+  function sortBy(key) {
+    state.sort = state.sort.key === key ? { key, dir: -state.sort.dir } : { key, dir: 1 };
+    renderNodeHead();
+    renderNodes();
+    const b = $("nodes").tHead.querySelector('button[data-sort="' + key + '"]');
+    if (b) b.focus();
+  }
+
+  function renderNodes() {
+    const all = state.nodes || [];
+    const shown = sorted(all.filter(matches));
+    // Keep keyboard focus on the same node across a refresh.
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.node : undefined;
+    const rows = shown.map((n) => {
+      const tr = el("tr", null, ...COLUMNS.map((c) => el(c.key === "nodeId" ? "th" : "td", { className: c.num ? "num" : "", attrs: c.key === "nodeId" ? { scope: "row" } : {} }, c.cell(n))));
+      tr.dataset.node = n.role + "/" + n.nodeId;
+      if (state.selected && state.selected.role === n.role && state.selected.nodeId === n.nodeId) tr.className = "selected";
+      return tr;
+    });
+    if (rows.length === 0) rows.push(el("tr", null, el("td", { attrs: { colspan: String(COLUMNS.length) }, className: "empty", text: all.length ? "No node matches the filter." : "No live nodes." })));
+    fill($("nodes").tBodies[0], rows);
+    setText($("shown"), shown.length === all.length ? all.length + " nodes" : shown.length + " of " + all.length + " nodes match the filter");
+    if (focused) {
+      const a = $("nodes").tBodies[0].querySelector('a[data-node="' + CSS.escape(focused) + '"]');
+      if (a) a.focus();
+    }
+  }
+
+  // ---- node detail -------------------------------------------------------
+
+  function nodeHash(n) {
+    return "#node/" + encodeURIComponent(n.role) + "/" + encodeURIComponent(n.nodeId);
+  }
+
+  function readHash() {
+    const m = /^#node\/([^/]+)\/(.+)$/.exec(location.hash);
+    state.selected = m ? { role: decodeURIComponent(m[1]), nodeId: decodeURIComponent(m[2]) } : null;
+  }
+
+  function fields(dl, pairs) {
+    const items = pairs.map(([k, v]) => el("div", null, el("dt", { text: k }), el("dd", null, v)));
+    fill(dl, items.length ? items : [el("div", null, el("dt", { text: "none" }), el("dd"))]);
+  }
+
+  function renderDetail() {
+    const sel = state.selected;
+    const sec = $("detail");
+    sec.hidden = !sel;
+    if (!sel) return;
+    const n = (state.nodes || []).find((x) => x.role === sel.role && x.nodeId === sel.nodeId);
+    setText($("detail-h"), "Node " + sel.nodeId + " (" + sel.role + ")");
+    setText($("detail-missing"), n ? "" : "This node is not in the snapshot: it left the cluster or its lease expired.");
+    if (!n) {
+      for (const id of ["detail-fields", "detail-capacity", "detail-counters", "detail-labels"]) fill($(id), []);
+      return;
+    }
+    fields($("detail-fields"), [
+      ["Node ID", n.nodeId],
+      ["Role", n.role],
+      ["Cluster ID", n.clusterId],
+      ["Health", n.health],
+      ["Reported health", n.reportedHealth],
+      ["Ready", n.ready ? "yes" : "no"],
+      ["Heartbeat age", fmtDuration(n.heartbeatAgeMs) + " (at observation)"],
+      ["Heartbeat sequence", fmtCount(n.heartbeatSeq)],
+      ["Updated", fmtTime(n.updatedAtUnixMs)],
+      ["Started", fmtTime(n.startTimeUnixMs)],
+      ["Version", n.version],
+      ["Incarnation", n.incarnationId],
+      [n.role === "worker" ? "Data address" : "Control address", n.address],
+      ["Admin address", n.adminAddress || "—"],
+    ]);
+    const cap = n.capacity;
+    const capRows = [
+      ["Capacity", fmtBytes(cap.capacityBytes)],
+      ["Resident", fmtBytes(cap.residentBytes)],
+      ["Blocks", fmtCount(cap.blocks)],
+      ["Pages", fmtCount(cap.pages)],
+      ["In-flight loads", fmtCount(cap.inflightLoads)],
+    ];
+    if (n.role === "coordinator") capRows.push(["Store healthy", cap.storeHealthy ? "yes" : "no"]);
+    fields($("detail-capacity"), capRows);
+    const c = n.counters;
+    fields($("detail-counters"), [
+      ["Requests", fmtCount(c.requestsTotal)],
+      ["Errors", fmtCount(c.errorsTotal)],
+      ["Hits", fmtCount(c.hitsTotal)],
+      ["Misses", fmtCount(c.missesTotal)],
+      ["Hit ratio", fmtRatio(hitRatio(n))],
+      ["Bytes served", fmtBytes(c.bytesServedTotal)],
+      ["Backend fetches", fmtCount(c.backendFetchesTotal)],
+      ["Backend errors", fmtCount(c.backendErrorsTotal)],
+      ["Evictions", fmtCount(c.evictionsTotal)],
+      ["Placement lookups", fmtCount(c.placementLookupsTotal)],
+      ["Placement errors", fmtCount(c.placementErrorsTotal)],
+      ["Store errors", fmtCount(c.storeErrorsTotal)],
+    ]);
+    fields(
+      $("detail-labels"),
+      Object.keys(n.labels || {})
+        .sort()
+        .map((k) => [k, n.labels[k]]),
+    );
+  }
+
+  // ---- placement explainer -----------------------------------------------
+
+  async function explain(ev) {
+    ev.preventDefault();
+    const key = $("pl-key").value;
+    const replicas = $("pl-replicas").value || "1";
+    if (!key) return;
+    try {
+      const data = await api("api/v1/placement?key=" + encodeURIComponent(key) + "&replicas=" + encodeURIComponent(replicas));
+      state.placement = { data, receivedAt: Date.now() };
+      state.placementError = "";
+    } catch (e) {
+      state.placementError = String(e);
+      if (e instanceof APIError && e.status === 401) {
+        setToken("");
+        state.needToken = true;
+        render();
+      }
+    }
+    renderPlacement();
+  }
+
+  function table(caption, heads, rows, empty) {
+    const t = el("table", { className: "explain" }, el("caption", { text: caption }), el("thead", null, el("tr", null, ...heads.map((h) => el("th", { attrs: { scope: "col" }, text: h })))));
+    const body = el("tbody");
+    for (const r of rows) body.append(el("tr", null, ...r.map((v, i) => (i === 0 ? el("th", { attrs: { scope: "row" } }, v) : el("td", null, v)))));
+    if (!rows.length) body.append(el("tr", null, el("td", { attrs: { colspan: String(heads.length) }, className: "empty", text: empty })));
+    t.append(body);
+    return t;
+  }
+
+  function renderPlacement() {
+    const out = [];
+    if (state.placementError) out.push(el("p", { className: "error", text: "Explanation failed: " + state.placementError }));
+    const p = state.placement;
+    if (p) {
+      const d = p.data;
+      const stale = !!state.placementError;
+      const parts = [];
+      if (stale) parts.push(el("strong", { text: "STALE: previous result. " }));
+      parts.push("Key ", el("code", { text: d.key }), ", " + d.replicas + (d.replicas === 1 ? " replica" : " replicas") + ": ");
+      parts.push(d.outcome === "ok" ? "owners found" : "no owner (" + d.outcome + ")");
+      parts.push(". Placement version ", el("code", { text: d.placementVersion }), ", observed " + fmtTime(d.observedAtUnixMs) + ".");
+      out.push(el("p", { className: stale ? "stale-note" : "" }, ...parts));
+      if (state.cluster && state.cluster.placementVersion !== d.placementVersion) {
+        out.push(el("p", { className: "note", text: "The placement version has changed since this explanation; explain again for the current owners." }));
+      }
+      const owners = el("ol", { className: "owners", attrs: { "aria-label": "Owners, best first" } });
+      for (const o of d.owners) owners.append(el("li", null, el("strong", { text: o.nodeId }), " ", el("span", { className: "mono", text: o.address })));
+      out.push(el("h3", { text: "Owners" }), d.owners.length ? owners : el("p", { text: "None: no worker is eligible." }));
+      const ownerIds = new Set(d.owners.map((o) => o.nodeId));
+      out.push(
+        table(
+          "Candidates by HRW score, best first",
+          ["Rank", "Node ID", "Address", "Score", "Owner"],
+          d.candidates.map((c) => [String(c.rank), c.nodeId, el("span", { className: "mono", text: c.address }), el("code", { text: c.score }), ownerIds.has(c.nodeId) ? "yes" : "no"]),
+          "No eligible worker.",
+        ),
+      );
+      out.push(
+        table(
+          "Workers excluded from placement",
+          ["Node ID", "Reason", "Health"],
+          d.excluded.map((x) => [x.nodeId, x.reason.replace("_", " "), x.health]),
+          "None.",
+        ),
+      );
+    }
+    const box = $("placement");
+    box.classList.toggle("stale", !!(p && state.placementError));
+    fill(box, out);
+  }
+
+  // ---- wiring ------------------------------------------------------------
+
+  function init() {
+    renderNodeHead();
+    readHash();
+    window.addEventListener("hashchange", () => {
+      readHash();
+      if (state.cluster) {
+        renderNodes();
+        renderDetail();
+        if (state.selected) $("detail").scrollIntoView({ block: "nearest" });
+      }
+    });
+    $("detail-close").addEventListener("click", () => {
+      history.replaceState(null, "", location.pathname + location.search);
+      state.selected = null;
+      renderNodes();
+      renderDetail();
+    });
+    const onFilter = () => {
+      state.filter = { text: $("filter").value.trim(), role: $("filter-role").value, health: $("filter-health").value };
+      if (state.cluster) renderNodes();
+    };
+    $("filters").addEventListener("input", onFilter);
+    $("filters").addEventListener("submit", (ev) => ev.preventDefault());
+    $("placement-form").addEventListener("submit", explain);
+    $("retry").addEventListener("click", refresh);
+    $("auth-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const t = $("token").value.trim();
+      if (!t) return;
+      setToken(t);
+      $("token").value = "";
+      state.needToken = false;
+      state.tokenRejected = false;
+      render();
+      refresh();
+    });
+    $("forget-token").addEventListener("click", () => {
+      setToken("");
+      refresh();
+    });
+    setInterval(tick, 1000);
+    refresh();
+  }
+
+  init();
+})();
