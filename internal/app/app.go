@@ -89,6 +89,7 @@ environment or from files.`,
 		newRoleCmd(env, cluster.RoleWorker),
 		newDevCmd(env),
 		newGetCmd(env),
+		newBenchCmd(env),
 		newConfigCmd(env),
 		newVersionCmd(env),
 	)

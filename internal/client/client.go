@@ -232,6 +232,11 @@ func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Messa
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				// The connection deadline (the context's) passed a moment
+				// before the context's own timer fired.
+				return nil, context.DeadlineExceeded
+			}
 			var pe *protocol.Error
 			if errors.As(err, &pe) {
 				if !pe.Retryable {
