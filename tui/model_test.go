@@ -613,3 +613,25 @@ func TestSnapshotAgeIgnoresClockSkew(t *testing.T) {
 		t.Errorf("snapshot age is not 7.0s:\n%s", v)
 	}
 }
+
+// TestLongErrorWraps checks that a long error takes two banner lines, the
+// second cut with "…", and that no line is wider than the terminal.
+func TestLongErrorWraps(t *testing.T) {
+	m := newModel(t, testOptions(newClock()))
+	long := "admin api unavailable: GET /api/v1/cluster: " + strings.Repeat("dial tcp 10.0.0.1:9090: connect: connection refused; ", 6)
+	send(m, tea.WindowSizeMsg{Width: 80, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)}, FetchErrorMsg{Seq: 2, Err: errors.New(long)})
+	v := m.View()
+	lines := strings.Split(v, "\n")
+	var errLines []string
+	for i, l := range lines {
+		if w := lipgloss.Width(l); w > 80 {
+			t.Errorf("line %d is %d cells wide: %q", i, w, l)
+		}
+		if strings.Contains(l, "error: admin api unavailable") {
+			errLines = lines[i : i+2]
+		}
+	}
+	if len(errLines) != 2 || !strings.Contains(errLines[1], "connect") || !strings.HasSuffix(strings.TrimRight(errLines[1], " ┃"), "…") {
+		t.Errorf("error lines %q, want two with the second cut with …\n%s", errLines, v)
+	}
+}

@@ -174,7 +174,7 @@ func (m *Model) bannerLines(w int, now time.Time) []string {
 	inner := max(w-4, 10) // border and padding
 	text := []string{m.st.bannerTitle.Render(title) + " " + fit(what, inner-len(title)-1)}
 	if m.err != nil {
-		text = append(text, fit("error: "+oneLine(m.err.Error()), inner))
+		text = append(text, wrap("error: "+oneLine(m.err.Error()), inner, 2)...)
 		since := formatClock(m.failingAt.In(m.opts.Location), now.In(m.opts.Location))
 		retry := "retrying now"
 		if !m.nextAt.IsZero() {
@@ -460,6 +460,17 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// wrap breaks plain text into at most n lines of w cells, at spaces where
+// it can; the last line is truncated with "…".
+func wrap(s string, w, n int) []string {
+	lines := strings.Split(ansi.Wrap(s, w, " /"), "\n")
+	if len(lines) > n {
+		lines[n-1] = fit(strings.Join(lines[n-1:], " "), w)
+		lines = lines[:n]
+	}
+	return lines
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }

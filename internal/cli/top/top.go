@@ -1,0 +1,309 @@
+// Package top implements `talonctl top`, the live cluster view: it runs
+// the bubbletea model of package tui and feeds it snapshots fetched from
+// /api/v1 by tea.Cmd functions. The model keeps the last good snapshot on
+// screen, marked STALE, while the API fails.
+package top
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/tui"
+)
+
+// Fetch timing.
+const (
+	// minFetchTimeout is the shortest deadline of one fetch (cluster and
+	// every node page) unless --timeout is shorter.
+	minFetchTimeout = 5 * time.Second
+	// onceWidth is the width of a --once frame when stdout is not a
+	// terminal and COLUMNS is unset: wide enough for every column.
+	onceWidth = 160
+)
+
+// TopOptions are the parsed flags of `talonctl top`.
+type TopOptions struct {
+	IO         *cmdutil.IOStreams
+	Connection func() (*cmdutil.Connection, error)
+	Getenv     func(string) string
+	Now        func() time.Time
+
+	Refresh        time.Duration
+	UnhealthyAfter time.Duration
+	Once           bool
+	AllowStale     bool
+
+	// programOptions are added to the bubbletea program's (tests give
+	// input and output); onExit receives the final model.
+	programOptions []tea.ProgramOption
+	onExit         func(*tui.Model)
+}
+
+// NewCmdTop returns the command; runF replaces its run function in tests.
+func NewCmdTop(f *cmdutil.Factory, runF func(*TopOptions) error) *cobra.Command {
+	opts := &TopOptions{IO: &f.IO, Connection: f.Connection, Getenv: f.Getenv, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Watch the cluster live: nodes, health, heartbeats and cache rates",
+		Long: `Show the cluster live, refreshed every --refresh: the answering coordinator,
+the store's backend and health, the snapshot's revision, observation time and
+PlacementVersion, the nodes counted by role and health, and a table of every
+node with its health, readiness, heartbeat age, version and address; for
+workers the rates between the last two heartbeats (requests/s, hit ratio,
+bytes served/s, evictions/s) and resident bytes over capacity.
+
+When the API cannot be reached, times out or answers 503, the last good
+snapshot stays on screen, dimmed, under a STALE banner that gives its
+observation time and age, the error and when the next attempt is due
+(exponential backoff with jitter, up to 30s; r retries at once). The banner
+goes when fresh data arrives. A row whose heartbeat is older than the
+cluster's unhealthy-after time is marked with ! even while the snapshot is
+fresh.
+
+Keys: / filter, s and S sort column, o reverse order, c and w show or hide
+coordinators and workers, u problem nodes only, enter node detail, r refresh
+now, ? all keys, q quit.
+
+top needs a terminal. --once prints one frame of every node to stdout and
+exits, with or without a terminal (rates need two snapshots and show as -).`,
+		Example: `  talonctl top
+  talonctl top --refresh 5s
+  talonctl top --once | less -S`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Refresh < tui.MinRefresh {
+				return cmdutil.UsageErrorf("--refresh %s: must be at least %s", opts.Refresh, tui.MinRefresh)
+			}
+			if opts.UnhealthyAfter <= 0 {
+				return cmdutil.UsageErrorf("--unhealthy-after %s: must be positive", opts.UnhealthyAfter)
+			}
+			if !opts.Once && !opts.IO.IsStdoutTTY() {
+				return cmdutil.UsageErrorf("stdout is not a terminal: talonctl top draws a live view and needs one; use --once to print one frame")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return topRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.DurationVar(&opts.Refresh, "refresh", tui.DefaultRefresh, "interval between refreshes (at least "+tui.MinRefresh.String()+")")
+	fl.BoolVar(&opts.Once, "once", false, "print one frame of every node and exit (works without a terminal)")
+	fl.DurationVar(&opts.UnhealthyAfter, "unhealthy-after", tui.DefaultUnhealthyAfter,
+		"mark rows whose heartbeat is older than this, when the server does not give the cluster's unhealthy-after time")
+	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)
+	return cmd
+}
+
+func topRun(ctx context.Context, opts *TopOptions) error {
+	conn, err := opts.Connection()
+	if err != nil {
+		return err
+	}
+	timeout := fetchTimeout(conn.Timeout, opts.Refresh)
+	// Each server gets its share of the fetch's time, so that a hung first
+	// server leaves time to fail over to the next.
+	client, rec, err := newClient(conn, max(timeout/time.Duration(max(len(conn.Servers), 1)), time.Second))
+	if err != nil {
+		return err
+	}
+	defer rec.CloseIdleConnections()
+
+	profile := termenv.Ascii
+	if opts.IO.ColorEnabled() {
+		profile = opts.IO.ColorProfile
+	}
+	renderer := lipgloss.NewRenderer(opts.IO.Out)
+	renderer.SetColorProfile(profile)
+	mopts := tui.Options{Refresh: opts.Refresh, UnhealthyAfter: opts.UnhealthyAfter, Now: opts.Now, Renderer: renderer}
+	call := cmdutil.CallOptions(opts.AllowStale)
+	if opts.Once {
+		return onceRun(ctx, opts, mopts, func(ctx context.Context) (*tui.Snapshot, error) {
+			return fetch(ctx, client, timeout, call)
+		})
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	mopts.Done = done
+	mopts.Fetch = func(seq uint64) tea.Cmd {
+		return func() tea.Msg {
+			snap, err := fetch(ctx, client, timeout, call)
+			if err != nil {
+				return tui.FetchErrorMsg{Seq: seq, Err: err}
+			}
+			return tui.SnapshotMsg{Seq: seq, Snapshot: snap}
+		}
+	}
+	m, err := tui.New(mopts)
+	if err != nil {
+		return cmdutil.UsageError(err)
+	}
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.IO.In), tea.WithOutput(opts.IO.Out), tea.WithAltScreen()}
+	p := tea.NewProgram(m, append(popts, opts.programOptions...)...)
+	final, err := p.Run()
+	close(done) // pending timers return
+	cancel()    // fetches in flight return
+	if fm, ok := final.(*tui.Model); ok && opts.onExit != nil {
+		opts.onExit(fm)
+	}
+	switch {
+	case err == nil, errors.Is(err, tea.ErrInterrupted):
+		return nil
+	case errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil && !errors.Is(err, tea.ErrProgramPanic):
+		return nil // the command's context ended (signal)
+	}
+	return fmt.Errorf("top: %w", err)
+}
+
+// onceRun prints one frame of every node. A failed fetch prints nothing
+// and returns the error, which sets the exit code.
+func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, get func(context.Context) (*tui.Snapshot, error)) error {
+	m, err := tui.New(mopts)
+	if err != nil {
+		return cmdutil.UsageError(err)
+	}
+	snap, err := get(ctx)
+	if err != nil {
+		return err
+	}
+	m.Update(tea.WindowSizeMsg{Width: frameWidth(opts)})
+	m.Update(tui.SnapshotMsg{Seq: 1, Snapshot: snap}) // the timer it arms is never run
+	_, err = io.WriteString(opts.IO.Out, m.ViewAll())
+	return err
+}
+
+// frameWidth is the terminal's width, else COLUMNS, else onceWidth.
+func frameWidth(opts *TopOptions) int {
+	if f, ok := opts.IO.Out.(*os.File); ok && opts.IO.IsStdoutTTY() {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+			return w
+		}
+	}
+	if opts.Getenv != nil {
+		if w, err := strconv.Atoi(opts.Getenv("COLUMNS")); err == nil && w > 0 {
+			return w
+		}
+	}
+	return onceWidth
+}
+
+// fetchTimeout bounds one fetch: twice the refresh interval, at least
+// minFetchTimeout, at most the connection's --timeout.
+func fetchTimeout(connTimeout, refresh time.Duration) time.Duration {
+	return min(connTimeout, max(minFetchTimeout, 2*refresh))
+}
+
+// fetch reads one snapshot: the cluster summary, then every node.
+func fetch(ctx context.Context, client *apiv1.Client, timeout time.Duration, call []apiv1.CallOption) (*tui.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ans := &answered{}
+	ctx = context.WithValue(ctx, answeredKey{}, ans)
+	c, err := client.Cluster(ctx, call...)
+	if err == nil {
+		var nodes *apiv1.NodeList
+		if nodes, err = client.AllNodes(ctx, apiv1.NodeFilter{}, call...); err == nil {
+			return &tui.Snapshot{Cluster: *c, Nodes: nodes.Items, Server: ans.get()}, nil
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return nil, fmt.Errorf("no complete answer within %s: %w", timeout, err)
+	}
+	return nil, err
+}
+
+// answeredKey is the context key of the *answered of one fetch.
+type answeredKey struct{}
+
+// answered records the base URL of the first server that answered 200
+// within one fetch.
+type answered struct {
+	mu   sync.Mutex // guards base
+	base string
+}
+
+func (a *answered) set(base string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.base == "" {
+		a.base = base
+	}
+}
+
+func (a *answered) get() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.base
+}
+
+// recorder is the client's transport: it notes which base URL answered,
+// for the header, since the client fails over between servers silently.
+type recorder struct {
+	*http.Transport
+	bases []string // the client's normalized base URLs; set before the first request
+}
+
+// RoundTrip sends req and records its server in the fetch's answered.
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.Transport.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	if a, ok := req.Context().Value(answeredKey{}).(*answered); ok {
+		u := req.URL.String()
+		for _, b := range r.bases {
+			if strings.HasPrefix(u, b+"/") {
+				a.set(b)
+				break
+			}
+		}
+	}
+	return resp, nil
+}
+
+// newClient builds the /api/v1 client of conn, as cmdutil.Connection's
+// NewClient does, over a transport that records the answering server;
+// attempt bounds one attempt against one server.
+func newClient(conn *cmdutil.Connection, attempt time.Duration) (*apiv1.Client, *recorder, error) {
+	tlsCfg, err := conn.TLSConfig()
+	if err != nil {
+		return nil, nil, cmdutil.UsageError(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // admin listeners are internal; never route through an environment proxy
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg
+	}
+	rec := &recorder{Transport: tr}
+	client, err := apiv1.NewClient(conn.Servers, apiv1.ClientOptions{
+		Token:      conn.Token,
+		HTTPClient: &http.Client{Transport: rec},
+		TLS:        tlsCfg,
+		Timeout:    attempt,
+		UserAgent:  "talonctl/" + buildinfo.Version,
+	})
+	if err != nil {
+		return nil, nil, cmdutil.UsageErrorf("servers %s: %w", strings.Join(conn.Servers, ","), err)
+	}
+	rec.bases = client.BaseURLs()
+	return client, rec, nil
+}

@@ -1,0 +1,344 @@
+package top
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/talonhq/talon/internal/admin"
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/tui"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const clusterID = "test"
+
+// syncBuffer is the program's output, written by bubbletea's renderer and
+// read by the test.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// factory returns a factory with test streams, no environment (so no
+// config file) and the given servers.
+func factory(tty bool, servers ...string) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
+	var out, errOut bytes.Buffer
+	f := &cmdutil.Factory{IO: cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, StdoutTTY: tty, NoColor: true}}
+	f.Conn.Servers = servers
+	return f, &out, &errOut
+}
+
+// parse runs the command with args and returns the options runF saw (nil
+// when it was not reached) and the command's error.
+func parse(t *testing.T, f *cmdutil.Factory, args ...string) (*TopOptions, error) {
+	t.Helper()
+	var got *TopOptions
+	cmd := NewCmdTop(f, func(o *TopOptions) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	return got, cmd.Execute()
+}
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		tty      bool
+		args     []string
+		wantCode int
+		wantErr  string
+		check    func(t *testing.T, o *TopOptions)
+	}{
+		{name: "defaults on a terminal", tty: true, check: func(t *testing.T, o *TopOptions) {
+			if o.Refresh != 2*time.Second || o.Once || o.UnhealthyAfter != 15*time.Second || o.AllowStale {
+				t.Errorf("options %+v", o)
+			}
+		}},
+		{name: "refresh at the minimum", tty: true, args: []string{"--refresh", "500ms"}, check: func(t *testing.T, o *TopOptions) {
+			if o.Refresh != 500*time.Millisecond {
+				t.Errorf("refresh %s", o.Refresh)
+			}
+		}},
+		{name: "refresh below the minimum", tty: true, args: []string{"--refresh", "100ms"},
+			wantCode: cmdutil.ExitUsage, wantErr: "--refresh 100ms: must be at least 500ms"},
+		{name: "zero refresh", tty: true, args: []string{"--refresh", "0s"},
+			wantCode: cmdutil.ExitUsage, wantErr: "--refresh 0s: must be at least 500ms"},
+		{name: "unhealthy-after zero", tty: true, args: []string{"--unhealthy-after", "0s"},
+			wantCode: cmdutil.ExitUsage, wantErr: "--unhealthy-after 0s: must be positive"},
+		{name: "no terminal without --once", tty: false,
+			wantCode: cmdutil.ExitUsage, wantErr: "stdout is not a terminal: talonctl top draws a live view and needs one; use --once to print one frame"},
+		{name: "no terminal with --once", tty: false, args: []string{"--once"}, check: func(t *testing.T, o *TopOptions) {
+			if !o.Once {
+				t.Error("--once not set")
+			}
+		}},
+		{name: "arguments refused", tty: true, args: []string{"nodes"}, wantCode: cmdutil.ExitUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _, _ := factory(tc.tty, "http://127.0.0.1:1")
+			o, err := parse(t, f, tc.args...)
+			if code := cmdutil.ExitCode(err); code != tc.wantCode {
+				t.Fatalf("exit code %d (%v), want %d", code, err, tc.wantCode)
+			}
+			if tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr) {
+				t.Fatalf("error %q, want %q", err, tc.wantErr)
+			}
+			if tc.wantCode != 0 && o != nil {
+				t.Fatal("run reached despite the usage error")
+			}
+			if tc.check != nil {
+				tc.check(t, o)
+			}
+		})
+	}
+}
+
+func TestFetchTimeout(t *testing.T) {
+	for _, tc := range []struct{ conn, refresh, want time.Duration }{
+		{10 * time.Second, 2 * time.Second, 5 * time.Second},
+		{10 * time.Second, 4 * time.Second, 8 * time.Second},
+		{10 * time.Second, time.Minute, 10 * time.Second},
+		{time.Second, 2 * time.Second, time.Second},
+	} {
+		t.Run(fmt.Sprintf("timeout %s refresh %s", tc.conn, tc.refresh), func(t *testing.T) {
+			if got := fetchTimeout(tc.conn, tc.refresh); got != tc.want {
+				t.Errorf("fetchTimeout = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// env is a real coordinator over a memory store, with its admin listener
+// on loopback and three seeded workers.
+type env struct {
+	store *memory.Store
+	coord *coordinator.Coordinator
+	hs    *httptest.Server
+	stop  func() // stops the coordinator
+}
+
+// integration skips tests that run a coordinator under -short.
+func integration(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs a coordinator and its admin listener on loopback")
+	}
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	integration(t)
+	e := &env{store: memory.New(memory.Options{})}
+	t.Cleanup(func() { e.store.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.coord, err = coordinator.New(coordinator.Options{
+		ClusterID: clusterID, NodeID: "coord-a", Advertise: "coord-a.test:7400",
+		Timing:         cluster.Timing{HeartbeatInterval: 200 * time.Millisecond, UnhealthyAfter: 10 * time.Second, LeaseTTL: time.Hour},
+		RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
+		Store: e.store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.coord.Run(ctx) }()
+	var once sync.Once
+	e.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(e.stop)
+	srv, err := admin.New(admin.Options{
+		Config:      config.AdminConfig{ExposeHealth: true, ExposeAPI: true},
+		Coordinator: e.coord, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, Clock: time.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.hs = httptest.NewServer(srv.Handler())
+	t.Cleanup(e.hs.Close)
+	for i := 1; i <= 3; i++ {
+		rec := &cluster.Record{
+			ClusterID: clusterID, NodeID: fmt.Sprintf("w-%d", i), Role: cluster.RoleWorker, IncarnationID: fmt.Sprintf("inc-%d", i),
+			Address: fmt.Sprintf("w-%d.test:7500", i), Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true,
+			StartTimeUnixMs: time.Now().Add(-time.Hour).UnixMilli(), HeartbeatSeq: 1,
+			Capacity: cluster.Capacity{CapacityBytes: 8 << 30, ResidentBytes: uint64(i) << 30},
+		}
+		if _, err := e.store.UpsertNode(context.Background(), rec, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ready, and its own record says so (the first one, written before the
+	// first snapshot, does not).
+	waitFor(t, "coordinator ready", func() bool {
+		if !e.coord.Readiness().Ready {
+			return false
+		}
+		snap, err := e.store.Snapshot(context.Background(), clusterID)
+		if err != nil {
+			return false
+		}
+		r := snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-a"})
+		return r != nil && r.Ready && r.Health == cluster.HealthHealthy
+	})
+	return e
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOnce prints one frame of a real cluster without a terminal.
+func TestOnce(t *testing.T) {
+	e := startEnv(t)
+	f, out, _ := factory(false, e.hs.URL)
+	o, err := parse(t, f, "--once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topRun(context.Background(), o); err != nil {
+		t.Fatalf("top --once: %v", err)
+	}
+	frame := out.String()
+	for _, s := range []string{
+		"cluster test", "served by coord-a (" + e.hs.URL + ")", "store memory healthy",
+		"coordinators 1: 1 healthy, 1 ready", "workers 3: 3 healthy, 3 ready", "coord-a", "w-1", "w-2", "w-3", "3.0G/8.0G",
+	} {
+		if !strings.Contains(frame, s) {
+			t.Errorf("frame lacks %q:\n%s", s, frame)
+		}
+	}
+	if strings.Contains(frame, "\x1b") || strings.Contains(frame, "STALE") {
+		t.Errorf("frame has escape sequences or a STALE banner:\n%q", frame)
+	}
+}
+
+// TestOnceUnavailable prints nothing and exits 3 when no server answers.
+func TestOnceUnavailable(t *testing.T) {
+	integration(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	f, out, _ := factory(false, url)
+	o, err := parse(t, f, "--once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = topRun(context.Background(), o)
+	if code := cmdutil.ExitCode(err); code != cmdutil.ExitUnavailable {
+		t.Fatalf("exit code %d (%v), want %d", code, err, cmdutil.ExitUnavailable)
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout %q, want nothing", out.String())
+	}
+}
+
+// TestLiveStale runs the real program against a real coordinator, makes
+// the API fail, and checks that the STALE banner appears over the last
+// good data, which stays on screen.
+func TestLiveStale(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fail  func(e *env)
+		error string
+	}{
+		{"coordinator and admin listener stopped", func(e *env) { e.stop(); e.hs.Close() }, "admin api unavailable"},
+		{"store fails", func(e *env) {
+			e.store.SetFault(fmt.Errorf("injected outage: %w", state.ErrUnavailable))
+		}, "503 not_ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startEnv(t)
+			f, _, _ := factory(true, e.hs.URL)
+			o, err := parse(t, f, "--refresh", "500ms")
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, keys := io.Pipe()
+			out := &syncBuffer{}
+			o.IO.In, o.IO.Out = in, out
+			finals := make(chan *tui.Model, 1)
+			o.onExit = func(m *tui.Model) { finals <- m }
+			ran := make(chan error, 1)
+			go func() { ran <- topRun(context.Background(), o) }()
+			t.Cleanup(func() { keys.Close() })
+
+			waitFor(t, "the first snapshot on screen", func() bool { return strings.Contains(out.String(), "w-3") })
+			tc.fail(e)
+			waitFor(t, "the STALE banner", func() bool { return strings.Contains(out.String(), "STALE") })
+			if _, err := keys.Write([]byte("q")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-ran:
+				if err != nil {
+					t.Fatalf("top: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("top did not quit on q")
+			}
+			keys.Close()
+			m := <-finals
+			if !m.Stale() || m.Snapshot() == nil || m.Failures() == 0 {
+				t.Fatalf("final model: stale %v, snapshot %v, failures %d", m.Stale(), m.Snapshot() != nil, m.Failures())
+			}
+			if !strings.Contains(m.Err().Error(), tc.error) {
+				t.Errorf("error %q, want it to mention %q", m.Err(), tc.error)
+			}
+			view := m.View()
+			for _, s := range []string{"STALE", "showing the last good snapshot", tc.error, "next retry in", "cluster test", "coord-a", "w-1", "w-2", "w-3"} {
+				if !strings.Contains(view, s) {
+					t.Errorf("final view lacks %q:\n%s", s, view)
+				}
+			}
+		})
+	}
+}
