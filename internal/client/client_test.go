@@ -1,0 +1,183 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/state/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// coord runs a coordinator over a memory store with workers w1..wN.
+func coord(t *testing.T, workers ...string) (string, *memory.Store) {
+	t.Helper()
+	store := memory.New(memory.Options{})
+	t.Cleanup(func() { store.Close() })
+	for _, id := range workers {
+		upsert(t, store, id, "127.0.0.1:1")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	c, err := coordinator.New(coordinator.Options{
+		ClusterID: "t", NodeID: "c", Timing: cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute},
+		RequestTimeout: time.Second, ShutdownTimeout: time.Second, Store: store, Listener: ln,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String(), store
+}
+
+func upsert(t *testing.T, store *memory.Store, id, addr string) {
+	t.Helper()
+	_, err := store.UpsertNode(context.Background(), &cluster.Record{
+		ClusterID: "t", NodeID: id, Role: cluster.RoleWorker, IncarnationID: "i-" + addr, Address: addr,
+		StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true,
+	}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+func lookup(t *testing.T, c *Client, key string) Placement {
+	t.Helper()
+	var p Placement
+	var err error
+	for range 100 { // the coordinator may still be warming up
+		if p, err = c.Lookup(context.Background(), key, 2); err == nil {
+			return p
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("lookup %s: %v", key, err)
+	return p
+}
+
+// TestCacheEqualityRule: any different version, whether numerically
+// greater or smaller, drops the cache; the same version keeps it.
+func TestCacheEqualityRule(t *testing.T) {
+	addr, _ := coord(t, "w1", "w2", "w3")
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	c, err := New(Options{Coordinators: []string{addr}, CacheTTL: time.Minute, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first := lookup(t, c, "k")
+	if first.Cached || len(first.Owners) != 2 {
+		t.Fatalf("first lookup %+v", first)
+	}
+	if p := lookup(t, c, "k"); !p.Cached || p.Version != first.Version {
+		t.Fatalf("second lookup not served from the cache: %+v", p)
+	}
+	c.ObserveVersion(first.Version) // the same token: nothing changes
+	if p := lookup(t, c, "k"); !p.Cached {
+		t.Fatal("observing the same version dropped the cache")
+	}
+	for _, other := range []uint64{first.Version + 1, first.Version - 1} {
+		c.ObserveVersion(other)
+		if p := lookup(t, c, "k"); p.Cached {
+			t.Fatalf("version %016x (cached %016x) did not drop the cache", other, first.Version)
+		}
+	}
+	// TTL expiry refreshes too.
+	if p := lookup(t, c, "k"); !p.Cached {
+		t.Fatal("not cached after a refresh")
+	}
+	clk.Advance(time.Minute)
+	if p := lookup(t, c, "k"); p.Cached {
+		t.Fatal("served from the cache past its TTL")
+	}
+	// Invalidate drops one key only.
+	lookup(t, c, "other")
+	c.Invalidate("k")
+	if p := lookup(t, c, "k"); p.Cached {
+		t.Fatal("invalidated key served from the cache")
+	}
+	if p := lookup(t, c, "other"); !p.Cached {
+		t.Fatal("Invalidate dropped an unrelated key")
+	}
+}
+
+// TestMembershipChangeRefreshes: a new worker changes the version; the
+// client learns it from the next answer and drops entries of the old one.
+func TestMembershipChangeRefreshes(t *testing.T) {
+	addr, store := coord(t, "w1", "w2")
+	c, err := New(Options{Coordinators: []string{addr}, CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := lookup(t, c, "a")
+	upsert(t, store, "w3", "127.0.0.1:3")
+	// A lookup of another key reaches the coordinator and brings the new
+	// version, which drops "a".
+	var b Placement
+	for b.Version == a.Version || b.Version == 0 {
+		c.Invalidate("b")
+		b = lookup(t, c, "b")
+	}
+	if p := lookup(t, c, "a"); p.Cached || p.Version != b.Version {
+		t.Fatalf("entry of the old membership survived: %+v (new version %016x)", p, b.Version)
+	}
+}
+
+func TestFailover(t *testing.T) {
+	addr, _ := coord(t, "w1")
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	c, err := New(Options{Coordinators: []string{deadAddr, addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := lookup(t, c, "k"); len(p.Owners) != 1 {
+		t.Fatalf("lookup through failover: %+v", p)
+	}
+	all, err := New(Options{Coordinators: []string{deadAddr}, Retries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	if _, err := all.Lookup(context.Background(), "k", 1); !errors.Is(err, ErrNoCoordinator) {
+		t.Fatalf("every coordinator down: %v, want ErrNoCoordinator", err)
+	}
+}
