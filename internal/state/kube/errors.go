@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,11 @@ func classify(err error) error {
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
+		return state.ErrTimeout
+	}
+	// client-go's rate limiter refuses to wait past the context's deadline
+	// with an error that does not wrap context.DeadlineExceeded.
+	if strings.Contains(err.Error(), "client rate limiter Wait returned an error") {
 		return state.ErrTimeout
 	}
 	var status apierrors.APIStatus

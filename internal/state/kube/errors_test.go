@@ -60,6 +60,7 @@ func TestMapError(t *testing.T) {
 		{"net timeout", &url.Error{Op: "Get", URL: "https://x", Err: timeoutErr{}}, state.ErrTimeout, "timeout"},
 		{"context deadline", &url.Error{Op: "Get", URL: "https://x", Err: context.DeadlineExceeded}, state.ErrTimeout, "timeout"},
 		{"rate limiter deadline", fmt.Errorf("client rate limiter Wait returned an error: %w", context.DeadlineExceeded), state.ErrTimeout, "timeout"},
+		{"rate limiter would exceed deadline", fmt.Errorf("client rate limiter Wait returned an error: %w", errors.New("rate: Wait(n=1) would exceed context deadline")), state.ErrTimeout, "timeout"},
 		{"canceled stays canceled", &url.Error{Op: "Get", URL: "https://x", Err: context.Canceled}, nil, "canceled"},
 		{"already a sentinel", fmt.Errorf("%w: establishing the watch", state.ErrTimeout), state.ErrTimeout, "timeout"},
 		{"other", errors.New("something else"), nil, "internal"},

@@ -33,9 +33,13 @@ func (s *Store) enqueueGC(items []gcItem) {
 	}
 }
 
+// cachePruneInterval is how often the GC goroutine drops expired entries
+// from the write cache.
+const cachePruneInterval = time.Minute
+
 // runGC deletes the expired Leases Snapshot hands it and, every
 // SweepInterval, lists every Talon Lease in the namespace and deletes the
-// expired ones. It runs until Close.
+// expired ones; it also prunes the write cache. It runs until Close.
 func (s *Store) runGC() {
 	defer s.wg.Done()
 	var tick <-chan time.Time
@@ -44,10 +48,14 @@ func (s *Store) runGC() {
 		defer t.Stop()
 		tick = t.C
 	}
+	prune := time.NewTicker(cachePruneInterval)
+	defer prune.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-prune.C:
+			s.cache.prune(s.now())
 		case it := <-s.gcq:
 			s.mu.Lock()
 			delete(s.gcQueued, it.name)

@@ -38,7 +38,7 @@ type kubeEnv struct {
 // startKube starts a kube-apiserver for t. Its watch cache is off, so a
 // watch reads etcd's history and etcd compaction reaches it as 410 Gone,
 // as in a cluster whose watch cache has rolled past the revision.
-func startKube(t *testing.T, extraArgs ...string) *kubeEnv {
+func startKube(t testing.TB, extraArgs ...string) *kubeEnv {
 	t.Helper()
 	testenv.SkipIfShort(t)
 	srv := testenv.StartKubeAPIServer(t, testenv.KubeOptions{ExtraArgs: extraArgs})

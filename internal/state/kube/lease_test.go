@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,6 +332,107 @@ func TestKubeBackend(t *testing.T) {
 		}
 	})
 
+	t.Run("MaximalRecord", func(t *testing.T) {
+		// Every field at its limit: 256-byte IDs make a shortened name and
+		// hashed label values, and the API server accepts the annotation.
+		s, c := setup(t, nil)
+		rec := maximalRecord(strings.Repeat("C", 250) + randomSuffix()[:6])
+		rec.UpdatedAtUnixMs = 0
+		res, err := s.UpsertNode(testCtx(t), rec, time.Hour)
+		if err != nil {
+			t.Fatalf("UpsertNode(maximal record): %v", err)
+		}
+		snap, err := s.Snapshot(testCtx(t), rec.ClusterID)
+		if err != nil || len(snap.Records) != 1 {
+			t.Fatalf("Snapshot = %+v, %v", snap, err)
+		}
+		want, _ := cluster.Encode(res.Record)
+		got, _ := cluster.Encode(snap.Records[0])
+		if string(got) != string(want) {
+			t.Fatalf("snapshot holds\n%s\nwant\n%s", got, want)
+		}
+		l := getLease(t, c.namespace, rec.Key())
+		if len(l.Name) > 253 || l.Labels[LabelCluster] == rec.ClusterID || l.Labels[LabelNode] == rec.NodeID {
+			t.Fatalf("lease %q labels %v: want a bounded name and hashed label values", l.Name, l.Labels)
+		}
+	})
+
+	t.Run("WriteCache", func(t *testing.T) {
+		// Two coordinators relay one worker's heartbeats. Each decides
+		// first on the Lease as it last wrote it; a stale guess must cost
+		// a retry, never a wrong decision.
+		var gets, puts atomic.Int64
+		count := func(o *Options) {
+			o.RESTConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if strings.Contains(r.URL.Path, "/leases/") {
+						switch r.Method {
+						case http.MethodGet:
+							gets.Add(1)
+						case http.MethodPut:
+							puts.Add(1)
+						}
+					}
+					return rt.RoundTrip(r)
+				})
+			}
+		}
+		a, c := setup(t, count)
+		b := k.newStore(t, c.token, c.namespace, nil)
+		clusterID := uniqueCluster(t)
+		ctx := testCtx(t)
+		up := func(s *Store, inc string, seq uint64, ttl time.Duration, want cluster.Decision) {
+			t.Helper()
+			res, err := s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "w1", inc, seq), ttl)
+			if err != nil || res.Decision != want {
+				t.Fatalf("UpsertNode(%s seq %d) = %v, %v; want %s", inc, seq, res.Decision, err, want)
+			}
+		}
+		up(a, "inc-a", 1, time.Hour, cluster.DecisionInsert)
+		gets.Store(0)
+		puts.Store(0)
+		for seq := uint64(2); seq <= 11; seq++ {
+			up(a, "inc-a", seq, time.Hour, cluster.DecisionAdvance)
+		}
+		if g, p := gets.Load(), puts.Load(); g != 0 || p != 10 {
+			t.Errorf("10 heartbeats through one store took %d GETs and %d PUTs, want 0 and 10", g, p)
+		}
+		if n := a.cache.len(); n != 1 {
+			t.Errorf("write cache holds %d entries, want 1", n)
+		}
+
+		// b advances the Lease: a's guess is stale and its write conflicts.
+		up(b, "inc-a", 12, time.Hour, cluster.DecisionAdvance)
+		up(a, "inc-a", 13, time.Hour, cluster.DecisionAdvance)
+		// b restarts the process: a's guess (inc-a seq 13) would call inc-a
+		// seq 13 a duplicate, but the stored record is inc-b's, so the rule
+		// accepts it as a restart.
+		up(b, "inc-b", 0, time.Hour, cluster.DecisionRestart)
+		up(a, "inc-a", 13, time.Hour, cluster.DecisionRestart)
+		// Rejections on a fresh guess are confirmed by a read.
+		gets.Store(0)
+		up(a, "inc-a", 13, time.Hour, cluster.DecisionDuplicate)
+		if g := gets.Load(); g != 1 {
+			t.Errorf("a duplicate took %d GETs, want the 1 that confirms it", g)
+		}
+		// Removed by b: a's guess is gone and the same sequence inserts.
+		if res, err := b.RemoveNode(ctx, cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1"}, "inc-a"); err != nil || res.Outcome != state.OutcomeAccepted {
+			t.Fatalf("RemoveNode = %+v, %v", res, err)
+		}
+		up(a, "inc-a", 13, time.Second, cluster.DecisionInsert)
+		// Expired: a's guess says so, and the write is an insert.
+		time.Sleep(1100 * time.Millisecond)
+		up(a, "inc-a", 1, time.Hour, cluster.DecisionInsert)
+		snap, err := b.Snapshot(ctx, clusterID)
+		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 1 || snap.Records[0].IncarnationID != "inc-a" {
+			t.Fatalf("Snapshot = %+v, %v; want inc-a seq 1", snap, err)
+		}
+		a.cache.prune(time.Now().Add(2 * time.Hour))
+		if n := a.cache.len(); n != 0 {
+			t.Errorf("write cache holds %d entries after their leases ran out, want 0", n)
+		}
+	})
+
 	t.Run("Kubeconfig", func(t *testing.T) {
 		_, c := setup(t, nil)
 		s, err := New(context.Background(), Options{Kubeconfig: k.srv.WriteKubeconfig(t, c.token), Namespace: c.namespace})
@@ -342,6 +445,11 @@ func TestKubeBackend(t *testing.T) {
 		}
 	})
 }
+
+// roundTripFunc adapts a function to http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // nextEvents reads n events from ch, failing on an error, a close or a
 // ten-second wait.

@@ -57,6 +57,9 @@ type Store struct {
 	cancel context.CancelFunc
 	// gcq carries expired Leases to the GC goroutine.
 	gcq chan gcItem
+	// cache holds the Leases this store wrote last, so a heartbeat costs
+	// one request (UPDATE) instead of two (GET, UPDATE).
+	cache *leaseCache
 
 	// mu guards the fields below. Watch holds it while it adds to wg, so
 	// Close (which sets closed under mu, then waits) never races an Add.
@@ -106,6 +109,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		cancel:       cancel,
 		gcq:          make(chan gcItem, gcQueueSize),
 		gcQueued:     make(map[string]bool),
+		cache:        newLeaseCache(),
 	}
 	s.wg.Add(1)
 	go s.runGC()
@@ -252,13 +256,16 @@ func (s *Store) get(ctx context.Context, name string) (*coordv1.Lease, error) {
 	return l, err
 }
 
-// UpsertNode applies rec to its Lease under the ordering rule. It reads the
-// Lease, decides with cluster.Order against the record in its annotation (an
-// expired or missing Lease holds no record), and writes with the read's
+// UpsertNode applies rec to its Lease under the ordering rule. It decides
+// with cluster.Order against the record in the Lease's annotation (an
+// expired or missing Lease holds no record) and writes with that Lease's
 // resourceVersion as precondition, so a concurrent writer makes the write
 // fail instead of being overwritten; it then reads again and re-decides, at
-// most ConflictRetries times before returning ErrConflict. Duplicate and
-// stale updates write nothing.
+// most ConflictRetries times before returning ErrConflict. The first
+// decision is made on the Lease as this store last wrote it, if it did (one
+// request per heartbeat when a worker keeps talking to the same
+// coordinator); a rejection is only ever made on a fresh read. Duplicate
+// and stale updates write nothing.
 func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (state.WriteResult, error) {
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
@@ -272,15 +279,28 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	}
 	key := rec.Key()
 	name := LeaseName(key)
+	useCache := true
 	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
 				return state.WriteResult{}, mapError("kube upsert "+key.String(), err)
 			}
 		}
-		cur, err := s.get(ctx, name)
-		if err != nil {
-			return state.WriteResult{}, mapError("kube upsert "+key.String()+": get lease "+name, err)
+		// The first attempt decides on the Lease as this store last wrote
+		// it, when it has it: the write's precondition fails if anyone has
+		// changed it since, so an accepted decision on the cached Lease is
+		// the decision on the stored one. Otherwise, and after a conflict,
+		// read it.
+		var cur *coordv1.Lease
+		cached := false
+		if useCache && attempt == 0 {
+			cur, cached = s.cache.get(name)
+		}
+		if !cached {
+			var err error
+			if cur, err = s.get(ctx, name); err != nil {
+				return state.WriteResult{}, mapError("kube upsert "+key.String()+": get lease "+name, err)
+			}
 		}
 		now := s.now()
 		var stored *cluster.Record
@@ -301,6 +321,14 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			}
 		}
 		d := cluster.Order(stored, rec)
+		if !d.Accepted() && cached {
+			// Rejecting needs the stored Lease: another incarnation, an
+			// expiry or a removal since the cached write would accept.
+			s.cache.drop(name)
+			useCache = false
+			attempt--
+			continue
+		}
 		if !d.Accepted() {
 			o := state.OutcomeDuplicate
 			if d == cluster.DecisionStale {
@@ -325,8 +353,10 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		cancel()
 		switch {
 		case err == nil:
+			s.cache.put(name, written)
 			return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: state.NewRevision(written.ResourceVersion), Record: next}, nil
 		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), cur != nil && apierrors.IsNotFound(err):
+			s.cache.drop(name)
 			// Another writer won the race (or deleted the Lease): re-read
 			// and apply the rule to what it wrote.
 			continue
@@ -470,6 +500,9 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 			return state.WriteResult{Outcome: state.OutcomeStale, Revision: state.NewRevision(rv), Record: stored}, nil
 		}
 		rev, err := s.deleteObserved(ctx, key, cur)
+		if err == nil || apierrors.IsNotFound(err) {
+			s.cache.drop(cur.Name)
+		}
 		switch {
 		case err == nil:
 			return state.WriteResult{Outcome: state.OutcomeAccepted, Revision: state.NewRevision(rev)}, nil
