@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/muesli/termenv"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
@@ -255,6 +256,38 @@ func TestOnce(t *testing.T) {
 	}
 	if strings.Contains(frame, "\x1b") || strings.Contains(frame, "STALE") {
 		t.Errorf("frame has escape sequences or a STALE banner:\n%q", frame)
+	}
+}
+
+// TestOnceColour checks that --once colours only a terminal without
+// NO_COLOR.
+func TestOnceColour(t *testing.T) {
+	e := startEnv(t)
+	for _, tc := range []struct {
+		name       string
+		tty        bool
+		noColor    bool
+		wantEscape bool
+	}{
+		{"terminal", true, false, true},
+		{"terminal with NO_COLOR", true, true, false},
+		{"pipe", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, out, _ := factory(tc.tty, e.hs.URL)
+			f.IO.NoColor = tc.noColor
+			f.IO.ColorProfile = termenv.ANSI256
+			o, err := parse(t, f, "--once")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := topRun(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out.String(), "\x1b["); got != tc.wantEscape {
+				t.Errorf("escape sequences: %v, want %v:\n%q", got, tc.wantEscape, out.String())
+			}
+		})
 	}
 }
 
