@@ -1,109 +1,121 @@
 // Package cli implements talonctl, the operator CLI that speaks only to the
 // coordinators' /api/v1. Commands follow the noun/verb shape and the cli/cli
 // pattern: an options struct per command, NewCmdX(f, runF), a private xRun.
+//
+// Layout: cmdutil holds the Factory, IOStreams, connection resolution, exit
+// codes and output helpers shared by every command (import it, not this
+// package, from a command package); cliconfig the configuration file; one
+// package per noun (cluster, nodes, placement, config) with one package per
+// verb below it; version and completion at the top.
 package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cli/cluster"
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/internal/cli/completion"
+	"github.com/talonhq/talon/internal/cli/config"
+	"github.com/talonhq/talon/internal/cli/nodes"
+	"github.com/talonhq/talon/internal/cli/placement"
+	"github.com/talonhq/talon/internal/cli/version"
 )
 
-// Exit codes of talonctl, documented in `talonctl --help` and the man page.
+// Exit codes of talonctl (see cmdutil).
 const (
-	ExitOK           = 0 // success, including an empty result
-	ExitFailure      = 1 // any other error
-	ExitUsage        = 2 // bad command line
-	ExitUnavailable  = 3 // cluster state unavailable: no server reachable, or 503 fail-closed
-	ExitAuthRejected = 4 // authentication or permission refused
+	ExitOK           = cmdutil.ExitOK
+	ExitFailure      = cmdutil.ExitFailure
+	ExitUsage        = cmdutil.ExitUsage
+	ExitUnavailable  = cmdutil.ExitUnavailable
+	ExitAuthRejected = cmdutil.ExitAuthRejected
 )
 
-// IOStreams are the command's standard streams.
-type IOStreams struct {
-	In     io.Reader
-	Out    io.Writer
-	ErrOut io.Writer
-}
+// Factory, IOStreams and ExitError are defined in cmdutil, which command
+// packages import; the aliases keep this package's API whole.
+type (
+	Factory   = cmdutil.Factory
+	IOStreams = cmdutil.IOStreams
+	ExitError = cmdutil.ExitError
+)
 
-// Factory carries what commands need from the process.
-type Factory struct {
-	IO      IOStreams
-	Environ []string
-}
+// DefaultFactory is the factory of the real process.
+func DefaultFactory() *Factory { return cmdutil.System() }
 
-// ExitError carries an exit code with an error.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
-// Main runs talonctl with args and returns the exit code.
+// Main runs talonctl with args and returns the exit code. Results go to
+// f.IO.Out; errors go to f.IO.ErrOut with the server's message.
 func Main(ctx context.Context, args []string, f *Factory) int {
+	defer f.Close()
 	root := NewCmdRoot(f)
 	root.SetArgs(args)
+	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(f.IO.ErrOut, "talonctl: %v\n", err)
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
+	// cobra reports an unknown subcommand of the root as a plain error.
+	if strings.HasPrefix(err.Error(), "unknown command ") {
+		err = cmdutil.UsageError(err)
 	}
-	return ExitFailure
+	fmt.Fprintf(f.IO.ErrOut, "talonctl: %v\n", err)
+	code := cmdutil.ExitCode(err)
+	if code == ExitUsage {
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	} else if hint := cmdutil.Hint(err); hint != "" {
+		fmt.Fprintf(f.IO.ErrOut, "hint: %s\n", hint)
+	}
+	return code
 }
 
-// NewCmdRoot builds the talonctl command tree.
+// NewCmdRoot builds the talonctl command tree over f; it binds the global
+// connection flags into f.Conn.
 func NewCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "talonctl",
 		Short: "Operate a Talon cluster through the coordinators' /api/v1",
-		Long: `talonctl lists nodes, explains placement and watches a Talon cluster live,
-talking only to the coordinators' management API (/api/v1).
+		Long: `talonctl shows a Talon cluster's state, lists its nodes and explains placement,
+talking only to the coordinators' management API (/api/v1) on their admin
+listeners.
 
-Exit codes:
-  0  success (an empty result is not an error)
-  1  error
-  2  usage error (bad command line)
-  3  cluster state unavailable (no server reachable, or 503 fail-closed)
-  4  authentication or permission refused`,
+Connection: --server (repeat or comma-separate to fail over in order; env
+TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file
+(env TALONCTL_TOKEN), --ca-file or --insecure-skip-tls-verify, --timeout, and
+--context (env TALONCTL_CONTEXT) to use a named context of the configuration
+file $XDG_CONFIG_HOME/talon/talonctl.yaml (see talonctl config --help).
+Precedence: flag > environment > context > default. Tokens are never printed.
+
+Output: results go to stdout, errors and warnings to stderr. Colour only on a
+terminal and never with NO_COLOR set. Relative times on a terminal, RFC 3339
+timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
+
+` + cmdutil.ExitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
-	root.AddCommand(newCmdVersion(f))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.UsageError(err) })
+	f.Conn.AddFlags(root.PersistentFlags())
+	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagContext, cmdutil.CompleteContexts(f))
+	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagServer, cobra.NoFileCompletions)
+	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagToken, cobra.NoFileCompletions)
+	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagTimeout, cobra.NoFileCompletions)
+
+	root.AddCommand(
+		cluster.NewCmdCluster(f),
+		nodes.NewCmdNodes(f),
+		placement.NewCmdPlacement(f),
+		config.NewCmdConfig(f),
+		version.NewCmdVersion(f, nil),
+		completion.NewCmdCompletion(f, nil),
+	)
+	// `talonctl top` (package internal/cli/top) registers here:
+	//   root.AddCommand(top.NewCmdTop(f, nil))
 	return root
-}
-
-func newCmdVersion(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print talonctl's version, commit, build date and Go version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--output %q: must be text or json", output)}
-			}
-			return buildinfo.Get().Write(f.IO.Out, "talonctl", output)
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	return cmd
-}
-
-// DefaultFactory is the factory of the real process.
-func DefaultFactory() *Factory {
-	return &Factory{IO: IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, Environ: os.Environ()}
 }

@@ -228,7 +228,7 @@ func TestFormatting(t *testing.T) {
 		d    time.Duration
 		want string
 	}{
-		{-time.Second, "0ms"}, {0, "0ms"}, {250 * time.Millisecond, "250ms"}, {time.Second, "1s"},
+		{-time.Second, "0s"}, {0, "0s"}, {time.Millisecond, "1ms"}, {250 * time.Millisecond, "250ms"}, {time.Second, "1s"},
 		{1550 * time.Millisecond, "1.5s"}, {42 * time.Second, "42s"}, {3*time.Minute + 12*time.Second, "3m12s"},
 		{5*time.Hour + 7*time.Minute, "5h7m"}, {76 * time.Hour, "3d4h"},
 	}

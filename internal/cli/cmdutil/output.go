@@ -109,12 +109,15 @@ func (t *Table) Render(w io.Writer, noHeaders bool) error {
 }
 
 // Duration renders d the way kubectl renders ages, with more precision
-// for the short durations of heartbeats: 250ms, 1.5s, 42s, 3m12s, 5h7m, 3d4h.
+// for the short durations of heartbeats: 0s, 250ms, 1.5s, 42s, 3m12s, 5h7m,
+// 3d4h. A negative duration renders as 0s.
 func Duration(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
 	switch {
+	case d == 0:
+		return "0s"
 	case d < time.Second:
 		return fmt.Sprintf("%dms", d.Milliseconds())
 	case d < 10*time.Second:

@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestGolden runs every read command against a real coordinator admin
+// handler and compares stdout with testdata/*.golden, on a terminal (with
+// colour) and piped.
+func TestGolden(t *testing.T) {
+	e := startEnv(t, envOptions{seed: true})
+	inc := e.coordIncarnation(t)
+	server := "TALONCTL_SERVER=" + e.url
+	tests := []struct {
+		name string
+		args []string
+		tty  bool
+		env  []string
+	}{
+		{"cluster-status", []string{"cluster", "status"}, false, nil},
+		{"cluster-status-tty", []string{"cluster", "status"}, true, nil},
+		{"cluster-status-json", []string{"cluster", "status", "-o", "json"}, false, nil},
+		{"cluster-status-yaml", []string{"cluster", "status", "-o", "yaml"}, false, nil},
+
+		{"nodes-list", []string{"nodes", "list"}, false, nil},
+		{"nodes-list-tty", []string{"nodes", "list"}, true, nil},
+		{"nodes-list-tty-no-color", []string{"nodes", "list"}, true, []string{"NO_COLOR=1"}},
+		{"nodes-list-wide", []string{"nodes", "list", "-o", "wide"}, false, nil},
+		{"nodes-list-wide-tty", []string{"nodes", "list", "-o", "wide"}, true, nil},
+		{"nodes-list-json", []string{"nodes", "list", "--role", "worker", "-o", "json"}, false, nil},
+		{"nodes-list-yaml", []string{"nodes", "list", "--role", "worker", "-o", "yaml"}, false, nil},
+		{"nodes-list-name", []string{"nodes", "list", "-o", "name"}, false, nil},
+		{"nodes-list-name-tty", []string{"nodes", "list", "-o", "name"}, true, nil},
+		{"nodes-list-no-headers", []string{"nodes", "list", "--no-headers"}, false, nil},
+		{"nodes-list-sort-age", []string{"nodes", "list", "--sort-by", "age"}, true, nil},
+		{"nodes-list-sort-hit-ratio", []string{"nodes", "list", "--sort-by", "hit-ratio", "-o", "wide"}, false, nil},
+		{"nodes-list-filtered", []string{"nodes", "list", "--role", "worker", "--health", "healthy", "--ready", "-l", "zone=a"}, false, nil},
+		{"nodes-list-not-ready", []string{"nodes", "list", "--ready=false", "-o", "name"}, false, nil},
+
+		{"nodes-get", []string{"nodes", "get", "w-1"}, false, nil},
+		{"nodes-get-tty", []string{"nodes", "get", "w-1"}, true, nil},
+		{"nodes-get-wide", []string{"nodes", "get", "w-1", "-o", "wide"}, false, nil},
+		{"nodes-get-wide-tty", []string{"nodes", "get", "w-1", "-o", "wide"}, true, nil},
+		{"nodes-get-json", []string{"nodes", "get", "w-1", "-o", "json"}, false, nil},
+		{"nodes-get-yaml", []string{"nodes", "get", "w-1", "-o", "yaml"}, false, nil},
+		{"nodes-get-name", []string{"nodes", "get", "w-1", "-o", "name"}, false, nil},
+
+		{"placement-explain", []string{"placement", "explain", "objects/a.parquet#0", "--replicas", "2"}, false, nil},
+		{"placement-explain-tty", []string{"placement", "explain", "objects/a.parquet#0", "--replicas", "2"}, true, nil},
+		{"placement-explain-json", []string{"placement", "explain", "objects/a.parquet#0", "--replicas", "2", "-o", "json"}, false, nil},
+		{"placement-explain-yaml", []string{"placement", "explain", "objects/a.parquet#0", "-o", "yaml"}, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := talonctl(t, run{args: tt.args, tty: tt.tty, env: append([]string{server}, tt.env...)})
+			if r.code != 0 || r.stderr != "" {
+				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+			}
+			colored := strings.Contains(r.stdout, "\x1b[")
+			if wantColor := tt.tty && tt.env == nil && !strings.Contains(tt.name, "name") && !strings.Contains(tt.name, "json") && !strings.Contains(tt.name, "yaml"); colored != wantColor {
+				t.Errorf("colour in output = %v, want %v", colored, wantColor)
+			}
+			golden(t, tt.name, scrub(r.stdout, inc))
+		})
+	}
+}

@@ -1,0 +1,268 @@
+// Package list implements `talonctl nodes list`.
+package list
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/internal/cli/nodes/nodetable"
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// DefaultInterval is the --interval of --watch.
+const DefaultInterval = 2 * time.Second
+
+// clearScreen moves the cursor home and clears the screen, for redraws.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// ListOptions are the parsed flags of `nodes list`.
+type ListOptions struct {
+	IO     *cmdutil.IOStreams
+	Client func() (*apiv1.Client, error)
+	Now    func() time.Time
+
+	Filter     apiv1.NodeFilter
+	Output     string
+	NoHeaders  bool
+	SortBy     string
+	Watch      bool
+	Interval   time.Duration
+	AllowStale bool
+}
+
+// NewCmdList returns the command; runF replaces its run function in tests.
+func NewCmdList(f *cmdutil.Factory, runF func(*ListOptions) error) *cobra.Command {
+	opts := &ListOptions{IO: &f.IO, Client: f.Client, Now: f.Now}
+	var role, health string
+	var ready bool
+	var selectors []string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the live nodes of the cluster",
+		Long: `List the live coordinators and workers, following the API's pagination to the
+end, in the API's order (role, then node ID) unless --sort-by says otherwise.
+
+On a terminal, times are relative (heartbeat age, uptime); when the output is
+piped they are absolute RFC 3339 timestamps in UTC (LAST HEARTBEAT, STARTED).
+-o json and -o yaml print the API's list object with every page's items in
+one items array and the metadata (revision, observation time) of the last
+page. An empty result is not an error.
+
+With --watch the list is fetched again every --interval: redrawn in place on
+a terminal, appended otherwise. It runs until interrupted; failures to reach
+the cluster are shown and retried; an authentication failure ends it.`,
+		Example: `  talonctl nodes list
+  talonctl nodes list --role worker --health unhealthy
+  talonctl nodes list -l topology.kubernetes.io/zone=eu-west-1a -o wide
+  talonctl nodes list --ready=false -o name
+  talonctl nodes list --sort-by age -w --interval 1s`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			if err := cmdutil.CheckEnum("output", opts.Output, nodetable.Formats); err != nil {
+				return err
+			}
+			if opts.SortBy != "" {
+				if err := cmdutil.CheckEnum("sort-by", opts.SortBy, nodetable.SortKeys); err != nil {
+					return err
+				}
+			}
+			if role != "" {
+				if err := cmdutil.CheckEnum("role", role, roles()); err != nil {
+					return err
+				}
+				opts.Filter.Role = role
+			}
+			if health != "" {
+				if err := cmdutil.CheckEnum("health", health, healthStates()); err != nil {
+					return err
+				}
+				opts.Filter.Health = health
+			}
+			if fl.Changed("ready") {
+				opts.Filter.Ready = &ready
+			}
+			labels, err := ParseSelectors(selectors)
+			if err != nil {
+				return err
+			}
+			opts.Filter.Labels = labels
+			if opts.Watch && opts.Interval <= 0 {
+				return cmdutil.UsageErrorf("--interval %s: must be positive", opts.Interval)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return listRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&role, "role", "", "only nodes of `ROLE`: "+strings.Join(roles(), ", "))
+	fl.StringVar(&health, "health", "", "only nodes whose effective health is `STATE`: "+strings.Join(healthStates(), ", "))
+	fl.BoolVar(&ready, "ready", false, "only ready nodes (--ready=false: only nodes that are not ready)")
+	fl.StringSliceVarP(&selectors, "selector", "l", nil, "only nodes with the label `key=value`; repeat or comma-separate, all must match")
+	cmdutil.AddOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	fl.BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of table and wide output")
+	fl.StringVar(&opts.SortBy, "sort-by", "", "sort by `KEY`: "+strings.Join(nodetable.SortKeys, ", "))
+	fl.BoolVarP(&opts.Watch, "watch", "w", false, "list again every --interval until interrupted")
+	fl.DurationVar(&opts.Interval, "interval", DefaultInterval, "time between two listings of --watch")
+	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)
+	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(roles(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("health", cobra.FixedCompletions(healthStates(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("sort-by", cobra.FixedCompletions(nodetable.SortKeys, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("selector", cmdutil.CompleteLabels(f))
+	return cmd
+}
+
+func roles() []string {
+	out := make([]string, len(cluster.Roles))
+	for i, r := range cluster.Roles {
+		out[i] = string(r)
+	}
+	return out
+}
+
+func healthStates() []string {
+	out := make([]string, len(cluster.HealthStates))
+	for i, h := range cluster.HealthStates {
+		out[i] = string(h)
+	}
+	return out
+}
+
+// ParseSelectors parses -l values (key=value, already split at commas)
+// into a label map. A key given twice with different values can match
+// nothing and is refused.
+func ParseSelectors(sels []string) (map[string]string, error) {
+	if len(sels) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, s := range sels {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, cmdutil.UsageErrorf("--selector %q: must be key=value", s)
+		}
+		if err := cluster.ValidateLabelKey(k); err != nil {
+			return nil, cmdutil.UsageErrorf("--selector %q: %w", s, err)
+		}
+		if old, dup := out[k]; dup && old != v {
+			return nil, cmdutil.UsageErrorf("--selector %q: label %q is already required to be %q", s, k, old)
+		}
+		out[k] = v
+	}
+	if len(out) > cluster.MaxLabels {
+		return nil, cmdutil.UsageErrorf("--selector: %d labels given, at most %d allowed", len(out), cluster.MaxLabels)
+	}
+	return out, nil
+}
+
+func listRun(ctx context.Context, opts *ListOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	if !opts.Watch {
+		list, err := fetch(ctx, client, opts)
+		if err != nil {
+			return err
+		}
+		return render(opts, list, 0)
+	}
+	return watch(ctx, client, opts)
+}
+
+func fetch(ctx context.Context, client *apiv1.Client, opts *ListOptions) (*apiv1.NodeList, error) {
+	list, err := client.AllNodes(ctx, opts.Filter, cmdutil.CallOptions(opts.AllowStale)...)
+	if err != nil {
+		return nil, err
+	}
+	nodetable.Sort(list.Items, opts.SortBy)
+	return list, nil
+}
+
+// render prints one listing to Out; iteration counts the listings of a
+// watch that were printed before (0 without --watch).
+func render(opts *ListOptions, list *apiv1.NodeList, iteration int) error {
+	io := opts.IO
+	cmdutil.WarnStale(io, list.Meta)
+	switch opts.Output {
+	case cmdutil.OutputJSON:
+		return cmdutil.WriteJSON(io.Out, list)
+	case cmdutil.OutputYAML:
+		if iteration > 0 {
+			fmt.Fprintln(io.Out, "---")
+		}
+		return cmdutil.WriteYAML(io.Out, list)
+	}
+	if iteration > 0 && !io.IsStdoutTTY() {
+		fmt.Fprintln(io.Out)
+	}
+	if len(list.Items) == 0 {
+		if opts.Output != cmdutil.OutputName {
+			fmt.Fprintln(io.ErrOut, "No nodes found.")
+		}
+		return nil
+	}
+	p := &nodetable.Printer{Format: opts.Output, TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme()}
+	return p.Write(io.Out, list.Items, list.ObservedAtUnixMs)
+}
+
+// watch lists every interval until ctx ends. On a terminal each listing
+// replaces the screen; otherwise listings are appended. Authentication and
+// usage errors end the watch; others (unreachable, 503, ...) are shown and
+// retried, since they may heal.
+func watch(ctx context.Context, client *apiv1.Client, opts *ListOptions) error {
+	io := opts.IO
+	tty := io.IsStdoutTTY()
+	t := time.NewTicker(opts.Interval)
+	defer t.Stop()
+	for i := 0; ctx.Err() == nil; i++ {
+		list, err := fetch(ctx, client, opts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if code := cmdutil.ExitCode(err); code != cmdutil.ExitUnavailable && code != cmdutil.ExitFailure {
+				return err
+			}
+		}
+		if tty {
+			// Draw into a buffer and write once, so the screen never shows
+			// a half-drawn listing.
+			var buf bytes.Buffer
+			screen := *io
+			screen.Out, screen.ErrOut = &buf, &buf
+			fmt.Fprintf(&buf, "%sEvery %s: talonctl nodes list%s%s\n\n", clearScreen, opts.Interval, strings.Repeat(" ", 4), opts.Now().Format("2006-01-02 15:04:05 MST"))
+			if err != nil {
+				fmt.Fprintf(&buf, "error: %v\n", err)
+			} else {
+				sub := *opts
+				sub.IO = &screen
+				if err := render(&sub, list, 0); err != nil {
+					return err
+				}
+			}
+			if _, err := io.Out.Write(buf.Bytes()); err != nil {
+				return err
+			}
+		} else if err != nil {
+			fmt.Fprintf(io.ErrOut, "talonctl: %v (retrying in %s)\n", err, opts.Interval)
+		} else if err := render(opts, list, i); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package list
+
+import (
+	"io"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+)
+
+func parse(t *testing.T, args ...string) (*ListOptions, error) {
+	t.Helper()
+	f := &cmdutil.Factory{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: io.Discard}}
+	var got *ListOptions
+	cmd := NewCmdList(f, func(o *ListOptions) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+func TestFlagsToOptions(t *testing.T) {
+	tru, fals := true, false
+	tests := []struct {
+		name     string
+		args     []string
+		role     string
+		health   string
+		ready    *bool
+		labels   map[string]string
+		output   string
+		sortBy   string
+		watch    bool
+		interval time.Duration
+	}{
+		{name: "defaults", output: "table", interval: DefaultInterval},
+		{name: "filters", args: []string{"--role", "worker", "--health", "degraded", "--ready", "-l", "zone=a,tier=ssd", "-l", "rack=7"},
+			role: "worker", health: "degraded", ready: &tru, labels: map[string]string{"zone": "a", "tier": "ssd", "rack": "7"}, output: "table", interval: DefaultInterval},
+		{name: "not ready", args: []string{"--ready=false"}, ready: &fals, output: "table", interval: DefaultInterval},
+		{name: "output and watch", args: []string{"-o", "wide", "--sort-by", "age", "-w", "--interval", "5s"},
+			output: "wide", sortBy: "age", watch: true, interval: 5 * time.Second},
+		{name: "same label twice", args: []string{"-l", "zone=a", "-l", "zone=a"}, labels: map[string]string{"zone": "a"}, output: "table", interval: DefaultInterval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parse(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := o.Filter
+			if f.Role != tt.role || f.Health != tt.health || !maps.Equal(f.Labels, tt.labels) {
+				t.Errorf("filter = %+v", f)
+			}
+			if (f.Ready == nil) != (tt.ready == nil) || (f.Ready != nil && *f.Ready != *tt.ready) {
+				t.Errorf("ready = %v, want %v", f.Ready, tt.ready)
+			}
+			if o.Output != tt.output || o.SortBy != tt.sortBy || o.Watch != tt.watch || o.Interval != tt.interval {
+				t.Errorf("options = %+v", o)
+			}
+		})
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--role", "boss"}, `--role "boss": must be one of coordinator, worker`},
+		{[]string{"--health", "fine"}, `--health "fine": must be one of healthy, degraded, unhealthy, unknown`},
+		{[]string{"-o", "xml"}, `--output "xml": must be one of table, wide, json, yaml, name`},
+		{[]string{"--sort-by", "size"}, `--sort-by "size": must be one of name, role, health, ready, age, version, address, uptime, capacity, resident, hit-ratio`},
+		{[]string{"-l", "=x"}, `--selector "=x": labels key "": must not be empty`},
+		{[]string{"-l", "zone"}, `--selector "zone": must be key=value`},
+		{[]string{"-w", "--interval", "-1s"}, "--interval -1s: must be positive"},
+		{[]string{"extra"}, `list takes no arguments, got ["extra"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			_, err := parse(t, tt.args...)
+			if cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+				t.Fatalf("error %v: exit %d, want usage", err, cmdutil.ExitCode(err))
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error = %q, want %q", err, tt.want)
+			}
+		})
+	}
+}
