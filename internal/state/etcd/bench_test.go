@@ -125,9 +125,16 @@ func BenchmarkHeartbeats(b *testing.B) {
 			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
+			// Saturating etcd on a small machine can make it shed requests
+			// ("request timed out, waiting for the applied index"): count
+			// them rather than throw the run away.
 			if n := errs.Load(); n > 0 {
-				b.Fatalf("%d heartbeats failed, the first with: %v", n, firstErr.Load())
+				b.Logf("%d of %d heartbeats failed, the first with: %v", n, b.N, firstErr.Load())
+				if n == int64(b.N) {
+					b.Fatal("every heartbeat failed")
+				}
 			}
+			b.ReportMetric(float64(errs.Load()), "failed")
 			b.ReportMetric(float64(accepted.Load())/elapsed.Seconds(), "accepted/s")
 			reportLatencies(b, slices.Concat(lat...))
 			var grants, conflicts, keepAlives uint64
