@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,21 +65,33 @@ func seedWorkers(b *testing.B, s *Store, cid string, n int, ttl time.Duration) {
 // the same coordinator; with route=alternate its heartbeats alternate
 // between them, as through a load balancer, and back to back a coordinator
 // has often not yet seen the other's last write (a compare fails, costing
-// one more transaction). b.N is the total number of heartbeats.
+// one more transaction). With interval=1s each worker waits a second
+// (jittered) between heartbeats: 1,000 heartbeats/s offered, the steady
+// state with heartbeats alternating between coordinators, where each
+// coordinator's cache has seen the other's write. b.N is the total number
+// of heartbeats.
 func BenchmarkHeartbeats(b *testing.B) {
 	testenv.SkipIfShort(b)
 	e := testenv.StartEtcd(b, testenv.EtcdOptions{})
 	const workers = 1000
 	for _, c := range []struct {
-		route string
-		cache bool
-	}{{"sticky", true}, {"sticky", false}, {"alternate", true}, {"alternate", false}} {
-		cache := c.cache
+		route    string
+		cache    bool
+		interval time.Duration
+	}{
+		{"sticky", true, 0}, {"sticky", false, 0}, {"alternate", true, 0}, {"alternate", false, 0},
+		{"alternate", true, time.Second}, {"alternate", false, time.Second},
+	} {
+		cache, interval := c.cache, c.interval
 		alternate := 0
 		if c.route == "alternate" {
 			alternate = 1
 		}
-		b.Run(fmt.Sprintf("workers=%d/route=%s/cache=%t", workers, c.route, cache), func(b *testing.B) {
+		name := fmt.Sprintf("workers=%d/route=%s/cache=%t", workers, c.route, cache)
+		if interval > 0 {
+			name += fmt.Sprintf("/interval=%s", interval)
+		}
+		b.Run(name, func(b *testing.B) {
 			// Saturated on purpose: queueing, not etcd, sets the latency, so
 			// give requests more than the default 5s.
 			o := optionsFor(e, cache)
@@ -108,6 +121,9 @@ func BenchmarkHeartbeats(b *testing.B) {
 					node := fmt.Sprintf("w%05d", w)
 					seq := uint64(1)
 					for i := 0; remaining.Add(-1) >= 0; i++ {
+						if interval > 0 {
+							time.Sleep(interval/2 + rand.N(interval))
+						}
 						seq++
 						t0 := time.Now()
 						res, err := stores[(w+alternate*i)%2].UpsertNode(ctx, record(cid, cluster.RoleWorker, node, "inc", seq), time.Minute)
