@@ -6,7 +6,7 @@
 // codes and output helpers shared by every command (import it, not this
 // package, from a command package); cliconfig the configuration file; one
 // package per noun (cluster, nodes, placement, config) with one package per
-// verb below it; version and completion at the top.
+// verb below it; top, version and completion at the top.
 package cli
 
 import (
@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/cli/config"
 	"github.com/talonhq/talon/internal/cli/nodes"
 	"github.com/talonhq/talon/internal/cli/placement"
+	"github.com/talonhq/talon/internal/cli/top"
 	"github.com/talonhq/talon/internal/cli/version"
 )
 
@@ -112,10 +113,9 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 		nodes.NewCmdNodes(f),
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
+		top.NewCmdTop(f, nil),
 		version.NewCmdVersion(f, nil),
 		completion.NewCmdCompletion(f, nil),
 	)
-	// `talonctl top` (package internal/cli/top) registers here:
-	//   root.AddCommand(top.NewCmdTop(f, nil))
 	return root
 }
