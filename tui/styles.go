@@ -24,7 +24,7 @@ func newStyles(r *lipgloss.Renderer) styles {
 		dim:         r.NewStyle().Faint(true),
 		banner:      r.NewStyle().Border(lipgloss.ThickBorder()).BorderForeground(red).Padding(0, 1),
 		bannerTitle: r.NewStyle().Bold(true).Foreground(lipgloss.Color("15")).Background(red),
-		colHeader:   r.NewStyle().Bold(true).Underline(true),
+		colHeader:   r.NewStyle().Bold(true),
 		selected:    r.NewStyle().Reverse(true),
 		bad:         r.NewStyle().Bold(true).Foreground(red),
 		warn:        r.NewStyle().Foreground(yellow),
