@@ -213,11 +213,10 @@ type browser struct {
 	problems []string   // exceptions, CSP violations, script errors
 }
 
-// newBrowser starts Chromium (closed at cleanup). Start it after the
+// newBrowser starts Chromium bin (closed at cleanup). Start it after the
 // environment, so that it is closed before the listener.
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t *testing.T, bin string) *browser {
 	t.Helper()
-	bin := chromium(t)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(bin),
 		chromedp.Headless,
@@ -377,9 +376,10 @@ func (b *browser) waitRows(want []string) {
 }
 
 func TestBrowserRendersCluster(t *testing.T) {
+	bin := chromium(t)
 	e := startEnv(t, exposeAll())
 	e.putWorkers(t)
-	b := newBrowser(t)
+	b := newBrowser(t, bin)
 	b.do("opening the page", chromedp.Navigate(e.url))
 	b.waitRows(allNodes)
 
@@ -499,9 +499,10 @@ func TestBrowserRendersCluster(t *testing.T) {
 }
 
 func TestBrowserStaleOnStoreFailure(t *testing.T) {
+	bin := chromium(t)
 	e := startEnv(t, exposeAll())
 	e.putWorkers(t)
-	b := newBrowser(t)
+	b := newBrowser(t, bin)
 	b.do("opening the page", chromedp.Navigate(e.url))
 	b.waitRows(allNodes)
 	observed := b.text("#observed")
@@ -551,23 +552,29 @@ func TestBrowserStaleOnStoreFailure(t *testing.T) {
 }
 
 func TestBrowserUnavailableBeforeFirstData(t *testing.T) {
+	bin := chromium(t)
 	e := startEnv(t, exposeAll())
 	e.store.SetFault(state.ErrUnavailable)
-	b := newBrowser(t)
+	b := newBrowser(t, bin)
 	b.do("opening the page", chromedp.Navigate(e.url))
 	b.waitFor("the UNAVAILABLE banner", jsBannerShown+` && document.getElementById("banner-title").textContent === "UNAVAILABLE"`)
-	if !eval[bool](b, `document.getElementById("data").hidden`) {
-		t.Error("data section shown without data")
+	if !eval[bool](b, `document.getElementById("data").hidden && document.getElementById("summary").hidden`) {
+		t.Error("data or header summary shown without data")
 	}
+	if got := b.text("#banner-error"); !strings.Contains(got, "HTTP 503 not_ready") {
+		t.Errorf("banner error %q", got)
+	}
+	b.screenshot("unavailable")
 	e.store.ClearFault()
 	b.waitRows([]string{"coordinator/coord-a"})
 	b.waitFor("the banner to go", `document.getElementById("banner").hidden`)
 }
 
 func TestBrowserPlacementExplainer(t *testing.T) {
+	bin := chromium(t)
 	e := startEnv(t, exposeAll())
 	e.putWorkers(t)
-	b := newBrowser(t)
+	b := newBrowser(t, bin)
 	b.do("opening the page", chromedp.Navigate(e.url))
 	b.waitRows(allNodes)
 
@@ -618,12 +625,13 @@ func TestBrowserPlacementExplainer(t *testing.T) {
 }
 
 func TestBrowserTokenPrompt(t *testing.T) {
+	bin := chromium(t)
 	const token = "ui-token-5f1d2c"
 	adm := exposeAll()
 	adm.Tokens = []config.Secret{token}
 	e := startEnv(t, adm)
 	e.putWorkers(t)
-	b := newBrowser(t)
+	b := newBrowser(t, bin)
 	b.do("opening the page", chromedp.Navigate(e.url))
 	b.waitFor("the token prompt", `!document.getElementById("auth").hidden`)
 	if !eval[bool](b, `document.getElementById("data").hidden`) {
@@ -635,6 +643,7 @@ func TestBrowserTokenPrompt(t *testing.T) {
 
 	b.do("giving a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "wrong"), chromedp.Click(chromedp.CSS(`#auth-form button[type="submit"]`)))
 	b.waitFor("the rejection", `document.getElementById("auth-error").textContent.includes("rejected")`)
+	b.screenshot("token")
 	if got := eval[string](b, `sessionStorage.getItem("talon.adminToken") || ""`); got != "" {
 		t.Errorf("a rejected token stays in sessionStorage: %q", got)
 	}

@@ -233,15 +233,17 @@
     renderStatus();
     renderAuth();
     const c = state.cluster;
+    $("cluster-label").hidden = !c;
+    $("summary").hidden = !c;
     $("data").hidden = !c;
     $("data").classList.toggle("stale", !!(c && state.failure));
+    tick();
     if (!c) return;
     renderHeader(c);
     renderCounts(c);
     renderNodes();
     renderDetail();
     renderPlacement();
-    tick();
   }
 
   function renderStatus() {
@@ -283,7 +285,9 @@
   }
 
   function renderAuth() {
+    const wasHidden = $("auth").hidden;
     $("auth").hidden = !state.needToken;
+    if (wasHidden && state.needToken) $("token").focus();
     setText($("auth-error"), state.tokenRejected ? "The token was rejected; enter a valid one." : "");
   }
 
