@@ -28,11 +28,13 @@ func reportPerCandidate(b *testing.B, candidates int) {
 func BenchmarkScoreSplitmix(b *testing.B) {
 	hashes, kh := scoreBenchHashes(), xxh3.HashString("bench-key")
 	var best uint64
+	cpu := startCPU()
 	for b.Loop() {
 		for _, h := range hashes {
 			best = max(best, score(kh, h))
 		}
 	}
+	cpu.report(b, len(hashes))
 	reportPerCandidate(b, len(hashes))
 	_ = best
 }
@@ -48,11 +50,13 @@ func fmix64(z uint64) uint64 {
 func BenchmarkScoreMurmurFmix(b *testing.B) {
 	hashes, kh := scoreBenchHashes(), xxh3.HashString("bench-key")
 	var best uint64
+	cpu := startCPU()
 	for b.Loop() {
 		for _, h := range hashes {
 			best = max(best, fmix64(kh^h))
 		}
 	}
+	cpu.report(b, len(hashes))
 	reportPerCandidate(b, len(hashes))
 	_ = best
 }
@@ -62,12 +66,14 @@ func BenchmarkScoreXXH3Of16Bytes(b *testing.B) {
 	var best uint64
 	var buf [16]byte
 	binary.LittleEndian.PutUint64(buf[:8], kh)
+	cpu := startCPU()
 	for b.Loop() {
 		for _, h := range hashes {
 			binary.LittleEndian.PutUint64(buf[8:], h)
 			best = max(best, xxh3.Hash(buf[:]))
 		}
 	}
+	cpu.report(b, len(hashes))
 	reportPerCandidate(b, len(hashes))
 	_ = best
 }
