@@ -25,7 +25,8 @@ demo: build ## run a local cluster (coordinator + 3 workers, memory backend) unt
 testbins: ## build (once, cached outside the repo) the etcd and kube-apiserver used by integration tests
 	@bash internal/testenv/build-servers.sh >/dev/null
 
-test: ## run every test, integration tests included (real etcd and kube-apiserver)
+test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium)
+	@bash .ci/ensure-chromium.sh
 	@dir=$$(bash internal/testenv/build-servers.sh) && \
 	  echo "test servers: $$dir" && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver \

@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/state/kube"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/ui"
 	"github.com/talonhq/talon/internal/worker"
 	"github.com/talonhq/talon/internal/worker/cache"
 	"github.com/talonhq/talon/internal/worker/dataserver"
@@ -333,5 +334,5 @@ func advertise(configured string, bound net.Addr, log *slog.Logger, setting stri
 	return tcp.String()
 }
 
-// uiHandler returns the embedded web UI, or nil when this build has none.
-func uiHandler() http.Handler { return nil }
+// uiHandler returns the embedded web UI.
+func uiHandler() http.Handler { return ui.Handler() }
