@@ -34,6 +34,13 @@
 //     re-reads the Lease and re-applies cluster.Order, at most
 //     Options.ConflictRetries times, then fails with state.ErrConflict.
 //     Duplicate and stale updates write nothing and do not renew the lease.
+//   - Write cache. A store remembers the Lease it last wrote per slot and
+//     decides the next heartbeat on it, writing with its resourceVersion:
+//     if anyone changed the Lease since, the write fails with Conflict and
+//     the store reads and re-decides. So the cache is only ever a guess
+//     that costs a failed request when wrong; a duplicate or stale verdict
+//     is never given on it (a restart, removal or expiry since would make
+//     the rule accept), only on a fresh read.
 //   - Revisions. A revision is a Kubernetes resourceVersion, kept opaque:
 //     a Snapshot's is its LIST's resourceVersion (a LIST without
 //     resourceVersion, which the API server serves as a quorum-consistent

@@ -17,15 +17,17 @@ import (
 const (
 	// DefaultRequestTimeout bounds each API request (not a watch stream).
 	DefaultRequestTimeout = 5 * time.Second
-	// DefaultQPS and DefaultBurst replace client-go's 5 and 10. An accepted
-	// heartbeat costs two requests (GET, then UPDATE), so a coordinator
-	// serving W workers with heartbeat interval I among C coordinators
-	// makes about 2W/(C*I) requests a second, plus snapshots: 1,000 workers
-	// at the default 5 s through 2 coordinators need 200. The client limit
-	// protects the API server from one runaway process; API Priority and
-	// Fairness is the server's own protection.
-	DefaultQPS   = 200
-	DefaultBurst = 400
+	// DefaultQPS and DefaultBurst replace client-go's 5 and 10. A heartbeat
+	// costs one request (UPDATE) while a worker keeps reaching the same
+	// coordinator and up to three (UPDATE, Conflict, GET, UPDATE) when it
+	// moves; a coordinator serving W workers with heartbeat interval I
+	// makes W/I to 2W/I requests a second, plus snapshots. The defaults let
+	// one coordinator carry the ADR's reference load alone (1,000 workers
+	// every 5 s: 200 to 400 requests a second) with room for bursts after
+	// a failover. The client limit protects the API server from one runaway
+	// process; API Priority and Fairness is the server's own protection.
+	DefaultQPS   = 400
+	DefaultBurst = 800
 	// DefaultConflictRetries bounds how many times an update re-reads the
 	// Lease and re-applies the ordering rule after losing a race.
 	DefaultConflictRetries = 8
