@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/testenv"
+)
+
+// TestActiveActiveOnKubernetes runs two coordinators on a real
+// kube-apiserver (Lease backend) with two real workers: both see the
+// workers, answer lookups identically, fail closed while the API server is
+// down and recover when it returns.
+func TestActiveActiveOnKubernetes(t *testing.T) {
+	skipShort(t)
+	kube := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
+	cs, err := kubernetes.NewForConfig(kube.RestConfig(kube.AdminToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "talon"}}
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := kube.WriteKubeconfig(t, kube.AdminToken())
+	store := []string{"--state-backend", "kubernetes", "--kubeconfig", kubeconfig, "--kube-namespace", "talon", "--ha", "--coordinator-replicas", "2"}
+	ctlA, ctlB := freeAddr(t), freeAddr(t)
+	a := start(t, "coordinator-a", coordinatorArgs("coord-a", ctlA, freeAddr(t), store...)...)
+	b := start(t, "coordinator-b", coordinatorArgs("coord-b", ctlB, freeAddr(t), store...)...)
+	waitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	blobs := t.TempDir()
+	for i := 1; i <= 2; i++ {
+		id := fmt.Sprintf("worker-%d", i)
+		start(t, id, workerArgs(id, freeAddr(t), freeAddr(t), []string{ctlA, ctlB}, blobs, t.TempDir())...)
+	}
+	healthy := func(p *proc) int {
+		c, err := p.api(t).Cluster(context.Background())
+		if err != nil {
+			return -1
+		}
+		return c.Nodes.Workers.Healthy
+	}
+	waitFor(t, 30*time.Second, "two healthy workers on both coordinators", func() bool { return healthy(a) == 2 && healthy(b) == 2 })
+
+	ca, cb := conn(t, ctlA), conn(t, ctlB)
+	for i := range 10 {
+		key := fmt.Sprintf("k8s/object-%d#0", i)
+		waitFor(t, 10*time.Second, "identical answers", func() bool {
+			x, err1 := ca.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
+			y, err2 := cb.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
+			if err1 != nil || err2 != nil {
+				return false
+			}
+			ra, rb := x.(*protocol.PlacementResponse), y.(*protocol.PlacementResponse)
+			return ra.Version == rb.Version && len(ra.Owners) == 2 && ra.Owners[0] == rb.Owners[0] && ra.Owners[1] == rb.Owners[1]
+		})
+	}
+
+	kube.Stop()
+	waitFor(t, 30*time.Second, "both coordinators unready", func() bool { return !ready(t, a) && !ready(t, b) })
+	if !live(t, a) || !live(t, b) {
+		t.Fatal("coordinators not live while the API server is down")
+	}
+	_, err = ca.Call(context.Background(), &protocol.PlacementLookup{Key: []byte("k"), Replicas: 1})
+	if err == nil || !protocol.Retryable(err) {
+		t.Fatalf("lookup with the API server down: %v, want a retryable error", err)
+	}
+	kube.Start()
+	waitFor(t, 60*time.Second, "both coordinators ready again", func() bool { return ready(t, a) && ready(t, b) })
+	waitFor(t, 30*time.Second, "workers healthy again", func() bool { return healthy(a) == 2 && healthy(b) == 2 })
+}
