@@ -18,10 +18,24 @@ import (
 )
 
 // TestKubeBackend holds the Kubernetes-specific integration cases. They
-// share one kube-apiserver and each use their own namespace, as the
+// run against a kube-apiserver with its watch cache on (as in a real
+// cluster: consistent lists and watches are served from the cache) and
+// one with it off (lists and watches read etcd, as the contract suite's
+// compaction cases need), each case in its own namespace as the
 // deployment's ServiceAccount.
 func TestKubeBackend(t *testing.T) {
-	k := startKube(t, "--watch-cache=false")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"watchcache=on", nil},
+		{"watchcache=off", []string{"--watch-cache=false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testKubeBackend(t, startKube(t, tc.args...)) })
+	}
+}
+
+func testKubeBackend(t *testing.T, k *kubeEnv) {
 	setup := func(t *testing.T, edit func(*Options)) (*Store, *coordinator) {
 		ns := k.namespace(t, "kube")
 		c := k.applyRBAC(t, ns)

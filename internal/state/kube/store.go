@@ -340,7 +340,11 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		next.UpdatedAtUnixMs = now.UnixMilli()
 		enc, err := cluster.Encode(next)
 		if err != nil {
-			return state.WriteResult{}, validateRecord(next)
+			// The stamped time can push a record at the size limit over it.
+			if verr := validateRecord(next); verr != nil {
+				return state.WriteResult{}, verr
+			}
+			return state.WriteResult{}, fmt.Errorf("kube upsert %s: encode: %w", key, err)
 		}
 		lease := buildLease(cur, name, s.opts.Namespace, next, enc, secs, now, d)
 		var written *coordv1.Lease
