@@ -25,17 +25,18 @@ import (
 // deployment's ServiceAccount.
 func TestKubeBackend(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		args []string
+		name       string
+		watchCache bool
+		args       []string
 	}{
-		{"watchcache=on", nil},
-		{"watchcache=off", []string{"--watch-cache=false"}},
+		{"watchcache=on", true, nil},
+		{"watchcache=off", false, []string{"--watch-cache=false"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testKubeBackend(t, startKube(t, tc.args...)) })
+		t.Run(tc.name, func(t *testing.T) { testKubeBackend(t, startKube(t, tc.args...), tc.watchCache) })
 	}
 }
 
-func testKubeBackend(t *testing.T, k *kubeEnv) {
+func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 	setup := func(t *testing.T, edit func(*Options)) (*Store, *coordinator) {
 		ns := k.namespace(t, "kube")
 		c := k.applyRBAC(t, ns)
@@ -446,6 +447,51 @@ func testKubeBackend(t *testing.T, k *kubeEnv) {
 			t.Errorf("write cache holds %d entries after their leases ran out, want 0", n)
 		}
 	})
+
+	if watchCache {
+		t.Run("WatchFromBeforeAPIServerRestartIsCompacted", func(t *testing.T) {
+			// A restarted API server fills its watch cache from a fresh
+			// list: the history before it is gone, as after compaction.
+			// This is how "too old resource version" reaches a store in a
+			// real cluster; the caller relists and watches again.
+			s, _ := setup(t, nil)
+			clusterID := uniqueCluster(t)
+			old, err := s.Snapshot(testCtx(t), clusterID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1)
+			if _, err := s.UpsertNode(testCtx(t), rec, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			k.srv.Stop()
+			k.srv.Start()
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			var last error
+			for b := range s.Watch(ctx, clusterID, old.Revision) {
+				if len(b.Events) > 0 {
+					t.Fatalf("watch from before the restart delivered %d events", len(b.Events))
+				}
+				last = b.Err
+			}
+			if !errors.Is(last, state.ErrCompacted) {
+				t.Fatalf("watch from before the restart ended with %v, want ErrCompacted", last)
+			}
+			snap, err := s.Snapshot(testCtx(t), clusterID)
+			if err != nil || len(snap.Records) != 1 {
+				t.Fatalf("Snapshot after the restart = %+v, %v", snap, err)
+			}
+			ch := s.Watch(ctx, clusterID, snap.Revision)
+			res, err := s.UpsertNode(testCtx(t), record(clusterID, cluster.RoleWorker, "w1", "inc-a", 2), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev := nextEvents(t, ch, 1)[0]; ev.Type != state.EventPut || ev.Revision != res.Revision {
+				t.Fatalf("event %s @%s after relisting, want put @%s", ev.Type, ev.Revision, res.Revision)
+			}
+		})
+	}
 
 	t.Run("Kubeconfig", func(t *testing.T) {
 		_, c := setup(t, nil)
