@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -325,21 +326,47 @@ func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
 		c.noteStoreError("snapshot", err)
 		return nil, err
 	}
+	prev := c.LastGood()
+	if prev != nil && prev.Snapshot.Revision == snap.Revision && snap.ObservedAtUnixMs < prev.stableUntilUnixMs {
+		// Same records, and no record has crossed a health or lease
+		// threshold since: the placement is the same. This is the common
+		// case under a burst of lookups, and it skips the O(n) work.
+		v := &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now(), stableUntilUnixMs: prev.stableUntilUnixMs}
+		c.noteView(v, false)
+		return v, nil
+	}
 	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
 	var table *placement.Table
-	if prev := c.LastGood(); prev != nil && slices.Equal(prev.Table.Nodes(), eligible) {
+	if prev != nil && slices.Equal(prev.Table.Nodes(), eligible) {
 		table = prev.Table // same membership: reuse the pre-hashed table
 	} else if table, err = placement.New(eligible); err != nil {
 		return nil, fmt.Errorf("build placement: %w", err)
 	}
-	v := &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now()}
-	c.noteView(v)
+	v := &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(),
+		stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}
+	c.noteView(v, true)
 	return v, nil
 }
 
+// nextTransition returns the earliest time after now at which a record
+// turns unhealthy or expires by age alone: until then, the same records
+// give the same placement.
+func nextTransition(records []*cluster.Record, nowUnixMs int64, t cluster.Timing) int64 {
+	next := int64(math.MaxInt64)
+	for _, r := range records {
+		for _, d := range [2]time.Duration{t.UnhealthyAfter, t.LeaseTTL} {
+			if at := r.UpdatedAtUnixMs + d.Milliseconds(); at > nowUnixMs && at < next {
+				next = at
+			}
+		}
+	}
+	return next
+}
+
 // noteView records a successful read: readiness, metrics and, when the
-// placement version changed, a push to subscribers.
-func (c *Coordinator) noteView(v *View) {
+// placement version changed, a push to subscribers. recount says whether
+// the records may have changed (node gauges are recomputed only then).
+func (c *Coordinator) noteView(v *View, recount bool) {
 	c.mu.Lock()
 	wasOK := c.storeOK
 	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
@@ -357,6 +384,20 @@ func (c *Coordinator) noteView(v *View) {
 	}
 	c.updateReadyMetric()
 	c.m.snapshotAge.Set(0)
+	if recount {
+		c.countNodes(v)
+	}
+	if changed {
+		c.m.versionChanges.Inc()
+		bump := &protocol.EpochBump{Version: uint64(v.Version())}
+		for _, s := range subs {
+			s.push(bump)
+		}
+	}
+}
+
+// countNodes sets the live-node gauges from v.
+func (c *Coordinator) countNodes(v *View) {
 	counts := map[[2]string]int{}
 	for _, r := range v.Snapshot.Records {
 		counts[[2]string{string(r.Role), string(c.opts.Timing.EffectiveHealth(r, v.Snapshot.ObservedAtUnixMs))}]++
@@ -364,13 +405,6 @@ func (c *Coordinator) noteView(v *View) {
 	for _, r := range cluster.Roles {
 		for _, h := range cluster.HealthStates {
 			c.m.nodes.WithLabelValues(string(r), string(h)).Set(float64(counts[[2]string{string(r), string(h)}]))
-		}
-	}
-	if changed {
-		c.m.versionChanges.Inc()
-		bump := &protocol.EpochBump{Version: uint64(v.Version())}
-		for _, s := range subs {
-			s.push(bump)
 		}
 	}
 }

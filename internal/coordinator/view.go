@@ -20,6 +20,9 @@ type View struct {
 	Excluded []placement.Exclusion
 	// ObservedAt is the local time the snapshot read completed.
 	ObservedAt time.Time
+	// stableUntilUnixMs is the store time at which a record of Snapshot
+	// next turns unhealthy or expires by age alone.
+	stableUntilUnixMs int64
 }
 
 // Version returns the view's PlacementVersion.

@@ -3,10 +3,13 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
 )
 
 // TestBatcher checks the two batching rules: a caller never gets a view
@@ -71,4 +74,23 @@ func TestBatcher(t *testing.T) {
 		t.Fatalf("a read started after a failure with no caller waiting: %d", started.Load())
 	}
 	wg.Wait()
+}
+
+func TestNextTransition(t *testing.T) {
+	tm := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 6 * time.Second}
+	recs := []*cluster.Record{{UpdatedAtUnixMs: 10_000}, {UpdatedAtUnixMs: 11_500}}
+	tests := []struct {
+		now, want int64
+	}{
+		{10_000, 13_000}, // first record turns unhealthy
+		{13_000, 14_500}, // then the second
+		{14_500, 16_000}, // then the first expires
+		{16_000, 17_500}, // then the second expires
+		{17_500, math.MaxInt64},
+	}
+	for _, tt := range tests {
+		if got := nextTransition(recs, tt.now, tm); got != tt.want {
+			t.Errorf("nextTransition(now %d) = %d, want %d", tt.now, got, tt.want)
+		}
+	}
 }
