@@ -93,12 +93,43 @@ func runWithAdmin(ctx context.Context, run func(context.Context) error, srv *adm
 	return errors.Join(err, adminErr)
 }
 
-// Coordinator is a coordinator process wired from configuration.
-type Coordinator struct {
-	C       *coordinator.Coordinator
+// process is what both roles share: the admin listener and its server.
+type process struct {
 	Admin   *admin.Server
 	adminLn net.Listener
-	store   state.Store
+}
+
+// AdminAddr returns the admin listener's address, or nil when disabled.
+func (p *process) AdminAddr() net.Addr {
+	if p.adminLn == nil {
+		return nil
+	}
+	return p.adminLn.Addr()
+}
+
+// newAdmin builds the admin server when the listener is enabled; opts
+// names the role's component, the rest comes from cfg.
+func (p *process) newAdmin(cfg *config.Config, opts admin.Options) error {
+	if p.adminLn == nil {
+		return nil
+	}
+	opts.Config, opts.Clock, opts.ShutdownTimeout = cfg.Admin, time.Now, cfg.ShutdownTimeout
+	var err error
+	p.Admin, err = admin.New(opts)
+	return err
+}
+
+func (p *process) closeAdmin() {
+	if p.adminLn != nil {
+		p.adminLn.Close()
+	}
+}
+
+// Coordinator is a coordinator process wired from configuration.
+type Coordinator struct {
+	process
+	C     *coordinator.Coordinator
+	store state.Store
 }
 
 // NewCoordinator builds (binds, connects) a coordinator process from cfg.
@@ -139,32 +170,17 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		p.close()
 		return nil, err
 	}
-	if adminLn != nil {
-		p.Admin, err = admin.New(admin.Options{
-			Config: cfg.Admin, Coordinator: p.C, UI: ui, Gatherer: reg, Registerer: reg, Process: proc,
-			Logger: log, Clock: time.Now, ShutdownTimeout: cfg.ShutdownTimeout,
-		})
-		if err != nil {
-			ln.Close()
-			p.close()
-			return nil, err
-		}
+	err = p.newAdmin(cfg, admin.Options{Coordinator: p.C, UI: ui, Gatherer: reg, Registerer: reg, Process: proc, Logger: log})
+	if err != nil {
+		ln.Close()
+		p.close()
+		return nil, err
 	}
 	return p, nil
 }
 
-// AdminAddr returns the admin listener's address, or nil when disabled.
-func (p *Coordinator) AdminAddr() net.Addr {
-	if p.adminLn == nil {
-		return nil
-	}
-	return p.adminLn.Addr()
-}
-
 func (p *Coordinator) close() {
-	if p.adminLn != nil {
-		p.adminLn.Close()
-	}
+	p.closeAdmin()
 	if p.store != nil {
 		p.store.Close()
 	}
@@ -191,12 +207,11 @@ func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 
 // Worker is a worker process wired from configuration.
 type Worker struct {
-	W       *worker.Worker
-	Admin   *admin.Server
-	Stats   *stats.Stats
-	adminLn net.Listener
-	cache   *cache.Cache
-	client  *client.Client
+	process
+	W      *worker.Worker
+	Stats  *stats.Stats
+	cache  *cache.Cache
+	client *client.Client
 }
 
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
@@ -263,32 +278,17 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	p.W = w
-	if adminLn != nil {
-		p.Admin, err = admin.New(admin.Options{
-			Config: cfg.Admin, Worker: w, WorkerUsage: st, Gatherer: reg, Registerer: reg, Process: proc,
-			Logger: log, Clock: time.Now, ShutdownTimeout: cfg.ShutdownTimeout,
-		})
-		if err != nil {
-			ln.Close()
-			p.close()
-			return nil, err
-		}
+	err = p.newAdmin(cfg, admin.Options{Worker: w, WorkerUsage: st, Gatherer: reg, Registerer: reg, Process: proc, Logger: log})
+	if err != nil {
+		ln.Close()
+		p.close()
+		return nil, err
 	}
 	return p, nil
 }
 
-// AdminAddr returns the admin listener's address, or nil when disabled.
-func (p *Worker) AdminAddr() net.Addr {
-	if p.adminLn == nil {
-		return nil
-	}
-	return p.adminLn.Addr()
-}
-
 func (p *Worker) close() {
-	if p.adminLn != nil {
-		p.adminLn.Close()
-	}
+	p.closeAdmin()
 	p.client.Close()
 	p.cache.Close()
 }
