@@ -146,9 +146,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Validate checks the options (after defaults), naming the field, the value
-// and the rule of the first problem. It does not touch the files it names.
+// Validate checks the options as New would use them (zero fields take
+// their defaults), naming the field, the value and the rule of every
+// problem. It does not read the files it names; New does.
 func (o Options) Validate() error {
+	o = o.withDefaults()
 	var errs []error
 	if len(o.Endpoints) == 0 {
 		errs = append(errs, errors.New("endpoints: at least one etcd endpoint is required"))
