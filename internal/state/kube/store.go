@@ -30,6 +30,8 @@ import (
 // BackendName is what Backend returns.
 const BackendName = "kubernetes"
 
+var _ state.Store = (*Store)(nil)
+
 // gcQueueSize bounds the expired Leases waiting for deletion; Snapshot drops
 // candidates beyond it (the next Snapshot or sweep offers them again).
 const gcQueueSize = 1024
