@@ -5,27 +5,21 @@ import (
 	"context"
 	"flag"
 	"io"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/muesli/termenv"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/talonhq/talon/internal/admin"
 	"github.com/talonhq/talon/internal/cli"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -50,31 +44,13 @@ func integration(t testing.TB) {
 	}
 }
 
-// fakeClock is the clock of the store, the coordinator and the admin
-// server: frozen until a test advances it.
-type fakeClock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // env is a real coordinator over a memory store with its admin listener
-// served on loopback.
+// served on loopback. The store, the coordinator and the admin server share
+// one clock, frozen until a test moves it.
 type env struct {
 	store *memory.Store
-	clock *fakeClock
-	coord *coordinator.Coordinator
+	clock *coordtest.FakeClock
+	coord *coordtest.Coordinator
 	url   string
 }
 
@@ -90,41 +66,14 @@ type envOptions struct {
 func startEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	integration(t)
-	e := &env{clock: &fakeClock{t: t0.Add(-50 * time.Minute)}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.store = memory.New(memory.Options{Clock: e.clock.Now})
-	t.Cleanup(func() { e.store.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.coord, err = coordinator.New(coordinator.Options{
+	e := &env{clock: coordtest.NewFakeClock(t0.Add(-50 * time.Minute))}
+	e.coord = coordtest.Start(t, coordtest.Options{
 		ClusterID: clusterID, NodeID: "coord-a", Advertise: "coord-a.test:7400", Labels: map[string]string{"zone": "a"},
 		Timing: testTiming, RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
-		Store: e.store, Listener: ln, Logger: log, Clock: e.clock.Now, Registerer: reg, Process: proc,
+		StoreClock: e.clock.Now, Clock: e.clock.Now,
+		Admin: &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: o.tokens},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.coord.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv, err := admin.New(admin.Options{
-		Config:      config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: o.tokens},
-		Coordinator: e.coord, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, Clock: e.clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	e.url = hs.URL
+	e.store, e.url = e.coord.Memory, e.coord.AdminURL
 	e.waitCoordinator(t)
 	if o.seed {
 		e.seedWorkers(t)
@@ -138,28 +87,13 @@ func startEnv(t *testing.T, o envOptions) *env {
 // ready and healthy, was written at the clock's current time.
 func (e *env) waitCoordinator(t *testing.T) {
 	t.Helper()
-	waitFor(t, "coordinator record at the current clock", func() bool {
+	coordtest.WaitFor(t, 10*time.Second, "coordinator record at the current clock", func() bool {
 		if !e.coord.Readiness().Ready {
 			return false
 		}
-		snap, err := e.store.Snapshot(context.Background(), clusterID)
-		if err != nil {
-			return false
-		}
-		r := snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-a"})
+		r := e.coord.Record()
 		return r != nil && r.Ready && r.Health == cluster.HealthHealthy && r.UpdatedAtUnixMs == e.clock.Now().UnixMilli()
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // worker is a seeded worker: its record and when (relative to t0) the
@@ -218,11 +152,11 @@ func (e *env) put(t *testing.T, rec *cluster.Record) {
 // coordIncarnation is the coordinator's random incarnation ID.
 func (e *env) coordIncarnation(t *testing.T) string {
 	t.Helper()
-	snap, err := e.store.Snapshot(context.Background(), clusterID)
-	if err != nil {
-		t.Fatal(err)
+	r := e.coord.Record()
+	if r == nil {
+		t.Fatal("no coordinator record in the store")
 	}
-	return snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-a"}).IncarnationID
+	return r.IncarnationID
 }
 
 // run is one talonctl invocation.

@@ -5,24 +5,19 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/muesli/termenv"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/talonhq/talon/internal/admin"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/tui"
@@ -31,25 +26,6 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const clusterID = "test"
-
-// syncBuffer is the program's output, written by bubbletea's renderer and
-// read by the test.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // factory returns a factory with test streams, no environment (so no
 // config file) and the given servers.
@@ -144,9 +120,8 @@ func TestFetchTimeout(t *testing.T) {
 // on loopback and three seeded workers.
 type env struct {
 	store *memory.Store
-	coord *coordinator.Coordinator
+	coord *coordtest.Coordinator
 	hs    *httptest.Server
-	stop  func() // stops the coordinator
 }
 
 // integration skips tests that run a coordinator under -short.
@@ -160,42 +135,13 @@ func integration(t testing.TB) {
 func startEnv(t *testing.T) *env {
 	t.Helper()
 	integration(t)
-	e := &env{store: memory.New(memory.Options{})}
-	t.Cleanup(func() { e.store.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.coord, err = coordinator.New(coordinator.Options{
+	c := coordtest.Start(t, coordtest.Options{
 		ClusterID: clusterID, NodeID: "coord-a", Advertise: "coord-a.test:7400",
 		Timing:         cluster.Timing{HeartbeatInterval: 200 * time.Millisecond, UnhealthyAfter: 10 * time.Second, LeaseTTL: time.Hour},
 		RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
-		Store: e.store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+		Admin: &config.AdminConfig{ExposeHealth: true, ExposeAPI: true},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.coord.Run(ctx) }()
-	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(e.stop)
-	srv, err := admin.New(admin.Options{
-		Config:      config.AdminConfig{ExposeHealth: true, ExposeAPI: true},
-		Coordinator: e.coord, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, Clock: time.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.hs = httptest.NewServer(srv.Handler())
-	t.Cleanup(e.hs.Close)
+	e := &env{store: c.Memory, coord: c, hs: c.AdminServer}
 	for i := 1; i <= 3; i++ {
 		rec := &cluster.Record{
 			ClusterID: clusterID, NodeID: fmt.Sprintf("w-%d", i), Role: cluster.RoleWorker, IncarnationID: fmt.Sprintf("inc-%d", i),
@@ -207,31 +153,8 @@ func startEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	// Ready, and its own record says so (the first one, written before the
-	// first snapshot, does not).
-	waitFor(t, "coordinator ready", func() bool {
-		if !e.coord.Readiness().Ready {
-			return false
-		}
-		snap, err := e.store.Snapshot(context.Background(), clusterID)
-		if err != nil {
-			return false
-		}
-		r := snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-a"})
-		return r != nil && r.Ready && r.Health == cluster.HealthHealthy
-	})
+	c.WaitReady(t)
 	return e
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestOnce prints one frame of a real cluster without a terminal.
@@ -323,7 +246,7 @@ func TestLiveStale(t *testing.T) {
 		fail  func(e *env)
 		error string
 	}{
-		{"coordinator and admin listener stopped", func(e *env) { e.stop(); e.hs.Close() }, "admin api unavailable"},
+		{"coordinator and admin listener stopped", func(e *env) { e.coord.Stop(); e.hs.Close() }, "admin api unavailable"},
 		{"store fails", func(e *env) {
 			e.store.SetFault(fmt.Errorf("injected outage: %w", state.ErrUnavailable))
 		}, "503 not_ready"},
@@ -336,7 +259,7 @@ func TestLiveStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			in, keys := io.Pipe()
-			out := &syncBuffer{}
+			out := &coordtest.SyncBuffer{}
 			o.IO.In, o.IO.Out = in, out
 			finals := make(chan *tui.Model, 1)
 			o.onExit = func(m *tui.Model) { finals <- m }
@@ -344,9 +267,9 @@ func TestLiveStale(t *testing.T) {
 			go func() { ran <- topRun(context.Background(), o) }()
 			t.Cleanup(func() { keys.Close() })
 
-			waitFor(t, "the first snapshot on screen", func() bool { return strings.Contains(out.String(), "w-3") })
+			coordtest.WaitFor(t, 15*time.Second, "the first snapshot on screen", func() bool { return strings.Contains(out.String(), "w-3") })
 			tc.fail(e)
-			waitFor(t, "the STALE banner", func() bool { return strings.Contains(out.String(), "STALE") })
+			coordtest.WaitFor(t, 15*time.Second, "the STALE banner", func() bool { return strings.Contains(out.String(), "STALE") })
 			if _, err := keys.Write([]byte("q")); err != nil {
 				t.Fatal(err)
 			}
