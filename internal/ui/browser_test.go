@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +16,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/talonhq/talon/internal/admin"
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 )
@@ -67,97 +60,29 @@ func chromium(t *testing.T) string {
 	return p
 }
 
-// frozenClock is the store's clock: records do not age unless a test says so.
-type frozenClock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *frozenClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *frozenClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a coordinator over a memory store with an admin listener serving
-// Handler on loopback.
+// Handler on loopback. The store runs on a frozen clock: records do not age
+// unless a test says so.
 type env struct {
 	store *memory.Store
-	clock *frozenClock
-	coord *coordinator.Coordinator
+	clock *coordtest.FakeClock
 	url   string // base URL of the admin listener, with trailing slash
 }
 
 func startEnv(t *testing.T, adm config.AdminConfig) *env {
 	t.Helper()
-	e := &env{clock: &frozenClock{t: time.Now().Truncate(time.Millisecond)}}
-	e.store = memory.New(memory.Options{Clock: e.clock.Now})
-	t.Cleanup(func() { e.store.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.coord, err = coordinator.New(coordinator.Options{
+	e := &env{clock: coordtest.NewFakeClock(time.Now().Truncate(time.Millisecond))}
+	c := coordtest.Start(t, coordtest.Options{
 		ClusterID: clusterID, NodeID: "coord-a", Timing: testTiming,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
-		Store: e.store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+		StoreClock: e.clock.Now, WaitReady: true, Admin: &adm, UI: Handler(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.coord.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitUntil(t, "coordinator ready", func() bool {
-		if !e.coord.Readiness().Ready {
-			return false
-		}
-		snap, err := e.store.Snapshot(context.Background(), clusterID)
-		if err != nil {
-			return false
-		}
-		r := snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-a"})
-		return r != nil && r.Ready && r.Health == cluster.HealthHealthy
-	})
-	srv, err := admin.New(admin.Options{
-		Config: adm, Coordinator: e.coord, UI: Handler(),
-		Gatherer: reg, Registerer: reg, Process: proc, Logger: log, Clock: time.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	e.url = hs.URL + "/"
+	e.store, e.url = c.Memory, c.AdminURL+"/"
 	return e
 }
 
 func exposeAll() config.AdminConfig {
 	return config.AdminConfig{ExposeHealth: true, ExposeMetrics: true, ExposeAPI: true, ExposeUI: true}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // putWorkers writes five workers: two healthy, one degraded (all three
