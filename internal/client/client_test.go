@@ -1,21 +1,17 @@
-package client
+package client_test
 
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -29,25 +25,11 @@ func coord(t *testing.T, workers ...string) (string, *memory.Store) {
 	for _, id := range workers {
 		upsert(t, store, id, "127.0.0.1:1")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
-	c, err := coordinator.New(coordinator.Options{
+	c := coordtest.Start(t, coordtest.Options{
 		ClusterID: "t", NodeID: "c", Timing: cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute},
-		RequestTimeout: time.Second, ShutdownTimeout: time.Second, Store: store, Listener: ln,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Registerer: reg, Process: proc,
+		RequestTimeout: time.Second, ShutdownTimeout: time.Second, Store: store,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String(), store
+	return c.ControlAddr, store
 }
 
 func upsert(t *testing.T, store *memory.Store, id, addr string) {
@@ -61,21 +43,9 @@ func upsert(t *testing.T, store *memory.Store, id, addr string) {
 	}
 }
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-}
-
-func lookup(t *testing.T, c *Client, key string) Placement {
+func lookup(t *testing.T, c *client.Client, key string) client.Placement {
 	t.Helper()
-	var p Placement
+	var p client.Placement
 	var err error
 	for range 100 { // the coordinator may still be warming up
 		if p, err = c.Lookup(context.Background(), key, 2); err == nil {
@@ -91,8 +61,8 @@ func lookup(t *testing.T, c *Client, key string) Placement {
 // greater or smaller, drops the cache; the same version keeps it.
 func TestCacheEqualityRule(t *testing.T) {
 	addr, _ := coord(t, "w1", "w2", "w3")
-	clk := &fakeClock{now: time.Unix(1000, 0)}
-	c, err := New(Options{Coordinators: []string{addr}, CacheTTL: time.Minute, Clock: clk.Now})
+	clk := coordtest.NewFakeClock(time.Unix(1000, 0))
+	c, err := client.New(client.Options{Coordinators: []string{addr}, CacheTTL: time.Minute, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +107,7 @@ func TestCacheEqualityRule(t *testing.T) {
 // client learns it from the next answer and drops entries of the old one.
 func TestMembershipChangeRefreshes(t *testing.T) {
 	addr, store := coord(t, "w1", "w2")
-	c, err := New(Options{Coordinators: []string{addr}, CacheTTL: time.Hour})
+	c, err := client.New(client.Options{Coordinators: []string{addr}, CacheTTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +116,7 @@ func TestMembershipChangeRefreshes(t *testing.T) {
 	upsert(t, store, "w3", "127.0.0.1:3")
 	// A lookup of another key reaches the coordinator and brings the new
 	// version, which drops "a".
-	var b Placement
+	var b client.Placement
 	for b.Version == a.Version || b.Version == 0 {
 		c.Invalidate("b")
 		b = lookup(t, c, "b")
@@ -164,7 +134,7 @@ func TestFailover(t *testing.T) {
 	}
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	c, err := New(Options{Coordinators: []string{deadAddr, addr}})
+	c, err := client.New(client.Options{Coordinators: []string{deadAddr, addr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +142,12 @@ func TestFailover(t *testing.T) {
 	if p := lookup(t, c, "k"); len(p.Owners) != 1 {
 		t.Fatalf("lookup through failover: %+v", p)
 	}
-	all, err := New(Options{Coordinators: []string{deadAddr}, Retries: 1})
+	all, err := client.New(client.Options{Coordinators: []string{deadAddr}, Retries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer all.Close()
-	if _, err := all.Lookup(context.Background(), "k", 1); !errors.Is(err, ErrNoCoordinator) {
+	if _, err := all.Lookup(context.Background(), "k", 1); !errors.Is(err, client.ErrNoCoordinator) {
 		t.Fatalf("every coordinator down: %v, want ErrNoCoordinator", err)
 	}
 }
