@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"context"
@@ -14,10 +14,11 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/worker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,30 +27,17 @@ var timing = cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, Unhealthy
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// runCoordinator runs coordinator id over store until the test ends and
+// returns its control address.
 func runCoordinator(t *testing.T, store state.Store, id string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
-	c, err := coordinator.New(coordinator.Options{
+	return coordtest.Start(t, coordtest.Options{
 		ClusterID: "test", NodeID: id, Timing: timing, RequestTimeout: 200 * time.Millisecond,
-		ShutdownTimeout: time.Second, Store: store, Listener: ln, Logger: discard(), Clock: time.Now,
-		Registerer: reg, Process: proc,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+		ShutdownTimeout: time.Second, Store: store, Logger: discard(),
+	}).ControlAddr
 }
 
-func newWorker(t *testing.T, coordinators []string, rotate bool) *Worker {
+func newWorker(t *testing.T, coordinators []string, rotate bool) *worker.Worker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +49,7 @@ func newWorker(t *testing.T, coordinators []string, rotate bool) *Worker {
 	}
 	t.Cleanup(func() { cl.Close() })
 	proc, _ := metrics.NewProcess(prometheus.NewRegistry(), "worker", time.Now(), time.Now)
-	w, err := New(Options{
+	w, err := worker.New(worker.Options{
 		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
 		DataListener: ln, DataHandler: http.NotFoundHandler(), Client: cl,
@@ -71,17 +59,6 @@ func newWorker(t *testing.T, coordinators []string, rotate bool) *Worker {
 		t.Fatal(err)
 	}
 	return w
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func find(t *testing.T, store state.Store) *cluster.Record {
@@ -109,13 +86,13 @@ func TestRegisterHeartbeatFailoverDeregister(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
-			waitFor(t, "worker ready", func() bool { return w.Readiness().Ready })
+			coordtest.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
 			var first *cluster.Record
-			waitFor(t, "record stored", func() bool { first = find(t, store); return first != nil })
+			coordtest.WaitFor(t, 5*time.Second, "record stored", func() bool { first = find(t, store); return first != nil })
 			if first.IncarnationID != w.Incarnation() || !first.Ready || first.Address != w.DataAddress() {
 				t.Fatalf("stored record %+v", first)
 			}
-			waitFor(t, "sequence advances", func() bool {
+			coordtest.WaitFor(t, 5*time.Second, "sequence advances", func() bool {
 				r := find(t, store)
 				return r != nil && r.HeartbeatSeq >= first.HeartbeatSeq+3
 			})
@@ -141,7 +118,7 @@ func TestNewIncarnationEachStart(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		waitFor(t, "record of this incarnation", func() bool {
+		coordtest.WaitFor(t, 5*time.Second, "record of this incarnation", func() bool {
 			r := find(t, store)
 			return r != nil && r.IncarnationID == w.Incarnation()
 		})
