@@ -259,6 +259,13 @@ func (c *Coordinator) LastError() error {
 	return c.lastErr
 }
 
+// current reports whether the last snapshot read succeeded.
+func (c *Coordinator) current() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.storeOK && c.synced
+}
+
 // Readiness reports whether the coordinator should receive traffic.
 func (c *Coordinator) Readiness() Readiness {
 	c.mu.Lock()
@@ -308,7 +315,7 @@ func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]p
 	}
 	v, err := c.View(ctx)
 	if err != nil {
-		return nil, 0, protocol.NewError(protocol.CodeNotReady, "%v", err)
+		return nil, 0, protocol.NewError(protocol.CodeNotReady, "no current cluster view (the shared store could not be read in time); retry")
 	}
 	owners := v.Table.Lookup(key, replicas)
 	if len(owners) == 0 {
@@ -389,9 +396,8 @@ func (c *Coordinator) noteView(v *View, recount bool) {
 	}
 	if changed {
 		c.m.versionChanges.Inc()
-		bump := &protocol.EpochBump{Version: uint64(v.Version())}
 		for _, s := range subs {
-			s.push(bump)
+			s.offer(uint64(v.Version()))
 		}
 	}
 }
@@ -409,13 +415,20 @@ func (c *Coordinator) countNodes(v *View) {
 	}
 }
 
-// noteStoreError records a failed store operation (fail closed).
+// noteStoreError records a failed store operation. Only a failed snapshot
+// read makes the coordinator fail closed (unready): a lost write race, an
+// invalid record or a broken watch say nothing about whether the
+// coordinator can answer from a current view.
 func (c *Coordinator) noteStoreError(op string, err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
 	c.storeErrors.Add(1)
 	c.m.storeErrors.WithLabelValues(op, state.Code(err)).Inc()
+	if op != "snapshot" {
+		c.log.Debug("store operation failed", "operation", op, "error", err)
+		return
+	}
 	c.mu.Lock()
 	wasOK := c.storeOK
 	c.storeOK, c.lastErr = false, err
@@ -515,6 +528,11 @@ func (c *Coordinator) refreshLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		_, _ = c.views.Load().get(ctx)
+		// A minimum gap keeps a burst of membership changes from turning
+		// into back-to-back store reads (a full LIST on Kubernetes).
+		if !sleepCtx(ctx, minRefreshGap) {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -523,6 +541,9 @@ func (c *Coordinator) refreshLoop(ctx context.Context) {
 		}
 	}
 }
+
+// minRefreshGap is the least time between two background view reads.
+const minRefreshGap = 200 * time.Millisecond
 
 // watchLoop follows the store's change stream to push placement changes
 // promptly. It recovers from compaction by re-reading and re-watching.
@@ -548,13 +569,38 @@ func (c *Coordinator) watchLoop(ctx context.Context) {
 				break
 			}
 			backoff = 100 * time.Millisecond
-			c.requestRefresh()
+			if c.placementRelevant(batch.Events) {
+				c.requestRefresh()
+			}
 		}
 		cancel()
 		if !sleepCtx(ctx, backoff) {
 			return
 		}
 	}
+}
+
+// placementRelevant reports whether any event may change placement or
+// the node counts: a removal, a new node, or a change of incarnation,
+// address, readiness or reported health. Plain heartbeats (only the
+// sequence and counters move) do not need a new view; time-driven changes
+// are caught by the periodic refresh.
+func (c *Coordinator) placementRelevant(events []state.Event) bool {
+	last := c.LastGood()
+	if last == nil {
+		return true
+	}
+	for _, ev := range events {
+		if ev.Type != state.EventPut || ev.Record == nil {
+			return true
+		}
+		old := last.record(ev.Key)
+		r := ev.Record
+		if old == nil || old.IncarnationID != r.IncarnationID || old.Address != r.Address || old.Ready != r.Ready || old.Health != r.Health {
+			return true
+		}
+	}
+	return false
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

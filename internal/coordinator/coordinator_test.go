@@ -38,6 +38,14 @@ type fixture struct {
 // start runs a coordinator on loopback over store until the test ends.
 func start(t *testing.T, store *memory.Store, drain time.Duration) *fixture {
 	t.Helper()
+	f := startWith(t, store, drain)
+	f.store = store
+	return f
+}
+
+// startWith runs a coordinator over any store.
+func startWith(t *testing.T, store state.Store, drain time.Duration) *fixture {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +77,7 @@ func start(t *testing.T, store *memory.Store, drain time.Duration) *fixture {
 		})
 	}
 	t.Cleanup(stop)
-	f := &fixture{c: c, store: store, reg: reg, addr: ln.Addr().String(), stop: stop}
+	f := &fixture{c: c, reg: reg, addr: ln.Addr().String(), stop: stop}
 	waitFor(t, "coordinator ready", func() bool { return c.Readiness().Ready })
 	return f
 }
@@ -219,7 +227,7 @@ func TestFailClosedAndRecovery(t *testing.T) {
 		t.Fatalf("lookup while store down: %v", err)
 	}
 	_, err = heartbeat(t, cn, workerRecord("w1", "i", 1))
-	if !protocol.IsCode(err, protocol.CodeUnavailable) || !protocol.Retryable(err) {
+	if !protocol.IsCode(err, protocol.CodeNotReady) || !protocol.Retryable(err) {
 		t.Fatalf("heartbeat while store down: %v", err)
 	}
 	if f.c.LastGood() == nil {

@@ -20,6 +20,10 @@
 //     finish within ShutdownTimeout, removes its own record and returns.
 //     Every goroutine it starts has ended when Run returns.
 //
-// Concurrency: a Coordinator is safe for concurrent use; the lock order is
-// Coordinator.mu before conn.wmu, and no lock is held across store I/O.
+// Concurrency: a Coordinator is safe for concurrent use. No lock is held
+// across store or network I/O except conn.wmu, which serialises writes to
+// one connection; Coordinator.mu may be taken while holding conn.wmu (the
+// Subscribe reply), never the other way round. Placement-version pushes go
+// through a one-slot mailbox per subscriber, written by that connection's
+// own goroutine, so a slow subscriber never delays a snapshot read.
 package coordinator

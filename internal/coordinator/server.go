@@ -25,19 +25,53 @@ type conn struct {
 
 	wmu sync.Mutex // guards enc and writes to nc
 	enc *protocol.Encoder
+
+	// bumps is the subscriber's one-slot mailbox: the newest placement
+	// version waiting to be pushed. pusher, started on Subscribe, writes it.
+	bumps      chan uint64
+	subscribed bool // guarded by Coordinator.mu
 }
 
 func (cn *conn) write(requestID uint64, m protocol.Message) error {
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
+	return cn.writeLocked(requestID, m)
+}
+
+func (cn *conn) writeLocked(requestID uint64, m protocol.Message) error {
 	_ = cn.nc.SetWriteDeadline(time.Now().Add(pushTimeout + cn.c.opts.RequestTimeout))
 	return cn.enc.Encode(requestID, m)
 }
 
-// push sends an unprompted frame; a slow subscriber is disconnected.
-func (cn *conn) push(m protocol.Message) {
-	if err := cn.write(0, m); err != nil {
-		_ = cn.nc.Close()
+// offer puts version in the mailbox, replacing an older one not yet sent.
+// It never blocks.
+func (cn *conn) offer(version uint64) {
+	for {
+		select {
+		case cn.bumps <- version:
+			return
+		default:
+		}
+		select {
+		case <-cn.bumps: // drop the stale one
+		default:
+		}
+	}
+}
+
+// pusher writes mailbox versions until done closes; a subscriber that
+// cannot take a push in time is disconnected.
+func (cn *conn) pusher(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case v := <-cn.bumps:
+			if err := cn.write(0, &protocol.EpochBump{Version: v}); err != nil {
+				_ = cn.nc.Close()
+				return
+			}
+		}
 	}
 }
 
@@ -52,7 +86,7 @@ func (c *Coordinator) acceptLoop() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		cn := &conn{c: c, nc: nc, enc: protocol.NewEncoder(nc)}
+		cn := &conn{c: c, nc: nc, enc: protocol.NewEncoder(nc), bumps: make(chan uint64, 1)}
 		c.mu.Lock()
 		if c.closing {
 			c.mu.Unlock()
@@ -71,12 +105,16 @@ func (c *Coordinator) acceptLoop() {
 
 func (c *Coordinator) serveConn(cn *conn) {
 	c.proc.ConnOpened("control")
+	done := make(chan struct{})
+	var pusherWG sync.WaitGroup
 	defer func() {
 		c.mu.Lock()
 		delete(c.conns, cn)
 		delete(c.subscribers, cn)
 		c.mu.Unlock()
+		close(done)
 		_ = cn.nc.Close()
+		pusherWG.Wait()
 		c.proc.ConnClosed("control")
 	}()
 	dec := protocol.NewDecoder(bufio.NewReaderSize(cn.nc, 4096))
@@ -85,8 +123,15 @@ func (c *Coordinator) serveConn(cn *conn) {
 		if err != nil {
 			if reply := protocol.FrameErrorReply(err); reply != nil {
 				// Unsupported version or oversize frame: answer in the
-				// frozen Error layout, then close.
-				_ = cn.write(f.RequestID, reply)
+				// frozen Error layout, then half-close so the reply is
+				// delivered before the connection goes.
+				if cn.write(f.RequestID, reply) == nil {
+					if tc, ok := cn.nc.(*net.TCPConn); ok {
+						_ = tc.CloseWrite()
+						_ = tc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+						_, _ = io.Copy(io.Discard, io.LimitReader(tc, protocol.MaxFrame))
+					}
+				}
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.log.Debug("control connection closed", "error", err)
 			}
@@ -99,18 +144,53 @@ func (c *Coordinator) serveConn(cn *conn) {
 			}
 			continue
 		}
-		resp := c.serveRequest(cn, f.Type, msg)
-		if resp == nil {
+		if _, ok := msg.(*protocol.Subscribe); ok {
+			first, err := c.subscribe(cn, f.RequestID)
+			if err != nil {
+				return
+			}
+			if first {
+				pusherWG.Add(1)
+				go func() { defer pusherWG.Done(); cn.pusher(done) }()
+			}
 			continue
 		}
+		resp := c.serveRequest(cn, f.Type, msg)
 		if err := cn.write(f.RequestID, resp); err != nil {
 			return
 		}
 	}
 }
 
-// serveRequest answers one request. It returns nil for requests that get
-// no direct response.
+// subscribe registers cn for placement-version pushes and answers with
+// the current version. The reply is written while holding cn's write lock
+// and under the same lock that registers the subscriber, so no push can
+// overtake it: every later push carries a version at least as new.
+func (c *Coordinator) subscribe(cn *conn, requestID uint64) (first bool, err error) {
+	start := c.now()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+	defer cancel()
+	if _, verr := c.View(ctx); verr != nil {
+		c.proc.Observe("subscribe", protocol.CodeNotReady.String(), c.now().Sub(start))
+		return false, cn.write(requestID, protocol.NewError(protocol.CodeNotReady, "no current cluster view; retry"))
+	}
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	c.mu.Lock()
+	first = !cn.subscribed
+	cn.subscribed = true
+	c.subscribers[cn] = struct{}{}
+	version := uint64(c.pushed)
+	c.mu.Unlock()
+	select { // a pending push is no newer than version
+	case <-cn.bumps:
+	default:
+	}
+	c.proc.Observe("subscribe", "ok", c.now().Sub(start))
+	return first, cn.writeLocked(requestID, &protocol.EpochBump{Version: version})
+}
+
+// serveRequest answers one request (every request but Subscribe).
 func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Message) protocol.Message {
 	c.mu.Lock()
 	closing := c.closing
@@ -151,17 +231,6 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 			}
 			resp = pr
 		}
-	case *protocol.Subscribe:
-		op = "subscribe"
-		v, err := c.View(ctx)
-		if err != nil {
-			resp = protocol.NewError(protocol.CodeNotReady, "%v", err)
-			break
-		}
-		c.mu.Lock()
-		c.subscribers[cn] = struct{}{}
-		c.mu.Unlock()
-		resp = &protocol.EpochBump{Version: uint64(v.Version())}
 	default:
 		op = "unknown"
 		resp = protocol.NewError(protocol.CodeInvalidArgument, "message type %s is not a request", t)
@@ -191,13 +260,18 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) pro
 		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers register over the control protocol", rec.Role)
 	}
+	if !c.current() {
+		// Fail closed (ADR section 8): no current snapshot, no writes.
+		c.m.writes.WithLabelValues(op, protocol.CodeNotReady.String()).Inc()
+		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has no current cluster view; retry, possibly elsewhere", c.opts.NodeID)
+	}
 	start := c.now()
 	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL)
 	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("upsert", err)
 		c.m.writes.WithLabelValues(op, protocol.CodeOf(err).String()).Inc()
-		return protocol.ErrorOf(err)
+		return storeErrorReply(err)
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
 	if res.Outcome == state.OutcomeAccepted && res.Decision != cluster.DecisionAdvance {
@@ -212,13 +286,17 @@ func (c *Coordinator) deregister(ctx context.Context, m *protocol.Deregister) pr
 		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)
 	}
+	if m.Role != cluster.RoleWorker {
+		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
+		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers deregister over the control protocol", m.Role)
+	}
 	start := c.now()
 	res, err := c.opts.Store.RemoveNode(ctx, m.Key(), m.IncarnationID)
 	c.m.storeDuration.WithLabelValues("remove").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("remove", err)
 		c.m.writes.WithLabelValues("deregister", protocol.CodeOf(err).String()).Inc()
-		return protocol.ErrorOf(err)
+		return storeErrorReply(err)
 	}
 	c.m.writes.WithLabelValues("deregister", res.Outcome.String()).Inc()
 	if res.Outcome == state.OutcomeAccepted {
@@ -238,4 +316,13 @@ func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
 		a.UpdatedAtUnixMs = res.Record.UpdatedAtUnixMs
 	}
 	return a
+}
+
+// storeErrorReply is the wire error for a failed store operation: its code
+// and retryability, without the backend's text (which can name endpoints
+// and users; the coordinator logs it instead).
+func storeErrorReply(err error) *protocol.Error {
+	code := protocol.CodeOf(err)
+	e := protocol.NewError(code, "state store operation failed: %s", state.Code(err))
+	return e
 }

@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/placement"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -23,6 +25,21 @@ type View struct {
 	// stableUntilUnixMs is the store time at which a record of Snapshot
 	// next turns unhealthy or expires by age alone.
 	stableUntilUnixMs int64
+
+	indexOnce sync.Once
+	index     map[cluster.Key]*cluster.Record
+}
+
+// record returns the snapshot's record in slot key, or nil. The index is
+// built on first use and shared by every caller of this view.
+func (v *View) record(key cluster.Key) *cluster.Record {
+	v.indexOnce.Do(func() {
+		v.index = make(map[cluster.Key]*cluster.Record, len(v.Snapshot.Records))
+		for _, r := range v.Snapshot.Records {
+			v.index[r.Key()] = r
+		}
+	})
+	return v.index[key]
 }
 
 // Version returns the view's PlacementVersion.
@@ -53,6 +70,11 @@ type call struct {
 // get returns a view read after the call began, or ctx's error.
 func (b *batcher) get(ctx context.Context) (*View, error) {
 	b.mu.Lock()
+	if err := b.base.Err(); err != nil {
+		// The coordinator has stopped: start nothing it would not wait for.
+		b.mu.Unlock()
+		return nil, fmt.Errorf("coordinator stopped: %w", err)
+	}
 	var c *call
 	if b.inflight == nil {
 		c = &call{done: make(chan struct{})}
