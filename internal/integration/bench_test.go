@@ -3,19 +3,13 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/state/memory"
@@ -46,7 +40,7 @@ func BenchmarkLookupsOverProtocol(b *testing.B) {
 }
 
 func benchLookups(b *testing.B, store state.Store) {
-	defer store.Close()
+	b.Cleanup(func() { store.Close() }) // after the coordinator has stopped
 	timing := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
 	for i := range 100 {
 		_, err := store.UpsertNode(context.Background(), &cluster.Record{
@@ -57,24 +51,10 @@ func benchLookups(b *testing.B, store state.Store) {
 			b.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
-	c, err := coordinator.New(coordinator.Options{
-		ClusterID: "bench", NodeID: "c", Timing: timing, RequestTimeout: 2 * time.Second, ShutdownTimeout: time.Second,
-		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: time.Now, Registerer: reg, Process: proc,
+	c := coordtest.Start(b, coordtest.Options{
+		ClusterID: "bench", NodeID: "c", Timing: timing, RequestTimeout: 2 * time.Second, ShutdownTimeout: time.Second, Store: store,
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	cl, err := client.New(client.Options{Coordinators: []string{ln.Addr().String()}, MaxIdleConns: 64, Retries: -1})
+	cl, err := client.New(client.Options{Coordinators: []string{c.ControlAddr}, MaxIdleConns: 64, Retries: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 )
 
 var (
@@ -77,27 +77,10 @@ type proc struct {
 	args  []string
 	env   []string
 	cmd   *exec.Cmd
-	out   *syncBuffer
+	out   *coordtest.SyncBuffer
 	done  chan struct{}
 	admin string // admin listener address
 	addr  string // control or data listener address
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs talon with args; the process is killed when the test ends,
@@ -125,7 +108,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 
 func (p *proc) run() {
 	p.t.Helper()
-	p.out = &syncBuffer{}
+	p.out = &coordtest.SyncBuffer{}
 	p.cmd = exec.Command(talon(p.t), p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -172,17 +155,6 @@ func tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // ready reports whether a process's /readyz says ready.
