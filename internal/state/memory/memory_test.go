@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/state/statetest"
@@ -21,26 +21,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// fakeClock is a manual clock; Advance moves it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newFakeClock returns a manual clock; Advance moves it.
+func newFakeClock() *coordtest.FakeClock {
+	return coordtest.NewFakeClock(time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC))
 }
 
 // faultErrors maps each contract fault to the sentinel SetFault injects.
@@ -79,7 +62,7 @@ func TestContract(t *testing.T) {
 // fixture is a store on a fake clock for the memory-specific tests.
 type fixture struct {
 	t   *testing.T
-	clk *fakeClock
+	clk *coordtest.FakeClock
 	s   *memory.Store
 }
 
