@@ -3,7 +3,6 @@ package tui
 import (
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,30 +11,14 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 )
 
 // t0 is the fixed wall-clock time of the tests.
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// clock is a settable clock for the model.
-type clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock returns a settable clock for the model, at t0.
+func newClock() *coordtest.FakeClock { return coordtest.NewFakeClock(t0) }
 
 // asciiRenderer renders without colour, as under NO_COLOR.
 func asciiRenderer() *lipgloss.Renderer {
@@ -54,7 +37,7 @@ func closed() <-chan struct{} {
 
 // testOptions are deterministic options: fixed clock, UTC, jitter 0.5
 // (no jitter), no colour, timers that return at once.
-func testOptions(c *clock) Options {
+func testOptions(c *coordtest.FakeClock) Options {
 	return Options{
 		Now:      c.Now,
 		Location: time.UTC,

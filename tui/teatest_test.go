@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 )
 
 // Golden tests run the model in a real bubbletea program (teatest) at a
@@ -34,7 +35,7 @@ const (
 type scene struct {
 	t  *testing.T
 	tm *teatest.TestModel
-	c  *clock
+	c  *coordtest.FakeClock
 }
 
 func newScene(t *testing.T) *scene {
