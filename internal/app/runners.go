@@ -208,10 +208,11 @@ func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 // Worker is a worker process wired from configuration.
 type Worker struct {
 	process
-	W      *worker.Worker
-	Stats  *stats.Stats
-	cache  *cache.Cache
-	client *client.Client
+	W         *worker.Worker
+	Stats     *stats.Stats
+	cache     *cache.Cache
+	client    *client.Client // heartbeats
+	ownClient *client.Client // ownership checks and version pushes
 }
 
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
@@ -238,16 +239,26 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
 	}
-	cl, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Logger: log})
+	// Heartbeats retry with backoff inside their request timeout; ownership
+	// checks sit on the data path, so their client never retries (a
+	// failure fails open, see worker.Ownership) and keeps a placement
+	// cache that version pushes (Run's Watch) invalidate.
+	hbClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log})
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	p := &Worker{Stats: st, cache: c, client: cl}
+	ownClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Retries: -1, Logger: log})
+	if err != nil {
+		c.Close()
+		hbClient.Close()
+		return nil, err
+	}
+	p := &Worker{Stats: st, cache: c, client: hbClient, ownClient: ownClient}
 	var w *worker.Worker
 	ds, err := dataserver.New(dataserver.Config{
-		Cache: c, Ownership: worker.NewOwnership(cl, cfg.NodeID, cfg.RequestTimeout), Stats: st,
-		Logger: log.With("component", "data"), Ready: func() bool { return w != nil && w.Readiness().Ready },
+		Cache: c, Ownership: worker.NewOwnership(ownClient, cfg.NodeID, cfg.RequestTimeout), Stats: st,
+		Logger: log.With("component", "data"), Ready: func() bool { return w != nil && w.Serving() },
 		Observe: proc.Observe,
 	})
 	if err != nil {
@@ -269,7 +280,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
-		DataListener: ln, DataHandler: ds, Status: st, Client: cl, Logger: log, Clock: time.Now, Process: proc,
+		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
 		HeartbeatOutcome: hb,
 	})
 	if err != nil {
@@ -290,18 +301,20 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 func (p *Worker) close() {
 	p.closeAdmin()
 	p.client.Close()
+	p.ownClient.Close()
 	p.cache.Close()
 }
 
 // Run serves until ctx ends and drains.
 func (p *Worker) Run(ctx context.Context) error {
 	defer p.client.Close()
+	defer p.ownClient.Close()
 	defer p.cache.Close()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	// Placement-version pushes keep the ownership checks current.
-	go func() { defer wg.Done(); p.client.Watch(watchCtx, nil) }()
+	go func() { defer wg.Done(); p.ownClient.Watch(watchCtx, nil) }()
 	defer func() { stopWatch(); wg.Wait() }()
 	return runWithAdmin(ctx, p.W.Run, p.Admin, p.adminLn)
 }

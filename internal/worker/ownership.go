@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/talonhq/talon/internal/client"
@@ -24,7 +25,14 @@ type Ownership struct {
 	client  *client.Client
 	self    string
 	timeout time.Duration
+	// openUntil is when a recent lookup failure stops short-circuiting
+	// checks (Unix nanoseconds): while coordinators are unreachable, every
+	// check fails open at once instead of each waiting for a timeout.
+	openUntil atomic.Int64
 }
+
+// failOpenFor is how long one failed lookup makes checks fail open.
+const failOpenFor = 5 * time.Second
 
 // NewOwnership returns the ownership checker of worker nodeID.
 func NewOwnership(c *client.Client, nodeID string, timeout time.Duration) *Ownership {
@@ -33,10 +41,14 @@ func NewOwnership(c *client.Client, nodeID string, timeout time.Duration) *Owner
 
 // Owns implements dataserver.Ownership.
 func (o *Ownership) Owns(object string, block int64, replicas int) (bool, uint64) {
+	if time.Now().UnixNano() < o.openUntil.Load() {
+		return true, 0
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	p, err := o.client.Lookup(ctx, dataserver.BlockKey(object, block), replicas)
 	if err != nil {
+		o.openUntil.Store(time.Now().Add(failOpenFor).UnixNano())
 		return true, 0
 	}
 	for _, owner := range p.Owners {

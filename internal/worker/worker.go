@@ -167,6 +167,15 @@ func (w *Worker) Readiness() Readiness {
 	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
 }
 
+// Serving reports whether the data listener should answer: once registered,
+// through the drain delay (unready but still serving, so requests routed
+// here while load balancers catch up are answered), until shutdown.
+func (w *Worker) Serving() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.registered
+}
+
 // Record returns the last status record a coordinator accepted, or nil.
 func (w *Worker) Record() *cluster.Record {
 	w.mu.Lock()
@@ -332,6 +341,13 @@ func (w *Worker) beat(ctx context.Context) bool {
 		return false
 	}
 	outcome = ack.Outcome.String()
+	if ack.Outcome != protocol.OutcomeAccepted && ack.Outcome != protocol.OutcomeDuplicate {
+		// Stale: the store holds a record this one may not replace (a
+		// process that started later holds the slot, or clocks disagree).
+		// Keep trying; the slot frees when that record's lease expires.
+		w.log.Warn("heartbeat refused as stale; retrying", "operation", op, "seq", rec.HeartbeatSeq)
+		return false
+	}
 	w.mu.Lock()
 	recovered := w.lastErr != nil
 	w.lastErr = nil
@@ -340,7 +356,9 @@ func (w *Worker) beat(ctx context.Context) bool {
 	}
 	w.registered = true
 	rec.UpdatedAtUnixMs = ack.UpdatedAtUnixMs
-	w.last = rec
+	if w.last == nil || rec.HeartbeatSeq > w.last.HeartbeatSeq {
+		w.last = rec
+	}
 	w.lastRev = ack.Revision
 	draining := w.draining
 	w.mu.Unlock()

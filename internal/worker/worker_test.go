@@ -39,6 +39,14 @@ func runCoordinator(t *testing.T, store state.Store, id string) string {
 
 func newWorker(t *testing.T, coordinators []string, rotate bool) *worker.Worker {
 	t.Helper()
+	return newWorkerWith(t, coordinators, rotate, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() })
+}
+
+// newWorkerWith builds a worker with a drain delay and a data handler
+// that may consult the worker.
+func newWorkerWith(t *testing.T, coordinators []string, rotate bool, drain time.Duration, handler func(*worker.Worker) http.Handler) *worker.Worker {
+	t.Helper()
+	var w *worker.Worker
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +57,10 @@ func newWorker(t *testing.T, coordinators []string, rotate bool) *worker.Worker 
 	}
 	t.Cleanup(func() { cl.Close() })
 	proc, _ := metrics.NewProcess(prometheus.NewRegistry(), "worker", time.Now(), time.Now)
-	w, err := worker.New(worker.Options{
+	w, err = worker.New(worker.Options{
 		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
-		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
-		DataListener: ln, DataHandler: http.NotFoundHandler(), Client: cl,
+		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second, DrainDelay: drain,
+		DataListener: ln, DataHandler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { handler(w).ServeHTTP(rw, r) }), Client: cl,
 		Logger: discard(), Clock: time.Now, Process: proc,
 	})
 	if err != nil {
@@ -128,5 +136,36 @@ func TestNewIncarnationEachStart(t *testing.T) {
 	}
 	if incs[0] == incs[1] {
 		t.Fatal("two starts shared an incarnation ID")
+	}
+}
+
+// TestDrainKeepsServingData: on shutdown the worker turns unready at once
+// but keeps answering data requests for the drain delay.
+func TestDrainKeepsServingData(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	w := newWorkerWith(t, []string{a}, false, 800*time.Millisecond, func(w *worker.Worker) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			if !w.Serving() {
+				rw.WriteHeader(http.StatusServiceUnavailable)
+			}
+		})
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	coordtest.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+	cancel()
+	coordtest.WaitFor(t, 5*time.Second, "unready", func() bool { return !w.Readiness().Ready })
+	resp, err := http.Get("http://" + w.DataAddress() + "/v1/objects/x")
+	if err != nil {
+		t.Fatalf("data request during the drain delay: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("data request during the drain delay: HTTP %d, want 200", resp.StatusCode)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
