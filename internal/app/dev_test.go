@@ -1,34 +1,16 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/coordinator/coordtest"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDevCluster runs `talon dev` in process and checks it serves a
 // coordinator and three ready workers with traffic from --demo-load.
@@ -36,7 +18,7 @@ func TestDevCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local cluster")
 	}
-	var out lockedBuffer
+	var out coordtest.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
