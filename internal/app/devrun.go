@@ -89,10 +89,22 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	// Processes built but not run yet are released if a later one fails.
+	started := false
+	var workers []*Worker
+	defer func() {
+		if !started {
+			coord.close()
+			coord.C.Close()
+			for _, w := range workers {
+				w.close()
+				w.W.Close()
+			}
+		}
+	}()
 	control := coord.C.Addr().String()
 	adminURL := "http://" + coord.AdminAddr().String()
 
-	var workers []*Worker
 	for i := 1; i <= opts.Workers; i++ {
 		wcfg, err := devConfig(cluster.RoleWorker, fmt.Sprintf("worker-%d", i), opts.ListenHost, func(c *config.Config) {
 			c.Coordinators = []string{control}
@@ -111,6 +123,7 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 		workers = append(workers, w)
 	}
 
+	started = true
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup

@@ -153,6 +153,8 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 	reg := prometheus.NewRegistry()
 	proc, err := metrics.NewProcess(reg, "coordinator", start, time.Now)
 	if err != nil {
+		ln.Close()
+		p.close()
 		return nil, err
 	}
 	adminAddr := ""

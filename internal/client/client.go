@@ -136,6 +136,9 @@ func (c *Client) Close() error {
 // Lookup returns the owners of key, from the cache when a fresh entry of
 // the current version exists.
 func (c *Client) Lookup(ctx context.Context, key string, replicas int) (Placement, error) {
+	if replicas < 1 || replicas > protocol.MaxReplicas {
+		return Placement{}, fmt.Errorf("client: replicas %d: must be from 1 to %d", replicas, protocol.MaxReplicas)
+	}
 	ck := cacheKey{key, replicas}
 	if c.opts.CacheTTL > 0 {
 		c.mu.Lock()
@@ -320,9 +323,13 @@ func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
 	n := len(c.opts.Coordinators)
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := c.opts.Coordinators[i%n]
+		began := time.Now()
 		err := c.watchOne(ctx, addr, onChange)
 		if ctx.Err() != nil {
 			return
+		}
+		if time.Since(began) > time.Minute {
+			backoff = 100 * time.Millisecond // it was healthy: start over
 		}
 		c.log.Debug("placement watch interrupted", "coordinator", addr, "error", err)
 		select {

@@ -149,6 +149,10 @@ func NewIncarnationID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// Close releases a coordinator that will not be run: it closes the
+// listener. Run closes it itself; do not call Close after Run.
+func (c *Coordinator) Close() error { return c.opts.Listener.Close() }
+
 // Addr returns the control listener's address.
 func (c *Coordinator) Addr() net.Addr { return c.opts.Listener.Addr() }
 

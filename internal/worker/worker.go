@@ -140,6 +140,10 @@ func New(opts Options) (*Worker, error) {
 	return w, nil
 }
 
+// Close releases a worker that will not be run: it closes the data
+// listener. Run closes it itself; do not call Close after Run.
+func (w *Worker) Close() error { return w.opts.DataListener.Close() }
+
 // NodeID returns the worker's node ID.
 func (w *Worker) NodeID() string { return w.opts.NodeID }
 
