@@ -80,16 +80,17 @@ func TestSyncBuffer(t *testing.T) {
 	}
 }
 
-// fatalTB records Fatalf and ends its goroutine, as testing.T does.
+// fatalTB is a testing.TB whose Fatalf sends its message on fatal and
+// then ends the goroutine, as testing.T's does.
 type fatalTB struct {
 	testing.TB
-	msg string
+	fatal chan<- string
 }
 
-func (f *fatalTB) Helper() {}
+func (fatalTB) Helper() {}
 
-func (f *fatalTB) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
+func (f fatalTB) Fatalf(format string, args ...any) {
+	f.fatal <- fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
 
@@ -102,21 +103,20 @@ func TestWaitFor(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		f := &fatalTB{TB: t}
-		returned := false
-		done := make(chan struct{})
+		fatal := make(chan string, 1)
+		returned := make(chan struct{})
 		start := time.Now()
 		go func() {
-			defer close(done)
-			coordtest.WaitFor(f, 100*time.Millisecond, "nothing", func() bool { return false })
-			returned = true
+			coordtest.WaitFor(fatalTB{TB: t, fatal: fatal}, 100*time.Millisecond, "nothing", func() bool { return false })
+			close(returned)
 		}()
-		<-done
-		if returned {
+		select {
+		case msg := <-fatal:
+			if want := "timed out after 100ms waiting for nothing"; msg != want {
+				t.Fatalf("failure %q, want %q", msg, want)
+			}
+		case <-returned:
 			t.Fatal("WaitFor returned although the condition never held")
-		}
-		if want := "timed out after 100ms waiting for nothing"; f.msg != want {
-			t.Fatalf("failure %q, want %q", f.msg, want)
 		}
 		if d := time.Since(start); d < 100*time.Millisecond {
 			t.Fatalf("gave up after %v, before the timeout", d)
