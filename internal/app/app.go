@@ -1,5 +1,3 @@
-// Package app builds the command tree of the talon daemon: coordinator,
-// worker, dev, config and version. cmd/talon only runs it.
 package app
 
 import (

@@ -11,8 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/talonhq/talon/internal/config"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func run(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

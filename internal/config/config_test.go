@@ -223,3 +223,30 @@ func TestRedaction(t *testing.T) {
 		t.Fatalf("error for password without user = %v", err)
 	}
 }
+
+// FuzzLoadFile feeds arbitrary bytes as a config file: Load must never
+// panic, and whatever it accepts must be a valid configuration.
+func FuzzLoadFile(f *testing.F) {
+	f.Add([]byte("cluster-id: prod\nnode-id: n1\nheartbeat-interval: 2s\n"))
+	f.Add([]byte("labels:\n  zone: a\ncoordinators: [a:1, b:2]\n"))
+	f.Add([]byte("etcd-password: x\n"))
+	f.Add([]byte("ha: maybe\nlease-ttl: [1]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(t.TempDir(), "talon.yaml")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, role := range cluster.Roles {
+			l, err := Load(role, Options{ConfigFile: p, Environ: []string{"TALON_NODE_ID=n1"}})
+			if err != nil {
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("error %v does not wrap ErrInvalid", err)
+				}
+				continue
+			}
+			if err := l.Config.Validate(); err != nil {
+				t.Fatalf("accepted an invalid configuration: %v", err)
+			}
+		}
+	})
+}

@@ -20,13 +20,17 @@ import (
 	"github.com/talonhq/talon/internal/buildinfo"
 )
 
-// AllowedLabels is the set of label names Talon metrics may use. A test
-// of the admin listener fails on any other.
-var AllowedLabels = map[string]bool{
-	"operation": true, "role": true, "backend": true, "outcome": true, "form": true,
-	"health": true, "listener": true,
-	// talon_build_info only: one series per process.
-	"version": true, "revision": true, "goversion": true,
+// AllowedLabel reports whether Talon metrics may use the label name: the
+// bounded dimensions operation, role, backend, outcome, form, health and
+// listener, and talon_build_info's version, revision and goversion (one
+// series per process). Tests of every metrics producer fail on any other.
+func AllowedLabel(name string) bool {
+	switch name {
+	case "operation", "role", "backend", "outcome", "form", "health", "listener",
+		"version", "revision", "goversion":
+		return true
+	}
+	return false
 }
 
 // Process holds the metrics common to every process.

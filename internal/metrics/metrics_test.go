@@ -56,7 +56,7 @@ talon_uptime_seconds 90
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !AllowedLabels[l.GetName()] {
+				if !AllowedLabel(l.GetName()) {
 					t.Errorf("%s has label %q outside the allowed set", mf.GetName(), l.GetName())
 				}
 			}

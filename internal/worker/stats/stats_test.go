@@ -155,7 +155,7 @@ func TestMetricsLint(t *testing.T) {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !metrics.AllowedLabels[l.GetName()] {
+				if !metrics.AllowedLabel(l.GetName()) {
 					t.Errorf("metric %s has label %q outside the bounded set", mf.GetName(), l.GetName())
 				}
 			}
