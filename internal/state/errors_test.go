@@ -62,4 +62,6 @@ func TestSnapshotFind(t *testing.T) {
 	}
 }
 
-func keyOf(id string) cluster.Key { return cluster.Key{ClusterID: "c", Role: cluster.RoleWorker, NodeID: id} }
+func keyOf(id string) cluster.Key {
+	return cluster.Key{ClusterID: "c", Role: cluster.RoleWorker, NodeID: id}
+}
