@@ -309,31 +309,3 @@ func parseRevision(r state.Revision) (int64, bool) {
 	}
 	return n, true
 }
-
-// validateKey checks a slot named by a caller.
-func validateKey(k cluster.Key) error {
-	if err := cluster.ValidateID("clusterId", k.ClusterID); err != nil {
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	if err := cluster.ValidateID("nodeId", k.NodeID); err != nil {
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	if !k.Role.Valid() {
-		return fmt.Errorf("%w: role %q: must be coordinator or worker", state.ErrInvalidRecord, k.Role)
-	}
-	return nil
-}
-
-// validateRecord maps a cluster validation error onto the state sentinels.
-func validateRecord(r *cluster.Record) error {
-	err := r.Validate()
-	if err == nil {
-		return nil
-	}
-	var fe *cluster.FieldError
-	if errors.As(err, &fe) && fe.Field == "record" {
-		// Validate reports the encoded size limit on the pseudo-field "record".
-		return fmt.Errorf("%w: %w", state.ErrRecordTooLarge, err)
-	}
-	return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-}

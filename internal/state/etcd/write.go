@@ -51,7 +51,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	if err := validateRecord(rec); err != nil {
+	if err := state.ValidateRecord(rec); err != nil {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w", rec.Key(), err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "upsert")
@@ -116,7 +116,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
 		val, err := cluster.Encode(stamped)
 		if err != nil {
-			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, validateRecord(stamped))
+			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, state.ValidateRecord(stamped))
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
@@ -317,7 +317,7 @@ func (s *Store) releaseUnused(ctx context.Context, lk leaseKey, w *writeLeases) 
 // incarnationID, in a transaction that compares the mod revision of the
 // record whose incarnation it checked, then revokes the record's lease.
 func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
-	if err := validateKey(key); err != nil {
+	if err := state.ValidateKey(key); err != nil {
 		return state.WriteResult{}, fmt.Errorf("etcd remove: %w", err)
 	}
 	if incarnationID == "" {

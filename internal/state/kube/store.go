@@ -182,21 +182,6 @@ func leaseTTLSeconds(ttl time.Duration) (int32, error) {
 	return int32(secs), nil
 }
 
-// validateRecord maps a record's validation error onto the state sentinels.
-func validateRecord(rec *cluster.Record) error {
-	if rec == nil {
-		return fmt.Errorf("%w: record is nil", state.ErrInvalidRecord)
-	}
-	if err := rec.Validate(); err != nil {
-		var fe *cluster.FieldError
-		if errors.As(err, &fe) && fe.Field == "record" {
-			return fmt.Errorf("%w: %w", state.ErrRecordTooLarge, err)
-		}
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	return nil
-}
-
 // expired reports whether l's lease has run out at now: renewTime plus
 // leaseDurationSeconds is not after now. A Lease without either field has
 // no lease to run and counts as expired.
@@ -272,7 +257,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
 	}
-	if err := validateRecord(rec); err != nil {
+	if err := state.ValidateRecord(rec); err != nil {
 		return state.WriteResult{}, err
 	}
 	secs, err := leaseTTLSeconds(leaseTTL)
@@ -343,7 +328,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		enc, err := cluster.Encode(next)
 		if err != nil {
 			// The stamped time can push a record at the size limit over it.
-			if verr := validateRecord(next); verr != nil {
+			if verr := state.ValidateRecord(next); verr != nil {
 				return state.WriteResult{}, verr
 			}
 			return state.WriteResult{}, fmt.Errorf("kube upsert %s: encode: %w", key, err)
@@ -469,7 +454,7 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
 	}
-	if err := validateKey(key); err != nil {
+	if err := state.ValidateKey(key); err != nil {
 		return state.WriteResult{}, err
 	}
 	op := "kube remove " + key.String()
@@ -584,20 +569,6 @@ func (s *Store) revisionAfterDelete(ctx context.Context, key cluster.Key, name s
 		return "", fmt.Errorf("lease %s deleted, reading the revision after it: %w", name, err)
 	}
 	return rv, nil
-}
-
-// validateKey checks a slot key's fields.
-func validateKey(k cluster.Key) error {
-	if err := cluster.ValidateID("clusterId", k.ClusterID); err != nil {
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	if err := cluster.ValidateID("nodeId", k.NodeID); err != nil {
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	if !k.Role.Valid() {
-		return fmt.Errorf("%w: role %q: must be coordinator or worker", state.ErrInvalidRecord, k.Role)
-	}
-	return nil
 }
 
 // Snapshot lists the cluster's Leases with one consistent LIST (no

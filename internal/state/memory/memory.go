@@ -151,7 +151,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	// taken here and the one taken under the lock have the same width.
 	stored := rec.Clone()
 	stored.UpdatedAtUnixMs = s.clock().UnixMilli()
-	if err := validate(stored); err != nil {
+	if err := state.ValidateRecord(stored); err != nil {
 		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", rec.Key(), err)
 	}
 	key := stored.Key()
@@ -203,7 +203,7 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 	if err := s.gate(ctx, "remove"); err != nil {
 		return state.WriteResult{}, err
 	}
-	if err := validateKey(key); err != nil {
+	if err := state.ValidateKey(key); err != nil {
 		return state.WriteResult{}, fmt.Errorf("memory store remove: %w", err)
 	}
 	if incarnationID == "" {
@@ -459,34 +459,6 @@ func (s *Store) appendLocked(ev state.Event) {
 		s.notify = make(chan struct{})
 		s.notifyTaken.Store(false)
 	}
-}
-
-// validate maps a cluster validation error onto the state sentinels.
-func validate(r *cluster.Record) error {
-	err := r.Validate()
-	if err == nil {
-		return nil
-	}
-	var fe *cluster.FieldError
-	if errors.As(err, &fe) && fe.Field == "record" {
-		// cluster.Record.Validate reports the encoded size limit on the
-		// pseudo-field "record"; every other field error is a broken rule.
-		return fmt.Errorf("%w: %w", state.ErrRecordTooLarge, err)
-	}
-	return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-}
-
-func validateKey(k cluster.Key) error {
-	if err := cluster.ValidateID("clusterId", k.ClusterID); err != nil {
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	if err := cluster.ValidateID("nodeId", k.NodeID); err != nil {
-		return fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
-	}
-	if !k.Role.Valid() {
-		return fmt.Errorf("%w: role %q: must be coordinator or worker", state.ErrInvalidRecord, k.Role)
-	}
-	return nil
 }
 
 func compareKey(r *cluster.Record, k cluster.Key) int {
