@@ -94,8 +94,14 @@ func TestExitCodes(t *testing.T) {
 // snapshot marked stale.
 func TestUnavailable503(t *testing.T) {
 	e := startEnv(t, envOptions{seed: true})
-	e.store.SetFault(state.ErrUnavailable)
 	server := "TALONCTL_SERVER=" + e.url
+	// One answer after seeding: the coordinator's last good snapshot now
+	// holds the seeded workers (a snapshot read after the request came).
+	if r := talonctl(t, run{args: []string{"nodes", "list", "-o", "name"}, env: []string{server}}); r.code != cli.ExitOK {
+		t.Fatalf("nodes list before the fault: exit %d
+%s", r.code, r.stderr)
+	}
+	e.store.SetFault(state.ErrUnavailable)
 	for _, args := range [][]string{{"nodes", "list"}, {"cluster", "status"}, {"nodes", "get", "w-1"}, {"placement", "explain", "k"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			r := talonctl(t, run{args: args, env: []string{server}})
