@@ -98,8 +98,7 @@ func TestUnavailable503(t *testing.T) {
 	// One answer after seeding: the coordinator's last good snapshot now
 	// holds the seeded workers (a snapshot read after the request came).
 	if r := talonctl(t, run{args: []string{"nodes", "list", "-o", "name"}, env: []string{server}}); r.code != cli.ExitOK {
-		t.Fatalf("nodes list before the fault: exit %d
-%s", r.code, r.stderr)
+		t.Fatalf("nodes list before the fault: exit %d\n%s", r.code, r.stderr)
 	}
 	e.store.SetFault(state.ErrUnavailable)
 	for _, args := range [][]string{{"nodes", "list"}, {"cluster", "status"}, {"nodes", "get", "w-1"}, {"placement", "explain", "k"}} {
