@@ -161,6 +161,21 @@ func ValidateLabels(labels map[string]string) error {
 // Validate checks every field of r against the ADR limits, including the
 // size of its encoded form. The first broken rule is returned.
 func (r *Record) Validate() error {
+	if err := r.validateFields(); err != nil {
+		return err
+	}
+	n, err := encodedSize(r)
+	if err != nil {
+		return err
+	}
+	if n > MaxRecordBytes {
+		return fieldErr("record", fmt.Sprintf("of %d bytes encoded", n), fmt.Sprintf("must be at most %d bytes", MaxRecordBytes))
+	}
+	return nil
+}
+
+// validateFields checks every field rule but the encoded size.
+func (r *Record) validateFields() error {
 	if err := ValidateID("clusterId", r.ClusterID); err != nil {
 		return err
 	}
@@ -191,15 +206,5 @@ func (r *Record) Validate() error {
 	if !r.Health.Valid() {
 		return fieldErr("health", quote(string(r.Health)), "must be healthy, degraded, unhealthy or unknown")
 	}
-	if err := ValidateLabels(r.Labels); err != nil {
-		return err
-	}
-	n, err := encodedSize(r)
-	if err != nil {
-		return err
-	}
-	if n > MaxRecordBytes {
-		return fieldErr("record", fmt.Sprintf("of %d bytes encoded", n), fmt.Sprintf("must be at most %d bytes", MaxRecordBytes))
-	}
-	return nil
+	return ValidateLabels(r.Labels)
 }
