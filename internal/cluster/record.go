@@ -16,8 +16,8 @@ const (
 	RoleWorker      Role = "worker"
 )
 
-// Roles lists every valid role in canonical order.
-var Roles = []Role{RoleCoordinator, RoleWorker}
+// Roles returns every valid role in canonical order.
+func Roles() []Role { return []Role{RoleCoordinator, RoleWorker} }
 
 // Valid reports whether r is a known role.
 func (r Role) Valid() bool { return r == RoleCoordinator || r == RoleWorker }
@@ -42,8 +42,10 @@ const (
 	HealthUnknown   Health = "unknown"
 )
 
-// HealthStates lists every valid health state in canonical order.
-var HealthStates = []Health{HealthHealthy, HealthDegraded, HealthUnhealthy, HealthUnknown}
+// HealthStates returns every valid health state in canonical order.
+func HealthStates() []Health {
+	return []Health{HealthHealthy, HealthDegraded, HealthUnhealthy, HealthUnknown}
+}
 
 // Valid reports whether h is a known health state.
 func (h Health) Valid() bool {

@@ -236,7 +236,7 @@ func FuzzLoadFile(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, role := range cluster.Roles {
+		for _, role := range cluster.Roles() {
 			l, err := Load(role, Options{ConfigFile: p, Environ: []string{"TALON_NODE_ID=n1"}})
 			if err != nil {
 				if !errors.Is(err, ErrInvalid) {

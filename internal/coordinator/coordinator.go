@@ -412,8 +412,8 @@ func (c *Coordinator) countNodes(v *View) {
 	for _, r := range v.Snapshot.Records {
 		counts[[2]string{string(r.Role), string(c.opts.Timing.EffectiveHealth(r, v.Snapshot.ObservedAtUnixMs))}]++
 	}
-	for _, r := range cluster.Roles {
-		for _, h := range cluster.HealthStates {
+	for _, r := range cluster.Roles() {
+		for _, h := range cluster.HealthStates() {
 			c.m.nodes.WithLabelValues(string(r), string(h)).Set(float64(counts[[2]string{string(r), string(h)}]))
 		}
 	}

@@ -64,8 +64,8 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}
 	}
 	// Every role/health series exists from the start, so dashboards see zeros.
-	for _, r := range cluster.Roles {
-		for _, h := range cluster.HealthStates {
+	for _, r := range cluster.Roles() {
+		for _, h := range cluster.HealthStates() {
 			m.nodes.WithLabelValues(string(r), string(h))
 		}
 	}

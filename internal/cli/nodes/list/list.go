@@ -123,16 +123,16 @@ the cluster are shown and retried; an authentication failure ends it.`,
 }
 
 func roles() []string {
-	out := make([]string, len(cluster.Roles))
-	for i, r := range cluster.Roles {
+	out := make([]string, len(cluster.Roles()))
+	for i, r := range cluster.Roles() {
 		out[i] = string(r)
 	}
 	return out
 }
 
 func healthStates() []string {
-	out := make([]string, len(cluster.HealthStates))
-	for i, h := range cluster.HealthStates {
+	out := make([]string, len(cluster.HealthStates()))
+	for i, h := range cluster.HealthStates() {
 		out[i] = string(h)
 	}
 	return out
