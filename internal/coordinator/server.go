@@ -322,7 +322,5 @@ func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
 // and retryability, without the backend's text (which can name endpoints
 // and users; the coordinator logs it instead).
 func storeErrorReply(err error) *protocol.Error {
-	code := protocol.CodeOf(err)
-	e := protocol.NewError(code, "state store operation failed: %s", state.Code(err))
-	return e
+	return protocol.NewError(protocol.CodeOf(err), "state store operation failed: %s", state.Code(err))
 }

@@ -110,14 +110,6 @@ func (c *rpcCounter) take() map[string]int {
 	return n
 }
 
-func total(m map[string]int) int {
-	t := 0
-	for _, v := range m {
-		t += v
-	}
-	return t
-}
-
 // dialOptions installs the counter innermost, below the client's retry
 // interceptor, so it sees what goes on the wire.
 func (c *rpcCounter) dialOptions() []grpc.DialOption {
