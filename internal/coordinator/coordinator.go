@@ -308,7 +308,7 @@ func (c *Coordinator) Lookup(ctx context.Context, key string, replicas int) ([]p
 	c.m.placementDur.Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.lookupErrors.Add(1)
-		c.m.placementErrs.WithLabelValues(protocol.CodeOf(err).String()).Inc()
+		c.m.placementErrs.WithLabelValues(wireCode(err).String()).Inc()
 	}
 	return owners, version, err
 }

@@ -139,7 +139,7 @@ func (c *Coordinator) serveConn(cn *conn) {
 		}
 		msg, err := f.Message()
 		if err != nil {
-			if werr := cn.write(f.RequestID, protocol.ErrorOf(err)); werr != nil {
+			if werr := cn.write(f.RequestID, wireError(err)); werr != nil {
 				return
 			}
 			continue
@@ -223,7 +223,7 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 		op = "placement_lookup"
 		owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
 		if err != nil {
-			resp = protocol.ErrorOf(err)
+			resp = wireError(err)
 		} else {
 			pr := &protocol.PlacementResponse{Version: uint64(version), Owners: make([]protocol.Owner, len(owners))}
 			for i, o := range owners {
@@ -249,8 +249,8 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) protocol.Message {
 	rec, err := protocol.DecodeRecordPayload(payload)
 	if err != nil {
-		c.m.writes.WithLabelValues(op, protocol.CodeOf(err).String()).Inc()
-		return protocol.ErrorOf(err)
+		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
+		return wireError(err)
 	}
 	if rec.ClusterID != c.opts.ClusterID {
 		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
@@ -270,7 +270,7 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) pro
 	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("upsert", err)
-		c.m.writes.WithLabelValues(op, protocol.CodeOf(err).String()).Inc()
+		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
 		return storeErrorReply(err)
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
@@ -295,7 +295,7 @@ func (c *Coordinator) deregister(ctx context.Context, m *protocol.Deregister) pr
 	c.m.storeDuration.WithLabelValues("remove").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("remove", err)
-		c.m.writes.WithLabelValues("deregister", protocol.CodeOf(err).String()).Inc()
+		c.m.writes.WithLabelValues("deregister", wireCode(err).String()).Inc()
 		return storeErrorReply(err)
 	}
 	c.m.writes.WithLabelValues("deregister", res.Outcome.String()).Inc()
@@ -307,7 +307,7 @@ func (c *Coordinator) deregister(ctx context.Context, m *protocol.Deregister) pr
 
 func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
 	a := &protocol.Ack{
-		Outcome:             protocol.OutcomeOf(res.Outcome),
+		Outcome:             wireOutcome(res.Outcome),
 		HeartbeatIntervalMs: uint32(c.opts.Timing.HeartbeatInterval.Milliseconds()),
 		LeaseTTLMs:          uint32(c.opts.Timing.LeaseTTL.Milliseconds()),
 		Revision:            res.Revision.String(),
@@ -316,11 +316,4 @@ func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
 		a.UpdatedAtUnixMs = res.Record.UpdatedAtUnixMs
 	}
 	return a
-}
-
-// storeErrorReply is the wire error for a failed store operation: its code
-// and retryability, without the backend's text (which can name endpoints
-// and users; the coordinator logs it instead).
-func storeErrorReply(err error) *protocol.Error {
-	return protocol.NewError(protocol.CodeOf(err), "state store operation failed: %s", state.Code(err))
 }

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/state"
 )
 
 // Code is a wire error code. Values are never reused. A reader accepts
@@ -164,7 +163,13 @@ func NewError(c Code, format string, args ...any) *Error {
 // (or wraps) an *Error, otherwise an Error with code CodeOf(err), that
 // code's retryability, and err's text (made valid UTF-8, clipped to
 // MaxErrorMessageBytes). The result unwraps to err. ErrorOf(nil) is nil.
-func ErrorOf(err error) *Error {
+func ErrorOf(err error) *Error { return ErrorWithCode(err, CodeOf(err)) }
+
+// ErrorWithCode is ErrorOf with the code chosen by the caller (a server
+// that maps its own errors): err itself when it is (or wraps) an *Error,
+// otherwise an Error with code c, c's retryability and err's clipped text.
+// The result unwraps to err. ErrorWithCode(nil, c) is nil.
+func ErrorWithCode(err error, c Code) *Error {
 	if err == nil {
 		return nil
 	}
@@ -172,7 +177,6 @@ func ErrorOf(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	c := CodeOf(err)
 	return &Error{
 		Code:       c,
 		Retryable:  c.Retryable(),
@@ -198,32 +202,23 @@ func clip(s string) string {
 	return s[:n] + ellipsis
 }
 
-// CodeOf maps an error to its wire code. This is the one table from
-// internal errors to wire codes, checked in this order:
+// CodeOf maps an error that this package or cluster knows to its wire
+// code, checked in this order:
 //
 //	*Error (received or built)                      its Code
-//	ErrUnsupportedVersion, cluster.ErrUnsupportedVersion,
-//	state.ErrUnsupportedVersion                     unsupported_version
-//	ErrFrameTooLarge, ErrFieldTooLarge,
-//	state.ErrRecordTooLarge                         too_large
+//	ErrUnsupportedVersion, cluster.ErrUnsupportedVersion
+//	                                                unsupported_version
+//	ErrFrameTooLarge, ErrFieldTooLarge              too_large
 //	ErrMalformed, ErrUnknownType, ErrBadHeader, ErrBadMagic,
-//	cluster.ErrInvalid, cluster.ErrMalformed,
-//	state.ErrInvalidRecord                          invalid_argument
-//	state.ErrUnavailable, state.ErrCompacted,
+//	cluster.ErrInvalid, cluster.ErrMalformed        invalid_argument
 //	context.Canceled, ErrConnBroken                 unavailable
-//	state.ErrTimeout, context.DeadlineExceeded,
-//	os.ErrDeadlineExceeded                          timeout
-//	state.ErrUnauthenticated                        unauthenticated
-//	state.ErrPermissionDenied                       permission_denied
-//	state.ErrConflict                               conflict
-//	state.ErrClosed                                 draining
+//	context.DeadlineExceeded, os.ErrDeadlineExceeded timeout
 //	anything else                                   internal
 //
-// ErrCompacted reaching a request means the coordinator's watch recovery
-// failed; to the caller that is the store being unavailable. ErrClosed
-// means the coordinator is shutting its store down, so the caller should
-// go to another coordinator. ErrConnBroken (client side) means dial
-// again. CodeOf(nil) is 0, which is no code.
+// The wire codec knows no store or server: the server keeps the table that
+// maps its own errors (a state store's, say) to codes, and falls back to
+// CodeOf for the rest. ErrConnBroken (client side) means dial again.
+// CodeOf(nil) is 0, which is no code.
 func CodeOf(err error) Code {
 	var e *Error
 	switch {
@@ -231,30 +226,17 @@ func CodeOf(err error) Code {
 		return 0
 	case errors.As(err, &e):
 		return e.Code
-	case errors.Is(err, ErrUnsupportedVersion), errors.Is(err, cluster.ErrUnsupportedVersion),
-		errors.Is(err, state.ErrUnsupportedVersion):
+	case errors.Is(err, ErrUnsupportedVersion), errors.Is(err, cluster.ErrUnsupportedVersion):
 		return CodeUnsupportedVersion
-	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFieldTooLarge),
-		errors.Is(err, state.ErrRecordTooLarge):
+	case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFieldTooLarge):
 		return CodeTooLarge
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrUnknownType), errors.Is(err, ErrBadHeader),
-		errors.Is(err, ErrBadMagic), errors.Is(err, cluster.ErrInvalid), errors.Is(err, cluster.ErrMalformed),
-		errors.Is(err, state.ErrInvalidRecord):
+		errors.Is(err, ErrBadMagic), errors.Is(err, cluster.ErrInvalid), errors.Is(err, cluster.ErrMalformed):
 		return CodeInvalidArgument
-	case errors.Is(err, state.ErrUnavailable), errors.Is(err, state.ErrCompacted),
-		errors.Is(err, context.Canceled), errors.Is(err, ErrConnBroken):
+	case errors.Is(err, context.Canceled), errors.Is(err, ErrConnBroken):
 		return CodeUnavailable
-	case errors.Is(err, state.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return CodeTimeout
-	case errors.Is(err, state.ErrUnauthenticated):
-		return CodeUnauthenticated
-	case errors.Is(err, state.ErrPermissionDenied):
-		return CodePermissionDenied
-	case errors.Is(err, state.ErrConflict):
-		return CodeConflict
-	case errors.Is(err, state.ErrClosed):
-		return CodeDraining
 	}
 	return CodeInternal
 }

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/state"
 )
 
 func TestCodeOf(t *testing.T) {
@@ -26,16 +25,6 @@ func TestCodeOf(t *testing.T) {
 		code      Code
 		retryable bool
 	}{
-		{wrap(state.ErrUnavailable), CodeUnavailable, true},
-		{wrap(state.ErrTimeout), CodeTimeout, true},
-		{wrap(state.ErrUnauthenticated), CodeUnauthenticated, false},
-		{wrap(state.ErrPermissionDenied), CodePermissionDenied, false},
-		{wrap(state.ErrCompacted), CodeUnavailable, true},
-		{wrap(state.ErrInvalidRecord), CodeInvalidArgument, false},
-		{wrap(state.ErrRecordTooLarge), CodeTooLarge, false},
-		{wrap(state.ErrUnsupportedVersion), CodeUnsupportedVersion, false},
-		{wrap(state.ErrConflict), CodeConflict, true},
-		{wrap(state.ErrClosed), CodeDraining, true},
 		{recInvalid, CodeInvalidArgument, false},
 		{recVersion, CodeUnsupportedVersion, false},
 		{recMalformed, CodeInvalidArgument, false},
@@ -72,21 +61,6 @@ func TestCodeOf(t *testing.T) {
 	}
 }
 
-// The codes' retryability agrees with the state package's own rule for
-// every sentinel except ErrClosed, which to a caller means "this
-// coordinator is going away; try another".
-func TestRetryableAgreesWithState(t *testing.T) {
-	for _, err := range []error{
-		state.ErrUnavailable, state.ErrTimeout, state.ErrUnauthenticated, state.ErrPermissionDenied,
-		state.ErrCompacted, state.ErrInvalidRecord, state.ErrRecordTooLarge, state.ErrUnsupportedVersion,
-		state.ErrConflict, context.DeadlineExceeded,
-	} {
-		if Retryable(err) != state.Retryable(err) {
-			t.Fatalf("%v: protocol Retryable %v, state.Retryable %v", err, Retryable(err), state.Retryable(err))
-		}
-	}
-}
-
 func TestCodeNames(t *testing.T) {
 	want := map[Code]string{
 		CodeUnavailable: "unavailable", CodeTimeout: "timeout", CodeUnauthenticated: "unauthenticated",
@@ -120,12 +94,12 @@ func TestErrorIsByCode(t *testing.T) {
 }
 
 func TestErrorOf(t *testing.T) {
-	cause := fmt.Errorf("snapshot prod: %w", state.ErrTimeout)
+	cause := fmt.Errorf("snapshot prod: %w", context.DeadlineExceeded)
 	e := ErrorOf(cause)
 	if e.Code != CodeTimeout || !e.Retryable || e.MinVersion != MinVersion || e.MaxVersion != MaxVersion || e.Message != cause.Error() {
 		t.Fatalf("ErrorOf = %+v", e)
 	}
-	if !errors.Is(e, state.ErrTimeout) {
+	if !errors.Is(e, context.DeadlineExceeded) {
 		t.Fatal("ErrorOf result does not unwrap to its cause")
 	}
 	// Already an *Error: returned as is.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/state"
 )
 
 // Type identifies a message. Values are never reused; TypeError is
@@ -331,8 +330,9 @@ func (m *Deregister) UnmarshalBinary(p []byte) error {
 	return nil
 }
 
-// Outcome is what a Register, Heartbeat or Deregister did. The values
-// equal state.Outcome's, but are fixed here because they are on the wire.
+// Outcome is what a Register, Heartbeat or Deregister did. The values are
+// fixed here because they are on the wire; the server maps its store's
+// outcomes to them.
 type Outcome uint8
 
 // Outcomes (ADR 0001 section 3): duplicate and stale updates are
@@ -344,42 +344,24 @@ const (
 	OutcomeNotFound  Outcome = 4 // removal of a slot with no record
 )
 
-// String returns the outcome's lowercase name, as state.Outcome does.
-func (o Outcome) String() string { return o.State().String() }
+// String returns the outcome's lowercase name ("accepted", "duplicate",
+// "stale", "not_found"), or "invalid".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAccepted:
+		return "accepted"
+	case OutcomeDuplicate:
+		return "duplicate"
+	case OutcomeStale:
+		return "stale"
+	case OutcomeNotFound:
+		return "not_found"
+	}
+	return "invalid"
+}
 
 // Valid reports whether o is a defined outcome.
 func (o Outcome) Valid() bool { return o >= OutcomeAccepted && o <= OutcomeNotFound }
-
-// State returns the matching state.Outcome (zero for an invalid o).
-func (o Outcome) State() state.Outcome {
-	switch o {
-	case OutcomeAccepted:
-		return state.OutcomeAccepted
-	case OutcomeDuplicate:
-		return state.OutcomeDuplicate
-	case OutcomeStale:
-		return state.OutcomeStale
-	case OutcomeNotFound:
-		return state.OutcomeNotFound
-	}
-	return 0
-}
-
-// OutcomeOf returns the wire outcome of a store outcome (zero for an
-// invalid one).
-func OutcomeOf(o state.Outcome) Outcome {
-	switch o {
-	case state.OutcomeAccepted:
-		return OutcomeAccepted
-	case state.OutcomeDuplicate:
-		return OutcomeDuplicate
-	case state.OutcomeStale:
-		return OutcomeStale
-	case state.OutcomeNotFound:
-		return OutcomeNotFound
-	}
-	return 0
-}
 
 // Ack answers Register, Heartbeat and Deregister when the store decided.
 // Failures are answered with Error instead.
