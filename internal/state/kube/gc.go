@@ -8,6 +8,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// gcQueueSize bounds the expired Leases waiting for deletion; Snapshot drops
+// candidates beyond it (the next Snapshot or sweep offers them again).
+const gcQueueSize = 1024
+
+// gcItem is one expired Lease observed at a resourceVersion.
+type gcItem struct {
+	name, resourceVersion string
+}
+
 // enqueueGC hands expired Leases to the GC goroutine without blocking: a
 // Lease already queued is skipped, and candidates beyond the queue's
 // capacity are dropped (a later Snapshot or sweep sees them again).

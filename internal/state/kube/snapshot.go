@@ -1,0 +1,101 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Snapshot lists the cluster's Leases with one consistent LIST (no
+// resourceVersion: the API server's most recent, quorum-consistent read;
+// further pages continue at the first page's resourceVersion), and returns
+// the records of the unexpired ones, ordered by role then node ID, with the
+// list's resourceVersion as the revision and the local clock after the read
+// as the observation time. Expired Leases are handed to the GC goroutine;
+// Leases of other schema versions and unreadable ones are skipped.
+func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := cluster.ValidateID("clusterId", clusterID); err != nil {
+		return nil, fmt.Errorf("%w: %w", state.ErrInvalidRecord, err)
+	}
+	op := "kube snapshot " + clusterID
+	items, rv, err := s.list(ctx, clusterSelector(clusterID))
+	if err != nil {
+		return nil, mapError(op, err)
+	}
+	now := s.now()
+	snap := &state.Snapshot{ClusterID: clusterID, Revision: state.NewRevision(rv), ObservedAtUnixMs: now.UnixMilli()}
+	var garbage []gcItem
+	for i := range items {
+		l := &items[i]
+		key, ok := keyFromAnnotations(l.Annotations)
+		if !ok || key.ClusterID != clusterID {
+			continue // another cluster whose label value coincides, or not Talon's
+		}
+		if expired(l, now) {
+			garbage = append(garbage, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
+			continue
+		}
+		rec, _, err := decodeLease(l, key)
+		if err != nil {
+			if errors.Is(err, state.ErrUnsupportedVersion) {
+				s.log.DebugContext(ctx, "skipping lease of another schema version", "lease", l.Name, "err", err)
+			} else {
+				s.log.WarnContext(ctx, "skipping unreadable lease", "lease", l.Name, "err", err)
+			}
+			continue
+		}
+		snap.Records = append(snap.Records, rec)
+	}
+	slices.SortFunc(snap.Records, func(a, b *cluster.Record) int {
+		return cmp.Or(cmp.Compare(a.Role, b.Role), cmp.Compare(a.NodeID, b.NodeID))
+	})
+	s.enqueueGC(garbage)
+	return snap, nil
+}
+
+// maxListRestarts bounds how often list starts over when a continue token
+// expires between pages.
+const maxListRestarts = 3
+
+// list returns every Lease selector selects in the namespace from one
+// consistent LIST, paginated, and the list's resourceVersion.
+func (s *Store) list(ctx context.Context, selector string) ([]coordv1.Lease, string, error) {
+	var lastErr error
+	for range maxListRestarts {
+		var items []coordv1.Lease
+		rv, cont := "", ""
+		for {
+			rctx, cancel := s.reqCtx(ctx)
+			page, err := s.leases.List(rctx, metav1.ListOptions{LabelSelector: selector, Limit: s.opts.ListPageSize, Continue: cont})
+			cancel()
+			if err != nil {
+				if cont != "" && apierrors.IsResourceExpired(err) {
+					lastErr = err // the continue token outlived compaction: start over
+					break
+				}
+				return nil, "", err
+			}
+			if rv == "" {
+				rv = page.ResourceVersion
+			}
+			items = append(items, page.Items...)
+			cont = page.Continue
+			if cont == "" {
+				return items, rv, nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("%w: list continue token expired %d times: %w", state.ErrUnavailable, maxListRestarts, lastErr)
+}
