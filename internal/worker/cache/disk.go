@@ -1,0 +1,252 @@
+package cache
+
+// This file is the block files on disk: the directory lock, restart
+// recovery, writing a block (temporary file, checksum, fsync, rename) and
+// verifying a restored block before its first read (see doc.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/worker/stats"
+)
+
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open lock file in cache-dir %q: %w", ErrIO, dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: cache-dir %q is locked by another process", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("%w: lock cache-dir %q: %w", ErrIO, dir, err)
+	}
+	return f, nil
+}
+
+// restore scans the directory: deletes temporary files and invalid block
+// files, indexes the valid ones, and evicts down to the capacity.
+func (c *Cache) restore() error {
+	shards, err := os.ReadDir(c.root)
+	if err != nil {
+		return fmt.Errorf("%w: read cache directory %q: %w", ErrIO, c.root, err)
+	}
+	var found []*entry
+	var temps, invalid, foreign int
+	for _, sd := range shards {
+		if !sd.IsDir() || !isShardName(sd.Name()) {
+			foreign++
+			continue
+		}
+		dir := filepath.Join(c.root, sd.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("%w: read cache directory %q: %w", ErrIO, dir, err)
+		}
+		for _, fe := range files {
+			name := fe.Name()
+			path := filepath.Join(dir, name)
+			switch {
+			case fe.Type().IsRegular() && len(name) > len(tmpPrefix) && name[:len(tmpPrefix)] == tmpPrefix:
+				// A load that did not finish: never a block.
+				temps++
+				c.unlink(path)
+			case fe.Type().IsRegular() && parseBlockName(sd.Name(), name):
+				h, size, err := readBlockHeader(path, c.cfg.BlockSize)
+				if err != nil {
+					invalid++
+					c.log.Warn("deleting invalid block file", "path", path, "error", err)
+					c.unlink(path)
+					continue
+				}
+				var mtime time.Time
+				if fi, err := fe.Info(); err == nil {
+					mtime = fi.ModTime()
+				}
+				found = append(found, &entry{
+					id: blockID{h.key, h.index}, path: path, fileSize: size,
+					dataOff: headerLen(h.key), dataLen: h.dataLen, objSize: h.objSize, sum: h.sum, mtime: mtime,
+				})
+			default:
+				foreign++
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b *entry) int { return a.mtime.Compare(b.mtime) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range found {
+		c.addLocked(e)
+	}
+	evicted := 0
+	for c.resident > c.cfg.Capacity {
+		e := c.pol.victim()
+		c.removeLocked(e, true, true)
+		evicted++
+	}
+	c.log.Info("block cache opened", "dir", c.cfg.Dir, "blocks", len(c.entries), "resident_bytes", c.resident,
+		"capacity_bytes", c.cfg.Capacity, "deleted_temp_files", temps, "deleted_invalid_blocks", invalid,
+		"evicted_over_capacity", evicted, "foreign_files", foreign)
+	return nil
+}
+
+// fetch reserves space and writes the block to a temporary file through a
+// checksum, then fsyncs and closes it. On success it returns the entry to
+// add and the temporary file, and its reservation stands (commitLocked
+// takes it over); on failure it has released the reservation and deleted
+// the temporary file.
+func (c *Cache) fetch(ctx context.Context, id blockID, objSize int64) (e *entry, tmpPath string, err error) {
+	n := blockLen(c.cfg.BlockSize, objSize, id.index)
+	h := header{key: id.object, blockSize: c.cfg.BlockSize, index: id.index, objSize: objSize, dataLen: n}
+	hlen := headerLen(id.object)
+	need := hlen + n
+	if err := c.reserve(ctx, need); err != nil {
+		return nil, "", err
+	}
+	var tmp *os.File
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+		}
+		if err != nil {
+			if tmpPath != "" {
+				c.unlink(tmpPath)
+			}
+			c.release(need)
+		}
+	}()
+
+	shard, name := blockName(id.object, id.index)
+	dir := filepath.Join(c.root, shard)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("%w: create shard directory: %w", ErrIO, err)
+	}
+	tmp, err = os.CreateTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: create temporary block file: %w", ErrIO, err)
+	}
+	tmpPath = tmp.Name()
+	if _, err := tmp.Seek(hlen, io.SeekStart); err != nil {
+		return nil, tmpPath, fmt.Errorf("%w: seek temporary block file: %w", ErrIO, err)
+	}
+
+	start := time.Now()
+	hash := xxh3.New()
+	got, err := c.copyFromSource(ctx, id, n, io.MultiWriter(tmp, hash))
+	// A load's ctx ends only on Close (not a backend failure) or on
+	// LoadTimeout (a backend failure).
+	c.cfg.Stats.BackendFetch(stats.BackendRead, time.Since(start), backendFailure(c.loadCtx, err) && !errors.Is(err, ErrIO))
+	if err != nil {
+		return nil, tmpPath, err
+	}
+	if got != n {
+		c.forgetSize(id.object)
+		return nil, tmpPath, fmt.Errorf("%w: object %q ended after %d of the %d bytes of block %d: it changed during the load", blob.ErrBackend, id.object, got, n, id.index)
+	}
+	h.sum = hash.Sum64()
+	if _, err := tmp.WriteAt(h.encode(), 0); err != nil {
+		return nil, tmpPath, fmt.Errorf("%w: write block header: %w", ErrIO, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, tmpPath, fmt.Errorf("%w: fsync temporary block file: %w", ErrIO, err)
+	}
+	err = tmp.Close()
+	tmp = nil
+	if err != nil {
+		return nil, tmpPath, fmt.Errorf("%w: close temporary block file: %w", ErrIO, err)
+	}
+	return &entry{
+		id: id, path: filepath.Join(dir, name), fileSize: need, dataOff: hlen, dataLen: n,
+		objSize: objSize, sum: h.sum, verified: true, mtime: c.now(),
+	}, tmpPath, nil
+}
+
+// commitLocked renames a fetched block's temporary file into place and
+// turns its reservation into the new entry's resident bytes, in one
+// critical section so the accounting never drops below the truth.
+func (c *Cache) commitLocked(e *entry, tmpPath string) error {
+	c.reserved -= e.fileSize
+	c.signalLocked()
+	if c.closed {
+		c.unlink(tmpPath)
+		return ErrClosed
+	}
+	if err := os.Rename(tmpPath, e.path); err != nil {
+		c.unlink(tmpPath)
+		return fmt.Errorf("%w: rename block file into place: %w", ErrIO, err)
+	}
+	if old := c.entries[e.id]; old != nil {
+		// The rename replaced its file.
+		c.removeLocked(old, false, false)
+	}
+	c.addLocked(e)
+	return nil
+}
+
+// openBlock opens the file of resident entry e, verifying its data
+// checksum first if it was restored from an earlier run. It returns
+// (nil, nil) when the file is gone or fails verification, after dropping e.
+func (c *Cache) openBlock(e *entry, verified bool) (*os.File, error) {
+	// path, fileSize and sum never change after the entry is published.
+	path, fileSize, sum := e.path, e.fileSize, e.sum
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Usually evicted since we looked it up; if it is still
+			// indexed, someone else deleted it.
+			if c.dropIf(e, false) {
+				c.log.Warn("block file vanished; reloading", "path", path)
+			}
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: open block file: %w", ErrIO, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: stat block file: %w", ErrIO, err)
+	}
+	if fi.Size() != fileSize {
+		f.Close()
+		c.log.Warn("block file changed size; deleting and reloading", "path", path, "size", fi.Size(), "want", fileSize)
+		c.dropIf(e, true)
+		return nil, nil
+	}
+	if verified {
+		return f, nil
+	}
+	h := xxh3.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, e.dataOff, e.dataLen)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: verify block file: %w", ErrIO, err)
+	}
+	if h.Sum64() != sum {
+		f.Close()
+		c.log.Warn("block file fails its checksum; deleting and reloading", "path", path)
+		c.dropIf(e, true)
+		return nil, nil
+	}
+	c.mu.Lock()
+	e.verified = true
+	c.mu.Unlock()
+	return f, nil
+}
+
+func (c *Cache) unlink(path string) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.log.Warn("could not delete cache file", "path", path, "error", err)
+	}
+}

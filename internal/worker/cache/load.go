@@ -1,0 +1,127 @@
+package cache
+
+// This file is the miss path: one load per block in flight, owned by the
+// cache, whose waiters get their descriptors at commit (see doc.go), and
+// the copy from the blob store.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/talonhq/talon/internal/blob"
+)
+
+// load is a block load in flight. done is closed when the load has ended;
+// then err is set, or the block is committed and files holds one open
+// descriptor of its file for each waiter. Handing descriptors over at
+// commit, under the mutex, means a waiter cannot lose the block to an
+// eviction between the load and its own open.
+type load struct {
+	done chan struct{}
+	err  error // written before done is closed
+
+	// guarded by Cache.mu:
+	waiters int
+	ended   bool
+	entry   *entry
+	files   []*os.File
+}
+
+// take returns the waiter's descriptor of a committed load, or nil.
+// Called with Cache.mu held.
+func (l *load) take() *os.File {
+	if len(l.files) == 0 {
+		return nil
+	}
+	f := l.files[len(l.files)-1]
+	l.files = l.files[:len(l.files)-1]
+	return f
+}
+
+// load loads block id of an object of objSize bytes and ends l.
+func (c *Cache) load(id blockID, objSize int64, l *load) {
+	defer c.wg.Done()
+	c.cfg.Stats.LoadStarted()
+	defer c.cfg.Stats.LoadDone()
+	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
+	defer cancel()
+	e, tmpPath, err := c.fetch(ctx, id, objSize)
+	switch {
+	case err != nil && c.loadCtx.Err() != nil:
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	case err != nil && ctx.Err() != nil:
+		err = fmt.Errorf("%w: load of block %d of object %q timed out after %v: %w", blob.ErrBackend, id.index, id.object, c.cfg.LoadTimeout, err)
+	}
+	c.mu.Lock()
+	if err == nil {
+		err = c.commitLocked(e, tmpPath)
+	}
+	if err == nil {
+		err = l.openFilesLocked(e)
+	}
+	delete(c.loads, id)
+	l.ended, l.entry, l.err = true, e, err
+	close(l.done)
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("block load failed", "object", id.object, "block", id.index, "error", err)
+	}
+}
+
+// openFilesLocked opens one descriptor of e's file per waiter.
+func (l *load) openFilesLocked(e *entry) error {
+	for range l.waiters {
+		f, err := os.Open(e.path)
+		if err != nil {
+			for _, f := range l.files {
+				f.Close()
+			}
+			l.files = nil
+			return fmt.Errorf("%w: open loaded block file: %w", ErrIO, err)
+		}
+		l.files = append(l.files, f)
+	}
+	return nil
+}
+
+// copyFromSource copies the n bytes of block id from the blob store to w.
+// Write errors are ErrIO; read errors come from the store.
+func (c *Cache) copyFromSource(ctx context.Context, id blockID, n int64, w io.Writer) (int64, error) {
+	rc, err := c.cfg.Source.ReadRange(ctx, id.object, id.index*c.cfg.BlockSize, n)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	got, err := io.CopyN(&ioErrWriter{w}, rc, n)
+	if errors.Is(err, io.EOF) {
+		err = nil // short: the caller reports it
+	}
+	return got, err
+}
+
+// ioErrWriter marks write errors as the cache's own.
+type ioErrWriter struct{ w io.Writer }
+
+func (w *ioErrWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		err = fmt.Errorf("%w: write temporary block file: %w", ErrIO, err)
+	}
+	return n, err
+}
+
+// backendFailure reports whether err from the blob store counts as a
+// backend error: not a missing object, an invalid key or a caller that
+// gave up.
+func backendFailure(ctx context.Context, err error) bool {
+	switch {
+	case err == nil, errors.Is(err, blob.ErrNotFound), errors.Is(err, blob.ErrInvalidKey), errors.Is(err, blob.ErrInvalidRange):
+		return false
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return false
+	}
+	return true
+}
