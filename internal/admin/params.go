@@ -9,7 +9,6 @@ import (
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/protocol"
 )
 
 // query checks a request's query parameters against the ones a route
@@ -213,12 +212,12 @@ func parsePlacementParams(raw string) (*placementParams, error) {
 	key, ok := q.get(apiv1.ParamKey)
 	switch {
 	case !ok || key == "":
-		return nil, badParam(apiv1.ParamKey, key, "is required: 1 to %d bytes", protocol.MaxKeyBytes)
-	case len(key) > protocol.MaxKeyBytes:
-		return nil, badParam(apiv1.ParamKey, key, "must be at most %d bytes, the limit of a PlacementLookup key", protocol.MaxKeyBytes)
+		return nil, badParam(apiv1.ParamKey, key, "is required: 1 to %d bytes", apiv1.MaxPlacementKeyBytes)
+	case len(key) > apiv1.MaxPlacementKeyBytes:
+		return nil, badParam(apiv1.ParamKey, key, "must be at most %d bytes, the limit of a PlacementLookup key", apiv1.MaxPlacementKeyBytes)
 	}
 	p.key = key
-	if p.replicas, err = q.intRange(apiv1.ParamReplicas, DefaultReplicas, 1, protocol.MaxReplicas); err != nil {
+	if p.replicas, err = q.intRange(apiv1.ParamReplicas, DefaultReplicas, 1, apiv1.MaxPlacementReplicas); err != nil {
 		return nil, err
 	}
 	if p.allowStale, err = q.boolean(apiv1.ParamAllowStale, false); err != nil {

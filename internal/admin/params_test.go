@@ -12,6 +12,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -198,5 +199,14 @@ func TestBadParameters(t *testing.T) {
 		if r := e.get(t, ok); r.status != 200 {
 			t.Errorf("%.60s: %d %s", ok, r.status, r.body)
 		}
+	}
+}
+
+// The API's placement limits are the control protocol's: an explanation
+// must accept exactly the keys and replica counts a lookup does.
+func TestPlacementLimitsMatchProtocol(t *testing.T) {
+	if apiv1.MaxPlacementKeyBytes != protocol.MaxKeyBytes || apiv1.MaxPlacementReplicas != protocol.MaxReplicas {
+		t.Fatalf("apiv1 limits %d/%d, protocol %d/%d", apiv1.MaxPlacementKeyBytes, apiv1.MaxPlacementReplicas,
+			protocol.MaxKeyBytes, protocol.MaxReplicas)
 	}
 }

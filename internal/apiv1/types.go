@@ -25,6 +25,16 @@ const (
 	MaxLimit = 1000
 )
 
+// Limits of GET /api/v1/placement. They equal the control protocol's
+// PlacementLookup limits (a test in admin checks that), and live here so a
+// client of the API need not link the protocol.
+const (
+	// MaxPlacementKeyBytes is the longest key a placement explanation takes.
+	MaxPlacementKeyBytes = 1024
+	// MaxPlacementReplicas is the most owners a placement explanation asks for.
+	MaxPlacementReplicas = 16
+)
+
 // Query parameters.
 const (
 	ParamRole       = "role"

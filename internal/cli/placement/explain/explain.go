@@ -12,7 +12,6 @@ import (
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
-	"github.com/talonhq/talon/internal/protocol"
 )
 
 // Formats are the -o values of `placement explain`.
@@ -42,18 +41,18 @@ current snapshot, the PlacementVersion of that answer, every eligible worker
 ranked by its HRW score (highest first, ties to the lower node ID), and the
 workers left out of placement with the reason (unhealthy, not_ready, expired).
 
-An outcome of no_workers (no eligible worker) is an answer, not an error.`, protocol.MaxKeyBytes, protocol.MaxReplicas),
+An outcome of no_workers (no eligible worker) is an answer, not an error.`, apiv1.MaxPlacementKeyBytes, apiv1.MaxPlacementReplicas),
 		Example: `  talonctl placement explain objects/2026/11/01/a.parquet#17
   talonctl placement explain my-key --replicas 3 -o json`,
 		Args:              cmdutil.ExactArgs(1, "KEY"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Key = args[0]
-			if n := len(opts.Key); n == 0 || n > protocol.MaxKeyBytes {
-				return cmdutil.UsageErrorf("KEY of %d bytes: must be 1 to %d bytes", n, protocol.MaxKeyBytes)
+			if n := len(opts.Key); n == 0 || n > apiv1.MaxPlacementKeyBytes {
+				return cmdutil.UsageErrorf("KEY of %d bytes: must be 1 to %d bytes", n, apiv1.MaxPlacementKeyBytes)
 			}
-			if opts.Replicas < 1 || opts.Replicas > protocol.MaxReplicas {
-				return cmdutil.UsageErrorf("--replicas %d: must be an integer from 1 to %d", opts.Replicas, protocol.MaxReplicas)
+			if opts.Replicas < 1 || opts.Replicas > apiv1.MaxPlacementReplicas {
+				return cmdutil.UsageErrorf("--replicas %d: must be an integer from 1 to %d", opts.Replicas, apiv1.MaxPlacementReplicas)
 			}
 			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
 				return err
@@ -65,7 +64,7 @@ An outcome of no_workers (no eligible worker) is an answer, not an error.`, prot
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVarP(&opts.Replicas, "replicas", "r", 1, fmt.Sprintf("number of owners, 1 to %d", protocol.MaxReplicas))
+	fl.IntVarP(&opts.Replicas, "replicas", "r", 1, fmt.Sprintf("number of owners, 1 to %d", apiv1.MaxPlacementReplicas))
 	cmdutil.AddOutputFlag(cmd, &opts.Output, Formats...)
 	fl.BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header rows of the tables")
 	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)
