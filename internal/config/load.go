@@ -8,9 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/env/v2"
@@ -64,119 +62,155 @@ type Loaded struct {
 // it. Secrets are read from the environment and from the files named by
 // settings.
 func Load(role cluster.Role, opts Options) (*Loaded, error) {
-	k := koanf.New(delim)
-	sources := map[string]Source{}
-
-	// Defaults.
-	defaults := map[string]any{}
-	for _, s := range settings {
-		if s.appliesTo(role) {
-			defaults[s.name] = s.def(role)
-			sources[s.name] = Source{Layer: "default"}
-		}
+	l := &loader{role: role, k: koanf.New(delim), sources: map[string]Source{}}
+	if err := l.applyDefaults(); err != nil {
+		return nil, err
 	}
-	if err := k.Load(confmap.Provider(defaults, delim), nil); err != nil {
-		return nil, fmt.Errorf("load defaults: %w", err)
+	if err := l.applyFile(opts.ConfigFile); err != nil {
+		return nil, err
 	}
-
-	// Config file.
-	if opts.ConfigFile != "" {
-		fk := koanf.New(delim)
-		if err := fk.Load(file.Provider(opts.ConfigFile), yaml.Parser()); err != nil {
-			return nil, fmt.Errorf("%w: config file %s: %v", ErrInvalid, opts.ConfigFile, err)
-		}
-		for _, key := range slices.Sorted(maps.Keys(fk.Raw())) {
-			s := lookup(key)
-			switch {
-			case s == nil || s.name != key:
-				return nil, fmt.Errorf("%w: config file %s: unknown key %q", ErrInvalid, opts.ConfigFile, key)
-			case s.secret:
-				return nil, fmt.Errorf("%w: config file %s: %s is a secret and cannot be set in a config file; set %s or %s-file", ErrInvalid, opts.ConfigFile, key, envName(key), key)
-			case !s.appliesTo(role):
-				// A file shared by both roles may hold the other role's settings.
-				fk.Delete(key)
-				continue
-			}
-			sources[key] = Source{Layer: "file", Detail: opts.ConfigFile}
-		}
-		if err := k.Merge(fk); err != nil {
-			return nil, fmt.Errorf("merge config file: %w", err)
-		}
+	if err := l.applyEnv(opts.Environ); err != nil {
+		return nil, err
 	}
-
-	// Environment.
-	ek := koanf.New(delim)
-	err := ek.Load(env.Provider(delim, env.Opt{
-		Prefix:      "TALON_",
-		EnvironFunc: func() []string { return opts.Environ },
-		TransformFunc: func(name, value string) (string, any) {
-			for _, s := range settings {
-				if envName(s.name) == name && s.appliesTo(role) {
-					sources[s.name] = Source{Layer: "env", Detail: name}
-					return s.name, value
-				}
-			}
-			return "", nil // not a setting of this role (TALON_ETCD_BIN and the like)
-		},
-	}), nil)
+	if err := l.applyFlags(opts.Flags); err != nil {
+		return nil, err
+	}
+	c, values, err := l.build()
 	if err != nil {
-		return nil, fmt.Errorf("load environment: %w", err)
+		return nil, err
 	}
-	if err := k.Merge(ek); err != nil {
-		return nil, fmt.Errorf("merge environment: %w", err)
-	}
-
-	// Flags the user set.
-	if opts.Flags != nil {
-		set := map[string]any{}
-		opts.Flags.Visit(func(f *pflag.Flag) {
-			s := lookup(f.Name)
-			if s == nil || !s.appliesTo(role) {
-				return
-			}
-			if rv, ok := f.Value.(*rawValue); ok {
-				set[s.name] = rv.raw()
-				sources[s.name] = Source{Layer: "flag", Detail: "--" + f.Name}
-			}
-		})
-		if err := k.Load(confmap.Provider(set, delim), nil); err != nil {
-			return nil, fmt.Errorf("load flags: %w", err)
-		}
-	}
-
-	c := &Config{Role: role}
-	values := map[string]any{}
-	for _, s := range settings {
-		if !s.appliesTo(role) {
-			continue
-		}
-		raw := k.Get(s.name)
-		if s.kind == kindMap {
-			raw = mapValue(k, s.name)
-		}
-		v, err := parse(s, raw)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s %s (from %s): %v", ErrInvalid, s.name, describe(raw, s.secret), sources[s.name], err)
-		}
-		s.set(c, v)
-		values[s.name] = v
-	}
-	if err := readSecretFiles(c, sources); err != nil {
+	if err := readSecretFiles(c, l.sources); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &Loaded{Config: c, Sources: sources, values: values}, nil
+	return &Loaded{Config: c, Sources: l.sources, values: values}, nil
 }
 
-// mapValue returns a map setting from koanf, which stores YAML mappings
-// nested but flag and environment values as strings.
-func mapValue(k *koanf.Koanf, name string) any {
-	if m, ok := k.Get(name).(map[string]any); ok {
-		return m
+// loader merges the layers of one Load into k, recording in sources the
+// layer each setting's value came from. Each apply step overrides the
+// ones before it.
+type loader struct {
+	role    cluster.Role
+	k       *koanf.Koanf
+	sources map[string]Source
+}
+
+func (l *loader) applyDefaults() error {
+	defaults := map[string]any{}
+	for _, s := range settings {
+		if s.appliesTo(l.role) {
+			defaults[s.name] = s.def(l.role)
+			l.sources[s.name] = Source{Layer: "default"}
+		}
 	}
-	return k.Get(name)
+	if err := l.k.Load(confmap.Provider(defaults, delim), nil); err != nil {
+		return fmt.Errorf("load defaults: %w", err)
+	}
+	return nil
+}
+
+// applyFile merges the config file at path, if any. Unknown keys and
+// secrets are rejected; settings of the other role are ignored, as a file
+// may be shared by both roles.
+func (l *loader) applyFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	fk := koanf.New(delim)
+	if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return fmt.Errorf("%w: config file %s: %v", ErrInvalid, path, err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(fk.Raw())) {
+		s := lookup(key)
+		switch {
+		case s == nil || s.name != key:
+			return fmt.Errorf("%w: config file %s: unknown key %q", ErrInvalid, path, key)
+		case s.secret:
+			return fmt.Errorf("%w: config file %s: %s is a secret and cannot be set in a config file; set %s or %s-file", ErrInvalid, path, key, envName(key), key)
+		case !s.appliesTo(l.role):
+			fk.Delete(key)
+			continue
+		}
+		l.sources[key] = Source{Layer: "file", Detail: path}
+	}
+	if err := l.k.Merge(fk); err != nil {
+		return fmt.Errorf("merge config file: %w", err)
+	}
+	return nil
+}
+
+// applyEnv merges the TALON_ variables of environ that name a setting of
+// the role; others (TALON_ETCD_BIN and the like) are ignored.
+func (l *loader) applyEnv(environ []string) error {
+	ek := koanf.New(delim)
+	err := ek.Load(env.Provider(delim, env.Opt{
+		Prefix:        "TALON_",
+		EnvironFunc:   func() []string { return environ },
+		TransformFunc: l.envSetting,
+	}), nil)
+	if err != nil {
+		return fmt.Errorf("load environment: %w", err)
+	}
+	if err := l.k.Merge(ek); err != nil {
+		return fmt.Errorf("merge environment: %w", err)
+	}
+	return nil
+}
+
+// envSetting maps the variable name to its setting's name, or to "" when
+// it names no setting of the role.
+func (l *loader) envSetting(name, value string) (string, any) {
+	for _, s := range settings {
+		if envName(s.name) == name && s.appliesTo(l.role) {
+			l.sources[s.name] = Source{Layer: "env", Detail: name}
+			return s.name, value
+		}
+	}
+	return "", nil
+}
+
+// applyFlags merges the flags of fs the user set; fs may be nil.
+func (l *loader) applyFlags(fs *pflag.FlagSet) error {
+	if fs == nil {
+		return nil
+	}
+	set := map[string]any{}
+	fs.Visit(func(f *pflag.Flag) {
+		s := lookup(f.Name)
+		if s == nil || !s.appliesTo(l.role) {
+			return
+		}
+		if rv, ok := f.Value.(*rawValue); ok {
+			set[s.name] = rv.raw()
+			l.sources[s.name] = Source{Layer: "flag", Detail: "--" + f.Name}
+		}
+	})
+	if err := l.k.Load(confmap.Provider(set, delim), nil); err != nil {
+		return fmt.Errorf("load flags: %w", err)
+	}
+	return nil
+}
+
+// build parses the merged value of every setting of the role into a
+// Config, and returns the parsed values by setting name too.
+func (l *loader) build() (*Config, map[string]any, error) {
+	c := &Config{Role: l.role}
+	values := map[string]any{}
+	for _, s := range settings {
+		if !s.appliesTo(l.role) {
+			continue
+		}
+		raw := l.k.Get(s.name)
+		v, err := parse(s, raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s %s (from %s): %v", ErrInvalid, s.name, describe(raw, s.secret), l.sources[s.name], err)
+		}
+		s.set(c, v)
+		values[s.name] = v
+	}
+	return c, values, nil
 }
 
 // describe renders a raw value for an error message, never a secret.
@@ -191,134 +225,6 @@ func describe(raw any, secret bool) string {
 		return strconv.Quote(strings.Join(v, ","))
 	}
 	return fmt.Sprintf("%v", raw)
-}
-
-// parse converts a raw value (a string from flags and the environment, a
-// YAML scalar, sequence or mapping from a file) into the setting's type.
-func parse(s setting, raw any) (any, error) {
-	switch s.kind {
-	case kindString:
-		switch v := raw.(type) {
-		case string:
-			return strings.TrimSpace(v), nil
-		case int, int64, float64, bool:
-			return fmt.Sprint(v), nil
-		}
-	case kindDuration:
-		str, ok := raw.(string)
-		if !ok {
-			return nil, errors.New("must be a duration with a unit, such as 500ms, 5s or 1m")
-		}
-		d, err := time.ParseDuration(strings.TrimSpace(str))
-		if err != nil {
-			return nil, errors.New("must be a duration with a unit, such as 500ms, 5s or 1m")
-		}
-		if d < 0 {
-			return nil, errors.New("must not be negative")
-		}
-		return d, nil
-	case kindInt:
-		switch v := raw.(type) {
-		case int:
-			return v, nil
-		case int64:
-			return int(v), nil
-		case float64:
-			if v == float64(int(v)) {
-				return int(v), nil
-			}
-		case string:
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err == nil {
-				return n, nil
-			}
-		}
-		return nil, errors.New("must be a whole number")
-	case kindBool:
-		switch v := raw.(type) {
-		case bool:
-			return v, nil
-		case string:
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err == nil {
-				return b, nil
-			}
-		}
-		return nil, errors.New("must be true or false")
-	case kindBytes:
-		switch v := raw.(type) {
-		case int:
-			return int64(v), nil
-		case int64:
-			return v, nil
-		case string:
-			n, err := humanize.ParseBytes(strings.TrimSpace(v))
-			if err == nil && n <= 1<<62 {
-				return int64(n), nil
-			}
-		}
-		return nil, errors.New("must be a size such as 4MiB, 10GiB or a byte count")
-	case kindList:
-		var out []string
-		switch v := raw.(type) {
-		case string:
-			out = splitList(v)
-		case []string:
-			for _, e := range v {
-				out = append(out, splitList(e)...)
-			}
-		case []any:
-			for _, e := range v {
-				str, ok := e.(string)
-				if !ok {
-					return nil, errors.New("must be a list of strings")
-				}
-				out = append(out, splitList(str)...)
-			}
-		default:
-			return nil, errors.New("must be a list of strings")
-		}
-		return out, nil
-	case kindMap:
-		out := map[string]string{}
-		switch v := raw.(type) {
-		case map[string]any:
-			for key, val := range v {
-				str, ok := val.(string)
-				if !ok {
-					str = fmt.Sprint(val)
-				}
-				out[key] = str
-			}
-		case string, []string, []any:
-			items, err := parse(setting{kind: kindList}, v)
-			if err != nil {
-				return nil, err
-			}
-			for _, item := range items.([]string) {
-				key, val, ok := strings.Cut(item, "=")
-				if !ok {
-					return nil, fmt.Errorf("entry %q must be key=value", item)
-				}
-				out[key] = val
-			}
-		case nil:
-		default:
-			return nil, errors.New("must be a mapping of key: value")
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("must be a %s", s.kind)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // readSecretFiles fills secrets from the files named by settings. A value

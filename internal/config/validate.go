@@ -20,6 +20,21 @@ const (
 // Validate checks every setting of c and returns the first error, naming
 // the setting, its value and the rule.
 func (c *Config) Validate() error {
+	for _, check := range []func() error{c.validateIdentity, c.validateAddresses, c.validateTimeouts, c.validateLogAndTLS} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	switch c.Role {
+	case cluster.RoleCoordinator:
+		return c.validateCoordinator()
+	case cluster.RoleWorker:
+		return c.validateWorker()
+	}
+	return fmt.Errorf("role %q: must be coordinator or worker", c.Role)
+}
+
+func (c *Config) validateIdentity() error {
 	if err := cluster.ValidateID("cluster-id", c.ClusterID); err != nil {
 		return err
 	}
@@ -29,6 +44,10 @@ func (c *Config) Validate() error {
 	if err := cluster.ValidateLabels(c.Labels); err != nil {
 		return fmt.Errorf("label: %w", err)
 	}
+	return nil
+}
+
+func (c *Config) validateAddresses() error {
 	if err := validateListen("listen", c.Listen, true); err != nil {
 		return err
 	}
@@ -45,6 +64,10 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
+	return nil
+}
+
+func (c *Config) validateTimeouts() error {
 	if err := c.Timing().Validate(); err != nil {
 		return err
 	}
@@ -59,6 +82,10 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout >= c.LeaseTTL {
 		return fmt.Errorf("request-timeout %s must be less than lease-ttl %s", c.RequestTimeout, c.LeaseTTL)
 	}
+	return nil
+}
+
+func (c *Config) validateLogAndTLS() error {
 	if !oneOf(c.LogLevel, "debug", "info", "warn", "error") {
 		return fmt.Errorf("log-level %q: must be debug, info, warn or error", c.LogLevel)
 	}
@@ -68,13 +95,7 @@ func (c *Config) Validate() error {
 	if (c.Admin.TLSCertFile == "") != (c.Admin.TLSKeyFile == "") {
 		return fmt.Errorf("admin-tls-cert-file %q and admin-tls-key-file %q: set both or neither", c.Admin.TLSCertFile, c.Admin.TLSKeyFile)
 	}
-	switch c.Role {
-	case cluster.RoleCoordinator:
-		return c.validateCoordinator()
-	case cluster.RoleWorker:
-		return c.validateWorker()
-	}
-	return fmt.Errorf("role %q: must be coordinator or worker", c.Role)
+	return nil
 }
 
 func (c *Config) validateCoordinator() error {
@@ -83,50 +104,59 @@ func (c *Config) validateCoordinator() error {
 	}
 	switch c.StateBackend {
 	case BackendMemory:
-		if c.HA {
-			return fmt.Errorf("state-backend memory cannot be used with ha true: the memory backend is for development and single-coordinator mode; use etcd or kubernetes")
-		}
-		if c.CoordinatorReplicas > 1 {
-			return fmt.Errorf("state-backend memory cannot be used with coordinator-replicas %d: the memory backend serves a single coordinator; use etcd or kubernetes", c.CoordinatorReplicas)
-		}
+		return c.validateMemory()
 	case BackendEtcd:
-		if len(c.Etcd.Endpoints) == 0 {
-			return fmt.Errorf("etcd-endpoints is empty: state-backend etcd needs at least one endpoint")
-		}
-		for _, e := range c.Etcd.Endpoints {
-			if err := validateEndpoint(e); err != nil {
-				return err
-			}
-		}
-		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
-			return fmt.Errorf("etcd-cert-file %q and etcd-key-file %q: set both or neither", c.Etcd.CertFile, c.Etcd.KeyFile)
-		}
-		if c.Etcd.Password.IsSet() && c.Etcd.Username == "" {
-			return fmt.Errorf("etcd-username is empty but an etcd password is set: set etcd-username")
-		}
-		if c.Etcd.DialTimeout <= 0 {
-			return fmt.Errorf("etcd-dial-timeout %s: must be positive", c.Etcd.DialTimeout)
-		}
-		if len(c.Etcd.Prefix) == 0 || c.Etcd.Prefix[0] != '/' {
-			return fmt.Errorf("etcd-prefix %q: must start with /", c.Etcd.Prefix)
-		}
-		if err := wholeSeconds(c.LeaseTTL); err != nil {
-			return err
-		}
+		return c.validateEtcd()
 	case BackendKubernetes:
-		if err := cluster.ValidateID("kube-namespace", c.Kube.Namespace); err != nil || len(c.Kube.Namespace) > 63 {
-			return fmt.Errorf("kube-namespace %q: must be a DNS-1123 label of at most 63 characters", c.Kube.Namespace)
-		}
-		if c.Kube.QPS < 1 || c.Kube.Burst < c.Kube.QPS {
-			return fmt.Errorf("kube-qps %d and kube-burst %d: qps must be at least 1 and burst at least qps", c.Kube.QPS, c.Kube.Burst)
-		}
-		if err := wholeSeconds(c.LeaseTTL); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", c.StateBackend)
+		return c.validateKube()
+	}
+	return fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", c.StateBackend)
+}
+
+// validateMemory refuses the memory backend where several coordinators
+// would each keep their own state.
+func (c *Config) validateMemory() error {
+	if c.HA {
+		return fmt.Errorf("state-backend memory cannot be used with ha true: the memory backend is for development and single-coordinator mode; use etcd or kubernetes")
+	}
+	if c.CoordinatorReplicas > 1 {
+		return fmt.Errorf("state-backend memory cannot be used with coordinator-replicas %d: the memory backend serves a single coordinator; use etcd or kubernetes", c.CoordinatorReplicas)
 	}
 	return nil
+}
+
+func (c *Config) validateEtcd() error {
+	if len(c.Etcd.Endpoints) == 0 {
+		return fmt.Errorf("etcd-endpoints is empty: state-backend etcd needs at least one endpoint")
+	}
+	for _, e := range c.Etcd.Endpoints {
+		if err := validateEndpoint(e); err != nil {
+			return err
+		}
+	}
+	if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
+		return fmt.Errorf("etcd-cert-file %q and etcd-key-file %q: set both or neither", c.Etcd.CertFile, c.Etcd.KeyFile)
+	}
+	if c.Etcd.Password.IsSet() && c.Etcd.Username == "" {
+		return fmt.Errorf("etcd-username is empty but an etcd password is set: set etcd-username")
+	}
+	if c.Etcd.DialTimeout <= 0 {
+		return fmt.Errorf("etcd-dial-timeout %s: must be positive", c.Etcd.DialTimeout)
+	}
+	if len(c.Etcd.Prefix) == 0 || c.Etcd.Prefix[0] != '/' {
+		return fmt.Errorf("etcd-prefix %q: must start with /", c.Etcd.Prefix)
+	}
+	return wholeSeconds(c.LeaseTTL)
+}
+
+func (c *Config) validateKube() error {
+	if err := cluster.ValidateID("kube-namespace", c.Kube.Namespace); err != nil || len(c.Kube.Namespace) > 63 {
+		return fmt.Errorf("kube-namespace %q: must be a DNS-1123 label of at most 63 characters", c.Kube.Namespace)
+	}
+	if c.Kube.QPS < 1 || c.Kube.Burst < c.Kube.QPS {
+		return fmt.Errorf("kube-qps %d and kube-burst %d: qps must be at least 1 and burst at least qps", c.Kube.QPS, c.Kube.Burst)
+	}
+	return wholeSeconds(c.LeaseTTL)
 }
 
 func (c *Config) validateWorker() error {
