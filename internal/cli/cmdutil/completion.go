@@ -110,16 +110,6 @@ func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 	}
 }
 
-// RangeArgs requires between lo and hi arguments (exit 2).
-func RangeArgs(lo, hi int, names ...string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) < lo || len(args) > hi {
-			return UsageErrorf("%s takes %d to %d argument(s) (%s), got %d", cmd.CommandPath(), lo, hi, strings.Join(names, " "), len(args))
-		}
-		return nil
-	}
-}
-
 // NewGroup returns a noun command that only holds verbs: without a verb it
 // prints its help, with an unknown one it fails with a usage error.
 func NewGroup(use, short, long string) *cobra.Command {

@@ -133,113 +133,161 @@ func (c *ConnFlags) contextOverride(getenv func(string) string) (name, source st
 }
 
 // resolve computes the connection from flags, the environment and the
-// configuration file.
+// configuration file. Each step resolves one setting, so the first error
+// is that of the first setting in the order context, servers, token, TLS,
+// timeout.
 func (c *ConnFlags) resolve(getenv func(string) string) (*Connection, error) {
-	conn := &Connection{Timeout: DefaultTimeout}
 	path, perr := cliconfig.Path(getenv)
-	conn.ConfigPath = path
+	conn := &Connection{ConfigPath: path}
+	cctx, err := c.pickContext(getenv, path, perr)
+	if err != nil {
+		return nil, err
+	}
+	if cctx != nil {
+		conn.ContextName = cctx.Name
+	}
+	if conn.Servers, err = c.resolveServers(getenv, cctx); err != nil {
+		return nil, err
+	}
+	if conn.Token, conn.TokenSource, err = c.resolveToken(getenv, cctx); err != nil {
+		return nil, err
+	}
+	if conn.CAFile, conn.Insecure, err = c.resolveTLS(cctx); err != nil {
+		return nil, err
+	}
+	if conn.Timeout, err = c.resolveTimeout(cctx); err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
 
-	// Which context: --context, TALONCTL_CONTEXT, the file's current-context.
-	ctxName, ctxSource := c.contextOverride(getenv)
-	var cctx *cliconfig.Context
+// pickContext returns the context in use, or nil for none: the one named
+// by --context or TALONCTL_CONTEXT, else the file's current-context. path
+// and perr are the config file's path and the error of finding it. A name
+// from the command line or the environment that cannot be used is a usage
+// error; a wrong current-context is the file's fault, not the command's.
+func (c *ConnFlags) pickContext(getenv func(string) string, path string, perr error) (*cliconfig.Context, error) {
+	name, source := c.contextOverride(getenv)
 	if perr != nil {
-		if ctxName != "" {
-			return nil, UsageErrorf("%s %q: cannot find the config file: %w", ctxSource, ctxName, perr)
+		if name != "" {
+			return nil, UsageErrorf("%s %q: cannot find the config file: %w", source, name, perr)
 		}
-	} else {
-		file, err := cliconfig.Load(path)
-		if err != nil {
+		return nil, nil
+	}
+	file, err := cliconfig.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" && file.CurrentContext != "" {
+		name, source = file.CurrentContext, "current-context"
+	}
+	if name == "" {
+		return nil, nil
+	}
+	cctx, ok := file.Context(name)
+	if !ok {
+		err := fmt.Errorf("%s: %w", source, file.UndefinedError(name))
+		if source == "current-context" {
 			return nil, err
 		}
-		if ctxName == "" && file.CurrentContext != "" {
-			ctxName, ctxSource = file.CurrentContext, "current-context"
-		}
-		if ctxName != "" {
-			var ok bool
-			if cctx, ok = file.Context(ctxName); !ok {
-				err := fmt.Errorf("%s: %w", ctxSource, file.UndefinedError(ctxName))
-				if ctxSource == "current-context" {
-					return nil, err // the file is wrong, not the command line
-				}
-				return nil, UsageError(err)
-			}
-			conn.ContextName = ctxName
-		}
+		return nil, UsageError(err)
 	}
+	return cctx, nil
+}
 
-	// Servers.
+// resolveServers returns the admin URLs from --server, TALONCTL_SERVER,
+// the context or the default. A flag or variable that names none is a
+// usage error.
+func (c *ConnFlags) resolveServers(getenv func(string) string, cctx *cliconfig.Context) ([]string, error) {
 	switch {
 	case c.changed(FlagServer) || len(c.Servers) > 0:
-		conn.Servers = splitList(c.Servers)
-		if len(conn.Servers) == 0 {
-			return nil, UsageErrorf("--%s %q: must name at least one admin URL", FlagServer, strings.Join(c.Servers, ","))
-		}
+		return atLeastOneServer("--"+FlagServer, strings.Join(c.Servers, ","), splitList(c.Servers))
 	case getenv(EnvServer) != "":
-		conn.Servers = splitList([]string{getenv(EnvServer)})
-		if len(conn.Servers) == 0 {
-			return nil, UsageErrorf("%s %q: must name at least one admin URL", EnvServer, getenv(EnvServer))
-		}
+		return atLeastOneServer(EnvServer, getenv(EnvServer), splitList([]string{getenv(EnvServer)}))
 	case cctx != nil:
-		conn.Servers = append([]string(nil), cctx.Servers...)
-	default:
-		conn.Servers = []string{DefaultServer}
+		return append([]string(nil), cctx.Servers...), nil
 	}
+	return []string{DefaultServer}, nil
+}
 
-	// Token.
+// atLeastOneServer returns servers, or a usage error naming source and
+// its value when there are none.
+func atLeastOneServer(source, value string, servers []string) ([]string, error) {
+	if len(servers) == 0 {
+		return nil, UsageErrorf("%s %q: must name at least one admin URL", source, value)
+	}
+	return servers, nil
+}
+
+// resolveToken returns the bearer token and where it came from: --token,
+// --token-file, TALONCTL_TOKEN or the context's token-file; none is no
+// token. --token and --token-file together, or an empty --token, are
+// usage errors.
+func (c *ConnFlags) resolveToken(getenv func(string) string, cctx *cliconfig.Context) (token, source string, err error) {
 	switch {
 	case c.Token != "" && c.TokenFile != "":
-		return nil, UsageErrorf("--%s and --%s: give at most one", FlagToken, FlagTokenFile)
+		return "", "", UsageErrorf("--%s and --%s: give at most one", FlagToken, FlagTokenFile)
 	case c.Token != "":
-		conn.Token, conn.TokenSource = c.Token, "--"+FlagToken
+		return c.Token, "--" + FlagToken, nil
 	case c.changed(FlagToken):
-		return nil, UsageErrorf("--%s: must not be empty", FlagToken)
+		return "", "", UsageErrorf("--%s: must not be empty", FlagToken)
 	case c.TokenFile != "":
 		tok, err := readToken(c.TokenFile)
 		if err != nil {
-			return nil, UsageErrorf("--%s %q: %w", FlagTokenFile, c.TokenFile, err)
+			return "", "", UsageErrorf("--%s %q: %w", FlagTokenFile, c.TokenFile, err)
 		}
-		conn.Token, conn.TokenSource = tok, "--"+FlagTokenFile+" "+c.TokenFile
+		return tok, "--" + FlagTokenFile + " " + c.TokenFile, nil
 	case getenv(EnvToken) != "":
-		conn.Token, conn.TokenSource = strings.TrimSpace(getenv(EnvToken)), EnvToken
+		return strings.TrimSpace(getenv(EnvToken)), EnvToken, nil
 	case cctx != nil && cctx.TokenFile != "":
 		tok, err := readToken(cctx.TokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("context %q: token-file %q: %w", cctx.Name, cctx.TokenFile, err)
+			return "", "", fmt.Errorf("context %q: token-file %q: %w", cctx.Name, cctx.TokenFile, err)
 		}
-		conn.Token, conn.TokenSource = tok, "context "+cctx.Name+" token-file "+cctx.TokenFile
+		return tok, "context " + cctx.Name + " token-file " + cctx.TokenFile, nil
 	}
+	return "", "", nil
+}
 
-	// TLS.
+// resolveTLS returns the CA file and insecure mode: the context's,
+// overridden by the flags. Setting one flag drops the context's value of
+// the other, so that --ca-file replaces a context's insecure mode and the
+// reverse; both in the result is a usage error.
+func (c *ConnFlags) resolveTLS(cctx *cliconfig.Context) (caFile string, insecure bool, err error) {
 	if cctx != nil {
-		conn.CAFile, conn.Insecure = cctx.CAFile, cctx.InsecureSkipTLSVerify
+		caFile, insecure = cctx.CAFile, cctx.InsecureSkipTLSVerify
 	}
 	if c.changed(FlagCAFile) || c.CAFile != "" {
-		conn.CAFile = c.CAFile
+		caFile = c.CAFile
 		if !c.changed(FlagInsecure) {
-			conn.Insecure = false
+			insecure = false
 		}
 	}
 	if c.changed(FlagInsecure) {
-		conn.Insecure = c.Insecure
+		insecure = c.Insecure
 		if c.Insecure && !c.changed(FlagCAFile) {
-			conn.CAFile = ""
+			caFile = ""
 		}
 	}
-	if conn.Insecure && conn.CAFile != "" {
-		return nil, UsageErrorf("--%s and --%s: give at most one", FlagCAFile, FlagInsecure)
+	if insecure && caFile != "" {
+		return "", false, UsageErrorf("--%s and --%s: give at most one", FlagCAFile, FlagInsecure)
 	}
+	return caFile, insecure, nil
+}
 
-	// Timeout.
+// resolveTimeout returns the timeout from --timeout, which must be
+// positive, the context or the default.
+func (c *ConnFlags) resolveTimeout(cctx *cliconfig.Context) (time.Duration, error) {
 	switch {
 	case c.changed(FlagTimeout):
 		if c.Timeout <= 0 {
-			return nil, UsageErrorf("--%s %s: must be positive", FlagTimeout, c.Timeout)
+			return 0, UsageErrorf("--%s %s: must be positive", FlagTimeout, c.Timeout)
 		}
-		conn.Timeout = c.Timeout
+		return c.Timeout, nil
 	case cctx != nil && cctx.TimeoutDuration > 0:
-		conn.Timeout = cctx.TimeoutDuration
+		return cctx.TimeoutDuration, nil
 	}
-	return conn, nil
+	return DefaultTimeout, nil
 }
 
 // readToken reads a token file: its content without surrounding space,
