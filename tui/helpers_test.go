@@ -11,14 +11,14 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // t0 is the fixed wall-clock time of the tests.
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // newClock returns a settable clock for the model, at t0.
-func newClock() *coordtest.FakeClock { return coordtest.NewFakeClock(t0) }
+func newClock() *testsupport.FakeClock { return testsupport.NewFakeClock(t0) }
 
 // asciiRenderer renders without colour, as under NO_COLOR.
 func asciiRenderer() *lipgloss.Renderer {
@@ -37,7 +37,7 @@ func closed() <-chan struct{} {
 
 // testOptions are deterministic options: fixed clock, UTC, jitter 0.5
 // (no jitter), no colour, timers that return at once.
-func testOptions(c *coordtest.FakeClock) Options {
+func testOptions(c *testsupport.FakeClock) Options {
 	return Options{
 		Now:      c.Now,
 		Location: time.UTC,

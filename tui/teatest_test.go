@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // Golden tests run the model in a real bubbletea program (teatest) at a
@@ -35,7 +35,7 @@ const (
 type scene struct {
 	t  *testing.T
 	tm *teatest.TestModel
-	c  *coordtest.FakeClock
+	c  *testsupport.FakeClock
 }
 
 func newScene(t *testing.T) *scene {

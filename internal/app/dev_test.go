@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // TestDevCluster runs `talon dev` in process and checks it serves a
@@ -18,7 +18,7 @@ func TestDevCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local cluster")
 	}
-	var out coordtest.SyncBuffer
+	var out testsupport.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -19,8 +19,9 @@ import (
 	"github.com/talonhq/talon/internal/cli"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -49,7 +50,7 @@ func integration(t testing.TB) {
 // one clock, frozen until a test moves it.
 type env struct {
 	store *memory.Store
-	clock *coordtest.FakeClock
+	clock *testsupport.FakeClock
 	coord *coordtest.Coordinator
 	url   string
 }
@@ -66,7 +67,7 @@ type envOptions struct {
 func startEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	integration(t)
-	e := &env{clock: coordtest.NewFakeClock(t0.Add(-50 * time.Minute))}
+	e := &env{clock: testsupport.NewFakeClock(t0.Add(-50 * time.Minute))}
 	e.coord = coordtest.Start(t, coordtest.Options{
 		ClusterID: clusterID, NodeID: "coord-a", Advertise: "coord-a.test:7400", Labels: map[string]string{"zone": "a"},
 		Timing: testTiming, RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
@@ -87,7 +88,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 // ready and healthy, was written at the clock's current time.
 func (e *env) waitCoordinator(t *testing.T) {
 	t.Helper()
-	coordtest.WaitFor(t, 10*time.Second, "coordinator record at the current clock", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "coordinator record at the current clock", func() bool {
 		if !e.coord.Readiness().Ready {
 			return false
 		}

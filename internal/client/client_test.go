@@ -11,8 +11,9 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -61,7 +62,7 @@ func lookup(t *testing.T, c *client.Client, key string) client.Placement {
 // greater or smaller, drops the cache; the same version keeps it.
 func TestCacheEqualityRule(t *testing.T) {
 	addr, _ := coord(t, "w1", "w2", "w3")
-	clk := coordtest.NewFakeClock(time.Unix(1000, 0))
+	clk := testsupport.NewFakeClock(time.Unix(1000, 0))
 	c, err := client.New(client.Options{Coordinators: []string{addr}, CacheTTL: time.Minute, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)

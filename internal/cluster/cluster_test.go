@@ -362,3 +362,17 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestNewIncarnationID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		id := NewIncarnationID()
+		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("NewIncarnationID = %q, want 32 lowercase hex digits", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewIncarnationID repeated %q", id)
+		}
+		seen[id] = true
+	}
+}

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -154,4 +156,13 @@ func FormatLabels(labels map[string]string) string {
 		b.WriteString(labels[k])
 	}
 	return b.String()
+}
+
+// NewIncarnationID returns a random process-incarnation ID (ADR 0001
+// section 3): 128 bits from crypto/rand as 32 lowercase hex digits, well
+// within MaxIDBytes.
+func NewIncarnationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,7 +130,7 @@ func New(opts Options) (*Coordinator, error) {
 		now:         opts.Clock,
 		m:           m,
 		proc:        opts.Process,
-		incarnation: NewIncarnationID(),
+		incarnation: cluster.NewIncarnationID(),
 		startUnixMs: opts.Clock().UnixMilli(),
 		advertise:   advertise,
 		kick:        make(chan struct{}, 1),
@@ -140,13 +138,6 @@ func New(opts Options) (*Coordinator, error) {
 		subscribers: map[*conn]struct{}{},
 	}
 	return c, nil
-}
-
-// NewIncarnationID returns a random process-incarnation ID.
-func NewIncarnationID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Close releases a coordinator that will not be run: it closes the

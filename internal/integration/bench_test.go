@@ -9,7 +9,7 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/state/memory"

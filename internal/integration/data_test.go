@@ -17,7 +17,7 @@ import (
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/client"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/worker/dataserver"
 )
 
@@ -51,12 +51,12 @@ func startCluster(t *testing.T, blobs string, nworkers int, workerExtra ...strin
 	t.Helper()
 	c := &cluster3{ctl: freeAddr(t), workers: map[string]*proc{}}
 	c.coord = start(t, "coordinator", coordinatorArgs("coord", c.ctl, freeAddr(t))...)
-	coordtest.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c.coord) })
+	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c.coord) })
 	for i := 1; i <= nworkers; i++ {
 		id := fmt.Sprintf("worker-%d", i)
 		c.workers[id] = start(t, id, workerArgs(id, freeAddr(t), freeAddr(t), []string{c.ctl}, blobs, t.TempDir(), workerExtra...)...)
 	}
-	coordtest.WaitFor(t, 20*time.Second, "workers healthy", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "workers healthy", func() bool {
 		cl, err := c.coord.api(t).Cluster(context.Background())
 		return err == nil && cl.Nodes.Workers.Healthy == nworkers && cl.EligibleWorkers == nworkers
 	})
@@ -253,13 +253,13 @@ func TestCrashWhileLoading(t *testing.T) {
 
 	ctl := freeAddr(t)
 	coord := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t))...)
-	coordtest.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
+	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
 	cacheDir, data, adminAddr := t.TempDir(), freeAddr(t), freeAddr(t)
 	args := []string{"worker", "--cluster-id", "it", "--node-id", "worker-1", "--listen", data, "--admin-listen", adminAddr,
 		"--coordinators", ctl, "--blob-store", srv.URL + "/blobs", "--cache-dir", cacheDir, "--cache-capacity", "64MiB", "--block-size", "1MiB"}
 	args = append(args, timingArgs...)
 	w := start(t, "worker-1", args...)
-	coordtest.WaitFor(t, 20*time.Second, "worker ready", func() bool { return ready(t, w) })
+	testsupport.WaitFor(t, 20*time.Second, "worker ready", func() bool { return ready(t, w) })
 
 	// Start a read of block 0; it takes about a second to load.
 	go func() {
@@ -270,7 +270,7 @@ func TestCrashWhileLoading(t *testing.T) {
 
 	slow.Store(false)
 	w.restart()
-	coordtest.WaitFor(t, 20*time.Second, "restarted worker ready", func() bool { return ready(t, w) })
+	testsupport.WaitFor(t, 20*time.Second, "restarted worker ready", func() bool { return ready(t, w) })
 	for i := range 2 {
 		res, err := dataserver.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, dataserver.Request{Addr: data, Object: "big.bin", Offset: int64(i) * blockSize, Length: blockSize})
 		if err != nil {

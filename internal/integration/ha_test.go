@@ -14,9 +14,9 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // conn is a raw control-protocol connection to one coordinator.
@@ -62,7 +62,7 @@ func TestActiveActiveOnEtcd(t *testing.T) {
 	ctlA, ctlB := freeAddr(t), freeAddr(t)
 	a := start(t, "coordinator-a", coordinatorArgs("coord-a", ctlA, freeAddr(t), store...)...)
 	b := start(t, "coordinator-b", coordinatorArgs("coord-b", ctlB, freeAddr(t), store...)...)
-	coordtest.WaitFor(t, 20*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	testsupport.WaitFor(t, 20*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 
 	blobs := t.TempDir()
 	var workers []*proc
@@ -77,7 +77,7 @@ func TestActiveActiveOnEtcd(t *testing.T) {
 		}
 		return c.Nodes.Workers.Healthy
 	}
-	coordtest.WaitFor(t, 20*time.Second, "three healthy workers seen by both coordinators", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "three healthy workers seen by both coordinators", func() bool {
 		return healthyWorkers(a) == 3 && healthyWorkers(b) == 3
 	})
 
@@ -172,7 +172,7 @@ func TestActiveActiveOnEtcd(t *testing.T) {
 		for i := range 25 {
 			key := fmt.Sprintf("objects/part-%03d#%d", i, i%4)
 			var ra, rb *protocol.PlacementResponse
-			coordtest.WaitFor(t, 10*time.Second, "both coordinators on one membership", func() bool {
+			testsupport.WaitFor(t, 10*time.Second, "both coordinators on one membership", func() bool {
 				x, err1 := ca.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
 				y, err2 := cb.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
 				if err1 != nil || err2 != nil {
@@ -206,12 +206,12 @@ func TestActiveActiveOnEtcd(t *testing.T) {
 			t.Fatalf("B sees %d healthy workers after A died, want 3", n)
 		}
 		a.restart()
-		coordtest.WaitFor(t, 20*time.Second, "coordinator A back", func() bool { return ready(t, a) })
+		testsupport.WaitFor(t, 20*time.Second, "coordinator A back", func() bool { return ready(t, a) })
 	})
 
 	t.Run("StoreDownFailsClosed", func(t *testing.T) {
 		etcd.Stop()
-		coordtest.WaitFor(t, 20*time.Second, "both coordinators unready", func() bool { return !ready(t, a) && !ready(t, b) })
+		testsupport.WaitFor(t, 20*time.Second, "both coordinators unready", func() bool { return !ready(t, a) && !ready(t, b) })
 		for _, p := range []*proc{a, b} {
 			if !live(t, p) {
 				t.Fatalf("%s not live while the store is down", p.name)
@@ -239,8 +239,8 @@ func TestActiveActiveOnEtcd(t *testing.T) {
 			}
 		}
 		etcd.Start()
-		coordtest.WaitFor(t, 30*time.Second, "both coordinators ready again", func() bool { return ready(t, a) && ready(t, b) })
-		coordtest.WaitFor(t, 20*time.Second, "workers healthy again", func() bool { return healthyWorkers(a) == 3 && healthyWorkers(b) == 3 })
+		testsupport.WaitFor(t, 30*time.Second, "both coordinators ready again", func() bool { return ready(t, a) && ready(t, b) })
+		testsupport.WaitFor(t, 20*time.Second, "workers healthy again", func() bool { return healthyWorkers(a) == 3 && healthyWorkers(b) == 3 })
 	})
 	for _, w := range workers {
 		if w.exited() {

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // TestActiveActiveOnKubernetes runs two coordinators on a real
@@ -35,7 +35,7 @@ func TestActiveActiveOnKubernetes(t *testing.T) {
 	ctlA, ctlB := freeAddr(t), freeAddr(t)
 	a := start(t, "coordinator-a", coordinatorArgs("coord-a", ctlA, freeAddr(t), store...)...)
 	b := start(t, "coordinator-b", coordinatorArgs("coord-b", ctlB, freeAddr(t), store...)...)
-	coordtest.WaitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	testsupport.WaitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 	blobs := t.TempDir()
 	for i := 1; i <= 2; i++ {
 		id := fmt.Sprintf("worker-%d", i)
@@ -48,12 +48,12 @@ func TestActiveActiveOnKubernetes(t *testing.T) {
 		}
 		return c.Nodes.Workers.Healthy
 	}
-	coordtest.WaitFor(t, 30*time.Second, "two healthy workers on both coordinators", func() bool { return healthy(a) == 2 && healthy(b) == 2 })
+	testsupport.WaitFor(t, 30*time.Second, "two healthy workers on both coordinators", func() bool { return healthy(a) == 2 && healthy(b) == 2 })
 
 	ca, cb := conn(t, ctlA), conn(t, ctlB)
 	for i := range 10 {
 		key := fmt.Sprintf("k8s/object-%d#0", i)
-		coordtest.WaitFor(t, 10*time.Second, "identical answers", func() bool {
+		testsupport.WaitFor(t, 10*time.Second, "identical answers", func() bool {
 			x, err1 := ca.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
 			y, err2 := cb.Call(context.Background(), &protocol.PlacementLookup{Key: []byte(key), Replicas: 2})
 			if err1 != nil || err2 != nil {
@@ -65,7 +65,7 @@ func TestActiveActiveOnKubernetes(t *testing.T) {
 	}
 
 	kube.Stop()
-	coordtest.WaitFor(t, 30*time.Second, "both coordinators unready", func() bool { return !ready(t, a) && !ready(t, b) })
+	testsupport.WaitFor(t, 30*time.Second, "both coordinators unready", func() bool { return !ready(t, a) && !ready(t, b) })
 	if !live(t, a) || !live(t, b) {
 		t.Fatal("coordinators not live while the API server is down")
 	}
@@ -74,6 +74,6 @@ func TestActiveActiveOnKubernetes(t *testing.T) {
 		t.Fatalf("lookup with the API server down: %v, want a retryable error", err)
 	}
 	kube.Start()
-	coordtest.WaitFor(t, 60*time.Second, "both coordinators ready again", func() bool { return ready(t, a) && ready(t, b) })
-	coordtest.WaitFor(t, 30*time.Second, "workers healthy again", func() bool { return healthy(a) == 2 && healthy(b) == 2 })
+	testsupport.WaitFor(t, 60*time.Second, "both coordinators ready again", func() bool { return ready(t, a) && ready(t, b) })
+	testsupport.WaitFor(t, 30*time.Second, "workers healthy again", func() bool { return healthy(a) == 2 && healthy(b) == 2 })
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // TestWorkerKilledAndRestarted: a worker killed with SIGKILL turns
@@ -18,7 +18,7 @@ func TestWorkerKilledAndRestarted(t *testing.T) {
 	skipShort(t)
 	ctl := freeAddr(t)
 	c := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t))...)
-	coordtest.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c) })
+	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c) })
 	blobs := t.TempDir()
 	w1 := start(t, "worker-1", workerArgs("worker-1", freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir())...)
 	start(t, "worker-2", workerArgs("worker-2", freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir())...)
@@ -31,7 +31,7 @@ func TestWorkerKilledAndRestarted(t *testing.T) {
 		return &r.Node, nil
 	}
 	var before *apiv1.Node
-	coordtest.WaitFor(t, 20*time.Second, "both workers healthy", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "both workers healthy", func() bool {
 		n1, err1 := node("worker-1")
 		n2, err2 := node("worker-2")
 		before = n1
@@ -56,7 +56,7 @@ func TestWorkerKilledAndRestarted(t *testing.T) {
 	w1.kill()
 	killed := time.Now()
 	// Still listed, but unhealthy and out of placement.
-	coordtest.WaitFor(t, 10*time.Second, "worker-1 unhealthy", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "worker-1 unhealthy", func() bool {
 		n, err := node("worker-1")
 		return err == nil && n.Health == "unhealthy"
 	})
@@ -75,14 +75,14 @@ func TestWorkerKilledAndRestarted(t *testing.T) {
 		t.Fatalf("unhealthy worker-1 still placed: %+v", p)
 	}
 	// Expired after the lease TTL: gone from the node list (404).
-	coordtest.WaitFor(t, 10*time.Second, "worker-1 expired", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "worker-1 expired", func() bool {
 		_, err := node("worker-1")
 		var ae *apiv1.APIError
 		return errors.As(err, &ae) && ae.HTTPStatus == http.StatusNotFound
 	})
 
 	w1.restart()
-	coordtest.WaitFor(t, 5*time.Second, "restarted worker-1 accepted", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "restarted worker-1 accepted", func() bool {
 		n, err := node("worker-1")
 		return err == nil && n.Health == "healthy" && n.IncarnationID != before.IncarnationID
 	})
@@ -95,7 +95,7 @@ func TestWorkerKilledAndRestarted(t *testing.T) {
 	prev, _ := node("worker-1")
 	w1.kill()
 	w1.restart()
-	coordtest.WaitFor(t, 5*time.Second, "immediately restarted worker-1 accepted", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "immediately restarted worker-1 accepted", func() bool {
 		n, err := node("worker-1")
 		return err == nil && n.IncarnationID != prev.IncarnationID && n.Health == "healthy"
 	})

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 var (
@@ -77,7 +77,7 @@ type proc struct {
 	args  []string
 	env   []string
 	cmd   *exec.Cmd
-	out   *coordtest.SyncBuffer
+	out   *testsupport.SyncBuffer
 	done  chan struct{}
 	admin string // admin listener address
 	addr  string // control or data listener address
@@ -108,7 +108,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 
 func (p *proc) run() {
 	p.t.Helper()
-	p.out = &coordtest.SyncBuffer{}
+	p.out = &testsupport.SyncBuffer{}
 	p.cmd = exec.Command(talon(p.t), p.args...)
 	p.cmd.Env = append(os.Environ(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // TestSIGTERMDrainsAndSecondSignalExits: SIGTERM makes a coordinator
@@ -16,15 +16,15 @@ func TestSIGTERMDrainsAndSecondSignalExits(t *testing.T) {
 	args := coordinatorArgs("coord", freeAddr(t), freeAddr(t))
 	args = append(args, "--drain-delay", "30s") // later flags win
 	c := start(t, "coordinator", args...)
-	coordtest.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c) })
+	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, c) })
 
 	c.signal(syscall.SIGTERM)
-	coordtest.WaitFor(t, 5*time.Second, "unready after SIGTERM", func() bool { return !ready(t, c) })
+	testsupport.WaitFor(t, 5*time.Second, "unready after SIGTERM", func() bool { return !ready(t, c) })
 	if !live(t, c) || c.exited() {
 		t.Fatal("coordinator stopped serving during the drain delay")
 	}
 	c.signal(syscall.SIGTERM)
-	coordtest.WaitFor(t, 5*time.Second, "exit after the second SIGTERM", c.exited)
+	testsupport.WaitFor(t, 5*time.Second, "exit after the second SIGTERM", c.exited)
 	// The process was reaped by the proc's own waiter.
 	if code := c.cmd.ProcessState.ExitCode(); code != 143 {
 		t.Fatalf("exit code %d after a second SIGTERM, want 143", code)

@@ -20,9 +20,10 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
 // The browser tests run the page in headless Chromium against a real
@@ -65,13 +66,13 @@ func chromium(t *testing.T) string {
 // unless a test says so.
 type env struct {
 	store *memory.Store
-	clock *coordtest.FakeClock
+	clock *testsupport.FakeClock
 	url   string // base URL of the admin listener, with trailing slash
 }
 
 func startEnv(t *testing.T, adm config.AdminConfig) *env {
 	t.Helper()
-	e := &env{clock: coordtest.NewFakeClock(time.Now().Truncate(time.Millisecond))}
+	e := &env{clock: testsupport.NewFakeClock(time.Now().Truncate(time.Millisecond))}
 	c := coordtest.Start(t, coordtest.Options{
 		ClusterID: clusterID, NodeID: "coord-a", Timing: testTiming,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,

@@ -15,7 +15,6 @@ import (
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/protocol"
 )
@@ -109,7 +108,7 @@ func New(opts Options) (*Worker, error) {
 	w := &Worker{
 		opts:        opts,
 		log:         opts.Logger.With("component", "worker"),
-		incarnation: coordinator.NewIncarnationID(),
+		incarnation: cluster.NewIncarnationID(),
 		startUnixMs: opts.Clock().UnixMilli(),
 		advertise:   opts.Advertise,
 	}

@@ -14,10 +14,11 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 	"github.com/talonhq/talon/internal/worker"
 )
 
@@ -94,13 +95,13 @@ func TestRegisterHeartbeatFailoverDeregister(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
-			coordtest.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+			testsupport.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
 			var first *cluster.Record
-			coordtest.WaitFor(t, 5*time.Second, "record stored", func() bool { first = find(t, store); return first != nil })
+			testsupport.WaitFor(t, 5*time.Second, "record stored", func() bool { first = find(t, store); return first != nil })
 			if first.IncarnationID != w.Incarnation() || !first.Ready || first.Address != w.DataAddress() {
 				t.Fatalf("stored record %+v", first)
 			}
-			coordtest.WaitFor(t, 5*time.Second, "sequence advances", func() bool {
+			testsupport.WaitFor(t, 5*time.Second, "sequence advances", func() bool {
 				r := find(t, store)
 				return r != nil && r.HeartbeatSeq >= first.HeartbeatSeq+3
 			})
@@ -126,7 +127,7 @@ func TestNewIncarnationEachStart(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		coordtest.WaitFor(t, 5*time.Second, "record of this incarnation", func() bool {
+		testsupport.WaitFor(t, 5*time.Second, "record of this incarnation", func() bool {
 			r := find(t, store)
 			return r != nil && r.IncarnationID == w.Incarnation()
 		})
@@ -154,9 +155,9 @@ func TestDrainKeepsServingData(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	coordtest.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+	testsupport.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
 	cancel()
-	coordtest.WaitFor(t, 5*time.Second, "unready", func() bool { return !w.Readiness().Ready })
+	testsupport.WaitFor(t, 5*time.Second, "unready", func() bool { return !w.Readiness().Ready })
 	resp, err := http.Get("http://" + w.DataAddress() + "/v1/objects/x")
 	if err != nil {
 		t.Fatalf("data request during the drain delay: %v", err)

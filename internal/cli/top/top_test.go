@@ -17,9 +17,10 @@ import (
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 	"github.com/talonhq/talon/tui"
 )
 
@@ -259,7 +260,7 @@ func TestLiveStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			in, keys := io.Pipe()
-			out := &coordtest.SyncBuffer{}
+			out := &testsupport.SyncBuffer{}
 			o.IO.In, o.IO.Out = in, out
 			finals := make(chan *tui.Model, 1)
 			o.onExit = func(m *tui.Model) { finals <- m }
@@ -267,9 +268,9 @@ func TestLiveStale(t *testing.T) {
 			go func() { ran <- topRun(context.Background(), o) }()
 			t.Cleanup(func() { keys.Close() })
 
-			coordtest.WaitFor(t, 15*time.Second, "the first snapshot on screen", func() bool { return strings.Contains(out.String(), "w-3") })
+			testsupport.WaitFor(t, 15*time.Second, "the first snapshot on screen", func() bool { return strings.Contains(out.String(), "w-3") })
 			tc.fail(e)
-			coordtest.WaitFor(t, 15*time.Second, "the STALE banner", func() bool { return strings.Contains(out.String(), "STALE") })
+			testsupport.WaitFor(t, 15*time.Second, "the STALE banner", func() bool { return strings.Contains(out.String(), "STALE") })
 			if _, err := keys.Write([]byte("q")); err != nil {
 				t.Fatal(err)
 			}

@@ -11,10 +11,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/state/statetest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -22,8 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 // newFakeClock returns a manual clock; Advance moves it.
-func newFakeClock() *coordtest.FakeClock {
-	return coordtest.NewFakeClock(time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC))
+func newFakeClock() *testsupport.FakeClock {
+	return testsupport.NewFakeClock(time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC))
 }
 
 // faultErrors maps each contract fault to the sentinel SetFault injects.
@@ -62,7 +62,7 @@ func TestContract(t *testing.T) {
 // fixture is a store on a fake clock for the memory-specific tests.
 type fixture struct {
 	t   *testing.T
-	clk *coordtest.FakeClock
+	clk *testsupport.FakeClock
 	s   *memory.Store
 }
 

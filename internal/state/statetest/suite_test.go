@@ -15,10 +15,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/coordinator/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/state/statetest"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -35,21 +35,21 @@ type mutant struct {
 	name     string
 	wantFail []string // cases that must fail, below TestMutant/
 	wantText string   // when set, the failure output must contain it
-	apply    func(h *statetest.Harness, s *memory.Store, clk *coordtest.FakeClock)
+	apply    func(h *statetest.Harness, s *memory.Store, clk *testsupport.FakeClock)
 }
 
 var mutants = []mutant{
 	{
 		name:     "accepts-stale-updates",
 		wantFail: []string{"Upsert/Stale", "Concurrency/Linearizable"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &acceptsStale{Store: s}
 		},
 	},
 	{
 		name:     "stale-reads",
 		wantFail: []string{"Concurrency/Linearizable"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &staleReads{Store: s}
 		},
 	},
@@ -60,7 +60,7 @@ var mutants = []mutant{
 		name:     "lagging-read-cache",
 		wantFail: []string{"Concurrency/Linearizable"},
 		wantText: "is not linearizable",
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &laggingCache{Store: s}
 		},
 	},
@@ -68,56 +68,56 @@ var mutants = []mutant{
 		// The state is right, the reported decision is not.
 		name:     "mislabels-duplicates",
 		wantFail: []string{"Upsert/Duplicate", "Concurrency/Linearizable"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &mislabels{Store: s}
 		},
 	},
 	{
 		name:     "unsorted-snapshot",
 		wantFail: []string{"Snapshot/OrderedByRoleThenNodeID"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &unsorted{Store: s}
 		},
 	},
 	{
 		name:     "lossy-watch",
 		wantFail: []string{"Watch/OrderedEventsAfterRevision", "Watch/ResumeWithoutGapsOrDuplicates"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &badWatch{Store: s, drop: true}
 		},
 	},
 	{
 		name:     "duplicating-watch",
 		wantFail: []string{"Watch/OrderedEventsAfterRevision", "Watch/ResumeWithoutGapsOrDuplicates"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &badWatch{Store: s, duplicate: true}
 		},
 	},
 	{
 		name:     "leases-never-expire",
 		wantFail: []string{"Lease/VisibleUntilExpiryThenDeleted", "Lease/LeaseIsPerRecord"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &longLease{Store: s}
 		},
 	},
 	{
 		name:     "duplicates-refresh-lease",
 		wantFail: []string{"Lease/DuplicateAndStaleDoNotRefreshLease"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &duplicateRefreshes{Store: s}
 		},
 	},
 	{
 		name:     "fault-not-caused",
 		wantFail: []string{"Errors/unavailable"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Fault = func(testing.TB, statetest.Fault) (state.Store, func()) { return s, func() {} }
 		},
 	},
 	{
 		name:     "wrong-fault-sentinel",
 		wantFail: []string{"Errors/unauthenticated"},
-		apply: func(h *statetest.Harness, s *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Fault = func(testing.TB, statetest.Fault) (state.Store, func()) {
 				s.SetFault(state.ErrUnavailable)
 				return s, s.ClearFault
@@ -127,21 +127,21 @@ var mutants = []mutant{
 	{
 		name:     "compaction-not-caused",
 		wantFail: []string{"Compaction/WatchFromCompactedRevisionFails", "Compaction/RecoverBySnapshotAndWatch"},
-		apply: func(h *statetest.Harness, _ *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, _ *memory.Store, _ *testsupport.FakeClock) {
 			h.Compact = func(testing.TB) {}
 		},
 	},
 	{
 		name:     "missing-hook-fails-not-skips",
 		wantFail: []string{"Basics/CheckReady", "Compaction/RecoverBySnapshotAndWatch"},
-		apply: func(h *statetest.Harness, _ *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, _ *memory.Store, _ *testsupport.FakeClock) {
 			h.Compact = nil
 		},
 	},
 	{
 		name:     "clock-not-advanced",
 		wantFail: []string{"Snapshot/ObservedAt", "Lease/LeaseIsPerRecord"},
-		apply: func(h *statetest.Harness, _ *memory.Store, _ *coordtest.FakeClock) {
+		apply: func(h *statetest.Harness, _ *memory.Store, _ *testsupport.FakeClock) {
 			h.Advance = func(time.Duration) {}
 		},
 	},
@@ -198,7 +198,7 @@ func TestMutant(t *testing.T) {
 		t.Fatalf("unknown mutant %q", name)
 	}
 	statetest.Run(t, func(t *testing.T) *statetest.Harness {
-		clk := coordtest.NewFakeClock(time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC))
+		clk := testsupport.NewFakeClock(time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC))
 		s := memory.New(memory.Options{Clock: clk.Now})
 		t.Cleanup(func() { _ = s.Close() })
 		h := &statetest.Harness{

@@ -1,4 +1,4 @@
-package coordtest
+package testsupport
 
 import (
 	"bytes"

@@ -20,6 +20,7 @@ import (
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // ReadyTimeout bounds WaitReady. It is generous: under -race on a small
@@ -185,7 +186,7 @@ func (c *Coordinator) Stop() { c.stop() }
 // first snapshot, does not), for at most ReadyTimeout.
 func (c *Coordinator) WaitReady(t testing.TB) {
 	t.Helper()
-	WaitFor(t, ReadyTimeout, "coordinator "+c.nodeID+" ready", func() bool {
+	testsupport.WaitFor(t, ReadyTimeout, "coordinator "+c.nodeID+" ready", func() bool {
 		if !c.Readiness().Ready {
 			return false
 		}

@@ -1,0 +1,12 @@
+// Package testsupport holds the small helpers Talon's tests share: a
+// FakeClock that moves only when told, a SyncBuffer for capturing the
+// output of concurrent writers, and WaitFor for polling a condition with
+// a deadline. Its subpackage coordtest runs a real coordinator for tests.
+//
+// Only _test.go files import this package and its subpackages; the
+// boundary test in internal/deptest fails when production code does.
+//
+// Concurrency: FakeClock and SyncBuffer are safe for concurrent use.
+// WaitFor reports failure with t.Fatalf, so it must run on the test's own
+// goroutine.
+package testsupport
