@@ -11,6 +11,8 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
@@ -150,5 +152,13 @@ func TestFailover(t *testing.T) {
 	defer all.Close()
 	if _, err := all.Lookup(context.Background(), "k", 1); !errors.Is(err, client.ErrNoCoordinator) {
 		t.Fatalf("every coordinator down: %v, want ErrNoCoordinator", err)
+	}
+}
+
+// The data path's replica limit is the control protocol's: a client may
+// read from every owner a lookup can return.
+func TestDataReplicaLimitMatchesProtocol(t *testing.T) {
+	if datav1.MaxReplicas != protocol.MaxReplicas {
+		t.Fatalf("datav1.MaxReplicas %d, protocol.MaxReplicas %d", datav1.MaxReplicas, protocol.MaxReplicas)
 	}
 }

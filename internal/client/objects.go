@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/talonhq/talon/internal/worker/dataserver"
+	"github.com/talonhq/talon/internal/datav1"
 )
 
 // ObjectReader reads whole objects through the workers' caches: for each
@@ -60,8 +60,8 @@ func (r *ObjectReader) ReadObject(ctx context.Context, object string, w io.Write
 	return written, nil
 }
 
-func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64, w io.Writer) (*dataserver.Result, error) {
-	key := dataserver.BlockKey(object, block)
+func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64, w io.Writer) (*datav1.Result, error) {
+	key := datav1.BlockKey(object, block)
 	replicas := max(r.Replicas, 1)
 	var lastErr error
 	for attempt := 0; attempt < maxRefresh; attempt++ {
@@ -73,7 +73,7 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 		for _, owner := range p.Owners {
 			// Buffer the block so a failure midway never leaves a partial
 			// block in w before a fallback rewrites it.
-			res, err := dataserver.Fetch(ctx, r.HTTP, dataserver.Request{
+			res, err := datav1.Fetch(ctx, r.HTTP, datav1.Request{
 				Addr: owner.Address, Object: object, Offset: block * r.BlockSize, Length: r.BlockSize,
 				Replicas: replicas, Version: p.Version,
 			})
@@ -84,10 +84,10 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 				return res, nil
 			}
 			lastErr = err
-			var de *dataserver.Error
+			var de *datav1.Error
 			if errors.As(err, &de) {
 				switch {
-				case errors.Is(err, dataserver.ErrWrongOwner):
+				case errors.Is(err, datav1.ErrWrongOwner):
 					if de.HasVersion {
 						r.Client.ObserveVersion(de.Version)
 					}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testsupport"
-	"github.com/talonhq/talon/internal/worker/dataserver"
 )
 
 const blockSize = 1 << 20
@@ -134,7 +134,7 @@ func TestReadsThroughTheCache(t *testing.T) {
 
 	// Kill the primary owner of a block while readers run: every read
 	// must still succeed, through the replica.
-	p, err := c.coord.api(t).Placement(context.Background(), dataserver.BlockKey("a/one.bin", 0), 2)
+	p, err := c.coord.api(t).Placement(context.Background(), datav1.BlockKey("a/one.bin", 0), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestCrashWhileLoading(t *testing.T) {
 
 	// Start a read of block 0; it takes about a second to load.
 	go func() {
-		_, _ = dataserver.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, dataserver.Request{Addr: data, Object: "big.bin", Offset: 0, Length: blockSize})
+		_, _ = datav1.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, datav1.Request{Addr: data, Object: "big.bin", Offset: 0, Length: blockSize})
 	}()
 	time.Sleep(400 * time.Millisecond)
 	w.kill()
@@ -272,7 +272,7 @@ func TestCrashWhileLoading(t *testing.T) {
 	w.restart()
 	testsupport.WaitFor(t, 20*time.Second, "restarted worker ready", func() bool { return ready(t, w) })
 	for i := range 2 {
-		res, err := dataserver.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, dataserver.Request{Addr: data, Object: "big.bin", Offset: int64(i) * blockSize, Length: blockSize})
+		res, err := datav1.Fetch(context.Background(), &http.Client{Timeout: 10 * time.Second}, datav1.Request{Addr: data, Object: "big.bin", Offset: int64(i) * blockSize, Length: blockSize})
 		if err != nil {
 			t.Fatalf("block %d after the crash: %v", i, err)
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/client"
-	"github.com/talonhq/talon/internal/worker/dataserver"
+	"github.com/talonhq/talon/internal/datav1"
 )
 
 // Ownership answers the data server's ownership checks from the placement
@@ -46,7 +46,7 @@ func (o *Ownership) Owns(object string, block int64, replicas int) (bool, uint64
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	p, err := o.client.Lookup(ctx, dataserver.BlockKey(object, block), replicas)
+	p, err := o.client.Lookup(ctx, datav1.BlockKey(object, block), replicas)
 	if err != nil {
 		o.openUntil.Store(time.Now().Add(failOpenFor).UnixNano())
 		return true, 0

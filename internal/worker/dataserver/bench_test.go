@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/worker/dataserver"
+	"github.com/talonhq/talon/internal/datav1"
 )
 
 // sink discards bytes. It deliberately has no ReadFrom, so both paths
@@ -40,7 +40,7 @@ func BenchmarkHitVsDisk(b *testing.B) {
 
 	viaServer := func(b *testing.B) {
 		for i := range int64(blocks) {
-			res, err := dataserver.FetchTo(ctx, e.client, dataserver.Request{
+			res, err := datav1.FetchTo(ctx, e.client, datav1.Request{
 				Addr: e.addr, Object: "bench/obj", Offset: i * blockSize, Length: blockSize, Version: e.own.version,
 			}, sink{})
 			if err != nil || res.N != blockSize {

@@ -1,48 +1,14 @@
 // Package dataserver is the worker's data listener: an HTTP handler that
-// serves byte ranges of objects from the block cache, and Fetch, the small
-// client for it. It has its own address, advertised in the worker's
+// serves byte ranges of objects from the block cache (the datav1
+// protocol). It has its own address, advertised in the worker's
 // status record (ADR 0001: the data path is separate from the
 // administration listener).
 //
 // # Protocol
 //
-//	GET  /v1/objects/<key>?offset=N&length=M&replicas=R
-//	HEAD /v1/objects/<key>?offset=N&length=M&replicas=R
-//	X-Talon-Placement-Version: <16 lowercase hex digits>   (request, optional)
-//
-// The key is the object key with each path segment percent-escaped
-// (Fetch does this). The range is given by query parameters, not by a
-// Range header: a request carrying Range is refused (400) rather than
-// answered with something the sender did not ask for.
-//
-//   - offset: first byte, 0 or more; default 0.
-//   - length: bytes wanted, 1 to MaxRangeBlocks*BlockSize; default: to the
-//     end of the block holding offset. The range is cut at the end of the
-//     object, as HTTP ranges are, so asking for (i*BlockSize, BlockSize)
-//     returns block i whole, the last one short.
-//   - replicas: how many owners the client asked placement for, 1 to 16;
-//     default 1. The worker serves a block when it is among the first
-//     replicas owners of the block's placement key, BlockKey(key, index).
-//
-// A 200 answer carries Content-Length (exactly the bytes of the cut
-// range), Content-Type application/octet-stream, X-Talon-Object-Size (the
-// object's size) and X-Talon-Placement-Version (the worker's current
-// version). HEAD answers the same headers without a body and without
-// loading blocks. An empty object answers offset 0 with 200 and no body.
-//
-// Errors are JSON {"error":{"code":..., "message":...}} with:
-//
-//	400 invalid_key, invalid_parameter (the message names the parameter or header)
-//	404 not_found (no such object), unknown_path
-//	405 method_not_allowed
-//	416 range_not_satisfiable (offset at or past the end; Content-Range: bytes */size)
-//	421 wrong_owner: a block of the range is not owned by this worker under
-//	    its current placement; X-Talon-Placement-Version carries the
-//	    worker's version (also in the body as placementVersion). Clients
-//	    refresh placement and retry elsewhere.
-//	502 backend_error (the blob store failed)
-//	503 not_ready (starting or draining; Retry-After), unavailable (cache closed)
-//	500 internal (the cache's own disk failed)
+// The wire contract (paths, query parameters, headers, error codes, the
+// block key) is package datav1's, shared with the client library; this
+// package serves it.
 //
 // # Ownership is checked first
 //

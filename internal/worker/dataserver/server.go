@@ -13,59 +13,14 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/placement"
-	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/worker/cache"
 	"github.com/talonhq/talon/internal/worker/stats"
 )
 
-// Wire names.
-const (
-	// PathPrefix is the path of the objects; the key follows it.
-	PathPrefix = "/v1/objects/"
-	// VersionHeader carries a PlacementVersion as 16 lowercase hex digits.
-	VersionHeader = "X-Talon-Placement-Version"
-	// ObjectSizeHeader carries the object's size in a 200 answer.
-	ObjectSizeHeader = "X-Talon-Object-Size"
-)
-
-// Limits.
-const (
-	// MaxReplicas bounds the replicas parameter (the control protocol's limit).
-	MaxReplicas = protocol.MaxReplicas
-	// DefaultMaxRangeBlocks is the default Config.MaxRangeBlocks.
-	DefaultMaxRangeBlocks = 16
-)
-
-// Error codes: the "code" of a JSON error and the outcome label of the
-// process metrics. A bounded set.
-const (
-	CodeInvalidKey          = "invalid_key"
-	CodeInvalidParameter    = "invalid_parameter"
-	CodeNotFound            = "not_found"
-	CodeUnknownPath         = "unknown_path"
-	CodeMethodNotAllowed    = "method_not_allowed"
-	CodeRangeNotSatisfiable = "range_not_satisfiable"
-	CodeWrongOwner          = "wrong_owner"
-	CodeBackend             = "backend_error"
-	CodeNotReady            = "not_ready"
-	CodeUnavailable         = "unavailable"
-	CodeInternal            = "internal"
-	// CodeCanceled is only an outcome: the client left before the answer.
-	CodeCanceled = "canceled"
-	// CodeAborted is only an outcome: the body failed after it started.
-	CodeAborted = "aborted"
-)
-
-// BlockKey is the placement key of block index of object: the object key,
-// "#", and the index in decimal without leading zeros ("videos/a.mp4#12").
-// It is injective: the index is the digits after the last "#", and the
-// object is everything before it, so two different blocks never share a
-// key even when object keys contain "#". The worker runtime, the data
-// server and the client library all use this function.
-func BlockKey(object string, index int64) string {
-	return object + "#" + strconv.FormatInt(index, 10)
-}
+// DefaultMaxRangeBlocks is the default Config.MaxRangeBlocks.
+const DefaultMaxRangeBlocks = 16
 
 // Ownership tells whether this worker owns a block under its current
 // placement, and that placement's version. The worker runtime implements
@@ -73,7 +28,7 @@ func BlockKey(object string, index int64) string {
 // block of every request).
 type Ownership interface {
 	// Owns reports whether this worker is among the first replicas owners
-	// of BlockKey(object, block), and the PlacementVersion the answer was
+	// of datav1.BlockKey(object, block), and the PlacementVersion the answer was
 	// computed from.
 	Owns(object string, block int64, replicas int) (owned bool, version uint64)
 }
@@ -136,15 +91,6 @@ func errorf(status int, code, format string, args ...any) *apiError {
 	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// errorBody is the JSON of an error answer.
-type errorBody struct {
-	Error struct {
-		Code             string `json:"code"`
-		Message          string `json:"message"`
-		PlacementVersion string `json:"placementVersion,omitempty"`
-	} `json:"error"`
-}
-
 // request is a parsed, validated request.
 type request struct {
 	key      string
@@ -176,16 +122,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !errors.As(err, &ae) {
 		// The body had started: all we can do is cut the connection so
 		// the client sees fewer bytes than Content-Length.
-		outcome = CodeAborted
+		outcome = datav1.CodeAborted
 		if r.Context().Err() != nil {
-			outcome = CodeCanceled
+			outcome = datav1.CodeCanceled
 		} else {
 			s.log.Warn("data response aborted", "object", r.URL.Path, "sent", n, "error", err)
 		}
 		panic(http.ErrAbortHandler)
 	}
 	outcome = ae.code
-	if ae.code == CodeCanceled {
+	if ae.code == datav1.CodeCanceled {
 		return // nobody is listening
 	}
 	if ae.status >= 500 {
@@ -195,12 +141,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeError(w http.ResponseWriter, ae *apiError) {
-	var body errorBody
+	var body datav1.ErrorBody
 	body.Error.Code, body.Error.Message = ae.code, ae.msg
 	if ae.hasVersion {
 		v := placement.Version(ae.version).String()
 		body.Error.PlacementVersion = v
-		w.Header().Set(VersionHeader, v)
+		w.Header().Set(datav1.VersionHeader, v)
 	}
 	b, _ := json.Marshal(body)
 	h := w.Header()
@@ -215,17 +161,17 @@ func writeError(w http.ResponseWriter, ae *apiError) {
 // *apiError when nothing was written yet, or another error when the body
 // failed after it started.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
-	key, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
+	key, ok := strings.CutPrefix(r.URL.Path, datav1.PathPrefix)
 	if !ok {
-		return 0, errorf(http.StatusNotFound, CodeUnknownPath, "no resource at %q: objects are under %s", r.URL.Path, PathPrefix)
+		return 0, errorf(http.StatusNotFound, datav1.CodeUnknownPath, "no resource at %q: objects are under %s", r.URL.Path, datav1.PathPrefix)
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		return 0, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method %s: use GET or HEAD", r.Method)
+		return 0, errorf(http.StatusMethodNotAllowed, datav1.CodeMethodNotAllowed, "method %s: use GET or HEAD", r.Method)
 	}
 	if s.cfg.Ready != nil && !s.cfg.Ready() {
 		w.Header().Set("Retry-After", "1")
-		return 0, errorf(http.StatusServiceUnavailable, CodeNotReady, "worker is not ready (starting or draining)")
+		return 0, errorf(http.StatusServiceUnavailable, datav1.CodeNotReady, "worker is not ready (starting or draining)")
 	}
 	req, aerr := s.parse(key, r)
 	if aerr != nil {
@@ -243,13 +189,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		}
 		if !owned {
 			return 0, &apiError{
-				status: http.StatusMisdirectedRequest, code: CodeWrongOwner, version: v, hasVersion: true,
+				status: http.StatusMisdirectedRequest, code: datav1.CodeWrongOwner, version: v, hasVersion: true,
 				msg: fmt.Sprintf("this worker does not own block %d of object %q (placement key %q, replicas %d) under placement version %s (the request used %s): refresh placement",
-					i, req.key, BlockKey(req.key, i), req.replicas, placement.Version(v), cmp.Or(req.clientVersion, "none")),
+					i, req.key, datav1.BlockKey(req.key, i), req.replicas, placement.Version(v), cmp.Or(req.clientVersion, "none")),
 			}
 		}
 	}
-	w.Header().Set(VersionHeader, placement.Version(version).String())
+	w.Header().Set(datav1.VersionHeader, placement.Version(version).String())
 
 	size, err := s.cfg.Cache.Size(ctx, req.key)
 	if err != nil {
@@ -257,7 +203,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	}
 	if req.offset > size || (req.offset == size && size > 0) {
 		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-		return 0, errorf(http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisfiable,
+		return 0, errorf(http.StatusRequestedRangeNotSatisfiable, datav1.CodeRangeNotSatisfiable,
 			"offset %d is not before the end of object %q (%d bytes)", req.offset, req.key, size)
 	}
 	end := min(req.offset+req.length, size)
@@ -265,7 +211,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Length", strconv.FormatInt(end-req.offset, 10))
-	h.Set(ObjectSizeHeader, strconv.FormatInt(size, 10))
+	h.Set(datav1.ObjectSizeHeader, strconv.FormatInt(size, 10))
 	if r.Method == http.MethodHead || end == req.offset {
 		w.WriteHeader(http.StatusOK)
 		return 0, nil
@@ -286,7 +232,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		}
 		blocks = append(blocks, b)
 		if b.ObjectSize() != size {
-			return 0, errorf(http.StatusBadGateway, CodeBackend, "object %q changed size during the request (%d, then %d bytes): retry", req.key, size, b.ObjectSize())
+			return 0, errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request (%d, then %d bytes): retry", req.key, size, b.ObjectSize())
 		}
 	}
 
@@ -308,10 +254,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 // parse validates the key and the parameters.
 func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 	if err := blob.ValidateKey(key); err != nil {
-		return nil, errorf(http.StatusBadRequest, CodeInvalidKey, "%v", err)
+		return nil, errorf(http.StatusBadRequest, datav1.CodeInvalidKey, "%v", err)
 	}
 	if r.Header.Get("Range") != "" {
-		return nil, errorf(http.StatusBadRequest, CodeInvalidParameter, "header Range is not supported: give the range with the offset and length parameters")
+		return nil, errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "header Range is not supported: give the range with the offset and length parameters")
 	}
 	q := r.URL.Query()
 	req := &request{key: key, replicas: 1}
@@ -322,19 +268,19 @@ func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 			return 0, false
 		}
 		if len(vals) != 1 {
-			aerr = errorf(http.StatusBadRequest, CodeInvalidParameter, "parameter %s is given %d times: give it once", name, len(vals))
+			aerr = errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "parameter %s is given %d times: give it once", name, len(vals))
 			return 0, false
 		}
 		v, err := strconv.ParseInt(vals[0], 10, 64)
 		if err != nil || v < min || v > max {
-			aerr = errorf(http.StatusBadRequest, CodeInvalidParameter, "parameter %s=%q: must be a decimal integer from %d to %d", name, vals[0], min, max)
+			aerr = errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "parameter %s=%q: must be a decimal integer from %d to %d", name, vals[0], min, max)
 			return 0, false
 		}
 		return v, true
 	}
 	req.offset, _ = param("offset", 0, 1<<62)
 	length, haveLength := param("length", 1, s.maxLength)
-	replicas, haveReplicas := param("replicas", 1, MaxReplicas)
+	replicas, haveReplicas := param("replicas", 1, datav1.MaxReplicas)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -345,9 +291,9 @@ func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 	if !haveLength {
 		req.length = s.blockSize - req.offset%s.blockSize
 	}
-	if hv := r.Header.Get(VersionHeader); hv != "" {
+	if hv := r.Header.Get(datav1.VersionHeader); hv != "" {
 		if _, err := placement.ParseVersion(hv); err != nil {
-			return nil, errorf(http.StatusBadRequest, CodeInvalidParameter, "header %s: %v", VersionHeader, err)
+			return nil, errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "header %s: %v", datav1.VersionHeader, err)
 		}
 		req.clientVersion = hv
 	}
@@ -358,19 +304,19 @@ func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 func (s *Server) mapErr(ctx context.Context, key string, err error) *apiError {
 	switch {
 	case ctx.Err() != nil:
-		return errorf(499, CodeCanceled, "client left: %v", err)
+		return errorf(499, datav1.CodeCanceled, "client left: %v", err)
 	case errors.Is(err, blob.ErrNotFound):
-		return errorf(http.StatusNotFound, CodeNotFound, "object %q not found", key)
+		return errorf(http.StatusNotFound, datav1.CodeNotFound, "object %q not found", key)
 	case errors.Is(err, blob.ErrInvalidKey):
-		return errorf(http.StatusBadRequest, CodeInvalidKey, "%v", err)
+		return errorf(http.StatusBadRequest, datav1.CodeInvalidKey, "%v", err)
 	case errors.Is(err, cache.ErrOutOfRange):
-		return errorf(http.StatusBadGateway, CodeBackend, "object %q changed size during the request: %v", key, err)
+		return errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request: %v", key, err)
 	case errors.Is(err, blob.ErrBackend):
-		return errorf(http.StatusBadGateway, CodeBackend, "blob store: %v", err)
+		return errorf(http.StatusBadGateway, datav1.CodeBackend, "blob store: %v", err)
 	case errors.Is(err, cache.ErrClosed):
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "block cache is closed")
+		return errorf(http.StatusServiceUnavailable, datav1.CodeUnavailable, "block cache is closed")
 	}
 	// The cache's own disk failed: the detail (paths) goes to the log only.
 	s.log.Error("block cache failed", "object", key, "error", err)
-	return errorf(http.StatusInternalServerError, CodeInternal, "block cache i/o error on this worker")
+	return errorf(http.StatusInternalServerError, datav1.CodeInternal, "block cache i/o error on this worker")
 }

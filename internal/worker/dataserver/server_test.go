@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/worker/cache"
 	"github.com/talonhq/talon/internal/worker/dataserver"
 	"github.com/talonhq/talon/internal/worker/stats"
@@ -156,8 +157,8 @@ func pattern(seed, n int) []byte {
 	return b
 }
 
-func (e *env) fetch(object string, off, n int64) (*dataserver.Result, error) {
-	return dataserver.Fetch(context.Background(), e.client, dataserver.Request{
+func (e *env) fetch(object string, off, n int64) (*datav1.Result, error) {
+	return datav1.Fetch(context.Background(), e.client, datav1.Request{
 		Addr: e.addr, Object: object, Offset: off, Length: n, Replicas: 2, Version: e.own.version,
 	})
 }
@@ -254,7 +255,7 @@ func TestDefaultsAndHead(t *testing.T) {
 		if resp.StatusCode != 200 || !bytes.Equal(body, data[100:bs]) || resp.ContentLength != bs-100 {
 			t.Fatalf("status %d, %d bytes", resp.StatusCode, len(body))
 		}
-		if resp.Header.Get(dataserver.VersionHeader) != "0123456789abcdef" || resp.Header.Get(dataserver.ObjectSizeHeader) != "8202" {
+		if resp.Header.Get(datav1.VersionHeader) != "0123456789abcdef" || resp.Header.Get(datav1.ObjectSizeHeader) != "8202" {
 			t.Fatalf("headers %v", resp.Header)
 		}
 	})
@@ -268,7 +269,7 @@ func TestDefaultsAndHead(t *testing.T) {
 	t.Run("head loads nothing", func(t *testing.T) {
 		reads := e.src.reads.Load()
 		resp := get("HEAD", "/v1/objects/obj?offset=2&length=9000")
-		if resp.StatusCode != 200 || resp.ContentLength != 2*bs+10-2 || resp.Header.Get(dataserver.ObjectSizeHeader) != "8202" {
+		if resp.StatusCode != 200 || resp.ContentLength != 2*bs+10-2 || resp.Header.Get(datav1.ObjectSizeHeader) != "8202" {
 			t.Fatalf("HEAD: status %d length %d headers %v", resp.StatusCode, resp.ContentLength, resp.Header)
 		}
 		if e.src.reads.Load() != reads {
@@ -327,7 +328,7 @@ func TestErrors(t *testing.T) {
 		{"twice", "GET", "/v1/objects/obj?offset=1&offset=2", nil, 400, "invalid_parameter", "given 2 times"},
 		{"zero replicas", "GET", "/v1/objects/obj?replicas=0", nil, 400, "invalid_parameter", "replicas"},
 		{"too many replicas", "GET", "/v1/objects/obj?replicas=17", nil, 400, "invalid_parameter", "from 1 to 16"},
-		{"bad version", "GET", "/v1/objects/obj", map[string]string{dataserver.VersionHeader: "0x12"}, 400, "invalid_parameter", dataserver.VersionHeader},
+		{"bad version", "GET", "/v1/objects/obj", map[string]string{datav1.VersionHeader: "0x12"}, 400, "invalid_parameter", datav1.VersionHeader},
 		{"range header", "GET", "/v1/objects/obj", map[string]string{"Range": "bytes=0-1"}, 400, "invalid_parameter", "Range"},
 		{"post", "POST", "/v1/objects/obj", nil, 405, "method_not_allowed", "POST"},
 	}
@@ -379,8 +380,8 @@ func TestWrongOwner(t *testing.T) {
 	fetches := sizes()
 	for _, r := range []struct{ off, n int64 }{{bs, bs}, {bs - 1, 2}, {0, 3 * bs}, {2*bs - 1, 1}} {
 		_, err := e.fetch("obj", r.off, r.n)
-		var de *dataserver.Error
-		if !errors.Is(err, dataserver.ErrWrongOwner) || !errors.As(err, &de) {
+		var de *datav1.Error
+		if !errors.Is(err, datav1.ErrWrongOwner) || !errors.As(err, &de) {
 			t.Fatalf("range %d+%d: %v, want ErrWrongOwner", r.off, r.n, err)
 		}
 		if de.Status != 421 || de.Code != "wrong_owner" || !de.HasVersion || de.Version != e.own.version {
@@ -401,7 +402,7 @@ func TestWrongOwner(t *testing.T) {
 	defer resp.Body.Close()
 	code, _, version := apiErr(t, resp)
 	if resp.StatusCode != http.StatusMisdirectedRequest || code != "wrong_owner" || version != "0123456789abcdef" ||
-		resp.Header.Get(dataserver.VersionHeader) != "0123456789abcdef" {
+		resp.Header.Get(datav1.VersionHeader) != "0123456789abcdef" {
 		t.Fatalf("421 answer: status %d code %q body version %q headers %v", resp.StatusCode, code, version, resp.Header)
 	}
 }
@@ -413,8 +414,8 @@ func TestUnavailableAndBackendErrors(t *testing.T) {
 
 	e.ready.Store(false)
 	_, err := e.fetch("obj", 0, 10)
-	var de *dataserver.Error
-	if !errors.Is(err, dataserver.ErrUnavailable) || !errors.As(err, &de) || de.Code != "not_ready" {
+	var de *datav1.Error
+	if !errors.Is(err, datav1.ErrUnavailable) || !errors.As(err, &de) || de.Code != "not_ready" {
 		t.Fatalf("not ready: %v, want ErrUnavailable not_ready", err)
 	}
 	e.ready.Store(true)
@@ -422,7 +423,7 @@ func TestUnavailableAndBackendErrors(t *testing.T) {
 	// Block 1 fails in the blob store: a range over both blocks gets 502
 	// before any byte is sent, and nothing is cached for block 1.
 	e.src.failFrom.Store(bs)
-	if _, err := e.fetch("obj", 0, 2*bs); !errors.Is(err, dataserver.ErrBackend) {
+	if _, err := e.fetch("obj", 0, 2*bs); !errors.Is(err, datav1.ErrBackend) {
 		t.Fatalf("failing backend: %v, want ErrBackend", err)
 	}
 	e.settle(t, 2)
@@ -435,15 +436,15 @@ func TestUnavailableAndBackendErrors(t *testing.T) {
 		t.Fatalf("after the backend recovered: %v", err)
 	}
 
-	if _, err := e.fetch("missing", 0, 1); !errors.Is(err, dataserver.ErrNotFound) {
+	if _, err := e.fetch("missing", 0, 1); !errors.Is(err, datav1.ErrNotFound) {
 		t.Fatalf("missing: %v, want ErrNotFound", err)
 	}
-	if _, err := e.fetch("obj", 2*bs, 1); !errors.Is(err, dataserver.ErrRangeNotSatisfiable) {
+	if _, err := e.fetch("obj", 2*bs, 1); !errors.Is(err, datav1.ErrRangeNotSatisfiable) {
 		t.Fatalf("past the end: %v, want ErrRangeNotSatisfiable", err)
 	}
 
 	e.cache.Close()
-	if _, err := e.fetch("obj", 0, 1); !errors.Is(err, dataserver.ErrUnavailable) {
+	if _, err := e.fetch("obj", 0, 1); !errors.Is(err, datav1.ErrUnavailable) {
 		t.Fatalf("closed cache: %v, want ErrUnavailable", err)
 	}
 }
@@ -461,7 +462,7 @@ func TestBlockKey(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {
-		got := dataserver.BlockKey(tt.object, tt.index)
+		got := datav1.BlockKey(tt.object, tt.index)
 		if got != tt.want {
 			t.Errorf("BlockKey(%q, %d) = %q, want %q", tt.object, tt.index, got, tt.want)
 		}
@@ -470,7 +471,7 @@ func TestBlockKey(t *testing.T) {
 		}
 		seen[got] = true
 	}
-	if k := dataserver.BlockKey(strings.Repeat("k", blob.MaxKeyBytes), 1<<62); len(k) > 1024 {
+	if k := datav1.BlockKey(strings.Repeat("k", blob.MaxKeyBytes), 1<<62); len(k) > 1024 {
 		t.Fatalf("the longest block key is %d bytes, over the protocol's 1024", len(k))
 	}
 }

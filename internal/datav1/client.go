@@ -1,4 +1,4 @@
-package dataserver
+package datav1
 
 import (
 	"bytes"
@@ -176,7 +176,7 @@ func protocolErr(req Request, format string, args ...any) error {
 // answerError decodes an error answer.
 func answerError(addr string, resp *http.Response) *Error {
 	e := &Error{Addr: addr, Status: resp.StatusCode}
-	var body errorBody
+	var body ErrorBody
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<10)).Decode(&body); err == nil {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
 	} else {
