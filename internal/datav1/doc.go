@@ -43,5 +43,4 @@
 //	502 backend_error (the blob store failed)
 //	503 not_ready (starting or draining; Retry-After), unavailable (cache closed)
 //	500 internal (the cache's own disk failed)
-//
 package datav1

@@ -9,11 +9,11 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/testsupport/coordtest"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
 // BenchmarkLookupsOverProtocol measures end-to-end placement lookups over
