@@ -376,3 +376,20 @@ func TestNewIncarnationID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// A record whose first key says this build's version but whose repeated
+// key says another is refused: JSON keeps the last key, so the fast path
+// must not trust the prefix alone.
+func TestDecodeRepeatedSchemaVersion(t *testing.T) {
+	b, err := Encode(validRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := append([]byte(`{"schemaVersion":1,"schemaVersion":2,`), b[len(`{"schemaVersion":1,`):]...)
+	if _, err := Decode(forged); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Fatalf("Decode(repeated schemaVersion 1 then 2) = %v, want ErrUnsupportedVersion", err)
+	}
+	if r, err := Decode(b); err != nil || r.NodeID != validRecord().NodeID {
+		t.Fatalf("Decode(canonical) = %v, %v", r, err)
+	}
+}

@@ -47,23 +47,28 @@ func marshal(r *Record) ([]byte, error) {
 	return json.Marshal(envelope{SchemaVersion: SchemaVersion, Record: r})
 }
 
-func encodedSize(r *Record) (int, error) {
-	b, err := marshal(r)
-	if err != nil {
-		return 0, fmt.Errorf("encode record: %w", err)
-	}
-	return len(b), nil
-}
-
 // Encode validates r and returns its versioned encoding (JSON, at most
 // MaxRecordBytes). The encoding is human-readable on purpose: operators read
-// it with etcdctl and kubectl.
+// it with etcdctl and kubectl. It marshals once: the size rule is checked on
+// the bytes it returns.
 func Encode(r *Record) ([]byte, error) {
-	if err := r.Validate(); err != nil {
+	if err := r.ValidateFields(); err != nil {
 		return nil, err
 	}
-	return marshal(r)
+	b, err := marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode record: %w", err)
+	}
+	if err := checkSize(len(b)); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
+
+// canonicalPrefix is how every encoding Encode writes begins. A record that
+// starts with it has this build's schema version, so Decode needs no
+// separate version probe for it.
+var canonicalPrefix = []byte(fmt.Sprintf(`{"schemaVersion":%d,`, SchemaVersion))
 
 // Decode parses and validates an encoded record. It checks the input size
 // (at most MaxRecordBytes) and the schema version before decoding any
@@ -75,20 +80,29 @@ func Decode(b []byte) (*Record, error) {
 	if len(b) > MaxRecordBytes {
 		return nil, fmt.Errorf("%w: %d bytes exceeds the %d byte limit", ErrMalformed, len(b), MaxRecordBytes)
 	}
-	var probe versionProbe
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if probe.SchemaVersion == nil {
-		return nil, fmt.Errorf("%w: schemaVersion is missing", ErrMalformed)
-	}
-	if *probe.SchemaVersion != SchemaVersion {
-		return nil, &VersionError{Version: *probe.SchemaVersion}
+	if !bytes.HasPrefix(b, canonicalPrefix) {
+		// Not written by Encode (another build, or by hand): read the
+		// version alone first, so no field of another schema is decoded.
+		var probe versionProbe
+		if err := json.Unmarshal(b, &probe); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if probe.SchemaVersion == nil {
+			return nil, fmt.Errorf("%w: schemaVersion is missing", ErrMalformed)
+		}
+		if *probe.SchemaVersion != SchemaVersion {
+			return nil, &VersionError{Version: *probe.SchemaVersion}
+		}
 	}
 	r := &Record{}
+	env := envelope{Record: r}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&envelope{Record: r}); err != nil {
+	if err := dec.Decode(&env); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if env.SchemaVersion != SchemaVersion {
+		// A repeated schemaVersion key: JSON keeps the last one.
+		return nil, &VersionError{Version: env.SchemaVersion}
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the record", ErrMalformed)
@@ -97,7 +111,7 @@ func Decode(b []byte) (*Record, error) {
 	// checked here; re-encoding for the size check would double the cost
 	// of every heartbeat. Encode (every store write) checks the size of
 	// what is actually stored.
-	if err := r.validateFields(); err != nil {
+	if err := r.ValidateFields(); err != nil {
 		return nil, err
 	}
 	return r, nil

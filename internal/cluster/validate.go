@@ -161,21 +161,27 @@ func ValidateLabels(labels map[string]string) error {
 // Validate checks every field of r against the ADR limits, including the
 // size of its encoded form. The first broken rule is returned.
 func (r *Record) Validate() error {
-	if err := r.validateFields(); err != nil {
+	if err := r.ValidateFields(); err != nil {
 		return err
 	}
-	n, err := encodedSize(r)
+	b, err := marshal(r)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode record: %w", err)
 	}
+	return checkSize(len(b))
+}
+
+// checkSize applies the encoded size rule to an encoding of n bytes.
+func checkSize(n int) error {
 	if n > MaxRecordBytes {
 		return fieldErr("record", fmt.Sprintf("of %d bytes encoded", n), fmt.Sprintf("must be at most %d bytes", MaxRecordBytes))
 	}
 	return nil
 }
 
-// validateFields checks every field rule but the encoded size.
-func (r *Record) validateFields() error {
+// ValidateFields checks every field rule but the encoded size, which
+// Encode checks on the bytes it produces. It does not marshal.
+func (r *Record) ValidateFields() error {
 	if err := ValidateID("clusterId", r.ClusterID); err != nil {
 		return err
 	}

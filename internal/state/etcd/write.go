@@ -51,7 +51,13 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	if err := state.ValidateRecord(rec); err != nil {
+	// Stamp and encode once, before any round trip: a record the store
+	// would refuse costs no read and no lease grant, and every attempt of
+	// the loop below writes these bytes.
+	stamped := rec.Clone()
+	stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
+	val, err := state.EncodeRecord(stamped)
+	if err != nil {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w", rec.Key(), err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "upsert")
@@ -111,12 +117,6 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		lease, err := s.leaseFor(ctx, lk, plan, want, w)
 		if err != nil {
 			return state.WriteResult{}, s.mapError(op, err, ci)
-		}
-		stamped := rec.Clone()
-		stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
-		val, err := cluster.Encode(stamped)
-		if err != nil {
-			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, state.ValidateRecord(stamped))
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).

@@ -127,13 +127,10 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		}
 		next := rec.Clone()
 		next.UpdatedAtUnixMs = now.UnixMilli()
-		enc, err := cluster.Encode(next)
+		enc, err := state.EncodeRecord(next)
 		if err != nil {
 			// The stamped time can push a record at the size limit over it.
-			if verr := state.ValidateRecord(next); verr != nil {
-				return state.WriteResult{}, verr
-			}
-			return state.WriteResult{}, fmt.Errorf("kube upsert %s: encode: %w", key, err)
+			return state.WriteResult{}, fmt.Errorf("kube upsert %s: %w", key, err)
 		}
 		lease := buildLease(cur, name, s.opts.Namespace, next, enc, secs, now, d)
 		var written *coordv1.Lease

@@ -151,7 +151,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	// taken here and the one taken under the lock have the same width.
 	stored := rec.Clone()
 	stored.UpdatedAtUnixMs = s.clock().UnixMilli()
-	if err := state.ValidateRecord(stored); err != nil {
+	if _, err := state.EncodeRecord(stored); err != nil {
 		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", rec.Key(), err)
 	}
 	key := stored.Key()
