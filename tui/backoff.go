@@ -1,8 +1,9 @@
 package tui
 
 import (
-	"math"
 	"time"
+
+	"github.com/talonhq/talon/internal/backoff"
 )
 
 // Backoff defaults.
@@ -55,11 +56,7 @@ func (b Backoff) withDefaults(refresh time.Duration) Backoff {
 // Delay returns the wait after failures consecutive failures (1 for the
 // first), with r in [0, 1) choosing the jitter: r = 0.5 gives the
 // unjittered delay. The result lies in [0, Max]. Zero fields of b must have
-// been filled in (the model does so); Delay itself applies no defaults.
+// been filled in (the model does so); the schedule is internal/backoff's.
 func (b Backoff) Delay(failures int, r float64) time.Duration {
-	failures = max(failures, 1)
-	d := float64(b.Initial) * math.Pow(b.Multiplier, float64(failures-1))
-	d = min(d, float64(b.Max))
-	d *= 1 + b.Jitter*(2*r-1)
-	return time.Duration(min(max(d, 0), float64(b.Max)))
+	return backoff.Policy(b).Delay(failures, r)
 }

@@ -19,11 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/protocol"
 )
 
@@ -213,9 +213,17 @@ func (c *Client) Call(ctx context.Context, req protocol.Message) (protocol.Messa
 	return c.call(ctx, req)
 }
 
+// Retry schedules: a request's retries across coordinators, and a placement
+// watch's reconnects. Both spread by half either way, as a fleet of clients
+// restarting together must not retry in step.
+var (
+	retryBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.5}
+	watchBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.5}
+)
+
 func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Message, error) {
 	var lastErr error
-	backoff := 50 * time.Millisecond
+	retry := backoff.New(retryBackoff)
 	n := len(c.opts.Coordinators)
 	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
 		c.mu.Lock()
@@ -254,13 +262,9 @@ func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Messa
 		if attempt == c.opts.Retries {
 			break
 		}
-		d := backoff/2 + rand.N(backoff)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(d):
+		if err := backoff.Sleep(ctx, retry.Next()); err != nil {
+			return nil, err
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 	var pe *protocol.Error
 	if errors.As(lastErr, &pe) {
@@ -319,7 +323,7 @@ func (c *Client) put(addr string, cn *protocol.Conn) {
 // ctx ends, failing over and reconnecting as needed, and applies each
 // version to the cache. onChange, if not nil, is called with each version.
 func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
-	backoff := 100 * time.Millisecond
+	retry := backoff.New(watchBackoff)
 	n := len(c.opts.Coordinators)
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := c.opts.Coordinators[i%n]
@@ -329,15 +333,12 @@ func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
 			return
 		}
 		if time.Since(began) > time.Minute {
-			backoff = 100 * time.Millisecond // it was healthy: start over
+			retry.Reset() // it was healthy: start over
 		}
 		c.log.Debug("placement watch interrupted", "coordinator", addr, "error", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, retry.Next()) != nil {
 			return
-		case <-time.After(backoff/2 + rand.N(backoff)):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
@@ -242,17 +242,19 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // heartbeatLoop registers, then heartbeats every interval.
 func (w *Worker) heartbeatLoop(ctx context.Context) {
+	// Retry sooner, with jitter, while not accepted: from a quarter second
+	// up to a second (or the interval, if shorter).
+	limit := min(w.opts.Timing.HeartbeatInterval, time.Second)
+	retry := backoff.New(backoff.Policy{Initial: min(250*time.Millisecond, limit), Max: limit, Jitter: 0.5})
 	for {
 		wait := w.opts.Timing.HeartbeatInterval
-		if !w.beat(ctx) {
-			// Retry sooner, with jitter, while not accepted.
-			wait = min(wait, time.Second)
-			wait = wait/2 + rand.N(wait/2+1)
+		if w.beat(ctx) {
+			retry.Reset()
+		} else {
+			wait = retry.Next()
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, wait) != nil {
 			return
-		case <-time.After(wait):
 		}
 	}
 }

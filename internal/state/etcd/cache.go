@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -64,8 +65,7 @@ func (c *watchCache) close() error { return c.watcher.Close() }
 // run keeps the cache in sync until the store closes: list, watch, and on
 // any watch failure (compaction, a lost stream) list again after a backoff.
 func (c *watchCache) run() {
-	const minBackoff, maxBackoff = 50 * time.Millisecond, 5 * time.Second
-	backoff := minBackoff
+	retry := backoff.New(backoff.Policy{Initial: 50 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2})
 	for c.s.lifetime.Err() == nil {
 		synced, err := c.syncAndWatch()
 		c.setNotReady()
@@ -73,19 +73,17 @@ func (c *watchCache) run() {
 			return
 		}
 		if synced {
-			backoff = minBackoff
+			retry.Reset()
 		}
+		wait := retry.Next()
 		level := c.s.log.Warn
 		if errors.Is(err, state.ErrCompacted) {
 			level = c.s.log.Info
 		}
-		level("snapshot cache lost its watch; resynchronising", "err", err, "retryIn", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-c.s.lifetime.Done():
+		level("snapshot cache lost its watch; resynchronising", "err", err, "retryIn", wait)
+		if backoff.Sleep(c.s.lifetime, wait) != nil {
 			return
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

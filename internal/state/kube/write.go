@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -71,7 +72,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	useCache := true
 	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := backoff.Sleep(ctx, conflictBackoff.Delay(attempt, rand.Float64())); err != nil {
 				return state.WriteResult{}, mapError("kube upsert "+key.String(), err)
 			}
 		}
@@ -157,19 +158,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	return state.WriteResult{}, fmt.Errorf("kube upsert %s: %w: lost %d races in a row", key, state.ErrConflict, s.opts.ConflictRetries+1)
 }
 
-// backoff sleeps a short jittered time before conflict retry attempt
-// (1-based): up to 2^attempt milliseconds, capped at 100 ms.
-func backoff(ctx context.Context, attempt int) error {
-	maxMs := min(1<<min(attempt, 7), 100)
-	t := time.NewTimer(time.Duration(rand.IntN(maxMs)+1) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// conflictBackoff spaces conflict retries: a short jittered wait that
+// doubles from 1 ms and is capped at 100 ms.
+var conflictBackoff = backoff.Policy{Initial: time.Millisecond, Max: 100 * time.Millisecond, Jitter: 1}
 
 // buildLease returns the Lease to write for record next: cur's object (its
 // resourceVersion is the write's precondition; labels and annotations of
@@ -259,7 +250,7 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 	op := "kube remove " + key.String()
 	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := backoff.Sleep(ctx, conflictBackoff.Delay(attempt, rand.Float64())); err != nil {
 				return state.WriteResult{}, mapError(op, err)
 			}
 		}
