@@ -13,6 +13,7 @@ import (
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/worker/stats"
+	"golang.org/x/sync/singleflight"
 )
 
 // Sentinel errors. Errors of the blob store (blob.ErrNotFound,
@@ -109,7 +110,7 @@ type Cache struct {
 	spaceFreed chan struct{}
 	loads      map[blockID]*load
 	sizes      map[string]sizeEntry
-	sizeCalls  map[string]*sizeCall
+	sizeCalls  singleflight.Group // size lookups in flight, by object
 	closed     bool
 }
 
@@ -158,7 +159,6 @@ func Open(cfg Config) (*Cache, error) {
 		spaceFreed: make(chan struct{}),
 		loads:      make(map[blockID]*load),
 		sizes:      make(map[string]sizeEntry),
-		sizeCalls:  make(map[string]*sizeCall),
 	}
 	cfg.Stats.SetCapacity(cfg.Capacity)
 	if err := c.restore(); err != nil {

@@ -17,18 +17,10 @@ type sizeEntry struct {
 	expires time.Time
 }
 
-// sizeCall is an object size lookup in flight; done is closed when size
-// and err are set.
-type sizeCall struct {
-	done chan struct{}
-	size int64
-	err  error
-}
-
 // Size returns the size of object, from the size cache when a lookup
 // younger than SizeTTL answered. Concurrent lookups of one object share
-// one call to the blob store, which is bounded by LoadTimeout and Close,
-// not by ctx: a caller whose ctx ends stops waiting.
+// one call to the blob store (singleflight), which is bounded by
+// LoadTimeout and Close, not by ctx: a caller whose ctx ends stops waiting.
 func (c *Cache) Size(ctx context.Context, object string) (int64, error) {
 	if err := blob.ValidateKey(object); err != nil {
 		return 0, err
@@ -42,23 +34,31 @@ func (c *Cache) Size(ctx context.Context, object string) (int64, error) {
 		c.mu.Unlock()
 		return se.size, nil
 	}
-	call := c.sizeCalls[object]
-	if call == nil {
-		call = &sizeCall{done: make(chan struct{})}
-		c.sizeCalls[object] = call
-		c.wg.Add(1)
-		go c.lookupSize(object, call)
-	}
 	c.mu.Unlock()
+	ch := c.sizeCalls.DoChan(object, func() (any, error) { return c.lookupSize(object) })
 	select {
-	case <-call.done:
-		return call.size, call.err
+	case r := <-ch:
+		if r.Err != nil {
+			return 0, r.Err
+		}
+		return r.Val.(int64), nil
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
 }
 
-func (c *Cache) lookupSize(object string, call *sizeCall) {
+// lookupSize asks the blob store for the size of object and caches the
+// answer. It runs once per object at a time, in the singleflight group's
+// goroutine; Close waits for it (the wg.Add is made under mu while the
+// cache is open, so it happens before Close's Wait).
+func (c *Cache) lookupSize(object string) (int64, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return 0, ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
 	defer cancel()
@@ -67,13 +67,14 @@ func (c *Cache) lookupSize(object string, call *sizeCall) {
 	c.cfg.Stats.BackendFetch(stats.BackendSize, time.Since(start), backendFailure(c.loadCtx, err))
 	switch {
 	case err != nil && c.loadCtx.Err() != nil:
-		err = fmt.Errorf("%w: %w", ErrClosed, err)
+		return 0, fmt.Errorf("%w: %w", ErrClosed, err)
 	case err != nil && ctx.Err() != nil:
-		err = fmt.Errorf("%w: size of object %q timed out after %v: %w", blob.ErrBackend, object, c.cfg.LoadTimeout, err)
+		return 0, fmt.Errorf("%w: size of object %q timed out after %v: %w", blob.ErrBackend, object, c.cfg.LoadTimeout, err)
+	case err != nil:
+		return 0, err
 	}
 	c.mu.Lock()
-	delete(c.sizeCalls, object)
-	if err == nil && c.cfg.SizeTTL > 0 {
+	if c.cfg.SizeTTL > 0 {
 		now := c.now()
 		if len(c.sizes) >= maxSizeEntries {
 			c.trimSizesLocked(now)
@@ -81,8 +82,7 @@ func (c *Cache) lookupSize(object string, call *sizeCall) {
 		c.sizes[object] = sizeEntry{size: size, expires: now.Add(c.cfg.SizeTTL)}
 	}
 	c.mu.Unlock()
-	call.size, call.err = size, err
-	close(call.done)
+	return size, nil
 }
 
 // trimSizesLocked makes room in the size cache: expired entries first,
