@@ -120,6 +120,7 @@ type Server struct {
 	m       *adminMetrics
 	metrics http.Handler
 	handler http.Handler
+	router  *http.ServeMux // finds routes; see newRouter
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -140,10 +141,11 @@ func New(opts Options) (*Server, error) {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	s := &Server{
-		opts: opts,
-		log:  opts.Logger.With("component", "admin"),
-		now:  opts.Clock,
-		auth: newAuthenticator(opts.Config.Tokens),
+		opts:   opts,
+		log:    opts.Logger.With("component", "admin"),
+		now:    opts.Clock,
+		auth:   newAuthenticator(opts.Config.Tokens),
+		router: newRouter(opts.Coordinator != nil),
 	}
 	cfg := opts.Config
 	switch {
@@ -282,52 +284,49 @@ var (
 	routeUnmatched = &route{name: "unmatched", api: true}
 )
 
-// resolve finds the route for path on this server's role, or nil.
-func (s *Server) resolve(path string) *route {
-	coord := s.opts.Coordinator != nil
-	switch path {
-	case apiv1.PathHealthz:
-		return routeHealthz
-	case apiv1.PathReadyz:
-		return routeReadyz
-	case apiv1.PathMetrics:
-		return routeMetrics
-	case apiv1.PathOpenAPI:
-		return routeOpenAPI
-	case apiv1.PathStatus:
-		if !coord {
-			return routeStatus
-		}
-		return nil
-	case apiv1.PathCluster:
-		if coord {
-			return routeCluster
-		}
-		return nil
-	case apiv1.PathNodes:
-		if coord {
-			return routeNodes
-		}
-		return nil
-	case apiv1.PathPlacement:
-		if coord {
-			return routePlacement
-		}
-		return nil
+// ServeHTTP makes a route an http.Handler so the router (a ServeMux) can
+// hold it. The mux only finds routes; serveHTTP serves them, so this is
+// never called.
+func (*route) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// newRouter returns the route table of a coordinator's or a worker's admin
+// listener as ServeMux patterns (no methods: serveHTTP checks them, to
+// answer 405 with Allow). Node is matched as a subtree; /api and /api/
+// are reserved (routeUnmatched) so unknown API paths never fall to the UI,
+// which takes what nothing else does.
+func newRouter(coordinator bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	routes := map[string]*route{
+		apiv1.PathHealthz: routeHealthz,
+		apiv1.PathReadyz:  routeReadyz,
+		apiv1.PathMetrics: routeMetrics,
+		apiv1.PathOpenAPI: routeOpenAPI,
+		"/api":            routeUnmatched,
+		"/api/":           routeUnmatched,
 	}
-	if strings.HasPrefix(path, apiv1.PathNodes+"/") {
-		if coord {
-			return routeNode
-		}
-		return nil
+	if coordinator {
+		routes[apiv1.PathCluster] = routeCluster
+		routes[apiv1.PathNodes] = routeNodes
+		routes[apiv1.PathNodes+"/"] = routeNode
+		routes[apiv1.PathPlacement] = routePlacement
+		routes["/"] = routeUI
+	} else {
+		routes[apiv1.PathStatus] = routeStatus
 	}
-	if path == "/api" || strings.HasPrefix(path, "/api/") {
-		return nil
+	for pattern, rt := range routes {
+		mux.Handle(pattern, rt)
 	}
-	if coord {
-		return routeUI
+	return mux
+}
+
+// resolve finds the route for r on this server's role, or nil.
+func (s *Server) resolve(r *http.Request) *route {
+	h, _ := s.router.Handler(r)
+	rt, ok := h.(*route)
+	if !ok || rt == routeUnmatched {
+		return nil // not found, or the mux's redirect of a non-canonical path
 	}
-	return nil
+	return rt
 }
 
 func (s *Server) exposed(g group) bool {
@@ -349,7 +348,7 @@ func (s *Server) exposed(g group) bool {
 // and body checks, then the route's handler, with headers and metrics.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
-	rt := s.resolve(r.URL.Path)
+	rt := s.resolve(r)
 	if rt != nil && !s.exposed(rt.group) {
 		rt = nil // not exposed: indistinguishable from unknown
 	}
