@@ -35,9 +35,16 @@ test: ## run every test, integration tests included (real etcd, kube-apiserver, 
 test-short: ## run unit tests only (skips tests that start servers)
 	$(GO) test -short -count=1 ./...
 
-lint: ## gofmt check and go vet
+# staticcheck is built from its module (pinned) by go run and cached in the
+# Go build cache like any dependency.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## gofmt, go mod tidy, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
+	@echo "staticcheck ($(STATICCHECK))"
+	@GOFLAGS= $(GO) run $(STATICCHECK) ./...
 
 completions: ## regenerate shell completions in completions/
 	rm -f completions/*

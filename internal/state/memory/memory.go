@@ -316,10 +316,10 @@ func (s *Store) SetFault(err error) {
 // ClearFault restores service after SetFault.
 func (s *Store) ClearFault() { s.SetFault(nil) }
 
-func (s *Store) currentFault() (error, <-chan struct{}) {
+func (s *Store) currentFault() (<-chan struct{}, error) {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	return s.fault, s.faultChanged
+	return s.faultChanged, s.fault
 }
 
 // gate is the entry check of every operation: the caller's context, Close
@@ -334,7 +334,7 @@ func (s *Store) gate(ctx context.Context, op string) error {
 			return fmt.Errorf("memory store %s: %w", op, state.ErrClosed)
 		default:
 		}
-		fault, changed := s.currentFault()
+		changed, fault := s.currentFault()
 		if fault == nil {
 			return nil
 		}

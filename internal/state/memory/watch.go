@@ -59,7 +59,7 @@ func (s *Store) runWatch(ctx context.Context, clusterID string, after state.Revi
 		tick = t.C
 	}
 	for {
-		fault, faultChanged := s.currentFault()
+		faultChanged, fault := s.currentFault()
 		if fault != nil {
 			s.finish(ctx, out, fmt.Errorf("memory store watch: %w", fault))
 			return

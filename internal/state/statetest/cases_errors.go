@@ -153,7 +153,7 @@ func runFault(t *testing.T, newHarness Factory, f Fault) {
 func watchDuringFault(ctx context.Context, s state.Store, clusterID string, after state.Revision, want error) error {
 	ch := s.Watch(ctx, clusterID, after)
 	if ch == nil {
-		return errors.New("Watch returned a nil channel")
+		return errors.New("watch returned a nil channel")
 	}
 	for b := range ch {
 		if len(b.Events) > 0 {
