@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 )
 
 // Role is the kind of process a record describes.
@@ -137,25 +135,6 @@ func (r *Record) Clone() *Record {
 	c := *r
 	c.Labels = maps.Clone(r.Labels)
 	return &c
-}
-
-// SortedLabelKeys returns r's label keys in lexical order.
-func (r *Record) SortedLabelKeys() []string {
-	return slices.Sorted(maps.Keys(r.Labels))
-}
-
-// FormatLabels renders labels as k=v pairs in key order, comma separated.
-func FormatLabels(labels map[string]string) string {
-	var b strings.Builder
-	for i, k := range slices.Sorted(maps.Keys(labels)) {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(labels[k])
-	}
-	return b.String()
 }
 
 // NewIncarnationID returns a random process-incarnation ID (ADR 0001
