@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,54 +207,113 @@ func TestDecodeIgnoresAdditiveFields(t *testing.T) {
 }
 
 func TestOrder(t *testing.T) {
-	stored := &Record{IncarnationID: "a", HeartbeatSeq: 5}
+	stored := &Record{IncarnationID: "a", HeartbeatSeq: 5, Superseded: []string{"old"}}
+	const reg, hb = UpdateRegister, UpdateHeartbeat
 	tests := []struct {
 		name     string
 		stored   *Record
 		incoming *Record
+		u        Update
 		want     Decision
-		accepted bool
 	}{
-		{"no record", nil, &Record{IncarnationID: "a", HeartbeatSeq: 0}, DecisionInsert, true},
-		{"new incarnation lower seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 0}, DecisionRestart, true},
-		{"new incarnation higher seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9}, DecisionRestart, true},
-		{"same incarnation next seq", stored, &Record{IncarnationID: "a", HeartbeatSeq: 6}, DecisionAdvance, true},
-		{"same incarnation jump", stored, &Record{IncarnationID: "a", HeartbeatSeq: 1 << 60}, DecisionAdvance, true},
-		{"duplicate", stored, &Record{IncarnationID: "a", HeartbeatSeq: 5}, DecisionDuplicate, false},
-		{"stale", stored, &Record{IncarnationID: "a", HeartbeatSeq: 4}, DecisionStale, false},
-		{"stale zero", stored, &Record{IncarnationID: "a", HeartbeatSeq: 0}, DecisionStale, false},
-		{"restart started later", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b", StartTimeUnixMs: 200}, DecisionRestart, true},
-		{"restart same start time", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b", StartTimeUnixMs: 100}, DecisionRestart, true},
-		{"delayed heartbeat of the previous process", &Record{IncarnationID: "b", HeartbeatSeq: 0, StartTimeUnixMs: 200}, &Record{IncarnationID: "a", HeartbeatSeq: 99, StartTimeUnixMs: 100}, DecisionStale, false},
+		{"register, no record", nil, &Record{IncarnationID: "a"}, reg, DecisionInsert},
+		{"heartbeat, no record", nil, &Record{IncarnationID: "a", HeartbeatSeq: 3}, hb, DecisionUnregistered},
+		{"zero update registers", nil, &Record{IncarnationID: "a"}, 0, DecisionInsert},
+		{"register new incarnation lower seq", stored, &Record{IncarnationID: "b"}, reg, DecisionRestart},
+		{"register new incarnation higher seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9}, reg, DecisionRestart},
+		{"heartbeat of another incarnation", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9}, hb, DecisionSuperseded},
+		{"register of a superseded incarnation", stored, &Record{IncarnationID: "old", HeartbeatSeq: 99}, reg, DecisionSuperseded},
+		{"same incarnation next seq", stored, &Record{IncarnationID: "a", HeartbeatSeq: 6}, hb, DecisionAdvance},
+		{"same incarnation registers again", stored, &Record{IncarnationID: "a", HeartbeatSeq: 6}, reg, DecisionAdvance},
+		{"same incarnation jump", stored, &Record{IncarnationID: "a", HeartbeatSeq: 1 << 60}, hb, DecisionAdvance},
+		{"duplicate", stored, &Record{IncarnationID: "a", HeartbeatSeq: 5}, hb, DecisionDuplicate},
+		{"stale", stored, &Record{IncarnationID: "a", HeartbeatSeq: 4}, hb, DecisionStale},
+		{"stale zero", stored, &Record{IncarnationID: "a", HeartbeatSeq: 0}, reg, DecisionStale},
+		// Start times take no part: a restart on a host whose clock is
+		// behind is a restart, and a process that claims a later start is
+		// not preferred.
+		{"restart on a clock 60s behind", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionRestart},
+		{"zero start time", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b"}, reg, DecisionRestart},
+		{"delayed heartbeat of the previous process", &Record{IncarnationID: "b", Superseded: []string{"a"}}, &Record{IncarnationID: "a", HeartbeatSeq: 99, StartTimeUnixMs: 1 << 50}, hb, DecisionSuperseded},
+		{"delayed registration of the previous process", &Record{IncarnationID: "b", Superseded: []string{"a"}}, &Record{IncarnationID: "a", StartTimeUnixMs: 1 << 50}, reg, DecisionSuperseded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Order(tt.stored, tt.incoming)
-			if got != tt.want || got.Accepted() != tt.accepted {
-				t.Fatalf("Order = %v (accepted %v), want %v (accepted %v)", got, got.Accepted(), tt.want, tt.accepted)
+			got := Order(tt.stored, tt.incoming, tt.u)
+			if got != tt.want {
+				t.Fatalf("Order = %v, want %v", got, tt.want)
+			}
+			if want := tt.want == DecisionInsert || tt.want == DecisionRestart || tt.want == DecisionAdvance; got.Accepted() != want {
+				t.Fatalf("%v.Accepted() = %v", got, got.Accepted())
 			}
 		})
 	}
 }
 
 // TestOrderExhaustive checks the rule over every pair from a small domain
-// against its definition, and that applying a stream of updates in any
-// order never moves a slot backward within an incarnation.
+// against its definition.
 func TestOrderExhaustive(t *testing.T) {
 	incs := []string{"a", "b"}
-	for _, si := range incs {
-		for ss := uint64(0); ss < 4; ss++ {
-			for _, ii := range incs {
-				for is := uint64(0); is < 4; is++ {
-					s := &Record{IncarnationID: si, HeartbeatSeq: ss}
-					in := &Record{IncarnationID: ii, HeartbeatSeq: is}
-					want := si != ii || is > ss // equal start times: the ADR rule
-					if got := Order(s, in).Accepted(); got != want {
-						t.Errorf("Order(%s/%d, %s/%d).Accepted() = %v, want %v", si, ss, ii, is, got, want)
+	for _, u := range []Update{UpdateRegister, UpdateHeartbeat} {
+		for _, si := range incs {
+			for ss := uint64(0); ss < 4; ss++ {
+				for _, ii := range incs {
+					for is := uint64(0); is < 4; is++ {
+						s := &Record{IncarnationID: si, HeartbeatSeq: ss}
+						in := &Record{IncarnationID: ii, HeartbeatSeq: is}
+						want := si == ii && is > ss || si != ii && u == UpdateRegister
+						if got := Order(s, in, u).Accepted(); got != want {
+							t.Errorf("Order(%s/%d, %s/%d, %d).Accepted() = %v, want %v", si, ss, ii, is, u, got, want)
+						}
 					}
 				}
 			}
 		}
+	}
+}
+
+func TestNext(t *testing.T) {
+	in := &Record{IncarnationID: "e", HeartbeatSeq: 3, Generation: 999, Superseded: []string{"forged"}}
+	tests := []struct {
+		name      string
+		prev      *Record
+		d         Decision
+		floor     uint64
+		wantGen   uint64
+		wantSuper []string
+	}{
+		{"insert", nil, DecisionInsert, 0, 1, nil},
+		{"insert above the backend floor", nil, DecisionInsert, 41, 42, nil},
+		{"insert over an expired record", &Record{IncarnationID: "d", Generation: 7}, DecisionInsert, 0, 8, []string{"d"}},
+		{"restart", &Record{IncarnationID: "d", Generation: 7, Superseded: []string{"c", "b"}}, DecisionRestart, 3, 8, []string{"d", "c", "b"}},
+		{"restart keeps at most MaxSuperseded", &Record{IncarnationID: "d", Generation: 7, Superseded: []string{"c", "b", "a", "z"}}, DecisionRestart, 0, 8, []string{"d", "c", "b", "a"}},
+		{"advance keeps the generation", &Record{IncarnationID: "e", Generation: 7, Superseded: []string{"d"}}, DecisionAdvance, 100, 7, []string{"d"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Next(tt.prev, in, tt.d, tt.floor)
+			if got.Generation != tt.wantGen || !slices.Equal(got.Superseded, tt.wantSuper) {
+				t.Fatalf("Next = generation %d superseded %q, want %d %q", got.Generation, got.Superseded, tt.wantGen, tt.wantSuper)
+			}
+			if got == in || got.IncarnationID != "e" || got.HeartbeatSeq != 3 {
+				t.Fatalf("Next did not copy the incoming record: %+v", got)
+			}
+		})
+	}
+	if in.Generation != 999 || len(in.Superseded) != 1 {
+		t.Fatal("Next modified its input")
+	}
+}
+
+func TestSupersededLimits(t *testing.T) {
+	r := validRecord()
+	r.Superseded = []string{"a", "b", "c", "d", "e"}
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "superseded with 5 entries: must have at most 4 entries") {
+		t.Fatalf("Validate(5 superseded) = %v", err)
+	}
+	r.Superseded = []string{"a", ""}
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "superseded[1]") {
+		t.Fatalf("Validate(empty superseded id) = %v", err)
 	}
 }
 

@@ -1,16 +1,36 @@
 package cluster
 
+import "slices"
+
+// MaxSuperseded bounds Record.Superseded: the incarnations a slot
+// remembers, so that their delayed messages are refused after a restart.
+// Four outlive any realistic burst of restarts within one request timeout.
+const MaxSuperseded = 4
+
+// Update says what an update may do to a slot.
+type Update uint8
+
+// Updates. A registration (the Register message, a process's first write)
+// may create a slot or take it over from another incarnation; a heartbeat
+// only advances the incarnation that holds the slot.
+const (
+	UpdateRegister  Update = iota + 1
+	UpdateHeartbeat        // the zero Update counts as a registration
+)
+
 // Decision is the outcome of applying the ordering rule to an update.
 type Decision uint8
 
-// Decisions of Order. Insert, Restart and Advance are accepted; Duplicate
-// and Stale are idempotently ignored and are not errors.
+// Decisions of Order. Insert, Restart and Advance are accepted; the others
+// are idempotently ignored and are not errors.
 const (
-	DecisionInsert    Decision = iota + 1 // no record existed
-	DecisionRestart                       // a different incarnation: the process restarted
-	DecisionAdvance                       // same incarnation, greater sequence
-	DecisionDuplicate                     // same incarnation, same sequence
-	DecisionStale                         // same incarnation, smaller sequence; or an older process
+	DecisionInsert       Decision = iota + 1 // no record existed; a registration
+	DecisionRestart                          // a registration of a new incarnation: the process restarted
+	DecisionAdvance                          // same incarnation, greater sequence
+	DecisionDuplicate                        // same incarnation, same sequence
+	DecisionStale                            // same incarnation, smaller sequence
+	DecisionSuperseded                       // an incarnation the slot no longer belongs to
+	DecisionUnregistered                     // a heartbeat for a slot with no record: register first
 )
 
 // Accepted reports whether the update replaces the stored record.
@@ -31,30 +51,40 @@ func (d Decision) String() string {
 		return "duplicate"
 	case DecisionStale:
 		return "stale"
+	case DecisionSuperseded:
+		return "superseded"
+	case DecisionUnregistered:
+		return "unregistered"
 	}
 	return "invalid"
 }
 
-// Order applies the ADR section 3 rule to an incoming update for the slot
-// whose current record is stored (nil when there is none). It accepts when
-// no record exists, when the incarnation differs, or when the incarnation
-// matches and the sequence is greater; otherwise the update is a duplicate
-// (equal sequence) or stale (smaller sequence).
+// Order applies the ordering rule (ADR 0001 section 3, as amended in
+// docs/adr-0001-management-plane-ha.md) to an update u of incoming for the
+// slot whose current record is stored (nil when there is none):
 //
-// One refinement of the ADR rule: a different incarnation whose process
-// started before the stored one (StartTimeUnixMs smaller) is stale, not a
-// restart. Without it, a heartbeat the old process sent just before it died,
-// delayed through another coordinator, would replace the new process's
-// record and move the slot backward, which is exactly what the ordering rule
-// exists to prevent. Equal or unknown (zero) start times keep the ADR
-// behaviour: any other incarnation is a restart.
-func Order(stored, incoming *Record) Decision {
+//   - same incarnation: accepted when the sequence is greater, a duplicate
+//     when equal, stale when smaller;
+//   - no record: a registration inserts; a heartbeat is refused as
+//     unregistered (its sender registers again);
+//   - another incarnation: a registration is a restart unless the incoming
+//     incarnation is one the slot has superseded; a heartbeat is refused as
+//     superseded.
+//
+// No wall clock takes part: a restart is recognised by the registration
+// that starts every incarnation, not by comparing start times of two hosts.
+// A delayed heartbeat of a dead process can therefore never take a slot,
+// and a delayed registration of one is refused once its successor holds it.
+func Order(stored, incoming *Record, u Update) Decision {
+	heartbeat := u == UpdateHeartbeat
 	switch {
+	case stored == nil && heartbeat:
+		return DecisionUnregistered
 	case stored == nil:
 		return DecisionInsert
 	case stored.IncarnationID != incoming.IncarnationID:
-		if incoming.StartTimeUnixMs < stored.StartTimeUnixMs {
-			return DecisionStale
+		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) {
+			return DecisionSuperseded
 		}
 		return DecisionRestart
 	case incoming.HeartbeatSeq > stored.HeartbeatSeq:
@@ -64,4 +94,41 @@ func Order(stored, incoming *Record) Decision {
 	default:
 		return DecisionStale
 	}
+}
+
+// Next returns the record a store writes for an accepted decision d of
+// incoming over prev, the slot's last known record (the stored one, or an
+// expired one a backend still holds; nil when none): a copy of incoming
+// with the store-issued fields set. floor is a backend's lower bound for a
+// new generation (0 when it has none); a registration's generation is
+// above both floor and prev's. A registration over prev supersedes prev's
+// incarnation.
+func Next(prev, incoming *Record, d Decision, floor uint64) *Record {
+	next := incoming.Clone()
+	var prevGen uint64
+	var superseded []string
+	if prev != nil {
+		prevGen = prev.Generation
+		superseded = prev.Superseded
+	}
+	switch {
+	case d == DecisionAdvance:
+		next.Generation = prevGen
+		next.Superseded = slices.Clone(superseded)
+	default: // Insert or Restart: a registration
+		next.Generation = max(prevGen, floor) + 1
+		next.Superseded = nil
+		if prev != nil && prev.IncarnationID != incoming.IncarnationID {
+			next.Superseded = append(next.Superseded, prev.IncarnationID)
+		}
+		for _, id := range superseded {
+			if len(next.Superseded) == MaxSuperseded {
+				break
+			}
+			if id != incoming.IncarnationID && !slices.Contains(next.Superseded, id) {
+				next.Superseded = append(next.Superseded, id)
+			}
+		}
+	}
+	return next
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 )
 
 // Role is the kind of process a record describes.
@@ -84,6 +85,17 @@ type Record struct {
 	Capacity        Capacity          `json:"capacity"`
 	Counters        Counters          `json:"counters"`
 	Labels          map[string]string `json:"labels,omitempty"`
+	// Generation is issued by the store: it grows with every registration
+	// that takes the slot (an insert or a restart) and is kept while the
+	// incarnation heartbeats, so a slot's (Generation, HeartbeatSeq) only
+	// ever grows while its record exists. Stores set it; the value a
+	// process sends is ignored.
+	Generation uint64 `json:"generation,omitempty"`
+	// Superseded lists the incarnations that held the slot before this
+	// one, newest first, at most MaxSuperseded: a delayed message of one of
+	// them is refused even when it arrives first after a restart. Stores
+	// set it; the value a process sends is ignored.
+	Superseded []string `json:"superseded,omitempty"`
 }
 
 // Capacity is the bounded gauge snapshot of a process: what it holds now.
@@ -134,6 +146,7 @@ func (r *Record) Clone() *Record {
 	}
 	c := *r
 	c.Labels = maps.Clone(r.Labels)
+	c.Superseded = slices.Clone(r.Superseded)
 	return &c
 }
 

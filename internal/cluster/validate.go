@@ -212,5 +212,13 @@ func (r *Record) ValidateFields() error {
 	if !r.Health.Valid() {
 		return fieldErr("health", quote(string(r.Health)), "must be healthy, degraded, unhealthy or unknown")
 	}
+	if len(r.Superseded) > MaxSuperseded {
+		return fieldErr("superseded", fmt.Sprintf("with %d entries", len(r.Superseded)), fmt.Sprintf("must have at most %d entries", MaxSuperseded))
+	}
+	for i, id := range r.Superseded {
+		if err := validateText(fmt.Sprintf("superseded[%d]", i), id, MaxIDBytes, true); err != nil {
+			return err
+		}
+	}
 	return ValidateLabels(r.Labels)
 }

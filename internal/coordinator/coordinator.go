@@ -84,8 +84,9 @@ type Coordinator struct {
 	lastGood    *View
 	lastErr     error
 	storeOK     bool
-	synced      bool // a view has been read at least once
-	registered  bool // this coordinator's own record has been accepted
+	synced      bool   // a view has been read at least once
+	registered  bool   // this coordinator's own record has been accepted
+	refusal     string // why the store refuses this coordinator's own record; "" when it does not
 	draining    bool
 	closing     bool // past the drain delay: new requests are refused
 	pushed      placement.Version
@@ -283,7 +284,10 @@ func (c *Coordinator) readinessLocked() Readiness {
 	if !c.synced {
 		reasons = append(reasons, "warming up: no cluster snapshot yet")
 	}
-	if !c.registered {
+	switch {
+	case c.refusal != "":
+		reasons = append(reasons, "own record refused: "+c.refusal)
+	case !c.registered:
 		reasons = append(reasons, "warming up: own record not yet accepted by the store")
 	}
 	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
@@ -472,30 +476,53 @@ func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
 	}
 }
 
-// heartbeatLoop keeps this coordinator's own record fresh.
+// heartbeatLoop keeps this coordinator's own record fresh: it registers
+// until the store accepts, then heartbeats. Every attempt consumes a
+// sequence number, so a write that timed out but landed is never followed
+// by different content under the same sequence. A refusal turns the
+// coordinator unready with the reason (another live process with this
+// node ID, or a record that is gone) until a registration is accepted.
 func (c *Coordinator) heartbeatLoop(ctx context.Context) {
 	var seq uint64
+	register := true
 	t := time.NewTicker(c.opts.Timing.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		var opts []state.UpsertOption
+		if !register {
+			opts = append(opts, state.Heartbeat())
+		}
+		rec := c.selfRecord(seq)
+		seq++
 		wctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 		start := c.now()
-		res, err := c.opts.Store.UpsertNode(wctx, c.selfRecord(seq), c.opts.Timing.LeaseTTL)
+		res, err := c.opts.Store.UpsertNode(wctx, rec, c.opts.Timing.LeaseTTL, opts...)
 		cancel()
 		c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
-		if err != nil {
+		switch {
+		case err != nil:
 			c.noteStoreError("upsert", err)
-		} else {
-			seq++
+		case res.Outcome == state.OutcomeAccepted || res.Outcome == state.OutcomeDuplicate:
+			register = false
+			c.setRefusal("")
 			c.mu.Lock()
 			first := !c.registered
 			c.registered = true
 			c.mu.Unlock()
 			if first {
-				c.log.Info("own record accepted", "outcome", res.Outcome.String(), "revision", res.Revision.String())
+				c.log.Info("own record accepted", "outcome", res.Outcome.String(), "revision", res.Revision.String(), "generation", res.Record.Generation)
 			}
 			c.updateReadyMetric()
 			c.requestRefresh()
+		default:
+			c.m.selfRefusals.WithLabelValues(res.Outcome.String()).Inc()
+			reason := "the record is gone from the store; registering again"
+			if res.Outcome == state.OutcomeStale {
+				reason = fmt.Sprintf("duplicate node ID: node %q is held by another live process (incarnation %s); this process (incarnation %s) was superseded",
+					c.opts.NodeID, res.Record.IncarnationID, c.incarnation)
+			}
+			c.setRefusal(reason)
+			register = true
 		}
 		select {
 		case <-ctx.Done():
@@ -503,6 +530,24 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// setRefusal records why the store refuses this coordinator's own record
+// ("" when it accepts), logging at error level once per change.
+func (c *Coordinator) setRefusal(reason string) {
+	c.mu.Lock()
+	changed := c.refusal != reason
+	c.refusal = reason
+	c.mu.Unlock()
+	if !changed {
+		return
+	}
+	if reason != "" {
+		c.log.Error("store refuses this coordinator's own record; not ready", "reason", reason)
+	} else {
+		c.log.Info("store accepts this coordinator's own record again")
+	}
+	c.updateReadyMetric()
 }
 
 // requestRefresh asks the refresh loop for a new view without waiting.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +115,24 @@ func dial(t *testing.T, addr string) *protocol.Conn {
 
 func heartbeat(t *testing.T, cn *protocol.Conn, rec *cluster.Record) (*protocol.Ack, error) {
 	t.Helper()
-	msg, err := protocol.NewHeartbeat(rec)
+	return send(t, cn, rec, false)
+}
+
+func register(t *testing.T, cn *protocol.Conn, rec *cluster.Record) (*protocol.Ack, error) {
+	t.Helper()
+	return send(t, cn, rec, true)
+}
+
+// send sends rec as a Register (reg) or a Heartbeat.
+func send(t *testing.T, cn *protocol.Conn, rec *cluster.Record, reg bool) (*protocol.Ack, error) {
+	t.Helper()
+	var msg protocol.Message
+	var err error
+	if reg {
+		msg, err = protocol.NewRegister(rec)
+	} else {
+		msg, err = protocol.NewHeartbeat(rec)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,20 +147,25 @@ func TestHeartbeatOrdering(t *testing.T) {
 	f := start(t, memory.New(memory.Options{}), 0)
 	cn := dial(t, f.addr)
 	steps := []struct {
+		reg  bool
 		inc  string
 		seq  uint64
 		want protocol.Outcome
 	}{
-		{"i1", 0, protocol.OutcomeAccepted},
-		{"i1", 1, protocol.OutcomeAccepted},
-		{"i1", 1, protocol.OutcomeDuplicate},
-		{"i1", 0, protocol.OutcomeStale},
-		{"i1", 5, protocol.OutcomeAccepted},
-		{"i2", 0, protocol.OutcomeAccepted}, // restart: new incarnation, lower seq
-		{"i1", 9, protocol.OutcomeAccepted}, // a different incarnation again is a restart by the rule
+		{false, "i1", 0, protocol.OutcomeNotFound}, // a heartbeat never creates a record: register first
+		{true, "i1", 0, protocol.OutcomeAccepted},
+		{false, "i1", 1, protocol.OutcomeAccepted},
+		{false, "i1", 1, protocol.OutcomeDuplicate},
+		{false, "i1", 0, protocol.OutcomeStale},
+		{false, "i1", 5, protocol.OutcomeAccepted},
+		{false, "i2", 9, protocol.OutcomeStale},   // another incarnation's heartbeat never takes the slot
+		{true, "i2", 0, protocol.OutcomeAccepted}, // its registration does: a restart, lower seq
+		{true, "i1", 9, protocol.OutcomeStale},    // the superseded incarnation stays out, registration or not
+		{false, "i1", 10, protocol.OutcomeStale},
+		{true, "i3", 0, protocol.OutcomeAccepted}, // a third incarnation registers
 	}
 	for _, s := range steps {
-		ack, err := heartbeat(t, cn, workerRecord("w1", s.inc, s.seq))
+		ack, err := send(t, cn, workerRecord("w1", s.inc, s.seq), s.reg)
 		if err != nil {
 			t.Fatalf("heartbeat %s/%d: %v", s.inc, s.seq, err)
 		}
@@ -158,7 +181,7 @@ func TestHeartbeatOrdering(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w1"})
-	if got == nil || got.IncarnationID != "i1" || got.HeartbeatSeq != 9 {
+	if got == nil || got.IncarnationID != "i3" || got.HeartbeatSeq != 0 || got.Generation != 3 {
 		t.Fatalf("stored record = %+v", got)
 	}
 	// Bad input is refused with the field named and the connection stays usable.
@@ -176,13 +199,13 @@ func TestPlacementMatchesPurePlacement(t *testing.T) {
 	f := start(t, memory.New(memory.Options{}), 0)
 	cn := dial(t, f.addr)
 	for _, id := range []string{"w1", "w2", "w3"} {
-		if _, err := heartbeat(t, cn, workerRecord(id, "i", 0)); err != nil {
+		if _, err := register(t, cn, workerRecord(id, "i", 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	unready := workerRecord("w4", "i", 0)
 	unready.Ready = false
-	if _, err := heartbeat(t, cn, unready); err != nil {
+	if _, err := register(t, cn, unready); err != nil {
 		t.Fatal(err)
 	}
 	want, err := placement.New([]placement.Node{{ID: "w1", Address: "127.0.0.1:9001"}, {ID: "w2", Address: "127.0.0.1:9002"}, {ID: "w3", Address: "127.0.0.1:9003"}})
@@ -213,7 +236,7 @@ func TestFailClosedAndRecovery(t *testing.T) {
 	store := memory.New(memory.Options{})
 	f := start(t, store, 0)
 	cn := dial(t, f.addr)
-	if _, err := heartbeat(t, cn, workerRecord("w1", "i", 0)); err != nil {
+	if _, err := register(t, cn, workerRecord("w1", "i", 0)); err != nil {
 		t.Fatal(err)
 	}
 	store.SetFault(state.ErrUnavailable)
@@ -284,7 +307,7 @@ func TestPlacementVersionPush(t *testing.T) {
 		t.Fatalf("empty cluster version %016x, want 0", v)
 	}
 	cn := dial(t, f.addr)
-	if _, err := heartbeat(t, cn, workerRecord("w1", "i", 0)); err != nil {
+	if _, err := register(t, cn, workerRecord("w1", "i", 0)); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := placement.New([]placement.Node{{ID: "w1", Address: "127.0.0.1:9001"}})
@@ -352,5 +375,86 @@ func TestUnsupportedRecordVersion(t *testing.T) {
 	snap, _ := f.store.Snapshot(context.Background(), "test")
 	if snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w1"}) != nil {
 		t.Fatal("a record of an unsupported version was applied")
+	}
+}
+
+// TestDuplicateCoordinatorIDTurnsUnready: a second coordinator process
+// registers the same node ID. The first one's heartbeats are refused; it
+// turns unready with a reason naming the duplicate and counts the refusal
+// (the old loop marked any answer accepted and stayed ready).
+func TestDuplicateCoordinatorIDTurnsUnready(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := start(t, store, 0)
+	startWith(t, store, 0) // same cluster and node ID, new incarnation
+	waitFor(t, "first coordinator refused", func() bool {
+		rd := a.c.Readiness()
+		for _, r := range rd.Reasons {
+			if strings.Contains(r, "duplicate node ID") {
+				return !rd.Ready
+			}
+		}
+		return false
+	})
+	if n := testutil.ToFloat64(a.c.m.selfRefusals.WithLabelValues("stale")); n < 1 {
+		t.Fatalf("own-record refusals counted %v, want at least 1", n)
+	}
+}
+
+// timeoutAfterWrite applies every upsert and then reports a timeout, as a
+// write whose answer was lost would.
+type timeoutAfterWrite struct {
+	*memory.Store
+	seqs []uint64
+	mu   sync.Mutex
+}
+
+func (s *timeoutAfterWrite) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	if rec.Role != cluster.RoleCoordinator {
+		return s.Store.UpsertNode(ctx, rec, ttl, opts...)
+	}
+	s.mu.Lock()
+	s.seqs = append(s.seqs, rec.HeartbeatSeq)
+	s.mu.Unlock()
+	if _, err := s.Store.UpsertNode(ctx, rec, ttl, opts...); err != nil {
+		return state.WriteResult{}, err
+	}
+	return state.WriteResult{}, state.ErrTimeout
+}
+
+// TestOwnSequenceNeverReused: every attempt to write the coordinator's own
+// record takes a new sequence, so a write that timed out but landed is
+// never followed by other content under the same sequence.
+func TestOwnSequenceNeverReused(t *testing.T) {
+	store := &timeoutAfterWrite{Store: memory.New(memory.Options{})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	c, err := New(Options{
+		ClusterID: "test", NodeID: "coord-a", Timing: testTiming, RequestTimeout: 200 * time.Millisecond,
+		ShutdownTimeout: time.Second, Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock: time.Now, Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, "three own-record writes", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return len(store.seqs) >= 3
+	})
+	cancel()
+	<-done
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	for i := 1; i < len(store.seqs); i++ {
+		if store.seqs[i] <= store.seqs[i-1] {
+			t.Fatalf("own-record sequences %v: %d reused after a timed-out write", store.seqs, store.seqs[i])
+		}
 	}
 }

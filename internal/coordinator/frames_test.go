@@ -103,7 +103,7 @@ func TestHeartbeatsDoNotStormTheStore(t *testing.T) {
 	f := startWith(t, store, 0)
 	cn := dial(t, f.addr)
 	for _, id := range []string{"w1", "w2", "w3"} {
-		if _, err := heartbeat(t, cn, workerRecord(id, "i", 0)); err != nil {
+		if _, err := register(t, cn, workerRecord(id, "i", 0)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ type coordMetrics struct {
 	placementDur   prometheus.Histogram
 	placementErrs  *prometheus.CounterVec // outcome
 	versionChanges prometheus.Counter
+	selfRefusals   *prometheus.CounterVec
 }
 
 func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, error) {
@@ -57,8 +58,12 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_coordinator_placement_version_changes_total",
 			Help: "Times this coordinator observed a new PlacementVersion.",
 		}),
+		selfRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_coordinator_own_record_refusals_total",
+			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -216,7 +216,7 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	case *protocol.Register:
 		op, resp = "register", c.upsert(ctx, "register", m.Record)
 	case *protocol.Heartbeat:
-		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record)
+		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record, state.Heartbeat())
 	case *protocol.Deregister:
 		op, resp = "deregister", c.deregister(ctx, m)
 	case *protocol.PlacementLookup:
@@ -246,7 +246,7 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 }
 
 // upsert applies a Register or Heartbeat.
-func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) protocol.Message {
+func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte, opts ...state.UpsertOption) protocol.Message {
 	rec, err := protocol.DecodeRecordPayload(payload)
 	if err != nil {
 		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
@@ -266,7 +266,7 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) pro
 		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has no current cluster view; retry, possibly elsewhere", c.opts.NodeID)
 	}
 	start := c.now()
-	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL)
+	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL, opts...)
 	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("upsert", err)

@@ -39,8 +39,16 @@ func simRecord(seq uint64) *cluster.Record {
 	}
 }
 
+// send sends the simulated worker's record: a Register at seq 0 (its
+// first message), a Heartbeat after.
 func send(t *testing.T, c *protocol.Conn, seq uint64) protocol.Outcome {
-	msg, err := protocol.NewHeartbeat(simRecord(seq))
+	var msg protocol.Message
+	var err error
+	if seq == 0 {
+		msg, err = protocol.NewRegister(simRecord(seq))
+	} else {
+		msg, err = protocol.NewHeartbeat(simRecord(seq))
+	}
 	if err != nil {
 		t.Error(err)
 		return 0

@@ -10,9 +10,12 @@ import (
 // Store is the cluster-state contract. It is the one interface declared
 // beside its implementations, because it is the contract they must meet.
 type Store interface {
-	// UpsertNode applies rec under the ordering rule and, when accepted,
-	// (re)attaches it to a lease of leaseTTL. rec is not modified.
-	UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (WriteResult, error)
+	// UpsertNode applies rec under the ordering rule (cluster.Order: a
+	// registration unless Heartbeat is given) and, when accepted, writes
+	// cluster.Next's record, with the store-issued generation, attached to
+	// a lease of leaseTTL. The generation is issued inside the same
+	// compare-and-swap as the write. rec is not modified.
+	UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...UpsertOption) (WriteResult, error)
 	// RemoveNode deletes the record in slot key when its incarnation is
 	// incarnationID. The outcome is OutcomeAccepted (removed),
 	// OutcomeNotFound or OutcomeStale (a different incarnation holds it).
@@ -56,8 +59,8 @@ type Outcome uint8
 const (
 	OutcomeAccepted  Outcome = iota + 1 // the record was written (or removed)
 	OutcomeDuplicate                    // same incarnation and sequence: nothing changed
-	OutcomeStale                        // older sequence, or removal of another incarnation: nothing changed
-	OutcomeNotFound                     // removal of a slot with no record
+	OutcomeStale                        // older sequence, a superseded incarnation, or removal of another incarnation: nothing changed
+	OutcomeNotFound                     // removal of, or a heartbeat for, a slot with no record
 )
 
 // String returns the outcome's lowercase name (also its metrics label).
@@ -73,6 +76,44 @@ func (o Outcome) String() string {
 		return "not_found"
 	}
 	return "invalid"
+}
+
+// UpsertOption adjusts one UpsertNode call.
+type UpsertOption func(*UpsertOptions)
+
+// UpsertOptions are the settings of one UpsertNode call. Backends read
+// them with NewUpsertOptions.
+type UpsertOptions struct {
+	// Update is the kind of update; UpdateRegister by default.
+	Update cluster.Update
+}
+
+// Heartbeat makes an UpsertNode a heartbeat: it only advances the
+// incarnation that holds the slot, and never creates or takes one over.
+func Heartbeat() UpsertOption { return func(o *UpsertOptions) { o.Update = cluster.UpdateHeartbeat } }
+
+// NewUpsertOptions applies opts to the defaults.
+func NewUpsertOptions(opts []UpsertOption) UpsertOptions {
+	o := UpsertOptions{Update: cluster.UpdateRegister}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// OutcomeOf returns the outcome of an ordering decision: accepted,
+// duplicate, stale (a smaller sequence or a superseded incarnation) or
+// not_found (a heartbeat for a slot with no record: register first).
+func OutcomeOf(d cluster.Decision) Outcome {
+	switch d {
+	case cluster.DecisionDuplicate:
+		return OutcomeDuplicate
+	case cluster.DecisionStale, cluster.DecisionSuperseded:
+		return OutcomeStale
+	case cluster.DecisionUnregistered:
+		return OutcomeNotFound
+	}
+	return OutcomeAccepted
 }
 
 // WriteResult reports the outcome of a write.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,11 +80,12 @@ type Worker struct {
 	mu         sync.Mutex // guards the fields below
 	seq        uint64     // next heartbeat sequence
 	registered bool
+	refusal    string // why coordinators refuse this worker's record; "" when they do not
 	draining   bool
 	lastErr    error
 	last       *cluster.Record // last record sent and accepted
 	lastRev    string          // store revision in last's acknowledgement
-	lastBE     uint64          // backend errors at the last heartbeat
+	lastBE     uint64          // backend errors in the last accepted record
 }
 
 // New returns a worker; nothing starts until Run.
@@ -160,7 +162,9 @@ func (w *Worker) Readiness() Readiness {
 	if w.draining {
 		reasons = append(reasons, "draining: shutting down")
 	}
-	if !w.registered {
+	if w.refusal != "" {
+		reasons = append(reasons, "own record refused: "+w.refusal)
+	} else if !w.registered {
 		r := "warming up: not yet registered with a coordinator"
 		if w.lastErr != nil {
 			r += ": " + w.lastErr.Error()
@@ -268,9 +272,11 @@ func (w *Worker) recordLocked() *cluster.Record {
 	}
 	health := cluster.HealthHealthy
 	if counters.BackendErrorsTotal > w.lastBE {
-		health = cluster.HealthDegraded // the blob store failed since the last heartbeat
+		// The blob store failed since the last accepted record; lastBE
+		// moves only when a record carrying this signal is accepted, so a
+		// failed heartbeat does not swallow it.
+		health = cluster.HealthDegraded
 	}
-	w.lastBE = counters.BackendErrorsTotal
 	return &cluster.Record{
 		ClusterID:       w.opts.ClusterID,
 		NodeID:          w.opts.NodeID,
@@ -347,15 +353,14 @@ func (w *Worker) beat(ctx context.Context) bool {
 	}
 	outcome = ack.Outcome.String()
 	if ack.Outcome != protocol.OutcomeAccepted && ack.Outcome != protocol.OutcomeDuplicate {
-		// Stale: the store holds a record this one may not replace (a
-		// process that started later holds the slot, or clocks disagree).
-		// Keep trying; the slot frees when that record's lease expires.
-		w.log.Warn("heartbeat refused as stale; retrying", "operation", op, "seq", rec.HeartbeatSeq)
+		w.refused(op, ack.Outcome)
 		return false
 	}
 	w.mu.Lock()
-	recovered := w.lastErr != nil
+	recovered := w.lastErr != nil || w.refusal != ""
 	w.lastErr = nil
+	w.refusal = ""
+	w.lastBE = max(w.lastBE, rec.Counters.BackendErrorsTotal)
 	if !w.registered {
 		w.log.Info("registered with a coordinator", "outcome", ack.Outcome.String())
 	}
@@ -372,6 +377,32 @@ func (w *Worker) beat(ctx context.Context) bool {
 	}
 	w.opts.Process.SetReady(!draining)
 	return true
+}
+
+// refused handles a Register or Heartbeat the store did not accept. A
+// heartbeat is refused when the slot has no record (it expired) or another
+// incarnation holds it: the worker registers again at its next beat. A
+// registration is refused only when the slot has superseded this
+// incarnation: another live process registered the same node ID later.
+// The worker is unready with the reason while refused, and logs at error
+// level once per change of reason.
+func (w *Worker) refused(op string, o protocol.Outcome) {
+	reason := "the record is gone from the store; registering again"
+	switch {
+	case op == "register":
+		reason = fmt.Sprintf("duplicate node ID: node %q was registered by another live process after this one (incarnation %s); not serving", w.opts.NodeID, w.incarnation)
+	case o == protocol.OutcomeStale:
+		reason = "another incarnation holds node " + strconv.Quote(w.opts.NodeID) + "; registering again"
+	}
+	w.mu.Lock()
+	changed := w.refusal != reason
+	w.refusal = reason
+	w.registered = false
+	w.mu.Unlock()
+	w.opts.Process.SetReady(false)
+	if changed {
+		w.log.Error("coordinators refuse this worker's record; not ready", "operation", op, "outcome", o.String(), "reason", reason)
+	}
 }
 
 // deregister removes the worker's record (best effort: it also expires).

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +49,11 @@ func newWorker(t *testing.T, coordinators []string, rotate bool) *worker.Worker 
 // that may consult the worker.
 func newWorkerWith(t *testing.T, coordinators []string, rotate bool, drain time.Duration, handler func(*worker.Worker) http.Handler) *worker.Worker {
 	t.Helper()
+	return newWorkerStatus(t, coordinators, rotate, drain, handler, nil)
+}
+
+func newWorkerStatus(t *testing.T, coordinators []string, rotate bool, drain time.Duration, handler func(*worker.Worker) http.Handler, status worker.StatusSource) *worker.Worker {
+	t.Helper()
 	var w *worker.Worker
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +69,7 @@ func newWorkerWith(t *testing.T, coordinators []string, rotate bool, drain time.
 		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second, DrainDelay: drain,
 		DataListener: ln, DataHandler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { handler(w).ServeHTTP(rw, r) }), Client: cl,
-		Logger: discard(), Clock: time.Now, Process: proc,
+		Logger: discard(), Clock: time.Now, Process: proc, Status: status,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +176,109 @@ func TestDrainKeepsServingData(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDuplicateNodeIDIsReported: two live workers with one node ID. The
+// one that registered last holds the slot; the other is refused, turns
+// unready with a reason naming the duplicate and stops serving data,
+// instead of both flapping the record (the old rule) or silently staying
+// ready (the old readiness).
+func TestDuplicateNodeIDIsReported(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	first := newWorker(t, []string{a}, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done1 := make(chan error, 1)
+	go func() { done1 <- first.Run(ctx) }()
+	testsupport.WaitFor(t, 5*time.Second, "first worker ready", func() bool { return first.Readiness().Ready })
+
+	second := newWorker(t, []string{a}, false)
+	done2 := make(chan error, 1)
+	go func() { done2 <- second.Run(ctx) }()
+	testsupport.WaitFor(t, 5*time.Second, "second worker ready", func() bool { return second.Readiness().Ready })
+	testsupport.WaitFor(t, 5*time.Second, "first worker refused", func() bool {
+		rd := first.Readiness()
+		return !rd.Ready && len(rd.Reasons) == 1 && strings.Contains(rd.Reasons[0], "duplicate node ID")
+	})
+	if first.Serving() {
+		t.Fatal("a superseded worker still serves data")
+	}
+	// The slot stays with the later registration: no flapping.
+	for range 5 {
+		if r := find(t, store); r == nil || r.IncarnationID != second.Incarnation() {
+			t.Fatalf("slot holds %+v, want the second worker's incarnation %s", r, second.Incarnation())
+		}
+		time.Sleep(timing.HeartbeatInterval)
+	}
+	if !second.Readiness().Ready {
+		t.Fatalf("the worker holding the slot is not ready: %v", second.Readiness().Reasons)
+	}
+	cancel()
+	<-done1
+	<-done2
+}
+
+// TestReRegistersWhenTheRecordIsGone: a heartbeat for a slot with no
+// record is refused (a heartbeat never creates one); the worker registers
+// again at once and is ready again.
+func TestReRegistersWhenTheRecordIsGone(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	w := newWorker(t, []string{a}, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testsupport.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+	key := cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w1"}
+	if _, err := store.RemoveNode(context.Background(), key, w.Incarnation()); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 5*time.Second, "record registered again", func() bool {
+		r := find(t, store)
+		return r != nil && r.IncarnationID == w.Incarnation() && r.Generation >= 2
+	})
+	testsupport.WaitFor(t, 5*time.Second, "worker ready again", func() bool { return w.Readiness().Ready })
+	cancel()
+	<-done
+}
+
+// backendErrors is a StatusSource whose backend error counter a test moves.
+type backendErrors struct{ n atomic.Uint64 }
+
+func (b *backendErrors) Status() (cluster.Capacity, cluster.Counters) {
+	return cluster.Capacity{}, cluster.Counters{BackendErrorsTotal: b.n.Load()}
+}
+
+// TestDegradedSurvivesFailedHeartbeats: blob-store errors while heartbeats
+// fail still reach the store as degraded at the next accepted heartbeat;
+// a failed heartbeat does not swallow the signal.
+func TestDegradedSurvivesFailedHeartbeats(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	be := &backendErrors{}
+	w := newWorkerStatus(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, be)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testsupport.WaitFor(t, 5*time.Second, "healthy record", func() bool {
+		r := find(t, store)
+		return r != nil && r.Health == cluster.HealthHealthy
+	})
+	store.SetFault(state.ErrUnavailable)
+	be.n.Add(1)
+	// Let several heartbeats fail while the error is new.
+	time.Sleep(5 * timing.HeartbeatInterval)
+	store.ClearFault()
+	testsupport.WaitFor(t, 5*time.Second, "degraded record after recovery", func() bool {
+		r := find(t, store)
+		return r != nil && r.Health == cluster.HealthDegraded && r.Counters.BackendErrorsTotal == 1
+	})
+	// Once reported, the signal clears.
+	testsupport.WaitFor(t, 5*time.Second, "healthy again", func() bool {
+		r := find(t, store)
+		return r != nil && r.Health == cluster.HealthHealthy
+	})
+	cancel()
+	<-done
 }

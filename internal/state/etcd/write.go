@@ -44,20 +44,15 @@ func ttlSeconds(d time.Duration) int64 {
 // decision was made on, put the stamped record attached to the
 // incarnation's lease, or else read the slot back and decide again. See the
 // package documentation for the lease rules and the round-trip budget.
-func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (state.WriteResult, error) {
+func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	o := state.NewUpsertOptions(opts)
 	if rec == nil {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert: %w: record is nil", state.ErrInvalidRecord)
 	}
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	// Stamp and encode once, before any round trip: a record the store
-	// would refuse costs no read and no lease grant, and every attempt of
-	// the loop below writes these bytes.
-	stamped := rec.Clone()
-	stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
-	val, err := state.EncodeRecord(stamped)
-	if err != nil {
+	if err := state.ValidateRecord(rec); err != nil {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w", rec.Key(), err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "upsert")
@@ -90,7 +85,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			// build is left alone (its lease still expires).
 			return state.WriteResult{}, fmt.Errorf("etcd %s: %w: stored record: %w", op, state.ErrUnsupportedVersion, v.bad)
 		}
-		d := cluster.Order(v.rec, rec)
+		d := cluster.Order(v.rec, rec, o.Update)
 		if v.bad != nil {
 			// A value that is not a record cannot be ordered against and
 			// would block the slot (a hand-written one has no lease): replace it.
@@ -104,7 +99,18 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 				known = false
 				continue
 			}
-			return state.WriteResult{Outcome: outcomeOf(d), Decision: d, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
+			return state.WriteResult{Outcome: state.OutcomeOf(d), Decision: d, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
+		}
+		// The record to write, encoded once per decision. A registration's
+		// generation is above the revision of the read it was decided on
+		// (a registration always grants a lease, so that read is fresh):
+		// every generation issued for the slot before is at most the
+		// revision that wrote it, so generations grow strictly per node ID.
+		stamped := cluster.Next(v.rec, rec, d, uint64(max(v.asOf, 0)))
+		stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
+		val, err := state.EncodeRecord(stamped)
+		if err != nil {
+			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, err)
 		}
 
 		plan := s.planLease(lk, d, v, want, w)
@@ -155,16 +161,6 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: stamped.Clone()}, nil
 	}
 	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
-}
-
-func outcomeOf(d cluster.Decision) state.Outcome {
-	switch d {
-	case cluster.DecisionDuplicate:
-		return state.OutcomeDuplicate
-	case cluster.DecisionStale:
-		return state.OutcomeStale
-	}
-	return state.OutcomeAccepted
 }
 
 // writeLeases tracks the lease work of one UpsertNode call, so that a

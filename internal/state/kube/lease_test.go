@@ -419,22 +419,24 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		// b advances the Lease: a's guess is stale and its write conflicts.
 		up(b, "inc-a", 12, time.Hour, cluster.DecisionAdvance)
 		up(a, "inc-a", 13, time.Hour, cluster.DecisionAdvance)
-		// b restarts the process: a's guess (inc-a seq 13) would call inc-a
-		// seq 13 a duplicate, but the stored record is inc-b's, so the rule
-		// accepts it as a restart.
+		// b restarts the process: a's guess (inc-a seq 13) is stale. A
+		// registration of inc-a now is refused (inc-b superseded it), and
+		// one of a third incarnation is a restart, decided on the stored
+		// record, not the guess.
 		up(b, "inc-b", 0, time.Hour, cluster.DecisionRestart)
-		up(a, "inc-a", 13, time.Hour, cluster.DecisionRestart)
+		up(a, "inc-a", 14, time.Hour, cluster.DecisionSuperseded)
+		up(a, "inc-c", 0, time.Hour, cluster.DecisionRestart)
 		// Rejections on a fresh guess are confirmed by a read.
 		gets.Store(0)
-		up(a, "inc-a", 13, time.Hour, cluster.DecisionDuplicate)
+		up(a, "inc-c", 0, time.Hour, cluster.DecisionDuplicate)
 		if g := gets.Load(); g != 1 {
 			t.Errorf("a duplicate took %d GETs, want the 1 that confirms it", g)
 		}
 		// Removed by b: a's guess is gone and the same sequence inserts.
-		if res, err := b.RemoveNode(ctx, cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1"}, "inc-a"); err != nil || res.Outcome != state.OutcomeAccepted {
+		if res, err := b.RemoveNode(ctx, cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1"}, "inc-c"); err != nil || res.Outcome != state.OutcomeAccepted {
 			t.Fatalf("RemoveNode = %+v, %v", res, err)
 		}
-		up(a, "inc-a", 13, time.Second, cluster.DecisionInsert)
+		up(a, "inc-c", 13, time.Second, cluster.DecisionInsert)
 		// Expired: a's guess says so, and the write is an insert.
 		time.Sleep(1100 * time.Millisecond)
 		up(a, "inc-a", 1, time.Hour, cluster.DecisionInsert)

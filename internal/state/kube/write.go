@@ -56,7 +56,8 @@ func (s *Store) get(ctx context.Context, name string) (*coordv1.Lease, error) {
 // request per heartbeat when a worker keeps talking to the same
 // coordinator); a rejection is only ever made on a fresh read. Duplicate
 // and stale updates write nothing.
-func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (state.WriteResult, error) {
+func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	o := state.NewUpsertOptions(opts)
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
 	}
@@ -110,7 +111,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 				return state.WriteResult{}, fmt.Errorf("kube upsert %s: %w", key, err)
 			}
 		}
-		d := cluster.Order(stored, rec)
+		d := cluster.Order(stored, rec, o.Update)
 		if !d.Accepted() && cached {
 			// Rejecting needs the stored Lease: another incarnation, an
 			// expiry or a removal since the cached write would accept.
@@ -120,13 +121,20 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			continue
 		}
 		if !d.Accepted() {
-			o := state.OutcomeDuplicate
-			if d == cluster.DecisionStale {
-				o = state.OutcomeStale
+			var rv string
+			if cur != nil {
+				rv = cur.ResourceVersion
 			}
-			return state.WriteResult{Outcome: o, Decision: d, Revision: state.NewRevision(cur.ResourceVersion), Record: stored}, nil
+			return state.WriteResult{Outcome: state.OutcomeOf(d), Decision: d, Revision: state.NewRevision(rv), Record: stored}, nil
 		}
-		next := rec.Clone()
+		// A Lease that expired but was not yet collected still holds the
+		// slot's last generation and superseded incarnations: the new
+		// registration continues from it.
+		prev := stored
+		if prev == nil && cur != nil {
+			prev, _, _ = decodeLease(cur, key)
+		}
+		next := cluster.Next(prev, rec, d, 0)
 		next.UpdatedAtUnixMs = now.UnixMilli()
 		enc, err := state.EncodeRecord(next)
 		if err != nil {

@@ -73,7 +73,8 @@ type Store struct {
 	compacted uint64         // history holds every change after this revision
 	history   []change       // ordered by rev, contiguous after compacted
 	slots     map[cluster.Key]*slot
-	clusters  map[string]*view // only clusters with at least one record
+	gens      map[cluster.Key]uint64 // last generation issued per slot; outlives its records
+	clusters  map[string]*view       // only clusters with at least one record
 	expiry    expiryHeap
 	notify    chan struct{} // closed and replaced by a write when notifyTaken
 }
@@ -114,6 +115,7 @@ func New(opts Options) *Store {
 		revTok:        state.NewRevision("1"),
 		compacted:     1,
 		slots:         make(map[cluster.Key]*slot),
+		gens:          make(map[cluster.Key]uint64),
 		clusters:      make(map[string]*view),
 		notify:        make(chan struct{}),
 	}
@@ -136,8 +138,11 @@ func New(opts Options) *Store {
 func (s *Store) Backend() string { return "memory" }
 
 // UpsertNode applies rec under cluster.Order. An accepted record is stored
-// as a clone stamped with the clock's time, with a lease of leaseTTL.
-func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration) (state.WriteResult, error) {
+// as cluster.Next's copy stamped with the clock's time, with a lease of
+// leaseTTL. Generations come from a per-slot counter that outlives the
+// slot's records, so they grow strictly per node ID for the store's life.
+func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	o := state.NewUpsertOptions(opts)
 	if err := s.gate(ctx, "upsert"); err != nil {
 		return state.WriteResult{}, err
 	}
@@ -147,14 +152,10 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	// Validate the record as it will be stored, outside the lock: the stamp
-	// taken here and the one taken under the lock have the same width.
-	stored := rec.Clone()
-	stored.UpdatedAtUnixMs = s.clock().UnixMilli()
-	if _, err := state.EncodeRecord(stored); err != nil {
+	if err := state.ValidateRecord(rec); err != nil {
 		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", rec.Key(), err)
 	}
-	key := stored.Key()
+	key := rec.Key()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,14 +169,17 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if sl != nil {
 		current = sl.rec
 	}
-	d := cluster.Order(current, stored)
-	switch d {
-	case cluster.DecisionDuplicate:
-		return state.WriteResult{Outcome: state.OutcomeDuplicate, Decision: d, Revision: s.revTok, Record: current.Clone()}, nil
-	case cluster.DecisionStale:
-		return state.WriteResult{Outcome: state.OutcomeStale, Decision: d, Revision: s.revTok, Record: current.Clone()}, nil
+	d := cluster.Order(current, rec, o.Update)
+	if !d.Accepted() {
+		return state.WriteResult{Outcome: state.OutcomeOf(d), Decision: d, Revision: s.revTok, Record: current.Clone()}, nil
 	}
+	stored := cluster.Next(current, rec, d, s.gens[key])
 	stored.UpdatedAtUnixMs = now.UnixMilli()
+	// The size rule applies to what is stored, store-issued fields included.
+	if _, err := state.EncodeRecord(stored); err != nil {
+		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", key, err)
+	}
+	s.gens[key] = stored.Generation
 	expiresAt := now.Add(leaseTTL)
 	if sl == nil {
 		sl = &slot{key: key, rec: stored, expiresAt: expiresAt}

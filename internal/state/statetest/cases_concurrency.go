@@ -124,10 +124,11 @@ const (
 
 // linInput is one operation on one node's slot.
 type linInput struct {
-	read  bool
-	node  int
-	phase int // incarnation index: 0 or 1
-	seq   uint64
+	read     bool
+	node     int
+	phase    int // incarnation index: 0 or 1
+	seq      uint64
+	register bool // a registration; otherwise a heartbeat
 }
 
 // linOutput is what the operation returned: the decision (writes) and the
@@ -137,6 +138,7 @@ type linOutput struct {
 	present  bool
 	phase    int
 	seq      uint64
+	gen      uint64 // the store-issued generation
 }
 
 // linState is the model's state of one slot.
@@ -144,6 +146,10 @@ type linState struct {
 	present bool
 	phase   int
 	seq     uint64
+	gen     uint64
+	// superseded: the slot has held phase 1 after phase 0, so phase 0 is
+	// in its superseded list.
+	superseded bool
 }
 
 // linModel is the ordering rule over (incarnation, seq) of one slot,
@@ -162,35 +168,56 @@ func linModel() porcupine.Model {
 		Step: func(st, in, out any) (bool, any) {
 			s, i, o := st.(linState), in.(linInput), out.(linOutput)
 			if i.read {
-				return o.present == s.present && (!s.present || o.phase == s.phase && o.seq == s.seq), s
+				return o.present == s.present && (!s.present || o.phase == s.phase && o.seq == s.seq && o.gen == s.gen), s
 			}
 			var stored *cluster.Record
 			if s.present {
 				stored = &cluster.Record{IncarnationID: fmt.Sprint(s.phase), HeartbeatSeq: s.seq}
+				if s.superseded {
+					stored.Superseded = []string{"0"}
+				}
 			}
-			d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq})
+			u := cluster.UpdateHeartbeat
+			if i.register {
+				u = cluster.UpdateRegister
+			}
+			d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq}, u)
 			if o.decision != d {
 				return false, s
 			}
 			next := s
-			if d.Accepted() {
-				next = linState{present: true, phase: i.phase, seq: i.seq}
+			switch d {
+			case cluster.DecisionInsert, cluster.DecisionRestart:
+				// A registration: the store issues a greater generation.
+				if o.gen <= s.gen {
+					return false, s
+				}
+				next = linState{present: true, phase: i.phase, seq: i.seq, gen: o.gen, superseded: s.superseded || s.present && s.phase != i.phase}
+			case cluster.DecisionAdvance:
+				next.seq = i.seq
 			}
-			return o.present && o.phase == next.phase && o.seq == next.seq, next
+			if !next.present {
+				return !o.present, next // refused with no record: nothing holds the slot
+			}
+			return o.present && o.phase == next.phase && o.seq == next.seq && o.gen == next.gen, next
 		},
 		DescribeOperation: func(in, out any) string {
 			i, o := in.(linInput), out.(linOutput)
 			if i.read {
-				return fmt.Sprintf("read(n%d) -> %t i%d s%d", i.node, o.present, o.phase, o.seq)
+				return fmt.Sprintf("read(n%d) -> %t i%d s%d g%d", i.node, o.present, o.phase, o.seq, o.gen)
 			}
-			return fmt.Sprintf("upsert(n%d, i%d, s%d) -> %s i%d s%d", i.node, i.phase, i.seq, o.decision, o.phase, o.seq)
+			op := "heartbeat"
+			if i.register {
+				op = "register"
+			}
+			return fmt.Sprintf("%s(n%d, i%d, s%d) -> %s i%d s%d g%d", op, i.node, i.phase, i.seq, o.decision, o.phase, o.seq, o.gen)
 		},
 		DescribeState: func(st any) string {
 			s := st.(linState)
 			if !s.present {
 				return "empty"
 			}
-			return fmt.Sprintf("i%d s%d", s.phase, s.seq)
+			return fmt.Sprintf("i%d s%d g%d", s.phase, s.seq, s.gen)
 		},
 	}
 }
@@ -244,10 +271,14 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 	barrier.Add(linWriters)
 	var writersDone atomic.Bool
 
-	write := func(client, node, phase int, seq uint64) {
+	write := func(client, node, phase int, seq uint64, register bool) {
 		rec := newRecord(e.cluster, cluster.RoleWorker, nodeName(node), inc(node, phase), seq)
+		var opts []state.UpsertOption
+		if !register {
+			opts = append(opts, state.Heartbeat())
+		}
 		call := now()
-		res, err := e.s.UpsertNode(ctx, rec, longTTL)
+		res, err := e.s.UpsertNode(ctx, rec, longTTL, opts...)
 		ret := now()
 		if err != nil {
 			fail(fmt.Errorf("writer %d: UpsertNode(%s %s seq %d): %w", client, nodeName(node), inc(node, phase), seq, err))
@@ -260,9 +291,9 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 				fail(fmt.Errorf("writer %d: slot %s holds unknown incarnation %q", client, nodeName(node), res.Record.IncarnationID))
 				return
 			}
-			out.present, out.phase, out.seq = true, p, res.Record.HeartbeatSeq
+			out.present, out.phase, out.seq, out.gen = true, p, res.Record.HeartbeatSeq, res.Record.Generation
 		}
-		record(porcupine.Operation{ClientId: client, Input: linInput{node: node, phase: phase, seq: seq}, Call: call, Output: out, Return: ret})
+		record(porcupine.Operation{ClientId: client, Input: linInput{node: node, phase: phase, seq: seq, register: register}, Call: call, Output: out, Return: ret})
 	}
 
 	var wg sync.WaitGroup
@@ -305,7 +336,11 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 						}
 					}
 					sent[node] = append(sent[node], seq)
-					write(c, node, phase, seq)
+					// One message in five registers (first registrations,
+					// re-registrations, delayed ones); the rest are
+					// heartbeats, refused until their incarnation holds
+					// the slot.
+					write(c, node, phase, seq, rng.IntN(5) == 0)
 					if rng.IntN(4) == 0 {
 						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 					}
@@ -357,7 +392,7 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 						fail(fmt.Errorf("reader %d: two records for %s", r, rec.NodeID))
 						return
 					}
-					outs[n] = linOutput{present: true, phase: p, seq: rec.HeartbeatSeq}
+					outs[n] = linOutput{present: true, phase: p, seq: rec.HeartbeatSeq, gen: rec.Generation}
 				}
 				for n, o := range outs {
 					// Once present a record never disappears (no expiry,
@@ -381,6 +416,11 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 		})
 	}
 	wg.Wait()
+	// Each restarted process registers once more at its newest sequence,
+	// so the final state is known whatever order the relays took.
+	for n := range linNodes {
+		write(0, n, 1, counters[1][n].Load()-1, true)
+	}
 	writersDone.Store(true)
 	readers.Wait()
 	mu.Lock()
@@ -398,7 +438,7 @@ func runLinearizable(t *testing.T, newHarness Factory) {
 		o := linOutput{}
 		if r := find(t, final, cluster.Key{ClusterID: e.cluster, Role: cluster.RoleWorker, NodeID: nodeName(n)}); r != nil {
 			_, p, _ := parseInc(r.IncarnationID)
-			o = linOutput{present: true, phase: p, seq: r.HeartbeatSeq}
+			o = linOutput{present: true, phase: p, seq: r.HeartbeatSeq, gen: r.Generation}
 		}
 		ops = append(ops, porcupine.Operation{ClientId: linWriters + linReaders, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
 	}

@@ -129,29 +129,71 @@ func runUpsert(t *testing.T, newHarness Factory) {
 	t.Run("RestartWithNewIncarnation", func(t *testing.T) {
 		e := setup(t, newHarness)
 		old := e.rec(cluster.RoleWorker, "w1", "inc-old", 40)
-		e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
-		// The restarted process starts its sequence again; a lower sequence
-		// from a new incarnation is a restart, not a stale update.
+		first := e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
+		// The restarted process starts its sequence again; a registration
+		// of a new incarnation is a restart whatever its sequence.
 		fresh := e.rec(cluster.RoleWorker, "w1", "inc-new", 0)
-		fresh.StartTimeUnixMs = old.StartTimeUnixMs + 60_000
-		e.mustUpsert(fresh, longTTL, cluster.DecisionRestart, fresh)
+		res := e.mustUpsert(fresh, longTTL, cluster.DecisionRestart, fresh)
+		if res.Record.Generation <= first.Record.Generation {
+			t.Fatalf("restart issued generation %d, not above the previous %d", res.Record.Generation, first.Record.Generation)
+		}
+		if len(res.Record.Superseded) != 1 || res.Record.Superseded[0] != "inc-old" {
+			t.Fatalf("restart superseded %q, want [inc-old]", res.Record.Superseded)
+		}
 		mustFind(t, e.snapshot(e.cluster), fresh)
 		// The new incarnation's own ordering starts from its sequence.
-		e.mustUpsert(e.rec(cluster.RoleWorker, "w1", "inc-new", 0), longTTL, cluster.DecisionDuplicate, fresh)
+		e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-new", 0), longTTL, cluster.DecisionDuplicate, fresh)
 		next := e.rec(cluster.RoleWorker, "w1", "inc-new", 1)
-		next.StartTimeUnixMs = fresh.StartTimeUnixMs
-		e.mustUpsert(next, longTTL, cluster.DecisionAdvance, next)
-		// A delayed heartbeat of the previous process (it started earlier)
-		// is stale: it must not move the slot back (cluster.Order).
+		adv := e.mustHeartbeat(next, longTTL, cluster.DecisionAdvance, next)
+		if adv.Record.Generation != res.Record.Generation {
+			t.Fatalf("a heartbeat changed the generation from %d to %d", res.Record.Generation, adv.Record.Generation)
+		}
+		// Delayed messages of the previous process, heartbeat or
+		// registration, never move the slot back, whatever they claim.
 		back := e.rec(cluster.RoleWorker, "w1", "inc-old", 41)
-		e.mustUpsert(back, longTTL, cluster.DecisionStale, next)
+		back.StartTimeUnixMs = next.StartTimeUnixMs + 3_600_000
+		e.mustHeartbeat(back, longTTL, cluster.DecisionSuperseded, next)
+		e.mustUpsert(back, longTTL, cluster.DecisionSuperseded, next)
 		mustFind(t, e.snapshot(e.cluster), next)
-		// ADR rule 2: another incarnation that did not start earlier is a
-		// restart, whatever its sequence.
+		// A third incarnation registers: a restart, generation grows again.
 		third := e.rec(cluster.RoleWorker, "w1", "inc-third", 0)
-		third.StartTimeUnixMs = next.StartTimeUnixMs
-		e.mustUpsert(third, longTTL, cluster.DecisionRestart, third)
+		res3 := e.mustUpsert(third, longTTL, cluster.DecisionRestart, third)
+		if res3.Record.Generation <= res.Record.Generation {
+			t.Fatalf("second restart issued generation %d, not above %d", res3.Record.Generation, res.Record.Generation)
+		}
+		if got := res3.Record.Superseded; len(got) != 2 || got[0] != "inc-new" || got[1] != "inc-old" {
+			t.Fatalf("second restart superseded %q, want [inc-new inc-old]", got)
+		}
 		mustFind(t, e.snapshot(e.cluster), third)
+	})
+
+	// No wall clock of another host takes part in ordering: a process that
+	// restarts on a host whose clock is a minute behind is accepted at its
+	// first registration, and a zero start time is a restart too.
+	t.Run("RestartOnAClockBehind", func(t *testing.T) {
+		e := setup(t, newHarness)
+		old := e.rec(cluster.RoleWorker, "w1", "inc-old", 9)
+		e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
+		behind := e.rec(cluster.RoleWorker, "w1", "inc-behind", 0)
+		behind.StartTimeUnixMs = old.StartTimeUnixMs - 60_000
+		e.mustUpsert(behind, longTTL, cluster.DecisionRestart, behind)
+		zero := e.rec(cluster.RoleWorker, "w1", "inc-zero", 0)
+		zero.StartTimeUnixMs = 0
+		e.mustUpsert(zero, longTTL, cluster.DecisionRestart, zero)
+		mustFind(t, e.snapshot(e.cluster), zero)
+	})
+
+	// A heartbeat never creates a slot or takes one over: a forged or
+	// delayed heartbeat of an unknown incarnation is refused, nothing
+	// stored.
+	t.Run("HeartbeatNeverTakesASlot", func(t *testing.T) {
+		e := setup(t, newHarness)
+		e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-a", 5), longTTL, cluster.DecisionUnregistered, nil)
+		mustLack(t, e.snapshot(e.cluster), cluster.Key{ClusterID: e.cluster, Role: cluster.RoleWorker, NodeID: "w1"})
+		owner := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+		e.mustUpsert(owner, longTTL, cluster.DecisionInsert, owner)
+		e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-forged", 1<<40), longTTL, cluster.DecisionSuperseded, owner)
+		mustFind(t, e.snapshot(e.cluster), owner)
 	})
 
 	t.Run("StoresACopy", func(t *testing.T) {

@@ -135,9 +135,9 @@ func newRecord(clusterID string, role cluster.Role, node, incarnation string, se
 }
 
 // upsert writes rec and fails the case on error.
-func (e *env) upsert(rec *cluster.Record, ttl time.Duration) state.WriteResult {
+func (e *env) upsert(rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) state.WriteResult {
 	e.t.Helper()
-	res, err := e.s.UpsertNode(e.ctx(), rec, ttl)
+	res, err := e.s.UpsertNode(e.ctx(), rec, ttl, opts...)
 	if err != nil {
 		e.t.Fatalf("UpsertNode(%s seq %d incarnation %s): %v", rec.Key(), rec.HeartbeatSeq, rec.IncarnationID, err)
 	}
@@ -153,17 +153,28 @@ func (e *env) mustUpsert(rec *cluster.Record, ttl time.Duration, want cluster.De
 	return res
 }
 
+// mustHeartbeat is mustUpsert for a heartbeat (state.Heartbeat). holds nil
+// means the slot must stay empty.
+func (e *env) mustHeartbeat(rec *cluster.Record, ttl time.Duration, want cluster.Decision, holds *cluster.Record) state.WriteResult {
+	e.t.Helper()
+	res := e.upsert(rec, ttl, state.Heartbeat())
+	what := fmt.Sprintf("heartbeat(%s seq %d incarnation %s)", rec.Key(), rec.HeartbeatSeq, rec.IncarnationID)
+	if holds == nil {
+		if res.Outcome != state.OutcomeOf(want) || res.Decision != want || res.Record != nil {
+			e.t.Fatalf("%s = outcome %s decision %s record %s, want outcome %s decision %s and no record",
+				what, res.Outcome, res.Decision, describe(res.Record), state.OutcomeOf(want), want)
+		}
+		return res
+	}
+	checkWrite(e.t, what, res, want, holds)
+	return res
+}
+
 // checkWrite checks an upsert result: outcome and decision agree with want,
 // and the record the slot holds has holds's content.
 func checkWrite(t testing.TB, what string, res state.WriteResult, want cluster.Decision, holds *cluster.Record) {
 	t.Helper()
-	wantOutcome := state.OutcomeAccepted
-	switch want {
-	case cluster.DecisionDuplicate:
-		wantOutcome = state.OutcomeDuplicate
-	case cluster.DecisionStale:
-		wantOutcome = state.OutcomeStale
-	}
+	wantOutcome := state.OutcomeOf(want)
 	if res.Outcome != wantOutcome || res.Decision != want {
 		t.Fatalf("%s = outcome %s decision %s, want outcome %s decision %s", what, res.Outcome, res.Decision, wantOutcome, want)
 	}
@@ -267,7 +278,10 @@ func sameContent(a, b *cluster.Record) bool {
 		return a == b
 	}
 	a, b = a.Clone(), b.Clone()
+	// Store-issued fields are checked by the cases about them.
 	a.UpdatedAtUnixMs, b.UpdatedAtUnixMs = 0, 0
+	a.Generation, b.Generation = 0, 0
+	a.Superseded, b.Superseded = nil, nil
 	return sameRecord(a, b)
 }
 

@@ -40,6 +40,15 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		// The ordering rule before store-issued generations: every update
+		// may insert or take over a slot.
+		name:     "heartbeats-register",
+		wantFail: []string{"Upsert/HeartbeatNeverTakesASlot", "Concurrency/Linearizable"},
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
+			h.Store = &heartbeatsRegister{Store: s}
+		},
+	},
+	{
 		name:     "accepts-stale-updates",
 		wantFail: []string{"Upsert/Stale", "Concurrency/Linearizable"},
 		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
@@ -222,18 +231,25 @@ func TestMutant(t *testing.T) {
 	})
 }
 
+// heartbeatsRegister drops the Heartbeat option: every update registers.
+type heartbeatsRegister struct{ *memory.Store }
+
+func (s *heartbeatsRegister) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, _ ...state.UpsertOption) (state.WriteResult, error) {
+	return s.Store.UpsertNode(ctx, rec, ttl)
+}
+
 // acceptsStale replaces the stored record with a stale update.
 type acceptsStale struct{ *memory.Store }
 
-func (s *acceptsStale) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration) (state.WriteResult, error) {
-	res, err := s.Store.UpsertNode(ctx, rec, ttl)
+func (s *acceptsStale) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	res, err := s.Store.UpsertNode(ctx, rec, ttl, opts...)
 	if err != nil || res.Outcome != state.OutcomeStale {
 		return res, err
 	}
 	if _, err := s.Store.RemoveNode(ctx, rec.Key(), res.Record.IncarnationID); err != nil {
 		return res, err
 	}
-	res, err = s.Store.UpsertNode(ctx, rec, ttl)
+	res, err = s.Store.UpsertNode(ctx, rec, ttl, opts...)
 	res.Decision = cluster.DecisionAdvance
 	return res, err
 }
@@ -316,22 +332,22 @@ func (s *badWatch) Watch(ctx context.Context, clusterID string, after state.Revi
 // longLease ignores the requested lease.
 type longLease struct{ *memory.Store }
 
-func (s *longLease) UpsertNode(ctx context.Context, rec *cluster.Record, _ time.Duration) (state.WriteResult, error) {
-	return s.Store.UpsertNode(ctx, rec, 1000*time.Hour)
+func (s *longLease) UpsertNode(ctx context.Context, rec *cluster.Record, _ time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	return s.Store.UpsertNode(ctx, rec, 1000*time.Hour, opts...)
 }
 
 // duplicateRefreshes rewrites the record on a duplicate, renewing its lease.
 type duplicateRefreshes struct{ *memory.Store }
 
-func (s *duplicateRefreshes) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration) (state.WriteResult, error) {
-	res, err := s.Store.UpsertNode(ctx, rec, ttl)
+func (s *duplicateRefreshes) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	res, err := s.Store.UpsertNode(ctx, rec, ttl, opts...)
 	if err != nil || res.Outcome != state.OutcomeDuplicate {
 		return res, err
 	}
 	if _, err := s.Store.RemoveNode(ctx, rec.Key(), rec.IncarnationID); err != nil {
 		return res, err
 	}
-	if _, err := s.Store.UpsertNode(ctx, res.Record, ttl); err != nil {
+	if _, err := s.Store.UpsertNode(ctx, res.Record, ttl, opts...); err != nil {
 		return res, fmt.Errorf("rewrite: %w", err)
 	}
 	return res, nil
@@ -366,8 +382,8 @@ func (s *laggingCache) Snapshot(ctx context.Context, clusterID string) (*state.S
 // mislabels reports duplicates as stale.
 type mislabels struct{ *memory.Store }
 
-func (s *mislabels) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration) (state.WriteResult, error) {
-	res, err := s.Store.UpsertNode(ctx, rec, ttl)
+func (s *mislabels) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	res, err := s.Store.UpsertNode(ctx, rec, ttl, opts...)
 	if res.Outcome == state.OutcomeDuplicate {
 		res.Outcome, res.Decision = state.OutcomeStale, cluster.DecisionStale
 	}
