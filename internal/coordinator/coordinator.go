@@ -121,6 +121,11 @@ func New(opts Options) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
+	if sk, ok := opts.Store.(skewEstimator); ok {
+		if err := registerSkew(opts.Registerer, sk); err != nil {
+			return nil, fmt.Errorf("coordinator metrics: %w", err)
+		}
+	}
 	advertise := opts.Advertise
 	if advertise == "" {
 		advertise = opts.Listener.Addr().String()

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -75,4 +77,24 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}
 	}
 	return m, nil
+}
+
+// skewEstimator is a store that estimates the clock offset of the
+// coordinators whose writes it sees (etcd and Kubernetes do).
+type skewEstimator interface {
+	ClockSkew() (time.Duration, bool)
+}
+
+// registerSkew exports the store's estimate as talon_clock_skew_seconds.
+// Clock skew changes neither ordering nor liveness (each coordinator ages
+// records on its own clock), but it misdates logs, the web UI's times and
+// certificate validity, so operators alert on it.
+func registerSkew(reg prometheus.Registerer, sk skewEstimator) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_clock_skew_seconds",
+		Help: "Estimated offset of the other coordinators' clocks from this one's (positive: theirs are ahead), the median over recent record changes seen live; 0 before any.",
+	}, func() float64 {
+		d, _ := sk.ClockSkew()
+		return d.Seconds()
+	}))
 }

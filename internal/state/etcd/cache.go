@@ -93,6 +93,7 @@ func (c *watchCache) syncAndWatch() (synced bool, err error) {
 	s := c.s
 	lctx, cancel := context.WithTimeout(s.lifetime, s.opts.RequestTimeout)
 	lctx, ci := withCallInfo(lctx)
+	listed := s.clock()
 	resp, err := s.client.Get(lctx, s.keys.all(), clientv3.WithPrefix())
 	cancel()
 	if err != nil {
@@ -100,6 +101,9 @@ func (c *watchCache) syncAndWatch() (synced bool, err error) {
 	}
 	s.stats.resyncs.Add(1)
 	c.reset(resp.Kvs, resp.Header.Revision)
+	// The listing saw every record written before it was sent: forget the
+	// observations of the rest.
+	s.obs.Prune(listed)
 
 	wctx, wcancel := context.WithCancel(c.streamCtx)
 	defer wcancel()
@@ -145,7 +149,7 @@ func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
 	slotsMap := make(map[string]*cacheEntry, len(kvs))
 	clusters := make(map[string][]*cacheEntry)
 	for _, kv := range kvs {
-		e := c.entry(kv)
+		e := c.entry(kv, false)
 		if e == nil {
 			continue
 		}
@@ -168,14 +172,15 @@ func (c *watchCache) setReady() {
 	c.broadcastLocked()
 }
 
-// entry decodes kv, or returns nil for a key outside the layout.
-func (c *watchCache) entry(kv *mvccpb.KeyValue) *cacheEntry {
+// entry decodes kv, or returns nil for a key outside the layout. live says
+// kv is a change seen on the watch rather than a listing.
+func (c *watchCache) entry(kv *mvccpb.KeyValue, live bool) *cacheEntry {
 	slot := string(kv.Key)
 	key, ok := c.s.keys.parse(slot)
 	if !ok {
 		return nil
 	}
-	return &cacheEntry{key: key, item: item{slot: slot, stored: decodeKV(kv, key)}}
+	return &cacheEntry{key: key, item: item{slot: slot, stored: c.s.decodeKV(kv, key, live)}}
 }
 
 // apply applies one watch response's events (all of one or more whole
@@ -192,7 +197,7 @@ func (c *watchCache) apply(events []*clientv3.Event) {
 	for i, ev := range events {
 		ch := change{slot: string(ev.Kv.Key), rev: ev.Kv.ModRevision}
 		if ev.Type == mvccpb.PUT {
-			ch.put = c.entry(ev.Kv)
+			ch.put = c.entry(ev.Kv, true)
 			ch.valid = ch.put != nil
 		} else {
 			_, ch.valid = c.s.keys.parse(ch.slot)

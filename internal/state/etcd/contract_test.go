@@ -46,6 +46,11 @@ func (cs *contractServer) factory(t *testing.T) *statetest.Harness {
 		LeaseTTL: 2 * time.Second, // etcd counts whole seconds; this server's floor is 1s
 		Fault:    func(t testing.TB, f statetest.Fault) (state.Store, func()) { return cs.fault(t, s, f) },
 		Compact:  func(t testing.TB) { cs.e.Compact(t, 0) },
+		Peer: func(t testing.TB, offset time.Duration) state.Store {
+			o := cs.opts
+			o.Clock = func() time.Time { return time.Now().Add(offset) }
+			return newStore(t, o)
+		},
 	}
 }
 

@@ -83,7 +83,7 @@ func (s *Store) rangeSnapshot(ctx context.Context, clusterID string) (*state.Sna
 			s.skipped(slot, fmt.Errorf("%w: key is not <prefix>/clusters/<cluster-id>/nodes/<role>/<node-id>", cluster.ErrMalformed))
 			continue
 		}
-		items = append(items, item{slot: slot, stored: decodeKV(kv, key)})
+		items = append(items, item{slot: slot, stored: s.decodeKV(kv, key, false)})
 	}
 	now := s.clock().UnixMilli()
 	recs := s.usable(now, len(items), func(i int) *item { return &items[i] })

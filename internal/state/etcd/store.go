@@ -45,6 +45,7 @@ type Store struct {
 	// order: watchCache.mu before mu.
 	mu     sync.RWMutex
 	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
+	obs    *state.Observations   // when this store first saw each record version
 	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
 
 	// minTTL is the smallest lease TTL etcd has granted when asked for
@@ -105,6 +106,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		lifetime: lifetime,
 		stop:     stop,
 		hints:    make(map[string]slotView),
+		obs:      state.NewObservations(opts.Clock),
 		leases:   make(map[leaseKey]leaseRef),
 	}
 	// A caller that gives up on New cancels the dial.
@@ -265,8 +267,12 @@ type stored struct {
 	lease  int64
 }
 
-// decodeKV decodes the value of kv stored under slot key.
-func decodeKV(kv *mvccpb.KeyValue, key cluster.Key) stored {
+// decodeKV decodes the value of kv stored under slot key. The record's
+// UpdatedAtUnixMs becomes this store's observation time of kv's revision
+// (state.Observations), not the writer's stamp: ages never compare two
+// hosts' clocks. live says kv arrived as a change (a watch event), so the
+// writer's stamp feeds the clock skew estimate.
+func (s *Store) decodeKV(kv *mvccpb.KeyValue, key cluster.Key, live bool) stored {
 	st := stored{modRev: kv.ModRevision, lease: kv.Lease}
 	rec, err := cluster.Decode(kv.Value)
 	switch {
@@ -275,10 +281,19 @@ func decodeKV(kv *mvccpb.KeyValue, key cluster.Key) stored {
 	case rec.Key() != key:
 		st.bad = fmt.Errorf("%w: record for %s is stored under the key of %s", cluster.ErrMalformed, rec.Key(), key)
 	default:
+		var writer int64
+		if live {
+			writer = rec.UpdatedAtUnixMs
+		}
+		rec.UpdatedAtUnixMs = s.obs.See(string(kv.Key), strconv.FormatInt(kv.ModRevision, 10), writer).UnixMilli()
 		st.rec = rec
 	}
 	return st
 }
+
+// ClockSkew estimates how far the clocks of the coordinators whose writes
+// this store saw are ahead of this one (state.Observations.ClockSkew).
+func (s *Store) ClockSkew() (time.Duration, bool) { return s.obs.ClockSkew() }
 
 // skipped counts and (at most once a minute, as a warning) logs a value a
 // read had to leave out.

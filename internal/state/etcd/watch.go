@@ -90,7 +90,7 @@ func (s *Store) events(clusterID string, evs []*clientv3.Event) []state.Event {
 		e := state.Event{Key: key, Revision: revision(ev.Kv.ModRevision)}
 		switch ev.Type {
 		case mvccpb.PUT:
-			st := decodeKV(ev.Kv, key)
+			st := s.decodeKV(ev.Kv, key, true)
 			if st.bad != nil {
 				s.skipped(slot, st.bad)
 				continue

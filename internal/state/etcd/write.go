@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -107,7 +108,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		// every generation issued for the slot before is at most the
 		// revision that wrote it, so generations grow strictly per node ID.
 		stamped := cluster.Next(v.rec, rec, d, uint64(max(v.asOf, 0)))
-		stamped.UpdatedAtUnixMs = s.clock().UnixMilli()
+		stamped.UpdatedAtUnixMs = s.clock().UnixMilli() // the writer's stamp: shown raw by etcdctl, feeds others' skew estimates
 		val, err := state.EncodeRecord(stamped)
 		if err != nil {
 			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, err)
@@ -147,6 +148,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			continue
 		}
 		rev := resp.Header.Revision
+		// This store saw its own write land: from now (or from when its
+		// watch event arrived, if that came first) the record ages here.
+		stamped.UpdatedAtUnixMs = s.obs.See(slotKey, strconv.FormatInt(rev, 10), 0).UnixMilli()
 		s.remember(slotKey, slotView{stored: stored{rec: stamped, modRev: rev, lease: lease}, asOf: rev})
 		w.used(lease)
 		if v.lease != 0 && v.lease != lease {
@@ -383,7 +387,7 @@ func (s *Store) viewFromKVs(key cluster.Key, kvs []*mvccpb.KeyValue, rev int64) 
 	if len(kvs) == 0 {
 		return slotView{asOf: rev, fresh: true}
 	}
-	return slotView{stored: decodeKV(kvs[0], key), asOf: rev, fresh: true}
+	return slotView{stored: s.decodeKV(kvs[0], key, false), asOf: rev, fresh: true}
 }
 
 // view returns the newest view of a slot the store holds without asking

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"sync"
-	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 )
@@ -44,12 +43,12 @@ func (c *leaseCache) drop(name string) {
 	delete(c.m, name)
 }
 
-// prune drops the entries whose lease had run out at now.
-func (c *leaseCache) prune(now time.Time) {
+// prune drops the entries expired reports as run out.
+func (c *leaseCache) prune(expired func(*coordv1.Lease) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, l := range c.m {
-		if expired(l, now) {
+		if expired(l) {
 			delete(c.m, name)
 		}
 	}

@@ -64,7 +64,9 @@ func (s *Store) runGC() {
 		case <-s.ctx.Done():
 			return
 		case <-prune.C:
-			s.cache.prune(s.now())
+			s.cache.prune(s.expired)
+			// Forget the Leases no snapshot or sweep has listed for a while.
+			s.obs.Prune(s.now().Add(-max(10*time.Minute, 2*s.opts.SweepInterval)))
 		case it := <-s.gcq:
 			s.mu.Lock()
 			delete(s.gcQueued, it.name)
@@ -76,7 +78,10 @@ func (s *Store) runGC() {
 	}
 }
 
-// sweep deletes every expired Talon Lease in the namespace.
+// sweep deletes every expired Talon Lease in the namespace: each one this
+// store has seen unchanged for its full lease duration on its own clock
+// (a Lease first seen by this sweep is not expired yet), with the
+// resourceVersion it saw as the delete's precondition.
 func (s *Store) sweep(ctx context.Context) {
 	items, _, err := s.list(ctx, managedSelector)
 	if err != nil {
@@ -85,12 +90,11 @@ func (s *Store) sweep(ctx context.Context) {
 		}
 		return
 	}
-	now := s.now()
 	for i := range items {
 		if ctx.Err() != nil {
 			return
 		}
-		if l := &items[i]; expired(l, now) {
+		if l := &items[i]; s.expired(l) {
 			s.deleteExpired(ctx, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
 		}
 	}

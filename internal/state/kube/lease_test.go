@@ -106,8 +106,10 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		if err != nil {
 			t.Fatalf("decode %s: %v", AnnotationStatus, err)
 		}
-		if stored.HeartbeatSeq != 1 || stored.UpdatedAtUnixMs != res.Record.UpdatedAtUnixMs {
-			t.Errorf("annotation holds %+v, want the written record", stored)
+		// The annotation holds the writer's stamp; the result, the time
+		// this store saw its write land (the record's age origin here).
+		if stored.HeartbeatSeq != 1 || stored.UpdatedAtUnixMs > res.Record.UpdatedAtUnixMs || res.Record.UpdatedAtUnixMs-stored.UpdatedAtUnixMs > 5000 {
+			t.Errorf("annotation holds %+v, want the written record stamped at most 5 s before %d", stored, res.Record.UpdatedAtUnixMs)
 		}
 		spec := l.Spec
 		if spec.HolderIdentity == nil || *spec.HolderIdentity != "inc-a" {
@@ -116,7 +118,7 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		if spec.LeaseDurationSeconds == nil || *spec.LeaseDurationSeconds != 2 {
 			t.Errorf("leaseDurationSeconds = %v, want 1.5s rounded up to 2", spec.LeaseDurationSeconds)
 		}
-		if spec.RenewTime == nil || spec.RenewTime.UnixMilli() != res.Record.UpdatedAtUnixMs {
+		if spec.RenewTime == nil || spec.RenewTime.UnixMilli() != stored.UpdatedAtUnixMs {
 			t.Errorf("renewTime = %v, want the accept time %d", spec.RenewTime, res.Record.UpdatedAtUnixMs)
 		}
 		if spec.AcquireTime == nil || !spec.AcquireTime.Equal(spec.RenewTime) {
@@ -170,10 +172,16 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		if _, err := a.UpsertNode(testCtx(t), kept, time.Hour); err != nil {
 			t.Fatal(err)
 		}
+		// b sees both for the first time: live, whatever renewTime says,
+		// until b itself has seen "gone" unchanged for its full lease.
+		snap, err := b.Snapshot(testCtx(t), clusterID)
+		if err != nil || len(snap.Records) != 2 {
+			t.Fatalf("first snapshot through b = %+v, %v; want both records", snap, err)
+		}
 		time.Sleep(1100 * time.Millisecond)
 		// Still stored: nothing deletes a Lease until a store sees it expired.
 		getLease(t, c.namespace, gone.Key())
-		snap, err := b.Snapshot(testCtx(t), clusterID)
+		snap, err = b.Snapshot(testCtx(t), clusterID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,6 +210,35 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 2 {
 			t.Fatalf("after a GC of an outdated version: snapshot %+v, %v; want the renewed record", snap, err)
 		}
+	})
+
+	// A coordinator whose clock is ten minutes ahead sweeps while a
+	// worker's Lease is renewed through another: it deletes nothing live
+	// (the old GC compared the writer's renewTime with its own clock and
+	// deleted every Lease it saw).
+	t.Run("GCWithAClockTenMinutesAheadDeletesNoLiveLease", func(t *testing.T) {
+		a, c := setup(t, func(o *Options) { o.SweepInterval = -1 })
+		ahead := k.newStore(t, c.token, c.namespace, func(o *Options) {
+			o.SweepInterval = 100 * time.Millisecond
+			o.Clock = func() time.Time { return time.Now().Add(10 * time.Minute) }
+		})
+		clusterID := uniqueCluster(t)
+		for seq := uint64(0); seq < 8; seq++ {
+			var opts []state.UpsertOption
+			if seq > 0 {
+				opts = append(opts, state.Heartbeat())
+			}
+			res, err := a.UpsertNode(testCtx(t), record(clusterID, cluster.RoleWorker, "w1", "inc-a", seq), 2*time.Second, opts...)
+			if err != nil || res.Outcome != state.OutcomeAccepted {
+				t.Fatalf("heartbeat %d = %+v, %v; the sweeping coordinator deleted a live lease", seq, res, err)
+			}
+			snap, err := ahead.Snapshot(testCtx(t), clusterID)
+			if err != nil || len(snap.Records) != 1 {
+				t.Fatalf("snapshot through the coordinator ahead = %+v, %v; want the live record", snap, err)
+			}
+			time.Sleep(400 * time.Millisecond)
+		}
+		getLease(t, c.namespace, record(clusterID, cluster.RoleWorker, "w1", "inc-a", 0).Key())
 	})
 
 	t.Run("SweepDeletesExpiredLeasesOfAnyCluster", func(t *testing.T) {
@@ -444,7 +481,7 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 1 || snap.Records[0].IncarnationID != "inc-a" {
 			t.Fatalf("Snapshot = %+v, %v; want inc-a seq 1", snap, err)
 		}
-		a.cache.prune(time.Now().Add(2 * time.Hour))
+		a.cache.prune(func(*coordv1.Lease) bool { return true }) // as when every lease has run out
 		if n := a.cache.len(); n != 0 {
 			t.Errorf("write cache holds %d entries after their leases ran out, want 0", n)
 		}

@@ -43,7 +43,7 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 		if !ok || key.ClusterID != clusterID {
 			continue // another cluster whose label value coincides, or not Talon's
 		}
-		if expired(l, now) {
+		if s.expired(l) {
 			garbage = append(garbage, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
 			continue
 		}
@@ -56,7 +56,7 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 			}
 			continue
 		}
-		snap.Records = append(snap.Records, rec)
+		snap.Records = append(snap.Records, s.observed(l, rec))
 	}
 	slices.SortFunc(snap.Records, func(a, b *cluster.Record) int {
 		return cmp.Or(cmp.Compare(a.Role, b.Role), cmp.Compare(a.NodeID, b.NodeID))

@@ -58,6 +58,10 @@ type Store struct {
 	closed   bool
 	wg       sync.WaitGroup
 	gcQueued map[string]bool // Lease names in gcq, so a name is queued once
+
+	// obs remembers when this store first saw each Lease at its current
+	// resourceVersion: the origin of record ages and of expiry.
+	obs *state.Observations
 }
 
 // New builds a Store from opts. It validates opts (errors name the field)
@@ -95,6 +99,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		cancel:       cancel,
 		gcq:          make(chan gcItem, gcQueueSize),
 		gcQueued:     make(map[string]bool),
+		obs:          state.NewObservations(o.Clock),
 		cache:        newLeaseCache(),
 	}
 	s.wg.Add(1)
@@ -150,16 +155,32 @@ func (s *Store) CheckReady(ctx context.Context) error {
 	return mapError("kube check ready", err)
 }
 
-// expired reports whether l's lease has run out at now: renewTime plus
-// leaseDurationSeconds is not after now. A Lease without either field has
+// expired reports whether l's lease has run out as this store observed it:
+// l has been at its resourceVersion for leaseDurationSeconds since this
+// store first saw it there, on this store's own (monotonic) clock. The
+// renewTime a writer stamped is not read: another coordinator's clock
+// never decides whether a Lease is live. A Lease without a duration has
 // no lease to run and counts as expired.
-func expired(l *coordv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+func (s *Store) expired(l *coordv1.Lease) bool {
+	if l.Spec.LeaseDurationSeconds == nil {
 		return true
 	}
-	end := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	return !now.Before(end)
+	return s.obs.Age(l.Name, l.ResourceVersion) >= time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
 }
+
+// observed returns rec with UpdatedAtUnixMs set to when this store first
+// saw Lease l at its resourceVersion. The writer's stamp feeds the clock
+// skew estimate.
+func (s *Store) observed(l *coordv1.Lease, rec *cluster.Record) *cluster.Record {
+	rec.UpdatedAtUnixMs = s.obs.See(l.Name, l.ResourceVersion, rec.UpdatedAtUnixMs).UnixMilli()
+	return rec
+}
+
+// ClockSkew estimates how far the clocks of the coordinators whose Lease
+// updates this store saw are ahead of this one (state.Observations
+// ClockSkew). Changes are seen by listing, so the estimate is low by up to
+// the interval between snapshots.
+func (s *Store) ClockSkew() (time.Duration, bool) { return s.obs.ClockSkew() }
 
 // Errors decodeLease returns besides state.ErrUnsupportedVersion.
 var (

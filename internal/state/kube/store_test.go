@@ -43,6 +43,9 @@ func TestContract(t *testing.T) {
 			LeaseTTL: contractLeaseTTL,
 			Fault:    func(t testing.TB, f statetest.Fault) (state.Store, func()) { return k.fault(t, c, s, f) },
 			Compact:  func(t testing.TB) { k.srv.Etcd().Compact(t, 0) },
+			Peer: func(t testing.TB, offset time.Duration) state.Store {
+				return k.newStore(t, c.token, ns, func(o *Options) { o.Clock = func() time.Time { return time.Now().Add(offset) } })
+			},
 		}
 	})
 }

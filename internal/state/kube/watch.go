@@ -246,7 +246,7 @@ func (s *Store) convert(ctx context.Context, ev watch.Event, clusterID string) (
 		rec, _, err := decodeLease(l, key)
 		if err == nil {
 			e.Type = state.EventPut
-			e.Record = rec
+			e.Record = s.observed(l, rec)
 		} else if !errors.Is(err, state.ErrUnsupportedVersion) {
 			s.log.WarnContext(ctx, "watched lease holds no readable record: reported as deleted", "lease", l.Name, "err", err)
 		}

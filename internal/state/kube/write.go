@@ -95,10 +95,11 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		}
 		now := s.now()
 		var stored *cluster.Record
-		if cur != nil && !expired(cur, now) {
+		if cur != nil && !s.expired(cur) {
 			stored, _, err = decodeLease(cur, key)
 			switch {
 			case err == nil:
+				stored = s.observed(cur, stored)
 			case errors.Is(err, errNotTalon):
 				// A record that cannot be read holds no sequence to order
 				// against: overwrite it (the write still has its
@@ -153,6 +154,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		switch {
 		case err == nil:
 			s.cache.put(name, written)
+			// This store saw its own write land: from now on the record
+			// ages here, whatever renewTime says.
+			next.UpdatedAtUnixMs = s.obs.See(name, written.ResourceVersion, 0).UnixMilli()
 			return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: state.NewRevision(written.ResourceVersion), Record: next}, nil
 		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), cur != nil && apierrors.IsNotFound(err):
 			s.cache.drop(name)
@@ -269,8 +273,7 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 		if cur == nil {
 			return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: state.NewRevision(rv)}, nil
 		}
-		now := s.now()
-		if expired(cur, now) {
+		if s.expired(cur) {
 			s.deleteExpired(ctx, gcItem{name: cur.Name, resourceVersion: cur.ResourceVersion})
 			return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: state.NewRevision(rv)}, nil
 		}
@@ -280,6 +283,9 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 			// The holder identity decides; the record is returned when readable.
 		default:
 			return state.WriteResult{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if stored != nil {
+			stored = s.observed(cur, stored)
 		}
 		holder := ""
 		if cur.Spec.HolderIdentity != nil {

@@ -52,6 +52,8 @@ func newHarness(t *testing.T) *statetest.Harness {
 			return s, s.ClearFault
 		},
 		Compact: func(testing.TB) { s.CompactAll() },
+		// One process, one clock: a second coordinator is the same store.
+		Peer: func(testing.TB, time.Duration) state.Store { return s },
 	}
 }
 

@@ -72,6 +72,12 @@ type Harness struct {
 	// false; the suite then checks only that equal revisions mean equal
 	// contents and that an accepted write changes the revision.
 	StableRevisions bool
+	// Peer opens another store on the same backend, as a second coordinator
+	// would, whose clock reads offset ahead of the harness's (behind when
+	// negative). The suite uses it to check that clock skew between
+	// coordinators changes neither ordering nor liveness. The memory
+	// backend is one process with one clock, so its Peer is its Store.
+	Peer func(t testing.TB, offset time.Duration) state.Store
 }
 
 // Factory builds a harness for one test case. It registers its own cleanup

@@ -47,6 +47,7 @@ func Run(t *testing.T, newHarness Factory) {
 	t.Run("Compaction", func(t *testing.T) { runCompaction(t, newHarness) })
 	t.Run("Errors", func(t *testing.T) { runErrors(t, newHarness) })
 	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newHarness) })
+	t.Run("Skew", func(t *testing.T) { runSkew(t, newHarness) })
 }
 
 // env is one case: its harness and its own cluster ID.
@@ -75,6 +76,8 @@ func setup(t *testing.T, newHarness Factory) *env {
 		t.Fatal("harness Fault is nil: a backend that cannot inject a fault must cause it for real")
 	case h.Compact == nil:
 		t.Fatal("harness Compact is nil: every backend must be able to compact its history")
+	case h.Peer == nil:
+		t.Fatal("harness Peer is nil: every backend must open a second store with a skewed clock")
 	}
 	return &env{t: t, h: h, s: h.Store, cluster: clusterID(t, "")}
 }

@@ -225,6 +225,7 @@ func TestMutant(t *testing.T) {
 				return s, s.ClearFault
 			},
 			Compact: func(testing.TB) { s.CompactAll() },
+			Peer:    func(testing.TB, time.Duration) state.Store { return s },
 		}
 		mutants[i].apply(h, s, clk)
 		return h
