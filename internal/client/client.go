@@ -60,8 +60,14 @@ type Options struct {
 	// Retries is how many further attempts a retryable failure gets,
 	// with jittered backoff; default 3.
 	Retries int
-	Clock   func() time.Time
-	Logger  *slog.Logger
+	// WatchProbeInterval is how long a placement watch waits in silence
+	// before it pings its coordinator; a coordinator that does not answer
+	// the subscription or a ping within WatchProbeTimeout is left for the
+	// next address. Defaults 10 s and 5 s.
+	WatchProbeInterval time.Duration
+	WatchProbeTimeout  time.Duration
+	Clock              func() time.Time
+	Logger             *slog.Logger
 }
 
 // Client looks up placements.
@@ -75,6 +81,9 @@ type Client struct {
 	prefer  int // index of the coordinator that last answered
 	version uint64
 	haveVer bool
+	// changes counts version changes observed, so a lookup can tell that
+	// a newer version arrived while it was in flight.
+	changes uint64
 	cache   map[cacheKey]entry
 	closed  bool
 }
@@ -113,6 +122,12 @@ func New(opts Options) (*Client, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.WatchProbeInterval <= 0 {
+		opts.WatchProbeInterval = 10 * time.Second
+	}
+	if opts.WatchProbeTimeout <= 0 {
+		opts.WatchProbeTimeout = 5 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,6 +164,9 @@ func (c *Client) Lookup(ctx context.Context, key string, replicas int) (Placemen
 		}
 		c.mu.Unlock()
 	}
+	c.mu.Lock()
+	before := c.changes
+	c.mu.Unlock()
 	resp, err := c.call(ctx, &protocol.PlacementLookup{Key: []byte(key), Replicas: uint16(replicas)})
 	if err != nil {
 		return Placement{}, err
@@ -161,30 +179,41 @@ func (c *Client) Lookup(ctx context.Context, key string, replicas int) (Placemen
 	for i, o := range pr.Owners {
 		p.Owners[i] = Owner{NodeID: o.NodeID, Address: o.DataAddress}
 	}
-	c.ObserveVersion(pr.Version)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.changes != before && c.version != pr.Version {
+		// Another version was observed (a push, another lookup) while this
+		// one was in flight: this answer may predate it. Versions have no
+		// order, so the newest observation stands; the answer is returned
+		// but neither adopted nor cached.
+		return p, nil
+	}
+	c.observeLocked(pr.Version)
 	if c.opts.CacheTTL > 0 {
-		c.mu.Lock()
 		if len(c.cache) >= c.opts.MaxCacheEntries {
 			clear(c.cache) // simple bound: a full cache starts over
 		}
-		if c.version == pr.Version {
-			c.cache[ck] = entry{owners: p.Owners, version: pr.Version, expires: c.now().Add(c.opts.CacheTTL)}
-		}
-		c.mu.Unlock()
+		c.cache[ck] = entry{owners: p.Owners, version: pr.Version, expires: c.now().Add(c.opts.CacheTTL)}
 	}
 	return p, nil
 }
 
-// ObserveVersion records a PlacementVersion seen anywhere (a lookup, a
-// push, a worker's wrong-owner answer). A version different from the
-// current one, in either direction, drops every cached entry.
+// ObserveVersion records a PlacementVersion a coordinator sent (a lookup
+// answer, a push). A version different from the current one drops every
+// cached entry. A worker's version (in a wrong-owner answer) is not a
+// coordinator's view and must not be observed: invalidate the key instead.
 func (c *Client) ObserveVersion(v uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.observeLocked(v)
+}
+
+func (c *Client) observeLocked(v uint64) {
 	if c.haveVer && c.version == v {
 		return
 	}
 	c.version, c.haveVer = v, true
+	c.changes++
 	clear(c.cache)
 }
 
@@ -342,8 +371,15 @@ func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
 	}
 }
 
+// watchOne subscribes at addr and applies pushes until ctx ends or the
+// coordinator fails: the subscription and every probe must be answered
+// within WatchProbeTimeout, and after WatchProbeInterval of silence the
+// watch pings, so a coordinator that accepts but never answers (or stops
+// answering) is left for the next address instead of hanging the watch.
 func (c *Client) watchOne(ctx context.Context, addr string, onChange func(uint64)) error {
-	nc, err := c.opts.Dial(ctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, c.opts.WatchProbeTimeout)
+	nc, err := c.opts.Dial(dctx, "tcp", addr)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -355,12 +391,34 @@ func (c *Client) watchOne(ctx context.Context, addr string, onChange func(uint64
 	}
 	cn := protocol.NewConn(nc, protocol.ConnOptions{OnEpochBump: func(b protocol.EpochBump) { apply(b.Version) }})
 	defer cn.Close()
-	resp, err := cn.Call(ctx, &protocol.Subscribe{})
+	probe := func(req protocol.Message) (protocol.Message, error) {
+		pctx, cancel := context.WithTimeout(ctx, c.opts.WatchProbeTimeout)
+		defer cancel()
+		resp, err := cn.Call(pctx, req)
+		if err != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("coordinator %s did not answer %s within %s: %w", addr, req.Type(), c.opts.WatchProbeTimeout, err)
+		}
+		return resp, err
+	}
+	resp, err := probe(&protocol.Subscribe{})
 	if err != nil {
 		return err
 	}
 	if b, ok := resp.(*protocol.EpochBump); ok {
 		apply(b.Version)
 	}
-	return cn.Poll(ctx)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, c.opts.WatchProbeInterval)
+		err := cn.Poll(pctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, context.DeadlineExceeded):
+			return err // the connection broke
+		}
+		if _, err := probe(&protocol.Ping{}); err != nil {
+			return err
+		}
+	}
 }

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/datav1"
 )
 
 // ObjectReader reads whole objects through the workers' caches: for each
 // block it looks up the owners, reads from the first that answers, and
-// falls back to the next replica on a connection failure or a worker
-// error; a wrong-owner answer refreshes the placement (its version drops
-// the cache) and retries.
+// falls back to the next replica on a connection failure, a worker error
+// or a wrong-owner answer; when every owner failed it looks the block up
+// again after a jittered backoff. A worker's version never replaces the
+// coordinators' in the client.
 type ObjectReader struct {
 	Client *Client
 	HTTP   *http.Client
@@ -27,8 +30,11 @@ type ObjectReader struct {
 	OnFallback func(object string, block int64, owner string, err error)
 }
 
-// maxRefresh bounds placement refreshes for one block.
+// maxRefresh bounds placement lookups for one block.
 const maxRefresh = 3
+
+// refreshBackoff spaces the placement lookups of one block.
+var refreshBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5}
 
 // ReadObject writes the object to w and returns its size. It verifies
 // every block's length; the total length is checked against the size the
@@ -64,12 +70,20 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 	key := datav1.BlockKey(object, block)
 	replicas := max(r.Replicas, 1)
 	var lastErr error
+	retry := backoff.New(refreshBackoff)
 	for attempt := 0; attempt < maxRefresh; attempt++ {
+		if attempt > 0 {
+			// Membership is moving (or every owner failed): give the
+			// coordinators a moment to see it, jittered so a fleet of
+			// readers does not refresh in step.
+			if err := backoff.Sleep(ctx, retry.Next()); err != nil {
+				return nil, err
+			}
+		}
 		p, err := r.Client.Lookup(ctx, key, replicas)
 		if err != nil {
 			return nil, fmt.Errorf("placement of %s block %d: %w", object, block, err)
 		}
-		refresh := false
 		for _, owner := range p.Owners {
 			// Buffer the block so a failure midway never leaves a partial
 			// block in w before a fallback rewrites it.
@@ -88,11 +102,11 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 			if errors.As(err, &de) {
 				switch {
 				case errors.Is(err, datav1.ErrWrongOwner):
-					if de.HasVersion {
-						r.Client.ObserveVersion(de.Version)
-					}
+					// The worker's placement disagrees with the answer:
+					// one of the two is behind, and the worker's version
+					// says nothing about which. Skip it, try the next
+					// replica, and look the key up again afterwards.
 					r.Client.Invalidate(key)
-					refresh = true
 				case de.Status == http.StatusNotFound, de.Status == http.StatusRequestedRangeNotSatisfiable, de.Status == http.StatusBadRequest:
 					return nil, err // the same answer from every owner
 				}
@@ -102,18 +116,13 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if refresh {
-				break
-			}
 			if r.OnFallback != nil {
 				r.OnFallback(object, block, owner.NodeID, err)
 			}
 		}
-		if !refresh {
-			// Every owner failed: refresh the placement once more in case
-			// membership changed, then give up.
-			r.Client.Invalidate(key)
-		}
+		// Every owner failed or disowned the block: look it up again, in
+		// case membership changed, then give up.
+		r.Client.Invalidate(key)
 	}
 	return nil, fmt.Errorf("read %s block %d: every owner failed: %w", object, block, lastErr)
 }
