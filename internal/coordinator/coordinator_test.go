@@ -458,3 +458,30 @@ func TestOwnSequenceNeverReused(t *testing.T) {
 		}
 	}
 }
+
+// skewingStore is a memory store that reports a clock skew estimate, as
+// the etcd and Kubernetes stores do.
+type skewingStore struct{ *memory.Store }
+
+func (skewingStore) ClockSkew() (time.Duration, bool) { return 3 * time.Second, true }
+
+func TestClockSkewGauge(t *testing.T) {
+	f := startWith(t, skewingStore{memory.New(memory.Options{})}, 0)
+	got, err := testutil.GatherAndCount(f.reg, "talon_clock_skew_seconds")
+	if err != nil || got != 1 {
+		t.Fatalf("talon_clock_skew_seconds series: %d, %v", got, err)
+	}
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "talon_clock_skew_seconds" {
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 3 {
+				t.Fatalf("talon_clock_skew_seconds = %v, want 3", v)
+			}
+			return
+		}
+	}
+	t.Fatal("talon_clock_skew_seconds not exported")
+}
