@@ -166,6 +166,10 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		Store: store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+		Limits: coordinator.Limits{
+			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
+			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
+		},
 	})
 	if err != nil {
 		ln.Close()
@@ -237,6 +241,10 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	refused, err := worker.NewLimitCounter(reg)
+	if err != nil {
+		return nil, err
+	}
 	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: bs, Stats: st, Logger: log.With("component", "cache")})
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
@@ -283,7 +291,11 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
-		HeartbeatOutcome: hb,
+		HeartbeatOutcome: hb, LimitRefused: refused,
+		DataLimits: worker.DataLimits{
+			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
+			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
+		},
 	})
 	if err != nil {
 		ln.Close()

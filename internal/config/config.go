@@ -48,6 +48,10 @@ type Config struct {
 
 	Admin AdminConfig
 
+	// Limits bound the control listener (coordinator) or the data
+	// listener (worker).
+	Limits LimitsConfig
+
 	BlobStore     string
 	CacheDir      string
 	CacheCapacity int64
@@ -55,6 +59,24 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+}
+
+// LimitsConfig bounds what one peer or a flood of them can hold on a
+// listener, and how many records a cluster accepts.
+type LimitsConfig struct {
+	// MaxConnections caps concurrent connections on the listener; more
+	// are closed at accept.
+	MaxConnections int
+	// IdleTimeout closes a connection that sends nothing for this long.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds receiving one frame (control) or one request's
+	// headers (data) once its first byte arrived.
+	FrameTimeout time.Duration
+	// WriteTimeout bounds writing one data response (worker).
+	WriteTimeout time.Duration
+	// MaxRecords caps the records of a cluster; a registration past it is
+	// refused (coordinator).
+	MaxRecords int
 }
 
 // EtcdConfig configures the etcd state backend.

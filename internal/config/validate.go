@@ -82,6 +82,33 @@ func (c *Config) validateTimeouts() error {
 	if c.RequestTimeout >= c.LeaseTTL {
 		return fmt.Errorf("request-timeout %s must be less than lease-ttl %s", c.RequestTimeout, c.LeaseTTL)
 	}
+	return c.validateLimits()
+}
+
+// validateLimits checks the listener limits. The settings that do not
+// apply to the role are zero and skipped.
+func (c *Config) validateLimits() error {
+	l := c.Limits
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"idle-timeout", l.IdleTimeout}, {"frame-timeout", l.FrameTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
+		}
+	}
+	if l.MaxConnections < 1 || l.MaxConnections > 1<<20 {
+		return fmt.Errorf("max-connections %d: must be from 1 to %d", l.MaxConnections, 1<<20)
+	}
+	if l.FrameTimeout > l.IdleTimeout {
+		return fmt.Errorf("frame-timeout %s must not exceed idle-timeout %s", l.FrameTimeout, l.IdleTimeout)
+	}
+	if c.Role == cluster.RoleWorker && l.WriteTimeout <= 0 {
+		return fmt.Errorf("write-timeout %s: must be positive", l.WriteTimeout)
+	}
+	if c.Role == cluster.RoleCoordinator && (l.MaxRecords < 1 || l.MaxRecords > 1_000_000) {
+		return fmt.Errorf("max-records %d: must be from 1 to 1000000", l.MaxRecords)
+	}
 	return nil
 }
 

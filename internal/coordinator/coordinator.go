@@ -50,6 +50,52 @@ type Options struct {
 	// process-wide ones (shared with the admin listener).
 	Registerer prometheus.Registerer
 	Process    *metrics.Process
+	// Limits bound the control listener; zero fields take the defaults.
+	Limits Limits
+}
+
+// Limits bound what peers can hold on the control listener and how many
+// records a cluster accepts. Each refusal is counted in
+// talon_coordinator_limit_refusals_total by limit.
+type Limits struct {
+	// MaxConnections caps concurrent control connections; more are closed
+	// at accept. Default DefaultMaxConnections.
+	MaxConnections int
+	// IdleTimeout closes a connection that sends nothing for this long
+	// (subscribers ping well within it). Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds receiving one frame once its first byte
+	// arrived, so a peer cannot pin a half-sent frame. Default
+	// DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// MaxRecords caps the records of the cluster: a registration of a
+	// node the cluster does not hold is refused with resource_exhausted
+	// past it. Default DefaultMaxRecords.
+	MaxRecords int
+}
+
+// Limit defaults (the configuration's defaults too).
+const (
+	DefaultMaxConnections = 4096
+	DefaultIdleTimeout    = 2 * time.Minute
+	DefaultFrameTimeout   = 10 * time.Second
+	DefaultMaxRecords     = 10000
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = DefaultMaxConnections
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.FrameTimeout <= 0 {
+		l.FrameTimeout = DefaultFrameTimeout
+	}
+	if l.MaxRecords <= 0 {
+		l.MaxRecords = DefaultMaxRecords
+	}
+	return l
 }
 
 // Readiness is the coordinator's readiness with the reasons it is not ready.
@@ -80,19 +126,22 @@ type Coordinator struct {
 	requests      atomic.Uint64
 	requestErrors atomic.Uint64
 
-	mu          sync.Mutex // guards the fields below
-	lastGood    *View
-	lastErr     error
-	storeOK     bool
-	synced      bool   // a view has been read at least once
-	registered  bool   // this coordinator's own record has been accepted
-	refusal     string // why the store refuses this coordinator's own record; "" when it does not
-	draining    bool
-	closing     bool // past the drain delay: new requests are refused
-	pushed      placement.Version
-	havePushed  bool
-	conns       map[*conn]struct{}
-	subscribers map[*conn]struct{}
+	mu       sync.Mutex // guards the fields below
+	lastGood *View
+	// newSinceView holds the nodes this coordinator registered since
+	// lastGood was read, so max-records counts them before a view does.
+	newSinceView map[cluster.Key]struct{}
+	lastErr      error
+	storeOK      bool
+	synced       bool   // a view has been read at least once
+	registered   bool   // this coordinator's own record has been accepted
+	refusal      string // why the store refuses this coordinator's own record; "" when it does not
+	draining     bool
+	closing      bool // past the drain delay: new requests are refused
+	pushed       placement.Version
+	havePushed   bool
+	conns        map[*conn]struct{}
+	subscribers  map[*conn]struct{}
 }
 
 // New returns a coordinator. It has no side effects: nothing is read,
@@ -117,6 +166,7 @@ func New(opts Options) (*Coordinator, error) {
 	if err := cluster.ValidateID("node-id", opts.NodeID); err != nil {
 		return nil, err
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	m, err := newCoordMetrics(opts.Registerer, opts.Store.Backend())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
@@ -131,17 +181,18 @@ func New(opts Options) (*Coordinator, error) {
 		advertise = opts.Listener.Addr().String()
 	}
 	c := &Coordinator{
-		opts:        opts,
-		log:         opts.Logger.With("component", "coordinator"),
-		now:         opts.Clock,
-		m:           m,
-		proc:        opts.Process,
-		incarnation: cluster.NewIncarnationID(),
-		startUnixMs: opts.Clock().UnixMilli(),
-		advertise:   advertise,
-		kick:        make(chan struct{}, 1),
-		conns:       map[*conn]struct{}{},
-		subscribers: map[*conn]struct{}{},
+		opts:         opts,
+		log:          opts.Logger.With("component", "coordinator"),
+		now:          opts.Clock,
+		m:            m,
+		proc:         opts.Process,
+		incarnation:  cluster.NewIncarnationID(),
+		startUnixMs:  opts.Clock().UnixMilli(),
+		advertise:    advertise,
+		kick:         make(chan struct{}, 1),
+		conns:        map[*conn]struct{}{},
+		subscribers:  map[*conn]struct{}{},
+		newSinceView: map[cluster.Key]struct{}{},
 	}
 	return c, nil
 }
@@ -381,6 +432,7 @@ func (c *Coordinator) noteView(v *View, recount bool) {
 	c.mu.Lock()
 	wasOK := c.storeOK
 	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
+	clear(c.newSinceView)
 	changed := !c.havePushed || c.pushed != v.Version()
 	c.pushed, c.havePushed = v.Version(), true
 	var subs []*conn

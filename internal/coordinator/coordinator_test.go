@@ -47,6 +47,12 @@ func start(t *testing.T, store *memory.Store, drain time.Duration) *fixture {
 // startWith runs a coordinator over any store.
 func startWith(t *testing.T, store state.Store, drain time.Duration) *fixture {
 	t.Helper()
+	return startLimited(t, store, drain, Limits{})
+}
+
+// startLimited runs a coordinator over store with control-listener limits.
+func startLimited(t *testing.T, store state.Store, drain time.Duration, limits Limits) *fixture {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +66,7 @@ func startWith(t *testing.T, store state.Store, drain time.Duration) *fixture {
 		ClusterID: "test", NodeID: "coord-a", Timing: testTiming,
 		RequestTimeout: 200 * time.Millisecond, DrainDelay: drain, ShutdownTimeout: time.Second,
 		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Clock: time.Now, Registerer: reg, Process: proc,
+		Clock: time.Now, Registerer: reg, Process: proc, Limits: limits,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ type coordMetrics struct {
 	placementErrs  *prometheus.CounterVec // outcome
 	versionChanges prometheus.Counter
 	selfRefusals   *prometheus.CounterVec
+	limitRefusals  *prometheus.CounterVec
 }
 
 func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, error) {
@@ -60,12 +61,16 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_coordinator_placement_version_changes_total",
 			Help: "Times this coordinator observed a new PlacementVersion.",
 		}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_coordinator_limit_refusals_total",
+			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records).",
+		}, []string{"limit"}),
 		selfRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_own_record_refusals_total",
 			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -93,6 +94,12 @@ func (c *Coordinator) acceptLoop() {
 			_ = nc.Close()
 			continue
 		}
+		if len(c.conns) >= c.opts.Limits.MaxConnections {
+			c.mu.Unlock()
+			c.m.limitRefusals.WithLabelValues("connections").Inc()
+			_ = nc.Close()
+			continue
+		}
 		c.conns[cn] = struct{}{}
 		c.mu.Unlock()
 		c.connWG.Add(1)
@@ -117,9 +124,33 @@ func (c *Coordinator) serveConn(cn *conn) {
 		pusherWG.Wait()
 		c.proc.ConnClosed("control")
 	}()
-	dec := protocol.NewDecoder(bufio.NewReaderSize(cn.nc, 4096))
+	br := bufio.NewReaderSize(cn.nc, 4096)
+	dec := protocol.NewDecoder(br)
+	lim := c.opts.Limits
 	for {
+		// Idle until a frame starts, then a bounded time for the whole
+		// frame: a peer can neither hold a connection in silence nor pin
+		// a half-sent frame's buffer.
+		_ = cn.nc.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+		if _, err := br.Peek(1); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.m.limitRefusals.WithLabelValues("idle_timeout").Inc()
+			}
+			return
+		}
+		_ = cn.nc.SetReadDeadline(time.Now().Add(lim.FrameTimeout))
 		f, err := dec.ReadFrame()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.m.limitRefusals.WithLabelValues("frame_timeout").Inc()
+			return
+		}
+		if err == nil && f.RequestID == 0 {
+			// Request ID 0 is reserved for pushes: an answer under it
+			// would look like one. Refuse, then close.
+			c.m.limitRefusals.WithLabelValues("request_id").Inc()
+			_ = cn.write(0, protocol.NewError(protocol.CodeInvalidArgument, "request ID 0 is reserved for pushes; requests number from 1"))
+			return
+		}
 		if err != nil {
 			if reply := protocol.FrameErrorReply(err); reply != nil {
 				// Unsupported version or oversize frame: answer in the
@@ -216,7 +247,7 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	case *protocol.Register:
 		op, resp = "register", c.upsert(ctx, "register", m.Record)
 	case *protocol.Heartbeat:
-		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record, state.Heartbeat())
+		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record)
 	case *protocol.Deregister:
 		op, resp = "deregister", c.deregister(ctx, m)
 	case *protocol.PlacementLookup:
@@ -246,7 +277,7 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 }
 
 // upsert applies a Register or Heartbeat.
-func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte, opts ...state.UpsertOption) protocol.Message {
+func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) protocol.Message {
 	rec, err := protocol.DecodeRecordPayload(payload)
 	if err != nil {
 		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
@@ -265,6 +296,14 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte, opt
 		c.m.writes.WithLabelValues(op, protocol.CodeNotReady.String()).Inc()
 		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has no current cluster view; retry, possibly elsewhere", c.opts.NodeID)
 	}
+	var opts []state.UpsertOption
+	if op == "heartbeat" {
+		opts = append(opts, state.Heartbeat())
+	} else if full, n := c.clusterFull(rec.Key()); full {
+		c.m.writes.WithLabelValues(op, protocol.CodeResourceExhausted.String()).Inc()
+		c.m.limitRefusals.WithLabelValues("records").Inc()
+		return protocol.NewError(protocol.CodeResourceExhausted, "cluster %q holds %d records, the max-records limit; node %q is not registered", c.opts.ClusterID, n, rec.NodeID)
+	}
 	start := c.now()
 	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL, opts...)
 	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
@@ -274,6 +313,9 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte, opt
 		return storeErrorReply(err)
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
+	if res.Decision == cluster.DecisionInsert {
+		c.noteRegistered(rec.Key())
+	}
 	if res.Outcome == state.OutcomeAccepted && res.Decision != cluster.DecisionAdvance {
 		// A new or restarted worker may change placement: tell subscribers soon.
 		c.requestRefresh()
@@ -316,4 +358,35 @@ func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
 		a.UpdatedAtUnixMs = res.Record.UpdatedAtUnixMs
 	}
 	return a
+}
+
+// clusterFull reports whether registering key would take the cluster past
+// Limits.MaxRecords: the current view and the registrations this
+// coordinator accepted since hold at least that many records, none in
+// key's slot. With several coordinators the cap can be passed by what the
+// others registered within one refresh interval.
+func (c *Coordinator) clusterFull(key cluster.Key) (full bool, records int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.lastGood
+	if v == nil {
+		return false, 0
+	}
+	n := len(v.Snapshot.Records) + len(c.newSinceView)
+	if n < c.opts.Limits.MaxRecords {
+		return false, n
+	}
+	_, pending := c.newSinceView[key]
+	return !pending && v.Snapshot.Find(key) == nil, n
+}
+
+// noteRegistered counts a node this coordinator registered until the next
+// view holds it (see clusterFull).
+func (c *Coordinator) noteRegistered(key cluster.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.lastGood; v != nil && v.Snapshot.Find(key) != nil {
+		return
+	}
+	c.newSinceView[key] = struct{}{}
 }

@@ -129,9 +129,11 @@
 //	10   internal            no         a bug
 //	11   no_workers          yes        placement found no healthy worker
 //	12   conflict            yes        the store lost too many concurrent-update races
+//	13   resource_exhausted  no         a configured limit is reached (the records of a cluster)
 //
-// CodeOf is the one table from internal errors (state, cluster and this
-// package's sentinels) to codes; ErrorOf builds the Error to send.
+// CodeOf maps this package's and cluster's sentinels to codes; the server
+// maps its own errors (a store's) first and falls back to CodeOf.
+// ErrorOf and ErrorWithCode build the Error to send.
 //
 // # Concurrency and allocation
 //

@@ -30,6 +30,7 @@ const (
 	CodeInternal           Code = 10 // not retryable: a bug
 	CodeNoWorkers          Code = 11 // retryable: placement found no healthy worker
 	CodeConflict           Code = 12 // retryable: the store lost too many optimistic-concurrency races
+	CodeResourceExhausted  Code = 13 // not retryable without operator action: a configured limit is reached (records of a cluster)
 )
 
 // String returns the code's snake_case name (a bounded metrics label), or
@@ -60,6 +61,8 @@ func (c Code) String() string {
 		return "no_workers"
 	case CodeConflict:
 		return "conflict"
+	case CodeResourceExhausted:
+		return "resource_exhausted"
 	}
 	return "unknown"
 }

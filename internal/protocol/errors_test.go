@@ -67,7 +67,8 @@ func TestCodeNames(t *testing.T) {
 		CodePermissionDenied: "permission_denied", CodeInvalidArgument: "invalid_argument",
 		CodeUnsupportedVersion: "unsupported_version", CodeTooLarge: "too_large", CodeNotReady: "not_ready",
 		CodeDraining: "draining", CodeInternal: "internal", CodeNoWorkers: "no_workers", CodeConflict: "conflict",
-		0: "unknown", 13: "unknown", 0xffff: "unknown",
+		CodeResourceExhausted: "resource_exhausted",
+		0:                     "unknown", 14: "unknown", 0xffff: "unknown",
 	}
 	for c, name := range want {
 		if c.String() != name {

@@ -14,3 +14,16 @@ func NewHeartbeatCounter(reg prometheus.Registerer) (func(op, outcome string), e
 	}
 	return func(op, outcome string) { c.WithLabelValues(op, outcome).Inc() }, nil
 }
+
+// NewLimitCounter registers talon_worker_data_connections_refused_total
+// with reg and returns a function suitable for Options.LimitRefused.
+func NewLimitCounter(reg prometheus.Registerer) (func(), error) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "talon_worker_data_connections_refused_total",
+		Help: "Data connections closed at accept because max-connections were open.",
+	})
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	return c.Inc, nil
+}

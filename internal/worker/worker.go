@@ -58,6 +58,11 @@ type Options struct {
 	// HeartbeatOutcome, if set, is told the outcome of every heartbeat
 	// attempt (accepted, duplicate, stale or an error code), for metrics.
 	HeartbeatOutcome func(op, outcome string)
+	// DataLimits bound the data listener; zero fields take the defaults.
+	DataLimits DataLimits
+	// LimitRefused, if set, is told each connection the data listener's
+	// connection cap closes at accept (for metrics).
+	LimitRefused func()
 }
 
 // Readiness is the worker's readiness with reasons.
@@ -75,6 +80,7 @@ type Worker struct {
 	advertise   string
 	perCoord    []*client.Client // for Rotate
 	server      *http.Server
+	dataLn      net.Listener  // DataListener behind the connection cap
 	next        atomic.Uint64 // rotation index
 
 	mu         sync.Mutex // guards the fields below
@@ -126,9 +132,18 @@ func New(opts Options) (*Worker, error) {
 			w.perCoord = append(w.perCoord, c)
 		}
 	}
+	lim := opts.DataLimits.withDefaults()
+	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: opts.LimitRefused}
 	w.server = &http.Server{
-		Handler:           opts.DataHandler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: opts.DataHandler,
+		// A new connection gets FrameTimeout for its request headers, an
+		// idle keep-alive one IdleTimeout for the next request, and a
+		// response WriteTimeout: a slow reader cannot pin an open block
+		// file (or an evicted one) for longer.
+		ReadHeaderTimeout: lim.FrameTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		MaxHeaderBytes:    16 << 10,
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			switch s {
 			case http.StateNew:
@@ -203,7 +218,7 @@ func (w *Worker) LastAccepted() (*cluster.Record, string) {
 // Run serves until ctx ends, then drains and returns.
 func (w *Worker) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- w.server.Serve(w.opts.DataListener) }()
+	go func() { serveErr <- w.server.Serve(w.dataLn) }()
 
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	hbDone := make(chan struct{})
@@ -415,4 +430,74 @@ func (w *Worker) deregister() {
 	if err != nil {
 		w.log.Warn("could not deregister; the record expires with its lease", "error", err)
 	}
+}
+
+// DataLimits bound the data listener.
+type DataLimits struct {
+	// MaxConnections caps concurrent data connections; more are closed at
+	// accept. Default 4096.
+	MaxConnections int
+	// IdleTimeout closes a keep-alive connection with no request for this
+	// long. Default 2 minutes.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds reading a request's headers. Default 10 s.
+	FrameTimeout time.Duration
+	// WriteTimeout bounds writing one response. Default 2 minutes.
+	WriteTimeout time.Duration
+}
+
+func (l DataLimits) withDefaults() DataLimits {
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = 4096
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 2 * time.Minute
+	}
+	if l.FrameTimeout <= 0 {
+		l.FrameTimeout = 10 * time.Second
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = 2 * time.Minute
+	}
+	return l
+}
+
+// limitListener closes connections past max at accept, so a flood of
+// connections cannot hold the worker's descriptors or memory. (netutil's
+// LimitListener would queue them instead, invisibly.)
+type limitListener struct {
+	net.Listener
+	max     int64
+	open    atomic.Int64
+	refused func()
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			_ = c.Close()
+			if l.refused != nil {
+				l.refused()
+			}
+			continue
+		}
+		return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+	}
+}
+
+// limitedConn gives its slot back once, on the first Close.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }

@@ -54,6 +54,11 @@ func newWorkerWith(t *testing.T, coordinators []string, rotate bool, drain time.
 
 func newWorkerStatus(t *testing.T, coordinators []string, rotate bool, drain time.Duration, handler func(*worker.Worker) http.Handler, status worker.StatusSource) *worker.Worker {
 	t.Helper()
+	return newWorkerOpts(t, coordinators, rotate, drain, handler, func(o *worker.Options) { o.Status = status })
+}
+
+func newWorkerOpts(t *testing.T, coordinators []string, rotate bool, drain time.Duration, handler func(*worker.Worker) http.Handler, edit func(*worker.Options)) *worker.Worker {
+	t.Helper()
 	var w *worker.Worker
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,12 +70,14 @@ func newWorkerStatus(t *testing.T, coordinators []string, rotate bool, drain tim
 	}
 	t.Cleanup(func() { cl.Close() })
 	proc, _ := metrics.NewProcess(prometheus.NewRegistry(), "worker", time.Now(), time.Now)
-	w, err = worker.New(worker.Options{
+	o := worker.Options{
 		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second, DrainDelay: drain,
 		DataListener: ln, DataHandler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { handler(w).ServeHTTP(rw, r) }), Client: cl,
-		Logger: discard(), Clock: time.Now, Process: proc, Status: status,
-	})
+		Logger: discard(), Clock: time.Now, Process: proc,
+	}
+	edit(&o)
+	w, err = worker.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +286,58 @@ func TestDegradedSurvivesFailedHeartbeats(t *testing.T) {
 		r := find(t, store)
 		return r != nil && r.Health == cluster.HealthHealthy
 	})
+	cancel()
+	<-done
+}
+
+// TestDataPortLimits: the data listener closes connections past its cap at
+// accept, and closes connections that send a partial request header or
+// nothing at all within the frame timeout (the old data port had no idle
+// or write timeout and no cap).
+func TestDataPortLimits(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	var refused atomic.Int64
+	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
+		o.DataLimits = worker.DataLimits{MaxConnections: 4, FrameTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+		o.LimitRefused = func() { refused.Add(1) }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testsupport.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+	closed := func(nc net.Conn) bool {
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.Copy(io.Discard, nc)
+		return err == nil
+	}
+	var slow []net.Conn
+	for i := range 4 {
+		nc, err := net.Dial("tcp", w.DataAddress())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			_, _ = nc.Write([]byte("GET /v1/objects/x HTTP/1.1\r\nHost: x\r\n")) // never finished
+		}
+		slow = append(slow, nc)
+	}
+	time.Sleep(50 * time.Millisecond) // the four are accepted
+	extra, err := net.Dial("tcp", w.DataAddress())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !closed(extra) {
+		t.Fatal("a connection past the cap was not closed")
+	}
+	testsupport.WaitFor(t, 5*time.Second, "the refusal counted", func() bool { return refused.Load() == 1 })
+	start := time.Now()
+	for i, nc := range slow {
+		if !closed(nc) {
+			t.Fatalf("slow connection %d still open after %s", i, time.Since(start))
+		}
+		nc.Close()
+	}
 	cancel()
 	<-done
 }

@@ -1,0 +1,176 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state/memory"
+)
+
+func refusals(f *fixture, limit string) float64 {
+	return testutil.ToFloat64(f.c.m.limitRefusals.WithLabelValues(limit))
+}
+
+// closedWithin reports whether the server closes nc within d.
+func closedWithin(nc net.Conn, d time.Duration) bool {
+	_ = nc.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, nc)
+	return err == nil // io.Copy returns nil at EOF; a deadline is an error
+}
+
+func (c *Coordinator) openConns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
+}
+
+// TestConnectionCap: past max-connections, connections are closed at
+// accept and counted; those within the cap are served (the old listener
+// had no cap: 3,000 idle connections held for 47 s).
+func TestConnectionCap(t *testing.T) {
+	f := startLimited(t, memory.New(memory.Options{}), 0, Limits{MaxConnections: 5})
+	var held []*protocol.Conn
+	for range 5 {
+		cn := dial(t, f.addr)
+		if _, err := cn.Call(context.Background(), &protocol.Ping{}); err != nil {
+			t.Fatalf("a connection within the cap: %v", err)
+		}
+		held = append(held, cn)
+	}
+	for i := range 20 {
+		nc, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !closedWithin(nc, 5*time.Second) {
+			t.Fatalf("connection %d past the cap was not closed", 5+i)
+		}
+		nc.Close()
+	}
+	if n := refusals(f, "connections"); n != 20 {
+		t.Fatalf("connections refused %v, want 20", n)
+	}
+	if _, err := held[0].Call(context.Background(), &protocol.Ping{}); err != nil {
+		t.Fatalf("a held connection stopped working: %v", err)
+	}
+}
+
+// TestSlowloris: silent connections are closed after the idle timeout and
+// half-sent frames after the frame timeout, so neither pins a connection
+// or its buffer (the old listener kept 2,000 half-frames, heap 25 -> 148 MB).
+func TestSlowloris(t *testing.T) {
+	f := startLimited(t, memory.New(memory.Options{}), 0, Limits{IdleTimeout: 300 * time.Millisecond, FrameTimeout: 200 * time.Millisecond})
+	const n = 100
+	var idle, half []net.Conn
+	frame, err := protocol.AppendFrame(nil, 1, &protocol.Ping{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		a, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Write(frame[:len(frame)/2]); err != nil {
+			t.Fatal(err)
+		}
+		idle, half = append(idle, a), append(half, b)
+	}
+	start := time.Now()
+	for i := range n {
+		if !closedWithin(idle[i], 5*time.Second) || !closedWithin(half[i], 5*time.Second) {
+			t.Fatalf("connection pair %d still open after %s", i, time.Since(start))
+		}
+		idle[i].Close()
+		half[i].Close()
+	}
+	waitFor(t, "no connection left", func() bool { return f.c.openConns() == 0 })
+	if refusals(f, "idle_timeout") < n || refusals(f, "frame_timeout") < n {
+		t.Fatalf("idle timeouts %v, frame timeouts %v, want %d each", refusals(f, "idle_timeout"), refusals(f, "frame_timeout"), n)
+	}
+}
+
+// TestRequestIDZeroRefused: ID 0 is reserved for pushes; a request using
+// it is refused and the connection closed.
+func TestRequestIDZeroRefused(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	nc, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := protocol.NewEncoder(nc).Encode(0, &protocol.Ping{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	fr, err := protocol.NewDecoder(nc).ReadFrame()
+	if err != nil {
+		t.Fatalf("no answer to request ID 0: %v", err)
+	}
+	msg, err := fr.Message()
+	e, ok := msg.(*protocol.Error)
+	if err != nil || !ok || e.Code != protocol.CodeInvalidArgument {
+		t.Fatalf("answer to request ID 0: %v %v", msg, err)
+	}
+	if !closedWithin(nc, 5*time.Second) {
+		t.Fatal("connection left open after request ID 0")
+	}
+	if refusals(f, "request_id") != 1 {
+		t.Fatalf("request_id refusals %v", refusals(f, "request_id"))
+	}
+}
+
+// TestMaxRecords: 1,000 registrations of new nodes on one connection
+// against a cap of 10 records: the cluster never holds more than the cap,
+// the rest are refused with resource_exhausted and counted, and a node the
+// cluster holds may still register again (the old coordinator accepted
+// 1,000 fake workers in 9.6 s).
+func TestMaxRecords(t *testing.T) {
+	store := memory.New(memory.Options{})
+	f := startLimited(t, store, 0, Limits{MaxRecords: 10})
+	cn := dial(t, f.addr)
+	accepted, refused := 0, 0
+	for i := range 1000 {
+		ack, err := register(t, cn, fakeWorker(i, "i"))
+		switch {
+		case err == nil && ack.Outcome == protocol.OutcomeAccepted:
+			accepted++
+		case protocol.IsCode(err, protocol.CodeResourceExhausted) && !protocol.Retryable(err):
+			refused++
+		default:
+			t.Fatalf("registration %d: %v %v", i, ack, err)
+		}
+	}
+	snap, err := store.Snapshot(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Records) > 10 || accepted+refused != 1000 || accepted > 9 {
+		t.Fatalf("%d records stored, %d accepted, %d refused; cap 10 (one is the coordinator's own)", len(snap.Records), accepted, refused)
+	}
+	if got := refusals(f, "records"); got != float64(refused) {
+		t.Fatalf("records refusals counted %v, want %d", got, refused)
+	}
+	// A node the cluster already holds is not a new record.
+	if ack, err := register(t, cn, fakeWorker(0, "i2")); err != nil || ack.Outcome != protocol.OutcomeAccepted {
+		t.Fatalf("re-registration of a held node at the cap: %v %v", ack, err)
+	}
+}
+
+func fakeWorker(i int, incarnation string) *cluster.Record {
+	r := workerRecord(fmt.Sprintf("fake-%04d", i), incarnation, 0)
+	r.Address = fmt.Sprintf("127.0.0.1:%d", 10000+i)
+	return r
+}
