@@ -310,9 +310,13 @@ func (s *Server) mapErr(ctx context.Context, key string, err error) *apiError {
 	case errors.Is(err, blob.ErrInvalidKey):
 		return errorf(http.StatusBadRequest, datav1.CodeInvalidKey, "%v", err)
 	case errors.Is(err, cache.ErrOutOfRange):
-		return errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request: %v", key, err)
+		s.log.Warn("object changed size during a request", "object", key, "error", err)
+		return errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request", key)
 	case errors.Is(err, blob.ErrBackend):
-		return errorf(http.StatusBadGateway, datav1.CodeBackend, "blob store: %v", err)
+		// The blob store's text can name files, hosts and OS errors: it
+		// goes to the log, never to the client.
+		s.log.Warn("blob store failed", "object", key, "error", err)
+		return errorf(http.StatusBadGateway, datav1.CodeBackend, "the blob store failed to serve object %q; see this worker's log", key)
 	case errors.Is(err, cache.ErrClosed):
 		return errorf(http.StatusServiceUnavailable, datav1.CodeUnavailable, "block cache is closed")
 	}

@@ -475,3 +475,49 @@ func TestBlockKey(t *testing.T) {
 		t.Fatalf("the longest block key is %d bytes, over the protocol's 1024", len(k))
 	}
 }
+
+// TestErrorBodiesHideInternals: a blob-store failure whose text names a
+// file and an OS error reaches the client as a generic message (the old
+// body echoed it), and client-caused errors (a bad name, a missing object,
+// a range past the end) never count as backend errors, so they never mark
+// the worker degraded.
+func TestErrorBodiesHideInternals(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	e.put(t, "obj", pattern(9, bs))
+	secret := filepath.Join(e.blobDir, "obj")
+	e.src.Store = pathLeakingStore{e.src.Store, secret}
+	_, err := e.fetch("obj", 0, 10)
+	var de *datav1.Error
+	if !errors.As(err, &de) || de.Code != datav1.CodeBackend {
+		t.Fatalf("failing blob store: %v", err)
+	}
+	if strings.Contains(de.Message, secret) || strings.Contains(de.Message, "permission denied") {
+		t.Fatalf("error body leaks internals: %q", de.Message)
+	}
+	e.settle(t, 1)
+	_, before := e.st.Status()
+	for _, bad := range []struct{ key string }{{"missing"}, {"../etc/passwd"}, {"a//b"}} {
+		_, _ = datav1.Fetch(context.Background(), e.client, datav1.Request{Addr: e.addr, Object: bad.key, Offset: 0, Length: 1})
+		// an invalid key may be refused by the client before it is sent
+		resp, err := e.client.Get("http://" + e.addr + datav1.PathPrefix + bad.key + "?offset=0&length=1")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	_, _ = e.fetch("obj", 10*bs, 1) // past the end
+	time.Sleep(50 * time.Millisecond)
+	if _, after := e.st.Status(); after.BackendErrorsTotal != before.BackendErrorsTotal {
+		t.Fatalf("client-caused errors counted as backend errors: %d -> %d", before.BackendErrorsTotal, after.BackendErrorsTotal)
+	}
+}
+
+// pathLeakingStore fails every read with an error naming a file, as the
+// file blob store does when the OS refuses it.
+type pathLeakingStore struct {
+	blob.Store
+	path string
+}
+
+func (s pathLeakingStore) ReadRange(context.Context, string, int64, int64) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("%w: open %s: permission denied", blob.ErrBackend, s.path)
+}
