@@ -17,6 +17,7 @@ var (
 	errNotFound         = errors.New("not found")
 	errMethodNotAllowed = errors.New("method not allowed")
 	errBodyNotAccepted  = errors.New("request bodies are not accepted")
+	errRateLimited      = errors.New("too many requests from this client; retry after a second")
 )
 
 // errorTable is the one map from internal errors to HTTP status and API
@@ -32,6 +33,7 @@ var errorTable = []struct {
 	{errNotFound, http.StatusNotFound, apiv1.CodeNotFound, false},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, apiv1.CodeMethodNotAllowed, false},
 	{errBodyNotAccepted, http.StatusRequestEntityTooLarge, apiv1.CodeTooLarge, false},
+	{errRateLimited, http.StatusTooManyRequests, apiv1.CodeRateLimited, true},
 	// Fail closed: no current snapshot. The store sentinels appear only
 	// wrapped in ErrNotReady today; they are listed so that a future path
 	// returning them bare still answers 503, not 500.

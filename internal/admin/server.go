@@ -121,6 +121,8 @@ type Server struct {
 	metrics http.Handler
 	handler http.Handler
 	router  *http.ServeMux // finds routes; see newRouter
+	ident   clientIdentity // who a request is from (trusted proxies)
+	limiter *clientLimiter // per client; nil when off
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -141,12 +143,18 @@ func New(opts Options) (*Server, error) {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	s := &Server{
-		opts:   opts,
-		log:    opts.Logger.With("component", "admin"),
-		now:    opts.Clock,
-		auth:   newAuthenticator(opts.Config.Tokens),
-		router: newRouter(opts.Coordinator != nil),
+		opts:    opts,
+		log:     opts.Logger.With("component", "admin"),
+		now:     opts.Clock,
+		auth:    newAuthenticator(opts.Config.Tokens),
+		router:  newRouter(opts.Coordinator != nil),
+		limiter: newClientLimiter(opts.Config.RateLimit, opts.Clock),
 	}
+	trusted, err := config.ParsePrefixes("admin-trusted-proxies", opts.Config.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	s.ident = clientIdentity{trusted: trusted}
 	cfg := opts.Config
 	switch {
 	case cfg.TLSCertFile != "" && cfg.TLSKeyFile != "":
@@ -365,16 +373,33 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-store")
 	}
 
-	err := s.dispatch(rec, r, rt)
+	client, forwardedTLS := s.ident.client(r)
+	if r.TLS != nil || forwardedTLS {
+		// Served over https, directly or by a trusted proxy: browsers
+		// must not fall back to plain http.
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	var err error
+	if label.group != groupHealth && !s.limiter.allow(client) {
+		// Probes are never limited: a throttled kubelet would flap
+		// readiness. Everything else counts against the client, which
+		// is the peer unless the peer is a trusted proxy.
+		err = errRateLimited
+	} else {
+		err = s.dispatch(rec, r, rt)
+	}
 	if err != nil {
 		s.writeError(rec, r, err)
 	}
 	outcome := codeOfStatus(rec.status())
 	s.m.observe(label.name, outcome, s.now().Sub(start))
-	if rec.status() >= 500 {
-		s.log.Warn("admin request failed", "operation", label.name, "method", r.Method, "status", rec.status(), "error", err)
-	} else {
-		s.log.Debug("admin request", "operation", label.name, "method", r.Method, "status", rec.status())
+	switch {
+	case rec.status() >= 500:
+		s.log.Warn("admin request failed", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client, "error", err)
+	case rec.status() == http.StatusTooManyRequests || rec.status() == http.StatusUnauthorized:
+		s.log.Info("admin request refused", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client)
+	default:
+		s.log.Debug("admin request", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client)
 	}
 }
 
@@ -421,8 +446,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &pe) {
 		body.Error.Parameter = pe.param
 	}
-	if status == http.StatusServiceUnavailable {
+	switch status {
+	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Del("Content-Security-Policy")
 	writeJSON(w, status, body)

@@ -334,5 +334,6 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // 405: only GET and HEAD are served
 	CodeTooLarge         = "too_large"          // 413: a request with a body (none is accepted)
 	CodeNotReady         = "not_ready"          // 503, retryable: no current snapshot (fail closed)
+	CodeRateLimited      = "rate_limited"       // 429, retryable: this client sent more than admin-rate-limit requests per second
 	CodeInternal         = "internal"           // 500: a bug
 )

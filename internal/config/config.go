@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -112,9 +114,34 @@ type AdminConfig struct {
 	ExposeMetrics bool
 	ExposeAPI     bool
 	ExposeUI      bool
+	// TrustedProxies are the peers (CIDRs) whose X-Forwarded-For,
+	// X-Forwarded-Proto and Forwarded headers are honoured; from anyone
+	// else they are ignored.
+	TrustedProxies []string
+	// RateLimit is the requests per second each client may make (burst
+	// twice that); 0 turns the limit off.
+	RateLimit int
 }
 
 // Timing returns the heartbeat timing settings.
 func (c *Config) Timing() cluster.Timing {
 	return cluster.Timing{HeartbeatInterval: c.HeartbeatInterval, UnhealthyAfter: c.UnhealthyAfter, LeaseTTL: c.LeaseTTL}
+}
+
+// ParsePrefixes parses CIDRs; a bare IP address is a one-address prefix.
+// The error names the first entry that is neither.
+func ParsePrefixes(setting string, items []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(items))
+	for _, it := range items {
+		p, err := netip.ParsePrefix(it)
+		if err != nil {
+			a, aerr := netip.ParseAddr(it)
+			if aerr != nil {
+				return nil, fmt.Errorf("%s %q: not a CIDR or IP address (want e.g. 10.0.0.0/8 or 192.0.2.7)", setting, it)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

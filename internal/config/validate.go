@@ -119,6 +119,12 @@ func (c *Config) validateLogAndTLS() error {
 	if !oneOf(c.LogFormat, "text", "json") {
 		return fmt.Errorf("log-format %q: must be text or json", c.LogFormat)
 	}
+	if _, err := ParsePrefixes("admin-trusted-proxies", c.Admin.TrustedProxies); err != nil {
+		return err
+	}
+	if c.Admin.RateLimit < 0 || c.Admin.RateLimit > 1_000_000 {
+		return fmt.Errorf("admin-rate-limit %d: must be from 0 (off) to 1000000 requests per second", c.Admin.RateLimit)
+	}
 	if (c.Admin.TLSCertFile == "") != (c.Admin.TLSKeyFile == "") {
 		return fmt.Errorf("admin-tls-cert-file %q and admin-tls-key-file %q: set both or neither", c.Admin.TLSCertFile, c.Admin.TLSKeyFile)
 	}

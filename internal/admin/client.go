@@ -1,0 +1,184 @@
+package admin
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// clientIdentity tells who sent a request (ADR 0001 section 11): the TCP
+// peer, unless the peer is a configured trusted proxy, in which case the
+// nearest untrusted address of its forwarding chain (X-Forwarded-For, or
+// Forwarded's for=). Forwarded headers from any other peer are ignored:
+// never logged as the client, never used for rate limiting.
+type clientIdentity struct {
+	trusted []netip.Prefix
+}
+
+func (ci clientIdentity) isTrusted(a netip.Addr) bool {
+	for _, p := range ci.trusted {
+		if p.Contains(a.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// client returns the address a request is attributed to and whether it
+// came through a trusted proxy's https (X-Forwarded-Proto / proto=).
+func (ci clientIdentity) client(r *http.Request) (addr netip.Addr, forwardedTLS bool) {
+	peer := peerAddr(r.RemoteAddr)
+	if !peer.IsValid() || !ci.isTrusted(peer) {
+		return peer, false
+	}
+	chain := forwardedFor(r.Header)
+	addr = peer
+	// Walk from the nearest hop back: the first address that is not a
+	// trusted proxy is the client; earlier entries are the client's own
+	// claims and cannot be trusted.
+	for i := len(chain) - 1; i >= 0; i-- {
+		a := chain[i]
+		if !a.IsValid() {
+			break
+		}
+		addr = a
+		if !ci.isTrusted(a) {
+			break
+		}
+	}
+	proto := r.Header.Get("X-Forwarded-Proto")
+	if proto == "" {
+		proto = forwardedParam(r.Header, "proto")
+	}
+	return addr, strings.EqualFold(strings.TrimSpace(proto), "https")
+}
+
+func peerAddr(remote string) netip.Addr {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, _ := netip.ParseAddr(host)
+	return a.Unmap()
+}
+
+// forwardedFor returns the addresses of X-Forwarded-For (all headers, in
+// order), or of Forwarded's for= parameters when there is none. Entries
+// that do not parse are returned invalid, which ends the walk.
+func forwardedFor(h http.Header) []netip.Addr {
+	var out []netip.Addr
+	if xff := h.Values("X-Forwarded-For"); len(xff) > 0 {
+		for _, v := range xff {
+			for _, part := range strings.Split(v, ",") {
+				out = append(out, parseHop(part))
+			}
+		}
+		return out
+	}
+	for _, v := range h.Values("Forwarded") {
+		for _, elem := range strings.Split(v, ",") {
+			for _, kv := range strings.Split(elem, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+				if ok && strings.EqualFold(k, "for") {
+					out = append(out, parseHop(val))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// forwardedParam returns the last value of param in Forwarded.
+func forwardedParam(h http.Header, param string) string {
+	var last string
+	for _, v := range h.Values("Forwarded") {
+		for _, elem := range strings.Split(v, ",") {
+			for _, kv := range strings.Split(elem, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+				if ok && strings.EqualFold(k, param) {
+					last = strings.Trim(val, `"`)
+				}
+			}
+		}
+	}
+	return last
+}
+
+// parseHop parses one forwarding hop: an address, optionally quoted, in
+// brackets or with a port ("192.0.2.7", "\"[2001:db8::1]:443\"").
+func parseHop(s string) netip.Addr {
+	s = strings.Trim(strings.TrimSpace(s), `"`)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap()
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, _ := netip.ParseAddr(s)
+	return a.Unmap()
+}
+
+// maxLimited bounds the clients whose rate limiters are kept; past it the
+// idlest are dropped (a dropped client starts with a full bucket).
+const maxLimited = 10000
+
+// clientLimiter is a token bucket per client address.
+type clientLimiter struct {
+	rps   rate.Limit
+	burst int
+	now   func() time.Time
+
+	mu sync.Mutex // guards m
+	m  map[netip.Addr]*limited
+}
+
+type limited struct {
+	l    *rate.Limiter
+	last time.Time
+}
+
+func newClientLimiter(rps int, now func() time.Time) *clientLimiter {
+	if rps <= 0 {
+		return nil
+	}
+	return &clientLimiter{rps: rate.Limit(rps), burst: 2 * rps, now: now, m: make(map[netip.Addr]*limited)}
+}
+
+// allow reports whether client may make a request now; nil allows all.
+func (cl *clientLimiter) allow(client netip.Addr) bool {
+	if cl == nil {
+		return true
+	}
+	now := cl.now()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	e, ok := cl.m[client]
+	if !ok {
+		if len(cl.m) >= maxLimited {
+			cl.evictLocked(now)
+		}
+		e = &limited{l: rate.NewLimiter(cl.rps, cl.burst)}
+		cl.m[client] = e
+	}
+	e.last = now
+	return e.l.AllowN(now, 1)
+}
+
+// evictLocked drops the clients idle for a minute or more, or, if none,
+// an arbitrary half.
+func (cl *clientLimiter) evictLocked(now time.Time) {
+	for k, e := range cl.m {
+		if now.Sub(e.last) >= time.Minute {
+			delete(cl.m, k)
+		}
+	}
+	for k := range cl.m {
+		if len(cl.m) < maxLimited/2 {
+			return
+		}
+		delete(cl.m, k)
+	}
+}

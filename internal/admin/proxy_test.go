@@ -1,0 +1,131 @@
+package admin
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+)
+
+// forgedGets sends n requests to path, each with another forged
+// X-Forwarded-For, and returns how many were rate limited.
+func forgedGets(t *testing.T, e *env, path string, n int, wantHSTS bool) int {
+	t.Helper()
+	limited := 0
+	for i := range n {
+		req, err := http.NewRequest(http.MethodGet, e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", "203.0.113."+itoa(i+1))
+		req.Header.Set("Forwarded", "for=198.51.100."+itoa(i+1))
+		req.Header.Set("X-Forwarded-Proto", "https")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if hsts := resp.Header.Get("Strict-Transport-Security") != ""; hsts != wantHSTS {
+			t.Fatalf("Strict-Transport-Security set %v, want %v (X-Forwarded-Proto: https, proxy trusted %v)", hsts, wantHSTS, wantHSTS)
+		}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+			if resp.Header.Get("Retry-After") != "1" {
+				t.Fatalf("429 without Retry-After: 1: %v", resp.Header)
+			}
+		}
+	}
+	return limited
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestForwardedHeadersFromUntrustedPeers: from a peer that is not a
+// trusted proxy, forged X-Forwarded-For and Forwarded headers are ignored:
+// every request counts against the peer (so rotating forged addresses does
+// not escape the rate limit), and the log names the peer, never a forged
+// address. Probes are never limited.
+func TestForwardedHeadersFromUntrustedPeers(t *testing.T) {
+	adminCfg := exposeAll()
+	adminCfg.RateLimit = 5 // burst 10
+	e := startCoordinator(t, envOptions{admin: adminCfg})
+	if limited := forgedGets(t, e, apiv1.PathCluster, 30, false); limited < 15 {
+		t.Fatalf("%d of 30 requests with rotating forged addresses limited, want at least 15: the peer's bucket", limited)
+	}
+	logs := e.logs.String()
+	if strings.Contains(logs, "203.0.113.") || strings.Contains(logs, "198.51.100.") {
+		t.Fatal("a forged forwarded address reached the log")
+	}
+	if !strings.Contains(logs, "client=127.0.0.1") {
+		t.Fatal("refusals are not logged with the peer as the client")
+	}
+	if r := e.get(t, apiv1.PathHealthz); r.status != http.StatusOK {
+		t.Fatalf("/healthz while the client is limited: %d", r.status)
+	}
+}
+
+// TestForwardedHeadersFromATrustedProxy: behind a trusted proxy each
+// forwarded client has its own bucket and is logged as itself.
+func TestForwardedHeadersFromATrustedProxy(t *testing.T) {
+	adminCfg := exposeAll()
+	adminCfg.RateLimit = 5
+	adminCfg.TrustedProxies = []string{"127.0.0.1"}
+	e := startCoordinator(t, envOptions{admin: adminCfg})
+	if limited := forgedGets(t, e, apiv1.PathCluster, 30, true); limited != 0 {
+		t.Fatalf("%d of 30 requests of 30 distinct forwarded clients limited, want 0", limited)
+	}
+	if !strings.Contains(e.logs.String(), "client=203.0.113.") {
+		t.Fatal("the forwarded client is not logged as the client")
+	}
+}
+
+func TestClientIdentity(t *testing.T) {
+	trusted := clientIdentity{trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	tests := []struct {
+		name, remote string
+		hdr          map[string]string
+		want         string
+		https        bool
+	}{
+		{"no proxy", "192.0.2.1:5000", map[string]string{"X-Forwarded-For": "203.0.113.9"}, "192.0.2.1", false},
+		{"trusted proxy", "10.1.1.1:5000", map[string]string{"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}, "203.0.113.9", true},
+		{"chain of trusted proxies", "10.1.1.1:5000", map[string]string{"X-Forwarded-For": "203.0.113.9, 10.2.2.2"}, "203.0.113.9", false},
+		{"client claims before the first untrusted hop are ignored", "10.1.1.1:5000", map[string]string{"X-Forwarded-For": "1.2.3.4, 203.0.113.9"}, "203.0.113.9", false},
+		{"Forwarded", "10.1.1.1:5000", map[string]string{"Forwarded": `for="[2001:db8::7]:443";proto=https`}, "2001:db8::7", true},
+		{"garbage stops the walk at the proxy", "10.1.1.1:5000", map[string]string{"X-Forwarded-For": "not-an-ip"}, "10.1.1.1", false},
+		{"no header", "10.1.1.1:5000", nil, "10.1.1.1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = tt.remote
+			for k, v := range tt.hdr {
+				r.Header.Set(k, v)
+			}
+			got, https := trusted.client(r)
+			if got.String() != tt.want || https != tt.https {
+				t.Fatalf("client = %s https %v, want %s %v", got, https, tt.want, tt.https)
+			}
+		})
+	}
+}
+
+func TestClientLimiterBounded(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	cl := newClientLimiter(1, clk.Now)
+	for i := range maxLimited + 10 {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		cl.allow(a)
+	}
+	if n := len(cl.m); n > maxLimited {
+		t.Fatalf("%d limiters kept, bound %d", n, maxLimited)
+	}
+	if newClientLimiter(0, clk.Now) != nil || !(*clientLimiter)(nil).allow(netip.Addr{}) {
+		t.Fatal("a zero rate does not turn the limit off")
+	}
+}
