@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -38,6 +37,7 @@ import (
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/worker"
 )
 
@@ -63,52 +63,16 @@ func integration(t testing.TB) {
 	}
 }
 
-// fakeClock is the store's clock: frozen until a test advances it.
-type fakeClock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a running coordinator (or worker) with an admin server over it.
 type env struct {
 	store  *memory.Store
-	clock  *fakeClock
+	clock  *testsupport.FakeClock
 	coord  *coordinator.Coordinator
 	worker *worker.Worker
 	ctrl   string // coordinator control address
 	reg    *prometheus.Registry
 	proc   *metrics.Process
-	logs   *syncBuffer
+	logs   *testsupport.SyncBuffer
 	log    *slog.Logger
 	srv    *Server
 	url    string // base URL of the admin handler
@@ -128,7 +92,7 @@ type envOptions struct {
 func startCoordinator(t testing.TB, o envOptions) *env {
 	t.Helper()
 	integration(t)
-	e := &env{clock: &fakeClock{t: time.Now().Truncate(time.Millisecond)}, logs: &syncBuffer{}}
+	e := &env{clock: testsupport.NewFakeClock(time.Now().Truncate(time.Millisecond)), logs: &testsupport.SyncBuffer{}}
 	e.log = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.store = memory.New(memory.Options{Clock: e.clock.Now})
 	t.Cleanup(func() { e.store.Close() })

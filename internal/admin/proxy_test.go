@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // forgedGets sends n requests to path, each with another forged
@@ -116,7 +117,7 @@ func TestClientIdentity(t *testing.T) {
 }
 
 func TestClientLimiterBounded(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testsupport.NewFakeClock(time.Now())
 	cl := newClientLimiter(1, clk.Now)
 	for i := range maxLimited + 10 {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})

@@ -15,6 +15,7 @@ import (
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -212,7 +213,7 @@ func TestMeasureLeaseUpdates(t *testing.T) {
 		s := k.newStore(t, c.token, ns, nil)
 		open := measurePhase(t, func(ctx context.Context, w int, s *Store, run func(func() error)) {
 			phase := time.Duration(rand.Int64N(int64(interval)))
-			if sleep(ctx, phase) != nil {
+			if backoff.Sleep(ctx, phase) != nil {
 				return
 			}
 			tick := time.NewTicker(interval)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -106,7 +107,7 @@ func (s *Store) watch(ctx context.Context, clusterID, rv string, out chan<- stat
 				send(ctx, out, state.WatchBatch{Err: fmt.Errorf("%s: %w: watch stream ended at once %d times in a row", op, state.ErrUnavailable, quick)})
 				return
 			}
-			if sleep(ctx, time.Duration(quick)*100*time.Millisecond) != nil {
+			if backoff.Sleep(ctx, time.Duration(quick)*100*time.Millisecond) != nil {
 				return
 			}
 			continue
@@ -264,17 +265,5 @@ func send(ctx context.Context, out chan<- state.WatchBatch, b state.WatchBatch) 
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
