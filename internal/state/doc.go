@@ -5,10 +5,14 @@
 //
 // Contract, in short:
 //
-//   - UpsertNode applies cluster.Order atomically against the stored record:
-//     an accepted update replaces the record, stamps UpdatedAtUnixMs with
-//     the store's observation time and refreshes the record's lease;
-//     duplicate and stale updates change nothing and are not errors.
+//   - UpsertNode applies cluster.Order atomically against the stored record
+//     (a registration unless the Heartbeat option is given): an accepted
+//     update writes cluster.Next's record, with a store-issued generation,
+//     and refreshes the record's lease; duplicate, stale, superseded and
+//     unregistered updates change nothing and are not errors.
+//   - Records returned by any method carry in UpdatedAtUnixMs the time this
+//     store (this coordinator) first saw their current version, on its own
+//     clock (Observations): ages never compare two hosts' clocks.
 //   - RemoveNode deletes a record only when the incarnation matches, so a
 //     late deregistration can never delete a restarted process's record.
 //   - Snapshot is one linearizable read of every non-expired record of a

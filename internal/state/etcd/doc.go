@@ -33,7 +33,9 @@
 // updates write nothing; when the view they were decided on did not come
 // from etcd in this call they are confirmed by a read first (the record
 // may have expired since), and their result carries that read's revision.
-// UpdatedAtUnixMs is stamped from Options.Clock on each accepted round.
+// The stored UpdatedAtUnixMs is the writer's Options.Clock stamp; records
+// this store returns carry instead the time it first saw their mod
+// revision (state.Observations), so ages never compare hosts' clocks.
 // RemoveNode reads the slot, checks the incarnation and deletes with the
 // same mod-revision compare.
 //

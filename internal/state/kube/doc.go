@@ -20,14 +20,15 @@
 //     (cluster.Encode), is the talon.io/status annotation.
 //   - Liveness. The Lease spec is the liveness authority: holderIdentity is
 //     the incarnation ID, leaseDurationSeconds the lease TTL rounded up to
-//     whole seconds, renewTime the store's clock when it accepted the
-//     update (also the record's UpdatedAtUnixMs), acquireTime the start of
-//     the incarnation's tenure, leaseTransitions the number of holder
-//     changes. A Lease is expired when renewTime + leaseDurationSeconds is
-//     not after the reader's clock; an expired Lease holds no record (reads
-//     skip it, an upsert treats the slot as empty). Writers and readers use
-//     their local clocks (Options.Clock), so coordinator clocks must agree
-//     to well within the lease TTL.
+//     whole seconds, renewTime the writer's clock when it accepted the
+//     update (shown by kubectl; never read for liveness), acquireTime the
+//     start of the incarnation's tenure, leaseTransitions the number of
+//     holder changes. A Lease is expired when this store has seen it at
+//     the same resourceVersion for leaseDurationSeconds on its own clock
+//     (state.Observations); an expired Lease holds no record (reads skip
+//     it, an upsert treats the slot as empty, GC deletes it with the
+//     resourceVersion precondition). No other coordinator's clock decides
+//     liveness, so clock skew between coordinators does not matter.
 //   - Concurrency control. Every write carries the resourceVersion of the
 //     read it was decided on (metadata.resourceVersion on update, a
 //     Preconditions.ResourceVersion on delete). A write that loses a race
