@@ -244,4 +244,9 @@ func TestWrongOwnerTriesTheNextReplica(t *testing.T) {
 	if v, _ := c.Version(); v != coordV {
 		t.Fatalf("client version %x after a wrong-owner answer, want the coordinator's %x", v, coordV)
 	}
+	for _, srv := range []*httptest.Server{bad, good} {
+		if _, asked := hits.Load(strings.TrimPrefix(srv.URL, "http://")); !asked {
+			t.Fatalf("owner %s was never asked", srv.URL)
+		}
+	}
 }

@@ -100,13 +100,6 @@ func (o *Observations) Age(slot, version string) time.Duration {
 	return o.clock().Sub(at)
 }
 
-// Forget drops slot, after a deletion this process saw.
-func (o *Observations) Forget(slot string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.seen, slot)
-}
-
 // Prune drops slots not seen since before, so the table holds only what
 // the store still lists.
 func (o *Observations) Prune(before time.Time) {
@@ -117,13 +110,6 @@ func (o *Observations) Prune(before time.Time) {
 			delete(o.seen, k)
 		}
 	}
-}
-
-// Len returns the number of slots remembered.
-func (o *Observations) Len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.seen)
 }
 
 func (o *Observations) sampleLocked(d time.Duration) {
