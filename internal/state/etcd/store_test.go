@@ -10,6 +10,7 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -192,6 +193,9 @@ func TestCacheConsistentAfterForeignWrites(t *testing.T) {
 	s := newStore(t, optionsFor(e, true))
 	other := newStore(t, optionsFor(e, false))
 	cid := uniqueCluster(t)
+	// The cache lists the prefix in the background after New; until it has,
+	// snapshots are range reads by design.
+	testsupport.WaitFor(t, 10*time.Second, "snapshot cache ready", s.cache.isReady)
 	for i := range 20 {
 		res, err := other.UpsertNode(ctx, record(cid, cluster.RoleWorker, "w", "i", uint64(i+1)), time.Minute)
 		if err != nil {
