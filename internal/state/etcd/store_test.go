@@ -10,7 +10,6 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/testenv"
-	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -82,6 +81,9 @@ func TestWritePath(t *testing.T) {
 				t.Fatalf("stats %+v: want 2 grants and 1 revoke", st)
 			}
 
+			if cache {
+				waitCacheReady(t, s)
+			}
 			snap, err := s.Snapshot(ctx, cid)
 			if err != nil {
 				t.Fatal(err)
@@ -195,7 +197,7 @@ func TestCacheConsistentAfterForeignWrites(t *testing.T) {
 	cid := uniqueCluster(t)
 	// The cache lists the prefix in the background after New; until it has,
 	// snapshots are range reads by design.
-	testsupport.WaitFor(t, 10*time.Second, "snapshot cache ready", s.cache.isReady)
+	waitCacheReady(t, s)
 	for i := range 20 {
 		res, err := other.UpsertNode(ctx, record(cid, cluster.RoleWorker, "w", "i", uint64(i+1)), time.Minute)
 		if err != nil {
