@@ -45,6 +45,8 @@ var Rules = []Rule{
 		Reason: "talonctl speaks only /api/v1"},
 	{From: "internal/client", Deny: []string{"internal/worker", "internal/coordinator", "internal/state"},
 		Reason: "the client library links neither runtime"},
+	{From: "internal/pki", Deny: []string{"internal/state", "internal/coordinator", "internal/worker", "internal/admin", "internal/protocol", "net/http"},
+		Reason: "TLS credentials know no server"},
 	{From: "internal/worker", Deny: []string{"internal/coordinator", "internal/state"},
 		Reason: "a worker reaches the cluster only through coordinators"},
 }
