@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/worker"
 )
 
@@ -158,11 +159,12 @@ func New(opts Options) (*Server, error) {
 	cfg := opts.Config
 	switch {
 	case cfg.TLSCertFile != "" && cfg.TLSKeyFile != "":
-		pair, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		// Reloaded when the files change; TLS 1.2+ with AEAD suites only.
+		src, err := pki.Load(pki.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile}, pki.Options{Setting: "admin-tls", Logger: s.log, Clock: opts.Clock})
 		if err != nil {
-			return nil, fmt.Errorf("admin-tls-cert-file %q, admin-tls-key-file %q: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+			return nil, err
 		}
-		s.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		s.tls = src.ServerConfig(pki.Expect{})
 	case cfg.TLSCertFile != "":
 		return nil, fmt.Errorf("admin-tls-cert-file %q is set without admin-tls-key-file: set both or neither", cfg.TLSCertFile)
 	case cfg.TLSKeyFile != "":

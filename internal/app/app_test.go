@@ -82,7 +82,7 @@ func TestConfigPrintRedactsAndLogsRedact(t *testing.T) {
 	if err := os.WriteFile(pw, []byte(planted), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--node-id", "c1", "--state-backend", "etcd", "--etcd-username", "u", "--etcd-password-file", pw}
+	args := []string{"--node-id", "c1", "--state-backend", "etcd", "--etcd-username", "u", "--etcd-password-file", pw, "--insecure-control-plane"}
 	code, out, errOut := run(t, []string{"TALON_ADMIN_TOKEN=" + planted}, append([]string{"config", "print"}, args...)...)
 	if code != 0 {
 		t.Fatalf("config print exit %d: %s", code, errOut)
@@ -100,8 +100,12 @@ func TestConfigPrintRedactsAndLogsRedact(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
+	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
 		t.Fatalf("validate worker = %d %q", code, out)
+	}
+	// Without TLS files, running without TLS must be chosen explicitly.
+	if code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1"); code != ExitUsage || !strings.Contains(errOut, "insecure-control-plane=true") {
+		t.Fatalf("validate worker without TLS = %d %q", code, errOut)
 	}
 	if code, _, errOut := run(t, []string{"TALON_LEASE_TTL=10s"}, "config", "validate", "--node-id", "c1"); code != ExitUsage || !strings.Contains(errOut, "lease-ttl 10s") {
 		t.Fatalf("validate bad = %d %q", code, errOut)

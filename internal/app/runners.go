@@ -137,6 +137,10 @@ type Coordinator struct {
 func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger) (*Coordinator, error) {
 	start := time.Now()
 	p := &Coordinator{}
+	ptls, err := loadPlaneTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	if store == nil {
 		s, err := OpenStore(ctx, cfg, log.With("component", "store"))
 		if err != nil {
@@ -170,6 +174,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
 		},
+		TLS: ptls.server(),
 	})
 	if err != nil {
 		ln.Close()
@@ -224,6 +229,10 @@ type Worker struct {
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	start := time.Now()
+	ptls, err := loadPlaneTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("blob-store: %w", err)
@@ -253,12 +262,12 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	// checks sit on the data path, so their client never retries (a
 	// failure fails open, see worker.Ownership) and keeps a placement
 	// cache that version pushes (Run's Watch) invalidate.
-	hbClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log})
+	hbClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log, TLS: ptls.toCoordinators()})
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	ownClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Retries: -1, Logger: log})
+	ownClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Retries: -1, Logger: log, TLS: ptls.toCoordinators()})
 	if err != nil {
 		c.Close()
 		hbClient.Close()
@@ -291,7 +300,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
-		HeartbeatOutcome: hb, LimitRefused: refused,
+		HeartbeatOutcome: hb, LimitRefused: refused, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,

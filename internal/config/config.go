@@ -50,6 +50,12 @@ type Config struct {
 
 	Admin AdminConfig
 
+	// TLS is the mutual TLS of the control and data ports.
+	TLS TLSConfig
+	// InsecureControlPlane runs the control and data ports without TLS;
+	// it must be chosen explicitly when TLS is not configured.
+	InsecureControlPlane bool
+
 	// Limits bound the control listener (coordinator) or the data
 	// listener (worker).
 	Limits LimitsConfig
@@ -80,6 +86,17 @@ type LimitsConfig struct {
 	// refused (coordinator).
 	MaxRecords int
 }
+
+// TLSConfig names the PEM files of the control and data planes' mutual
+// TLS (see package pki).
+type TLSConfig struct {
+	CAFile   string
+	CertFile string
+	KeyFile  string
+}
+
+// Enabled reports whether any TLS file is set.
+func (t TLSConfig) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // EtcdConfig configures the etcd state backend.
 type EtcdConfig struct {

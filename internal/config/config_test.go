@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,12 @@ func load(t *testing.T, role cluster.Role, file string, environ []string, args .
 	RegisterFlags(fs, role)
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse flags %v: %v", args, err)
+	}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--tls-") || strings.HasPrefix(a, "--insecure-") }) &&
+		!slices.ContainsFunc(environ, func(e string) bool { return strings.HasPrefix(e, "TALON_TLS_") || strings.HasPrefix(e, "TALON_INSECURE_") }) {
+		// Most tests are about other settings: opt out of mutual TLS
+		// (TestPlaneTLS covers it).
+		environ = append(slices.Clip(environ), "TALON_INSECURE_CONTROL_PLANE=true")
 	}
 	return Load(role, Options{ConfigFile: file, Environ: environ, Flags: fs})
 }
@@ -249,4 +256,33 @@ func FuzzLoadFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPlaneTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "w.crt"), filepath.Join(dir, "w.key")
+	tests := []struct {
+		name string
+		args []string
+		want string // substring of the error; "" means valid
+	}{
+		{"nothing set", []string{"--tls-ca-file="}, "tls-ca-file, tls-cert-file and tls-key-file are not set"},
+		{"insecure chosen", []string{"--insecure-control-plane"}, ""},
+		{"all three", []string{"--tls-ca-file", ca, "--tls-cert-file", cert, "--tls-key-file", key}, ""},
+		{"missing key", []string{"--tls-ca-file", ca, "--tls-cert-file", cert}, `tls-key-file "": set all three`},
+		{"both", []string{"--tls-ca-file", ca, "--tls-cert-file", cert, "--tls-key-file", key, "--insecure-control-plane"}, "choose one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := load(t, cluster.RoleWorker, "", nil, append([]string{"--node-id", "w1"}, tt.args...)...)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			case tt.want == "" && len(tt.args) > 1 && l.Config.TLS != (TLSConfig{CAFile: ca, CertFile: cert, KeyFile: key}):
+				t.Fatalf("TLS config %+v", l.Config.TLS)
+			}
+		})
+	}
 }

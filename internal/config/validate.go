@@ -25,13 +25,20 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
+	var err error
 	switch c.Role {
 	case cluster.RoleCoordinator:
-		return c.validateCoordinator()
+		err = c.validateCoordinator()
 	case cluster.RoleWorker:
-		return c.validateWorker()
+		err = c.validateWorker()
+	default:
+		err = fmt.Errorf("role %q: must be coordinator or worker", c.Role)
 	}
-	return fmt.Errorf("role %q: must be coordinator or worker", c.Role)
+	if err != nil {
+		return err
+	}
+	// Last, so that a configuration's other mistakes are named first.
+	return c.validatePlaneTLS()
 }
 
 func (c *Config) validateIdentity() error {
@@ -127,6 +134,21 @@ func (c *Config) validateLogAndTLS() error {
 	}
 	if (c.Admin.TLSCertFile == "") != (c.Admin.TLSKeyFile == "") {
 		return fmt.Errorf("admin-tls-cert-file %q and admin-tls-key-file %q: set both or neither", c.Admin.TLSCertFile, c.Admin.TLSKeyFile)
+	}
+	return nil
+}
+
+// validatePlaneTLS requires the control and data planes' TLS files, all
+// three, unless insecure-control-plane was chosen.
+func (c *Config) validatePlaneTLS() error {
+	t := c.TLS
+	switch {
+	case t.Enabled() && c.InsecureControlPlane:
+		return fmt.Errorf("insecure-control-plane is true but tls-ca-file %q, tls-cert-file %q, tls-key-file %q are set: choose one", t.CAFile, t.CertFile, t.KeyFile)
+	case t.Enabled() && (t.CAFile == "" || t.CertFile == "" || t.KeyFile == ""):
+		return fmt.Errorf("tls-ca-file %q, tls-cert-file %q, tls-key-file %q: set all three (mutual TLS) or none", t.CAFile, t.CertFile, t.KeyFile)
+	case !t.Enabled() && !c.InsecureControlPlane:
+		return fmt.Errorf("tls-ca-file, tls-cert-file and tls-key-file are not set: the control and data ports need mutual TLS; set them (see `talon pki`), or set insecure-control-plane=true to run without (anyone who reaches the ports can forge records; not for production)")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"crypto/tls"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,12 @@ type Options struct {
 	Process    *metrics.Process
 	// Limits bound the control listener; zero fields take the defaults.
 	Limits Limits
+	// TLS, when set, is the control listener's server configuration
+	// (mutual TLS, see package pki): every connection must present a
+	// certificate, and a write is allowed only for the worker node its
+	// certificate names. Nil serves plain TCP and authorizes nothing
+	// (insecure-control-plane).
+	TLS *tls.Config
 }
 
 // Limits bound what peers can hold on the control listener and how many

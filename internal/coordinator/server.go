@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -31,6 +33,10 @@ type conn struct {
 	// version waiting to be pushed. pusher, started on Subscribe, writes it.
 	bumps      chan uint64
 	subscribed bool // guarded by Coordinator.mu
+
+	// peer is the verified identity of a TLS peer, set by serveConn
+	// before the first request; nil on a plain (insecure) listener.
+	peer *pki.Identity
 }
 
 func (cn *conn) write(requestID uint64, m protocol.Message) error {
@@ -87,6 +93,9 @@ func (c *Coordinator) acceptLoop() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
+		if c.opts.TLS != nil {
+			nc = tls.Server(nc, c.opts.TLS)
+		}
 		cn := &conn{c: c, nc: nc, enc: protocol.NewEncoder(nc), bumps: make(chan uint64, 1)}
 		c.mu.Lock()
 		if c.closing {
@@ -124,9 +133,12 @@ func (c *Coordinator) serveConn(cn *conn) {
 		pusherWG.Wait()
 		c.proc.ConnClosed("control")
 	}()
+	lim := c.opts.Limits
+	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
+		return
+	}
 	br := bufio.NewReaderSize(cn.nc, 4096)
 	dec := protocol.NewDecoder(br)
-	lim := c.opts.Limits
 	for {
 		// Idle until a frame starts, then a bounded time for the whole
 		// frame: a peer can neither hold a connection in silence nor pin
@@ -193,6 +205,47 @@ func (c *Coordinator) serveConn(cn *conn) {
 	}
 }
 
+// handshake completes a TLS handshake within FrameTimeout and records the
+// peer's identity (the listener's configuration verified the chain).
+func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Limits.FrameTimeout)
+	defer cancel()
+	err := tc.HandshakeContext(ctx)
+	var id pki.Identity
+	if err == nil {
+		cs := tc.ConnectionState()
+		id, err = pki.PeerIdentity(&cs)
+	}
+	if err != nil {
+		c.m.authRefusals.WithLabelValues("handshake").Inc()
+		c.log.Debug("control connection refused: tls handshake", "remote", tc.RemoteAddr().String(), "error", err)
+		return false
+	}
+	cn.peer = &id
+	return true
+}
+
+// authorizeWrite allows a Register, Heartbeat or Deregister for key only
+// from the worker whose certificate names key's node: identity binds
+// writes. Without TLS (insecure-control-plane) everything is allowed. A
+// refusal is a permission_denied Error; nothing is stored.
+func (c *Coordinator) authorizeWrite(cn *conn, op string, key cluster.Key) *protocol.Error {
+	if cn.peer == nil {
+		return nil
+	}
+	id := *cn.peer
+	if id.Role == pki.RoleWorker && key.Role == cluster.RoleWorker && id.NodeID == key.NodeID {
+		return nil
+	}
+	c.m.authRefusals.WithLabelValues("permission_denied").Inc()
+	c.m.writes.WithLabelValues(op, protocol.CodePermissionDenied.String()).Inc()
+	c.log.Warn("control write refused: the credential does not name this node", "op", op, "credential", id.String(), "node", string(key.Role)+"/"+key.NodeID, "remote", cn.nc.RemoteAddr().String())
+	if id.Role != pki.RoleWorker {
+		return protocol.NewError(protocol.CodePermissionDenied, "%s: credential %s may not write records; only a worker credential may %s, for its own node", op, id, op)
+	}
+	return protocol.NewError(protocol.CodePermissionDenied, "%s of %s/%s: credential %s may %s only its own node", op, key.Role, key.NodeID, id, op)
+}
+
 // subscribe registers cn for placement-version pushes and answers with
 // the current version. The reply is written while holding cn's write lock
 // and under the same lock that registers the subscriber, so no push can
@@ -245,11 +298,11 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	case *protocol.Ping:
 		op, resp = "ping", &protocol.Pong{}
 	case *protocol.Register:
-		op, resp = "register", c.upsert(ctx, "register", m.Record)
+		op, resp = "register", c.upsert(ctx, cn, "register", m.Record)
 	case *protocol.Heartbeat:
-		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record)
+		op, resp = "heartbeat", c.upsert(ctx, cn, "heartbeat", m.Record)
 	case *protocol.Deregister:
-		op, resp = "deregister", c.deregister(ctx, m)
+		op, resp = "deregister", c.deregister(ctx, cn, m)
 	case *protocol.PlacementLookup:
 		op = "placement_lookup"
 		owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
@@ -277,11 +330,14 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 }
 
 // upsert applies a Register or Heartbeat.
-func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) protocol.Message {
+func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload []byte) protocol.Message {
 	rec, err := protocol.DecodeRecordPayload(payload)
 	if err != nil {
 		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
 		return wireError(err)
+	}
+	if e := c.authorizeWrite(cn, op, rec.Key()); e != nil {
+		return e
 	}
 	if rec.ClusterID != c.opts.ClusterID {
 		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
@@ -323,7 +379,10 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) pro
 	return c.ack(res)
 }
 
-func (c *Coordinator) deregister(ctx context.Context, m *protocol.Deregister) protocol.Message {
+func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Deregister) protocol.Message {
+	if e := c.authorizeWrite(cn, "deregister", m.Key()); e != nil {
+		return e
+	}
 	if m.ClusterID != c.opts.ClusterID {
 		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -168,13 +169,17 @@ func live(t *testing.T, p *proc) bool {
 	return err == nil && h.Status == "ok"
 }
 
+// insecureArgs run a process without mutual TLS, for tests about other
+// things; tls_test.go runs clusters with it.
+var insecureArgs = []string{"--insecure-control-plane"}
+
 // timingArgs are short heartbeat settings for tests (whole-second TTL for etcd).
 var timingArgs = []string{"--heartbeat-interval", "300ms", "--unhealthy-after", "1500ms", "--lease-ttl", "3s", "--request-timeout", "1s", "--drain-delay", "0s", "--shutdown-timeout", "2s"}
 
 func coordinatorArgs(id, listen, admin string, extra ...string) []string {
 	args := []string{"coordinator", "--cluster-id", "it", "--node-id", id, "--listen", listen, "--admin-listen", admin, "--log-level", "debug"}
 	args = append(args, timingArgs...)
-	return append(args, extra...)
+	return append(args, withTLSDefault(extra)...)
 }
 
 func workerArgs(id, listen, admin string, coordinators []string, blobDir, cacheDir string, extra ...string) []string {
@@ -182,5 +187,15 @@ func workerArgs(id, listen, admin string, coordinators []string, blobDir, cacheD
 		"--coordinators", strings.Join(coordinators, ","), "--blob-store", "file://" + blobDir, "--cache-dir", cacheDir,
 		"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "debug"}
 	args = append(args, timingArgs...)
-	return append(args, extra...)
+	return append(args, withTLSDefault(extra)...)
+}
+
+// withTLSDefault adds insecureArgs unless extra configures TLS.
+func withTLSDefault(extra []string) []string {
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--tls-") || strings.HasPrefix(a, "--insecure-") {
+			return extra
+		}
+	}
+	return append(slices.Clip(extra), insecureArgs...)
 }

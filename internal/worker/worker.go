@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,12 @@ type Options struct {
 	// LimitRefused, if set, is told each connection the data listener's
 	// connection cap closes at accept (for metrics).
 	LimitRefused func()
+	// DataTLS, when set, serves the data listener over mutual TLS (see
+	// package pki); nil serves plain HTTP (insecure-control-plane).
+	DataTLS *tls.Config
+	// ControlTLS is the client configuration of the per-coordinator
+	// clients of Rotate (Client carries its own).
+	ControlTLS *tls.Config
 }
 
 // Readiness is the worker's readiness with reasons.
@@ -125,7 +132,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.Rotate {
 		for _, a := range opts.Coordinators {
-			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger})
+			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger, TLS: opts.ControlTLS})
 			if err != nil {
 				return nil, err
 			}
@@ -134,6 +141,11 @@ func New(opts Options) (*Worker, error) {
 	}
 	lim := opts.DataLimits.withDefaults()
 	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: opts.LimitRefused}
+	if opts.DataTLS != nil {
+		// Outside the cap, so http.Server sees *tls.Conn: it bounds the
+		// handshake by the header timeout and fills Request.TLS.
+		w.dataLn = tls.NewListener(w.dataLn, opts.DataTLS)
+	}
 	w.server = &http.Server{
 		Handler: opts.DataHandler,
 		// A new connection gets FrameTimeout for its request headers, an
