@@ -199,3 +199,28 @@ func withTLSDefault(extra []string) []string {
 	}
 	return append(slices.Clip(extra), insecureArgs...)
 }
+
+// result is a talon command run to completion.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runTalon runs talon with args to completion (at most a minute).
+func runTalon(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, talon(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run talon %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
