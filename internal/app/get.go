@@ -113,10 +113,10 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	r := &client.ObjectReader{
 		Client: cl, HTTP: &http.Client{Timeout: time.Minute, Transport: tr}, BlockSize: int64(bs), Replicas: opts.replicas,
 		TLS: opts.creds != nil, Verify: opts.verify,
-		OnVerifyFailure: func(object string, block int64, worker, verifier string) {
-			// Always reported: a worker served bytes that another worker's
-			// digest contradicts.
-			fmt.Fprintf(env.Stderr, "talon: block %d of %s from worker %s failed verification against worker %s's digest; discarded\n", block, object, worker, verifier)
+		OnVerifyFailure: func(object string, block int64, worker string, disagree []string) {
+			// Always reported: a worker served bytes no other worker's
+			// digest confirms.
+			fmt.Fprintf(env.Stderr, "talon: block %d of %s from worker %s failed verification (digests of %s disagree); discarded\n", block, object, worker, strings.Join(disagree, ", "))
 		},
 	}
 	if opts.verbose {

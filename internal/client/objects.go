@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,8 +46,8 @@ type ObjectReader struct {
 	// ReadObject succeed with wrong data.
 	Verify bool
 	// OnVerifyFailure, if set, is told of each block discarded: the
-	// worker that served it and the one whose digest disagreed.
-	OnVerifyFailure func(object string, block int64, worker, verifier string)
+	// worker that served it and the workers whose digests disagreed.
+	OnVerifyFailure func(object string, block int64, worker string, disagree []string)
 	// VerifyFailures, if set, counts discarded blocks.
 	VerifyFailures prometheus.Counter
 }
@@ -107,7 +108,7 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 		}
 		lookup := replicas
 		if r.Verify {
-			lookup = min(replicas+1, datav1.MaxReplicas)
+			lookup = min(replicas+2, datav1.MaxReplicas)
 		}
 		p, err := r.Client.Lookup(ctx, key, lookup)
 		if err != nil {
@@ -116,7 +117,7 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 		var digests digestCache
 		for i, owner := range p.Owners {
 			if i >= replicas {
-				break // the extra owner only verifies
+				break // the extra owners only verify
 			}
 			// Buffer the block so a failure midway never leaves a partial
 			// block in w before a fallback rewrites it.
@@ -166,49 +167,62 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 	return nil, fmt.Errorf("read %s block %d: every owner failed: %w", object, block, lastErr)
 }
 
-// digestCache holds the digest of one block from the first worker that
-// gave one, so each owner's bytes are checked against the same source.
+// digestCache holds the digests of one block by worker, so each owner's
+// bytes are checked against the same sources and each is asked once.
 type digestCache struct {
-	d        *datav1.Digest
-	verifier string
+	byNode map[string]*datav1.Digest
+	failed map[string]error
 }
 
-// verify checks res against the digest of a worker other than owner.
+// verify accepts res from owner when the digest of at least one other
+// worker matches it. A lying verifier cannot make wrong bytes pass (its
+// digest is only compared with other workers' bytes), and cannot make right
+// bytes fail while another honest worker answers.
 func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []Owner, owner Owner, res *datav1.Result, block int64) error {
-	if dc.d == nil || dc.verifier == owner.NodeID {
-		dc.d, dc.verifier = nil, ""
-		var errs []error
-		for _, v := range owners {
-			if v.NodeID == owner.NodeID {
+	if dc.byNode == nil {
+		dc.byNode, dc.failed = map[string]*datav1.Digest{}, map[string]error{}
+	}
+	sum := sha256.Sum256(res.Data)
+	hexSum := hex.EncodeToString(sum[:])
+	var disagree []string
+	var errs []error
+	for _, v := range owners {
+		if v.NodeID == owner.NodeID {
+			continue
+		}
+		d, ok := dc.byNode[v.NodeID]
+		if !ok {
+			if err, failed := dc.failed[v.NodeID]; failed {
+				errs = append(errs, err)
 				continue
 			}
 			vreq := req
 			vreq.Addr, vreq.Node = v.Address, v.NodeID
-			d, err := datav1.FetchDigest(ctx, r.HTTP, vreq)
-			if err != nil {
+			var err error
+			if d, err = datav1.FetchDigest(ctx, r.HTTP, vreq); err != nil {
+				dc.failed[v.NodeID] = err
 				errs = append(errs, err)
 				continue
 			}
-			dc.d, dc.verifier = d, v.NodeID
-			break
+			dc.byNode[v.NodeID] = d
 		}
-		if dc.d == nil {
-			if len(errs) == 0 {
-				return fmt.Errorf("cannot verify %s block %d from %s: placement names no second worker to take a digest from (a cluster of one worker; read with verification off)", req.Object, block, owner.NodeID)
-			}
-			return fmt.Errorf("cannot verify %s block %d from %s: no other worker gave a digest: %w", req.Object, block, owner.NodeID, errors.Join(errs...))
+		if d.ObjectSize == res.ObjectSize && d.Length == int64(len(res.Data)) && d.SHA256 == hexSum {
+			return nil
 		}
+		disagree = append(disagree, v.NodeID)
 	}
-	sum := sha256.Sum256(res.Data)
-	if dc.d.ObjectSize == res.ObjectSize && dc.d.Length == int64(len(res.Data)) && hex.EncodeToString(sum[:]) == dc.d.SHA256 {
-		return nil
+	if len(disagree) == 0 {
+		if len(errs) == 0 {
+			return fmt.Errorf("cannot verify %s block %d from %s: placement names no second worker to take a digest from (a cluster of one worker; read with verification off)", req.Object, block, owner.NodeID)
+		}
+		return fmt.Errorf("cannot verify %s block %d from %s: no other worker gave a digest: %w", req.Object, block, owner.NodeID, errors.Join(errs...))
 	}
 	if r.VerifyFailures != nil {
 		r.VerifyFailures.Inc()
 	}
 	if r.OnVerifyFailure != nil {
-		r.OnVerifyFailure(req.Object, block, owner.NodeID, dc.verifier)
+		r.OnVerifyFailure(req.Object, block, owner.NodeID, disagree)
 	}
-	return fmt.Errorf("%w: %s block %d: the %d bytes from worker %s (object size %d) do not match worker %s's digest (%d bytes, object size %d); discarded",
-		ErrVerification, req.Object, block, len(res.Data), owner.NodeID, res.ObjectSize, dc.verifier, dc.d.Length, dc.d.ObjectSize)
+	return fmt.Errorf("%w: %s block %d: the %d bytes from worker %s (object size %d) match no other worker's digest (%s disagree); discarded",
+		ErrVerification, req.Object, block, len(res.Data), owner.NodeID, res.ObjectSize, strings.Join(disagree, ", "))
 }
