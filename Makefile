@@ -27,9 +27,10 @@ testbins: ## build (once, cached outside the repo) the etcd and kube-apiserver u
 
 test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium)
 	@bash .ci/ensure-chromium.sh
-	@dir=$$(bash internal/testenv/build-servers.sh) && \
+	@openssl=$$(bash .ci/ensure-openssl.sh) && \
+	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  echo "test servers: $$dir" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_OPENSSL=$$openssl \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)
