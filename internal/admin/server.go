@@ -220,8 +220,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		},
 	}
-	if !s.auth.enabled() {
-		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 are open to anyone who can connect; bind a trusted interface or configure admin-token-file")
+	if !s.auth.enabled() && !loopback(ln.Addr()) {
+		// On loopback only this host can connect: no warning (talon dev).
+		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 are open to anyone who can connect; bind a trusted interface or configure admin-token-file", "listen", ln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -511,4 +512,10 @@ func (r *statusRecorder) status() int {
 		return http.StatusOK
 	}
 	return r.code
+}
+
+// loopback reports whether a is a loopback TCP address.
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/pki"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -112,5 +114,50 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if code, _, _ := run(t, nil, "config", "validate", "boss"); code != ExitUsage {
 		t.Fatalf("validate boss = %d", code)
+	}
+}
+
+func TestPKICommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if code, out, errOut := run(t, nil, "pki", "init", "--dir", dir); code != 0 || !strings.Contains(out, "ca.crt") {
+		t.Fatalf("pki init: %d %s %s", code, out, errOut)
+	}
+	// A second init never replaces the CA.
+	if code, _, errOut := run(t, nil, "pki", "init", "--dir", dir); code != ExitUsage || !strings.Contains(errOut, "refusing to replace a CA") {
+		t.Fatalf("pki init again: %d %s", code, errOut)
+	}
+	code, out, errOut := run(t, nil, "pki", "issue", "--dir", dir, "--role", "worker", "--node-id", "w1")
+	if code != 0 {
+		t.Fatalf("pki issue: %d %s", code, errOut)
+	}
+	src, err := pki.Load(pki.Layout(dir, pki.Identity{Role: pki.RoleWorker, NodeID: "w1"}), pki.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := src.Identity(); err != nil || id != (pki.Identity{Role: pki.RoleWorker, NodeID: "w1"}) || !strings.Contains(out, "tls-cert-file: "+filepath.Join(dir, "worker-w1.crt")) {
+		t.Fatalf("issued identity %v %v; output %s", id, err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--role", "admin", "--node-id", "x"}, `--role "admin"`},
+		{[]string{"--role", "worker", "--node-id", ""}, "--node-id"},
+		{[]string{"--role", "worker", "--node-id", "w1", "--validity", "100000h"}, "--validity"},
+	} {
+		code, _, errOut := run(t, nil, append([]string{"pki", "issue", "--dir", dir}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Fatalf("pki issue %v: %d %s", tc.args, code, errOut)
+		}
+	}
+	// A worker refuses to start with another node's certificate.
+	f := pki.Layout(dir, pki.Identity{Role: pki.RoleWorker, NodeID: "w1"})
+	cfg := &config.Config{Role: cluster.RoleWorker, NodeID: "w2", TLS: config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}}
+	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "names worker/w1 but this process is worker/w2") {
+		t.Fatalf("worker with another node's certificate: %v", err)
+	}
+	cfg.Role, cfg.NodeID = cluster.RoleCoordinator, "w1"
+	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "this process is coordinator/w1") {
+		t.Fatalf("coordinator with a worker's certificate: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/pki"
 )
 
@@ -19,6 +20,7 @@ const (
 	devTLSDir           = "tls"          // the throwaway CA and every credential
 	devCoordinatorsFile = "coordinators" // the control address, one per line
 	devClientID         = "dev"          // node ID of the client credential
+	devAdminTokenFile   = "admin-token"  // with --admin-auth
 	devCertValidity     = 30 * 24 * time.Hour
 )
 
@@ -54,9 +56,9 @@ func devCredential(ca *pki.CA, dir string, id pki.Identity, hosts []string) (pki
 // clientTLS is how `talon get` and `talon bench` find their credential:
 // explicit files, or a `talon dev` directory.
 type clientTLS struct {
-	dir                      string
+	dir                       string
 	caFile, certFile, keyFile string
-	insecure                 bool
+	insecure                  bool
 }
 
 func (c *clientTLS) register(f *pflag.FlagSet) {
@@ -110,4 +112,19 @@ func (c *clientTLS) resolve(f *pflag.FlagSet, environ []string) (*pki.Source, []
 		return nil, nil, &usageError{err}
 	}
 	return src, coordinators, nil
+}
+
+// joinDev issues a worker joining a `talon dev` cluster its credential
+// from the dev CA in cfg.DevDir and points cfg's TLS settings at it.
+func joinDev(cfg *config.Config) error {
+	ca, err := pki.LoadCA(filepath.Join(cfg.DevDir, devTLSDir))
+	if err != nil {
+		return fmt.Errorf("dev-dir %q: not a `talon dev` directory: %w", cfg.DevDir, err)
+	}
+	f, err := devCredential(ca, cfg.DevDir, pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID}, []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		return err
+	}
+	cfg.TLS = config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}
+	return nil
 }

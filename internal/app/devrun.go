@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +96,22 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 		return err
 	}
 	var tlsErr error
+	var adminToken string
+	if opts.AdminAuth {
+		b := make([]byte, 24)
+		if _, err := crand.Read(b); err != nil {
+			return err
+		}
+		adminToken = hex.EncodeToString(b)
+		if err := os.WriteFile(filepath.Join(dir, devAdminTokenFile), []byte(adminToken+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	withToken := func(c *config.Config) {
+		if adminToken != "" {
+			c.Admin.Tokens = []config.Secret{config.Secret(adminToken)}
+		}
+	}
 
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store := memory.New(memory.Options{})
@@ -102,6 +120,7 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 		// Fixed, memorable ports when free.
 		c.Listen, c.AdminListen = freeOr(opts.ListenHost, 7400), freeOr(opts.ListenHost, 7401)
 		tlsErr = devTLS(c)
+		withToken(c)
 	})
 	if err = errors.Join(tlsErr, err); err != nil {
 		return err
@@ -141,6 +160,7 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 			c.CacheCapacity = 64 << 20
 			c.Labels = map[string]string{"zone": fmt.Sprintf("dev-%c", 'a'+rune((i-1)%3))}
 			tlsErr = devTLS(c)
+			withToken(c)
 		})
 		if err = errors.Join(tlsErr, err); err != nil {
 			return err
@@ -173,8 +193,15 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}
 	fmt.Fprintf(stdout, "  blobs                %s\n", blobs)
 	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n\n", filepath.Join(dir, devTLSDir))
-	fmt.Fprintf(stdout, "Try:\n  bin/talonctl --server %s nodes list\n  bin/talonctl --server %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n\n",
-		adminURL, adminURL, dir, devObjects[2].name, dir)
+	ctl := "bin/talonctl --server " + adminURL
+	if adminToken != "" {
+		ctl += " --token-file " + filepath.Join(dir, devAdminTokenFile)
+	}
+	fmt.Fprintf(stdout, "Try:\n  %s nodes list\n  %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
+		ctl, ctl, dir, devObjects[2].name, dir)
+	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store file://%s --cache-dir %s --listen %s --admin-listen %s\n\n",
+		dir, ccfg.ClusterID, opts.Workers+1, control, blobs, filepath.Join(dir, fmt.Sprintf("cache-worker-%d", opts.Workers+1)),
+		net.JoinHostPort(opts.ListenHost, "0"), net.JoinHostPort(opts.ListenHost, "0"))
 
 	if opts.DemoLoad {
 		wg.Add(1)

@@ -229,6 +229,11 @@ type Worker struct {
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	start := time.Now()
+	if cfg.DevDir != "" {
+		if err := joinDev(cfg); err != nil {
+			return nil, err
+		}
+	}
 	ptls, err := loadPlaneTLS(cfg, log)
 	if err != nil {
 		return nil, err

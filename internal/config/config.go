@@ -55,6 +55,9 @@ type Config struct {
 	// InsecureControlPlane runs the control and data ports without TLS;
 	// it must be chosen explicitly when TLS is not configured.
 	InsecureControlPlane bool
+	// DevDir is a `talon dev` directory whose CA issues this worker's
+	// certificate at start (development only).
+	DevDir string
 
 	// Limits bound the control listener (coordinator) or the data
 	// listener (worker).

@@ -143,6 +143,10 @@ func (c *Config) validateLogAndTLS() error {
 func (c *Config) validatePlaneTLS() error {
 	t := c.TLS
 	switch {
+	case c.DevDir != "" && (t.Enabled() || c.InsecureControlPlane):
+		return fmt.Errorf("dev-dir %q: give it alone, without tls-* files or insecure-control-plane", c.DevDir)
+	case c.DevDir != "":
+		return nil
 	case t.Enabled() && c.InsecureControlPlane:
 		return fmt.Errorf("insecure-control-plane is true but tls-ca-file %q, tls-cert-file %q, tls-key-file %q are set: choose one", t.CAFile, t.CertFile, t.KeyFile)
 	case t.Enabled() && (t.CAFile == "" || t.CertFile == "" || t.KeyFile == ""):
