@@ -86,6 +86,10 @@ func TestWorkloads(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %s configuration: %v", file, role, err)
 				}
+				// The manifests run with mutual TLS, from the pod's tls volume.
+				if l.Config.InsecureControlPlane || !strings.HasPrefix(l.Config.TLS.CertFile, "/etc/talon/tls/") {
+					t.Fatalf("%s: %s runs without mutual TLS from /etc/talon/tls (tls %+v, insecure %t)", file, role, l.Config.TLS, l.Config.InsecureControlPlane)
+				}
 				need := l.Config.DrainDelay + l.Config.ShutdownTimeout
 				if time.Duration(grace)*time.Second <= need {
 					t.Fatalf("%s: terminationGracePeriodSeconds %v must exceed drain-delay %s + shutdown-timeout %s", file, grace, l.Config.DrainDelay, l.Config.ShutdownTimeout)
