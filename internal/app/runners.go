@@ -259,6 +259,10 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	timedOut, err := worker.NewTimeoutCounter(reg)
+	if err != nil {
+		return nil, err
+	}
 	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: bs, Stats: st, Logger: log.With("component", "cache")})
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
@@ -305,7 +309,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
-		HeartbeatOutcome: hb, LimitRefused: refused, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
+		HeartbeatOutcome: hb, LimitRefused: refused, DataTimeout: timedOut, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
