@@ -26,7 +26,9 @@ func load(t *testing.T, role cluster.Role, file string, environ []string, args .
 		t.Fatalf("parse flags %v: %v", args, err)
 	}
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--tls-") || strings.HasPrefix(a, "--insecure-") }) &&
-		!slices.ContainsFunc(environ, func(e string) bool { return strings.HasPrefix(e, "TALON_TLS_") || strings.HasPrefix(e, "TALON_INSECURE_") }) {
+		!slices.ContainsFunc(environ, func(e string) bool {
+			return strings.HasPrefix(e, "TALON_TLS_") || strings.HasPrefix(e, "TALON_INSECURE_")
+		}) {
 		// Most tests are about other settings: opt out of mutual TLS
 		// (TestPlaneTLS covers it).
 		environ = append(slices.Clip(environ), "TALON_INSECURE_CONTROL_PLANE=true")
