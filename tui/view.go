@@ -2,11 +2,14 @@ package tui
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/talonhq/talon/internal/apiv1"
@@ -14,13 +17,27 @@ import (
 
 // View renders the screen: header, STALE banner when the data is not
 // current, the visible window of the node table (or the detail pane),
-// footer and help. Its cost depends on the window size, not on the number
-// of nodes.
-func (m *Model) View() string { return m.render(false) }
+// footer and help, on the alternate screen. Its cost depends on the
+// window size, not on the number of nodes.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render(false))
+	v.AltScreen = true
+	return v
+}
+
+// Frame returns the screen View draws, as text with styles.
+func (m *Model) Frame() string { return m.render(false) }
 
 // ViewAll renders one frame with every visible row and no footer, for
 // printing once (talonctl top --once); the height is ignored.
 func (m *Model) ViewAll() string { return m.render(true) }
+
+// WriteAll writes ViewAll to w with its styles downsampled to profile:
+// NoTTY and Ascii write no escape sequences.
+func (m *Model) WriteAll(w io.Writer, profile colorprofile.Profile) error {
+	_, err := io.WriteString(&colorprofile.Writer{Forward: w, Profile: profile}, m.ViewAll())
+	return err
+}
 
 func (m *Model) size() (w, h int) {
 	w, h = m.width, m.height
@@ -195,7 +212,7 @@ func (m *Model) bannerLines(w int, now time.Time) []string {
 	if w < 12 {
 		return text
 	}
-	return strings.Split(m.st.banner.Width(w-2).Render(strings.Join(text, "\n")), "\n")
+	return strings.Split(m.st.banner.Width(w).Render(strings.Join(text, "\n")), "\n")
 }
 
 // tableLines renders the column header and visible rows start..end.

@@ -43,6 +43,8 @@ var Rules = []Rule{
 		Reason: "the TUI renders API data only"},
 	{From: "cmd/talonctl", Deny: []string{"internal/coordinator", "internal/state", "internal/admin", "internal/protocol", "internal/worker"},
 		Reason: "talonctl speaks only /api/v1"},
+	{From: "cmd/talonctl", Deny: []string{"github.com/charmbracelet/bubbletea", "github.com/charmbracelet/lipgloss", "github.com/charmbracelet/bubbles", "github.com/muesli/termenv"},
+		Reason: "talonctl never queries the terminal unless top runs: bubbletea v1 did in its init (5 s on a terminal that does not answer); use charm.land/*/v2"},
 	{From: "internal/client", Deny: []string{"internal/worker", "internal/coordinator", "internal/state"},
 		Reason: "the client library links neither runtime"},
 	{From: "internal/worker", Deny: []string{"internal/coordinator", "internal/state"},

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/muesli/termenv"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/pflag"
 
 	"github.com/talonhq/talon/internal/apiv1"
@@ -259,7 +259,7 @@ func TestFormatting(t *testing.T) {
 }
 
 func TestTableAlignsColouredCells(t *testing.T) {
-	s := IOStreams{StdoutTTY: true, ColorProfile: termenv.ANSI}
+	s := IOStreams{StdoutTTY: true, ColorProfile: colorprofile.ANSI}
 	cs := s.ColorScheme()
 	tab := NewTable("NAME", "HEALTH", "X")
 	tab.AddRow("a", cs.Health("healthy"), "1")
@@ -269,8 +269,8 @@ func TestTableAlignsColouredCells(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "NAME     HEALTH      X\n" +
-		"a        \x1b[32mhealthy\x1b[0m     1\n" +
-		"bbbbbb   \x1b[31munhealthy\x1b[0m   2\n"
+		"a        \x1b[32mhealthy\x1b[m     1\n" +
+		"bbbbbb   \x1b[31munhealthy\x1b[m   2\n"
 	if b.String() != want {
 		t.Fatalf("table =\n%q\nwant\n%q", b.String(), want)
 	}
@@ -289,10 +289,10 @@ func TestColorEnabled(t *testing.T) {
 		s    IOStreams
 		want bool
 	}{
-		{"tty", IOStreams{StdoutTTY: true, ColorProfile: termenv.ANSI256}, true},
-		{"piped", IOStreams{StdoutTTY: false, ColorProfile: termenv.ANSI256}, false},
-		{"NO_COLOR", IOStreams{StdoutTTY: true, NoColor: true, ColorProfile: termenv.ANSI256}, false},
-		{"no colours", IOStreams{StdoutTTY: true, ColorProfile: termenv.Ascii}, false},
+		{"tty", IOStreams{StdoutTTY: true, ColorProfile: colorprofile.ANSI256}, true},
+		{"piped", IOStreams{StdoutTTY: false, ColorProfile: colorprofile.ANSI256}, false},
+		{"NO_COLOR", IOStreams{StdoutTTY: true, NoColor: true, ColorProfile: colorprofile.ANSI256}, false},
+		{"no colours", IOStreams{StdoutTTY: true, ColorProfile: colorprofile.Ascii}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
