@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Client defaults.
@@ -417,6 +419,21 @@ func readBody(resp *http.Response) ([]byte, error) {
 	return b, nil
 }
 
+// plainLine returns body when it is one short line of printable text
+// (not JSON, not HTML), trimmed; else "".
+func plainLine(body []byte) string {
+	t := strings.TrimSpace(string(body))
+	if t == "" || len(t) > 200 || strings.ContainsAny(t, "\n<{") || !utf8.ValidString(t) {
+		return ""
+	}
+	for _, r := range t {
+		if !unicode.IsPrint(r) {
+			return ""
+		}
+	}
+	return t
+}
+
 // apiError builds the *APIError of a non-200 answer.
 func (c *Client) apiError(resp *http.Response, body []byte, base string) *APIError {
 	e := &APIError{
@@ -431,6 +448,12 @@ func (c *Client) apiError(resp *http.Response, body []byte, base string) *APIErr
 	}
 	e.Code = codeForStatus(resp.StatusCode)
 	e.Message = http.StatusText(resp.StatusCode)
+	if t := plainLine(body); t != "" {
+		// A short plain-text answer says more than the status: Go's TLS
+		// server's "Client sent an HTTP request to an HTTPS server.", a
+		// proxy's one-line error.
+		e.Message += ": " + t
+	}
 	e.Retryable = resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
 	return e
 }

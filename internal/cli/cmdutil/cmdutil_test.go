@@ -313,3 +313,38 @@ func TestGetenvLastWins(t *testing.T) {
 		t.Fatalf("Getenv: A=%q B=%q C=%q", f.Getenv("A"), f.Getenv("B"), f.Getenv("C"))
 	}
 }
+
+// TestHintWrongAddress checks the hints for answers that only a wrong
+// address gives; the real servers' answers are in the cli package's
+// TestMessages goldens.
+func TestHintWrongAddress(t *testing.T) {
+	notReady := &apiv1.APIError{Server: "http://c:7401", HTTPStatus: http.StatusServiceUnavailable, Code: apiv1.CodeNotReady,
+		Message: "no current cluster snapshot: the shared store could not be read in time (failing closed); retry, or add allowStale=true for the last good snapshot marked stale"}
+	tests := []struct {
+		name       string
+		err        error
+		allowStale bool
+		want       string
+	}{
+		{"data address", &apiv1.APIError{Server: "http://w:7500", HTTPStatus: http.StatusNotFound, Code: "unknown_path",
+			Message: `no resource at "/api/v1/nodes": objects are under /v1/objects/`}, false, "http://w:7500 is a worker's data address; talonctl talks to a coordinator's admin address"},
+		{"worker admin address", &apiv1.APIError{Server: "http://w:7501", HTTPStatus: http.StatusNotFound, Code: apiv1.CodeNotFound,
+			Message: `no resource at "/api/v1/nodes" on this worker`}, false, "http://w:7501 is a worker's admin address, which serves no /api/v1"},
+		{"node not found", &apiv1.APIError{Server: "http://c:7401", HTTPStatus: http.StatusNotFound, Code: apiv1.CodeNotFound,
+			Message: `node "w-9" is not in cluster "test"`}, false, ""},
+		{"503 without --allow-stale", notReady, false, "rerun with --allow-stale"},
+		{"503 with --allow-stale", notReady, true, "--allow-stale was given, but this coordinator has no last good snapshot either"},
+		{"tls to plain", fmt.Errorf("%w: x: tls: first record does not look like a TLS handshake", apiv1.ErrUnavailable), false, "use an http:// URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Hint(tt.err, tt.allowStale)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("Hint = %q, want it to contain %q", got, tt.want)
+			}
+		})
+	}
+	if m := Message(notReady); strings.Contains(m, "allowStale") || !strings.HasSuffix(m, "(failing closed)") {
+		t.Errorf("Message = %q, want the API's parameter advice left out", m)
+	}
+}
