@@ -109,6 +109,9 @@ type Model struct {
 
 	detail       bool
 	detailOffset int
+	// hscroll is how far the table is scrolled right, in columns of
+	// scrollable; 0 shows the columns that fit by priority.
+	hscroll int
 }
 
 // New returns a model with opts.
@@ -331,6 +334,12 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Problems):
 		m.problemsOnly = !m.problemsOnly
 		m.reorder()
+	case key.Matches(msg, k.Left):
+		m.hscroll = max(m.hscroll-1, 0)
+	case key.Matches(msg, k.Right):
+		if w, _ := m.size(); m.hiddenColumns(w) > 0 || m.hscroll > 0 {
+			m.hscroll = min(m.hscroll+1, len(scrollable)-1)
+		}
 	case key.Matches(msg, k.Detail):
 		if len(m.visible) > 0 {
 			m.detail, m.detailOffset = true, 0

@@ -131,9 +131,44 @@ func (s *scene) failing() {
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
+		w, h  int // terminal size; 0 is goldenWidth × goldenHeight
 		play  func(s *scene)
 		check func(t *testing.T, m *Model)
 	}{
+		{
+			// A common terminal: the rate columns stay, VERSION and
+			// ADDRESS (then HB AGE, READY) leave first.
+			name: "narrow_80x24", w: 80, h: 24,
+			play: func(s *scene) { s.healthy() },
+			check: func(t *testing.T, m *Model) {
+				header := strings.Split(view(m), "\n")[3]
+				for _, c := range []string{"ROLE", "NODE", "HEALTH", "REQ/S", "HIT%", "BYTES/S", "EVICT/S", "RESIDENT/CAP"} {
+					if !strings.Contains(header, c) {
+						t.Errorf("80 columns: header lacks %s: %q", c, header)
+					}
+				}
+				for _, c := range []string{"VERSION", "ADDRESS"} {
+					if strings.Contains(header, c) {
+						t.Errorf("80 columns: header shows %s before the rates fit: %q", c, header)
+					}
+				}
+			},
+		},
+		{
+			// Scrolling right shows the columns that left, ROLE and NODE
+			// pinned.
+			name: "narrow_scrolled_right", w: 80, h: 24,
+			play: func(s *scene) {
+				s.healthy()
+				s.step("ADDRESS", keys("lll")...)
+			},
+			check: func(t *testing.T, m *Model) {
+				header := strings.Split(view(m), "\n")[3]
+				if !strings.HasPrefix(strings.TrimSpace(header), "ROLE") || !strings.Contains(header, "NODE") || !strings.Contains(header, "VERSION") {
+					t.Errorf("scrolled header: %q", header)
+				}
+			},
+		},
 		{
 			name: "healthy",
 			play: func(s *scene) {
@@ -235,6 +270,9 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScene(t)
+			if tc.w > 0 {
+				s = newSceneSize(t, tc.w, tc.h)
+			}
 			tc.play(s)
 			m := s.finish()
 			if tc.check != nil {

@@ -37,6 +37,8 @@ var Rules = []Rule{
 		Reason: "placement is pure functions"},
 	{From: "internal/cluster", Deny: []string{"net/http", "go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "internal/state"},
 		Reason: "the record model does no I/O"},
+	{From: "internal/format", Deny: []string{"net", "net/", "internal/", "github.com/", "k8s.io/", "go.etcd.io/", "google.golang.org/"},
+		Reason: "number formatting is pure and shared by talonctl and top"},
 	{From: "internal/cli", Deny: []string{"internal/coordinator", "internal/state", "internal/admin", "internal/protocol", "internal/worker"},
 		Reason: "talonctl speaks only /api/v1"},
 	{From: "tui", Deny: []string{"internal/coordinator", "internal/state", "internal/admin", "internal/protocol", "internal/worker"},

@@ -237,15 +237,6 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("Duration(%s) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
-	bytes := []struct {
-		n    uint64
-		want string
-	}{{0, "0 B"}, {1023, "1023 B"}, {1536, "1.5 KiB"}, {8 << 30, "8.0 GiB"}, {13 << 29, "6.5 GiB"}, {1 << 50, "1.0 PiB"}}
-	for _, tt := range bytes {
-		if got := Bytes(tt.n); got != tt.want {
-			t.Errorf("Bytes(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
 	ts := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	if got := Timestamp(ts.UnixMilli()); got != "2026-11-01T10:00:00Z" {
 		t.Errorf("Timestamp = %q", got)

@@ -78,9 +78,15 @@ goes when fresh data arrives. A row whose heartbeat is older than the
 cluster's unhealthy-after time is marked with ! even while the snapshot is
 fresh.
 
+On a narrow terminal the columns that do not fit leave in this order:
+ADDRESS, VERSION, HB AGE, READY, then the rates and capacity last; the
+footer counts the hidden ones, and left and right (h, l) scroll through them
+with ROLE and NODE pinned. Sizes, rates and hit ratios are formatted as in
+talonctl nodes list.
+
 Keys: / filter, s and S sort column, o reverse order, c and w show or hide
-coordinators and workers, u problem nodes only, enter node detail, r refresh
-now, ? all keys, q quit.
+coordinators and workers, u problem nodes only, enter node detail, left and
+right scroll columns, r refresh now, ? all keys, q quit.
 
 top needs a terminal. --once prints one frame of every node to stdout and
 exits, with or without a terminal (rates need two snapshots and show as -).`,
