@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/format"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // Formats are the -o values of node commands; table is the default.
