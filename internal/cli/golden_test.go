@@ -38,6 +38,18 @@ func TestGolden(t *testing.T) {
 		{"nodes-list-filtered", []string{"nodes", "list", "--role", "worker", "--health", "healthy", "--ready", "-l", "zone=a"}, false, nil},
 		{"nodes-list-not-ready", []string{"nodes", "list", "--ready=false", "-o", "name"}, false, nil},
 
+		{"nodes-list-jsonpath", []string{"nodes", "list", "-o", "jsonpath={.items[*].nodeId}"}, false, nil},
+		{"nodes-list-jsonpath-range", []string{"nodes", "list", "--sort-by", "age", "-o", `jsonpath={range .items[*]}{.nodeId}{"\t"}{.labels.zone}{"\t"}{.heartbeatAgeMs}{"\n"}{end}`}, false, nil},
+		{"nodes-list-jsonpath-file", []string{"nodes", "list", "-o", "jsonpath-file=testdata/resident.jsonpath"}, false, nil},
+		{"nodes-list-go-template", []string{"nodes", "list", "--role", "worker", "-o", `go-template={{range .items}}{{.nodeId}}: {{index .labels "zone"}}{{"\n"}}{{end}}schema {{.schemaVersion}}, stale {{.stale}}{{"\n"}}`}, false, nil},
+		{"nodes-list-go-template-file", []string{"nodes", "list", "-o", "go-template-file=testdata/nodes.tmpl"}, false, nil},
+		{"nodes-list-custom-columns", []string{"nodes", "list", "-o", "custom-columns=NODE:.nodeId,ZONE:.labels.zone,TIER:.labels.tier,HITS:.counters.hitsTotal"}, false, nil},
+		{"nodes-list-custom-columns-no-headers", []string{"nodes", "list", "--no-headers", "-o", "custom-columns=NODE:{.nodeId},ADDR:address"}, false, nil},
+		{"nodes-list-custom-columns-file", []string{"nodes", "list", "--sort-by", "health", "-o", "custom-columns-file=testdata/columns.txt"}, false, nil},
+		{"nodes-get-jsonpath", []string{"nodes", "get", "w-1", "-o", "jsonpath={.node.labels}"}, false, nil},
+		{"nodes-get-custom-columns", []string{"nodes", "get", "w-3", "-o", "custom-columns=NODE:.nodeId,VERSION:.version,HEALTH:.health"}, false, nil},
+		{"nodes-get-go-template", []string{"nodes", "get", "w-2", "-o", `go-template={{.node.nodeId}} observed {{.observedAtUnixMs}}{{"\n"}}`}, false, nil},
+
 		{"nodes-get", []string{"nodes", "get", "w-1"}, false, nil},
 		{"nodes-get-tty", []string{"nodes", "get", "w-1"}, true, nil},
 		{"nodes-get-wide", []string{"nodes", "get", "w-1", "-o", "wide"}, false, nil},

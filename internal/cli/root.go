@@ -63,17 +63,30 @@ func Main(ctx context.Context, args []string, f *Factory) int {
 	if strings.HasPrefix(err.Error(), "unknown command ") {
 		err = cmdutil.UsageError(err)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "talonctl: %v\n", err)
+	fmt.Fprintf(f.IO.ErrOut, "talonctl: %s\n", cmdutil.Message(err))
 	code := cmdutil.ExitCode(err)
+	hint := cmdutil.Hint(err, allowStaleGiven(cmd))
 	if code == ExitUsage {
+		if hint != "" && hint != cmdutil.UsageHint {
+			fmt.Fprintf(f.IO.ErrOut, "hint: %s\n", hint)
+		}
 		if cmd == nil {
 			cmd = root
 		}
 		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	} else if hint := cmdutil.Hint(err); hint != "" {
+	} else if hint != "" {
 		fmt.Fprintf(f.IO.ErrOut, "hint: %s\n", hint)
 	}
 	return code
+}
+
+// allowStaleGiven reports whether cmd ran with --allow-stale.
+func allowStaleGiven(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	fl := cmd.Flags().Lookup("allow-stale")
+	return fl != nil && fl.Value.String() == "true"
 }
 
 // NewCmdRoot builds the talonctl command tree over f; it binds the global

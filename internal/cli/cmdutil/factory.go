@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
@@ -31,20 +30,14 @@ type Factory struct {
 // System returns the factory of the real process.
 func System() *Factory {
 	f := &Factory{Environ: os.Environ(), Clock: time.Now}
-	f.IO = SystemIO(f.Getenv)
+	f.IO = SystemIO(f.Environ)
 	return f
 }
 
 // Getenv returns the value of the environment variable key from Environ
 // (the last one wins, like os.Getenv), or "".
 func (f *Factory) Getenv(key string) string {
-	v := ""
-	for _, kv := range f.Environ {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
+	return lookupEnv(f.Environ, key)
 }
 
 // Now returns the clock's time.

@@ -3,6 +3,7 @@ package get
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type GetOptions struct {
 
 	NodeID     string
 	Output     string
+	out        *cmdutil.Output // Output parsed
 	NoHeaders  bool
 	AllowStale bool
 }
@@ -31,7 +33,10 @@ func NewCmdGet(f *cmdutil.Factory, runF func(*GetOptions) error) *cobra.Command 
 		Short: "Show one live node",
 		Long: `Show one live node by node ID. A node that is absent or whose lease expired
 is an error (exit code 1). -o json and -o yaml print the API's answer: the
-node and the snapshot metadata.`,
+node and the snapshot metadata. custom-columns print the node (.nodeId,
+.labels.zone); jsonpath and go-template see the answer ({.node.nodeId}).
+
+` + cmdutil.TemplateFormatsHelp,
 		Example: `  talonctl nodes get w-1
   talonctl nodes get w-1 -o yaml`,
 		Args:              cmdutil.ExactArgs(1, "NODE_ID"),
@@ -41,9 +46,11 @@ node and the snapshot metadata.`,
 			if err := cluster.ValidateID("NODE_ID", opts.NodeID); err != nil {
 				return cmdutil.UsageError(err)
 			}
-			if err := cmdutil.CheckEnum("output", opts.Output, nodetable.Formats); err != nil {
+			out, err := cmdutil.ParseOutput(opts.Output, nodetable.Formats, nil)
+			if err != nil {
 				return err
 			}
+			opts.out = out
 			if runF != nil {
 				return runF(opts)
 			}
@@ -51,6 +58,7 @@ node and the snapshot metadata.`,
 		},
 	}
 	cmdutil.AddOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmd.Flags().Lookup("output").Usage += "; or jsonpath=, go-template=, custom-columns= (TEMPLATE), or their -file=FILE forms"
 	cmd.Flags().BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of table and wide output")
 	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)
 	return cmd
@@ -61,15 +69,20 @@ func getRun(ctx context.Context, opts *GetOptions) error {
 	if err != nil {
 		return err
 	}
-	resp, err := client.Node(ctx, opts.NodeID, cmdutil.CallOptions(opts.AllowStale)...)
+	var raw []byte
+	call := append(cmdutil.CallOptions(opts.AllowStale), apiv1.RawBody(func(b []byte) { raw = b }))
+	resp, err := client.Node(ctx, opts.NodeID, call...)
 	if err != nil {
 		return err
 	}
 	io := opts.IO
 	cmdutil.WarnStale(io, resp.Meta)
-	switch opts.Output {
-	case cmdutil.OutputJSON, cmdutil.OutputYAML:
-		return cmdutil.WriteData(io.Out, opts.Output, resp)
+	if opts.out.IsRaw() {
+		obj, err := cmdutil.ParseRawObject(raw)
+		if err != nil {
+			return fmt.Errorf("admin api: node %s: %w", opts.NodeID, err)
+		}
+		return opts.out.Print(io.Out, raw, [][]byte{obj.Get("node")}, opts.NoHeaders)
 	}
 	p := &nodetable.Printer{Format: opts.Output, TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme()}
 	return p.Write(io.Out, []apiv1.Node{resp.Node}, resp.ObservedAtUnixMs)

@@ -4,6 +4,7 @@ package list
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ type ListOptions struct {
 
 	Filter     apiv1.NodeFilter
 	Output     string
+	out        *cmdutil.Output // Output parsed
 	NoHeaders  bool
 	SortBy     string
 	Watch      bool
@@ -56,6 +58,8 @@ piped they are absolute RFC 3339 timestamps in UTC (LAST HEARTBEAT, STARTED).
 one items array and the metadata (revision, observation time) of the last
 page. An empty result is not an error.
 
+` + cmdutil.TemplateFormatsHelp + `
+
 With --watch the list is fetched again every --interval: redrawn in place on
 a terminal, appended otherwise. It runs until interrupted; failures to reach
 the cluster are shown and retried; an authentication failure ends it.`,
@@ -63,13 +67,17 @@ the cluster are shown and retried; an authentication failure ends it.`,
   talonctl nodes list --role worker --health unhealthy
   talonctl nodes list -l topology.kubernetes.io/zone=eu-west-1a -o wide
   talonctl nodes list --ready=false -o name
-  talonctl nodes list --sort-by age -w --interval 1s`,
+  talonctl nodes list --sort-by age -w --interval 1s
+  talonctl nodes list -o jsonpath='{.items[*].nodeId}'
+  talonctl nodes list -o custom-columns=NODE:.nodeId,ZONE:.labels.zone`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
-			if err := cmdutil.CheckEnum("output", opts.Output, nodetable.Formats); err != nil {
+			out, err := cmdutil.ParseOutput(opts.Output, nodetable.Formats, nil)
+			if err != nil {
 				return err
 			}
+			opts.out = out
 			if opts.SortBy != "" {
 				if err := cmdutil.CheckEnum("sort-by", opts.SortBy, nodetable.SortKeys); err != nil {
 					return err
@@ -110,6 +118,7 @@ the cluster are shown and retried; an authentication failure ends it.`,
 	fl.BoolVar(&ready, "ready", false, "only ready nodes (--ready=false: only nodes that are not ready)")
 	fl.StringSliceVarP(&selectors, "selector", "l", nil, "only nodes with the label `key=value`; repeat or comma-separate, all must match")
 	cmdutil.AddOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmd.Flags().Lookup("output").Usage += "; or jsonpath=, go-template=, custom-columns= (TEMPLATE), or their -file=FILE forms"
 	fl.BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of table and wide output")
 	fl.StringVar(&opts.SortBy, "sort-by", "", "sort by `KEY`: "+strings.Join(nodetable.SortKeys, ", "))
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "list again every --interval until interrupted")
@@ -180,28 +189,98 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	return watch(ctx, client, opts)
 }
 
-func fetch(ctx context.Context, client *apiv1.Client, opts *ListOptions) (*apiv1.NodeList, error) {
-	list, err := client.AllNodes(ctx, opts.Filter, cmdutil.CallOptions(opts.AllowStale)...)
+// listing is one fetched listing: the decoded list, and for the raw
+// formats the API's own objects.
+type listing struct {
+	*apiv1.NodeList
+	// raw is the last page's object with every page's items (in the
+	// order of NodeList.Items) and no continue token; items are those
+	// items. Both are nil unless the output format prints raw objects.
+	raw   []byte
+	items [][]byte
+}
+
+func fetch(ctx context.Context, client *apiv1.Client, opts *ListOptions) (*listing, error) {
+	call := cmdutil.CallOptions(opts.AllowStale)
+	var pages [][]byte
+	raw := opts.out != nil && opts.out.IsRaw()
+	if raw {
+		call = append(call, apiv1.RawBody(func(b []byte) { pages = append(pages, b) }))
+	}
+	list, err := client.AllNodes(ctx, opts.Filter, call...)
 	if err != nil {
 		return nil, err
 	}
 	nodetable.Sort(list.Items, opts.SortBy)
-	return list, nil
+	l := &listing{NodeList: list}
+	if raw {
+		if l.raw, l.items, err = mergePages(pages, list.Items); err != nil {
+			return nil, fmt.Errorf("admin api: listing nodes: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// mergePages joins the raw pages of one listing: the last page's object
+// (its metadata) with the items of every page, ordered as sorted, and an
+// empty continue token. Items are matched to sorted by role and node ID.
+func mergePages(pages [][]byte, sorted []apiv1.Node) ([]byte, [][]byte, error) {
+	if len(pages) == 0 {
+		return nil, nil, fmt.Errorf("no page received")
+	}
+	byKey := map[string]json.RawMessage{}
+	var last *cmdutil.RawObject
+	for _, p := range pages {
+		obj, err := cmdutil.ParseRawObject(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		var items []json.RawMessage
+		if v := obj.Get("items"); v != nil {
+			if err := json.Unmarshal(v, &items); err != nil {
+				return nil, nil, fmt.Errorf("items: %w", err)
+			}
+		}
+		for _, it := range items {
+			var id struct{ NodeID, Role string }
+			if err := json.Unmarshal(it, &id); err != nil {
+				return nil, nil, err
+			}
+			byKey[id.Role+"/"+id.NodeID] = it
+		}
+		last = obj
+	}
+	items := make([][]byte, 0, len(sorted))
+	joined := make([]json.RawMessage, 0, len(sorted))
+	for _, n := range sorted {
+		it, ok := byKey[n.Role+"/"+n.NodeID]
+		if !ok {
+			return nil, nil, fmt.Errorf("node %s %s has no raw item", n.Role, n.NodeID)
+		}
+		items, joined = append(items, it), append(joined, it)
+	}
+	ib, err := json.Marshal(joined)
+	if err != nil {
+		return nil, nil, err
+	}
+	last.Set("items", ib)
+	if last.Get("continue") != nil {
+		last.Set("continue", json.RawMessage(`""`))
+	}
+	b, err := last.MarshalJSON()
+	return b, items, err
 }
 
 // render prints one listing to Out; iteration counts the listings of a
 // watch that were printed before (0 without --watch).
-func render(opts *ListOptions, list *apiv1.NodeList, iteration int) error {
+func render(opts *ListOptions, list *listing, iteration int) error {
 	io := opts.IO
 	cmdutil.WarnStale(io, list.Meta)
-	switch opts.Output {
-	case cmdutil.OutputJSON:
-		return cmdutil.WriteJSON(io.Out, list)
-	case cmdutil.OutputYAML:
-		if iteration > 0 {
+	if list.raw != nil {
+		if opts.out.Kind == cmdutil.OutputYAML && iteration > 0 {
 			fmt.Fprintln(io.Out, "---")
 		}
-		return cmdutil.WriteYAML(io.Out, list)
+		return opts.out.Print(io.Out, list.raw, list.items, opts.NoHeaders)
 	}
 	if iteration > 0 && !io.IsStdoutTTY() {
 		fmt.Fprintln(io.Out)

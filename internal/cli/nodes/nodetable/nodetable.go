@@ -14,6 +14,7 @@ import (
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // Formats are the -o values of node commands; table is the default.
@@ -52,11 +53,7 @@ func healthRank(h string) int {
 
 // hitRatio is hits/(hits+misses), or -1 when there were none.
 func hitRatio(n *apiv1.Node) float64 {
-	total := n.Counters.HitsTotal + n.Counters.MissesTotal
-	if total == 0 {
-		return -1
-	}
-	return float64(n.Counters.HitsTotal) / float64(total)
+	return format.HitRatio(n.Counters.HitsTotal, n.Counters.MissesTotal)
 }
 
 // Sort orders nodes by key, stably, so that equal nodes keep the API's
@@ -153,12 +150,9 @@ func (p *Printer) Row(n *apiv1.Node, observedAtUnixMs int64) []string {
 	}
 	capacity, resident := "-", "-"
 	if n.Capacity.CapacityBytes != 0 || n.Capacity.ResidentBytes != 0 {
-		capacity, resident = cmdutil.Bytes(n.Capacity.CapacityBytes), cmdutil.Bytes(n.Capacity.ResidentBytes)
+		capacity, resident = format.Bytes(n.Capacity.CapacityBytes), format.Bytes(n.Capacity.ResidentBytes)
 	}
-	ratio := "-"
-	if r := hitRatio(n); r >= 0 {
-		ratio = fmt.Sprintf("%.1f%%", 100*r)
-	}
+	ratio := format.Percent(hitRatio(n))
 	return append(row, orDash(n.IncarnationID), started, capacity, resident, ratio, formatLabels(n.Labels))
 }
 
