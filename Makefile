@@ -10,7 +10,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint completions man bench clean
+.PHONY: help build demo test test-short testbins lint completions man bench bench-report clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,12 @@ completions: ## regenerate shell completions in completions/
 man: ## regenerate man pages in man/
 	rm -f man/*
 	$(GO) run ./internal/tools/gendocs -man man
+
+bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon) and print it; BENCH_SECONDS per phase (default 10)
+	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
+	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-report.md \
+	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/integration && cat bin/bench-report.md
 
 bench: ## run the Go benchmarks (see README for the figures)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \

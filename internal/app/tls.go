@@ -56,12 +56,3 @@ func (p planeTLS) toCoordinators() *tls.Config {
 	}
 	return p.src.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
 }
-
-// toWorkers returns the client configuration for reading from workers;
-// each request also checks the owner's node ID (datav1.Request.Node).
-func (p planeTLS) toWorkers() *tls.Config {
-	if p.src == nil {
-		return nil
-	}
-	return p.src.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleWorker}})
-}
