@@ -49,6 +49,7 @@ func TestDevCluster(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	testsupport.WaitFor(t, 20*time.Second, "the whole banner", func() bool { return strings.Contains(out.String(), "bin/talon worker --dev-dir") })
 	// --admin-auth: the token is in <dir>/admin-token and required.
 	token, err := os.ReadFile(filepath.Join(dir, devAdminTokenFile))
 	if err != nil || !strings.Contains(out.String(), "--token-file "+filepath.Join(dir, devAdminTokenFile)) {

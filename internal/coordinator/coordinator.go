@@ -135,9 +135,14 @@ type Coordinator struct {
 
 	mu       sync.Mutex // guards the fields below
 	lastGood *View
+	// appliedRead is the sequence number of the latest-started snapshot
+	// read whose outcome was applied (see applyRead).
+	appliedRead uint64
 	// newSinceView holds the nodes this coordinator registered since
 	// lastGood was read, so max-records counts them before a view does.
-	newSinceView map[cluster.Key]struct{}
+	// Each maps to the number of snapshot reads started when it was
+	// noted: a read started after that includes it.
+	newSinceView map[cluster.Key]uint64
 	lastErr      error
 	storeOK      bool
 	synced       bool   // a view has been read at least once
@@ -199,7 +204,7 @@ func New(opts Options) (*Coordinator, error) {
 		kick:         make(chan struct{}, 1),
 		conns:        map[*conn]struct{}{},
 		subscribers:  map[*conn]struct{}{},
-		newSinceView: map[cluster.Key]struct{}{},
+		newSinceView: map[cluster.Key]uint64{},
 	}
 	return c, nil
 }
@@ -387,13 +392,33 @@ func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]p
 }
 
 // fetch reads a snapshot and builds a view; it is the batcher's read.
-func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
+func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 	start := c.now()
 	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
 	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
-		c.noteStoreError("snapshot", err)
+		if c.applyRead(seq) {
+			c.noteStoreError("snapshot", err)
+		} else {
+			c.m.storeErrors.WithLabelValues("snapshot", state.Code(err)).Inc()
+		}
 		return nil, err
+	}
+	if !c.applyRead(seq) {
+		// A read that started later was applied already: its view is at
+		// least as new. This one still answers its callers, who asked
+		// before it began.
+		prev := c.LastGood()
+		if prev != nil && prev.Snapshot.Revision == snap.Revision {
+			return prev, nil
+		}
+		eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+		table, err := placement.New(eligible)
+		if err != nil {
+			return nil, fmt.Errorf("build placement: %w", err)
+		}
+		return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(),
+			stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}, nil
 	}
 	prev := c.LastGood()
 	if prev != nil && prev.Snapshot.Revision == snap.Revision && snap.ObservedAtUnixMs < prev.stableUntilUnixMs {
@@ -401,7 +426,7 @@ func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
 		// threshold since: the placement is the same. This is the common
 		// case under a burst of lookups, and it skips the O(n) work.
 		v := &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now(), stableUntilUnixMs: prev.stableUntilUnixMs}
-		c.noteView(v, false)
+		c.noteView(v, false, seq)
 		return v, nil
 	}
 	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
@@ -413,8 +438,21 @@ func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
 	}
 	v := &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(),
 		stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}
-	c.noteView(v, true)
+	c.noteView(v, true, seq)
 	return v, nil
+}
+
+// applyRead reports whether the outcome of snapshot read seq may update
+// the coordinator's state, and claims it: false when a read that started
+// later was applied first (pipelined reads can finish out of order).
+func (c *Coordinator) applyRead(seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq < c.appliedRead {
+		return false
+	}
+	c.appliedRead = seq
+	return true
 }
 
 // nextTransition returns the earliest time after now at which a record
@@ -435,11 +473,20 @@ func nextTransition(records []*cluster.Record, nowUnixMs int64, t cluster.Timing
 // noteView records a successful read: readiness, metrics and, when the
 // placement version changed, a push to subscribers. recount says whether
 // the records may have changed (node gauges are recomputed only then).
-func (c *Coordinator) noteView(v *View, recount bool) {
+func (c *Coordinator) noteView(v *View, recount bool, seq uint64) {
 	c.mu.Lock()
+	if seq < c.appliedRead {
+		// A later-started read was applied meanwhile: keep its newer view.
+		c.mu.Unlock()
+		return
+	}
 	wasOK := c.storeOK
 	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
-	clear(c.newSinceView)
+	for k, started := range c.newSinceView {
+		if started < seq { // read seq began after k was registered
+			delete(c.newSinceView, k)
+		}
+	}
 	changed := !c.havePushed || c.pushed != v.Version()
 	c.pushed, c.havePushed = v.Version(), true
 	var subs []*conn

@@ -53,6 +53,12 @@ func startWith(t *testing.T, store state.Store, drain time.Duration) *fixture {
 // startLimited runs a coordinator over store with control-listener limits.
 func startLimited(t *testing.T, store state.Store, drain time.Duration, limits Limits) *fixture {
 	t.Helper()
+	return startTimed(t, store, drain, limits, testTiming)
+}
+
+// startTimed is startLimited with its own heartbeat timing.
+func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Limits, timing cluster.Timing) *fixture {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +69,7 @@ func startLimited(t *testing.T, store state.Store, drain time.Duration, limits L
 		t.Fatal(err)
 	}
 	c, err := New(Options{
-		ClusterID: "test", NodeID: "coord-a", Timing: testTiming,
+		ClusterID: "test", NodeID: "coord-a", Timing: timing,
 		RequestTimeout: 200 * time.Millisecond, DrainDelay: drain, ShutdownTimeout: time.Second,
 		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Clock: time.Now, Registerer: reg, Process: proc, Limits: limits,

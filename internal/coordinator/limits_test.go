@@ -139,7 +139,9 @@ func TestRequestIDZeroRefused(t *testing.T) {
 // 1,000 fake workers in 9.6 s).
 func TestMaxRecords(t *testing.T) {
 	store := memory.New(memory.Options{})
-	f := startLimited(t, store, 0, Limits{MaxRecords: 10})
+	// Leases long enough that no registration expires during the run (a
+	// loaded machine takes seconds for the 1,000 registrations).
+	f := startTimed(t, store, 0, Limits{MaxRecords: 10}, cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 30 * time.Second, LeaseTTL: time.Minute})
 	cn := dial(t, f.addr)
 	accepted, refused := 0, 0
 	for i := range 1000 {

@@ -432,6 +432,10 @@ func (c *Coordinator) clusterFull(key cluster.Key) (full bool, records int) {
 		return false, 0
 	}
 	n := len(v.Snapshot.Records) + len(c.newSinceView)
+	own := cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}
+	if v.Snapshot.Find(own) == nil {
+		n++ // this coordinator's own record, written but not yet seen
+	}
 	if n < c.opts.Limits.MaxRecords {
 		return false, n
 	}
@@ -439,13 +443,17 @@ func (c *Coordinator) clusterFull(key cluster.Key) (full bool, records int) {
 	return !pending && v.Snapshot.Find(key) == nil, n
 }
 
-// noteRegistered counts a node this coordinator registered until the next
-// view holds it (see clusterFull).
+// noteRegistered counts a node this coordinator registered until a view
+// read that began afterwards holds it (see clusterFull).
 func (c *Coordinator) noteRegistered(key cluster.Key) {
+	var started uint64
+	if b := c.views.Load(); b != nil {
+		started = b.started()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v := c.lastGood; v != nil && v.Snapshot.Find(key) != nil {
 		return
 	}
-	c.newSinceView[key] = struct{}{}
+	c.newSinceView[key] = started
 }

@@ -60,15 +60,28 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// handedOut holds the ports freeAddr returned in this test binary, so two
+// processes of one test never get the same one (a port closed by freeAddr
+// can be handed out again by the kernel at once).
+var handedOut sync.Map
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago and that no other freeAddr call of this run returned.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no fresh loopback port after 100 tries")
+	return ""
 }
 
 // proc is a talon process under test.
