@@ -173,12 +173,17 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}
 
 	started = true
+	// Workers stop first, so they deregister while the coordinator still
+	// answers; then the coordinator.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	coordCtx, stopCoord := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCoord()
+	var coordWG sync.WaitGroup
 	var wg sync.WaitGroup
 	errs := make(chan error, len(workers)+2)
-	wg.Add(1)
-	go func() { defer wg.Done(); errs <- coord.Run(runCtx) }()
+	coordWG.Add(1)
+	go func() { defer coordWG.Done(); errs <- coord.Run(coordCtx) }()
 	for _, w := range workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
@@ -215,6 +220,8 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}
 	stop()
 	wg.Wait()
+	stopCoord()
+	coordWG.Wait()
 	return first
 }
 
