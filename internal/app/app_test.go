@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -159,5 +160,32 @@ func TestPKICommands(t *testing.T) {
 	cfg.Role, cfg.NodeID = cluster.RoleCoordinator, "w1"
 	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "this process is coordinator/w1") {
 		t.Fatalf("coordinator with a worker's certificate: %v", err)
+	}
+}
+
+func TestRedactionAndBlobDirectory(t *testing.T) {
+	// Credentials in URLs never reach output.
+	const pw = "s3cr3t-PLANTED"
+	code, out, errOut := run(t, nil, "config", "print", "worker", "--node-id", "w1", "--insecure-control-plane",
+		"--blob-store", "https://u:"+pw+"@blobs.example/bucket")
+	if strings.Contains(out+errOut, pw) {
+		t.Fatalf("a URL password reached the output (exit %d):\n%s%s", code, out, errOut)
+	}
+	if code != ExitUsage || !strings.Contains(errOut, "must not carry credentials") {
+		t.Fatalf("blob-store with credentials: exit %d %s", code, errOut)
+	}
+	code, out, errOut = run(t, nil, "config", "print", "--node-id", "c1", "--insecure-control-plane", "--state-backend", "etcd",
+		"--etcd-endpoints", "https://root:"+pw+"@10.0.0.5:2379")
+	if strings.Contains(out+errOut, pw) || code != ExitUsage || !strings.Contains(errOut, "credentials in an endpoint URL are not used") {
+		t.Fatalf("etcd endpoint with credentials: exit %d\n%s%s", code, out, errOut)
+	}
+	// A missing blob directory is a configuration error (exit 2) that
+	// says so.
+	missing := filepath.Join(t.TempDir(), "nope")
+	cfg := &config.Config{Role: cluster.RoleWorker, NodeID: "w1", BlobStore: "file://" + missing, InsecureControlPlane: true}
+	_, err := NewWorker(cfg, slog.New(slog.DiscardHandler))
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "directory "+missing+" does not exist") {
+		t.Fatalf("missing blob directory: %v", err)
 	}
 }

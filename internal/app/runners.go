@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -237,6 +239,11 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	ptls, err := loadPlaneTLS(cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	if u, err := url.Parse(cfg.BlobStore); err == nil && u.Scheme == "file" {
+		if fi, err := os.Stat(u.Path); err != nil || !fi.IsDir() {
+			return nil, &usageError{fmt.Errorf("blob-store %q: directory %s does not exist or is not a directory: create it, or point blob-store at the directory that holds the objects", cfg.BlobStore, u.Path)}
+		}
 	}
 	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
 	if err != nil {

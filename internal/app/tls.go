@@ -26,15 +26,15 @@ func loadPlaneTLS(cfg *config.Config, log *slog.Logger) (planeTLS, error) {
 	}
 	src, err := pki.Load(pki.Files{CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}, pki.Options{Logger: log.With("component", "tls")})
 	if err != nil {
-		return planeTLS{}, err
+		return planeTLS{}, &usageError{err}
 	}
 	id, err := src.Identity()
 	if err != nil {
-		return planeTLS{}, fmt.Errorf("tls-cert-file %q: %w", cfg.TLS.CertFile, err)
+		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q: %w", cfg.TLS.CertFile, err)}
 	}
 	want := pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID}
 	if id != want {
-		return planeTLS{}, fmt.Errorf("tls-cert-file %q names %s but this process is %s: each process needs its own certificate (CN = node ID, OU = role)", cfg.TLS.CertFile, id, want)
+		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q names %s but this process is %s: each process needs its own certificate (CN = node ID, OU = role)", cfg.TLS.CertFile, id, want)}
 	}
 	return planeTLS{src: src}, nil
 }

@@ -288,3 +288,16 @@ func TestPlaneTLS(t *testing.T) {
 		})
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:pw@host:2379/x": "https://u:xxxxx@host:2379/x",
+		"https://host:2379":        "https://host:2379",
+		"10.0.0.5:2379":            "10.0.0.5:2379",
+		"http://u:p%zz@host":       "http://xxxxx@host",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

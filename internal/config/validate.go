@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -232,7 +233,10 @@ func (c *Config) validateWorker() error {
 	}
 	u, err := url.Parse(c.BlobStore)
 	if err != nil || !oneOf(u.Scheme, "file", "http", "https") {
-		return fmt.Errorf("blob-store %q: must be a file://, http:// or https:// URL", c.BlobStore)
+		return fmt.Errorf("blob-store %q: must be a file://, http:// or https:// URL", RedactURL(c.BlobStore))
+	}
+	if u.User != nil {
+		return fmt.Errorf("blob-store %q: must not carry credentials (user info): the blob store is read without them", u.Redacted())
 	}
 	if c.CacheDir == "" {
 		return fmt.Errorf("cache-dir is empty: set a directory for the block cache")
@@ -265,15 +269,37 @@ func validateListen(name, addr string, required bool) error {
 
 func validateEndpoint(e string) error {
 	if u, err := url.Parse(e); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		if u.Host == "" {
-			return fmt.Errorf("etcd-endpoints %q: URL has no host", e)
+		switch {
+		case u.User != nil:
+			// The etcd client ignores credentials in an endpoint: refuse
+			// them rather than run unauthenticated by surprise.
+			return fmt.Errorf("etcd-endpoints %q: credentials in an endpoint URL are not used; set etcd-username and etcd-password-file (or TALON_ETCD_PASSWORD)", u.Redacted())
+		case u.Host == "":
+			return fmt.Errorf("etcd-endpoints %q: URL has no host", RedactURL(e))
 		}
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(e); err != nil {
-		return fmt.Errorf("etcd-endpoints %q: must be host:port or an http(s) URL", e)
+		return fmt.Errorf("etcd-endpoints %q: must be host:port or an http(s) URL", RedactURL(e))
 	}
 	return nil
+}
+
+// RedactURL returns s with the password of a URL's userinfo replaced by
+// "xxxxx" (url.URL.Redacted); anything that is not such a URL is returned
+// unchanged. Everything that prints a configured URL uses it.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		if i := strings.Index(s, "://"); i >= 0 {
+			if at := strings.LastIndex(s, "@"); at > i {
+				// Unparseable but shaped like scheme://user:pass@host.
+				return s[:i+3] + "xxxxx@" + s[at+1:]
+			}
+		}
+		return s
+	}
+	return u.Redacted()
 }
 
 func wholeSeconds(ttl time.Duration) error {
