@@ -242,7 +242,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	c.connWG.Add(1)
 	go func() { defer c.connWG.Done(); c.acceptLoop() }()
-	c.log.Info("coordinator serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
+	c.log.Info("coordinator listening; waiting for the store before serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
 
 	<-ctx.Done()
 	c.shutdown(func() { stopHeartbeats(); <-hbDone })
@@ -480,7 +480,7 @@ func (c *Coordinator) noteView(v *View, recount bool, seq uint64) {
 		c.mu.Unlock()
 		return
 	}
-	wasOK := c.storeOK
+	wasOK, first := c.storeOK, !c.synced
 	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
 	for k, started := range c.newSinceView {
 		if started < seq { // read seq began after k was registered
@@ -496,7 +496,11 @@ func (c *Coordinator) noteView(v *View, recount bool, seq uint64) {
 		}
 	}
 	c.mu.Unlock()
-	if !wasOK {
+	switch {
+	case first:
+		c.log.Info("coordinator serving: the store answered", "control", c.advertise, "backend", c.opts.Store.Backend(),
+			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
+	case !wasOK:
 		c.log.Info("store answered: cluster view is current", "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
 	}
 	c.updateReadyMetric()

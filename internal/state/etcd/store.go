@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -82,6 +83,13 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	dialOpts := []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(connUnaryInterceptor),
 		grpc.WithChainStreamInterceptor(connStreamInterceptor),
+		// gRPC's default reconnect backoff grows to 120 s: after an etcd
+		// restart a coordinator could stay fail-closed for seconds to
+		// minutes. Cap it so recovery follows the store within ~1 s.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
 	}
 	dialOpts = append(dialOpts, opts.dialOptions...)
 	lifetime, stop := context.WithCancel(context.Background())
