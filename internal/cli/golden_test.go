@@ -38,6 +38,29 @@ func TestGolden(t *testing.T) {
 		{"nodes-list-filtered", []string{"nodes", "list", "--role", "worker", "--health", "healthy", "--ready", "-l", "zone=a"}, false, nil},
 		{"nodes-list-not-ready", []string{"nodes", "list", "--ready=false", "-o", "name"}, false, nil},
 
+		// Label selectors: every form of the Kubernetes syntax, evaluated by the server.
+		{"nodes-list-selector-equals", []string{"nodes", "list", "-l", "zone=a", "-o", "name"}, false, nil},
+		{"nodes-list-selector-double-equals", []string{"nodes", "list", "-l", "zone==b", "-o", "name"}, false, nil},
+		{"nodes-list-selector-not-equals", []string{"nodes", "list", "-l", "zone!=a", "-o", "name"}, false, nil},
+		{"nodes-list-selector-in", []string{"nodes", "list", "-l", "zone in (b,c)"}, false, nil},
+		{"nodes-list-selector-notin", []string{"nodes", "list", "-l", "zone notin (a)", "-o", "name"}, false, nil},
+		{"nodes-list-selector-exists", []string{"nodes", "list", "-l", "tier", "-o", "name"}, false, nil},
+		{"nodes-list-selector-not-exists", []string{"nodes", "list", "--selector", "!tier", "-o", "name"}, false, nil},
+		{"nodes-list-selector-comma", []string{"nodes", "list", "-l", "zone in (a,b),!tier", "-l", "zone!=b", "-o", "name"}, false, nil},
+		{"nodes-list-selector-json", []string{"nodes", "list", "-l", "tier=ssd", "-o", "json"}, false, nil},
+
+		// Field selectors, applied by talonctl.
+		{"nodes-list-field-role", []string{"nodes", "list", "--field-selector", "role=worker,health!=healthy"}, false, nil},
+		{"nodes-list-field-ready", []string{"nodes", "list", "--field-selector", "ready==false", "-o", "name"}, false, nil},
+		{"nodes-list-field-version-node", []string{"nodes", "list", "--field-selector", "version=1.4.0,nodeId!=w-5", "-o", "name"}, false, nil},
+		{"nodes-list-field-address-json", []string{"nodes", "list", "--field-selector", "address=w-2.data.test:7500", "-o", "json"}, false, nil},
+		{"nodes-list-field-and-label", []string{"nodes", "list", "--field-selector", "health=healthy", "-l", "zone=a", "-o", "custom-columns=NODE:.nodeId,HEALTH:.health,ZONE:.labels.zone"}, false, nil},
+
+		// --sort-by with a leading -: the key's order reversed.
+		{"nodes-list-sort-name-desc", []string{"nodes", "list", "--sort-by=-name"}, false, nil},
+		{"nodes-list-sort-capacity-desc", []string{"nodes", "list", "--sort-by", "-capacity", "-o", "wide"}, false, nil},
+		{"nodes-list-sort-age-desc-name", []string{"nodes", "list", "--sort-by=-age", "-o", "name"}, false, nil},
+
 		{"nodes-list-jsonpath", []string{"nodes", "list", "-o", "jsonpath={.items[*].nodeId}"}, false, nil},
 		{"nodes-list-jsonpath-range", []string{"nodes", "list", "--sort-by", "age", "-o", `jsonpath={range .items[*]}{.nodeId}{"\t"}{.labels.zone}{"\t"}{.heartbeatAgeMs}{"\n"}{end}`}, false, nil},
 		{"nodes-list-jsonpath-file", []string{"nodes", "list", "-o", "jsonpath-file=testdata/resident.jsonpath"}, false, nil},
