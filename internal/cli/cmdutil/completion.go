@@ -41,14 +41,14 @@ func completionNodes(f *Factory, cmd *cobra.Command) []apiv1.Node {
 	return list.Items
 }
 
-// CompleteNodeIDs completes a command's single NODE_ID argument with the
-// IDs of the live nodes, described by role and health.
+// CompleteNodeIDs completes NODE_ID arguments with the live nodes' IDs,
+// leaving out those already given.
 func CompleteNodeIDs(f *Factory) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
 		seen := map[string]bool{}
+		for _, a := range args {
+			seen[a] = true
+		}
 		var out []cobra.Completion
 		for _, n := range completionNodes(f, cmd) {
 			if seen[n.NodeID] || !strings.HasPrefix(n.NodeID, toComplete) {
@@ -105,6 +105,16 @@ func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
 			return UsageErrorf("%s takes %d argument(s) (%s), got %d", cmd.CommandPath(), n, strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}
+
+// MinimumArgs requires at least n arguments, named in the error (exit 2).
+func MinimumArgs(n int, name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return UsageErrorf("%s takes at least %d argument(s) (%s...), got %d", cmd.CommandPath(), n, name, len(args))
 		}
 		return nil
 	}
