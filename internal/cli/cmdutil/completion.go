@@ -121,7 +121,8 @@ func MinimumArgs(n int, name string) cobra.PositionalArgs {
 }
 
 // NewGroup returns a noun command that only holds verbs: without a verb it
-// prints its help, with an unknown one it fails with a usage error.
+// prints its help, with an unknown one it fails with a usage error that
+// suggests the nearest verbs.
 func NewGroup(use, short, long string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
@@ -129,7 +130,7 @@ func NewGroup(use, short, long string) *cobra.Command {
 		Long:  long,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return UsageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+				return UnknownCommandError(cmd, args[0])
 			}
 			return nil
 		},
