@@ -105,7 +105,8 @@ Connection: --server (repeat or comma-separate to fail over in order; env
 TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file
 (env TALONCTL_TOKEN), --ca-file or --insecure-skip-tls-verify, --timeout, and
 --context (env TALONCTL_CONTEXT) to use a named context of the configuration
-file $XDG_CONFIG_HOME/talon/talonctl.yaml (see talonctl config --help).
+file $XDG_CONFIG_HOME/talon/talonctl.yaml, or of the file --talonconfig (env
+TALONCTL_CONFIG) names (see talonctl config --help).
 Precedence: flag > environment > context > default. Tokens are never printed.
 
 Output: results go to stdout, errors and warnings to stderr. Colour only on a
@@ -133,6 +134,7 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagServer, cobra.NoFileCompletions)
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagToken, cobra.NoFileCompletions)
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagTimeout, cobra.NoFileCompletions)
+	_ = root.MarkPersistentFlagFilename(cmdutil.FlagConfig, "yaml", "yml")
 
 	root.AddCommand(
 		cluster.NewCmdCluster(f),

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/cli/cliconfig"
 )
 
 // CompletionTimeout bounds the API calls of one dynamic completion, so a
@@ -80,11 +79,7 @@ func CompleteLabels(f *Factory) cobra.CompletionFunc {
 // CompleteContexts completes a context name from the configuration file.
 func CompleteContexts(f *Factory) cobra.CompletionFunc {
 	return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		path, err := cliconfig.Path(f.Getenv)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		file, err := cliconfig.Load(path)
+		file, err := f.ConfigFile()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
