@@ -184,6 +184,9 @@ type NodeFilter struct {
 	Ready  *bool
 	// Labels must all match (label key=value, exact).
 	Labels map[string]string
+	// LabelSelector is a Kubernetes label selector ("zone in (a,b),!spot");
+	// empty selects everything. The server parses it.
+	LabelSelector string
 }
 
 func (f NodeFilter) query() url.Values {
@@ -199,6 +202,9 @@ func (f NodeFilter) query() url.Values {
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 		q.Add(ParamLabel, k+"="+f.Labels[k])
+	}
+	if f.LabelSelector != "" {
+		q.Set(ParamLabelSelector, f.LabelSelector)
 	}
 	return q
 }

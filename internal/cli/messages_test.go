@@ -39,6 +39,26 @@ func TestMessages(t *testing.T) {
 		{"http-to-https", []string{"cluster", "status", "--server", httpToTLS}, false, cli.ExitUsage},
 		{"version-server-down", []string{"version", "--server", control}, false, cli.ExitUnavailable},
 		{"503", []string{"nodes", "list", "--server", e.url}, true, cli.ExitUnavailable},
+
+		// Mistyped commands and flags at every level: "did you mean".
+		{"suggest-command", []string{"nodez"}, false, cli.ExitUsage},
+		{"suggest-verb", []string{"nodes", "lst"}, false, cli.ExitUsage},
+		{"suggest-verb-prefix", []string{"placement", "expl", "k"}, false, cli.ExitUsage},
+		{"suggest-config-verb", []string{"config", "use-contxt", "dev"}, false, cli.ExitUsage},
+		{"suggest-global-flag", []string{"nodes", "list", "--sever", e.url}, false, cli.ExitUsage},
+		{"suggest-local-flag", []string{"nodes", "get", "w-1", "--ouput", "json"}, false, cli.ExitUsage},
+		{"suggest-flag-prefix", []string{"nodes", "list", "--field", "role=worker"}, false, cli.ExitUsage},
+		{"suggest-root-flag", []string{"--contxt", "dev", "version"}, false, cli.ExitUsage},
+		{"no-suggestion", []string{"nodes", "list", "--colour"}, false, cli.ExitUsage},
+		{"no-suggestion-command", []string{"frobnicate"}, false, cli.ExitUsage},
+
+		// Selection mistakes name the flag, the value and the rule.
+		{"bad-selector", []string{"nodes", "list", "-l", "zone in (a", "--server", e.url}, false, cli.ExitUsage},
+		{"bad-selector-key", []string{"nodes", "list", "-l", "Zone/x=a", "--server", e.url}, false, cli.ExitUsage},
+		{"unknown-field", []string{"nodes", "list", "--field-selector", "zone=a", "--server", e.url}, false, cli.ExitUsage},
+		{"bad-field-value", []string{"nodes", "list", "--field-selector", "health=fine", "--server", e.url}, false, cli.ExitUsage},
+		{"bad-field-syntax", []string{"nodes", "list", "--field-selector", "role in (worker)", "--server", e.url}, false, cli.ExitUsage},
+		{"bad-sort-by", []string{"nodes", "list", "--sort-by", "-size", "--server", e.url}, false, cli.ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -339,3 +339,18 @@ func TestHintWrongAddress(t *testing.T) {
 		t.Errorf("Message = %q, want the API's parameter advice left out", m)
 	}
 }
+
+func TestLevenshtein(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"", "abc", 3}, {"abc", "", 3}, {"list", "list", 0},
+		{"lst", "list", 1}, {"sever", "server", 1}, {"gte", "get", 2}, {"kitten", "sitting", 3},
+	}
+	for _, tt := range tests {
+		if got := Levenshtein(tt.a, tt.b); got != tt.want {
+			t.Errorf("Levenshtein(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

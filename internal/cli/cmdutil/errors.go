@@ -33,6 +33,9 @@ const ExitCodesHelp = `Exit codes:
 type ExitError struct {
 	Code int
 	Err  error
+	// Hint, when set, is printed after the error instead of Hint's
+	// general advice ("did you mean ...?").
+	Hint string
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -104,6 +107,9 @@ const UsageHint = "run with --help for usage"
 // advice on a 503.
 func Hint(err error, allowStale bool) string {
 	var ee *ExitError
+	if errors.As(err, &ee) && ee.Hint != "" {
+		return ee.Hint
+	}
 	if errors.As(err, &ee) && ee.Code == ExitUsage {
 		return UsageHint
 	}

@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -84,11 +85,16 @@ func (f *Factory) Close() {
 	f.transports = nil
 }
 
-// ConfigFile loads the configuration file (an empty one when it does not
-// exist).
+// ConfigFile loads the configuration file: --talonconfig, else
+// TALONCTL_CONFIG, else $XDG_CONFIG_HOME/talon/talonctl.yaml (an empty one
+// when it does not exist).
 func (f *Factory) ConfigFile() (*cliconfig.File, error) {
-	path, err := cliconfig.Path(f.Getenv)
+	path, err := f.Conn.ConfigPath(f.Getenv)
 	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	return cliconfig.Load(path)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -271,6 +272,15 @@ func (o *RawObject) Set(key string, v json.RawMessage) {
 		o.keys = append(o.keys, key)
 	}
 	o.vals[key] = v
+}
+
+// Delete removes key.
+func (o *RawObject) Delete(key string) {
+	if _, ok := o.vals[key]; !ok {
+		return
+	}
+	delete(o.vals, key)
+	o.keys = slices.DeleteFunc(o.keys, func(k string) bool { return k == key })
 }
 
 // MarshalJSON writes the object with its keys in order.

@@ -56,11 +56,27 @@ func hitRatio(n *apiv1.Node) float64 {
 	return format.HitRatio(n.Counters.HitsTotal, n.Counters.MissesTotal)
 }
 
+// SortHelp documents --sort-by for the flag's help.
+var SortHelp = "sort by `KEY`: " + strings.Join(SortKeys, ", ") +
+	"; a leading - reverses the order (-name: Z to A, -capacity: smallest first)"
+
+// CheckSortBy returns a usage error unless by is a sort key, optionally
+// with a leading - (reversed).
+func CheckSortBy(by string) error {
+	key := strings.TrimPrefix(by, "-")
+	if !slices.Contains(SortKeys, key) {
+		return cmdutil.UsageErrorf("--sort-by %q: must be one of %s, optionally with a leading - to reverse the order", by, strings.Join(SortKeys, ", "))
+	}
+	return nil
+}
+
 // Sort orders nodes by key, stably, so that equal nodes keep the API's
 // order (role, then node ID). Quantities sort largest first, except the
 // heartbeat age (youngest first); health sorts from healthy to unknown;
-// ready nodes come first. An empty key keeps the API's order.
-func Sort(nodes []apiv1.Node, key string) {
+// ready nodes come first. A leading - reverses the key's order (equal
+// nodes still keep the API's order). An empty key keeps the API's order.
+func Sort(nodes []apiv1.Node, by string) {
+	key, desc := strings.CutPrefix(by, "-")
 	var less func(a, b *apiv1.Node) int
 	switch key {
 	case "":
@@ -89,6 +105,10 @@ func Sort(nodes []apiv1.Node, key string) {
 		less = func(a, b *apiv1.Node) int { return cmp.Compare(hitRatio(b), hitRatio(a)) }
 	default:
 		panic(fmt.Sprintf("nodetable: unknown sort key %q", key)) // callers validate against SortKeys
+	}
+	if desc {
+		slices.SortStableFunc(nodes, func(a, b apiv1.Node) int { return less(&b, &a) })
+		return
 	}
 	slices.SortStableFunc(nodes, func(a, b apiv1.Node) int { return less(&a, &b) })
 }
