@@ -181,15 +181,15 @@ func cellsOf(r *row) [numColumns]string {
 	if c[colRole] == "coordinator" {
 		c[colRole] = "coord"
 	}
-	c[colNode] = n.NodeID
+	c[colNode] = format.Text(n.NodeID)
 	c[colHealth] = n.Health
 	c[colReady] = "no"
 	if n.Ready {
 		c[colReady] = "yes"
 	}
 	c[colAge] = formatAgeMs(n.HeartbeatAgeMs)
-	c[colVersion] = n.Version
-	c[colAddress] = n.Address
+	c[colVersion] = format.Text(n.Version)
+	c[colAddress] = format.Text(n.Address)
 	if !r.worker {
 		return c
 	}

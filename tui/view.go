@@ -470,16 +470,17 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 	}
 	labels := make([]string, 0, len(n.Labels))
 	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
-		labels = append(labels, k+"="+n.Labels[k])
+		labels = append(labels, format.Text(k)+"="+format.Text(n.Labels[k]))
 	}
+	t := format.Text
 	lines := []string{
-		fmt.Sprintf("%s %s · esc back", n.Role, n.NodeID),
+		fmt.Sprintf("%s %s · esc back", t(n.Role), t(n.NodeID)),
 		"",
-		kv("cluster", orDash(n.ClusterID)),
-		kv("incarnation", orDash(n.IncarnationID)),
-		kv("version", orDash(n.Version)),
-		kv("address", orDash(n.Address)),
-		kv("admin", orDash(n.AdminAddress)),
+		kv("cluster", orDash(t(n.ClusterID))),
+		kv("incarnation", orDash(t(n.IncarnationID))),
+		kv("version", orDash(t(n.Version))),
+		kv("address", orDash(t(n.Address))),
+		kv("admin", orDash(t(n.AdminAddress))),
 		kv("started", ms(n.StartTimeUnixMs)),
 		kv("heartbeat", hb),
 		kv("health", fmt.Sprintf("%s (reported %s)", n.Health, orDash(n.ReportedHealth))),

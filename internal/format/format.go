@@ -9,6 +9,10 @@ package format
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // iecUnits are the binary prefixes after bytes.
@@ -110,4 +114,38 @@ func Percent(ratio float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*ratio)
+}
+
+// Text returns s safe to print on a terminal: control characters (C0,
+// DEL, C1), bidirectional controls and invalid UTF-8 are written as Go
+// escapes (\x1b, \u202e), so a record cannot move the cursor, recolour the
+// screen or reorder what a reader sees. Other text is unchanged.
+func Text(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Bidi_Control, r)
 }

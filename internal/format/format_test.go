@@ -56,3 +56,19 @@ func TestRatio(t *testing.T) {
 		t.Errorf("Percent(2/3) = %q", got)
 	}
 }
+
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"worker-1":         "worker-1",
+		"héllo wörld":      "héllo wörld",
+		"v1\x1b[31mred":    `v1\x1b[31mred`,
+		"a\u0085b":         `a\u0085b`,
+		"evil\u202etxt.sh": `evil\u202etxt.sh`,
+		"bad\xffutf8":      `bad\xffutf8`,
+		"keep \uFFFD":      "keep \uFFFD",
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -160,7 +160,9 @@ func (p *Printer) Row(n *apiv1.Node, observedAtUnixMs int64) []string {
 	if p.TTY {
 		hb = cmdutil.Duration(time.Duration(n.HeartbeatAgeMs) * time.Millisecond)
 	}
-	row := []string{n.NodeID, n.Role, cs.Health(n.Health), cs.Ready(n.Ready), hb, orDash(n.Version), orDash(n.Address)}
+	// Text fields come from records: escape anything a terminal would
+	// act on (an older server may have stored it).
+	row := []string{format.Text(n.NodeID), format.Text(n.Role), cs.Health(n.Health), cs.Ready(n.Ready), hb, orDash(format.Text(n.Version)), orDash(format.Text(n.Address))}
 	if p.Format != cmdutil.OutputWide {
 		return row
 	}
@@ -173,7 +175,7 @@ func (p *Printer) Row(n *apiv1.Node, observedAtUnixMs int64) []string {
 		capacity, resident = format.Bytes(n.Capacity.CapacityBytes), format.Bytes(n.Capacity.ResidentBytes)
 	}
 	ratio := format.Percent(hitRatio(n))
-	return append(row, orDash(n.IncarnationID), started, capacity, resident, ratio, formatLabels(n.Labels))
+	return append(row, orDash(format.Text(n.IncarnationID)), started, capacity, resident, ratio, formatLabels(n.Labels))
 }
 
 func orDash(s string) string {
@@ -189,7 +191,7 @@ func formatLabels(labels map[string]string) string {
 	}
 	parts := make([]string, 0, len(labels))
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		parts = append(parts, k+"="+labels[k])
+		parts = append(parts, format.Text(k)+"="+format.Text(labels[k]))
 	}
 	return strings.Join(parts, ",")
 }
