@@ -301,3 +301,19 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorsNameSourcesAndSuggest(t *testing.T) {
+	_, err := load(t, cluster.RoleCoordinator, "", []string{"TALON_LEASE_TTL=10s"}, "--node-id", "c1")
+	if err == nil || !strings.Contains(err.Error(), "lease-ttl from env TALON_LEASE_TTL") || !strings.Contains(err.Error(), "unhealthy-after from default") {
+		t.Fatalf("timing error without sources: %v", err)
+	}
+	_, err = load(t, cluster.RoleCoordinator, "", nil, "--node-id", "c1", "--state-backend", "etcdd")
+	if err == nil || !strings.Contains(err.Error(), "state-backend from flag --state-backend") {
+		t.Fatalf("state-backend error without source: %v", err)
+	}
+	f := writeFile(t, "talon.yaml", "etcd-endpoint: [x]\n")
+	_, err = load(t, cluster.RoleCoordinator, f, nil, "--node-id", "c1")
+	if err == nil || !strings.Contains(err.Error(), `unknown key "etcd-endpoint" (did you mean "etcd-endpoints"?)`) {
+		t.Fatalf("unknown key without a suggestion: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"fmt"
+	"github.com/talonhq/talon/internal/suggest"
 	"regexp"
 	"slices"
 	"strings"
@@ -94,22 +95,4 @@ func didYouMean(names []string, prefix string) string {
 
 // Levenshtein returns the edit distance between a and b (insertions,
 // deletions and substitutions of bytes each cost 1).
-func Levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func Levenshtein(a, b string) int { return suggest.Distance(a, b) }
