@@ -189,3 +189,20 @@ func TestRedactionAndBlobDirectory(t *testing.T) {
 		t.Fatalf("missing blob directory: %v", err)
 	}
 }
+
+func TestUsageErrorsExit2WithHint(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"get"}, "Run 'talon get --help' for usage."},
+		{[]string{"bogus"}, "Run 'talon --help' for usage."},
+		{[]string{"pki", "issue", "--nope"}, "Run 'talon pki issue --help' for usage."},
+		{[]string{"version", "extra"}, "Run 'talon version --help' for usage."},
+	} {
+		code, _, errOut := run(t, nil, tc.args...)
+		if code != ExitUsage || !strings.Contains(errOut, tc.hint) {
+			t.Errorf("talon %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errOut, tc.hint)
+		}
+	}
+}
