@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -204,5 +205,25 @@ func TestUsageErrorsExit2WithHint(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errOut, tc.hint) {
 			t.Errorf("talon %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errOut, tc.hint)
 		}
+	}
+}
+
+func TestGetOutputPath(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	code, _, errOut := run(t, nil, "get", "--insecure-control-plane", "--coordinators", "127.0.0.1:1", "x", "-o", filepath.Join(missing, "x"))
+	if code != ExitUsage || !strings.Contains(errOut, "directory "+missing+" does not exist") || strings.Contains(errOut, ".part-") {
+		t.Fatalf("get -o into a missing directory: exit %d %q", code, errOut)
+	}
+	// The temporary file honours the umask like the final file would.
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	f, err := createPart(filepath.Join(t.TempDir(), "obj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("part file mode %v %v, want 0644 under umask 022", fi.Mode().Perm(), err)
 	}
 }

@@ -3,7 +3,11 @@ package app
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -131,7 +135,7 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 		}
 		return w.Flush()
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(opts.output), "."+filepath.Base(opts.output)+".part-*")
+	tmp, err := createPart(opts.output)
 	if err != nil {
 		return err
 	}
@@ -161,4 +165,30 @@ func lookupEnv(environ []string, key string) string {
 		}
 	}
 	return ""
+}
+
+// createPart creates the hidden temporary file the object is written to
+// beside output, with mode 0666 less the umask (as the final file should
+// have; os.CreateTemp would make it 0600). Errors name the user's path.
+func createPart(output string) (*os.File, error) {
+	dir := filepath.Dir(output)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, &usageError{fmt.Errorf("-o %s: directory %s does not exist", output, dir)}
+	}
+	var b [6]byte
+	for range 10 {
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		name := filepath.Join(dir, "."+filepath.Base(output)+".part-"+hex.EncodeToString(b[:]))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("-o %s: cannot create a file in %s: %w", output, dir, errors.Unwrap(err))
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("-o %s: cannot create a temporary file in %s", output, dir)
 }
