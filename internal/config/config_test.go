@@ -317,3 +317,20 @@ func TestErrorsNameSourcesAndSuggest(t *testing.T) {
 		t.Fatalf("unknown key without a suggestion: %v", err)
 	}
 }
+
+func TestLabelsFlagAndDeprecatedAlias(t *testing.T) {
+	for _, flag := range []string{"--labels", "--label"} {
+		l, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1", flag, "zone=a", flag, "rack=r1")
+		if err != nil {
+			t.Fatalf("%s: %v", flag, err)
+		}
+		if l.Config.Labels["zone"] != "a" || l.Config.Labels["rack"] != "r1" || l.Sources["labels"].Detail != flag {
+			t.Fatalf("%s: labels %v from %v", flag, l.Config.Labels, l.Sources["labels"])
+		}
+	}
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	RegisterFlags(fs, cluster.RoleWorker)
+	if f := fs.Lookup("label"); f == nil || f.Deprecated == "" {
+		t.Fatal("--label is not a deprecated alias")
+	}
+}

@@ -43,8 +43,9 @@ type setting struct {
 	// secret settings come only from the environment (env) and are never
 	// accepted from a file or a flag.
 	secret bool
-	// flag overrides the flag name (labels are set with repeatable --label).
-	flag string
+	// alias is an older flag name still accepted, with a deprecation
+	// warning (--label for --labels).
+	alias string
 	// helpDefault is shown in help instead of def when the default depends
 	// on the machine (so generated man pages are reproducible).
 	helpDefault string
@@ -84,7 +85,7 @@ var settings = []setting{
 	{name: "node-id", kind: kindString, roles: forBoth, def: func(cluster.Role) string { return hostname() }, helpDefault: "$(hostname)",
 		usage: "stable node ID of this process (default: the host name)",
 		set:   func(c *Config, v any) { c.NodeID = v.(string) }},
-	{name: "labels", flag: "label", kind: kindMap, roles: forBoth, def: constant(""),
+	{name: "labels", alias: "label", kind: kindMap, roles: forBoth, def: constant(""),
 		usage: "deployment label key=value (repeatable; at most 16)",
 		set:   func(c *Config, v any) { c.Labels = v.(map[string]string) }},
 	{name: "listen", kind: kindString, roles: forBoth, def: byRole(":7400", ":7500"),
@@ -255,19 +256,14 @@ var settings = []setting{
 // lookup returns the setting called name (file key or flag name).
 func lookup(name string) *setting {
 	for i := range settings {
-		if settings[i].name == name || settings[i].flag == name {
+		if settings[i].name == name || settings[i].alias != "" && settings[i].alias == name {
 			return &settings[i]
 		}
 	}
 	return nil
 }
 
-func (s *setting) flagName() string {
-	if s.flag != "" {
-		return s.flag
-	}
-	return s.name
-}
+func (s *setting) flagName() string { return s.name }
 
 func (s *setting) appliesTo(r cluster.Role) bool {
 	if r == cluster.RoleWorker {
