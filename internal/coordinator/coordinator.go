@@ -42,6 +42,14 @@ type Options struct {
 	RequestTimeout  time.Duration
 	DrainDelay      time.Duration
 	ShutdownTimeout time.Duration
+	// RecoveryGrace is how long, after the store answers again following
+	// an outage, the coordinator keeps placing on workers of its last
+	// placement that the store no longer lists: leases that expired during
+	// the outage come back as the workers re-register (at their next
+	// heartbeat), and an empty or shrunken membership that only reflects
+	// the outage is never published. Zero means two heartbeat intervals;
+	// negative turns it off.
+	RecoveryGrace time.Duration
 
 	Store    state.Store
 	Listener net.Listener // the bound control listener; Run closes it
@@ -138,6 +146,9 @@ type Coordinator struct {
 	// appliedRead is the sequence number of the latest-started snapshot
 	// read whose outcome was applied (see applyRead).
 	appliedRead uint64
+	// graceUntil ends the recovery grace after a store outage (see
+	// holdAfterOutage); zero when none is open.
+	graceUntil time.Time
 	// newSinceView holds the nodes this coordinator registered since
 	// lastGood was read, so max-records counts them before a view does.
 	// Each maps to the number of snapshot reads started when it was
@@ -421,6 +432,10 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 			stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}, nil
 	}
 	prev := c.LastGood()
+	if held := c.holdAfterOutage(prev, snap); held != nil {
+		c.noteView(held, true, seq)
+		return held, nil
+	}
 	if prev != nil && prev.Snapshot.Revision == snap.Revision && snap.ObservedAtUnixMs < prev.stableUntilUnixMs {
 		// Same records, and no record has crossed a health or lease
 		// threshold since: the placement is the same. This is the common
@@ -440,6 +455,54 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 		stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}
 	c.noteView(v, true, seq)
 	return v, nil
+}
+
+// holdAfterOutage returns a view of snap that keeps prev's placement,
+// when snap is the first read after a store outage (or within the
+// recovery grace that read started) and lacks workers prev placed on;
+// otherwise nil. See Options.RecoveryGrace.
+func (c *Coordinator) holdAfterOutage(prev *View, snap *state.Snapshot) *View {
+	grace := c.opts.RecoveryGrace
+	if grace == 0 {
+		grace = 2 * c.opts.Timing.HeartbeatInterval
+	}
+	if grace < 0 || prev == nil {
+		return nil
+	}
+	now := c.now()
+	c.mu.Lock()
+	opened := false
+	if !c.storeOK && c.synced {
+		// The first answer after an outage opens the grace window.
+		c.graceUntil, opened = now.Add(grace), true
+	}
+	within := now.Before(c.graceUntil)
+	c.mu.Unlock()
+	if !within {
+		return nil
+	}
+	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+	have := make(map[string]bool, len(eligible))
+	for _, n := range eligible {
+		have[n.ID] = true
+	}
+	missing := 0
+	for _, n := range prev.Table.Nodes() {
+		if !have[n.ID] {
+			missing++
+		}
+	}
+	if missing == 0 {
+		c.mu.Lock()
+		c.graceUntil = time.Time{} // everyone is back: the grace ends
+		c.mu.Unlock()
+		return nil
+	}
+	if opened {
+		c.log.Info("store back after an outage: holding the last placement while workers re-register", "missing_workers", missing, "grace", grace)
+	}
+	return &View{Snapshot: snap, Table: prev.Table, Excluded: excluded, ObservedAt: now,
+		stableUntilUnixMs: snap.ObservedAtUnixMs} // re-evaluated on the next read
 }
 
 // applyRead reports whether the outcome of snapshot read seq may update
