@@ -90,14 +90,19 @@ func TestDevCredentials(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	dir := t.TempDir()
-	var out testsupport.SyncBuffer
+	var out, logs testsupport.SyncBuffer
 	go func() {
-		done <- RunDev(ctx, DevOptions{Workers: 2, BaseDir: dir, ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done <- RunDev(ctx, DevOptions{Workers: 2, BaseDir: dir, ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(&logs, nil)))
 	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("RunDev: %v", err)
+		}
+		// Ctrl-C is quiet: workers deregister before the coordinator
+		// stops, and nothing warns on loopback.
+		if l := logs.String(); strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			t.Errorf("dev cluster logged warnings:\n%s", l)
 		}
 	}()
 	testsupport.WaitFor(t, 20*time.Second, "dev banner", func() bool { return strings.Contains(out.String(), "Try:") })

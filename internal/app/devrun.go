@@ -113,7 +113,8 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 		}
 	}
 
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The processes log warnings and errors only, through log's handler.
+	quiet := slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
 	store := memory.New(memory.Options{})
 	defer store.Close()
 	ccfg, err := devConfig(cluster.RoleCoordinator, "coordinator-1", opts.ListenHost, func(c *config.Config) {
@@ -285,4 +286,22 @@ func demoLoad(ctx context.Context, control string, creds *pki.Source, log *slog.
 			log.Debug("demo read failed", "object", o.name, "error", err)
 		}
 	}
+}
+
+// minLevel passes on records at min or above.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(a), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
