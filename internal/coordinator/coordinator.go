@@ -543,7 +543,8 @@ func (c *Coordinator) noteView(v *View, recount bool, seq uint64) {
 		c.mu.Unlock()
 		return
 	}
-	wasOK, first := c.storeOK, !c.synced
+	wasOK, first, prev := c.storeOK, !c.synced, c.lastGood
+	oldVersion, hadVersion := c.pushed, c.havePushed
 	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
 	for k, started := range c.newSinceView {
 		if started < seq { // read seq began after k was registered
@@ -570,12 +571,69 @@ func (c *Coordinator) noteView(v *View, recount bool, seq uint64) {
 	c.m.snapshotAge.Set(0)
 	if recount {
 		c.countNodes(v)
+		if prev != nil {
+			c.logMembership(prev, v)
+		}
 	}
 	if changed {
+		if hadVersion {
+			c.log.Info("placement version changed", "old", oldVersion.String(), "new", v.Version().String(), "eligible_workers", v.Table.Len())
+		}
 		c.m.versionChanges.Inc()
 		for _, s := range subs {
 			s.offer(uint64(v.Version()))
 		}
+	}
+}
+
+// maxMembershipEvents bounds the node events one view logs; the rest are
+// summed up in one line (a mass expiry must not flood the log).
+const maxMembershipEvents = 20
+
+// logMembership logs, one structured line each, the nodes that joined,
+// changed health, or expired or were removed between prev and v.
+func (c *Coordinator) logMembership(prev, v *View) {
+	health := func(view *View) map[cluster.Key]cluster.Health {
+		m := make(map[cluster.Key]cluster.Health, len(view.Snapshot.Records))
+		for _, r := range view.Snapshot.Records {
+			if c.opts.Timing.Classify(r.Age(view.Snapshot.ObservedAtUnixMs)) != cluster.LivenessExpired {
+				m[r.Key()] = c.opts.Timing.EffectiveHealth(r, view.Snapshot.ObservedAtUnixMs)
+			}
+		}
+		return m
+	}
+	before, after := health(prev), health(v)
+	logged, dropped := 0, 0
+	event := func(level slog.Level, msg string, k cluster.Key, args ...any) {
+		if logged >= maxMembershipEvents {
+			dropped++
+			return
+		}
+		logged++
+		c.log.Log(context.Background(), level, msg, append([]any{"role", string(k.Role), "node", k.NodeID}, args...)...)
+	}
+	for k, h := range after {
+		old, ok := before[k]
+		switch {
+		case !ok:
+			addr := ""
+			if r := v.record(k); r != nil {
+				addr = r.Address
+			}
+			event(slog.LevelInfo, "node joined", k, "health", string(h), "address", addr)
+		case old != h && h == cluster.HealthHealthy:
+			event(slog.LevelInfo, "node recovered", k, "was", string(old))
+		case old != h:
+			event(slog.LevelWarn, "node health changed", k, "was", string(old), "now", string(h))
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			event(slog.LevelWarn, "node expired or removed", k)
+		}
+	}
+	if dropped > 0 {
+		c.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
 }
 
