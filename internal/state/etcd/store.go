@@ -13,7 +13,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
@@ -103,7 +102,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		TLS:         tlsCfg,
 		DialTimeout: opts.DialTimeout,
 		DialOptions: dialOpts,
-		Logger:      zap.NewNop(),
+		Logger:      clientLogger(opts.Logger),
 		Context:     clientCtx,
 	}
 	s := &Store{
