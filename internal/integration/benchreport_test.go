@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,7 +262,9 @@ func TestBenchReport(t *testing.T) {
 			co.NodeID = fmt.Sprintf("coord-%d", i)
 			addrs = append(addrs, coordtest.Start(t, co).ControlAddr)
 		}
+		stopProfile := profile(t, "etcd-heartbeats")
 		rate, lat, fail, ferr := heartbeatThroughCoordinators(t, addrs, "bench", writers, phase)
+		stopProfile()
 		if fail > 0 {
 			t.Logf("talon etcd heartbeats: %d failures, first %v", fail, ferr)
 		}
@@ -610,4 +614,31 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profile records a CPU profile of this process (the in-process
+// coordinators and clients) until the returned function is called, then
+// prints its top entries: the bottleneck the README explains.
+func profile(t *testing.T, name string) func() {
+	t.Helper()
+	path := filepath.Join(os.TempDir(), "talon-bench-"+name+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		t.Logf("no profile: %v", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", path).CombinedOutput()
+		if err != nil {
+			t.Logf("pprof: %v", err)
+			return
+		}
+		t.Logf("CPU profile of %s (%s):\n%s", name, path, out)
+	}
 }
