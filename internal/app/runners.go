@@ -175,6 +175,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		Limits: coordinator.Limits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
+			MaxInflightWrites: cfg.Limits.MaxInflightWrites,
 		},
 		TLS: ptls.server(),
 	})

@@ -88,6 +88,8 @@ type LimitsConfig struct {
 	// MaxRecords caps the records of a cluster; a registration past it is
 	// refused (coordinator).
 	MaxRecords int
+	// MaxInflightWrites bounds concurrent store writes (coordinator).
+	MaxInflightWrites int
 }
 
 // TLSConfig names the PEM files of the control and data planes' mutual

@@ -159,6 +159,9 @@ func (c *Config) validatePlaneTLS() error {
 }
 
 func (c *Config) validateCoordinator() error {
+	if c.Limits.MaxInflightWrites < 1 || c.Limits.MaxInflightWrites > 1_000_000 {
+		return fmt.Errorf("max-inflight-writes %d: must be from 1 to 1000000", c.Limits.MaxInflightWrites)
+	}
 	if c.CoordinatorReplicas < 1 || c.CoordinatorReplicas > MaxCoordinatorReplicas {
 		return fmt.Errorf("coordinator-replicas %d: must be from 1 to %d", c.CoordinatorReplicas, MaxCoordinatorReplicas)
 	}

@@ -87,6 +87,16 @@ type Limits struct {
 	// node the cluster does not hold is refused with resource_exhausted
 	// past it. Default DefaultMaxRecords.
 	MaxRecords int
+	// MaxInflightWrites bounds the registrations, heartbeats and
+	// deregistrations this coordinator has at the store at once. A write
+	// that finds every slot taken waits up to AdmissionWait, then is
+	// refused with the retryable unavailable code, so that under
+	// saturation latency stays bounded and workers back off, instead of an
+	// unbounded queue. Default DefaultMaxInflightWrites.
+	MaxInflightWrites int
+	// AdmissionWait is how long a write waits for a slot; default
+	// DefaultAdmissionWait.
+	AdmissionWait time.Duration
 }
 
 // Limit defaults (the configuration's defaults too).
@@ -95,6 +105,10 @@ const (
 	DefaultIdleTimeout    = 2 * time.Minute
 	DefaultFrameTimeout   = 10 * time.Second
 	DefaultMaxRecords     = 10000
+	// DefaultMaxInflightWrites is a few store round trips' worth of
+	// heartbeats of a large cluster.
+	DefaultMaxInflightWrites = 512
+	DefaultAdmissionWait     = 100 * time.Millisecond
 )
 
 func (l Limits) withDefaults() Limits {
@@ -109,6 +123,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRecords <= 0 {
 		l.MaxRecords = DefaultMaxRecords
+	}
+	if l.MaxInflightWrites <= 0 {
+		l.MaxInflightWrites = DefaultMaxInflightWrites
+	}
+	if l.AdmissionWait <= 0 {
+		l.AdmissionWait = DefaultAdmissionWait
 	}
 	return l
 }
@@ -135,6 +155,7 @@ type Coordinator struct {
 	connWG        sync.WaitGroup          // connection goroutines
 	inflight      sync.WaitGroup          // requests being served
 	kick          chan struct{}           // asks the refresh loop for a new view now
+	writeSlots    chan struct{}           // one token per store write in flight (Limits.MaxInflightWrites)
 	lookups       atomic.Uint64
 	lookupErrors  atomic.Uint64
 	storeErrors   atomic.Uint64
@@ -217,6 +238,7 @@ func New(opts Options) (*Coordinator, error) {
 		subscribers:  map[*conn]struct{}{},
 		newSinceView: map[cluster.Key]uint64{},
 	}
+	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	return c, nil
 }
 

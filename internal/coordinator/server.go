@@ -205,6 +205,28 @@ func (c *Coordinator) serveConn(cn *conn) {
 	}
 }
 
+// admitted runs write when a store-write slot is free within
+// AdmissionWait, else refuses it with the retryable unavailable code: under
+// saturation the coordinator sheds load early instead of queueing without
+// bound (workers retry with backoff).
+func (c *Coordinator) admitted(op string, write func() protocol.Message) protocol.Message {
+	select {
+	case c.writeSlots <- struct{}{}:
+	default:
+		t := time.NewTimer(c.opts.Limits.AdmissionWait)
+		select {
+		case c.writeSlots <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			c.m.limitRefusals.WithLabelValues("inflight_writes").Inc()
+			c.m.writes.WithLabelValues(op, protocol.CodeUnavailable.String()).Inc()
+			return protocol.NewError(protocol.CodeUnavailable, "coordinator %s has %d store writes in flight, its limit: retry after a backoff, possibly elsewhere", c.opts.NodeID, cap(c.writeSlots))
+		}
+	}
+	defer func() { <-c.writeSlots }()
+	return write()
+}
+
 // handshake completes a TLS handshake within FrameTimeout and records the
 // peer's identity (the listener's configuration verified the chain).
 func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
@@ -298,11 +320,14 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	case *protocol.Ping:
 		op, resp = "ping", &protocol.Pong{}
 	case *protocol.Register:
-		op, resp = "register", c.upsert(ctx, cn, "register", m.Record)
+		op = "register"
+		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })
 	case *protocol.Heartbeat:
-		op, resp = "heartbeat", c.upsert(ctx, cn, "heartbeat", m.Record)
+		op = "heartbeat"
+		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })
 	case *protocol.Deregister:
-		op, resp = "deregister", c.deregister(ctx, cn, m)
+		op = "deregister"
+		resp = c.admitted(op, func() protocol.Message { return c.deregister(ctx, cn, m) })
 	case *protocol.PlacementLookup:
 		op = "placement_lookup"
 		owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
