@@ -329,12 +329,24 @@ func TestReleaseConfig(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	// Run the SBOM command as goreleaser would, for the talon binary.
-	doc := filepath.Join(t.TempDir(), "talon.cdx.json")
+	// Run the SBOM command as goreleaser would, on a talon binary.
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "talon")
+	build := exec.Command("go", "build", "-trimpath", "-o", binary, "./cmd/talon")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	doc := filepath.Join(dir, "talon.cdx.json")
 	args := slices.Clone(rc.SBOMs[0].Args)
 	for i, a := range args {
-		if a == "$document" {
+		switch a {
+		case "$document":
 			args[i] = doc
+		case "$artifact":
+			args[i] = binary
+		case "{{ .Version }}":
+			args[i] = "v0.0.0-test"
 		}
 	}
 	cmd := exec.Command("go", args...)

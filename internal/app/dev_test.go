@@ -39,7 +39,7 @@ func TestDevCluster(t *testing.T) {
 	}()
 	re := regexp.MustCompile(`web UI and /api/v1\s+(http://\S+)/`)
 	var url string
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // -race on a busy machine
 	for url == "" {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			url = m[1]
@@ -105,7 +105,7 @@ func TestDevCredentials(t *testing.T) {
 			t.Errorf("dev cluster logged warnings:\n%s", l)
 		}
 	}()
-	testsupport.WaitFor(t, 20*time.Second, "dev banner", func() bool { return strings.Contains(out.String(), "Try:") })
+	testsupport.WaitFor(t, 60*time.Second, "dev banner", func() bool { return strings.Contains(out.String(), "Try:") })
 	control, err := os.ReadFile(filepath.Join(dir, devCoordinatorsFile))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -249,10 +250,11 @@ func writeSamples(dir string) error {
 			return err
 		}
 		r := rand.New(rand.NewPCG(uint64(i), 42))
-		buf := make([]byte, o.size)
-		for j := range buf {
-			buf[j] = byte(r.Uint32())
+		buf := make([]byte, o.size+7)
+		for j := 0; j < len(buf)-7; j += 8 {
+			binary.LittleEndian.PutUint64(buf[j:], r.Uint64())
 		}
+		buf = buf[:o.size]
 		if err := os.WriteFile(p, buf, 0o644); err != nil {
 			return err
 		}
