@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -119,7 +120,30 @@ func (p *proc) setPaused(pause bool) error {
 		return err
 	}
 	p.paused = pause
+	if pause && p.cmd != nil {
+		// Signals are delivered asynchronously: on a busy machine the
+		// process can still answer a request right after kill(2)
+		// returns. Wait until the kernel reports it stopped.
+		waitStopped(p.cmd.Process.Pid, 2*time.Second)
+	}
 	return nil
+}
+
+// waitStopped polls /proc/PID/stat until the process state is T (stopped)
+// or d passes. Where /proc is absent it returns at once.
+func waitStopped(pid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // stop ends the process with SIGTERM (plus SIGCONT, so a paused process can
