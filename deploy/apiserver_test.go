@@ -31,7 +31,8 @@ var crdKinds = []string{"ServiceMonitor", "PrometheusRule"}
 // TestChartAppliesToAPIServer renders the chart with default values and with
 // the HA values, applies every object to a real kube-apiserver (server-side
 // apply with strict field validation: unknown or misplaced fields are
-// errors), and checks what the server stored: the coordinators' RBAC grants
+// errors), and checks what the server stored: the grace periods exceed
+// drain-delay plus shutdown-timeout as talon loads them, the coordinators' RBAC grants
 // leases in the release namespace and nothing else (asked of the server's
 // own authorizer), both roles have PodDisruptionBudgets, and every container
 // runs non-root with a read-only root filesystem and no capabilities.
@@ -79,6 +80,7 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 			if applied < 12 {
 				t.Fatalf("applied %d objects, want at least 12", applied)
 			}
+			checkGrace(t, objs, loadRoleConfigs(t, objs))
 			checkRBAC(ctx, t, kc, ns)
 			checkPDBs(ctx, t, kc, ns)
 			checkPodSecurity(ctx, t, kc, ns)

@@ -609,3 +609,31 @@ func readYAML(t *testing.T, p string) map[string]any {
 	}
 	return m
 }
+
+// TestChartNotes checks that NOTES.txt tells the operator how to reach the
+// release with talonctl, with the release's own names and scheme.
+func TestChartNotes(t *testing.T) {
+	testenv.SkipIfShort(t)
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none")) // a client-side dry run needs no cluster
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"port-forward svc/talon-coordinator 7401:7401", "talonctl --server http://127.0.0.1:7401 nodes list", "secret talon-admin-tokens", "config.blob-store is the example URL"}},
+		{[]string{"-f", haValues}, []string{"talonctl --server https://127.0.0.1:7401", "5 coordinators", "6 workers"}},
+	} {
+		out, err := helm(t, append([]string{"install", release, chartDir, "--namespace", namespace, "--dry-run=client"}, c.args...)...)
+		if err != nil {
+			t.Fatalf("helm install --dry-run=client %v: %v", c.args, err)
+		}
+		_, notes, ok := strings.Cut(out, "\nNOTES:\n")
+		if !ok {
+			t.Fatalf("%v: no NOTES in\n%s", c.args, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(notes, w) {
+				t.Errorf("%v: NOTES lack %q:\n%s", c.args, w, notes)
+			}
+		}
+	}
+}
