@@ -2,7 +2,8 @@
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
-DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit's time, not the build's: the same commit builds the same bytes.
+DATE    ?= $(shell TZ=UTC0 git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
 BUILDINFO := github.com/talonhq/talon/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Date=$(DATE)
 # Integration tests start real etcd and kube-apiserver processes; the slowest
@@ -10,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint completions man bench clean image manifests release-snapshot
+.PHONY: help build demo test test-short testbins lint completions man bench bench-report clean image manifests release-snapshot
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,10 +29,11 @@ testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver and 
 
 test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium)
 	@bash .ci/ensure-chromium.sh
-	@dir=$$(bash internal/testenv/build-servers.sh) && \
+	@openssl=$$(bash .ci/ensure-openssl.sh) && \
+	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  echo "test servers: $$dir, helm: $$helm" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)
@@ -55,6 +57,12 @@ completions: ## regenerate shell completions in completions/
 man: ## regenerate man pages in man/
 	rm -f man/*
 	$(GO) run ./internal/tools/gendocs -man man
+
+bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon) and print it; BENCH_SECONDS per phase (default 10)
+	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
+	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-report.md \
+	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/integration && cat bin/bench-report.md
 
 # The image: linux/amd64 and linux/arm64 binaries packed by internal/tools/image
 # into a multi-arch OCI image layout (no container daemon needed): non-root

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/talonhq/talon/internal/apiv1"
 )
@@ -31,7 +31,7 @@ func BenchmarkView(b *testing.B) {
 			m := benchModel(b, n)
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = m.View()
+				_ = m.Frame()
 			}
 		})
 		b.Run(fmt.Sprintf("nodes=%d/stale", n), func(b *testing.B) {
@@ -39,7 +39,7 @@ func BenchmarkView(b *testing.B) {
 			send(m, FetchErrorMsg{Seq: 3, Err: apiv1.ErrUnavailable})
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = m.View()
+				_ = m.Frame()
 			}
 		})
 	}
@@ -67,8 +67,8 @@ func BenchmarkKeystroke(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			send(m, keys("2")...)
-			send(m, tea.KeyMsg{Type: tea.KeyBackspace})
-			_ = m.View()
+			send(m, tea.KeyPressMsg{Code: tea.KeyBackspace})
+			_ = m.Frame()
 		}
 	})
 	b.Run("sort", func(b *testing.B) {
@@ -76,7 +76,7 @@ func BenchmarkKeystroke(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			send(m, keys("s")...)
-			_ = m.View()
+			_ = m.Frame()
 		}
 	})
 }

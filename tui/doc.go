@@ -37,10 +37,13 @@
 //     role toggles change, never per frame. View renders only the rows that
 //     fit the window, so its cost does not grow with the number of nodes.
 //
-// Colour comes only from Options.Renderer: give it termenv.Ascii (NO_COLOR,
-// no TTY, golden tests) and the output has no escape sequences; everything
+// Styles are rendered in full colour and downsampled by whatever writes
+// the frame: bubbletea's renderer for the live view (its colour profile,
+// NoTTY for NO_COLOR), a colorprofile.Writer for one frame (--once). With
+// the NoTTY or Ascii profile the output has no escape sequences; everything
 // that colour conveys (STALE, late heartbeats, unhealthy rows) is also said
-// in text.
+// in text. No package of this module's TUI stack queries the terminal
+// before a program runs.
 //
 // Concurrency: a Model is not safe for concurrent use; bubbletea calls Init,
 // Update and View from one goroutine. Commands returned by the model run on

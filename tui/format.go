@@ -49,52 +49,6 @@ func formatInterval(d time.Duration) string {
 	return d.Round(100 * time.Millisecond).String()
 }
 
-// compactNumber formats a non-negative rate with three significant digits
-// and an SI suffix: 0, 0.52, 12.3, 123, 1.23k, 45.6M.
-func compactNumber(v float64) string {
-	if v <= 0 || math.IsNaN(v) {
-		return "0"
-	}
-	const units = "kMGTPE"
-	u := -1
-	for v >= 999.5 && u < len(units)-1 {
-		v /= 1000
-		u++
-	}
-	var s string
-	switch {
-	case v < 9.995:
-		s = fmt.Sprintf("%.2f", v)
-	case v < 99.95:
-		s = fmt.Sprintf("%.1f", v)
-	default:
-		s = fmt.Sprintf("%.0f", v)
-	}
-	if u >= 0 {
-		s += string(units[u])
-	}
-	return s
-}
-
-// compactBytes formats a byte count with binary prefixes: 512B, 1.5K,
-// 20G, 1.2T.
-func compactBytes(b uint64) string {
-	if b < 1024 {
-		return fmt.Sprintf("%dB", b)
-	}
-	const units = "KMGTPE"
-	v := float64(b)
-	u := -1
-	for v >= 1023.95 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if v < 9.95 {
-		return fmt.Sprintf("%.1f%c", v, units[u])
-	}
-	return fmt.Sprintf("%.0f%c", v, units[u])
-}
-
 // formatClock formats a wall-clock time for the header; the date is added
 // when it is not the day of now.
 func formatClock(t, now time.Time) string {

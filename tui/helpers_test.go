@@ -2,13 +2,11 @@ package tui
 
 import (
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/testsupport"
@@ -20,12 +18,9 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 // newClock returns a settable clock for the model, at t0.
 func newClock() *testsupport.FakeClock { return testsupport.NewFakeClock(t0) }
 
-// asciiRenderer renders without colour, as under NO_COLOR.
-func asciiRenderer() *lipgloss.Renderer {
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	return r
-}
+// view is the model's frame as plain text, as a terminal without colour
+// (NO_COLOR) shows it.
+func view(m *Model) string { return ansi.Strip(m.Frame()) }
 
 // closed is a closed channel: with it as Options.Done, timer commands
 // return nil at once, so tests can run the commands the model returns.
@@ -42,7 +37,6 @@ func testOptions(c *testsupport.FakeClock) Options {
 		Now:      c.Now,
 		Location: time.UTC,
 		Jitter:   func() float64 { return 0.5 },
-		Renderer: asciiRenderer(),
 		Done:     closed(),
 	}
 }
@@ -72,13 +66,13 @@ func keys(s string) []tea.Msg {
 	for _, r := range s {
 		switch r {
 		case '\n':
-			out = append(out, tea.KeyMsg{Type: tea.KeyEnter})
+			out = append(out, tea.KeyPressMsg{Code: tea.KeyEnter})
 		case '\x1b':
-			out = append(out, tea.KeyMsg{Type: tea.KeyEsc})
+			out = append(out, tea.KeyPressMsg{Code: tea.KeyEscape})
 		case '\b':
-			out = append(out, tea.KeyMsg{Type: tea.KeyBackspace})
+			out = append(out, tea.KeyPressMsg{Code: tea.KeyBackspace})
 		default:
-			out = append(out, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			out = append(out, tea.KeyPressMsg{Code: r, Text: string(r)})
 		}
 	}
 	return out

@@ -1,11 +1,12 @@
 package tui
 
-import "github.com/charmbracelet/bubbles/key"
+import "charm.land/bubbles/v2/key"
 
 // keyMap is the model's key bindings; it is also the help.KeyMap the footer
 // and the full help render.
 type keyMap struct {
 	Up, Down, PageUp, PageDown, Top, Bottom key.Binding
+	Left, Right                             key.Binding
 	Filter, SortNext, SortPrev, Order       key.Binding
 	Coordinators, Workers, Problems         key.Binding
 	Detail, Back, Refresh, Help, Quit       key.Binding
@@ -18,9 +19,11 @@ func newKeyMap() keyMap {
 		Up:           key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
 		Down:         key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		PageUp:       key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
-		PageDown:     key.NewBinding(key.WithKeys("pgdown", "ctrl+f", " "), key.WithHelp("pgdn", "page down")),
+		PageDown:     key.NewBinding(key.WithKeys("pgdown", "ctrl+f", "space"), key.WithHelp("pgdn", "page down")),
 		Top:          key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g/home", "first row")),
 		Bottom:       key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G/end", "last row")),
+		Left:         key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "scroll columns left")),
+		Right:        key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→/l", "scroll columns right")),
 		Filter:       key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		SortNext:     key.NewBinding(key.WithKeys("s", ">"), key.WithHelp("s/S", "sort column")),
 		SortPrev:     key.NewBinding(key.WithKeys("S", "<"), key.WithHelp("S", "previous sort column")),
@@ -51,7 +54,7 @@ func (k keyMap) ShortHelp() []key.Binding { return k.short }
 // FullHelp is the help shown by ?.
 func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Left, k.Right},
 		{k.Filter, k.SortNext, k.SortPrev, k.Order},
 		{k.Coordinators, k.Workers, k.Problems, k.Detail, k.Back},
 		{k.Refresh, k.Help, k.Quit},

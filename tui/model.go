@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/talonhq/talon/internal/apiv1"
 )
@@ -55,10 +54,6 @@ type Options struct {
 	// Jitter returns a uniform value in [0, 1) for the backoff jitter;
 	// default math/rand/v2.Float64.
 	Jitter func() float64
-	// Renderer renders styles and fixes the colour profile; default
-	// lipgloss.DefaultRenderer(). Use one with termenv.Ascii for NO_COLOR
-	// or a non-terminal output.
-	Renderer *lipgloss.Renderer
 	// Done, when closed, makes pending timers return at once so that no
 	// goroutine outlives the program. Nil: timers run to completion.
 	Done <-chan struct{}
@@ -114,6 +109,9 @@ type Model struct {
 
 	detail       bool
 	detailOffset int
+	// hscroll is how far the table is scrolled right, in columns of
+	// scrollable; 0 shows the columns that fit by priority.
+	hscroll int
 }
 
 // New returns a model with opts.
@@ -139,13 +137,10 @@ func New(opts Options) (*Model, error) {
 	if opts.Jitter == nil {
 		opts.Jitter = rand.Float64
 	}
-	if opts.Renderer == nil {
-		opts.Renderer = lipgloss.DefaultRenderer()
-	}
 	m := &Model{
 		opts:    opts,
 		backoff: opts.Backoff.withDefaults(opts.Refresh),
-		st:      newStyles(opts.Renderer),
+		st:      newStyles(),
 		keys:    newKeyMap(),
 		sortCol: colRole,
 	}
@@ -164,7 +159,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
-		m.help.Width = msg.Width
+		m.help.SetWidth(msg.Width)
 		m.fixOffset()
 		return m, nil
 	case SnapshotMsg:
@@ -178,7 +173,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.fetch()
 	case clockMsg:
 		return m, after(m.opts.Done, clockInterval, clockMsg{})
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m.handleKey(msg)
 	}
 	return m, nil
@@ -300,7 +295,7 @@ func (m *Model) syncSelected() {
 	}
 }
 
-func (m *Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if msg.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
@@ -339,6 +334,12 @@ func (m *Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Problems):
 		m.problemsOnly = !m.problemsOnly
 		m.reorder()
+	case key.Matches(msg, k.Left):
+		m.hscroll = max(m.hscroll-1, 0)
+	case key.Matches(msg, k.Right):
+		if w, _ := m.size(); m.hiddenColumns(w) > 0 || m.hscroll > 0 {
+			m.hscroll = min(m.hscroll+1, len(scrollable)-1)
+		}
 	case key.Matches(msg, k.Detail):
 		if len(m.visible) > 0 {
 			m.detail, m.detailOffset = true, 0
@@ -350,7 +351,7 @@ func (m *Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 }
 
 // moveKey moves the cursor.
-func (m *Model) moveKey(msg tea.KeyMsg) {
+func (m *Model) moveKey(msg tea.KeyPressMsg) {
 	k, page := m.keys, max(m.tableRows(), 1)
 	switch {
 	case key.Matches(msg, k.Up):
@@ -374,7 +375,7 @@ func (m *Model) moveKey(msg tea.KeyMsg) {
 }
 
 // detailKey handles keys while the detail pane is open.
-func (m *Model) detailKey(msg tea.KeyMsg) {
+func (m *Model) detailKey(msg tea.KeyPressMsg) {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Back, k.Detail):
@@ -390,22 +391,22 @@ func (m *Model) detailKey(msg tea.KeyMsg) {
 
 // editFilter edits the filter line: typing filters as you go, enter keeps
 // the filter, esc clears it.
-func (m *Model) editFilter(msg tea.KeyMsg) {
-	switch msg.Type {
-	case tea.KeyEnter:
+func (m *Model) editFilter(msg tea.KeyPressMsg) {
+	switch {
+	case msg.Code == tea.KeyEnter:
 		m.filtering = false
-	case tea.KeyEsc:
+	case msg.Code == tea.KeyEscape:
 		m.filtering = false
 		m.setFilter("")
-	case tea.KeyBackspace:
+	case msg.Code == tea.KeyBackspace:
 		if r := []rune(m.filter); len(r) > 0 {
 			m.setFilter(string(r[:len(r)-1]))
 		}
-	case tea.KeyCtrlU:
+	case msg.String() == "ctrl+u":
 		m.setFilter("")
-	case tea.KeyRunes, tea.KeySpace:
-		m.setFilter(m.filter + string(msg.Runes))
-	case tea.KeyUp, tea.KeyDown, tea.KeyPgUp, tea.KeyPgDown:
+	case msg.Text != "" && msg.Mod&^tea.ModShift == 0:
+		m.setFilter(m.filter + msg.Text)
+	case msg.Code == tea.KeyUp, msg.Code == tea.KeyDown, msg.Code == tea.KeyPgUp, msg.Code == tea.KeyPgDown:
 		m.moveKey(msg)
 	}
 }

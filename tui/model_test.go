@@ -3,16 +3,16 @@ package tui
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
 
 	"github.com/talonhq/talon/internal/apiv1"
 )
@@ -229,8 +229,8 @@ func TestBackoffSchedule(t *testing.T) {
 		if got := m.NextFetch().Sub(c.Now()); got != want*time.Second {
 			t.Errorf("after %d failures the next fetch is in %v, want %v", i+1, got, want*time.Second)
 		}
-		if !strings.Contains(m.View(), fmt.Sprintf("next retry in %ds", want)) {
-			t.Errorf("after %d failures the view does not say the next retry is in %ds:\n%s", i+1, want, m.View())
+		if !strings.Contains(view(m), fmt.Sprintf("next retry in %ds", want)) {
+			t.Errorf("after %d failures the view does not say the next retry is in %ds:\n%s", i+1, want, view(m))
 		}
 	}
 	// A longer Retry-After wins, within the cap.
@@ -279,7 +279,7 @@ func TestErrorsNeverQuitOrBlank(t *testing.T) {
 					t.Fatal("the model quit on a fetch error")
 				}
 			}
-			v := m.View()
+			v := view(m)
 			for _, s := range []string{"STALE", "observed 11:59:59 (0.5s ago)", tc.want, "w-01", "coord-b", "w-06"} {
 				if !strings.Contains(v, s) {
 					t.Errorf("view lacks %q:\n%s", s, v)
@@ -290,7 +290,7 @@ func TestErrorsNeverQuitOrBlank(t *testing.T) {
 }
 
 func TestQuitKeys(t *testing.T) {
-	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune{'q'}}, {Type: tea.KeyCtrlC}} {
+	for _, k := range []tea.KeyPressMsg{{Code: 'q', Text: "q"}, {Code: 'c', Mod: tea.ModCtrl}} {
 		t.Run(k.String(), func(t *testing.T) {
 			m := newModel(t, testOptions(newClock()))
 			msgs := run(send(m, k))
@@ -412,7 +412,7 @@ func TestLateThreshold(t *testing.T) {
 			if m.rows[0].late != tc.wantLate {
 				t.Errorf("late = %v, want %v", m.rows[0].late, tc.wantLate)
 			}
-			v := m.View()
+			v := view(m)
 			if !strings.Contains(v, tc.wantSummary) {
 				t.Errorf("view lacks %q:\n%s", tc.wantSummary, v)
 			}
@@ -427,17 +427,17 @@ func TestLateThreshold(t *testing.T) {
 // unhealthy rows are styled and the healthy ones are not, even though the
 // snapshot is fresh.
 func TestLateRowStandsOutInColour(t *testing.T) {
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.ANSI256)
-	opts := testOptions(newClock())
-	opts.Renderer = r
-	m := newModel(t, opts)
+	m := newModel(t, testOptions(newClock()))
 	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
 	if m.Stale() {
 		t.Fatal("fresh snapshot reported stale")
 	}
 	var late, healthy string
-	for _, l := range strings.Split(m.View(), "\n") {
+	var b strings.Builder
+	if err := m.WriteAll(&b, colorprofile.ANSI256); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
 		switch {
 		case strings.Contains(l, "w-05"):
 			late = l
@@ -459,8 +459,21 @@ func TestNoColourProfileHasNoEscapes(t *testing.T) {
 	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)},
 		FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable})
 	send(m, keys("?")...)
-	if v := m.View(); strings.Contains(v, "\x1b") {
-		t.Errorf("Ascii view has escape sequences: %q", v)
+	var b strings.Builder
+	if err := m.WriteAll(&b, colorprofile.NoTTY); err != nil {
+		t.Fatal(err)
+	}
+	if v := b.String(); strings.Contains(v, "\x1b") || !strings.Contains(v, "STALE") {
+		t.Errorf("NoTTY frame has escape sequences or lacks the banner: %q", v)
+	}
+	// Ascii (NO_COLOR on a terminal) keeps bold and faint, never a colour.
+	b.Reset()
+	if err := m.WriteAll(&b, colorprofile.Ascii); err != nil {
+		t.Fatal(err)
+	}
+	colour := regexp.MustCompile(`\x1b\[(?:[0-9]*;)*(?:3[0-8]|4[0-8]|9[0-7]|10[0-7])[;m]`)
+	if v := b.String(); colour.MatchString(v) || !strings.Contains(v, "\x1b[1m") {
+		t.Errorf("Ascii frame has colours or no bold: %q", v)
 	}
 }
 
@@ -522,8 +535,8 @@ func TestSelectionFollowsNode(t *testing.T) {
 		t.Errorf("after a new snapshot the cursor is on %s, want w-02", got)
 	}
 	send(m, keys("\n")...)
-	if !m.detail || !strings.Contains(m.View(), "worker w-02 · esc back") {
-		t.Errorf("enter did not open w-02's detail:\n%s", m.View())
+	if !m.detail || !strings.Contains(view(m), "worker w-02 · esc back") {
+		t.Errorf("enter did not open w-02's detail:\n%s", view(m))
 	}
 	send(m, keys("\x1b")...)
 	if m.detail {
@@ -537,7 +550,7 @@ func TestWindowing(t *testing.T) {
 	const n = 5000
 	m := newModel(t, testOptions(newClock()))
 	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: bigSnapshot(n, 0)})
-	v := m.View()
+	v := view(m)
 	if lines := strings.Count(v, "\n") + 1; lines != 30 {
 		t.Fatalf("view has %d lines, want 30", lines)
 	}
@@ -545,20 +558,20 @@ func TestWindowing(t *testing.T) {
 	if got := strings.Count(v, " 1.4.2 "); got != rows {
 		t.Errorf("view shows %d node rows, want %d", got, rows)
 	}
-	send(m, tea.KeyMsg{Type: tea.KeyPgDown})
+	send(m, tea.KeyPressMsg{Code: tea.KeyPgDown})
 	if m.cursor != rows || m.offset != 1 {
 		t.Errorf("after page down: cursor %d offset %d, want %d and 1", m.cursor, m.offset, rows)
 	}
 	send(m, keys("G")...)
-	if m.cursor != n-1 || !strings.Contains(m.View(), "w-04999") {
+	if m.cursor != n-1 || !strings.Contains(view(m), "w-04999") {
 		t.Errorf("after G: cursor %d, last row not shown", m.cursor)
 	}
-	if got := strings.Count(m.View(), "\n") + 1; got != 30 {
+	if got := strings.Count(view(m), "\n") + 1; got != 30 {
 		t.Errorf("view at the end has %d lines, want 30", got)
 	}
 	// The banner takes rows: the cursor stays visible.
 	send(m, FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable})
-	if v := m.View(); !strings.Contains(v, "w-04999") || !strings.Contains(v, "STALE") {
+	if v := view(m); !strings.Contains(v, "w-04999") || !strings.Contains(v, "STALE") {
 		t.Errorf("with the banner the cursor row is gone:\n%s", v)
 	}
 	if got := strings.Count(m.ViewAll(), " 1.4.2 "); got != n {
@@ -569,11 +582,11 @@ func TestWindowing(t *testing.T) {
 func TestNoDataYet(t *testing.T) {
 	c := newClock()
 	m := newModel(t, testOptions(c))
-	if v := m.View(); !strings.Contains(v, "waiting for the first snapshot") || strings.Contains(v, "STALE") {
+	if v := view(m); !strings.Contains(v, "waiting for the first snapshot") || strings.Contains(v, "STALE") {
 		t.Errorf("initial view:\n%s", v)
 	}
 	send(m, FetchErrorMsg{Seq: 1, Err: apiv1.ErrUnavailable})
-	v := m.View()
+	v := view(m)
 	for _, s := range []string{"NO DATA", "no snapshot received yet", "admin api unavailable", "next retry in 2s"} {
 		if !strings.Contains(v, s) {
 			t.Errorf("view lacks %q:\n%s", s, v)
@@ -592,7 +605,7 @@ func TestServerStaleSnapshot(t *testing.T) {
 	if !m.Stale() {
 		t.Fatal("a snapshot the server marked stale is not shown as stale")
 	}
-	v := m.View()
+	v := view(m)
 	for _, s := range []string{"STALE", "the coordinator answered from its last good snapshot", "(40s ago)", "store etcd unavailable (timeout)", "store etcd UNHEALTHY (timeout)"} {
 		if !strings.Contains(v, s) {
 			t.Errorf("view lacks %q:\n%s", s, v)
@@ -609,7 +622,7 @@ func TestSnapshotAgeIgnoresClockSkew(t *testing.T) {
 	s.Cluster.GeneratedAtUnixMs = t0.Add(time.Hour + 2*time.Second).UnixMilli()
 	send(m, SnapshotMsg{Seq: 1, Snapshot: s})
 	c.Advance(5 * time.Second)
-	if v := m.View(); !strings.Contains(v, "(7.0s ago)") {
+	if v := view(m); !strings.Contains(v, "(7.0s ago)") {
 		t.Errorf("snapshot age is not 7.0s:\n%s", v)
 	}
 }
@@ -620,7 +633,7 @@ func TestLongErrorWraps(t *testing.T) {
 	m := newModel(t, testOptions(newClock()))
 	long := "admin api unavailable: GET /api/v1/cluster: " + strings.Repeat("dial tcp 10.0.0.1:9090: connect: connection refused; ", 6)
 	send(m, tea.WindowSizeMsg{Width: 80, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)}, FetchErrorMsg{Seq: 2, Err: errors.New(long)})
-	v := m.View()
+	v := view(m)
 	lines := strings.Split(v, "\n")
 	var errLines []string
 	for i, l := range lines {

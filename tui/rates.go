@@ -1,6 +1,9 @@
 package tui
 
-import "github.com/talonhq/talon/internal/apiv1"
+import (
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/format"
+)
 
 // nodeKey identifies a node across snapshots.
 type nodeKey struct {
@@ -75,9 +78,6 @@ func rateBetween(a, b sample) rates {
 		evictPerSec: float64(b.c.EvictionsTotal-a.c.EvictionsTotal) / dt,
 		hitRatio:    -1,
 	}
-	hits, misses := b.c.HitsTotal-a.c.HitsTotal, b.c.MissesTotal-a.c.MissesTotal
-	if hits+misses > 0 {
-		r.hitRatio = float64(hits) / float64(hits+misses)
-	}
+	r.hitRatio = format.HitRatio(b.c.HitsTotal-a.c.HitsTotal, b.c.MissesTotal-a.c.MissesTotal)
 	return r
 }

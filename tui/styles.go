@@ -1,12 +1,14 @@
 package tui
 
 import (
-	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/help"
+	"charm.land/lipgloss/v2"
 )
 
-// styles are the model's styles, all bound to one renderer so that its
-// colour profile (Ascii for NO_COLOR) applies to every one of them.
+// styles are the model's styles. They render with full colour; the
+// writer downsamples to the terminal's profile (bubbletea's renderer for
+// the live view, a colorprofile.Writer for --once), so NO_COLOR and
+// non-terminals get no escape sequences.
 type styles struct {
 	title, header, dim          lipgloss.Style
 	banner, bannerTitle         lipgloss.Style
@@ -16,29 +18,29 @@ type styles struct {
 	helpSep, detailKey, filterS lipgloss.Style
 }
 
-func newStyles(r *lipgloss.Renderer) styles {
+func newStyles() styles {
 	red, yellow, grey := lipgloss.Color("9"), lipgloss.Color("11"), lipgloss.Color("8")
 	return styles{
-		title:       r.NewStyle().Bold(true),
-		header:      r.NewStyle(),
-		dim:         r.NewStyle().Faint(true),
-		banner:      r.NewStyle().Border(lipgloss.ThickBorder()).BorderForeground(red).Padding(0, 1),
-		bannerTitle: r.NewStyle().Bold(true).Foreground(lipgloss.Color("15")).Background(red),
-		colHeader:   r.NewStyle().Bold(true),
-		selected:    r.NewStyle().Reverse(true),
-		bad:         r.NewStyle().Bold(true).Foreground(red),
-		warn:        r.NewStyle().Foreground(yellow),
-		footer:      r.NewStyle(),
-		helpKey:     r.NewStyle().Bold(true),
-		helpDesc:    r.NewStyle().Foreground(grey),
-		helpSep:     r.NewStyle().Foreground(grey),
-		detailKey:   r.NewStyle().Bold(true),
-		filterS:     r.NewStyle().Bold(true),
+		title:       lipgloss.NewStyle().Bold(true),
+		header:      lipgloss.NewStyle(),
+		dim:         lipgloss.NewStyle().Faint(true),
+		banner:      lipgloss.NewStyle().Border(lipgloss.ThickBorder()).BorderForeground(red).Padding(0, 1),
+		bannerTitle: lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("15")).Background(red),
+		colHeader:   lipgloss.NewStyle().Bold(true),
+		selected:    lipgloss.NewStyle().Reverse(true),
+		bad:         lipgloss.NewStyle().Bold(true).Foreground(red),
+		warn:        lipgloss.NewStyle().Foreground(yellow),
+		footer:      lipgloss.NewStyle(),
+		helpKey:     lipgloss.NewStyle().Bold(true),
+		helpDesc:    lipgloss.NewStyle().Foreground(grey),
+		helpSep:     lipgloss.NewStyle().Foreground(grey),
+		detailKey:   lipgloss.NewStyle().Bold(true),
+		filterS:     lipgloss.NewStyle().Bold(true),
 	}
 }
 
-// help returns a help model drawn with these styles (help.New would bind
-// the default renderer's).
+// help returns a help model drawn with these styles (help.New would pick
+// light or dark defaults, which needs a terminal query).
 func (s styles) help() help.Model {
 	return help.Model{
 		ShortSeparator: " • ",

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // column is one column of the node table.
@@ -181,30 +181,27 @@ func cellsOf(r *row) [numColumns]string {
 	if c[colRole] == "coordinator" {
 		c[colRole] = "coord"
 	}
-	c[colNode] = n.NodeID
+	c[colNode] = format.Text(n.NodeID)
 	c[colHealth] = n.Health
 	c[colReady] = "no"
 	if n.Ready {
 		c[colReady] = "yes"
 	}
 	c[colAge] = formatAgeMs(n.HeartbeatAgeMs)
-	c[colVersion] = n.Version
-	c[colAddress] = n.Address
+	c[colVersion] = format.Text(n.Version)
+	c[colAddress] = format.Text(n.Address)
 	if !r.worker {
 		return c
 	}
 	if r.rates.known {
-		c[colReqs] = compactNumber(r.rates.reqPerSec)
-		c[colBytes] = compactNumber(r.rates.bytesPerSec)
-		c[colEvict] = compactNumber(r.rates.evictPerSec)
-		c[colHit] = "-"
-		if r.rates.hitRatio >= 0 {
-			c[colHit] = fmt.Sprintf("%.1f", 100*r.rates.hitRatio)
-		}
+		c[colReqs] = format.Rate(r.rates.reqPerSec)
+		c[colBytes] = format.Rate(r.rates.bytesPerSec)
+		c[colEvict] = format.Rate(r.rates.evictPerSec)
+		c[colHit] = format.Percent(r.rates.hitRatio)
 	} else {
 		c[colReqs], c[colHit], c[colBytes], c[colEvict] = "-", "-", "-", "-"
 	}
-	c[colResident] = compactBytes(n.Capacity.ResidentBytes) + "/" + compactBytes(n.Capacity.CapacityBytes)
+	c[colResident] = format.BytesShort(n.Capacity.ResidentBytes) + "/" + format.BytesShort(n.Capacity.CapacityBytes)
 	return c
 }
 

@@ -1,15 +1,16 @@
 package tui
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/golden"
-	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/testsupport"
@@ -22,7 +23,9 @@ import (
 //
 // The frame compared is the final model's View rather than the raw byte
 // stream the program wrote: the stream depends on how the renderer's
-// frame ticks fell, the frame does not.
+// frame ticks fell (bubbletea v2 redraws only the cells that changed), the
+// frame does not. For the same reason a step waits on the frame the model
+// drew after its last Update (probe), not on the byte stream.
 
 const (
 	goldenWidth  = 140
@@ -36,24 +39,58 @@ type scene struct {
 	t  *testing.T
 	tm *teatest.TestModel
 	c  *testsupport.FakeClock
+	p  *probe
+}
+
+// probe is the program's model: it records the plain frame after every
+// Update, for the test goroutine to wait on.
+type probe struct {
+	*Model
+	mu    sync.Mutex // guards frame
+	frame string
+}
+
+func (p *probe) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	_, cmd := p.Model.Update(msg)
+	f := view(p.Model)
+	p.mu.Lock()
+	p.frame = f
+	p.mu.Unlock()
+	return p, cmd
+}
+
+func (p *probe) lastFrame() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frame
 }
 
 func newScene(t *testing.T) *scene {
 	t.Helper()
-	c := newClock()
-	m := newModel(t, testOptions(c))
-	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(goldenWidth, goldenHeight))
-	return &scene{t: t, tm: tm, c: c}
+	return newSceneSize(t, goldenWidth, goldenHeight)
 }
 
-// step sends msgs and waits until the output shows marker.
+func newSceneSize(t *testing.T, w, h int) *scene {
+	t.Helper()
+	c := newClock()
+	p := &probe{Model: newModel(t, testOptions(c))}
+	tm := teatest.NewTestModel(t, p, teatest.WithInitialTermSize(w, h))
+	return &scene{t: t, tm: tm, c: c, p: p}
+}
+
+// step sends msgs and waits until the model's frame shows marker.
 func (s *scene) step(marker string, msgs ...tea.Msg) {
 	s.t.Helper()
 	for _, msg := range msgs {
 		s.tm.Send(msg)
 	}
-	teatest.WaitFor(s.t, s.tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(marker)) },
-		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(s.p.lastFrame(), marker) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("frame lacks %q after 5s:\n%s", marker, s.p.lastFrame())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // finish quits the program and compares its final frame with the golden
@@ -63,8 +100,8 @@ func (s *scene) finish() *Model {
 	if err := s.tm.Quit(); err != nil {
 		s.t.Fatal(err)
 	}
-	m := s.tm.FinalModel(s.t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	golden.RequireEqual(s.t, []byte(m.View()))
+	m := s.tm.FinalModel(s.t, teatest.WithFinalTimeout(5*time.Second)).(*probe).Model
+	golden.RequireEqual(s.t, []byte(view(m)))
 	return m
 }
 
@@ -94,9 +131,44 @@ func (s *scene) failing() {
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
+		w, h  int // terminal size; 0 is goldenWidth × goldenHeight
 		play  func(s *scene)
 		check func(t *testing.T, m *Model)
 	}{
+		{
+			// A common terminal: the rate columns stay, VERSION and
+			// ADDRESS (then HB AGE, READY) leave first.
+			name: "narrow_80x24", w: 80, h: 24,
+			play: func(s *scene) { s.healthy() },
+			check: func(t *testing.T, m *Model) {
+				header := strings.Split(view(m), "\n")[3]
+				for _, c := range []string{"ROLE", "NODE", "HEALTH", "REQ/S", "HIT%", "BYTES/S", "EVICT/S", "RESIDENT/CAP"} {
+					if !strings.Contains(header, c) {
+						t.Errorf("80 columns: header lacks %s: %q", c, header)
+					}
+				}
+				for _, c := range []string{"VERSION", "ADDRESS"} {
+					if strings.Contains(header, c) {
+						t.Errorf("80 columns: header shows %s before the rates fit: %q", c, header)
+					}
+				}
+			},
+		},
+		{
+			// Scrolling right shows the columns that left, ROLE and NODE
+			// pinned.
+			name: "narrow_scrolled_right", w: 80, h: 24,
+			play: func(s *scene) {
+				s.healthy()
+				s.step("ADDRESS", keys("lll")...)
+			},
+			check: func(t *testing.T, m *Model) {
+				header := strings.Split(view(m), "\n")[3]
+				if !strings.HasPrefix(strings.TrimSpace(header), "ROLE") || !strings.Contains(header, "NODE") || !strings.Contains(header, "VERSION") {
+					t.Errorf("scrolled header: %q", header)
+				}
+			},
+		},
 		{
 			name: "healthy",
 			play: func(s *scene) {
@@ -198,6 +270,9 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScene(t)
+			if tc.w > 0 {
+				s = newSceneSize(t, tc.w, tc.h)
+			}
 			tc.play(s)
 			m := s.finish()
 			if tc.check != nil {

@@ -2,25 +2,43 @@ package tui
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // View renders the screen: header, STALE banner when the data is not
 // current, the visible window of the node table (or the detail pane),
-// footer and help. Its cost depends on the window size, not on the number
-// of nodes.
-func (m *Model) View() string { return m.render(false) }
+// footer and help, on the alternate screen. Its cost depends on the
+// window size, not on the number of nodes.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render(false))
+	v.AltScreen = true
+	return v
+}
+
+// Frame returns the screen View draws, as text with styles.
+func (m *Model) Frame() string { return m.render(false) }
 
 // ViewAll renders one frame with every visible row and no footer, for
 // printing once (talonctl top --once); the height is ignored.
 func (m *Model) ViewAll() string { return m.render(true) }
+
+// WriteAll writes ViewAll to w with its styles downsampled to profile:
+// NoTTY and Ascii write no escape sequences.
+func (m *Model) WriteAll(w io.Writer, profile colorprofile.Profile) error {
+	_, err := io.WriteString(&colorprofile.Writer{Forward: w, Profile: profile}, m.ViewAll())
+	return err
+}
 
 func (m *Model) size() (w, h int) {
 	w, h = m.width, m.height
@@ -195,13 +213,13 @@ func (m *Model) bannerLines(w int, now time.Time) []string {
 	if w < 12 {
 		return text
 	}
-	return strings.Split(m.st.banner.Width(w-2).Render(strings.Join(text, "\n")), "\n")
+	return strings.Split(m.st.banner.Width(w).Render(strings.Join(text, "\n")), "\n")
 }
 
 // tableLines renders the column header and visible rows start..end.
 func (m *Model) tableLines(w, start, end int, cursor bool) []string {
 	lines := make([]string, 0, end-start+1)
-	lines = append(lines, m.st.colHeader.Render(fit(m.headerRow(), w)))
+	lines = append(lines, m.st.colHeader.Render(fit(m.headerRow(w), w)))
 	if len(m.visible) == 0 {
 		msg := "no nodes"
 		if m.snap == nil {
@@ -213,6 +231,7 @@ func (m *Model) tableLines(w, start, end int, cursor bool) []string {
 	}
 	stale := m.Stale()
 	widths := m.columnWidths()
+	cols := m.layout(w)
 	var b strings.Builder
 	for v := start; v < end; v++ {
 		r := &m.rows[m.visible[v]]
@@ -230,8 +249,8 @@ func (m *Model) tableLines(w, start, end int, cursor bool) []string {
 			b.WriteByte(' ')
 		}
 		b.WriteByte(' ')
-		for c := range numColumns {
-			if c > 0 {
+		for i, c := range cols {
+			if i > 0 {
 				b.WriteString("  ")
 			}
 			pad(&b, r.cells[c], widths[c], c.right())
@@ -269,12 +288,74 @@ func (m *Model) columnWidths() [numColumns]int {
 	return w
 }
 
-func (m *Model) headerRow() string {
+// dropOrder is the order in which columns leave a table too wide for the
+// terminal: identity and rates stay longest, since they are what top is
+// for; ROLE and NODE never leave.
+var dropOrder = []column{colAddress, colVersion, colAge, colReady, colResident, colEvict, colBytes, colHealth, colHit, colReqs}
+
+// scrollable are the columns that horizontal scrolling moves through, in
+// display order; ROLE and NODE stay pinned on the left.
+var scrollable = []column{colHealth, colReady, colAge, colVersion, colAddress, colReqs, colHit, colBytes, colEvict, colResident}
+
+// lineWidth is the width of a table line with cols.
+func lineWidth(widths [numColumns]int, cols []column) int {
+	n := 3 // cursor, late mark, space
+	for i, c := range cols {
+		if i > 0 {
+			n += 2
+		}
+		n += widths[c]
+	}
+	return n
+}
+
+// layout returns the columns shown at width w, in display order. Unscrolled
+// (hscroll 0), every column that fits: when the table is too wide, columns
+// leave in dropOrder. Scrolled right by k, ROLE and NODE then the
+// scrollable columns from the k-th on, as many as fit (at least one).
+func (m *Model) layout(w int) []column {
+	widths := m.columnWidths()
+	if m.hscroll == 0 {
+		shown := [numColumns]bool{}
+		for c := range numColumns {
+			shown[c] = true
+		}
+		cols := func() []column {
+			var out []column
+			for c := range numColumns {
+				if shown[c] {
+					out = append(out, c)
+				}
+			}
+			return out
+		}
+		for _, d := range dropOrder {
+			if lineWidth(widths, cols()) <= w {
+				break
+			}
+			shown[d] = false
+		}
+		return cols()
+	}
+	cols := []column{colRole, colNode}
+	for i, c := range scrollable[min(m.hscroll, len(scrollable)-1):] {
+		if i > 0 && lineWidth(widths, append(cols, c)) > w {
+			break
+		}
+		cols = append(cols, c)
+	}
+	return cols
+}
+
+// hiddenColumns is how many columns layout leaves out at width w.
+func (m *Model) hiddenColumns(w int) int { return int(numColumns) - len(m.layout(w)) }
+
+func (m *Model) headerRow(w int) string {
 	widths := m.columnWidths()
 	var b strings.Builder
 	b.WriteString("   ")
-	for c := range numColumns {
-		if c > 0 {
+	for i, c := range m.layout(w) {
+		if i > 0 {
 			b.WriteString("  ")
 		}
 		t := c.title()
@@ -329,6 +410,9 @@ func (m *Model) bottomLines(w int) []string {
 		dir = "▼"
 	}
 	parts = append(parts, fmt.Sprintf("sort %s %s (s/S column, o order)", m.sortCol.name(), dir))
+	if hidden := m.hiddenColumns(w); hidden > 0 || m.hscroll > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s hidden (←/→ scroll)", hidden, plural(hidden, "column", "columns")))
+	}
 	if m.hideCoordinators {
 		parts = append(parts, "coordinators hidden (c)")
 	}
@@ -386,16 +470,17 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 	}
 	labels := make([]string, 0, len(n.Labels))
 	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
-		labels = append(labels, k+"="+n.Labels[k])
+		labels = append(labels, format.Text(k)+"="+format.Text(n.Labels[k]))
 	}
+	t := format.Text
 	lines := []string{
-		fmt.Sprintf("%s %s · esc back", n.Role, n.NodeID),
+		fmt.Sprintf("%s %s · esc back", t(n.Role), t(n.NodeID)),
 		"",
-		kv("cluster", orDash(n.ClusterID)),
-		kv("incarnation", orDash(n.IncarnationID)),
-		kv("version", orDash(n.Version)),
-		kv("address", orDash(n.Address)),
-		kv("admin", orDash(n.AdminAddress)),
+		kv("cluster", orDash(t(n.ClusterID))),
+		kv("incarnation", orDash(t(n.IncarnationID))),
+		kv("version", orDash(t(n.Version))),
+		kv("address", orDash(t(n.Address))),
+		kv("admin", orDash(t(n.AdminAddress))),
 		kv("started", ms(n.StartTimeUnixMs)),
 		kv("heartbeat", hb),
 		kv("health", fmt.Sprintf("%s (reported %s)", n.Health, orDash(n.ReportedHealth))),
@@ -410,10 +495,10 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 		}
 		lines = append(lines,
 			kv("capacity", fmt.Sprintf("resident %s of %s (%s), %d blocks, %d pages, %d loads in flight",
-				compactBytes(cp.ResidentBytes), compactBytes(cp.CapacityBytes), pct, cp.Blocks, cp.Pages, cp.InflightLoads)),
+				format.BytesShort(cp.ResidentBytes), format.BytesShort(cp.CapacityBytes), pct, cp.Blocks, cp.Pages, cp.InflightLoads)),
 			kv("rates", m.ratesText(r)),
 			kv("requests", fmt.Sprintf("%d total, %d errors", ct.RequestsTotal, ct.ErrorsTotal)),
-			kv("cache", fmt.Sprintf("%d hits, %d misses, %d evictions, %s served", ct.HitsTotal, ct.MissesTotal, ct.EvictionsTotal, compactBytes(ct.BytesServedTotal))),
+			kv("cache", fmt.Sprintf("%d hits, %d misses, %d evictions, %s served", ct.HitsTotal, ct.MissesTotal, ct.EvictionsTotal, format.BytesShort(ct.BytesServedTotal))),
 			kv("backend", fmt.Sprintf("%d fetches, %d errors", ct.BackendFetchesTotal, ct.BackendErrorsTotal)),
 		)
 	} else {
@@ -434,12 +519,9 @@ func (m *Model) ratesText(r *row) string {
 	if !r.rates.known {
 		return "- (needs two heartbeats of this incarnation)"
 	}
-	hit := "-"
-	if r.rates.hitRatio >= 0 {
-		hit = fmt.Sprintf("%.1f%%", 100*r.rates.hitRatio)
-	}
+	hit := format.Percent(r.rates.hitRatio)
 	return fmt.Sprintf("%s requests/s, hit ratio %s, %s bytes/s, %s evictions/s",
-		compactNumber(r.rates.reqPerSec), hit, compactNumber(r.rates.bytesPerSec), compactNumber(r.rates.evictPerSec))
+		format.Rate(r.rates.reqPerSec), hit, format.Rate(r.rates.bytesPerSec), format.Rate(r.rates.evictPerSec))
 }
 
 // fit truncates plain text to w cells.

@@ -335,6 +335,17 @@ func TestNodesFilters(t *testing.T) {
 		{"label=zone%3Dc", nil},
 		{"label=zone%3D", nil},
 		{"health=unhealthy&label=zone%3Da", nil},
+		// labelSelector: the Kubernetes syntax, parsed by the library.
+		{"labelSelector=zone%3Da", []string{"worker/w1", "worker/w3"}},
+		{"labelSelector=zone%3D%3Da", []string{"worker/w1", "worker/w3"}},
+		{"labelSelector=zone!%3Da&role=worker", []string{"worker/w2", "worker/w4", "worker/w5"}},
+		{"labelSelector=" + url.QueryEscape("zone in (b,c)"), []string{"worker/w2"}},
+		{"labelSelector=" + url.QueryEscape("zone notin (a)"), []string{"coordinator/coord-a", "worker/w2", "worker/w4", "worker/w5"}},
+		{"labelSelector=rack", []string{"worker/w1"}},
+		{"labelSelector=!zone&role=worker", []string{"worker/w4", "worker/w5"}},
+		{"labelSelector=" + url.QueryEscape("zone=a,!rack"), []string{"worker/w3"}},
+		{"labelSelector=zone&label=rack%3Dr1", []string{"worker/w1"}},
+		{"labelSelector=", []string{"coordinator/coord-a", "worker/w1", "worker/w2", "worker/w3", "worker/w4", "worker/w5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -154,5 +155,34 @@ func TestFailClosedOnTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("503 took %s; the view should give up after the 200ms request timeout", d)
+	}
+}
+
+// TestUnreadyServesNoCurrentData: with the store answering but the
+// coordinator unready (here another process took its node ID, so its own
+// record is refused), data-bearing resources answer 503, never 200 with
+// what may be a partial membership; allowStale=true still answers.
+func TestUnreadyServesNoCurrentData(t *testing.T) {
+	e := startCoordinator(t, envOptions{admin: exposeAll()})
+	e.put(t, workerRecord("w1", nil), time.Hour)
+	waitFor(t, "coordinator ready", func() bool { return e.coord.Readiness().Ready })
+	if r := e.get(t, apiv1.PathNodes); r.status != http.StatusOK {
+		t.Fatalf("nodes while ready: %d %s", r.status, r.body)
+	}
+	// Another incarnation registers this coordinator's node ID.
+	impostor := &cluster.Record{ClusterID: clusterID, NodeID: e.coord.NodeID(), Role: cluster.RoleCoordinator, IncarnationID: "other-process",
+		Address: "127.0.0.1:1", Version: "test", Health: cluster.HealthHealthy, Ready: true}
+	if _, err := e.store.UpsertNode(context.Background(), impostor, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "coordinator unready", func() bool { return !e.coord.Readiness().Ready })
+	for _, p := range apiResources {
+		r := e.get(t, p)
+		if r.status != http.StatusServiceUnavailable || r.apiError(t).Code != apiv1.CodeNotReady {
+			t.Fatalf("%s while unready: %d %s", p, r.status, r.body)
+		}
+	}
+	if r := e.get(t, apiv1.PathNodes+"?allowStale=true"); r.status != http.StatusOK {
+		t.Fatalf("nodes?allowStale=true while unready: %d %s", r.status, r.body)
 	}
 }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,7 +83,15 @@ func (s *Server) view(r *http.Request, allowStale bool) (*coordinator.View, bool
 	c := s.opts.Coordinator
 	v, err := c.View(r.Context())
 	if err == nil {
-		return v, false, nil
+		// A view read while the coordinator is unready (its own record not
+		// accepted yet, draining, or re-registering after a store outage
+		// that outlived the leases) may be missing workers that are about
+		// to re-register: it is not served as current data.
+		if rd := c.Readiness(); !rd.Ready {
+			err = fmt.Errorf("%w: coordinator is not ready: %s", coordinator.ErrNotReady, strings.Join(rd.Reasons, "; "))
+		} else {
+			return v, false, nil
+		}
 	}
 	if allowStale {
 		if lg := c.LastGood(); lg != nil {

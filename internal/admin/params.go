@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 )
@@ -41,6 +43,14 @@ func parseQuery(raw string, single, multi []string) (query, error) {
 		}
 	}
 	return query{v: v}, nil
+}
+
+// cut returns s, cut to n bytes with "..." when longer.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func contains(list []string, s string) bool {
@@ -95,6 +105,8 @@ type nodeFilter struct {
 	health cluster.Health // "" = any
 	ready  *bool
 	labels [][2]string // all must match
+	// selector is the labelSelector; nil selects everything.
+	selector labels.Selector
 }
 
 // match reports whether rec, whose effective health is health, passes.
@@ -113,6 +125,9 @@ func (f *nodeFilter) match(rec *cluster.Record, health cluster.Health) bool {
 			return false
 		}
 	}
+	if f.selector != nil && !f.selector.Matches(labels.Set(rec.Labels)) {
+		return false
+	}
 	return true
 }
 
@@ -126,7 +141,7 @@ type listParams struct {
 
 func parseListParams(raw string) (*listParams, error) {
 	q, err := parseQuery(raw,
-		[]string{apiv1.ParamRole, apiv1.ParamHealth, apiv1.ParamReady, apiv1.ParamLimit, apiv1.ParamContinue, apiv1.ParamAllowStale},
+		[]string{apiv1.ParamRole, apiv1.ParamHealth, apiv1.ParamReady, apiv1.ParamLimit, apiv1.ParamContinue, apiv1.ParamAllowStale, apiv1.ParamLabelSelector},
 		[]string{apiv1.ParamLabel})
 	if err != nil {
 		return nil, err
@@ -149,11 +164,11 @@ func parseListParams(raw string) (*listParams, error) {
 		}
 		p.filter.ready = &r
 	}
-	labels := q.v[apiv1.ParamLabel]
-	if len(labels) > cluster.MaxLabels {
-		return nil, badParam(apiv1.ParamLabel, strings.Join(labels, ","), "must be given at most %d times", cluster.MaxLabels)
+	exact := q.v[apiv1.ParamLabel]
+	if len(exact) > cluster.MaxLabels {
+		return nil, badParam(apiv1.ParamLabel, strings.Join(exact, ","), "must be given at most %d times", cluster.MaxLabels)
 	}
-	for _, s := range labels {
+	for _, s := range exact {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {
 			return nil, badParam(apiv1.ParamLabel, s, "must be key=value")
@@ -165,6 +180,12 @@ func parseListParams(raw string) (*listParams, error) {
 			return nil, badParam(apiv1.ParamLabel, s, "value must be at most %d bytes", cluster.MaxLabelValueBytes)
 		}
 		p.filter.labels = append(p.filter.labels, [2]string{k, v})
+	}
+	if s, ok := q.get(apiv1.ParamLabelSelector); ok {
+		if p.filter.selector, err = apiv1.ParseLabelSelector(s); err != nil {
+			// The library's detail can quote a long regular expression.
+			return nil, badParam(apiv1.ParamLabelSelector, s, "%s", cut(err.Error(), 280))
+		}
 	}
 	if p.limit, err = q.intRange(apiv1.ParamLimit, apiv1.DefaultLimit, 1, apiv1.MaxLimit); err != nil {
 		return nil, err

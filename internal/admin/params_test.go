@@ -161,6 +161,11 @@ func TestBadParameters(t *testing.T) {
 		{"/api/v1/nodes?label=%3Da", "label"},
 		{"/api/v1/nodes?label=bad%20key%3Dv", "label"},
 		{"/api/v1/nodes?" + strings.Repeat("label=a%3Db&", 17), "label"},
+		{"/api/v1/nodes?labelSelector=zone+in+(a", "labelSelector"},
+		{"/api/v1/nodes?labelSelector=%3Da", "labelSelector"},
+		{"/api/v1/nodes?labelSelector=Zone%2Fx%3D1", "labelSelector"},
+		{"/api/v1/nodes?labelSelector=a&labelSelector=b", "labelSelector"},
+		{"/api/v1/nodes?labelSelector=" + strings.Repeat("a", 4097), "labelSelector"},
 		{"/api/v1/nodes?allowStale=1", "allowStale"},
 		{"/api/v1/nodes?roles=worker", "roles"},
 		{"/api/v1/nodes?a=%zz", "query"},
@@ -195,6 +200,7 @@ func TestBadParameters(t *testing.T) {
 	// The bounds themselves are accepted.
 	for _, ok := range []string{"/api/v1/nodes?limit=1", "/api/v1/nodes?limit=1000", "/api/v1/placement?key=k&replicas=16",
 		"/api/v1/placement?key=" + long[:1024], "/api/v1/nodes?allowStale=false", "/api/v1/nodes?continue=",
+		"/api/v1/nodes?labelSelector=", "/api/v1/nodes?labelSelector=" + strings.Repeat("a", 63),
 		"/healthz?probe=1", "/readyz?x", "/api/v1/openapi.json?v=2"} {
 		if r := e.get(t, ok); r.status != 200 {
 			t.Errorf("%.60s: %d %s", ok, r.status, r.body)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -128,5 +129,23 @@ func TestClientLimiterBounded(t *testing.T) {
 	}
 	if newClientLimiter(0, clk.Now) != nil || !(*clientLimiter)(nil).allow(netip.Addr{}) {
 		t.Fatal("a zero rate does not turn the limit off")
+	}
+}
+
+// TestNoTokenWarningOnLoopback: an admin listener without tokens warns
+// only when it is reachable from other hosts.
+func TestNoTokenWarningOnLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7401}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 7401}, true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 7401}, false},
+		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 7401}, false},
+	} {
+		if got := loopback(tc.addr); got != tc.want {
+			t.Errorf("loopback(%v) = %t, want %t", tc.addr, got, tc.want)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/worker"
 )
 
@@ -158,11 +159,12 @@ func New(opts Options) (*Server, error) {
 	cfg := opts.Config
 	switch {
 	case cfg.TLSCertFile != "" && cfg.TLSKeyFile != "":
-		pair, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		// Reloaded when the files change; TLS 1.2+ with AEAD suites only.
+		src, err := pki.Load(pki.Files{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile}, pki.Options{Setting: "admin-tls", Logger: s.log, Clock: opts.Clock})
 		if err != nil {
-			return nil, fmt.Errorf("admin-tls-cert-file %q, admin-tls-key-file %q: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+			return nil, err
 		}
-		s.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		s.tls = src.ServerConfig(pki.Expect{})
 	case cfg.TLSCertFile != "":
 		return nil, fmt.Errorf("admin-tls-cert-file %q is set without admin-tls-key-file: set both or neither", cfg.TLSCertFile)
 	case cfg.TLSKeyFile != "":
@@ -218,8 +220,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		},
 	}
-	if !s.auth.enabled() {
-		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 are open to anyone who can connect; bind a trusted interface or configure admin-token-file")
+	if !s.auth.enabled() && !loopback(ln.Addr()) {
+		// On loopback only this host can connect: no warning (talon dev).
+		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 are open to anyone who can connect; bind a trusted interface or configure admin-token-file", "listen", ln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -509,4 +512,10 @@ func (r *statusRecorder) status() int {
 		return http.StatusOK
 	}
 	return r.code
+}
+
+// loopback reports whether a is a loopback TCP address.
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Client defaults.
@@ -143,7 +145,15 @@ type CallOption func(*callOptions)
 
 type callOptions struct {
 	allowStale bool
+	raw        func([]byte)
 }
+
+// RawBody hands f the body of every 200 answer of the call, byte for byte,
+// before it is decoded: one body per page for AllNodes. A caller that
+// prints the API's objects prints these, so that fields a newer server
+// added, which the decoded types do not know, are kept. The slice is not
+// reused; f may keep it.
+func RawBody(f func(body []byte)) CallOption { return func(o *callOptions) { o.raw = f } }
 
 // AllowStale asks a coordinator that cannot read the store to answer from
 // its last good snapshot instead of 503. Such answers have Meta.Stale set
@@ -151,7 +161,9 @@ type callOptions struct {
 // a current snapshot the answer is fresh as usual.
 func AllowStale() CallOption { return func(o *callOptions) { o.allowStale = true } }
 
-func applyOptions(q url.Values, opts []CallOption) url.Values {
+// applyOptions returns q with the options' query parameters, and the
+// RawBody function (nil when none).
+func applyOptions(q url.Values, opts []CallOption) (url.Values, func([]byte)) {
 	var o callOptions
 	for _, f := range opts {
 		f(&o)
@@ -162,7 +174,7 @@ func applyOptions(q url.Values, opts []CallOption) url.Values {
 		}
 		q.Set(ParamAllowStale, "true")
 	}
-	return q
+	return q, o.raw
 }
 
 // NodeFilter selects nodes in Nodes and AllNodes. Zero fields do not filter.
@@ -172,6 +184,9 @@ type NodeFilter struct {
 	Ready  *bool
 	// Labels must all match (label key=value, exact).
 	Labels map[string]string
+	// LabelSelector is a Kubernetes label selector ("zone in (a,b),!spot");
+	// empty selects everything. The server parses it.
+	LabelSelector string
 }
 
 func (f NodeFilter) query() url.Values {
@@ -188,13 +203,17 @@ func (f NodeFilter) query() url.Values {
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 		q.Add(ParamLabel, k+"="+f.Labels[k])
 	}
+	if f.LabelSelector != "" {
+		q.Set(ParamLabelSelector, f.LabelSelector)
+	}
 	return q
 }
 
 // Cluster returns the cluster summary (coordinators only).
 func (c *Client) Cluster(ctx context.Context, opts ...CallOption) (*Cluster, error) {
 	var out Cluster
-	if err := c.getJSON(ctx, PathCluster, applyOptions(nil, opts), &out); err != nil {
+	q, raw := applyOptions(nil, opts)
+	if err := c.getJSON(ctx, PathCluster, q, raw, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -214,7 +233,8 @@ func (c *Client) Nodes(ctx context.Context, filter NodeFilter, limit int, cont s
 		q.Set(ParamContinue, cont)
 	}
 	var out NodeList
-	if err := c.getJSON(ctx, PathNodes, applyOptions(q, opts), &out); err != nil {
+	q, raw := applyOptions(q, opts)
+	if err := c.getJSON(ctx, PathNodes, q, raw, &out); err != nil {
 		return nil, err
 	}
 	if out.Items == nil {
@@ -253,7 +273,8 @@ func (c *Client) Node(ctx context.Context, nodeID string, opts ...CallOption) (*
 		return nil, errors.New("admin api: node ID must not be empty")
 	}
 	var out NodeResponse
-	if err := c.getJSON(ctx, PathNodes+"/"+url.PathEscape(nodeID), applyOptions(nil, opts), &out); err != nil {
+	q, raw := applyOptions(nil, opts)
+	if err := c.getJSON(ctx, PathNodes+"/"+url.PathEscape(nodeID), q, raw, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -263,7 +284,8 @@ func (c *Client) Node(ctx context.Context, nodeID string, opts ...CallOption) (*
 func (c *Client) Placement(ctx context.Context, key string, replicas int, opts ...CallOption) (*Placement, error) {
 	q := url.Values{ParamKey: {key}, ParamReplicas: {strconv.Itoa(replicas)}}
 	var out Placement
-	if err := c.getJSON(ctx, PathPlacement, applyOptions(q, opts), &out); err != nil {
+	q, raw := applyOptions(q, opts)
+	if err := c.getJSON(ctx, PathPlacement, q, raw, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -272,7 +294,7 @@ func (c *Client) Placement(ctx context.Context, key string, replicas int, opts .
 // Status returns a worker's own status (workers only).
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var out Status
-	if err := c.getJSON(ctx, PathStatus, nil, &out); err != nil {
+	if err := c.getJSON(ctx, PathStatus, nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -332,8 +354,9 @@ func (c *Client) probe(ctx context.Context, path string) (*Health, error) {
 	return &out, nil
 }
 
-// getJSON GETs path?q and decodes a 200 answer into out.
-func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any) error {
+// getJSON GETs path?q and decodes a 200 answer into out, after handing
+// its body to raw (when not nil).
+func (c *Client) getJSON(ctx context.Context, path string, q url.Values, raw func([]byte), out any) error {
 	return c.do(ctx, path, q, true, func(resp *http.Response, base string) error {
 		body, err := readBody(resp)
 		if err != nil {
@@ -344,6 +367,9 @@ func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any
 		}
 		if err := json.Unmarshal(body, out); err != nil {
 			return fmt.Errorf("admin api %s: decoding %s: %w", base, path, err)
+		}
+		if raw != nil {
+			raw(body)
 		}
 		return nil
 	})
@@ -417,6 +443,21 @@ func readBody(resp *http.Response) ([]byte, error) {
 	return b, nil
 }
 
+// plainLine returns body when it is one short line of printable text
+// (not JSON, not HTML), trimmed; else "".
+func plainLine(body []byte) string {
+	t := strings.TrimSpace(string(body))
+	if t == "" || len(t) > 200 || strings.ContainsAny(t, "\n<{") || !utf8.ValidString(t) {
+		return ""
+	}
+	for _, r := range t {
+		if !unicode.IsPrint(r) {
+			return ""
+		}
+	}
+	return t
+}
+
 // apiError builds the *APIError of a non-200 answer.
 func (c *Client) apiError(resp *http.Response, body []byte, base string) *APIError {
 	e := &APIError{
@@ -431,6 +472,12 @@ func (c *Client) apiError(resp *http.Response, body []byte, base string) *APIErr
 	}
 	e.Code = codeForStatus(resp.StatusCode)
 	e.Message = http.StatusText(resp.StatusCode)
+	if t := plainLine(body); t != "" {
+		// A short plain-text answer says more than the status: Go's TLS
+		// server's "Client sent an HTTP request to an HTTPS server.", a
+		// proxy's one-line error.
+		e.Message += ": " + t
+	}
 	e.Retryable = resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout
 	return e
 }

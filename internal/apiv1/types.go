@@ -33,19 +33,24 @@ const (
 	MaxPlacementKeyBytes = 1024
 	// MaxPlacementReplicas is the most owners a placement explanation asks for.
 	MaxPlacementReplicas = 16
+	// MaxLabelSelectorBytes is the longest labelSelector a node list takes.
+	MaxLabelSelectorBytes = 4096
 )
 
 // Query parameters.
 const (
-	ParamRole       = "role"
-	ParamHealth     = "health"
-	ParamReady      = "ready"
-	ParamLabel      = "label"
-	ParamLimit      = "limit"
-	ParamContinue   = "continue"
-	ParamKey        = "key"
-	ParamReplicas   = "replicas"
-	ParamAllowStale = "allowStale"
+	ParamRole   = "role"
+	ParamHealth = "health"
+	ParamReady  = "ready"
+	ParamLabel  = "label"
+	// ParamLabelSelector takes a Kubernetes label selector
+	// (k8s.io/apimachinery/pkg/labels syntax).
+	ParamLabelSelector = "labelSelector"
+	ParamLimit         = "limit"
+	ParamContinue      = "continue"
+	ParamKey           = "key"
+	ParamReplicas      = "replicas"
+	ParamAllowStale    = "allowStale"
 )
 
 // Meta is carried by every successful /api/v1 response, inlined at the top

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,6 +39,18 @@ type Runners struct {
 	Dev         func(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Logger) error
 }
 
+// isCobraUsage reports whether err is cobra's own complaint about the
+// command line: a wrong number of arguments or an unknown command.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"accepts ", "requires at least ", "requires at most ", "requires exactly ", "unknown command ", "invalid argument "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // usageError marks errors that are the caller's fault (exit code 2).
 type usageError struct{ err error }
 
@@ -50,13 +63,18 @@ func Main(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
 	fmt.Fprintf(env.Stderr, "talon: %v\n", err)
 	var ue *usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		// One convention with talonctl: exit 2 and a pointer to help.
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		return ExitUsage
 	}
 	return ExitError
@@ -86,6 +104,7 @@ environment or from files.`,
 		newRoleCmd(env, cluster.RoleCoordinator),
 		newRoleCmd(env, cluster.RoleWorker),
 		newDevCmd(env),
+		newPKICmd(env),
 		newGetCmd(env),
 		newBenchCmd(env),
 		newConfigCmd(env),

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/pki"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -82,7 +86,7 @@ func TestConfigPrintRedactsAndLogsRedact(t *testing.T) {
 	if err := os.WriteFile(pw, []byte(planted), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--node-id", "c1", "--state-backend", "etcd", "--etcd-username", "u", "--etcd-password-file", pw}
+	args := []string{"--node-id", "c1", "--state-backend", "etcd", "--etcd-username", "u", "--etcd-password-file", pw, "--insecure-control-plane"}
 	code, out, errOut := run(t, []string{"TALON_ADMIN_TOKEN=" + planted}, append([]string{"config", "print"}, args...)...)
 	if code != 0 {
 		t.Fatalf("config print exit %d: %s", code, errOut)
@@ -100,13 +104,126 @@ func TestConfigPrintRedactsAndLogsRedact(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
+	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
 		t.Fatalf("validate worker = %d %q", code, out)
+	}
+	// Without TLS files, running without TLS must be chosen explicitly.
+	if code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1"); code != ExitUsage || !strings.Contains(errOut, "insecure-control-plane=true") {
+		t.Fatalf("validate worker without TLS = %d %q", code, errOut)
 	}
 	if code, _, errOut := run(t, []string{"TALON_LEASE_TTL=10s"}, "config", "validate", "--node-id", "c1"); code != ExitUsage || !strings.Contains(errOut, "lease-ttl 10s") {
 		t.Fatalf("validate bad = %d %q", code, errOut)
 	}
 	if code, _, _ := run(t, nil, "config", "validate", "boss"); code != ExitUsage {
 		t.Fatalf("validate boss = %d", code)
+	}
+}
+
+func TestPKICommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	if code, out, errOut := run(t, nil, "pki", "init", "--dir", dir); code != 0 || !strings.Contains(out, "ca.crt") {
+		t.Fatalf("pki init: %d %s %s", code, out, errOut)
+	}
+	// A second init never replaces the CA.
+	if code, _, errOut := run(t, nil, "pki", "init", "--dir", dir); code != ExitUsage || !strings.Contains(errOut, "refusing to replace a CA") {
+		t.Fatalf("pki init again: %d %s", code, errOut)
+	}
+	code, out, errOut := run(t, nil, "pki", "issue", "--dir", dir, "--role", "worker", "--node-id", "w1")
+	if code != 0 {
+		t.Fatalf("pki issue: %d %s", code, errOut)
+	}
+	src, err := pki.Load(pki.Layout(dir, pki.Identity{Role: pki.RoleWorker, NodeID: "w1"}), pki.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := src.Identity(); err != nil || id != (pki.Identity{Role: pki.RoleWorker, NodeID: "w1"}) || !strings.Contains(out, "tls-cert-file: "+filepath.Join(dir, "worker-w1.crt")) {
+		t.Fatalf("issued identity %v %v; output %s", id, err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--role", "admin", "--node-id", "x"}, `--role "admin"`},
+		{[]string{"--role", "worker", "--node-id", ""}, "--node-id"},
+		{[]string{"--role", "worker", "--node-id", "w1", "--validity", "100000h"}, "--validity"},
+	} {
+		code, _, errOut := run(t, nil, append([]string{"pki", "issue", "--dir", dir}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Fatalf("pki issue %v: %d %s", tc.args, code, errOut)
+		}
+	}
+	// A worker refuses to start with another node's certificate.
+	f := pki.Layout(dir, pki.Identity{Role: pki.RoleWorker, NodeID: "w1"})
+	cfg := &config.Config{Role: cluster.RoleWorker, NodeID: "w2", TLS: config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}}
+	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "names worker/w1 but this process is worker/w2") {
+		t.Fatalf("worker with another node's certificate: %v", err)
+	}
+	cfg.Role, cfg.NodeID = cluster.RoleCoordinator, "w1"
+	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "this process is coordinator/w1") {
+		t.Fatalf("coordinator with a worker's certificate: %v", err)
+	}
+}
+
+func TestRedactionAndBlobDirectory(t *testing.T) {
+	// Credentials in URLs never reach output.
+	const pw = "s3cr3t-PLANTED"
+	code, out, errOut := run(t, nil, "config", "print", "worker", "--node-id", "w1", "--insecure-control-plane",
+		"--blob-store", "https://u:"+pw+"@blobs.example/bucket")
+	if strings.Contains(out+errOut, pw) {
+		t.Fatalf("a URL password reached the output (exit %d):\n%s%s", code, out, errOut)
+	}
+	if code != ExitUsage || !strings.Contains(errOut, "must not carry credentials") {
+		t.Fatalf("blob-store with credentials: exit %d %s", code, errOut)
+	}
+	code, out, errOut = run(t, nil, "config", "print", "--node-id", "c1", "--insecure-control-plane", "--state-backend", "etcd",
+		"--etcd-endpoints", "https://root:"+pw+"@10.0.0.5:2379")
+	if strings.Contains(out+errOut, pw) || code != ExitUsage || !strings.Contains(errOut, "credentials in an endpoint URL are not used") {
+		t.Fatalf("etcd endpoint with credentials: exit %d\n%s%s", code, out, errOut)
+	}
+	// A missing blob directory is a configuration error (exit 2) that
+	// says so.
+	missing := filepath.Join(t.TempDir(), "nope")
+	cfg := &config.Config{Role: cluster.RoleWorker, NodeID: "w1", BlobStore: "file://" + missing, InsecureControlPlane: true}
+	_, err := NewWorker(cfg, slog.New(slog.DiscardHandler))
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "directory "+missing+" does not exist") {
+		t.Fatalf("missing blob directory: %v", err)
+	}
+}
+
+func TestUsageErrorsExit2WithHint(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"get"}, "Run 'talon get --help' for usage."},
+		{[]string{"bogus"}, "Run 'talon --help' for usage."},
+		{[]string{"pki", "issue", "--nope"}, "Run 'talon pki issue --help' for usage."},
+		{[]string{"version", "extra"}, "Run 'talon version --help' for usage."},
+	} {
+		code, _, errOut := run(t, nil, tc.args...)
+		if code != ExitUsage || !strings.Contains(errOut, tc.hint) {
+			t.Errorf("talon %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errOut, tc.hint)
+		}
+	}
+}
+
+func TestGetOutputPath(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	code, _, errOut := run(t, nil, "get", "--insecure-control-plane", "--coordinators", "127.0.0.1:1", "x", "-o", filepath.Join(missing, "x"))
+	if code != ExitUsage || !strings.Contains(errOut, "directory "+missing+" does not exist") || strings.Contains(errOut, ".part-") {
+		t.Fatalf("get -o into a missing directory: exit %d %q", code, errOut)
+	}
+	// The temporary file honours the umask like the final file would.
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	f, err := createPart(filepath.Join(t.TempDir(), "obj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("part file mode %v %v, want 0644 under umask 022", fi.Mode().Perm(), err)
 	}
 }

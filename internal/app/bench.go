@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 )
 
@@ -26,6 +28,9 @@ type BenchOptions struct {
 	Duration     time.Duration
 	Keys         int
 	Replicas     int
+	// TLS is the client configuration for the coordinators; nil talks to
+	// a cluster without TLS.
+	TLS *tls.Config
 }
 
 // BenchResult is what a lookup benchmark measured.
@@ -46,6 +51,7 @@ func newBenchCmd(env Env) *cobra.Command {
 		Short: "Measure a running cluster",
 	}
 	opts := BenchOptions{}
+	var ctls clientTLS
 	lookups := &cobra.Command{
 		Use:   "lookups",
 		Short: "Measure placement lookups per second over the control protocol",
@@ -56,6 +62,16 @@ from a fresh, consistent store snapshot, so this measures the coordinator and
 its store together. Run it against a test cluster: it is a load generator.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			creds, fromDir, err := ctls.resolve(cmd.Flags(), env.Environ)
+			if err != nil {
+				return err
+			}
+			if creds != nil {
+				opts.TLS = creds.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
+			}
+			if len(fromDir) > 0 && !cmd.Flags().Changed("coordinators") {
+				opts.Coordinators = fromDir
+			}
 			if err := opts.validate(); err != nil {
 				return &usageError{err}
 			}
@@ -72,6 +88,7 @@ its store together. Run it against a test cluster: it is a load generator.`,
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "how long to run (1s to 1h)")
 	f.IntVar(&opts.Keys, "keys", 100000, "distinct keys to look up")
 	f.IntVar(&opts.Replicas, "replicas", 3, fmt.Sprintf("owners per lookup (1 to %d)", protocol.MaxReplicas))
+	ctls.register(f)
 	cmd.AddCommand(lookups)
 	return cmd
 }
@@ -97,7 +114,7 @@ func (o BenchOptions) validate() error {
 
 // BenchLookups runs the lookup benchmark.
 func BenchLookups(ctx context.Context, o BenchOptions) (BenchResult, error) {
-	cl, err := client.New(client.Options{Coordinators: o.Coordinators, MaxIdleConns: o.Concurrency, Retries: -1})
+	cl, err := client.New(client.Options{Coordinators: o.Coordinators, MaxIdleConns: o.Concurrency, Retries: -1, TLS: o.TLS})
 	if err != nil {
 		return BenchResult{}, err
 	}

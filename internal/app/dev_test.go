@@ -1,14 +1,20 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
@@ -21,8 +27,9 @@ func TestDevCluster(t *testing.T) {
 	var out testsupport.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	dir := t.TempDir()
 	go func() {
-		done <- RunDev(ctx, DevOptions{Workers: 3, BaseDir: t.TempDir(), DemoLoad: true, ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done <- RunDev(ctx, DevOptions{Workers: 3, BaseDir: dir, DemoLoad: true, ListenHost: "127.0.0.1", AdminAuth: true}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() {
 		cancel()
@@ -42,10 +49,16 @@ func TestDevCluster(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	api, err := apiv1.NewClient([]string{url}, apiv1.ClientOptions{Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	testsupport.WaitFor(t, 20*time.Second, "the whole banner", func() bool { return strings.Contains(out.String(), "bin/talon worker --dev-dir") })
+	// --admin-auth: the token is in <dir>/admin-token and required.
+	token, err := os.ReadFile(filepath.Join(dir, devAdminTokenFile))
+	if err != nil || !strings.Contains(out.String(), "--token-file "+filepath.Join(dir, devAdminTokenFile)) {
+		t.Fatalf("admin token file: %v; banner:\n%s", err, out.String())
 	}
+	if _, err := newAPI(t, url, "").Cluster(context.Background()); err == nil {
+		t.Fatal("the dev admin API answered without the token")
+	}
+	api := newAPI(t, url, strings.TrimSpace(string(token)))
 	var served uint64
 	for served == 0 {
 		if time.Now().After(deadline) {
@@ -65,4 +78,85 @@ func TestDevCluster(t *testing.T) {
 			served += n.Counters.BytesServedTotal
 		}
 	}
+}
+
+// TestDevCredentials: `talon get --dir` reads through a dev cluster with
+// its client credential (mutual TLS, verified blocks), and a worker started
+// with --dev-dir joins it.
+func TestDevCredentials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	dir := t.TempDir()
+	var out, logs testsupport.SyncBuffer
+	go func() {
+		done <- RunDev(ctx, DevOptions{Workers: 2, BaseDir: dir, ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(&logs, nil)))
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunDev: %v", err)
+		}
+		// Ctrl-C is quiet: workers deregister before the coordinator
+		// stops, and nothing warns on loopback.
+		if l := logs.String(); strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			t.Errorf("dev cluster logged warnings:\n%s", l)
+		}
+	}()
+	testsupport.WaitFor(t, 20*time.Second, "dev banner", func() bool { return strings.Contains(out.String(), "Try:") })
+	control, err := os.ReadFile(filepath.Join(dir, devCoordinatorsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A third worker joins with --dev-dir.
+	cfg, err := devConfig(cluster.RoleWorker, "worker-3", "127.0.0.1", func(c *config.Config) {
+		c.InsecureControlPlane = false
+		c.DevDir = dir
+		c.Coordinators = strings.Fields(string(control))
+		c.BlobStore = "file://" + filepath.Join(dir, "blobs")
+		c.CacheDir = filepath.Join(dir, "cache-worker-3")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() { wcancel(); <-wdone }()
+	testsupport.WaitFor(t, 20*time.Second, "worker-3 registered", func() bool { return w.W.Serving() })
+
+	// get --dir reads every sample correctly, three times so that blocks
+	// come from several owners.
+	for _, o := range devObjects[:3] {
+		want, err := os.ReadFile(filepath.Join(dir, "blobs", filepath.FromSlash(o.name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(t.TempDir(), "out")
+		code, _, errOut := run(t, nil, "get", "--dir", dir, o.name, "-o", dst)
+		got, _ := os.ReadFile(dst)
+		if code != 0 || !bytes.Equal(got, want) {
+			t.Fatalf("get --dir %s: exit %d, %d of %d bytes\n%s", o.name, code, len(got), len(want), errOut)
+		}
+	}
+	// Without a credential the dev cluster refuses.
+	code, _, errOut := run(t, nil, "get", "--coordinators", strings.TrimSpace(string(control)), "--insecure-control-plane", "--timeout", "3s", devObjects[0].name, "-o", filepath.Join(t.TempDir(), "x"))
+	if code == 0 {
+		t.Fatalf("get without TLS against the dev cluster succeeded: %s", errOut)
+	}
+}
+
+func newAPI(t *testing.T, url, token string) *apiv1.Client {
+	t.Helper()
+	c, err := apiv1.NewClient([]string{url}, apiv1.ClientOptions{Timeout: 2 * time.Second, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

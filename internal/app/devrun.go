@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -35,9 +38,10 @@ var devObjects = []struct {
 	{"datasets/train-00001.parquet", 25 << 20},
 }
 
-// devConfig returns a validated configuration of role for the dev cluster.
+// devConfig returns a validated configuration of role for the dev cluster:
+// without TLS unless mutate configures it (see devTLS).
 func devConfig(role cluster.Role, nodeID, host string, mutate func(c *config.Config)) (*config.Config, error) {
-	l, err := config.Load(role, config.Options{})
+	l, err := config.Load(role, config.Options{Environ: []string{"TALON_INSECURE_CONTROL_PLANE=true"}})
 	if err != nil {
 		return nil, err
 	}
@@ -74,15 +78,52 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	if err := writeSamples(blobs); err != nil {
 		return fmt.Errorf("sample blobs: %w", err)
 	}
+	// A throwaway CA and a credential per process: the dev cluster runs
+	// with mutual TLS like production. Clients find theirs with --dir.
+	ca, err := devPKI(dir)
+	if err != nil {
+		return err
+	}
+	hosts := []string{opts.ListenHost, "localhost"}
+	devTLS := func(c *config.Config) error {
+		f, err := devCredential(ca, dir, pki.Identity{Role: pki.Role(c.Role), NodeID: c.NodeID}, hosts)
+		c.TLS = config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}
+		c.InsecureControlPlane = false
+		return err
+	}
+	clientFiles, err := devCredential(ca, dir, pki.Identity{Role: pki.RoleClient, NodeID: devClientID}, nil)
+	if err != nil {
+		return err
+	}
+	var tlsErr error
+	var adminToken string
+	if opts.AdminAuth {
+		b := make([]byte, 24)
+		if _, err := crand.Read(b); err != nil {
+			return err
+		}
+		adminToken = hex.EncodeToString(b)
+		if err := os.WriteFile(filepath.Join(dir, devAdminTokenFile), []byte(adminToken+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	withToken := func(c *config.Config) {
+		if adminToken != "" {
+			c.Admin.Tokens = []config.Secret{config.Secret(adminToken)}
+		}
+	}
 
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The processes log warnings and errors only, through log's handler.
+	quiet := slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
 	store := memory.New(memory.Options{})
 	defer store.Close()
 	ccfg, err := devConfig(cluster.RoleCoordinator, "coordinator-1", opts.ListenHost, func(c *config.Config) {
 		// Fixed, memorable ports when free.
 		c.Listen, c.AdminListen = freeOr(opts.ListenHost, 7400), freeOr(opts.ListenHost, 7401)
+		tlsErr = devTLS(c)
+		withToken(c)
 	})
-	if err != nil {
+	if err = errors.Join(tlsErr, err); err != nil {
 		return err
 	}
 	coord, err := NewCoordinator(ctx, ccfg, store, uiHandler(), quiet)
@@ -104,6 +145,13 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}()
 	control := coord.C.Addr().String()
 	adminURL := "http://" + coord.AdminAddr().String()
+	if err := os.WriteFile(filepath.Join(dir, devCoordinatorsFile), []byte(control+"\n"), 0o644); err != nil {
+		return err
+	}
+	creds, err := pki.Load(clientFiles, pki.Options{})
+	if err != nil {
+		return err
+	}
 
 	for i := 1; i <= opts.Workers; i++ {
 		wcfg, err := devConfig(cluster.RoleWorker, fmt.Sprintf("worker-%d", i), opts.ListenHost, func(c *config.Config) {
@@ -112,8 +160,10 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 			c.CacheDir = filepath.Join(dir, fmt.Sprintf("cache-worker-%d", i))
 			c.CacheCapacity = 64 << 20
 			c.Labels = map[string]string{"zone": fmt.Sprintf("dev-%c", 'a'+rune((i-1)%3))}
+			tlsErr = devTLS(c)
+			withToken(c)
 		})
-		if err != nil {
+		if err = errors.Join(tlsErr, err); err != nil {
 			return err
 		}
 		w, err := NewWorker(wcfg, quiet)
@@ -124,12 +174,17 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}
 
 	started = true
+	// Workers stop first, so they deregister while the coordinator still
+	// answers; then the coordinator.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	coordCtx, stopCoord := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCoord()
+	var coordWG sync.WaitGroup
 	var wg sync.WaitGroup
 	errs := make(chan error, len(workers)+2)
-	wg.Add(1)
-	go func() { defer wg.Done(); errs <- coord.Run(runCtx) }()
+	coordWG.Add(1)
+	go func() { defer coordWG.Done(); errs <- coord.Run(coordCtx) }()
 	for _, w := range workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
@@ -142,13 +197,21 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	for _, w := range workers {
 		fmt.Fprintf(stdout, "  %-20s data %s  admin http://%s\n", w.W.NodeID(), w.W.DataAddress(), w.AdminAddr())
 	}
-	fmt.Fprintf(stdout, "  blobs                %s\n\n", blobs)
-	fmt.Fprintf(stdout, "Try:\n  talonctl --server %s nodes list\n  talonctl --server %s top\n  talon get --coordinators %s %s -o /tmp/large.bin\n\n",
-		adminURL, adminURL, control, devObjects[2].name)
+	fmt.Fprintf(stdout, "  blobs                %s\n", blobs)
+	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n\n", filepath.Join(dir, devTLSDir))
+	ctl := "bin/talonctl --server " + adminURL
+	if adminToken != "" {
+		ctl += " --token-file " + filepath.Join(dir, devAdminTokenFile)
+	}
+	fmt.Fprintf(stdout, "Try:\n  %s nodes list\n  %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
+		ctl, ctl, dir, devObjects[2].name, dir)
+	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store file://%s --cache-dir %s --listen %s --admin-listen %s\n\n",
+		dir, ccfg.ClusterID, opts.Workers+1, control, blobs, filepath.Join(dir, fmt.Sprintf("cache-worker-%d", opts.Workers+1)),
+		net.JoinHostPort(opts.ListenHost, "0"), net.JoinHostPort(opts.ListenHost, "0"))
 
 	if opts.DemoLoad {
 		wg.Add(1)
-		go func() { defer wg.Done(); demoLoad(runCtx, control, log) }()
+		go func() { defer wg.Done(); demoLoad(runCtx, control, creds, log) }()
 	}
 	var first error
 	select {
@@ -158,6 +221,8 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}
 	stop()
 	wg.Wait()
+	stopCoord()
+	coordWG.Wait()
 	return first
 }
 
@@ -197,13 +262,17 @@ func writeSamples(dir string) error {
 
 // demoLoad reads sample objects through the cluster at a gentle pace so
 // the views show traffic.
-func demoLoad(ctx context.Context, control string, log *slog.Logger) {
-	cl, err := client.New(client.Options{Coordinators: []string{control}, CacheTTL: 5 * time.Second})
+func demoLoad(ctx context.Context, control string, creds *pki.Source, log *slog.Logger) {
+	cl, err := client.New(client.Options{Coordinators: []string{control}, CacheTTL: 5 * time.Second,
+		TLS: creds.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})})
 	if err != nil {
 		return
 	}
 	defer cl.Close()
-	r := &client.ObjectReader{Client: cl, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: 4 << 20, Replicas: 2}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = creds.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleWorker}})
+	defer tr.CloseIdleConnections()
+	r := &client.ObjectReader{Client: cl, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: tr}, BlockSize: 4 << 20, Replicas: 2, TLS: true, Verify: true}
 	t := time.NewTicker(700 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -217,4 +286,22 @@ func demoLoad(ctx context.Context, control string, log *slog.Logger) {
 			log.Debug("demo read failed", "object", o.name, "error", err)
 		}
 	}
+}
+
+// minLevel passes on records at min or above.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(a), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }

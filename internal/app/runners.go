@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -137,6 +139,10 @@ type Coordinator struct {
 func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger) (*Coordinator, error) {
 	start := time.Now()
 	p := &Coordinator{}
+	ptls, err := loadPlaneTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	if store == nil {
 		s, err := OpenStore(ctx, cfg, log.With("component", "store"))
 		if err != nil {
@@ -169,7 +175,9 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		Limits: coordinator.Limits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
+			MaxInflightWrites: cfg.Limits.MaxInflightWrites,
 		},
+		TLS: ptls.server(),
 	})
 	if err != nil {
 		ln.Close()
@@ -224,6 +232,20 @@ type Worker struct {
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	start := time.Now()
+	if cfg.DevDir != "" {
+		if err := joinDev(cfg); err != nil {
+			return nil, err
+		}
+	}
+	ptls, err := loadPlaneTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if u, err := url.Parse(cfg.BlobStore); err == nil && u.Scheme == "file" {
+		if fi, err := os.Stat(u.Path); err != nil || !fi.IsDir() {
+			return nil, &usageError{fmt.Errorf("blob-store %q: directory %s does not exist or is not a directory: create it, or point blob-store at the directory that holds the objects", cfg.BlobStore, u.Path)}
+		}
+	}
 	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("blob-store: %w", err)
@@ -245,6 +267,10 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	timedOut, err := worker.NewTimeoutCounter(reg)
+	if err != nil {
+		return nil, err
+	}
 	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: bs, Stats: st, Logger: log.With("component", "cache")})
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
@@ -253,12 +279,12 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	// checks sit on the data path, so their client never retries (a
 	// failure fails open, see worker.Ownership) and keeps a placement
 	// cache that version pushes (Run's Watch) invalidate.
-	hbClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log})
+	hbClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log, TLS: ptls.toCoordinators()})
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	ownClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Retries: -1, Logger: log})
+	ownClient, err := client.New(client.Options{Coordinators: cfg.Coordinators, CacheTTL: 30 * time.Second, Retries: -1, Logger: log, TLS: ptls.toCoordinators()})
 	if err != nil {
 		c.Close()
 		hbClient.Close()
@@ -291,7 +317,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
-		HeartbeatOutcome: hb, LimitRefused: refused,
+		HeartbeatOutcome: hb, LimitRefused: refused, DataTimeout: timedOut, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,

@@ -39,7 +39,7 @@ func TestCompletion(t *testing.T) {
 	}{
 		{"node IDs", []string{"nodes", "get", ""}, []string{"coord-a", "w-1", "w-2", "w-3", "w-4", "w-5"}},
 		{"node ID prefix", []string{"nodes", "get", "w-"}, []string{"w-1", "w-2", "w-3", "w-4", "w-5"}},
-		{"second argument", []string{"nodes", "get", "w-1", ""}, nil},
+		{"second argument", []string{"nodes", "get", "w-1", "w-"}, []string{"w-2", "w-3", "w-4", "w-5"}},
 		{"roles", []string{"nodes", "list", "--role", ""}, []string{"coordinator", "worker"}},
 		{"health states", []string{"nodes", "list", "--health", ""}, []string{"healthy", "degraded", "unhealthy", "unknown"}},
 		{"output formats", []string{"nodes", "list", "-o", ""}, []string{"table", "wide", "json", "yaml", "name"}},

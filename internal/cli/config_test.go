@@ -162,3 +162,87 @@ contexts:
 		}
 	})
 }
+
+// TestConfigEdit drives config view, set-context, rename-context and
+// delete-context on a file named by --talonconfig or TALONCTL_CONFIG (not
+// the XDG one), uses the contexts written against a real admin listener
+// that requires a token, and compares each step's output and the file with
+// testdata/config-*.golden.
+func TestConfigEdit(t *testing.T) {
+	const token = "edit-s3cret-token"
+	e := startEnv(t, envOptions{seed: true, tokens: []config.Secret{token}})
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sub", "ci.yaml")
+	tokPath := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(tokPath, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	down := closedURL(t)
+	scrub := strings.NewReplacer(e.url, "http://ADMIN", down, "http://DOWN", dir, "/DIR")
+	cfgEnv := []string{"TALONCTL_CONFIG=" + cfgPath}
+	step := func(t *testing.T, name string, env []string, code int, args ...string) result {
+		t.Helper()
+		r := talonctl(t, run{args: args, env: env})
+		if r.code != code {
+			t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout+r.stderr, token) {
+			t.Fatalf("output shows the token:\n%s%s", r.stdout, r.stderr)
+		}
+		file, err := os.ReadFile(cfgPath)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		golden(t, "config-"+name, scrub.Replace("--- stdout\n"+r.stdout+"--- stderr\n"+r.stderr+"--- "+filepath.Base(cfgPath)+"\n"+string(file)))
+		return r
+	}
+	t.Run("view of no file", func(t *testing.T) {
+		step(t, "view-missing", cfgEnv, cli.ExitOK, "config", "view")
+	})
+	t.Run("set-context creates", func(t *testing.T) {
+		step(t, "set-context-create", cfgEnv, cli.ExitOK, "config", "set-context", "ci", "--server", down+","+e.url, "--token-file", tokPath, "--use")
+		st, err := os.Stat(cfgPath)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("config file: %v, mode %v; want 0600", err, st.Mode().Perm())
+		}
+		// The context works: the first server is down, the token is read from the file.
+		r := talonctl(t, run{args: []string{"nodes", "get", "w-1", "-o", "name"}, env: cfgEnv})
+		if r.code != cli.ExitOK || r.stdout != "w-1\n" {
+			t.Fatalf("nodes get through the new context: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("set-context changes only what is given", func(t *testing.T) {
+		step(t, "set-context-modify", cfgEnv, cli.ExitOK, "config", "set-context", "ci", "-s", e.url, "--timeout", "4s")
+		step(t, "set-context-second", cfgEnv, cli.ExitOK, "config", "set-context", "other", "--server", e.url, "--insecure-skip-tls-verify")
+	})
+	t.Run("view", func(t *testing.T) {
+		step(t, "view", cfgEnv, cli.ExitOK, "config", "view")
+		step(t, "view-minify-json", cfgEnv, cli.ExitOK, "config", "view", "--minify", "-o", "json")
+	})
+	t.Run("--talonconfig beats TALONCTL_CONFIG", func(t *testing.T) {
+		r := talonctl(t, run{args: []string{"--talonconfig", cfgPath, "config", "get-contexts", "-o", "name"}, env: []string{"TALONCTL_CONFIG=" + filepath.Join(dir, "none.yaml")}})
+		if r.code != cli.ExitOK || r.stdout != "ci\nother\n" {
+			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("rename-context", func(t *testing.T) {
+		step(t, "rename-context", cfgEnv, cli.ExitOK, "config", "rename-context", "ci", "prod")
+		r := talonctl(t, run{args: []string{"config", "current-context"}, env: cfgEnv})
+		if r.stdout != "prod\n" {
+			t.Fatalf("current-context after the rename: %q", r.stdout)
+		}
+	})
+	t.Run("delete-context", func(t *testing.T) {
+		step(t, "delete-context-current", cfgEnv, cli.ExitOK, "config", "delete-context", "prod")
+		step(t, "delete-context-other", cfgEnv, cli.ExitOK, "config", "delete-context", "other")
+	})
+	t.Run("mistakes", func(t *testing.T) {
+		step(t, "set-context-no-server", cfgEnv, cli.ExitUsage, "config", "set-context", "new", "--token-file", tokPath)
+		step(t, "set-context-token", cfgEnv, cli.ExitUsage, "config", "set-context", "new", "--server", e.url, "--token", token)
+		step(t, "set-context-bad-timeout", cfgEnv, cli.ExitUsage, "config", "set-context", "new", "--server", e.url, "--timeout", "soon")
+		step(t, "set-context-tls-conflict", cfgEnv, cli.ExitUsage, "config", "set-context", "new", "--server", e.url, "--ca-file", tokPath, "--insecure-skip-tls-verify")
+		step(t, "delete-context-undefined", cfgEnv, cli.ExitUsage, "config", "delete-context", "nope")
+		step(t, "rename-context-undefined", cfgEnv, cli.ExitUsage, "config", "rename-context", "nope", "x")
+		step(t, "talonconfig-empty", nil, cli.ExitUsage, "--talonconfig=", "config", "view")
+	})
+}

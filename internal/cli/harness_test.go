@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/muesli/termenv"
+	"github.com/charmbracelet/colorprofile"
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cli"
@@ -182,7 +182,7 @@ func talonctl(t *testing.T, r run) result {
 	var stdout, stderr bytes.Buffer
 	environ := append([]string{"XDG_CONFIG_HOME=" + t.TempDir()}, r.env...)
 	f := &cli.Factory{
-		IO:      cli.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr, StdoutTTY: r.tty, ColorProfile: termenv.ANSI},
+		IO:      cli.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr, StdoutTTY: r.tty, ColorProfile: colorprofile.ANSI},
 		Environ: environ,
 		Clock:   func() time.Time { return t0 },
 	}

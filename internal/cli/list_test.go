@@ -75,11 +75,17 @@ func TestVersion(t *testing.T) {
 	})
 	t.Run("server down", func(t *testing.T) {
 		r := talonctl(t, run{args: []string{"version"}, env: []string{"TALONCTL_SERVER=" + closedURL(t)}})
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "talonctl\n") || strings.Contains(r.stdout, "server") {
+		if r.code != cli.ExitUnavailable || !strings.HasPrefix(r.stdout, "talonctl\n") || strings.Contains(r.stdout, "server") {
 			t.Fatalf("exit %d\nstdout:\n%s", r.code, r.stdout)
 		}
 		if !strings.Contains(r.stderr, "talonctl: server version unknown: admin api unavailable") {
 			t.Errorf("stderr:\n%s", r.stderr)
+		}
+	})
+	t.Run("server down json", func(t *testing.T) {
+		r := talonctl(t, run{args: []string{"version", "-o", "json"}, env: []string{"TALONCTL_SERVER=" + closedURL(t)}})
+		if r.code != cli.ExitUnavailable || !strings.Contains(r.stdout, `"client"`) || strings.Contains(r.stdout, `"server"`) {
+			t.Fatalf("exit %d\nstdout:\n%s", r.code, r.stdout)
 		}
 	})
 	t.Run("completion scripts", func(t *testing.T) {

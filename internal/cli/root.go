@@ -11,6 +11,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -59,21 +60,35 @@ func Main(ctx context.Context, args []string, f *Factory) int {
 	if err == nil {
 		return ExitOK
 	}
-	// cobra reports an unknown subcommand of the root as a plain error.
-	if strings.HasPrefix(err.Error(), "unknown command ") {
+	// cobra reports some command-line errors as plain ones.
+	var ee *ExitError
+	if !errors.As(err, &ee) && strings.HasPrefix(err.Error(), "unknown command ") {
 		err = cmdutil.UsageError(err)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "talonctl: %v\n", err)
+	fmt.Fprintf(f.IO.ErrOut, "talonctl: %s\n", cmdutil.Message(err))
 	code := cmdutil.ExitCode(err)
+	hint := cmdutil.Hint(err, allowStaleGiven(cmd))
 	if code == ExitUsage {
+		if hint != "" && hint != cmdutil.UsageHint {
+			fmt.Fprintf(f.IO.ErrOut, "hint: %s\n", hint)
+		}
 		if cmd == nil {
 			cmd = root
 		}
 		fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	} else if hint := cmdutil.Hint(err); hint != "" {
+	} else if hint != "" {
 		fmt.Fprintf(f.IO.ErrOut, "hint: %s\n", hint)
 	}
 	return code
+}
+
+// allowStaleGiven reports whether cmd ran with --allow-stale.
+func allowStaleGiven(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	fl := cmd.Flags().Lookup("allow-stale")
+	return fl != nil && fl.Value.String() == "true"
 }
 
 // NewCmdRoot builds the talonctl command tree over f; it binds the global
@@ -90,7 +105,8 @@ Connection: --server (repeat or comma-separate to fail over in order; env
 TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file
 (env TALONCTL_TOKEN), --ca-file or --insecure-skip-tls-verify, --timeout, and
 --context (env TALONCTL_CONTEXT) to use a named context of the configuration
-file $XDG_CONFIG_HOME/talon/talonctl.yaml (see talonctl config --help).
+file $XDG_CONFIG_HOME/talon/talonctl.yaml, or of the file --talonconfig (env
+TALONCTL_CONFIG) names (see talonctl config --help).
 Precedence: flag > environment > context > default. Tokens are never printed.
 
 Output: results go to stdout, errors and warnings to stderr. Colour only on a
@@ -101,12 +117,24 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.UsageError(err) })
+	// Every command inherits the flag error function: usage errors that
+	// suggest the nearest flag name.
+	root.SetFlagErrorFunc(cmdutil.FlagError)
+	// Like the nouns (cmdutil.NewGroup): an unknown command is a usage
+	// error that suggests the nearest ones; no command prints the help.
+	root.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return cmdutil.UnknownCommandError(cmd, args[0])
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	f.Conn.AddFlags(root.PersistentFlags())
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagContext, cmdutil.CompleteContexts(f))
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagServer, cobra.NoFileCompletions)
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagToken, cobra.NoFileCompletions)
 	_ = root.RegisterFlagCompletionFunc(cmdutil.FlagTimeout, cobra.NoFileCompletions)
+	_ = root.MarkPersistentFlagFilename(cmdutil.FlagConfig, "yaml", "yml")
 
 	root.AddCommand(
 		cluster.NewCmdCluster(f),

@@ -16,6 +16,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,11 @@ type Options struct {
 	Coordinators []string
 	// Dial opens a connection; default net.Dialer.DialContext.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TLS, when set, wraps every connection Dial opens in TLS with this
+	// configuration (see pki.Source.ClientConfig: mutual TLS, the peer
+	// must be a coordinator). Its session cache makes reconnections
+	// resume.
+	TLS *tls.Config
 	// CacheTTL bounds how long a cached placement is used; 0 disables the cache.
 	CacheTTL time.Duration
 	// MaxCacheEntries bounds the cache; default 65,536.
@@ -107,6 +113,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Dial == nil {
 		var d net.Dialer
 		opts.Dial = d.DialContext
+	}
+	if opts.TLS != nil {
+		opts.Dial = tlsDial(opts.Dial, opts.TLS)
 	}
 	if opts.MaxCacheEntries <= 0 {
 		opts.MaxCacheEntries = 1 << 16
@@ -420,5 +429,22 @@ func (c *Client) watchOne(ctx context.Context, addr string, onChange func(uint64
 		if _, err := probe(&protocol.Ping{}); err != nil {
 			return err
 		}
+	}
+}
+
+// tlsDial wraps dial: the connection is handed over after a TLS handshake
+// bounded by ctx.
+func tlsDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = nc.Close()
+			return nil, fmt.Errorf("tls handshake with coordinator %s: %w", addr, err)
+		}
+		return tc, nil
 	}
 }

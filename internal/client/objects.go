@@ -2,11 +2,16 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/datav1"
@@ -28,7 +33,28 @@ type ObjectReader struct {
 	Replicas int
 	// OnFallback, if set, is told each time a read moves to another owner.
 	OnFallback func(object string, block int64, owner string, err error)
+	// TLS reads over https: HTTP's transport must carry the mutual TLS
+	// configuration (pki.Source.ClientConfig expecting workers), and each
+	// answer must come from the certificate of the owner asked.
+	TLS bool
+	// Verify checks every block against a second source before it is
+	// written: the SHA-256 of the received bytes must equal the digest
+	// another worker computes from its cache or the blob store (one
+	// lookup of Replicas+1 owners names it). A block that fails is
+	// discarded and the next owner is tried; if none passes, the read
+	// fails. A worker that lies about the bytes can therefore never make
+	// ReadObject succeed with wrong data.
+	Verify bool
+	// OnVerifyFailure, if set, is told of each block discarded: the
+	// worker that served it and the workers whose digests disagreed.
+	OnVerifyFailure func(object string, block int64, worker string, disagree []string)
+	// VerifyFailures, if set, counts discarded blocks.
+	VerifyFailures prometheus.Counter
 }
+
+// ErrVerification: no owner's bytes for a block matched the digest of a
+// second worker.
+var ErrVerification = errors.New("block verification failed")
 
 // maxRefresh bounds placement lookups for one block.
 const maxRefresh = 3
@@ -80,17 +106,29 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 				return nil, err
 			}
 		}
-		p, err := r.Client.Lookup(ctx, key, replicas)
+		lookup := replicas
+		if r.Verify {
+			lookup = min(replicas+2, datav1.MaxReplicas)
+		}
+		p, err := r.Client.Lookup(ctx, key, lookup)
 		if err != nil {
 			return nil, fmt.Errorf("placement of %s block %d: %w", object, block, err)
 		}
-		for _, owner := range p.Owners {
+		var digests digestCache
+		for i, owner := range p.Owners {
+			if i >= replicas {
+				break // the extra owners only verify
+			}
 			// Buffer the block so a failure midway never leaves a partial
 			// block in w before a fallback rewrites it.
-			res, err := datav1.Fetch(ctx, r.HTTP, datav1.Request{
+			req := datav1.Request{
 				Addr: owner.Address, Object: object, Offset: block * r.BlockSize, Length: r.BlockSize,
-				Replicas: replicas, Version: p.Version,
-			})
+				Replicas: replicas, Version: p.Version, TLS: r.TLS, Node: owner.NodeID,
+			}
+			res, err := datav1.Fetch(ctx, r.HTTP, req)
+			if err == nil && r.Verify {
+				err = r.verify(ctx, &digests, req, p.Owners, owner, res, block)
+			}
 			if err == nil {
 				if _, err := w.Write(res.Data); err != nil {
 					return nil, err
@@ -99,7 +137,9 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 			}
 			lastErr = err
 			var de *datav1.Error
-			if errors.As(err, &de) {
+			if errors.Is(err, ErrVerification) {
+				// Counted and reported by verify; try the next owner.
+			} else if errors.As(err, &de) {
 				switch {
 				case errors.Is(err, datav1.ErrWrongOwner):
 					// The worker's placement disagrees with the answer:
@@ -125,4 +165,64 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 		r.Client.Invalidate(key)
 	}
 	return nil, fmt.Errorf("read %s block %d: every owner failed: %w", object, block, lastErr)
+}
+
+// digestCache holds the digests of one block by worker, so each owner's
+// bytes are checked against the same sources and each is asked once.
+type digestCache struct {
+	byNode map[string]*datav1.Digest
+	failed map[string]error
+}
+
+// verify accepts res from owner when the digest of at least one other
+// worker matches it. A lying verifier cannot make wrong bytes pass (its
+// digest is only compared with other workers' bytes), and cannot make right
+// bytes fail while another honest worker answers.
+func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []Owner, owner Owner, res *datav1.Result, block int64) error {
+	if dc.byNode == nil {
+		dc.byNode, dc.failed = map[string]*datav1.Digest{}, map[string]error{}
+	}
+	sum := sha256.Sum256(res.Data)
+	hexSum := hex.EncodeToString(sum[:])
+	var disagree []string
+	var errs []error
+	for _, v := range owners {
+		if v.NodeID == owner.NodeID {
+			continue
+		}
+		d, ok := dc.byNode[v.NodeID]
+		if !ok {
+			if err, failed := dc.failed[v.NodeID]; failed {
+				errs = append(errs, err)
+				continue
+			}
+			vreq := req
+			vreq.Addr, vreq.Node = v.Address, v.NodeID
+			var err error
+			if d, err = datav1.FetchDigest(ctx, r.HTTP, vreq); err != nil {
+				dc.failed[v.NodeID] = err
+				errs = append(errs, err)
+				continue
+			}
+			dc.byNode[v.NodeID] = d
+		}
+		if d.ObjectSize == res.ObjectSize && d.Length == int64(len(res.Data)) && d.SHA256 == hexSum {
+			return nil
+		}
+		disagree = append(disagree, v.NodeID)
+	}
+	if len(disagree) == 0 {
+		if len(errs) == 0 {
+			return fmt.Errorf("cannot verify %s block %d from %s: placement names no second worker to take a digest from (a cluster of one worker; read with verification off)", req.Object, block, owner.NodeID)
+		}
+		return fmt.Errorf("cannot verify %s block %d from %s: no other worker gave a digest: %w", req.Object, block, owner.NodeID, errors.Join(errs...))
+	}
+	if r.VerifyFailures != nil {
+		r.VerifyFailures.Inc()
+	}
+	if r.OnVerifyFailure != nil {
+		r.OnVerifyFailure(req.Object, block, owner.NodeID, disagree)
+	}
+	return fmt.Errorf("%w: %s block %d: the %d bytes from worker %s (object size %d) match no other worker's digest (%s disagree); discarded",
+		ErrVerification, req.Object, block, len(res.Data), owner.NodeID, res.ObjectSize, strings.Join(disagree, ", "))
 }

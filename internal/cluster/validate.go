@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -86,9 +87,14 @@ func validateText(field, s string, max int, required bool) error {
 	if !utf8.ValidString(s) {
 		return fieldErr(field, quote(s), "must be valid UTF-8")
 	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return fieldErr(field, quote(s), "must not contain control characters")
+	for i, r := range s {
+		switch {
+		case unicode.Is(unicode.Cc, r): // C0, DEL and C1
+			return fieldErr(field, quote(s), fmt.Sprintf("must not contain control characters (U+%04X at byte %d)", r, i))
+		case unicode.Is(unicode.Bidi_Control, r):
+			// Bidirectional overrides can make a terminal or UI show text
+			// other than what is stored.
+			return fieldErr(field, quote(s), fmt.Sprintf("must not contain bidirectional control characters (U+%04X at byte %d)", r, i))
 		}
 	}
 	return nil

@@ -50,6 +50,15 @@ type Config struct {
 
 	Admin AdminConfig
 
+	// TLS is the mutual TLS of the control and data ports.
+	TLS TLSConfig
+	// InsecureControlPlane runs the control and data ports without TLS;
+	// it must be chosen explicitly when TLS is not configured.
+	InsecureControlPlane bool
+	// DevDir is a `talon dev` directory whose CA issues this worker's
+	// certificate at start (development only).
+	DevDir string
+
 	// Limits bound the control listener (coordinator) or the data
 	// listener (worker).
 	Limits LimitsConfig
@@ -79,7 +88,20 @@ type LimitsConfig struct {
 	// MaxRecords caps the records of a cluster; a registration past it is
 	// refused (coordinator).
 	MaxRecords int
+	// MaxInflightWrites bounds concurrent store writes (coordinator).
+	MaxInflightWrites int
 }
+
+// TLSConfig names the PEM files of the control and data planes' mutual
+// TLS (see package pki).
+type TLSConfig struct {
+	CAFile   string
+	CertFile string
+	KeyFile  string
+}
+
+// Enabled reports whether any TLS file is set.
+func (t TLSConfig) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // EtcdConfig configures the etcd state backend.
 type EtcdConfig struct {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,14 @@ func load(t *testing.T, role cluster.Role, file string, environ []string, args .
 	RegisterFlags(fs, role)
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse flags %v: %v", args, err)
+	}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--tls-") || strings.HasPrefix(a, "--insecure-") }) &&
+		!slices.ContainsFunc(environ, func(e string) bool {
+			return strings.HasPrefix(e, "TALON_TLS_") || strings.HasPrefix(e, "TALON_INSECURE_")
+		}) {
+		// Most tests are about other settings: opt out of mutual TLS
+		// (TestPlaneTLS covers it).
+		environ = append(slices.Clip(environ), "TALON_INSECURE_CONTROL_PLANE=true")
 	}
 	return Load(role, Options{ConfigFile: file, Environ: environ, Flags: fs})
 }
@@ -249,4 +258,79 @@ func FuzzLoadFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPlaneTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "w.crt"), filepath.Join(dir, "w.key")
+	tests := []struct {
+		name string
+		args []string
+		want string // substring of the error; "" means valid
+	}{
+		{"nothing set", []string{"--tls-ca-file="}, "tls-ca-file, tls-cert-file and tls-key-file are not set"},
+		{"insecure chosen", []string{"--insecure-control-plane"}, ""},
+		{"all three", []string{"--tls-ca-file", ca, "--tls-cert-file", cert, "--tls-key-file", key}, ""},
+		{"missing key", []string{"--tls-ca-file", ca, "--tls-cert-file", cert}, `tls-key-file "": set all three`},
+		{"both", []string{"--tls-ca-file", ca, "--tls-cert-file", cert, "--tls-key-file", key, "--insecure-control-plane"}, "choose one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := load(t, cluster.RoleWorker, "", nil, append([]string{"--node-id", "w1"}, tt.args...)...)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			case tt.want == "" && len(tt.args) > 1 && l.Config.TLS != (TLSConfig{CAFile: ca, CertFile: cert, KeyFile: key}):
+				t.Fatalf("TLS config %+v", l.Config.TLS)
+			}
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:pw@host:2379/x": "https://u:xxxxx@host:2379/x",
+		"https://host:2379":        "https://host:2379",
+		"10.0.0.5:2379":            "10.0.0.5:2379",
+		"http://u:p%zz@host":       "http://xxxxx@host",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestErrorsNameSourcesAndSuggest(t *testing.T) {
+	_, err := load(t, cluster.RoleCoordinator, "", []string{"TALON_LEASE_TTL=10s"}, "--node-id", "c1")
+	if err == nil || !strings.Contains(err.Error(), "lease-ttl from env TALON_LEASE_TTL") || !strings.Contains(err.Error(), "unhealthy-after from default") {
+		t.Fatalf("timing error without sources: %v", err)
+	}
+	_, err = load(t, cluster.RoleCoordinator, "", nil, "--node-id", "c1", "--state-backend", "etcdd")
+	if err == nil || !strings.Contains(err.Error(), "state-backend from flag --state-backend") {
+		t.Fatalf("state-backend error without source: %v", err)
+	}
+	f := writeFile(t, "talon.yaml", "etcd-endpoint: [x]\n")
+	_, err = load(t, cluster.RoleCoordinator, f, nil, "--node-id", "c1")
+	if err == nil || !strings.Contains(err.Error(), `unknown key "etcd-endpoint" (did you mean "etcd-endpoints"?)`) {
+		t.Fatalf("unknown key without a suggestion: %v", err)
+	}
+}
+
+func TestLabelsFlagAndDeprecatedAlias(t *testing.T) {
+	for _, flag := range []string{"--labels", "--label"} {
+		l, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1", flag, "zone=a", flag, "rack=r1")
+		if err != nil {
+			t.Fatalf("%s: %v", flag, err)
+		}
+		if l.Config.Labels["zone"] != "a" || l.Config.Labels["rack"] != "r1" || l.Sources["labels"].Detail != flag {
+			t.Fatalf("%s: labels %v from %v", flag, l.Config.Labels, l.Sources["labels"])
+		}
+	}
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	RegisterFlags(fs, cluster.RoleWorker)
+	if f := fs.Lookup("label"); f == nil || f.Deprecated == "" {
+		t.Fatal("--label is not a deprecated alias")
+	}
 }

@@ -53,7 +53,18 @@ func RegisterFlags(fs *pflag.FlagSet, role cluster.Role) {
 		if s.kind == kindBool {
 			f.NoOptDefVal = "true"
 		}
+		registerAlias(fs, s)
 	}
+}
+
+// registerAlias adds s's deprecated flag name, hidden from help; pflag
+// prints a deprecation warning when it is used.
+func registerAlias(fs *pflag.FlagSet, s setting) {
+	if s.alias == "" || fs.Lookup(s.alias) != nil {
+		return
+	}
+	fs.VarPF(&rawValue{kind: s.kind}, s.alias, "", s.usage)
+	_ = fs.MarkDeprecated(s.alias, "use --"+s.name)
 }
 
 // FileFromFlags returns the --config value.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/talonhq/talon/internal/suggest"
 	"maps"
 	"os"
 	"slices"
@@ -83,9 +84,49 @@ func Load(role cluster.Role, opts Options) (*Loaded, error) {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w%s", ErrInvalid, err, l.sourcesOf(err.Error()))
 	}
 	return &Loaded{Config: c, Sources: l.sources, values: values}, nil
+}
+
+// sourcesOf names where the settings a validation message mentions came
+// from: " (lease-ttl from env TALON_LEASE_TTL; unhealthy-after from
+// default)", or "" when it names none.
+func (l *loader) sourcesOf(msg string) string {
+	var parts []string
+	for _, s := range settings {
+		src, ok := l.sources[s.name]
+		if !ok || !mentions(msg, s.name) {
+			continue
+		}
+		parts = append(parts, s.name+" from "+src.String())
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// mentions reports whether msg names setting as a whole word.
+func mentions(msg, setting string) bool {
+	for i := 0; ; {
+		j := strings.Index(msg[i:], setting)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(setting)
+		before := j == 0 || !isNameByte(msg[j-1])
+		after := end == len(msg) || !isNameByte(msg[end])
+		if before && after {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isNameByte(b byte) bool {
+	return b == '-' || b >= 'a' && b <= 'z' || b >= '0' && b <= '9'
 }
 
 // loader merges the layers of one Load into k, recording in sources the
@@ -126,7 +167,7 @@ func (l *loader) applyFile(path string) error {
 		s := lookup(key)
 		switch {
 		case s == nil || s.name != key:
-			return fmt.Errorf("%w: config file %s: unknown key %q", ErrInvalid, path, key)
+			return fmt.Errorf("%w: config file %s: unknown key %q%s", ErrInvalid, path, key, suggest.Hint(key, settingNames()))
 		case s.secret:
 			return fmt.Errorf("%w: config file %s: %s is a secret and cannot be set in a config file; set %s or %s-file", ErrInvalid, path, key, envName(key), key)
 		case !s.appliesTo(l.role):
@@ -257,4 +298,13 @@ func readSecretFiles(c *Config, sources map[string]Source) error {
 		}
 	}
 	return nil
+}
+
+// settingNames lists every setting's file key.
+func settingNames() []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.name
+	}
+	return out
 }

@@ -42,7 +42,7 @@ func (l *Loaded) display(s setting) string {
 	}
 	switch v := l.values[s.name].(type) {
 	case string:
-		return strconv.Quote(v)
+		return strconv.Quote(RedactURL(v))
 	case time.Duration:
 		return v.String()
 	case int:
@@ -54,7 +54,7 @@ func (l *Loaded) display(s setting) string {
 	case []string:
 		q := make([]string, len(v))
 		for i, e := range v {
-			q[i] = strconv.Quote(e)
+			q[i] = strconv.Quote(RedactURL(e))
 		}
 		return "[" + strings.Join(q, ", ") + "]"
 	case map[string]string:

@@ -43,8 +43,9 @@ type setting struct {
 	// secret settings come only from the environment (env) and are never
 	// accepted from a file or a flag.
 	secret bool
-	// flag overrides the flag name (labels are set with repeatable --label).
-	flag string
+	// alias is an older flag name still accepted, with a deprecation
+	// warning (--label for --labels).
+	alias string
 	// helpDefault is shown in help instead of def when the default depends
 	// on the machine (so generated man pages are reproducible).
 	helpDefault string
@@ -84,7 +85,7 @@ var settings = []setting{
 	{name: "node-id", kind: kindString, roles: forBoth, def: func(cluster.Role) string { return hostname() }, helpDefault: "$(hostname)",
 		usage: "stable node ID of this process (default: the host name)",
 		set:   func(c *Config, v any) { c.NodeID = v.(string) }},
-	{name: "labels", flag: "label", kind: kindMap, roles: forBoth, def: constant(""),
+	{name: "labels", alias: "label", kind: kindMap, roles: forBoth, def: constant(""),
 		usage: "deployment label key=value (repeatable; at most 16)",
 		set:   func(c *Config, v any) { c.Labels = v.(map[string]string) }},
 	{name: "listen", kind: kindString, roles: forBoth, def: byRole(":7400", ":7500"),
@@ -183,6 +184,24 @@ var settings = []setting{
 	{name: "max-records", kind: kindInt, roles: forCoordinator, def: constant("10000"),
 		usage: "records a cluster accepts; a registration of a new node past it is refused",
 		set:   func(c *Config, v any) { c.Limits.MaxRecords = v.(int) }},
+	{name: "max-inflight-writes", kind: kindInt, roles: forCoordinator, def: constant("512"),
+		usage: "registrations and heartbeats at the store at once; more wait 100ms, then are refused with the retryable unavailable code (load shedding)",
+		set:   func(c *Config, v any) { c.Limits.MaxInflightWrites = v.(int) }},
+	{name: "tls-ca-file", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "CA bundle (PEM) that peers' certificates must chain to: mutual TLS on the control and data ports",
+		set:   func(c *Config, v any) { c.TLS.CAFile = v.(string) }},
+	{name: "tls-cert-file", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "this process's certificate (PEM; CN is the node ID, OU the role), served and presented when dialling; reloaded on change",
+		set:   func(c *Config, v any) { c.TLS.CertFile = v.(string) }},
+	{name: "tls-key-file", kind: kindString, roles: forBoth, def: constant(""),
+		usage: "key of tls-cert-file (PEM); reloaded on change",
+		set:   func(c *Config, v any) { c.TLS.KeyFile = v.(string) }},
+	{name: "dev-dir", kind: kindString, roles: forWorker, def: constant(""),
+		usage: "join a `talon dev` cluster: issue this worker a certificate from the dev CA in this directory (development only; replaces the tls-* settings)",
+		set:   func(c *Config, v any) { c.DevDir = v.(string) }},
+	{name: "insecure-control-plane", kind: kindBool, roles: forBoth, def: constant("false"),
+		usage: "run the control and data ports without TLS or identities: anyone who reaches them can forge records (not for production)",
+		set:   func(c *Config, v any) { c.InsecureControlPlane = v.(bool) }},
 	{name: "admin-tls-cert-file", kind: kindString, roles: forBoth, def: constant(""),
 		usage: "TLS certificate of the administration listener",
 		set:   func(c *Config, v any) { c.Admin.TLSCertFile = v.(string) }},
@@ -240,19 +259,14 @@ var settings = []setting{
 // lookup returns the setting called name (file key or flag name).
 func lookup(name string) *setting {
 	for i := range settings {
-		if settings[i].name == name || settings[i].flag == name {
+		if settings[i].name == name || settings[i].alias != "" && settings[i].alias == name {
 			return &settings[i]
 		}
 	}
 	return nil
 }
 
-func (s *setting) flagName() string {
-	if s.flag != "" {
-		return s.flag
-	}
-	return s.name
-}
+func (s *setting) flagName() string { return s.name }
 
 func (s *setting) appliesTo(r cluster.Role) bool {
 	if r == cluster.RoleWorker {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -25,13 +26,20 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
+	var err error
 	switch c.Role {
 	case cluster.RoleCoordinator:
-		return c.validateCoordinator()
+		err = c.validateCoordinator()
 	case cluster.RoleWorker:
-		return c.validateWorker()
+		err = c.validateWorker()
+	default:
+		err = fmt.Errorf("role %q: must be coordinator or worker", c.Role)
 	}
-	return fmt.Errorf("role %q: must be coordinator or worker", c.Role)
+	if err != nil {
+		return err
+	}
+	// Last, so that a configuration's other mistakes are named first.
+	return c.validatePlaneTLS()
 }
 
 func (c *Config) validateIdentity() error {
@@ -131,7 +139,29 @@ func (c *Config) validateLogAndTLS() error {
 	return nil
 }
 
+// validatePlaneTLS requires the control and data planes' TLS files, all
+// three, unless insecure-control-plane was chosen.
+func (c *Config) validatePlaneTLS() error {
+	t := c.TLS
+	switch {
+	case c.DevDir != "" && (t.Enabled() || c.InsecureControlPlane):
+		return fmt.Errorf("dev-dir %q: give it alone, without tls-* files or insecure-control-plane", c.DevDir)
+	case c.DevDir != "":
+		return nil
+	case t.Enabled() && c.InsecureControlPlane:
+		return fmt.Errorf("insecure-control-plane is true but tls-ca-file %q, tls-cert-file %q, tls-key-file %q are set: choose one", t.CAFile, t.CertFile, t.KeyFile)
+	case t.Enabled() && (t.CAFile == "" || t.CertFile == "" || t.KeyFile == ""):
+		return fmt.Errorf("tls-ca-file %q, tls-cert-file %q, tls-key-file %q: set all three (mutual TLS) or none", t.CAFile, t.CertFile, t.KeyFile)
+	case !t.Enabled() && !c.InsecureControlPlane:
+		return fmt.Errorf("tls-ca-file, tls-cert-file and tls-key-file are not set: the control and data ports need mutual TLS; set them (see `talon pki`), or set insecure-control-plane=true to run without (anyone who reaches the ports can forge records; not for production)")
+	}
+	return nil
+}
+
 func (c *Config) validateCoordinator() error {
+	if c.Limits.MaxInflightWrites < 1 || c.Limits.MaxInflightWrites > 1_000_000 {
+		return fmt.Errorf("max-inflight-writes %d: must be from 1 to 1000000", c.Limits.MaxInflightWrites)
+	}
 	if c.CoordinatorReplicas < 1 || c.CoordinatorReplicas > MaxCoordinatorReplicas {
 		return fmt.Errorf("coordinator-replicas %d: must be from 1 to %d", c.CoordinatorReplicas, MaxCoordinatorReplicas)
 	}
@@ -206,7 +236,10 @@ func (c *Config) validateWorker() error {
 	}
 	u, err := url.Parse(c.BlobStore)
 	if err != nil || !oneOf(u.Scheme, "file", "http", "https") {
-		return fmt.Errorf("blob-store %q: must be a file://, http:// or https:// URL", c.BlobStore)
+		return fmt.Errorf("blob-store %q: must be a file://, http:// or https:// URL", RedactURL(c.BlobStore))
+	}
+	if u.User != nil {
+		return fmt.Errorf("blob-store %q: must not carry credentials (user info): the blob store is read without them", u.Redacted())
 	}
 	if c.CacheDir == "" {
 		return fmt.Errorf("cache-dir is empty: set a directory for the block cache")
@@ -239,15 +272,37 @@ func validateListen(name, addr string, required bool) error {
 
 func validateEndpoint(e string) error {
 	if u, err := url.Parse(e); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		if u.Host == "" {
-			return fmt.Errorf("etcd-endpoints %q: URL has no host", e)
+		switch {
+		case u.User != nil:
+			// The etcd client ignores credentials in an endpoint: refuse
+			// them rather than run unauthenticated by surprise.
+			return fmt.Errorf("etcd-endpoints %q: credentials in an endpoint URL are not used; set etcd-username and etcd-password-file (or TALON_ETCD_PASSWORD)", u.Redacted())
+		case u.Host == "":
+			return fmt.Errorf("etcd-endpoints %q: URL has no host", RedactURL(e))
 		}
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(e); err != nil {
-		return fmt.Errorf("etcd-endpoints %q: must be host:port or an http(s) URL", e)
+		return fmt.Errorf("etcd-endpoints %q: must be host:port or an http(s) URL", RedactURL(e))
 	}
 	return nil
+}
+
+// RedactURL returns s with the password of a URL's userinfo replaced by
+// "xxxxx" (url.URL.Redacted); anything that is not such a URL is returned
+// unchanged. Everything that prints a configured URL uses it.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		if i := strings.Index(s, "://"); i >= 0 {
+			if at := strings.LastIndex(s, "@"); at > i {
+				// Unparseable but shaped like scheme://user:pass@host.
+				return s[:i+3] + "xxxxx@" + s[at+1:]
+			}
+		}
+		return s
+	}
+	return u.Redacted()
 }
 
 func wholeSeconds(ttl time.Duration) error {

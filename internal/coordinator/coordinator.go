@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,14 @@ type Options struct {
 	RequestTimeout  time.Duration
 	DrainDelay      time.Duration
 	ShutdownTimeout time.Duration
+	// RecoveryGrace is how long, after the store answers again following
+	// an outage, the coordinator keeps placing on workers of its last
+	// placement that the store no longer lists: leases that expired during
+	// the outage come back as the workers re-register (at their next
+	// heartbeat), and an empty or shrunken membership that only reflects
+	// the outage is never published. Zero means two heartbeat intervals;
+	// negative turns it off.
+	RecoveryGrace time.Duration
 
 	Store    state.Store
 	Listener net.Listener // the bound control listener; Run closes it
@@ -52,6 +61,12 @@ type Options struct {
 	Process    *metrics.Process
 	// Limits bound the control listener; zero fields take the defaults.
 	Limits Limits
+	// TLS, when set, is the control listener's server configuration
+	// (mutual TLS, see package pki): every connection must present a
+	// certificate, and a write is allowed only for the worker node its
+	// certificate names. Nil serves plain TCP and authorizes nothing
+	// (insecure-control-plane).
+	TLS *tls.Config
 }
 
 // Limits bound what peers can hold on the control listener and how many
@@ -72,6 +87,16 @@ type Limits struct {
 	// node the cluster does not hold is refused with resource_exhausted
 	// past it. Default DefaultMaxRecords.
 	MaxRecords int
+	// MaxInflightWrites bounds the registrations, heartbeats and
+	// deregistrations this coordinator has at the store at once. A write
+	// that finds every slot taken waits up to AdmissionWait, then is
+	// refused with the retryable unavailable code, so that under
+	// saturation latency stays bounded and workers back off, instead of an
+	// unbounded queue. Default DefaultMaxInflightWrites.
+	MaxInflightWrites int
+	// AdmissionWait is how long a write waits for a slot; default
+	// DefaultAdmissionWait.
+	AdmissionWait time.Duration
 }
 
 // Limit defaults (the configuration's defaults too).
@@ -80,6 +105,10 @@ const (
 	DefaultIdleTimeout    = 2 * time.Minute
 	DefaultFrameTimeout   = 10 * time.Second
 	DefaultMaxRecords     = 10000
+	// DefaultMaxInflightWrites is a few store round trips' worth of
+	// heartbeats of a large cluster.
+	DefaultMaxInflightWrites = 512
+	DefaultAdmissionWait     = 100 * time.Millisecond
 )
 
 func (l Limits) withDefaults() Limits {
@@ -94,6 +123,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRecords <= 0 {
 		l.MaxRecords = DefaultMaxRecords
+	}
+	if l.MaxInflightWrites <= 0 {
+		l.MaxInflightWrites = DefaultMaxInflightWrites
+	}
+	if l.AdmissionWait <= 0 {
+		l.AdmissionWait = DefaultAdmissionWait
 	}
 	return l
 }
@@ -120,6 +155,7 @@ type Coordinator struct {
 	connWG        sync.WaitGroup          // connection goroutines
 	inflight      sync.WaitGroup          // requests being served
 	kick          chan struct{}           // asks the refresh loop for a new view now
+	writeSlots    chan struct{}           // one token per store write in flight (Limits.MaxInflightWrites)
 	lookups       atomic.Uint64
 	lookupErrors  atomic.Uint64
 	storeErrors   atomic.Uint64
@@ -128,9 +164,17 @@ type Coordinator struct {
 
 	mu       sync.Mutex // guards the fields below
 	lastGood *View
+	// appliedRead is the sequence number of the latest-started snapshot
+	// read whose outcome was applied (see applyRead).
+	appliedRead uint64
+	// graceUntil ends the recovery grace after a store outage (see
+	// holdAfterOutage); zero when none is open.
+	graceUntil time.Time
 	// newSinceView holds the nodes this coordinator registered since
 	// lastGood was read, so max-records counts them before a view does.
-	newSinceView map[cluster.Key]struct{}
+	// Each maps to the number of snapshot reads started when it was
+	// noted: a read started after that includes it.
+	newSinceView map[cluster.Key]uint64
 	lastErr      error
 	storeOK      bool
 	synced       bool   // a view has been read at least once
@@ -192,8 +236,9 @@ func New(opts Options) (*Coordinator, error) {
 		kick:         make(chan struct{}, 1),
 		conns:        map[*conn]struct{}{},
 		subscribers:  map[*conn]struct{}{},
-		newSinceView: map[cluster.Key]struct{}{},
+		newSinceView: map[cluster.Key]uint64{},
 	}
+	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	return c, nil
 }
 
@@ -230,7 +275,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	c.connWG.Add(1)
 	go func() { defer c.connWG.Done(); c.acceptLoop() }()
-	c.log.Info("coordinator serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
+	c.log.Info("coordinator listening; waiting for the store before serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
 
 	<-ctx.Done()
 	c.shutdown(func() { stopHeartbeats(); <-hbDone })
@@ -380,21 +425,45 @@ func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]p
 }
 
 // fetch reads a snapshot and builds a view; it is the batcher's read.
-func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
+func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 	start := c.now()
 	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
 	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
-		c.noteStoreError("snapshot", err)
+		if c.applyRead(seq) {
+			c.noteStoreError("snapshot", err)
+		} else {
+			c.m.storeErrors.WithLabelValues("snapshot", state.Code(err)).Inc()
+		}
 		return nil, err
 	}
+	if !c.applyRead(seq) {
+		// A read that started later was applied already: its view is at
+		// least as new. This one still answers its callers, who asked
+		// before it began.
+		prev := c.LastGood()
+		if prev != nil && prev.Snapshot.Revision == snap.Revision {
+			return prev, nil
+		}
+		eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+		table, err := placement.New(eligible)
+		if err != nil {
+			return nil, fmt.Errorf("build placement: %w", err)
+		}
+		return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(),
+			stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}, nil
+	}
 	prev := c.LastGood()
+	if held := c.holdAfterOutage(prev, snap); held != nil {
+		c.noteView(held, true, seq)
+		return held, nil
+	}
 	if prev != nil && prev.Snapshot.Revision == snap.Revision && snap.ObservedAtUnixMs < prev.stableUntilUnixMs {
 		// Same records, and no record has crossed a health or lease
 		// threshold since: the placement is the same. This is the common
 		// case under a burst of lookups, and it skips the O(n) work.
 		v := &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now(), stableUntilUnixMs: prev.stableUntilUnixMs}
-		c.noteView(v, false)
+		c.noteView(v, false, seq)
 		return v, nil
 	}
 	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
@@ -406,8 +475,69 @@ func (c *Coordinator) fetch(ctx context.Context) (*View, error) {
 	}
 	v := &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(),
 		stableUntilUnixMs: nextTransition(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)}
-	c.noteView(v, true)
+	c.noteView(v, true, seq)
 	return v, nil
+}
+
+// holdAfterOutage returns a view of snap that keeps prev's placement,
+// when snap is the first read after a store outage (or within the
+// recovery grace that read started) and lacks workers prev placed on;
+// otherwise nil. See Options.RecoveryGrace.
+func (c *Coordinator) holdAfterOutage(prev *View, snap *state.Snapshot) *View {
+	grace := c.opts.RecoveryGrace
+	if grace == 0 {
+		grace = 2 * c.opts.Timing.HeartbeatInterval
+	}
+	if grace < 0 || prev == nil {
+		return nil
+	}
+	now := c.now()
+	c.mu.Lock()
+	opened := false
+	if !c.storeOK && c.synced {
+		// The first answer after an outage opens the grace window.
+		c.graceUntil, opened = now.Add(grace), true
+	}
+	within := now.Before(c.graceUntil)
+	c.mu.Unlock()
+	if !within {
+		return nil
+	}
+	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+	have := make(map[string]bool, len(eligible))
+	for _, n := range eligible {
+		have[n.ID] = true
+	}
+	missing := 0
+	for _, n := range prev.Table.Nodes() {
+		if !have[n.ID] {
+			missing++
+		}
+	}
+	if missing == 0 {
+		c.mu.Lock()
+		c.graceUntil = time.Time{} // everyone is back: the grace ends
+		c.mu.Unlock()
+		return nil
+	}
+	if opened {
+		c.log.Info("store back after an outage: holding the last placement while workers re-register", "missing_workers", missing, "grace", grace)
+	}
+	return &View{Snapshot: snap, Table: prev.Table, Excluded: excluded, ObservedAt: now,
+		stableUntilUnixMs: snap.ObservedAtUnixMs} // re-evaluated on the next read
+}
+
+// applyRead reports whether the outcome of snapshot read seq may update
+// the coordinator's state, and claims it: false when a read that started
+// later was applied first (pipelined reads can finish out of order).
+func (c *Coordinator) applyRead(seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq < c.appliedRead {
+		return false
+	}
+	c.appliedRead = seq
+	return true
 }
 
 // nextTransition returns the earliest time after now at which a record
@@ -428,11 +558,21 @@ func nextTransition(records []*cluster.Record, nowUnixMs int64, t cluster.Timing
 // noteView records a successful read: readiness, metrics and, when the
 // placement version changed, a push to subscribers. recount says whether
 // the records may have changed (node gauges are recomputed only then).
-func (c *Coordinator) noteView(v *View, recount bool) {
+func (c *Coordinator) noteView(v *View, recount bool, seq uint64) {
 	c.mu.Lock()
-	wasOK := c.storeOK
+	if seq < c.appliedRead {
+		// A later-started read was applied meanwhile: keep its newer view.
+		c.mu.Unlock()
+		return
+	}
+	wasOK, first, prev := c.storeOK, !c.synced, c.lastGood
+	oldVersion, hadVersion := c.pushed, c.havePushed
 	c.lastGood, c.lastErr, c.storeOK, c.synced = v, nil, true, true
-	clear(c.newSinceView)
+	for k, started := range c.newSinceView {
+		if started < seq { // read seq began after k was registered
+			delete(c.newSinceView, k)
+		}
+	}
 	changed := !c.havePushed || c.pushed != v.Version()
 	c.pushed, c.havePushed = v.Version(), true
 	var subs []*conn
@@ -442,19 +582,80 @@ func (c *Coordinator) noteView(v *View, recount bool) {
 		}
 	}
 	c.mu.Unlock()
-	if !wasOK {
+	switch {
+	case first:
+		c.log.Info("coordinator serving: the store answered", "control", c.advertise, "backend", c.opts.Store.Backend(),
+			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
+	case !wasOK:
 		c.log.Info("store answered: cluster view is current", "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
 	}
 	c.updateReadyMetric()
 	c.m.snapshotAge.Set(0)
 	if recount {
 		c.countNodes(v)
+		if prev != nil {
+			c.logMembership(prev, v)
+		}
 	}
 	if changed {
+		if hadVersion {
+			c.log.Info("placement version changed", "old", oldVersion.String(), "new", v.Version().String(), "eligible_workers", v.Table.Len())
+		}
 		c.m.versionChanges.Inc()
 		for _, s := range subs {
 			s.offer(uint64(v.Version()))
 		}
+	}
+}
+
+// maxMembershipEvents bounds the node events one view logs; the rest are
+// summed up in one line (a mass expiry must not flood the log).
+const maxMembershipEvents = 20
+
+// logMembership logs, one structured line each, the nodes that joined,
+// changed health, or expired or were removed between prev and v.
+func (c *Coordinator) logMembership(prev, v *View) {
+	health := func(view *View) map[cluster.Key]cluster.Health {
+		m := make(map[cluster.Key]cluster.Health, len(view.Snapshot.Records))
+		for _, r := range view.Snapshot.Records {
+			if c.opts.Timing.Classify(r.Age(view.Snapshot.ObservedAtUnixMs)) != cluster.LivenessExpired {
+				m[r.Key()] = c.opts.Timing.EffectiveHealth(r, view.Snapshot.ObservedAtUnixMs)
+			}
+		}
+		return m
+	}
+	before, after := health(prev), health(v)
+	logged, dropped := 0, 0
+	event := func(level slog.Level, msg string, k cluster.Key, args ...any) {
+		if logged >= maxMembershipEvents {
+			dropped++
+			return
+		}
+		logged++
+		c.log.Log(context.Background(), level, msg, append([]any{"role", string(k.Role), "node", k.NodeID}, args...)...)
+	}
+	for k, h := range after {
+		old, ok := before[k]
+		switch {
+		case !ok:
+			addr := ""
+			if r := v.record(k); r != nil {
+				addr = r.Address
+			}
+			event(slog.LevelInfo, "node joined", k, "health", string(h), "address", addr)
+		case old != h && h == cluster.HealthHealthy:
+			event(slog.LevelInfo, "node recovered", k, "was", string(old))
+		case old != h:
+			event(slog.LevelWarn, "node health changed", k, "was", string(old), "now", string(h))
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			event(slog.LevelWarn, "node expired or removed", k)
+		}
+	}
+	if dropped > 0 {
+		c.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -53,6 +54,12 @@ func startWith(t *testing.T, store state.Store, drain time.Duration) *fixture {
 // startLimited runs a coordinator over store with control-listener limits.
 func startLimited(t *testing.T, store state.Store, drain time.Duration, limits Limits) *fixture {
 	t.Helper()
+	return startTimed(t, store, drain, limits, testTiming)
+}
+
+// startTimed is startLimited with its own heartbeat timing.
+func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Limits, timing cluster.Timing) *fixture {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +70,7 @@ func startLimited(t *testing.T, store state.Store, drain time.Duration, limits L
 		t.Fatal(err)
 	}
 	c, err := New(Options{
-		ClusterID: "test", NodeID: "coord-a", Timing: testTiming,
+		ClusterID: "test", NodeID: "coord-a", Timing: timing,
 		RequestTimeout: 200 * time.Millisecond, DrainDelay: drain, ShutdownTimeout: time.Second,
 		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Clock: time.Now, Registerer: reg, Process: proc, Limits: limits,
@@ -490,4 +497,41 @@ func TestClockSkewGauge(t *testing.T) {
 		}
 	}
 	t.Fatal("talon_clock_skew_seconds not exported")
+}
+
+// TestRecoveryGraceHoldsPlacement: a store outage that outlives the
+// workers' leases comes back with no worker records; for the recovery
+// grace the coordinator keeps placing on its last placement (workers
+// re-register at their next heartbeat), never publishing the empty
+// membership the outage caused; after the grace the store's view wins.
+func TestRecoveryGraceHoldsPlacement(t *testing.T) {
+	clock := testsupport.NewFakeClock(time.Now())
+	store := memory.New(memory.Options{Clock: clock.Now})
+	for _, id := range []string{"w1", "w2", "w3"} {
+		if _, err := store.UpsertNode(context.Background(), workerRecord(id, "i", 0), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := start(t, store, 0)
+	lookup := func() ([]placement.Owner, error) {
+		owners, _, err := f.c.Lookup(context.Background(), "k#0", 3)
+		return owners, err
+	}
+	waitFor(t, "three owners", func() bool { o, err := lookup(); return err == nil && len(o) == 3 })
+
+	store.SetFault(state.ErrUnavailable)
+	waitFor(t, "fail closed", func() bool { _, err := lookup(); return err != nil })
+	clock.Advance(time.Minute) // every worker lease expires during the outage
+	store.ClearFault()
+
+	owners, err := lookup()
+	if err != nil || len(owners) != 3 {
+		t.Fatalf("first lookup after the outage: %v %v, want the last placement held", owners, err)
+	}
+	// After the grace (two heartbeat intervals) the empty membership the
+	// store reports is the answer.
+	waitFor(t, "grace over", func() bool { _, err := lookup(); return err != nil })
+	if _, err := lookup(); !protocol.IsCode(err, protocol.CodeNoWorkers) {
+		t.Fatalf("after the grace: %v, want no_workers", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -139,7 +140,9 @@ func TestRequestIDZeroRefused(t *testing.T) {
 // 1,000 fake workers in 9.6 s).
 func TestMaxRecords(t *testing.T) {
 	store := memory.New(memory.Options{})
-	f := startLimited(t, store, 0, Limits{MaxRecords: 10})
+	// Leases long enough that no registration expires during the run (a
+	// loaded machine takes seconds for the 1,000 registrations).
+	f := startTimed(t, store, 0, Limits{MaxRecords: 10}, cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 30 * time.Second, LeaseTTL: time.Minute})
 	cn := dial(t, f.addr)
 	accepted, refused := 0, 0
 	for i := range 1000 {
@@ -173,4 +176,47 @@ func fakeWorker(i int, incarnation string) *cluster.Record {
 	r := workerRecord(fmt.Sprintf("fake-%04d", i), incarnation, 0)
 	r.Address = fmt.Sprintf("127.0.0.1:%d", 10000+i)
 	return r
+}
+
+// gatedStore holds worker writes until gate is closed.
+type gatedStore struct {
+	*memory.Store
+	gate chan struct{}
+}
+
+func (s *gatedStore) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	if rec.Role == cluster.RoleWorker {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return state.WriteResult{}, ctx.Err()
+		}
+	}
+	return s.Store.UpsertNode(ctx, rec, ttl, opts...)
+}
+
+// TestWriteAdmission: with every store-write slot taken, a further write
+// waits AdmissionWait and is refused with the retryable unavailable code
+// and counted, instead of queueing without bound; the held one completes.
+func TestWriteAdmission(t *testing.T) {
+	store := &gatedStore{Store: memory.New(memory.Options{}), gate: make(chan struct{})}
+	t.Cleanup(func() { store.Close() })
+	f := startLimited(t, store, 0, Limits{MaxInflightWrites: 1, AdmissionWait: 50 * time.Millisecond})
+	first := make(chan error, 1)
+	go func() {
+		_, err := register(t, dial(t, f.addr), fakeWorker(1, "i"))
+		first <- err
+	}()
+	waitFor(t, "the first write holds the slot", func() bool { return len(f.c.writeSlots) == 1 })
+	_, err := register(t, dial(t, f.addr), fakeWorker(2, "i"))
+	if !protocol.IsCode(err, protocol.CodeUnavailable) || !protocol.Retryable(err) {
+		t.Fatalf("write past the limit: %v, want retryable unavailable", err)
+	}
+	if got := refusals(f, "inflight_writes"); got != 1 {
+		t.Fatalf("inflight_writes refusals %v, want 1", got)
+	}
+	close(store.gate)
+	if err := <-first; err != nil {
+		t.Fatalf("the admitted write: %v", err)
+	}
 }

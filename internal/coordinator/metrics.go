@@ -20,6 +20,7 @@ type coordMetrics struct {
 	versionChanges prometheus.Counter
 	selfRefusals   *prometheus.CounterVec
 	limitRefusals  *prometheus.CounterVec
+	authRefusals   *prometheus.CounterVec
 }
 
 func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, error) {
@@ -65,15 +66,22 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_coordinator_limit_refusals_total",
 			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records).",
 		}, []string{"limit"}),
+		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_coordinator_auth_refusals_total",
+			Help: "Control connections and requests refused for their credential: handshake (no valid certificate), permission_denied (a write for a node or role the credential does not name).",
+		}, []string{"reason"}),
 		selfRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_own_record_refusals_total",
 			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	for _, r := range []string{"handshake", "permission_denied"} {
+		m.authRefusals.WithLabelValues(r)
 	}
 	// Every role/health series exists from the start, so dashboards see zeros.
 	for _, r := range cluster.Roles() {

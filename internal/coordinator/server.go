@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -31,6 +33,10 @@ type conn struct {
 	// version waiting to be pushed. pusher, started on Subscribe, writes it.
 	bumps      chan uint64
 	subscribed bool // guarded by Coordinator.mu
+
+	// peer is the verified identity of a TLS peer, set by serveConn
+	// before the first request; nil on a plain (insecure) listener.
+	peer *pki.Identity
 }
 
 func (cn *conn) write(requestID uint64, m protocol.Message) error {
@@ -87,6 +93,9 @@ func (c *Coordinator) acceptLoop() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
+		if c.opts.TLS != nil {
+			nc = tls.Server(nc, c.opts.TLS)
+		}
 		cn := &conn{c: c, nc: nc, enc: protocol.NewEncoder(nc), bumps: make(chan uint64, 1)}
 		c.mu.Lock()
 		if c.closing {
@@ -124,9 +133,12 @@ func (c *Coordinator) serveConn(cn *conn) {
 		pusherWG.Wait()
 		c.proc.ConnClosed("control")
 	}()
+	lim := c.opts.Limits
+	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
+		return
+	}
 	br := bufio.NewReaderSize(cn.nc, 4096)
 	dec := protocol.NewDecoder(br)
-	lim := c.opts.Limits
 	for {
 		// Idle until a frame starts, then a bounded time for the whole
 		// frame: a peer can neither hold a connection in silence nor pin
@@ -193,6 +205,69 @@ func (c *Coordinator) serveConn(cn *conn) {
 	}
 }
 
+// admitted runs write when a store-write slot is free within
+// AdmissionWait, else refuses it with the retryable unavailable code: under
+// saturation the coordinator sheds load early instead of queueing without
+// bound (workers retry with backoff).
+func (c *Coordinator) admitted(op string, write func() protocol.Message) protocol.Message {
+	select {
+	case c.writeSlots <- struct{}{}:
+	default:
+		t := time.NewTimer(c.opts.Limits.AdmissionWait)
+		select {
+		case c.writeSlots <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			c.m.limitRefusals.WithLabelValues("inflight_writes").Inc()
+			c.m.writes.WithLabelValues(op, protocol.CodeUnavailable.String()).Inc()
+			return protocol.NewError(protocol.CodeUnavailable, "coordinator %s has %d store writes in flight, its limit: retry after a backoff, possibly elsewhere", c.opts.NodeID, cap(c.writeSlots))
+		}
+	}
+	defer func() { <-c.writeSlots }()
+	return write()
+}
+
+// handshake completes a TLS handshake within FrameTimeout and records the
+// peer's identity (the listener's configuration verified the chain).
+func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Limits.FrameTimeout)
+	defer cancel()
+	err := tc.HandshakeContext(ctx)
+	var id pki.Identity
+	if err == nil {
+		cs := tc.ConnectionState()
+		id, err = pki.PeerIdentity(&cs)
+	}
+	if err != nil {
+		c.m.authRefusals.WithLabelValues("handshake").Inc()
+		c.log.Debug("control connection refused: tls handshake", "remote", tc.RemoteAddr().String(), "error", err)
+		return false
+	}
+	cn.peer = &id
+	return true
+}
+
+// authorizeWrite allows a Register, Heartbeat or Deregister for key only
+// from the worker whose certificate names key's node: identity binds
+// writes. Without TLS (insecure-control-plane) everything is allowed. A
+// refusal is a permission_denied Error; nothing is stored.
+func (c *Coordinator) authorizeWrite(cn *conn, op string, key cluster.Key) *protocol.Error {
+	if cn.peer == nil {
+		return nil
+	}
+	id := *cn.peer
+	if id.Role == pki.RoleWorker && key.Role == cluster.RoleWorker && id.NodeID == key.NodeID {
+		return nil
+	}
+	c.m.authRefusals.WithLabelValues("permission_denied").Inc()
+	c.m.writes.WithLabelValues(op, protocol.CodePermissionDenied.String()).Inc()
+	c.log.Warn("control write refused: the credential does not name this node", "op", op, "credential", id.String(), "node", string(key.Role)+"/"+key.NodeID, "remote", cn.nc.RemoteAddr().String())
+	if id.Role != pki.RoleWorker {
+		return protocol.NewError(protocol.CodePermissionDenied, "%s: credential %s may not write records; only a worker credential may %s, for its own node", op, id, op)
+	}
+	return protocol.NewError(protocol.CodePermissionDenied, "%s of %s/%s: credential %s may %s only its own node", op, key.Role, key.NodeID, id, op)
+}
+
 // subscribe registers cn for placement-version pushes and answers with
 // the current version. The reply is written while holding cn's write lock
 // and under the same lock that registers the subscriber, so no push can
@@ -245,11 +320,14 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	case *protocol.Ping:
 		op, resp = "ping", &protocol.Pong{}
 	case *protocol.Register:
-		op, resp = "register", c.upsert(ctx, "register", m.Record)
+		op = "register"
+		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })
 	case *protocol.Heartbeat:
-		op, resp = "heartbeat", c.upsert(ctx, "heartbeat", m.Record)
+		op = "heartbeat"
+		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })
 	case *protocol.Deregister:
-		op, resp = "deregister", c.deregister(ctx, m)
+		op = "deregister"
+		resp = c.admitted(op, func() protocol.Message { return c.deregister(ctx, cn, m) })
 	case *protocol.PlacementLookup:
 		op = "placement_lookup"
 		owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
@@ -277,11 +355,14 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 }
 
 // upsert applies a Register or Heartbeat.
-func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) protocol.Message {
+func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload []byte) protocol.Message {
 	rec, err := protocol.DecodeRecordPayload(payload)
 	if err != nil {
 		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
 		return wireError(err)
+	}
+	if e := c.authorizeWrite(cn, op, rec.Key()); e != nil {
+		return e
 	}
 	if rec.ClusterID != c.opts.ClusterID {
 		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
@@ -323,7 +404,10 @@ func (c *Coordinator) upsert(ctx context.Context, op string, payload []byte) pro
 	return c.ack(res)
 }
 
-func (c *Coordinator) deregister(ctx context.Context, m *protocol.Deregister) protocol.Message {
+func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Deregister) protocol.Message {
+	if e := c.authorizeWrite(cn, "deregister", m.Key()); e != nil {
+		return e
+	}
 	if m.ClusterID != c.opts.ClusterID {
 		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)
@@ -373,6 +457,10 @@ func (c *Coordinator) clusterFull(key cluster.Key) (full bool, records int) {
 		return false, 0
 	}
 	n := len(v.Snapshot.Records) + len(c.newSinceView)
+	own := cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}
+	if v.Snapshot.Find(own) == nil {
+		n++ // this coordinator's own record, written but not yet seen
+	}
 	if n < c.opts.Limits.MaxRecords {
 		return false, n
 	}
@@ -380,13 +468,17 @@ func (c *Coordinator) clusterFull(key cluster.Key) (full bool, records int) {
 	return !pending && v.Snapshot.Find(key) == nil, n
 }
 
-// noteRegistered counts a node this coordinator registered until the next
-// view holds it (see clusterFull).
+// noteRegistered counts a node this coordinator registered until a view
+// read that began afterwards holds it (see clusterFull).
 func (c *Coordinator) noteRegistered(key cluster.Key) {
+	var started uint64
+	if b := c.views.Load(); b != nil {
+		started = b.started()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v := c.lastGood; v != nil && v.Snapshot.Find(key) != nil {
 		return
 	}
-	c.newSinceView[key] = struct{}{}
+	c.newSinceView[key] = started
 }

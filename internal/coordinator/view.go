@@ -47,19 +47,31 @@ func (v *View) Version() placement.Version { return v.Table.Version() }
 
 // batcher coalesces concurrent snapshot reads. A caller joins the read
 // that will start next, never one already in flight, so every successful
-// view a caller gets comes from a read that began after it asked. When a
-// read fails, the callers queued behind it get its error at once.
+// view a caller gets comes from a read that began after it asked. Up to
+// maxInflight reads run at once (pipelined): on a store with a round trip
+// of its own (etcd's revision probe), the next batch need not wait for the
+// previous one to come back, so throughput is not capped at one batch per
+// round trip. Each read carries a sequence number in start order; the
+// coordinator applies a read's outcome only when no later-started read was
+// applied first (see Coordinator.applyRead), so the view never moves back.
+// When a read fails, the callers queued behind it get its error at once.
 type batcher struct {
-	fetch func(ctx context.Context) (*View, error)
+	fetch func(ctx context.Context, seq uint64) (*View, error)
 	// base bounds every read: it ends when the coordinator stops.
 	base    context.Context
 	timeout time.Duration
 	wg      *sync.WaitGroup // the coordinator's background goroutines
+	// maxInflight bounds concurrent reads; 0 means defaultMaxInflight.
+	maxInflight int
 
 	mu       sync.Mutex // guards the fields below
-	inflight *call
-	next     *call
+	inflight int        // reads running
+	next     *call      // the read callers join; not started yet
+	seq      uint64     // sequence number of the last read started
 }
+
+// defaultMaxInflight bounds the snapshot reads one coordinator runs at once.
+const defaultMaxInflight = 4
 
 type call struct {
 	done chan struct{}
@@ -75,16 +87,16 @@ func (b *batcher) get(ctx context.Context) (*View, error) {
 		b.mu.Unlock()
 		return nil, fmt.Errorf("coordinator stopped: %w", err)
 	}
-	var c *call
-	if b.inflight == nil {
-		c = &call{done: make(chan struct{})}
-		b.inflight = c
-		b.start(c)
-	} else {
-		if b.next == nil {
-			b.next = &call{done: make(chan struct{})}
-		}
-		c = b.next
+	if b.next == nil {
+		b.next = &call{done: make(chan struct{})}
+	}
+	c := b.next
+	limit := b.maxInflight
+	if limit <= 0 {
+		limit = defaultMaxInflight
+	}
+	if b.inflight < limit {
+		b.startNextLocked()
 	}
 	b.mu.Unlock()
 	select {
@@ -95,29 +107,40 @@ func (b *batcher) get(ctx context.Context) (*View, error) {
 	}
 }
 
-// start runs c's read in the background. Called with mu held.
-func (b *batcher) start(c *call) {
+// started returns the number of reads started so far.
+func (b *batcher) started() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seq
+}
+
+// startNextLocked starts the read callers have joined. Called with mu held.
+func (b *batcher) startNextLocked() {
+	c := b.next
+	b.next = nil
+	b.inflight++
+	b.seq++
+	seq := b.seq
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		ctx, cancel := context.WithTimeout(b.base, b.timeout)
-		c.view, c.err = b.fetch(ctx)
+		c.view, c.err = b.fetch(ctx, seq)
 		cancel()
 		b.mu.Lock()
-		next := b.next
-		b.inflight, b.next = nil, nil
-		if next != nil {
+		b.inflight--
+		if next := b.next; next != nil {
 			if c.err != nil {
 				// A failed read fails its queued successors too: an error is
 				// always a safe answer (fail closed), and it keeps a caller's
 				// wait within one request timeout while the store is down.
 				// Only a successful view must come from a read that began
 				// after the caller asked.
+				b.next = nil
 				next.err = c.err
 				close(next.done)
 			} else {
-				b.inflight = next
-				b.start(next)
+				b.startNextLocked()
 			}
 		}
 		b.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +20,7 @@ func TestBatcher(t *testing.T) {
 	var started atomic.Int64
 	release := make(chan error)
 	var wg sync.WaitGroup
-	b := &batcher{base: context.Background(), timeout: time.Minute, wg: &wg, fetch: func(ctx context.Context) (*View, error) {
+	b := &batcher{base: context.Background(), timeout: time.Minute, wg: &wg, maxInflight: 1, fetch: func(ctx context.Context, _ uint64) (*View, error) {
 		n := started.Add(1)
 		if err := <-release; err != nil {
 			return nil, err
@@ -74,6 +75,47 @@ func TestBatcher(t *testing.T) {
 		t.Fatalf("a read started after a failure with no caller waiting: %d", started.Load())
 	}
 	wg.Wait()
+}
+
+// TestBatcherPipelines: with room for several reads, a caller arriving
+// while one is in flight starts the next at once (it does not wait a round
+// trip), still never joins a read that already began, and each read gets
+// the next sequence number.
+func TestBatcherPipelines(t *testing.T) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var seqs []uint64
+	b := &batcher{base: context.Background(), timeout: time.Minute, wg: &wg, maxInflight: 2, fetch: func(ctx context.Context, seq uint64) (*View, error) {
+		mu.Lock()
+		seqs = append(seqs, seq)
+		mu.Unlock()
+		<-release
+		return &View{ObservedAt: time.Unix(int64(seq), 0)}, nil
+	}}
+	started := func() int { mu.Lock(); defer mu.Unlock(); return len(seqs) }
+	res := make(chan *View, 3)
+	for i := range 3 {
+		go func() { v, _ := b.get(context.Background()); res <- v }()
+		if i < 2 {
+			waitFor(t, "read started", func() bool { return started() == i+1 })
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := started(); n != 2 {
+		t.Fatalf("%d reads running, want 2 (the limit)", n)
+	}
+	close(release)
+	got := map[int64]int{}
+	for range 3 {
+		v := <-res
+		got[v.ObservedAt.Unix()]++
+	}
+	wg.Wait()
+	// Reads 1 and 2 ran at once; the third caller waited for read 3.
+	if got[1] != 1 || got[2] != 1 || got[3] != 1 || !slices.Equal(seqs, []uint64{1, 2, 3}) {
+		t.Fatalf("views by read %v, sequence numbers %v", got, seqs)
+	}
 }
 
 func TestNextTransition(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/placement"
 )
 
@@ -37,6 +38,8 @@ var (
 	// ErrProtocol: the answer broke the protocol (missing or inconsistent
 	// Content-Length or object size, a body shorter than announced).
 	ErrProtocol = errors.New("invalid data server response")
+	// ErrIdentity: over TLS, the worker's certificate names another node.
+	ErrIdentity = errors.New("data server identity")
 )
 
 // Error is a data server's error answer.
@@ -71,6 +74,12 @@ type Request struct {
 	Replicas int
 	// Version is the PlacementVersion the placement lookup returned.
 	Version uint64
+	// TLS selects https (the http.Client's transport carries the mutual
+	// TLS configuration). Node, when set with TLS, is the node ID the
+	// worker's certificate must name: an answer from any other identity is
+	// refused with ErrIdentity before its body is read.
+	TLS  bool
+	Node string
 }
 
 // Result describes a successful read.
@@ -86,11 +95,20 @@ type Result struct {
 }
 
 // URL returns the request URL of req.
-func (req *Request) URL() string {
+func (req *Request) URL() string { return req.url(PathPrefix) }
+
+// DigestURL returns the URL of the digest of req's range.
+func (req *Request) DigestURL() string { return req.url(DigestPrefix) }
+
+func (req *Request) url(prefix string) string {
 	var b strings.Builder
-	b.WriteString("http://")
+	if req.TLS {
+		b.WriteString("https://")
+	} else {
+		b.WriteString("http://")
+	}
 	b.WriteString(req.Addr)
-	b.WriteString(PathPrefix[:len(PathPrefix)-1])
+	b.WriteString(prefix[:len(prefix)-1])
 	for seg := range strings.SplitSeq(req.Object, "/") {
 		b.WriteByte('/')
 		b.WriteString(url.PathEscape(seg))
@@ -120,29 +138,78 @@ func FetchTo(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*R
 	return fetch(ctx, hc, req, w)
 }
 
-func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Result, error) {
+func (req *Request) check() error {
 	if err := blob.ValidateKey(req.Object); err != nil {
-		return nil, err
+		return err
 	}
 	if req.Offset < 0 || req.Length <= 0 {
-		return nil, fmt.Errorf("%w: offset %d length %d: offset must be 0 or more and length positive", ErrBadRequest, req.Offset, req.Length)
+		return fmt.Errorf("%w: offset %d length %d: offset must be 0 or more and length positive", ErrBadRequest, req.Offset, req.Length)
 	}
 	if req.Replicas < 0 || req.Replicas > MaxReplicas {
-		return nil, fmt.Errorf("%w: replicas %d: must be from 1 to %d", ErrBadRequest, req.Replicas, MaxReplicas)
+		return fmt.Errorf("%w: replicas %d: must be from 1 to %d", ErrBadRequest, req.Replicas, MaxReplicas)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL(), nil)
+	return nil
+}
+
+// do sends a GET for url and returns a 200 answer from the expected
+// identity; other answers are *Error.
+func (req *Request) do(ctx context.Context, hc *http.Client, what, url string) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %q from %s: %w", req.Object, req.Addr, err)
+		return nil, fmt.Errorf("%s %q from %s: %w", what, req.Object, req.Addr, err)
 	}
 	hreq.Header.Set(VersionHeader, placement.Version(req.Version).String())
 	resp, err := hc.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %q from %s: %w", req.Object, req.Addr, err)
+		return nil, fmt.Errorf("%s %q from %s: %w", what, req.Object, req.Addr, err)
 	}
-	defer resp.Body.Close()
+	if req.TLS && req.Node != "" {
+		id, err := pki.PeerIdentity(resp.TLS)
+		if err == nil {
+			err = pki.Expect{Roles: []pki.Role{pki.RoleWorker}, NodeID: req.Node}.Check(id)
+		}
+		if err != nil {
+			resp.Body.Close()
+			return nil, fmt.Errorf("%w: %s %q from %s: %w", ErrIdentity, what, req.Object, req.Addr, err)
+		}
+	}
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
 		return nil, answerError(req.Addr, resp)
 	}
+	return resp, nil
+}
+
+// FetchDigest asks the worker at req.Addr for the SHA-256 of req's range.
+// Any worker answers, owner or not.
+func FetchDigest(ctx context.Context, hc *http.Client, req Request) (*Digest, error) {
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	resp, err := req.do(ctx, hc, "digest of", req.DigestURL())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var d Digest
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<10)).Decode(&d); err != nil {
+		return nil, protocolErr(req, "digest answer: %v", err)
+	}
+	if d.Object != req.Object || d.Offset != req.Offset || d.Length != max(min(req.Length, d.ObjectSize-req.Offset), 0) || len(d.SHA256) != 64 {
+		return nil, protocolErr(req, "digest answer for %q offset %d length %d (object size %d, sha256 %q) does not match the request", d.Object, d.Offset, d.Length, d.ObjectSize, d.SHA256)
+	}
+	return &d, nil
+}
+
+func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Result, error) {
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	resp, err := req.do(ctx, hc, "fetch", req.URL())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
 	res := &Result{}
 	if v, err := placement.ParseVersion(resp.Header.Get(VersionHeader)); err == nil {
 		res.Version = uint64(v)

@@ -6,6 +6,10 @@ import "strconv"
 const (
 	// PathPrefix is the path of the objects; the key follows it.
 	PathPrefix = "/v1/objects/"
+	// DigestPrefix is the path of range digests: the SHA-256 of the bytes
+	// a read of the same range returns, answered by any worker (owner or
+	// not) as the second source a client checks data against.
+	DigestPrefix = "/v1/digests/"
 	// VersionHeader carries a PlacementVersion as 16 lowercase hex digits.
 	VersionHeader = "X-Talon-Placement-Version"
 	// ObjectSizeHeader carries the object's size in a 200 answer.
@@ -56,4 +60,13 @@ type ErrorBody struct {
 		Message          string `json:"message"`
 		PlacementVersion string `json:"placementVersion,omitempty"`
 	} `json:"error"`
+}
+
+// Digest is the JSON of a digest answer.
+type Digest struct {
+	Object     string `json:"object"`
+	Offset     int64  `json:"offset"`
+	Length     int64  `json:"length"` // bytes hashed: min(requested, objectSize-offset)
+	ObjectSize int64  `json:"objectSize"`
+	SHA256     string `json:"sha256"` // lowercase hex
 }

@@ -36,7 +36,8 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		m("internal/protocol"):              {m("internal/cluster"), "net", "encoding/binary"},
 		m("internal/placement"):             {m("internal/cluster"), "github.com/zeebo/xxh3"},
 		m("internal/cli/nodes"):             {m("internal/apiv1"), m("internal/cli/cmdutil"), "net/http"},
-		m("tui"):                            {m("internal/apiv1"), "github.com/charmbracelet/bubbletea"},
+		m("tui"):                            {m("internal/apiv1"), "charm.land/bubbletea/v2"},
+		m("cmd/talonctl"):                   {m("tui"), "charm.land/bubbletea/v2", "charm.land/lipgloss/v2"},
 		m("internal/client"):                {m("internal/protocol"), m("internal/datav1")},
 		m("internal/worker"):                {m("internal/client"), m("internal/protocol"), m("internal/datav1")},
 		m("internal/coordinator"):           {m("internal/state"), m("internal/protocol")},
@@ -54,6 +55,8 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/cli/nodes", m("internal/state/etcd"), "talonctl speaks only"},
 		{"tui", m("internal/admin"), "the TUI renders"},
 		{"internal/client", m("internal/worker/dataserver"), "links neither runtime"},
+		{"cmd/talonctl", "github.com/charmbracelet/bubbletea", "never queries the terminal"},
+		{"cmd/talonctl", "github.com/muesli/termenv", "never queries the terminal"},
 		{"internal/worker", m("internal/coordinator"), "only through coordinators"},
 		{"internal/coordinator", m("internal/testsupport"), "never links test support"},
 	}

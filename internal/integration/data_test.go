@@ -257,7 +257,7 @@ func TestCrashWhileLoading(t *testing.T) {
 	cacheDir, data, adminAddr := t.TempDir(), freeAddr(t), freeAddr(t)
 	args := []string{"worker", "--cluster-id", "it", "--node-id", "worker-1", "--listen", data, "--admin-listen", adminAddr,
 		"--coordinators", ctl, "--blob-store", srv.URL + "/blobs", "--cache-dir", cacheDir, "--cache-capacity", "64MiB", "--block-size", "1MiB"}
-	args = append(args, timingArgs...)
+	args = append(append(args, timingArgs...), insecureArgs...)
 	w := start(t, "worker-1", args...)
 	testsupport.WaitFor(t, 20*time.Second, "worker ready", func() bool { return ready(t, w) })
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,15 +60,28 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// handedOut holds the ports freeAddr returned in this test binary, so two
+// processes of one test never get the same one (a port closed by freeAddr
+// can be handed out again by the kernel at once).
+var handedOut sync.Map
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago and that no other freeAddr call of this run returned.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no fresh loopback port after 100 tries")
+	return ""
 }
 
 // proc is a talon process under test.
@@ -168,13 +182,17 @@ func live(t *testing.T, p *proc) bool {
 	return err == nil && h.Status == "ok"
 }
 
+// insecureArgs run a process without mutual TLS, for tests about other
+// things; tls_test.go runs clusters with it.
+var insecureArgs = []string{"--insecure-control-plane"}
+
 // timingArgs are short heartbeat settings for tests (whole-second TTL for etcd).
 var timingArgs = []string{"--heartbeat-interval", "300ms", "--unhealthy-after", "1500ms", "--lease-ttl", "3s", "--request-timeout", "1s", "--drain-delay", "0s", "--shutdown-timeout", "2s"}
 
 func coordinatorArgs(id, listen, admin string, extra ...string) []string {
 	args := []string{"coordinator", "--cluster-id", "it", "--node-id", id, "--listen", listen, "--admin-listen", admin, "--log-level", "debug"}
 	args = append(args, timingArgs...)
-	return append(args, extra...)
+	return append(args, withTLSDefault(extra)...)
 }
 
 func workerArgs(id, listen, admin string, coordinators []string, blobDir, cacheDir string, extra ...string) []string {
@@ -182,5 +200,40 @@ func workerArgs(id, listen, admin string, coordinators []string, blobDir, cacheD
 		"--coordinators", strings.Join(coordinators, ","), "--blob-store", "file://" + blobDir, "--cache-dir", cacheDir,
 		"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "debug"}
 	args = append(args, timingArgs...)
-	return append(args, extra...)
+	return append(args, withTLSDefault(extra)...)
+}
+
+// withTLSDefault adds insecureArgs unless extra configures TLS.
+func withTLSDefault(extra []string) []string {
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--tls-") || strings.HasPrefix(a, "--insecure-") {
+			return extra
+		}
+	}
+	return append(slices.Clip(extra), insecureArgs...)
+}
+
+// result is a talon command run to completion.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runTalon runs talon with args to completion (at most a minute).
+func runTalon(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, talon(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run talon %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }

@@ -27,3 +27,19 @@ func NewLimitCounter(reg prometheus.Registerer) (func(), error) {
 	}
 	return c.Inc, nil
 }
+
+// NewTimeoutCounter registers talon_worker_data_timeouts_total with reg
+// and returns a function suitable for Options.DataTimeout.
+func NewTimeoutCounter(reg prometheus.Registerer) (func(reason string), error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "talon_worker_data_timeouts_total",
+		Help: "Data connections ended by a timeout: read (idle-timeout, frame-timeout for a request header or TLS handshake) or write (write-timeout).",
+	}, []string{"reason"})
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	for _, r := range []string{"read", "write"} {
+		c.WithLabelValues(r)
+	}
+	return func(reason string) { c.WithLabelValues(reason).Inc() }, nil
+}

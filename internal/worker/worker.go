@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -63,6 +65,16 @@ type Options struct {
 	// LimitRefused, if set, is told each connection the data listener's
 	// connection cap closes at accept (for metrics).
 	LimitRefused func()
+	// DataTimeout, if set, is told each data connection closed by a
+	// timeout: "read" (idle, request header or TLS handshake) or "write"
+	// (a response not taken within the write timeout).
+	DataTimeout func(reason string)
+	// DataTLS, when set, serves the data listener over mutual TLS (see
+	// package pki); nil serves plain HTTP (insecure-control-plane).
+	DataTLS *tls.Config
+	// ControlTLS is the client configuration of the per-coordinator
+	// clients of Rotate (Client carries its own).
+	ControlTLS *tls.Config
 }
 
 // Readiness is the worker's readiness with reasons.
@@ -125,7 +137,7 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.Rotate {
 		for _, a := range opts.Coordinators {
-			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger})
+			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger, TLS: opts.ControlTLS})
 			if err != nil {
 				return nil, err
 			}
@@ -133,7 +145,12 @@ func New(opts Options) (*Worker, error) {
 		}
 	}
 	lim := opts.DataLimits.withDefaults()
-	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: opts.LimitRefused}
+	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: opts.LimitRefused, timeout: opts.DataTimeout}
+	if opts.DataTLS != nil {
+		// Outside the cap, so http.Server sees *tls.Conn: it bounds the
+		// handshake by the header timeout and fills Request.TLS.
+		w.dataLn = tls.NewListener(w.dataLn, opts.DataTLS)
+	}
 	w.server = &http.Server{
 		Handler: opts.DataHandler,
 		// A new connection gets FrameTimeout for its request headers, an
@@ -470,6 +487,7 @@ type limitListener struct {
 	max     int64
 	open    atomic.Int64
 	refused func()
+	timeout func(reason string)
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -486,18 +504,59 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
-		return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+		return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }, timeout: l.timeout}, nil
 	}
 }
 
-// limitedConn gives its slot back once, on the first Close.
+// limitedConn gives its slot back once, on the first Close, and reports
+// the first deadline that ends a read or a write.
 type limitedConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	timeout func(reason string)
+	// readDeadline is the last read deadline set (Unix ns): net/http also
+	// sets one in the past to stop a background read, which is no timeout.
+	readDeadline atomic.Int64
+	reported     atomic.Bool
 }
+
+// aborted is before any real deadline: net/http's "a long time ago".
+var aborted = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
 func (c *limitedConn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
+}
+
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	c.readDeadline.Store(t.UnixNano())
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	c.readDeadline.Store(t.UnixNano())
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.readDeadline.Load() > aborted {
+		c.report("read")
+	}
+	return n, err
+}
+
+func (c *limitedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.report("write")
+	}
+	return n, err
+}
+
+func (c *limitedConn) report(reason string) {
+	if c.timeout != nil && c.reported.CompareAndSwap(false, true) {
+		c.timeout(reason)
+	}
 }

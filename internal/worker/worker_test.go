@@ -297,10 +297,15 @@ func TestDegradedSurvivesFailedHeartbeats(t *testing.T) {
 func TestDataPortLimits(t *testing.T) {
 	store := memory.New(memory.Options{})
 	a := runCoordinator(t, store, "coord-a")
-	var refused atomic.Int64
+	var refused, readTimeouts atomic.Int64
 	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
 		o.DataLimits = worker.DataLimits{MaxConnections: 4, FrameTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
 		o.LimitRefused = func() { refused.Add(1) }
+		o.DataTimeout = func(reason string) {
+			if reason == "read" {
+				readTimeouts.Add(1)
+			}
+		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -338,6 +343,9 @@ func TestDataPortLimits(t *testing.T) {
 		}
 		nc.Close()
 	}
+	// The half-sent headers hit the frame timeout, the silent ones the
+	// header timeout too: four read timeouts, each counted once.
+	testsupport.WaitFor(t, 5*time.Second, "read timeouts counted", func() bool { return readTimeouts.Load() == 4 })
 	cancel()
 	<-done
 }

@@ -6,9 +6,10 @@
 // The file holds no secrets: a context names a token file, never a token.
 // Relative file names in a context are relative to the directory of the
 // configuration file. Unknown keys are errors, so a typo cannot silently
-// drop a setting. Save rewrites only current-context, keeping the rest of
-// the document (comments included), and replaces the file atomically with
-// mode 0600.
+// drop a setting. SetContext, DeleteContext and RenameContext edit the
+// parsed document and validate the result; Save writes it back, keeping
+// everything not edited (comments included), and replaces the file
+// atomically with mode 0600.
 package cliconfig
 
 import (
@@ -80,31 +81,40 @@ type Context struct {
 // Load reads and validates the file at path. A missing file is not an
 // error: it yields an empty File whose Exists is false.
 func Load(path string) (*File, error) {
-	f := &File{path: path}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return f, nil
+		return &File{path: path}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
+	f, err := parse(path, b)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
 	f.exists = true
+	return f, nil
+}
+
+// parse decodes and validates the document b of the file at path.
+func parse(path string, b []byte) (*File, error) {
+	f := &File{path: path}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true) // a typo must not silently drop a setting
 	if err := dec.Decode(f); err != nil {
 		if errors.Is(err, io.EOF) {
 			return f, nil // empty file
 		}
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, err
 	}
-	// The document as written, so that Save changes only current-context.
+	// The document as written, so that Save changes only what was edited.
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, err
 	}
 	f.doc = &doc
 	if err := f.validate(); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, err
 	}
 	dir := filepath.Dir(path)
 	for i := range f.Contexts {
@@ -194,11 +204,26 @@ func (f *File) SetCurrentContext(name string) error {
 	return nil
 }
 
-// Save writes current-context into the file atomically (a temporary file
-// in the same directory, synced and renamed over it) with mode 0600,
-// creating the directory with mode 0700 when needed. Everything else in
-// the document is kept as it was read.
+// Save writes the file atomically (a temporary file in the same
+// directory, synced and renamed over it) with mode 0600, creating the
+// directory with mode 0700 when needed. Only what was changed (current-
+// context, and the contexts SetContext, DeleteContext and RenameContext
+// edited) is rewritten; the rest of the document, comments included, is
+// kept as it was read.
 func (f *File) Save() error {
+	out, err := f.encode()
+	if err != nil {
+		return fmt.Errorf("config file %s: encoding: %w", f.path, err)
+	}
+	if err := WriteFileAtomic(f.path, out); err != nil {
+		return fmt.Errorf("config file %s: %w", f.path, err)
+	}
+	f.exists = true
+	return nil
+}
+
+// encode renders the document with current-context set.
+func (f *File) encode() ([]byte, error) {
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
@@ -212,14 +237,221 @@ func (f *File) Save() error {
 	if err == nil {
 		err = enc.Close()
 	}
+	return out.Bytes(), err
+}
+
+// ContextSettings are the settings SetContext changes; nil fields are
+// left as they are.
+type ContextSettings struct {
+	Servers               []string
+	TokenFile             *string
+	CAFile                *string
+	InsecureSkipTLSVerify *bool
+	Timeout               *string
+}
+
+// SetContext creates the context name, or changes the given settings of
+// it, and reports whether it was created. A new context needs servers.
+// The result is validated as Load validates a file; on error the file is
+// unchanged.
+func (f *File) SetContext(name string, s ContextSettings) (created bool, err error) {
+	if strings.TrimSpace(name) == "" {
+		return false, fmt.Errorf("context name %q: must not be empty", name)
+	}
+	doc := f.editableDoc()
+	item := f.contextNode(doc, name)
+	if item == nil {
+		if len(s.Servers) == 0 {
+			return false, fmt.Errorf("context %q does not exist: --server is required to create it", name)
+		}
+		item = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		setKey(item, "name", name)
+		seq := contextsNode(doc.Content[0], true)
+		seq.Content = append(seq.Content, item)
+		created = true
+	}
+	if s.Servers != nil {
+		list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		for _, srv := range s.Servers {
+			list.Content = append(list.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: srv})
+		}
+		setNode(item, "servers", list)
+	}
+	setOrDelete(item, "token-file", s.TokenFile)
+	setOrDelete(item, "ca-file", s.CAFile)
+	setOrDelete(item, "timeout", s.Timeout)
+	if s.InsecureSkipTLSVerify != nil {
+		if *s.InsecureSkipTLSVerify {
+			setNode(item, "insecure-skip-tls-verify", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		} else {
+			deleteKey(item, "insecure-skip-tls-verify")
+		}
+	}
+	return created, f.reparse(doc)
+}
+
+// DeleteContext removes the context name; when it was the current
+// context, current-context is cleared and wasCurrent is true.
+func (f *File) DeleteContext(name string) (wasCurrent bool, err error) {
+	if _, ok := f.Context(name); !ok {
+		return false, f.UndefinedError(name)
+	}
+	doc := f.editableDoc()
+	seq := contextsNode(doc.Content[0], false)
+	seq.Content = slicesDeleteNode(seq.Content, f.contextNode(doc, name))
+	if f.CurrentContext == name {
+		wasCurrent = true
+		setKey(doc.Content[0], "current-context", "")
+	}
+	return wasCurrent, f.reparse(doc)
+}
+
+// RenameContext renames the context old to new, which must not exist;
+// current-context follows.
+func (f *File) RenameContext(old, new string) error {
+	if _, ok := f.Context(old); !ok {
+		return f.UndefinedError(old)
+	}
+	if strings.TrimSpace(new) == "" {
+		return fmt.Errorf("new name %q: must not be empty", new)
+	}
+	if _, ok := f.Context(new); ok {
+		return fmt.Errorf("new name %q: a context of that name already exists in %s", new, f.path)
+	}
+	doc := f.editableDoc()
+	setKey(f.contextNode(doc, old), "name", new)
+	if f.CurrentContext == old {
+		setKey(doc.Content[0], "current-context", new)
+	}
+	return f.reparse(doc)
+}
+
+// editableDoc returns a deep copy of the document (an empty mapping when
+// there is none) with current-context set, for an edit that may fail.
+func (f *File) editableDoc() *yaml.Node {
+	if f.doc == nil || len(f.doc.Content) == 0 {
+		doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+		if f.CurrentContext != "" {
+			setKey(doc.Content[0], "current-context", f.CurrentContext)
+		}
+		return doc
+	}
+	doc := deepCopy(f.doc)
+	setKey(doc.Content[0], "current-context", f.CurrentContext)
+	return doc
+}
+
+// reparse validates doc as a file and, when valid, makes it the file's.
+func (f *File) reparse(doc *yaml.Node) error {
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	nf, err := parse(f.path, out.Bytes())
 	if err != nil {
-		return fmt.Errorf("config file %s: encoding: %w", f.path, err)
+		return err
 	}
-	if err := WriteFileAtomic(f.path, out.Bytes()); err != nil {
-		return fmt.Errorf("config file %s: %w", f.path, err)
-	}
-	f.exists = true
+	nf.exists = f.exists
+	*f = *nf
 	return nil
+}
+
+// contextNode returns the mapping of context name in doc, or nil.
+func (f *File) contextNode(doc *yaml.Node, name string) *yaml.Node {
+	seq := contextsNode(doc.Content[0], false)
+	if seq == nil {
+		return nil
+	}
+	for _, it := range seq.Content {
+		if v := valueOf(it, "name"); v != nil && v.Value == name {
+			return it
+		}
+	}
+	return nil
+}
+
+// contextsNode returns the contexts sequence of the top mapping m,
+// creating it when create is set.
+func contextsNode(m *yaml.Node, create bool) *yaml.Node {
+	if v := valueOf(m, "contexts"); v != nil {
+		if v.Kind != yaml.SequenceNode {
+			*v = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		}
+		return v
+	}
+	if !create {
+		return nil
+	}
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	setNode(m, "contexts", seq)
+	return seq
+}
+
+// valueOf returns the value node of key in mapping m, or nil.
+func valueOf(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// setNode sets key to v in mapping m, appending it when absent.
+func setNode(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+}
+
+// setOrDelete sets key to *v, deletes it when *v is empty, and leaves it
+// when v is nil.
+func setOrDelete(m *yaml.Node, key string, v *string) {
+	switch {
+	case v == nil:
+	case *v == "":
+		deleteKey(m, key)
+	default:
+		setKey(m, key, *v)
+	}
+}
+
+// deleteKey removes key from mapping m.
+func deleteKey(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return
+		}
+	}
+}
+
+func slicesDeleteNode(nodes []*yaml.Node, n *yaml.Node) []*yaml.Node {
+	return slices.DeleteFunc(nodes, func(x *yaml.Node) bool { return x == n })
+}
+
+func deepCopy(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, ch := range n.Content {
+		c.Content[i] = deepCopy(ch)
+	}
+	return &c
 }
 
 // setKey sets key to a string value in a mapping node, appending the key

@@ -217,3 +217,66 @@ func TestSaveNewFile(t *testing.T) {
 		t.Errorf("new file = %q", b)
 	}
 }
+
+// TestEditKeepsDocument edits contexts of a commented file: the edits land,
+// everything else (comments, relative names) is kept, and an edit that
+// would make the file invalid changes nothing.
+func TestEditKeepsDocument(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, `# my contexts
+current-context: dev
+contexts:
+  - name: dev # the laptop
+    servers: [http://127.0.0.1:7401]
+    token-file: dev-token # relative
+  - name: old
+    servers: [http://old:7401]
+`)
+	f, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := "/abs/token"
+	if created, err := f.SetContext("prod", ContextSettings{Servers: []string{"https://a:7401"}, TokenFile: &tf}); err != nil || !created {
+		t.Fatalf("SetContext prod: %v, created %v", err, created)
+	}
+	timeout := "3s"
+	if created, err := f.SetContext("dev", ContextSettings{Timeout: &timeout}); err != nil || created {
+		t.Fatalf("SetContext dev: %v, created %v", err, created)
+	}
+	if err := f.RenameContext("dev", "laptop"); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := f.DeleteContext("old"); err != nil || cur {
+		t.Fatalf("DeleteContext old: %v, was current %v", err, cur)
+	}
+	insecure := true
+	if _, err := f.SetContext("prod", ContextSettings{InsecureSkipTLSVerify: &insecure, CAFile: &tf}); err == nil ||
+		!strings.Contains(err.Error(), "ca-file and insecure-skip-tls-verify: set at most one") {
+		t.Fatalf("invalid edit: %v", err)
+	}
+	if err := f.Save(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	for _, want := range []string{"# my contexts", "current-context: laptop", "name: laptop # the laptop", "token-file: dev-token # relative", "timeout: 3s", "name: prod", "token-file: /abs/token"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("file lacks %q:\n%s", want, b)
+		}
+	}
+	for _, gone := range []string{"old", "insecure"} {
+		if strings.Contains(string(b), gone) {
+			t.Errorf("file still has %q:\n%s", gone, b)
+		}
+	}
+	g, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(g.Names(), ",") != "laptop,prod" || g.CurrentContext != "laptop" {
+		t.Fatalf("reloaded: %v, current %q", g.Names(), g.CurrentContext)
+	}
+	if c, _ := g.Context("laptop"); c.TokenFile != filepath.Join(dir, "dev-token") || c.TimeoutDuration != 3*time.Second {
+		t.Fatalf("laptop: %+v", c)
+	}
+}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/muesli/termenv"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/pflag"
 
 	"github.com/talonhq/talon/internal/apiv1"
@@ -237,15 +237,6 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("Duration(%s) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
-	bytes := []struct {
-		n    uint64
-		want string
-	}{{0, "0 B"}, {1023, "1023 B"}, {1536, "1.5 KiB"}, {8 << 30, "8.0 GiB"}, {13 << 29, "6.5 GiB"}, {1 << 50, "1.0 PiB"}}
-	for _, tt := range bytes {
-		if got := Bytes(tt.n); got != tt.want {
-			t.Errorf("Bytes(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
 	ts := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	if got := Timestamp(ts.UnixMilli()); got != "2026-11-01T10:00:00Z" {
 		t.Errorf("Timestamp = %q", got)
@@ -259,7 +250,7 @@ func TestFormatting(t *testing.T) {
 }
 
 func TestTableAlignsColouredCells(t *testing.T) {
-	s := IOStreams{StdoutTTY: true, ColorProfile: termenv.ANSI}
+	s := IOStreams{StdoutTTY: true, ColorProfile: colorprofile.ANSI}
 	cs := s.ColorScheme()
 	tab := NewTable("NAME", "HEALTH", "X")
 	tab.AddRow("a", cs.Health("healthy"), "1")
@@ -269,8 +260,8 @@ func TestTableAlignsColouredCells(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "NAME     HEALTH      X\n" +
-		"a        \x1b[32mhealthy\x1b[0m     1\n" +
-		"bbbbbb   \x1b[31munhealthy\x1b[0m   2\n"
+		"a        \x1b[32mhealthy\x1b[m     1\n" +
+		"bbbbbb   \x1b[31munhealthy\x1b[m   2\n"
 	if b.String() != want {
 		t.Fatalf("table =\n%q\nwant\n%q", b.String(), want)
 	}
@@ -289,10 +280,10 @@ func TestColorEnabled(t *testing.T) {
 		s    IOStreams
 		want bool
 	}{
-		{"tty", IOStreams{StdoutTTY: true, ColorProfile: termenv.ANSI256}, true},
-		{"piped", IOStreams{StdoutTTY: false, ColorProfile: termenv.ANSI256}, false},
-		{"NO_COLOR", IOStreams{StdoutTTY: true, NoColor: true, ColorProfile: termenv.ANSI256}, false},
-		{"no colours", IOStreams{StdoutTTY: true, ColorProfile: termenv.Ascii}, false},
+		{"tty", IOStreams{StdoutTTY: true, ColorProfile: colorprofile.ANSI256}, true},
+		{"piped", IOStreams{StdoutTTY: false, ColorProfile: colorprofile.ANSI256}, false},
+		{"NO_COLOR", IOStreams{StdoutTTY: true, NoColor: true, ColorProfile: colorprofile.ANSI256}, false},
+		{"no colours", IOStreams{StdoutTTY: true, ColorProfile: colorprofile.Ascii}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,5 +302,55 @@ func TestGetenvLastWins(t *testing.T) {
 	f := &Factory{Environ: []string{"A=1", "B=x=y", "A=2"}}
 	if f.Getenv("A") != "2" || f.Getenv("B") != "x=y" || f.Getenv("C") != "" {
 		t.Fatalf("Getenv: A=%q B=%q C=%q", f.Getenv("A"), f.Getenv("B"), f.Getenv("C"))
+	}
+}
+
+// TestHintWrongAddress checks the hints for answers that only a wrong
+// address gives; the real servers' answers are in the cli package's
+// TestMessages goldens.
+func TestHintWrongAddress(t *testing.T) {
+	notReady := &apiv1.APIError{Server: "http://c:7401", HTTPStatus: http.StatusServiceUnavailable, Code: apiv1.CodeNotReady,
+		Message: "no current cluster snapshot: the shared store could not be read in time (failing closed); retry, or add allowStale=true for the last good snapshot marked stale"}
+	tests := []struct {
+		name       string
+		err        error
+		allowStale bool
+		want       string
+	}{
+		{"data address", &apiv1.APIError{Server: "http://w:7500", HTTPStatus: http.StatusNotFound, Code: "unknown_path",
+			Message: `no resource at "/api/v1/nodes": objects are under /v1/objects/`}, false, "http://w:7500 is a worker's data address; talonctl talks to a coordinator's admin address"},
+		{"worker admin address", &apiv1.APIError{Server: "http://w:7501", HTTPStatus: http.StatusNotFound, Code: apiv1.CodeNotFound,
+			Message: `no resource at "/api/v1/nodes" on this worker`}, false, "http://w:7501 is a worker's admin address, which serves no /api/v1"},
+		{"node not found", &apiv1.APIError{Server: "http://c:7401", HTTPStatus: http.StatusNotFound, Code: apiv1.CodeNotFound,
+			Message: `node "w-9" is not in cluster "test"`}, false, ""},
+		{"503 without --allow-stale", notReady, false, "rerun with --allow-stale"},
+		{"503 with --allow-stale", notReady, true, "--allow-stale was given, but this coordinator has no last good snapshot either"},
+		{"tls to plain", fmt.Errorf("%w: x: tls: first record does not look like a TLS handshake", apiv1.ErrUnavailable), false, "use an http:// URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Hint(tt.err, tt.allowStale)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("Hint = %q, want it to contain %q", got, tt.want)
+			}
+		})
+	}
+	if m := Message(notReady); strings.Contains(m, "allowStale") || !strings.HasSuffix(m, "(failing closed)") {
+		t.Errorf("Message = %q, want the API's parameter advice left out", m)
+	}
+}
+
+func TestLevenshtein(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"", "abc", 3}, {"abc", "", 3}, {"list", "list", 0},
+		{"lst", "list", 1}, {"sever", "server", 1}, {"gte", "get", 2}, {"kitten", "sitting", 3},
+	}
+	for _, tt := range tests {
+		if got := Levenshtein(tt.a, tt.b); got != tt.want {
+			t.Errorf("Levenshtein(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
 	}
 }

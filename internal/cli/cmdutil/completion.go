@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/cli/cliconfig"
 )
 
 // CompletionTimeout bounds the API calls of one dynamic completion, so a
@@ -41,14 +40,14 @@ func completionNodes(f *Factory, cmd *cobra.Command) []apiv1.Node {
 	return list.Items
 }
 
-// CompleteNodeIDs completes a command's single NODE_ID argument with the
-// IDs of the live nodes, described by role and health.
+// CompleteNodeIDs completes NODE_ID arguments with the live nodes' IDs,
+// leaving out those already given.
 func CompleteNodeIDs(f *Factory) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
 		seen := map[string]bool{}
+		for _, a := range args {
+			seen[a] = true
+		}
 		var out []cobra.Completion
 		for _, n := range completionNodes(f, cmd) {
 			if seen[n.NodeID] || !strings.HasPrefix(n.NodeID, toComplete) {
@@ -80,11 +79,7 @@ func CompleteLabels(f *Factory) cobra.CompletionFunc {
 // CompleteContexts completes a context name from the configuration file.
 func CompleteContexts(f *Factory) cobra.CompletionFunc {
 	return func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		path, err := cliconfig.Path(f.Getenv)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		file, err := cliconfig.Load(path)
+		file, err := f.ConfigFile()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -110,8 +105,19 @@ func ExactArgs(n int, names ...string) cobra.PositionalArgs {
 	}
 }
 
+// MinimumArgs requires at least n arguments, named in the error (exit 2).
+func MinimumArgs(n int, name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return UsageErrorf("%s takes at least %d argument(s) (%s...), got %d", cmd.CommandPath(), n, name, len(args))
+		}
+		return nil
+	}
+}
+
 // NewGroup returns a noun command that only holds verbs: without a verb it
-// prints its help, with an unknown one it fails with a usage error.
+// prints its help, with an unknown one it fails with a usage error that
+// suggests the nearest verbs.
 func NewGroup(use, short, long string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
@@ -119,7 +125,7 @@ func NewGroup(use, short, long string) *cobra.Command {
 		Long:  long,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return UsageErrorf("unknown command %q for %q", args[0], cmd.CommandPath())
+				return UnknownCommandError(cmd, args[0])
 			}
 			return nil
 		},

@@ -28,6 +28,7 @@ const (
 	EnvServer  = "TALONCTL_SERVER"  // comma-separated admin URLs
 	EnvToken   = "TALONCTL_TOKEN"   // bearer token
 	EnvContext = "TALONCTL_CONTEXT" // context name
+	EnvConfig  = "TALONCTL_CONFIG"  // configuration file
 )
 
 // Flag names of the connection flags.
@@ -39,6 +40,7 @@ const (
 	FlagInsecure  = "insecure-skip-tls-verify"
 	FlagTimeout   = "timeout"
 	FlagContext   = "context"
+	FlagConfig    = "talonconfig"
 )
 
 // ConnFlags are the values of the global connection flags as parsed.
@@ -51,6 +53,8 @@ type ConnFlags struct {
 	Insecure  bool
 	Timeout   time.Duration
 	Context   string
+	// ConfigFile is --talonconfig: the configuration file to use.
+	ConfigFile string
 
 	fs *pflag.FlagSet // where the flags live, to tell given from default
 }
@@ -66,6 +70,21 @@ func (c *ConnFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Insecure, FlagInsecure, false, "do not verify the servers' TLS certificates (insecure)")
 	fs.DurationVar(&c.Timeout, FlagTimeout, DefaultTimeout, "bound one request to one server")
 	fs.StringVar(&c.Context, FlagContext, "", "use the context `NAME` of the config file (env "+EnvContext+")")
+	fs.StringVar(&c.ConfigFile, FlagConfig, "", "use the configuration `FILE` instead of $XDG_CONFIG_HOME/talon/talonctl.yaml (env "+EnvConfig+")")
+}
+
+// ConfigPath returns the configuration file to use: --talonconfig, else
+// TALONCTL_CONFIG, else cliconfig.Path.
+func (c *ConnFlags) ConfigPath(getenv func(string) string) (string, error) {
+	switch {
+	case c.ConfigFile != "":
+		return c.ConfigFile, nil
+	case c.changed(FlagConfig):
+		return "", UsageErrorf("--%s: must not be empty", FlagConfig)
+	case getenv(EnvConfig) != "":
+		return getenv(EnvConfig), nil
+	}
+	return cliconfig.Path(getenv)
 }
 
 func (c *ConnFlags) changed(name string) bool {
@@ -137,7 +156,11 @@ func (c *ConnFlags) contextOverride(getenv func(string) string) (name, source st
 // is that of the first setting in the order context, servers, token, TLS,
 // timeout.
 func (c *ConnFlags) resolve(getenv func(string) string) (*Connection, error) {
-	path, perr := cliconfig.Path(getenv)
+	path, perr := c.ConfigPath(getenv)
+	var ee *ExitError
+	if errors.As(perr, &ee) {
+		return nil, perr
+	}
 	conn := &Connection{ConfigPath: path}
 	cctx, err := c.pickContext(getenv, path, perr)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/talonhq/talon/internal/apiv1"
@@ -31,6 +33,9 @@ const ExitCodesHelp = `Exit codes:
 type ExitError struct {
 	Code int
 	Err  error
+	// Hint, when set, is printed after the error instead of Hint's
+	// general advice ("did you mean ...?").
+	Hint string
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -80,22 +85,68 @@ func ExitCode(err error) int {
 	return ExitFailure
 }
 
+// staleAdvice is the API's own advice in a 503 not_ready message: it names
+// the query parameter, which talonctl users set with --allow-stale.
+var staleAdvice = regexp.MustCompile(`; retry, or add allowStale=true[^;\n]*`)
+
+// Message returns the text talonctl prints for err: the error, with the
+// API's advice to add the allowStale=true parameter left out (Hint gives
+// the advice in terms of the command line).
+func Message(err error) string {
+	return staleAdvice.ReplaceAllString(err.Error(), "")
+}
+
+// adminAddress says where talonctl must point, for the wrong-address hints.
+const adminAddress = "talonctl talks to a coordinator's admin address (" + DefaultServer + " by default, the admin-addr of the coordinator's configuration)"
+
+// UsageHint is Hint's answer for a usage error.
+const UsageHint = "run with --help for usage"
+
 // Hint returns a short suggestion for an error, or "" when there is none.
-func Hint(err error) string {
+// allowStale says whether --allow-stale was given, which changes the
+// advice on a 503.
+func Hint(err error, allowStale bool) string {
 	var ee *ExitError
-	if errors.As(err, &ee) && ee.Code == ExitUsage {
-		return "run with --help for usage"
+	if errors.As(err, &ee) && ee.Hint != "" {
+		return ee.Hint
 	}
+	if errors.As(err, &ee) && ee.Code == ExitUsage {
+		return UsageHint
+	}
+	var ae *apiv1.APIError
+	isAPI := errors.As(err, &ae)
 	switch {
 	case errors.Is(err, apiv1.ErrUnauthorized):
 		return "check --token, --token-file, TALONCTL_TOKEN or the context's token-file"
-	case errors.Is(err, apiv1.ErrUnavailable):
-		var ae *apiv1.APIError
-		if !errors.As(err, &ae) {
-			return "no server answered: check --server, TALONCTL_SERVER or the context's servers"
+	case isAPI && ae.Code == datav1CodeUnknownPath:
+		return ae.Server + " is a worker's data address; " + adminAddress
+	case isAPI && ae.HTTPStatus == http.StatusNotFound && strings.HasPrefix(ae.Message, "no resource at ") && strings.HasSuffix(ae.Message, " on this worker"):
+		return ae.Server + " is a worker's admin address, which serves no /api/v1; " + adminAddress
+	case isAPI && ae.HTTPStatus == http.StatusBadRequest && strings.Contains(ae.Message, "HTTP request to an HTTPS server"):
+		return ae.Server + " is served over https: use " + strings.Replace(ae.Server, "http://", "https://", 1) + " (with --ca-file or --insecure-skip-tls-verify if its certificate is not trusted)"
+	case isAPI && ae.Code == apiv1.CodeNotReady:
+		if allowStale {
+			return "--allow-stale was given, but this coordinator has no last good snapshot either (it has not read the store since it started): check the store, or ask another coordinator"
 		}
+		return "rerun with --allow-stale to see the coordinator's last good snapshot, marked stale"
+	case errors.Is(err, apiv1.ErrUnavailable) && !isAPI:
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+			return "the server speaks plain http, not https: use an http:// URL in --server"
+		case strings.Contains(msg, ": EOF") || strings.Contains(msg, "malformed HTTP response"):
+			return "the server closed the connection without an HTTP answer: is that a control address (port 7400 by default) or a worker's data address? " + adminAddress
+		case strings.Contains(msg, "tls: first record does not look like a TLS handshake"):
+			return "the server does not speak https there: use an http:// URL in --server, or check the port"
+		}
+		return "no server answered: check --server, TALONCTL_SERVER or the context's servers"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "raise --timeout or check the --server addresses"
 	}
 	return ""
 }
+
+// datav1CodeUnknownPath is the data path's code for a path it does not
+// serve (datav1.CodeUnknownPath; talonctl does not import the data-path
+// package).
+const datav1CodeUnknownPath = "unknown_path"

@@ -1,10 +1,10 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
@@ -31,20 +31,14 @@ type Factory struct {
 // System returns the factory of the real process.
 func System() *Factory {
 	f := &Factory{Environ: os.Environ(), Clock: time.Now}
-	f.IO = SystemIO(f.Getenv)
+	f.IO = SystemIO(f.Environ)
 	return f
 }
 
 // Getenv returns the value of the environment variable key from Environ
 // (the last one wins, like os.Getenv), or "".
 func (f *Factory) Getenv(key string) string {
-	v := ""
-	for _, kv := range f.Environ {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
+	return lookupEnv(f.Environ, key)
 }
 
 // Now returns the clock's time.
@@ -91,11 +85,16 @@ func (f *Factory) Close() {
 	f.transports = nil
 }
 
-// ConfigFile loads the configuration file (an empty one when it does not
-// exist).
+// ConfigFile loads the configuration file: --talonconfig, else
+// TALONCTL_CONFIG, else $XDG_CONFIG_HOME/talon/talonctl.yaml (an empty one
+// when it does not exist).
 func (f *Factory) ConfigFile() (*cliconfig.File, error) {
-	path, err := cliconfig.Path(f.Getenv)
+	path, err := f.Conn.ConfigPath(f.Getenv)
 	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	return cliconfig.Load(path)

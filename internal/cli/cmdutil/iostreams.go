@@ -3,9 +3,10 @@ package cmdutil
 import (
 	"io"
 	"os"
+	"strings"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
 	"golang.org/x/term"
 )
 
@@ -21,29 +22,36 @@ type IOStreams struct {
 	StdoutTTY bool
 	// NoColor turns colour off even on a terminal (NO_COLOR is set).
 	NoColor bool
-	// ColorProfile is the terminal's colour capability when colour is on;
-	// the zero value (termenv.TrueColor) is what tests force for goldens.
-	ColorProfile termenv.Profile
+	// ColorProfile is the terminal's colour capability, read from the
+	// environment (TERM, COLORTERM, NO_COLOR, CLICOLOR), never by asking the
+	// terminal; the zero value (Unknown) has no colour.
+	ColorProfile colorprofile.Profile
 }
 
 // SystemIO returns the process's streams with the terminal detected from
-// stdout and NO_COLOR read from getenv.
-func SystemIO(getenv func(string) string) IOStreams {
+// stdout and the colour profile from environ. It sends nothing to the
+// terminal: a terminal that never answers a query costs no time.
+func SystemIO(environ []string) IOStreams {
 	s := IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	s.StdoutTTY = term.IsTerminal(int(os.Stdout.Fd()))
-	s.NoColor = getenv("NO_COLOR") != ""
+	s.NoColor = lookupEnv(environ, "NO_COLOR") != ""
+	s.ColorProfile = colorprofile.Ascii
 	if s.StdoutTTY && !s.NoColor {
-		s.ColorProfile = termenv.NewOutput(os.Stdout, termenv.WithEnvironment(envFunc(getenv))).EnvColorProfile()
-	} else {
-		s.ColorProfile = termenv.Ascii
+		s.ColorProfile = colorprofile.Detect(os.Stdout, environ)
 	}
 	return s
 }
 
-type envFunc func(string) string
-
-func (f envFunc) Environ() []string      { return nil }
-func (f envFunc) Getenv(k string) string { return f(k) }
+// lookupEnv returns the value of key in environ (the last one wins), or "".
+func lookupEnv(environ []string, key string) string {
+	v := ""
+	for _, kv := range environ {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
 
 // IsStdoutTTY reports whether Out is a terminal.
 func (s *IOStreams) IsStdoutTTY() bool { return s.StdoutTTY }
@@ -51,7 +59,7 @@ func (s *IOStreams) IsStdoutTTY() bool { return s.StdoutTTY }
 // ColorEnabled reports whether output may be coloured: Out is a terminal,
 // NO_COLOR is not set and the terminal has colours.
 func (s *IOStreams) ColorEnabled() bool {
-	return s.StdoutTTY && !s.NoColor && s.ColorProfile != termenv.Ascii
+	return s.StdoutTTY && !s.NoColor && s.ColorProfile >= colorprofile.ANSI
 }
 
 // ColorScheme returns the colours of Out: every method is the identity
@@ -60,25 +68,23 @@ func (s *IOStreams) ColorScheme() *ColorScheme {
 	if !s.ColorEnabled() {
 		return &ColorScheme{}
 	}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(s.ColorProfile)
-	return &ColorScheme{r: r}
+	return &ColorScheme{on: true}
 }
 
-// ColorScheme colours strings for one output stream. A nil renderer means
-// no colour.
+// ColorScheme colours strings for one output stream. It uses only the 16
+// basic colours, which every profile from ANSI up shows as they are.
 type ColorScheme struct {
-	r *lipgloss.Renderer
+	on bool
 }
 
 // Enabled reports whether the scheme colours at all.
-func (c *ColorScheme) Enabled() bool { return c.r != nil }
+func (c *ColorScheme) Enabled() bool { return c.on }
 
 func (c *ColorScheme) fg(color, s string) string {
-	if c.r == nil || s == "" {
+	if !c.on || s == "" {
 		return s
 	}
-	return c.r.NewStyle().Foreground(lipgloss.Color(color)).Render(s)
+	return lipgloss.NewStyle().Foreground(lipgloss.Color(color)).Render(s)
 }
 
 // Green colours s green.
@@ -95,10 +101,10 @@ func (c *ColorScheme) Gray(s string) string { return c.fg("8", s) }
 
 // Bold makes s bold.
 func (c *ColorScheme) Bold(s string) string {
-	if c.r == nil || s == "" {
+	if !c.on || s == "" {
 		return s
 	}
-	return c.r.NewStyle().Bold(true).Render(s)
+	return lipgloss.NewStyle().Bold(true).Render(s)
 }
 
 // Health colours a health word: healthy green, degraded yellow, unhealthy

@@ -148,20 +148,6 @@ func Timestamp(unixMs int64) string {
 	return t.Format("2006-01-02T15:04:05.000Z07:00")
 }
 
-// Bytes renders a byte count in IEC units: 0 B, 512 B, 1.5 KiB, 8.0 GiB.
-func Bytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // WarnStale tells ErrOut when an answer was built from a coordinator's last
 // good snapshot (requested with --allow-stale) instead of a current one.
 func WarnStale(s *IOStreams, m apiv1.Meta) {

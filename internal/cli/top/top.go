@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -16,9 +15,8 @@ import (
 	"sync"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -43,7 +41,10 @@ type TopOptions struct {
 	IO         *cmdutil.IOStreams
 	Connection func() (*cmdutil.Connection, error)
 	Getenv     func(string) string
-	Now        func() time.Time
+	// Environ is the process environment the program reads (TERM); nil
+	// is the real one.
+	Environ []string
+	Now     func() time.Time
 
 	Refresh        time.Duration
 	UnhealthyAfter time.Duration
@@ -58,7 +59,7 @@ type TopOptions struct {
 
 // NewCmdTop returns the command; runF replaces its run function in tests.
 func NewCmdTop(f *cmdutil.Factory, runF func(*TopOptions) error) *cobra.Command {
-	opts := &TopOptions{IO: &f.IO, Connection: f.Connection, Getenv: f.Getenv, Now: f.Now}
+	opts := &TopOptions{IO: &f.IO, Connection: f.Connection, Getenv: f.Getenv, Environ: f.Environ, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "top",
 		Short: "Watch the cluster live: nodes, health, heartbeats and cache rates",
@@ -77,9 +78,15 @@ goes when fresh data arrives. A row whose heartbeat is older than the
 cluster's unhealthy-after time is marked with ! even while the snapshot is
 fresh.
 
+On a narrow terminal the columns that do not fit leave in this order:
+ADDRESS, VERSION, HB AGE, READY, then the rates and capacity last; the
+footer counts the hidden ones, and left and right (h, l) scroll through them
+with ROLE and NODE pinned. Sizes, rates and hit ratios are formatted as in
+talonctl nodes list.
+
 Keys: / filter, s and S sort column, o reverse order, c and w show or hide
-coordinators and workers, u problem nodes only, enter node detail, r refresh
-now, ? all keys, q quit.
+coordinators and workers, u problem nodes only, enter node detail, left and
+right scroll columns, r refresh now, ? all keys, q quit.
 
 top needs a terminal. --once prints one frame of every node to stdout and
 exits, with or without a terminal (rates need two snapshots and show as -).`,
@@ -126,16 +133,23 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 	}
 	defer rec.CloseIdleConnections()
 
-	profile := termenv.Ascii
-	if opts.IO.ColorEnabled() {
+	// The model's styles are downsampled to this profile by whatever
+	// writes its frames: NoTTY (no escape sequences) off a terminal, Ascii
+	// (bold, no colour) under NO_COLOR.
+	profile := colorprofile.NoTTY
+	switch {
+	case opts.IO.ColorEnabled():
 		profile = opts.IO.ColorProfile
+	case opts.IO.IsStdoutTTY():
+		profile = colorprofile.Ascii
 	}
-	renderer := lipgloss.NewRenderer(opts.IO.Out)
-	renderer.SetColorProfile(profile)
-	mopts := tui.Options{Refresh: opts.Refresh, UnhealthyAfter: opts.UnhealthyAfter, Now: opts.Now, Renderer: renderer}
+	mopts := tui.Options{Refresh: opts.Refresh, UnhealthyAfter: opts.UnhealthyAfter, Now: opts.Now}
 	call := cmdutil.CallOptions(opts.AllowStale)
 	if opts.Once {
-		return onceRun(ctx, opts, mopts, func(ctx context.Context) (*tui.Snapshot, error) {
+		if !opts.IO.ColorEnabled() {
+			profile = colorprofile.NoTTY // one printed frame: plain text
+		}
+		return onceRun(ctx, opts, mopts, profile, func(ctx context.Context) (*tui.Snapshot, error) {
 			return fetch(ctx, client, timeout, call)
 		})
 	}
@@ -157,7 +171,10 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}
-	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.IO.In), tea.WithOutput(opts.IO.Out), tea.WithAltScreen()}
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.IO.In), tea.WithOutput(opts.IO.Out), tea.WithColorProfile(profile)}
+	if opts.Environ != nil {
+		popts = append(popts, tea.WithEnvironment(opts.Environ))
+	}
 	p := tea.NewProgram(m, append(popts, opts.programOptions...)...)
 	final, err := p.Run()
 	close(done) // pending timers return
@@ -176,7 +193,7 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 
 // onceRun prints one frame of every node. A failed fetch prints nothing
 // and returns the error, which sets the exit code.
-func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, get func(context.Context) (*tui.Snapshot, error)) error {
+func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, profile colorprofile.Profile, get func(context.Context) (*tui.Snapshot, error)) error {
 	m, err := tui.New(mopts)
 	if err != nil {
 		return cmdutil.UsageError(err)
@@ -187,8 +204,7 @@ func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, get func(
 	}
 	m.Update(tea.WindowSizeMsg{Width: frameWidth(opts)})
 	m.Update(tui.SnapshotMsg{Seq: 1, Snapshot: snap}) // the timer it arms is never run
-	_, err = io.WriteString(opts.IO.Out, m.ViewAll())
-	return err
+	return m.WriteAll(opts.IO.Out, profile)
 }
 
 // frameWidth is the terminal's width, else COLUMNS, else onceWidth.

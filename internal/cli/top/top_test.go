@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cli/cmdutil"
@@ -200,7 +201,7 @@ func TestOnceColour(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, out, _ := factory(tc.tty, e.hs.URL)
 			f.IO.NoColor = tc.noColor
-			f.IO.ColorProfile = termenv.ANSI256
+			f.IO.ColorProfile = colorprofile.ANSI256
 			o, err := parse(t, f, "--once")
 			if err != nil {
 				t.Fatal(err)
@@ -264,6 +265,8 @@ func TestLiveStale(t *testing.T) {
 			o.IO.In, o.IO.Out = in, out
 			finals := make(chan *tui.Model, 1)
 			o.onExit = func(m *tui.Model) { finals <- m }
+			// The output is a buffer, not a terminal: give the program a size.
+			o.programOptions = []tea.ProgramOption{tea.WithWindowSize(140, 30)}
 			ran := make(chan error, 1)
 			go func() { ran <- topRun(context.Background(), o) }()
 			t.Cleanup(func() { keys.Close() })
@@ -290,7 +293,7 @@ func TestLiveStale(t *testing.T) {
 			if !strings.Contains(m.Err().Error(), tc.error) {
 				t.Errorf("error %q, want it to mention %q", m.Err(), tc.error)
 			}
-			view := m.View()
+			view := m.Frame()
 			for _, s := range []string{"STALE", "showing the last good snapshot", tc.error, "next retry in", "cluster test", "coord-a", "w-1", "w-2", "w-3"} {
 				if !strings.Contains(view, s) {
 					t.Errorf("final view lacks %q:\n%s", s, view)

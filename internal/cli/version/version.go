@@ -49,8 +49,10 @@ func NewCmdVersion(f *cmdutil.Factory, runF func(*VersionOptions) error) *cobra.
 		Short: "Print talonctl's version and the version of the coordinator that answers",
 		Long: `Print talonctl's version, commit, build date, Go version and platform, and the
 build version of the coordinator that answers the API (from its node record).
-When no server can be reached, or with --client, only the client's version
-is printed; an unreachable server is reported on stderr and is not an error.`,
+With --client, only the client's version is printed and no server is
+contacted. When the server's version was asked for and cannot be had, the
+client's version is still printed, the error goes to stderr and the exit code
+says why: 3 when no server answered (or 503), 4 when the token was refused.`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
@@ -69,16 +71,26 @@ is printed; an unreachable server is reported on stderr and is not an error.`,
 
 func versionRun(ctx context.Context, opts *VersionOptions) error {
 	v := Versions{Client: opts.Build}
+	var serverErr error
 	if !opts.ClientOnly {
 		sv, err := serverVersion(ctx, opts)
 		if err != nil {
 			if cmdutil.ExitCode(err) == cmdutil.ExitUsage {
 				return err
 			}
-			fmt.Fprintf(opts.IO.ErrOut, "talonctl: server version unknown: %v\n", err)
+			// The client's part is still printed; the error sets the
+			// exit code (3 when no server answered).
+			serverErr = fmt.Errorf("server version unknown: %w", err)
 		}
 		v.Server = sv
 	}
+	if err := writeVersions(opts, v); err != nil {
+		return err
+	}
+	return serverErr
+}
+
+func writeVersions(opts *VersionOptions, v Versions) error {
 	out := opts.IO.Out
 	if opts.Output != cmdutil.OutputText {
 		return cmdutil.WriteData(out, opts.Output, v)

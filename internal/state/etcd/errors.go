@@ -110,10 +110,16 @@ func (s *Store) mapError(op string, err error, ci *callInfo) error {
 		return fmt.Errorf("etcd %s: %w: %w", op, state.ErrClosed, err)
 	}
 	sentinel := classify(err, ci.noConnection())
-	if sentinel == nil || errors.Is(err, sentinel) {
-		return fmt.Errorf("etcd %s: %w", op, err)
+	where := ""
+	if errors.Is(sentinel, state.ErrUnavailable) || errors.Is(sentinel, state.ErrTimeout) || errors.Is(sentinel, state.ErrUnauthenticated) {
+		// Name the endpoints: "context deadline exceeded" alone does not
+		// say which etcd could not be reached.
+		where = " (endpoints " + strings.Join(s.opts.Endpoints, ", ") + ")"
 	}
-	return fmt.Errorf("etcd %s: %w: %w", op, sentinel, err)
+	if sentinel == nil || errors.Is(err, sentinel) {
+		return fmt.Errorf("etcd %s%s: %w", op, where, err)
+	}
+	return fmt.Errorf("etcd %s%s: %w: %w", op, where, sentinel, err)
 }
 
 // grpcCodes names the codes an embedded status may carry.

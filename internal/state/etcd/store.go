@@ -13,8 +13,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -82,6 +82,13 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	dialOpts := []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(connUnaryInterceptor),
 		grpc.WithChainStreamInterceptor(connStreamInterceptor),
+		// gRPC's default reconnect backoff grows to 120 s: after an etcd
+		// restart a coordinator could stay fail-closed for seconds to
+		// minutes. Cap it so recovery follows the store within ~1 s.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
 	}
 	dialOpts = append(dialOpts, opts.dialOptions...)
 	lifetime, stop := context.WithCancel(context.Background())
@@ -95,7 +102,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		TLS:         tlsCfg,
 		DialTimeout: opts.DialTimeout,
 		DialOptions: dialOpts,
-		Logger:      zap.NewNop(),
+		Logger:      clientLogger(opts.Logger),
 		Context:     clientCtx,
 	}
 	s := &Store{

@@ -2,6 +2,7 @@ package coordtest
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -69,6 +70,8 @@ type Options struct {
 	Admin *config.AdminConfig
 	// UI is the admin server's web UI handler (admin.Options.UI).
 	UI http.Handler
+	// TLS is the control listener's mutual TLS (coordinator.Options.TLS).
+	TLS *tls.Config
 }
 
 // Coordinator is a coordinator that Start runs until the test ends.
@@ -141,6 +144,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 		ClusterID: o.ClusterID, NodeID: o.NodeID, Advertise: o.Advertise, Labels: o.Labels,
 		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout,
 		Store: c.Store, Listener: ln, Logger: o.Logger, Clock: o.Clock, Registerer: o.Registry, Process: c.Process,
+		TLS: o.TLS,
 	})
 	if err != nil {
 		ln.Close()

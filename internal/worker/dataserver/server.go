@@ -3,9 +3,12 @@ package dataserver
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -162,8 +165,12 @@ func writeError(w http.ResponseWriter, ae *apiError) {
 // failed after it started.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	key, ok := strings.CutPrefix(r.URL.Path, datav1.PathPrefix)
+	digest := false
 	if !ok {
-		return 0, errorf(http.StatusNotFound, datav1.CodeUnknownPath, "no resource at %q: objects are under %s", r.URL.Path, datav1.PathPrefix)
+		key, digest = strings.CutPrefix(r.URL.Path, datav1.DigestPrefix)
+	}
+	if !ok && !digest {
+		return 0, errorf(http.StatusNotFound, datav1.CodeUnknownPath, "no resource at %q: objects are under %s, digests under %s", r.URL.Path, datav1.PathPrefix, datav1.DigestPrefix)
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -178,6 +185,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, aerr
 	}
 	ctx := r.Context()
+	if digest {
+		return 0, s.serveDigest(ctx, w, req)
+	}
 
 	// Ownership of every block the request touches, before any I/O.
 	first, last := req.offset/s.blockSize, (req.offset+req.length-1)/s.blockSize
@@ -218,29 +228,47 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	}
 
 	// Open every block first: a failure is still an error status.
-	lastBlock := (end - 1) / s.blockSize
+	blocks, aerr := s.openBlocks(ctx, req.key, req.offset, end, size)
+	defer closeBlocks(blocks)
+	if aerr != nil {
+		return 0, aerr
+	}
+	w.WriteHeader(http.StatusOK)
+	return s.writeRange(w, blocks, req.offset, end)
+}
+
+// openBlocks opens the blocks holding bytes [off, end) of an object of
+// size bytes. The caller closes them (also on error).
+func (s *Server) openBlocks(ctx context.Context, key string, off, end, size int64) ([]*cache.Block, *apiError) {
+	first, lastBlock := off/s.blockSize, (end-1)/s.blockSize
 	blocks := make([]*cache.Block, 0, lastBlock-first+1)
-	defer func() {
-		for _, b := range blocks {
-			b.Close()
-		}
-	}()
 	for i := first; i <= lastBlock; i++ {
-		b, err := s.cfg.Cache.ReadBlock(ctx, req.key, i)
+		b, err := s.cfg.Cache.ReadBlock(ctx, key, i)
 		if err != nil {
-			return 0, s.mapErr(ctx, req.key, err)
+			return blocks, s.mapErr(ctx, key, err)
 		}
 		blocks = append(blocks, b)
 		if b.ObjectSize() != size {
-			return 0, errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request (%d, then %d bytes): retry", req.key, size, b.ObjectSize())
+			return blocks, errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request (%d, then %d bytes): retry", key, size, b.ObjectSize())
 		}
 	}
+	return blocks, nil
+}
 
-	w.WriteHeader(http.StatusOK)
+func closeBlocks(blocks []*cache.Block) {
+	for _, b := range blocks {
+		b.Close()
+	}
+}
+
+// writeRange writes bytes [off, end) from blocks, which start at the
+// block holding off.
+func (s *Server) writeRange(w io.Writer, blocks []*cache.Block, off, end int64) (int64, error) {
+	first := off / s.blockSize
 	var sent int64
 	for j, b := range blocks {
 		blockStart := (first + int64(j)) * s.blockSize
-		from := max(req.offset, blockStart) - blockStart
+		from := max(off, blockStart) - blockStart
 		to := min(end, blockStart+b.Size()) - blockStart
 		n, err := b.WriteRange(w, from, to-from)
 		sent += n
@@ -249,6 +277,39 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		}
 	}
 	return sent, nil
+}
+
+// serveDigest answers the SHA-256 of the range: the second source a
+// client checks another worker's bytes against. Any worker answers,
+// without an ownership check, reading through its cache as a read would.
+func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, req *request) error {
+	size, err := s.cfg.Cache.Size(ctx, req.key)
+	if err != nil {
+		return s.mapErr(ctx, req.key, err)
+	}
+	if req.offset > size || (req.offset == size && size > 0) {
+		return errorf(http.StatusRequestedRangeNotSatisfiable, datav1.CodeRangeNotSatisfiable,
+			"offset %d is not before the end of object %q (%d bytes)", req.offset, req.key, size)
+	}
+	end := min(req.offset+req.length, size)
+	h := sha256.New()
+	if end > req.offset {
+		blocks, aerr := s.openBlocks(ctx, req.key, req.offset, end, size)
+		defer closeBlocks(blocks)
+		if aerr != nil {
+			return aerr
+		}
+		if _, err := s.writeRange(h, blocks, req.offset, end); err != nil {
+			return s.mapErr(ctx, req.key, err)
+		}
+	}
+	b, _ := json.Marshal(datav1.Digest{Object: req.key, Offset: req.offset, Length: end - req.offset, ObjectSize: size, SHA256: hex.EncodeToString(h.Sum(nil))})
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return nil
 }
 
 // parse validates the key and the parameters.

@@ -62,13 +62,14 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.Cluster(ctx, cmdutil.CallOptions(opts.AllowStale)...)
+	var raw []byte // the answer as sent: -o json and yaml print it, unknown fields included
+	c, err := client.Cluster(ctx, append(cmdutil.CallOptions(opts.AllowStale), apiv1.RawBody(func(b []byte) { raw = b }))...)
 	if err != nil {
 		return err
 	}
 	cmdutil.WarnStale(opts.IO, c.Meta)
 	if opts.Output != cmdutil.OutputText {
-		return cmdutil.WriteData(opts.IO.Out, opts.Output, c)
+		return (&cmdutil.Output{Kind: opts.Output}).Print(opts.IO.Out, raw, nil, false)
 	}
 	return writeText(opts.IO, c)
 }

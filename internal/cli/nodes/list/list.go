@@ -4,11 +4,13 @@ package list
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
@@ -28,8 +30,11 @@ type ListOptions struct {
 	Client func() (*apiv1.Client, error)
 	Now    func() time.Time
 
-	Filter     apiv1.NodeFilter
+	Filter apiv1.NodeFilter
+	// Fields is the --field-selector, applied to the listing; nil for none.
+	Fields     fields.Selector
 	Output     string
+	out        *cmdutil.Output // Output parsed
 	NoHeaders  bool
 	SortBy     string
 	Watch      bool
@@ -43,12 +48,20 @@ func NewCmdList(f *cmdutil.Factory, runF func(*ListOptions) error) *cobra.Comman
 	var role, health string
 	var ready bool
 	var selectors []string
+	var fieldSelector string
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the live nodes of the cluster",
 		Long: `List the live coordinators and workers, following the API's pagination to the
-end, in the API's order (role, then node ID) unless --sort-by says otherwise.
+end, in the API's order (role, then node ID) unless --sort-by says otherwise
+(a leading - reverses a key's order: --sort-by=-name).
+
+-l/--selector takes the Kubernetes label-selector syntax, evaluated by the
+server: key=value, key==value, key!=value, 'key in (a,b)', 'key notin (a,b)',
+key (has the label), !key (lacks it); comma-joined or repeated, all must
+match. --field-selector takes field=value, field==value and field!=value
+over the fields ` + strings.Join(SelectableFields, ", ") + `; all must match.
 
 On a terminal, times are relative (heartbeat age, uptime); when the output is
 piped they are absolute RFC 3339 timestamps in UTC (LAST HEARTBEAT, STARTED).
@@ -56,22 +69,31 @@ piped they are absolute RFC 3339 timestamps in UTC (LAST HEARTBEAT, STARTED).
 one items array and the metadata (revision, observation time) of the last
 page. An empty result is not an error.
 
+` + cmdutil.TemplateFormatsHelp + `
+
 With --watch the list is fetched again every --interval: redrawn in place on
 a terminal, appended otherwise. It runs until interrupted; failures to reach
 the cluster are shown and retried; an authentication failure ends it.`,
 		Example: `  talonctl nodes list
   talonctl nodes list --role worker --health unhealthy
   talonctl nodes list -l topology.kubernetes.io/zone=eu-west-1a -o wide
+  talonctl nodes list -l 'zone in (a,b),tier!=hdd,!spot'
+  talonctl nodes list --field-selector role=worker,health!=healthy
+  talonctl nodes list --sort-by=-capacity
   talonctl nodes list --ready=false -o name
-  talonctl nodes list --sort-by age -w --interval 1s`,
+  talonctl nodes list --sort-by age -w --interval 1s
+  talonctl nodes list -o jsonpath='{.items[*].nodeId}'
+  talonctl nodes list -o custom-columns=NODE:.nodeId,ZONE:.labels.zone`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
-			if err := cmdutil.CheckEnum("output", opts.Output, nodetable.Formats); err != nil {
+			out, err := cmdutil.ParseOutput(opts.Output, nodetable.Formats, nil)
+			if err != nil {
 				return err
 			}
+			opts.out = out
 			if opts.SortBy != "" {
-				if err := cmdutil.CheckEnum("sort-by", opts.SortBy, nodetable.SortKeys); err != nil {
+				if err := nodetable.CheckSortBy(opts.SortBy); err != nil {
 					return err
 				}
 			}
@@ -90,11 +112,14 @@ the cluster are shown and retried; an authentication failure ends it.`,
 			if fl.Changed("ready") {
 				opts.Filter.Ready = &ready
 			}
-			labels, err := ParseSelectors(selectors)
-			if err != nil {
+			if opts.Filter.LabelSelector, err = ParseLabelSelector(selectors); err != nil {
 				return err
 			}
-			opts.Filter.Labels = labels
+			if fl.Changed("field-selector") {
+				if opts.Fields, err = ParseFieldSelector(fieldSelector); err != nil {
+					return err
+				}
+			}
 			if opts.Watch && opts.Interval <= 0 {
 				return cmdutil.UsageErrorf("--interval %s: must be positive", opts.Interval)
 			}
@@ -108,16 +133,19 @@ the cluster are shown and retried; an authentication failure ends it.`,
 	fl.StringVar(&role, "role", "", "only nodes of `ROLE`: "+strings.Join(roles(), ", "))
 	fl.StringVar(&health, "health", "", "only nodes whose effective health is `STATE`: "+strings.Join(healthStates(), ", "))
 	fl.BoolVar(&ready, "ready", false, "only ready nodes (--ready=false: only nodes that are not ready)")
-	fl.StringSliceVarP(&selectors, "selector", "l", nil, "only nodes with the label `key=value`; repeat or comma-separate, all must match")
+	fl.StringArrayVarP(&selectors, "selector", "l", nil, "only nodes whose labels match `SELECTOR`: key=value, key==value, key!=value, 'key in (a,b)', 'key notin (a,b)', key, !key; comma-join or repeat, all must match")
+	fl.StringVar(&fieldSelector, "field-selector", "", FieldSelectorHelp)
 	cmdutil.AddOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmd.Flags().Lookup("output").Usage += "; or jsonpath=, go-template=, custom-columns= (TEMPLATE), or their -file=FILE forms"
 	fl.BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of table and wide output")
-	fl.StringVar(&opts.SortBy, "sort-by", "", "sort by `KEY`: "+strings.Join(nodetable.SortKeys, ", "))
+	fl.StringVar(&opts.SortBy, "sort-by", "", nodetable.SortHelp)
 	fl.BoolVarP(&opts.Watch, "watch", "w", false, "list again every --interval until interrupted")
 	fl.DurationVar(&opts.Interval, "interval", DefaultInterval, "time between two listings of --watch")
 	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)
 	_ = cmd.RegisterFlagCompletionFunc("role", cobra.FixedCompletions(roles(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("health", cobra.FixedCompletions(healthStates(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("sort-by", cobra.FixedCompletions(nodetable.SortKeys, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("field-selector", cobra.FixedCompletions(fieldCompletions(), cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
 	_ = cmd.RegisterFlagCompletionFunc("selector", cmdutil.CompleteLabels(f))
 	return cmd
 }
@@ -138,31 +166,40 @@ func healthStates() []string {
 	return out
 }
 
-// ParseSelectors parses -l values (key=value, already split at commas)
-// into a label map. A key given twice with different values can match
-// nothing and is refused.
-func ParseSelectors(sels []string) (map[string]string, error) {
+// ParseLabelSelector joins the -l values with commas and parses them with
+// the API's parser (the Kubernetes label-selector syntax), so that a bad
+// selector is a usage error before any request. It returns the selector
+// in its canonical form for the API's labelSelector parameter; "" for
+// none.
+func ParseLabelSelector(sels []string) (string, error) {
 	if len(sels) == 0 {
-		return nil, nil
+		return "", nil
 	}
-	out := map[string]string{}
-	for _, s := range sels {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			return nil, cmdutil.UsageErrorf("--selector %q: must be key=value", s)
-		}
-		if err := cluster.ValidateLabelKey(k); err != nil {
-			return nil, cmdutil.UsageErrorf("--selector %q: %w", s, err)
-		}
-		if old, dup := out[k]; dup && old != v {
-			return nil, cmdutil.UsageErrorf("--selector %q: label %q is already required to be %q", s, k, old)
-		}
-		out[k] = v
+	joined := strings.Join(sels, ",")
+	sel, err := apiv1.ParseLabelSelector(joined)
+	if err != nil {
+		return "", cmdutil.UsageErrorf("--selector %q: %w", joined, err)
 	}
-	if len(out) > cluster.MaxLabels {
-		return nil, cmdutil.UsageErrorf("--selector: %d labels given, at most %d allowed", len(out), cluster.MaxLabels)
+	if sel.Empty() {
+		return "", nil
 	}
-	return out, nil
+	return sel.String(), nil
+}
+
+// fieldCompletions completes --field-selector: every field= and the
+// fixed values of role, health and ready.
+func fieldCompletions() []string {
+	var out []string
+	for _, f := range SelectableFields {
+		out = append(out, f+"=")
+	}
+	for _, r := range roles() {
+		out = append(out, FieldRole+"="+r)
+	}
+	for _, h := range healthStates() {
+		out = append(out, FieldHealth+"="+h)
+	}
+	return append(out, FieldReady+"=true", FieldReady+"=false")
 }
 
 func listRun(ctx context.Context, opts *ListOptions) error {
@@ -180,28 +217,99 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	return watch(ctx, client, opts)
 }
 
-func fetch(ctx context.Context, client *apiv1.Client, opts *ListOptions) (*apiv1.NodeList, error) {
-	list, err := client.AllNodes(ctx, opts.Filter, cmdutil.CallOptions(opts.AllowStale)...)
+// listing is one fetched listing: the decoded list, and for the raw
+// formats the API's own objects.
+type listing struct {
+	*apiv1.NodeList
+	// raw is the last page's object with every page's items (in the
+	// order of NodeList.Items) and no continue token; items are those
+	// items. Both are nil unless the output format prints raw objects.
+	raw   []byte
+	items [][]byte
+}
+
+func fetch(ctx context.Context, client *apiv1.Client, opts *ListOptions) (*listing, error) {
+	call := cmdutil.CallOptions(opts.AllowStale)
+	var pages [][]byte
+	raw := opts.out != nil && opts.out.IsRaw()
+	if raw {
+		call = append(call, apiv1.RawBody(func(b []byte) { pages = append(pages, b) }))
+	}
+	list, err := client.AllNodes(ctx, opts.Filter, call...)
 	if err != nil {
 		return nil, err
 	}
+	list.Items = selectFields(list.Items, opts.Fields)
 	nodetable.Sort(list.Items, opts.SortBy)
-	return list, nil
+	l := &listing{NodeList: list}
+	if raw {
+		if l.raw, l.items, err = mergePages(pages, list.Items); err != nil {
+			return nil, fmt.Errorf("admin api: listing nodes: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// mergePages joins the raw pages of one listing: the last page's object
+// (its metadata) with the items of every page, ordered as sorted, and an
+// empty continue token. Items are matched to sorted by role and node ID.
+func mergePages(pages [][]byte, sorted []apiv1.Node) ([]byte, [][]byte, error) {
+	if len(pages) == 0 {
+		return nil, nil, fmt.Errorf("no page received")
+	}
+	byKey := map[string]json.RawMessage{}
+	var last *cmdutil.RawObject
+	for _, p := range pages {
+		obj, err := cmdutil.ParseRawObject(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		var items []json.RawMessage
+		if v := obj.Get("items"); v != nil {
+			if err := json.Unmarshal(v, &items); err != nil {
+				return nil, nil, fmt.Errorf("items: %w", err)
+			}
+		}
+		for _, it := range items {
+			var id struct{ NodeID, Role string }
+			if err := json.Unmarshal(it, &id); err != nil {
+				return nil, nil, err
+			}
+			byKey[id.Role+"/"+id.NodeID] = it
+		}
+		last = obj
+	}
+	items := make([][]byte, 0, len(sorted))
+	joined := make([]json.RawMessage, 0, len(sorted))
+	for _, n := range sorted {
+		it, ok := byKey[n.Role+"/"+n.NodeID]
+		if !ok {
+			return nil, nil, fmt.Errorf("node %s %s has no raw item", n.Role, n.NodeID)
+		}
+		items, joined = append(items, it), append(joined, it)
+	}
+	ib, err := json.Marshal(joined)
+	if err != nil {
+		return nil, nil, err
+	}
+	last.Set("items", ib)
+	if last.Get("continue") != nil {
+		last.Set("continue", json.RawMessage(`""`))
+	}
+	b, err := last.MarshalJSON()
+	return b, items, err
 }
 
 // render prints one listing to Out; iteration counts the listings of a
 // watch that were printed before (0 without --watch).
-func render(opts *ListOptions, list *apiv1.NodeList, iteration int) error {
+func render(opts *ListOptions, list *listing, iteration int) error {
 	io := opts.IO
 	cmdutil.WarnStale(io, list.Meta)
-	switch opts.Output {
-	case cmdutil.OutputJSON:
-		return cmdutil.WriteJSON(io.Out, list)
-	case cmdutil.OutputYAML:
-		if iteration > 0 {
+	if list.raw != nil {
+		if opts.out.Kind == cmdutil.OutputYAML && iteration > 0 {
 			fmt.Fprintln(io.Out, "---")
 		}
-		return cmdutil.WriteYAML(io.Out, list)
+		return opts.out.Print(io.Out, list.raw, list.items, opts.NoHeaders)
 	}
 	if iteration > 0 && !io.IsStdoutTTY() {
 		fmt.Fprintln(io.Out)

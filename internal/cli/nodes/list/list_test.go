@@ -1,11 +1,12 @@
 package list
 
 import (
+	"fmt"
 	"io"
-	"maps"
 	"testing"
 	"time"
 
+	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 )
 
@@ -32,7 +33,8 @@ func TestFlagsToOptions(t *testing.T) {
 		role     string
 		health   string
 		ready    *bool
-		labels   map[string]string
+		selector string
+		fields   string
 		output   string
 		sortBy   string
 		watch    bool
@@ -40,11 +42,16 @@ func TestFlagsToOptions(t *testing.T) {
 	}{
 		{name: "defaults", output: "table", interval: DefaultInterval},
 		{name: "filters", args: []string{"--role", "worker", "--health", "degraded", "--ready", "-l", "zone=a,tier=ssd", "-l", "rack=7"},
-			role: "worker", health: "degraded", ready: &tru, labels: map[string]string{"zone": "a", "tier": "ssd", "rack": "7"}, output: "table", interval: DefaultInterval},
+			role: "worker", health: "degraded", ready: &tru, selector: "rack=7,tier=ssd,zone=a", output: "table", interval: DefaultInterval},
+		{name: "set-based selectors", args: []string{"-l", "zone in (a,b),!spot", "--selector", "tier!=hdd", "-l", "rack"},
+			selector: "rack,!spot,tier!=hdd,zone in (a,b)", output: "table", interval: DefaultInterval},
+		{name: "field selector", args: []string{"--field-selector", "role=worker,health!=healthy,ready==true"},
+			fields: "health!=healthy,ready=true,role=worker", output: "table", interval: DefaultInterval},
+		{name: "sort descending", args: []string{"--sort-by=-capacity"}, sortBy: "-capacity", output: "table", interval: DefaultInterval},
 		{name: "not ready", args: []string{"--ready=false"}, ready: &fals, output: "table", interval: DefaultInterval},
 		{name: "output and watch", args: []string{"-o", "wide", "--sort-by", "age", "-w", "--interval", "5s"},
 			output: "wide", sortBy: "age", watch: true, interval: 5 * time.Second},
-		{name: "same label twice", args: []string{"-l", "zone=a", "-l", "zone=a"}, labels: map[string]string{"zone": "a"}, output: "table", interval: DefaultInterval},
+		{name: "same label twice", args: []string{"-l", "zone=a", "-l", "zone=a"}, selector: "zone=a,zone=a", output: "table", interval: DefaultInterval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,8 +60,11 @@ func TestFlagsToOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := o.Filter
-			if f.Role != tt.role || f.Health != tt.health || !maps.Equal(f.Labels, tt.labels) {
+			if f.Role != tt.role || f.Health != tt.health || f.LabelSelector != tt.selector || f.Labels != nil {
 				t.Errorf("filter = %+v", f)
+			}
+			if got := fmt.Sprint(o.Fields); (o.Fields == nil) != (tt.fields == "") || (o.Fields != nil && got != tt.fields) {
+				t.Errorf("field selector = %q, want %q", got, tt.fields)
 			}
 			if (f.Ready == nil) != (tt.ready == nil) || (f.Ready != nil && *f.Ready != *tt.ready) {
 				t.Errorf("ready = %v, want %v", f.Ready, tt.ready)
@@ -73,10 +83,22 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"--role", "boss"}, `--role "boss": must be one of coordinator, worker`},
 		{[]string{"--health", "fine"}, `--health "fine": must be one of healthy, degraded, unhealthy, unknown`},
-		{[]string{"-o", "xml"}, `--output "xml": must be one of table, wide, json, yaml, name`},
-		{[]string{"--sort-by", "size"}, `--sort-by "size": must be one of name, role, health, ready, age, version, address, uptime, capacity, resident, hit-ratio`},
-		{[]string{"-l", "=x"}, `--selector "=x": labels key "": must not be empty`},
-		{[]string{"-l", "zone"}, `--selector "zone": must be key=value`},
+		{[]string{"-o", "xml"}, `--output "xml": must be one of table, wide, json, yaml, name, or KIND=TEMPLATE with KIND one of jsonpath, jsonpath-file, go-template, go-template-file, custom-columns, custom-columns-file`},
+		{[]string{"-o", "jsonpath={.items["}, `--output "jsonpath={.items[": jsonpath: unterminated array`},
+		{[]string{"-o", "go-template={{.items"}, `--output "go-template={{.items": template: output:1: unclosed action`},
+		{[]string{"-o", "custom-columns=NODE"}, `--output "custom-columns=NODE": column "NODE": must be HEADER:JSONPATH`},
+		{[]string{"-o", "jsonpath="}, `--output "jsonpath=": the template is empty`},
+		{[]string{"-o", "wide=x"}, `--output "wide=x": "wide" takes no argument; KIND=... is one of jsonpath, jsonpath-file, go-template, go-template-file, custom-columns, custom-columns-file`},
+		{[]string{"-o", "custom-columns-file=/nonexistent/cols"}, `--output "custom-columns-file=/nonexistent/cols": open /nonexistent/cols: no such file or directory`},
+		{[]string{"--sort-by", "size"}, `--sort-by "size": must be one of name, role, health, ready, age, version, address, uptime, capacity, resident, hit-ratio, optionally with a leading - to reverse the order`},
+		{[]string{"--sort-by", "--name"}, `--sort-by "--name": must be one of name, role, health, ready, age, version, address, uptime, capacity, resident, hit-ratio, optionally with a leading - to reverse the order`},
+		{[]string{"-l", "=x"}, `--selector "=x": ` + apiv1.LabelSelectorRule + ` (found '=', expected: !, identifier, or 'end of string')`},
+		{[]string{"-l", "zone in (a"}, `--selector "zone in (a": ` + apiv1.LabelSelectorRule + ` (unable to parse requirement: found '', expected: ',' or ')')`},
+		{[]string{"-l", "zone=a", "-l", "x y"}, `--selector "zone=a,x y": ` + apiv1.LabelSelectorRule + ` (unable to parse requirement: found 'y', expected: in, notin, =, ==, !=, gt, lt)`},
+		{[]string{"--field-selector", "zone=a"}, `--field-selector "zone=a": field "zone" is not supported; supported fields: nodeId, role, health, ready, version, address`},
+		{[]string{"--field-selector", "role"}, `--field-selector "role": must be field=value, field==value or field!=value, comma-joined (invalid selector: 'role'; can't understand 'role')`},
+		{[]string{"--field-selector", "role=boss"}, `--field-selector "role=boss": role value "boss": must be one of coordinator, worker`},
+		{[]string{"--field-selector", "ready!=yes"}, `--field-selector "ready!=yes": ready value "yes": must be one of true, false`},
 		{[]string{"-w", "--interval", "-1s"}, "--interval -1s: must be positive"},
 		{[]string{"extra"}, `list takes no arguments, got ["extra"]`},
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // Formats are the -o values of node commands; table is the default.
@@ -52,18 +53,30 @@ func healthRank(h string) int {
 
 // hitRatio is hits/(hits+misses), or -1 when there were none.
 func hitRatio(n *apiv1.Node) float64 {
-	total := n.Counters.HitsTotal + n.Counters.MissesTotal
-	if total == 0 {
-		return -1
+	return format.HitRatio(n.Counters.HitsTotal, n.Counters.MissesTotal)
+}
+
+// SortHelp documents --sort-by for the flag's help.
+var SortHelp = "sort by `KEY`: " + strings.Join(SortKeys, ", ") +
+	"; a leading - reverses the order (-name: Z to A, -capacity: smallest first)"
+
+// CheckSortBy returns a usage error unless by is a sort key, optionally
+// with a leading - (reversed).
+func CheckSortBy(by string) error {
+	key := strings.TrimPrefix(by, "-")
+	if !slices.Contains(SortKeys, key) {
+		return cmdutil.UsageErrorf("--sort-by %q: must be one of %s, optionally with a leading - to reverse the order", by, strings.Join(SortKeys, ", "))
 	}
-	return float64(n.Counters.HitsTotal) / float64(total)
+	return nil
 }
 
 // Sort orders nodes by key, stably, so that equal nodes keep the API's
 // order (role, then node ID). Quantities sort largest first, except the
 // heartbeat age (youngest first); health sorts from healthy to unknown;
-// ready nodes come first. An empty key keeps the API's order.
-func Sort(nodes []apiv1.Node, key string) {
+// ready nodes come first. A leading - reverses the key's order (equal
+// nodes still keep the API's order). An empty key keeps the API's order.
+func Sort(nodes []apiv1.Node, by string) {
+	key, desc := strings.CutPrefix(by, "-")
 	var less func(a, b *apiv1.Node) int
 	switch key {
 	case "":
@@ -92,6 +105,10 @@ func Sort(nodes []apiv1.Node, key string) {
 		less = func(a, b *apiv1.Node) int { return cmp.Compare(hitRatio(b), hitRatio(a)) }
 	default:
 		panic(fmt.Sprintf("nodetable: unknown sort key %q", key)) // callers validate against SortKeys
+	}
+	if desc {
+		slices.SortStableFunc(nodes, func(a, b apiv1.Node) int { return less(&b, &a) })
+		return
 	}
 	slices.SortStableFunc(nodes, func(a, b apiv1.Node) int { return less(&a, &b) })
 }
@@ -143,7 +160,9 @@ func (p *Printer) Row(n *apiv1.Node, observedAtUnixMs int64) []string {
 	if p.TTY {
 		hb = cmdutil.Duration(time.Duration(n.HeartbeatAgeMs) * time.Millisecond)
 	}
-	row := []string{n.NodeID, n.Role, cs.Health(n.Health), cs.Ready(n.Ready), hb, orDash(n.Version), orDash(n.Address)}
+	// Text fields come from records: escape anything a terminal would
+	// act on (an older server may have stored it).
+	row := []string{format.Text(n.NodeID), format.Text(n.Role), cs.Health(n.Health), cs.Ready(n.Ready), hb, orDash(format.Text(n.Version)), orDash(format.Text(n.Address))}
 	if p.Format != cmdutil.OutputWide {
 		return row
 	}
@@ -153,13 +172,10 @@ func (p *Printer) Row(n *apiv1.Node, observedAtUnixMs int64) []string {
 	}
 	capacity, resident := "-", "-"
 	if n.Capacity.CapacityBytes != 0 || n.Capacity.ResidentBytes != 0 {
-		capacity, resident = cmdutil.Bytes(n.Capacity.CapacityBytes), cmdutil.Bytes(n.Capacity.ResidentBytes)
+		capacity, resident = format.Bytes(n.Capacity.CapacityBytes), format.Bytes(n.Capacity.ResidentBytes)
 	}
-	ratio := "-"
-	if r := hitRatio(n); r >= 0 {
-		ratio = fmt.Sprintf("%.1f%%", 100*r)
-	}
-	return append(row, orDash(n.IncarnationID), started, capacity, resident, ratio, formatLabels(n.Labels))
+	ratio := format.Percent(hitRatio(n))
+	return append(row, orDash(format.Text(n.IncarnationID)), started, capacity, resident, ratio, formatLabels(n.Labels))
 }
 
 func orDash(s string) string {
@@ -175,7 +191,7 @@ func formatLabels(labels map[string]string) string {
 	}
 	parts := make([]string, 0, len(labels))
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		parts = append(parts, k+"="+labels[k])
+		parts = append(parts, format.Text(k)+"="+format.Text(labels[k]))
 	}
 	return strings.Join(parts, ",")
 }

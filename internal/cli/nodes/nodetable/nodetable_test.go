@@ -31,6 +31,12 @@ func TestSort(t *testing.T) {
 		{SortCapacity, "b,a,c"},
 		{SortResident, "a,c,b"},
 		{SortHitRatio, "b,a,c"},
+		// A leading - reverses the key's order; ties keep the API's order
+		// (c and a are both ready).
+		{"-" + SortName, "c,b,a"},
+		{"-" + SortCapacity, "c,a,b"},
+		{"-" + SortHealth, "a,b,c"},
+		{"-" + SortReady, "b,c,a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {

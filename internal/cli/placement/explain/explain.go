@@ -77,13 +77,14 @@ func explainRun(ctx context.Context, opts *ExplainOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := client.Placement(ctx, opts.Key, opts.Replicas, cmdutil.CallOptions(opts.AllowStale)...)
+	var raw []byte // the answer as sent: -o json and yaml print it, unknown fields included
+	p, err := client.Placement(ctx, opts.Key, opts.Replicas, append(cmdutil.CallOptions(opts.AllowStale), apiv1.RawBody(func(b []byte) { raw = b }))...)
 	if err != nil {
 		return err
 	}
 	cmdutil.WarnStale(opts.IO, p.Meta)
 	if opts.Output != cmdutil.OutputTable {
-		return cmdutil.WriteData(opts.IO.Out, opts.Output, p)
+		return (&cmdutil.Output{Kind: opts.Output}).Print(opts.IO.Out, raw, nil, false)
 	}
 	return writeTable(opts, p)
 }

@@ -34,9 +34,11 @@ func Write(manDir, compDir string) error {
 			if err := os.MkdirAll(manDir, 0o755); err != nil {
 				return err
 			}
-			// A fixed date keeps the generated pages reproducible.
+			// A fixed date keeps the generated pages reproducible. No Title:
+			// cobra/doc then titles each page with its own command path
+			// (TALONCTL\-NODES\-LIST), as man(7) expects.
 			date := time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
-			hdr := &doc.GenManHeader{Title: root.Name(), Section: "1", Source: "Talon", Manual: "Talon Manual", Date: &date}
+			hdr := &doc.GenManHeader{Section: "1", Source: "Talon", Manual: "Talon Manual", Date: &date}
 			if err := doc.GenManTree(root, hdr, manDir); err != nil {
 				return fmt.Errorf("man pages of %s: %w", root.Name(), err)
 			}

@@ -3,6 +3,7 @@ package gen
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,30 @@ func TestGeneratedUpToDate(t *testing.T) {
 			if err != nil || string(gen) != string(committed) {
 				t.Errorf("%s/%s is out of date: run make man completions", dir, filepath.Base(w))
 			}
+		}
+	}
+}
+
+// TestManHeaderNamesItsCommand checks that each page's .TH line names the
+// command of that page, not the root command.
+func TestManHeaderNamesItsCommand(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	pages, _ := filepath.Glob(filepath.Join(dir, "*.1"))
+	if len(pages) < 10 {
+		t.Fatalf("%d man pages generated", len(pages))
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(p), ".1") // talonctl-nodes-list
+		want := `.TH "` + strings.ToUpper(name) + `" "1"`
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: header lacks %s", filepath.Base(p), want)
 		}
 	}
 }

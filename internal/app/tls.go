@@ -1,0 +1,58 @@
+package app
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/pki"
+)
+
+// planeTLS is a process's mutual TLS for the control and data planes; the
+// zero value (insecure-control-plane) serves and dials plain TCP.
+type planeTLS struct {
+	src *pki.Source
+}
+
+// loadPlaneTLS loads cfg's credential and checks that it names this
+// process: role and node ID, so one process's certificate cannot be
+// mounted into another by mistake. Without TLS it logs the insecure
+// choice once.
+func loadPlaneTLS(cfg *config.Config, log *slog.Logger) (planeTLS, error) {
+	if !cfg.TLS.Enabled() {
+		log.Warn("insecure-control-plane: the control and data ports run without TLS; anyone who can reach them can register, heartbeat or deregister any worker and read cached data (not for production)")
+		return planeTLS{}, nil
+	}
+	src, err := pki.Load(pki.Files{CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}, pki.Options{Logger: log.With("component", "tls")})
+	if err != nil {
+		return planeTLS{}, &usageError{err}
+	}
+	id, err := src.Identity()
+	if err != nil {
+		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q: %w", cfg.TLS.CertFile, err)}
+	}
+	want := pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID}
+	if id != want {
+		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q names %s but this process is %s: each process needs its own certificate (CN = node ID, OU = role)", cfg.TLS.CertFile, id, want)}
+	}
+	return planeTLS{src: src}, nil
+}
+
+// server returns the configuration of the control or data listener: any
+// identity from the CA may connect (writes are authorized per request).
+func (p planeTLS) server() *tls.Config {
+	if p.src == nil {
+		return nil
+	}
+	return p.src.ServerConfig(pki.Expect{})
+}
+
+// toCoordinators returns the client configuration for dialling
+// coordinators.
+func (p planeTLS) toCoordinators() *tls.Config {
+	if p.src == nil {
+		return nil
+	}
+	return p.src.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
+}

@@ -1,0 +1,165 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/pki"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/testsupport"
+)
+
+// lyingWorker is a compromised worker: it holds a valid worker credential,
+// keeps its record alive over the control protocol, and its data port
+// answers every read with wrong bytes of the right length, and every
+// digest with the digest of those wrong bytes.
+func lyingWorker(t *testing.T, p *testPKI, ctl, node string, objectSize int64) {
+	t.Helper()
+	src := p.source(t, pki.RoleWorker, node)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig(pki.Expect{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := func(off, length int64) []byte {
+		n := max(min(length, objectSize-off), 0)
+		return bytes.Repeat([]byte{0xEE}, int(n))
+	}
+	param := func(r *http.Request, name string, def int64) int64 {
+		v, err := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
+		if err != nil {
+			return def
+		}
+		return v
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, length := param(r, "offset", 0), param(r, "length", blockSize)
+		body := wrong(off, length)
+		w.Header().Set(datav1.ObjectSizeHeader, strconv.FormatInt(objectSize, 10))
+		if key, ok := strings.CutPrefix(r.URL.Path, datav1.DigestPrefix); ok {
+			sum := sha256.Sum256(body)
+			_ = json.NewEncoder(w).Encode(datav1.Digest{Object: key, Offset: off, Length: int64(len(body)), ObjectSize: objectSize, SHA256: hex.EncodeToString(sum[:])})
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+
+	cn := p.dialAs(t, ctl, pki.RoleWorker, node)
+	rec := &cluster.Record{ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: "liar-1",
+		Address: ln.Addr().String(), Version: "liar", StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
+	msg, err := protocol.NewRegister(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cn.Call(ctx, msg); err != nil {
+		t.Fatalf("liar registration: %v", err)
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rec.HeartbeatSeq++
+			if m, err := protocol.NewHeartbeat(rec); err == nil {
+				_, _ = cn.Call(ctx, m)
+			}
+		}
+	}()
+}
+
+// TestLyingWorkerNeverYieldsWrongBytes: a worker that owns blocks and
+// serves wrong bytes (and lies about their digest) cannot make `talon get`
+// exit 0 with wrong data. Without verification it does (the review's
+// attack), which shows the test bites.
+func TestLyingWorkerNeverYieldsWrongBytes(t *testing.T) {
+	skipShort(t)
+	p := newTestPKI(t)
+	blobs := t.TempDir()
+	const size = 12*blockSize + 5
+	want := writeBlob(t, blobs, "big.bin", size, 3)
+	ctl := freeAddr(t)
+	coord := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t), p.args(t, pki.RoleCoordinator, "coord")...)...)
+	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
+	for i := 1; i <= 2; i++ {
+		id := fmt.Sprintf("worker-%d", i)
+		start(t, id, workerArgs(id, freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir(), p.args(t, pki.RoleWorker, id)...)...)
+	}
+	lyingWorker(t, p, ctl, "liar", size)
+	testsupport.WaitFor(t, 20*time.Second, "three eligible workers", func() bool {
+		cl, err := coord.api(t).Cluster(context.Background())
+		return err == nil && cl.EligibleWorkers == 3
+	})
+	// The liar owns some blocks as first owner.
+	owned := 0
+	for b := range 13 {
+		pl, err := coord.api(t).Placement(context.Background(), datav1.BlockKey("big.bin", int64(b)), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pl.Owners) == 1 && pl.Owners[0].NodeID == "liar" {
+			owned++
+		}
+	}
+	if owned == 0 {
+		t.Fatal("the liar owns no block; the test would prove nothing")
+	}
+	f := p.files(t, pki.RoleClient, "reader")
+	creds := []string{"--coordinators", ctl, "--block-size", "1MiB", "--tls-ca-file", f.CAFile, "--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		mayFail  bool // exit non-zero naming the liar is acceptable
+		wantOK   bool // must succeed with the right bytes
+		insecure bool // without verification: the attack works
+	}{
+		{"one replica", []string{"--replicas", "1"}, true, false, false},
+		{"two replicas", []string{"--replicas", "2"}, false, true, false},
+		{"verification off", []string{"--replicas", "1", "--verify=false"}, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			res := runTalon(t, nil, append(append([]string{"get", "big.bin", "-o", out}, creds...), tc.args...)...)
+			got, _ := os.ReadFile(out)
+			correct := res.code == 0 && bytes.Equal(got, want)
+			switch {
+			case tc.insecure:
+				if res.code != 0 || bytes.Equal(got, want) {
+					t.Fatalf("without verification: exit %d, correct %t; the liar's bytes should have been written (the attack)", res.code, bytes.Equal(got, want))
+				}
+			case res.code == 0 && !correct:
+				t.Fatalf("talon get exit 0 with wrong bytes:\n%s", res.stderr)
+			case tc.wantOK && !correct:
+				t.Fatalf("talon get: exit %d, want the right object:\n%s", res.code, res.stderr)
+			case res.code != 0 && !(tc.mayFail && strings.Contains(res.stderr, "liar")):
+				t.Fatalf("talon get failed without naming the liar: exit %d\n%s", res.code, res.stderr)
+			}
+			if !tc.insecure && !strings.Contains(res.stderr, "from worker liar failed verification") {
+				t.Fatalf("no verification failure reported:\n%s", res.stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
+)
+
+// TestEtcdRestartRecovery stops etcd under a running coordinator: the
+// coordinator logs that it waits for the store and names the endpoint, its
+// API answers 503 (never 200 with empty data), and after etcd is back it
+// is ready again quickly (the etcd client's reconnect backoff is capped; it
+// used to take up to 10 s). The recovery time is logged; the bound is
+// generous for loaded machines.
+func TestEtcdRestartRecovery(t *testing.T) {
+	skipShort(t)
+	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
+	ctl := freeAddr(t)
+	coord := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t), "--state-backend", "etcd", "--etcd-endpoints", strings.Join(e.Endpoints(), ","))...)
+	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
+	out := coord.out.String()
+	if w, s := strings.Index(out, "waiting for the store"), strings.Index(out, "coordinator serving"); w < 0 || s < w {
+		t.Fatalf("want 'waiting for the store' before 'coordinator serving':\n%s", tail(out, 2000))
+	}
+
+	e.Stop()
+	testsupport.WaitFor(t, 20*time.Second, "coordinator unready", func() bool { return !ready(t, coord) })
+	for _, p := range []string{apiv1.PathNodes, apiv1.PathCluster} {
+		resp, err := http.Get("http://" + coord.admin + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("%s with etcd down: %d, want 503", p, resp.StatusCode)
+		}
+	}
+	testsupport.WaitFor(t, 20*time.Second, "the endpoint named in the logs", func() bool {
+		return strings.Contains(coord.out.String(), e.Endpoints()[0])
+	})
+
+	e.Start()
+	back := time.Now()
+	testsupport.WaitFor(t, 30*time.Second, "coordinator ready again", func() bool { return ready(t, coord) })
+	took := time.Since(back)
+	t.Logf("ready %s after etcd answered again", took.Round(10*time.Millisecond))
+	if took > 2*time.Second {
+		t.Fatalf("recovery took %s after etcd restarted, want at most 2 s", took)
+	}
+	if _, err := coord.api(t).Cluster(context.Background()); err != nil {
+		t.Fatalf("API after recovery: %v", err)
+	}
+}
