@@ -23,10 +23,11 @@ import (
 	"github.com/talonhq/talon/internal/testenv"
 )
 
-// crdKinds are rendered only with the Prometheus Operator's CRDs installed;
-// a bare kube-apiserver does not serve them, so they are checked as
-// rendered (TestChartHAValues) and not applied.
-var crdKinds = []string{"ServiceMonitor", "PrometheusRule"}
+// crdKinds are served only where the Prometheus Operator's or
+// cert-manager's CRDs are installed; a bare kube-apiserver does not serve
+// them, so they are checked as rendered (TestChartDefaults,
+// TestChartHAValues) and not applied.
+var crdKinds = []string{"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}
 
 // TestChartAppliesToAPIServer renders the chart with default values and with
 // the HA values, applies every object to a real kube-apiserver (server-side

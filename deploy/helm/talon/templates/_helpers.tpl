@@ -56,9 +56,17 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- .Values.adminAuth.existingSecret | default (printf "%s-admin-tokens" (include "talon.fullname" .)) -}}
 {{- end -}}
 
-{{- define "talon.tlsSecret" -}}
-{{- $ctx := index . 0 -}}{{- $role := index . 1 -}}
-{{- index $ctx.Values.tls.secret $role | default (printf "%s-%s-tls" (include "talon.fullname" $ctx) $role) -}}
+{{/* talon.issuerRef: the issuer the csi-driver asks for pod certificates. */}}
+{{- define "talon.issuerRef" -}}
+{{- if .Values.tls.issuer.create -}}
+name: {{ include "talon.fullname" . }}-ca
+kind: Issuer
+group: cert-manager.io
+{{- else -}}
+name: {{ required "tls.issuer.issuerRef.name is required when tls.issuer.create is false" .Values.tls.issuer.issuerRef.name }}
+kind: {{ .Values.tls.issuer.issuerRef.kind }}
+group: {{ .Values.tls.issuer.issuerRef.group }}
+{{- end -}}
 {{- end -}}
 
 {{- define "talon.adminScheme" -}}
@@ -205,26 +213,23 @@ priorityClassName: {{ . }}
     secretName: {{ required "adminTLS.secretName is required when adminTLS.enabled" $.Values.adminTLS.secretName }}
 {{- end }}
 {{- if $.Values.tls.enabled }}
-{{- if eq $.Values.tls.source "certManagerCSI" }}
+{{- $issuer := include "talon.issuerRef" $ | fromYaml }}
 - name: tls
+  # One certificate per pod from cert-manager's csi-driver: CN = pod name
+  # (the node ID), OU = role; renewed in place, and talon reloads it.
   csi:
     driver: csi.cert-manager.io
     readOnly: true
     volumeAttributes:
-      csi.cert-manager.io/issuer-name: {{ required "tls.certManagerCSI.issuerRef.name is required when tls.source is certManagerCSI" $.Values.tls.certManagerCSI.issuerRef.name }}
-      csi.cert-manager.io/issuer-kind: {{ $.Values.tls.certManagerCSI.issuerRef.kind }}
-      csi.cert-manager.io/issuer-group: {{ $.Values.tls.certManagerCSI.issuerRef.group }}
+      csi.cert-manager.io/issuer-name: {{ $issuer.name }}
+      csi.cert-manager.io/issuer-kind: {{ $issuer.kind }}
+      csi.cert-manager.io/issuer-group: {{ $issuer.group }}
       csi.cert-manager.io/common-name: "${POD_NAME}"
       csi.cert-manager.io/organizationalunits: {{ $role }}
-      csi.cert-manager.io/key-usages: "server auth,client auth,digital signature,key encipherment"
-      csi.cert-manager.io/duration: {{ $.Values.tls.certManagerCSI.duration }}
+      csi.cert-manager.io/key-usages: "digital signature,key encipherment,client auth,server auth"
+      csi.cert-manager.io/duration: {{ $.Values.tls.duration }}
+      csi.cert-manager.io/renew-before: {{ $.Values.tls.renewBefore }}
       csi.cert-manager.io/fs-group: "65532"
-{{- else }}
-- name: tls
-  secret:
-    secretName: {{ include "talon.tlsSecret" (list $ $role) }}
-    items: [{key: ca.crt, path: ca.crt}, {key: tls.crt, path: tls.crt}, {key: tls.key, path: tls.key}]
-{{- end }}
 {{- end }}
 {{- with (index $.Values $role).extraVolumes }}
 {{ toYaml . }}
