@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint completions man bench bench-report clean
+.PHONY: help build demo test test-short testbins lint completions man bench bench-report clean image manifests release-snapshot
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -23,15 +23,17 @@ build: ## build bin/talon and bin/talonctl with version, commit and date stamped
 demo: build ## run a local cluster (coordinator + 3 workers, memory backend) until Ctrl-C
 	./bin/talon dev --demo-load
 
-testbins: ## build (once, cached outside the repo) the etcd and kube-apiserver used by integration tests
+testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver and helm used by integration tests
 	@bash internal/testenv/build-servers.sh >/dev/null
+	@bash internal/testenv/build-helm.sh >/dev/null
 
 test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-openssl.sh) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
-	  echo "test servers: $$dir" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_OPENSSL=$$openssl \
+	  helm=$$(bash internal/testenv/build-helm.sh) && \
+	  echo "test servers: $$dir, helm: $$helm" && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)
@@ -61,6 +63,34 @@ bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon)
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-report.md \
 	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/integration && cat bin/bench-report.md
+
+# The image: linux/amd64 and linux/arm64 binaries packed by internal/tools/image
+# into a multi-arch OCI image layout (no container daemon needed): non-root
+# user 65532, entrypoint /talon, OCI labels. Push or load it with any OCI tool,
+# e.g. `skopeo copy oci:dist/image:$(VERSION) docker://REGISTRY/talon:$(VERSION)`.
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+image: ## build the container image as an OCI layout in dist/image
+	@rm -rf dist/image-bin
+	@set -e; for p in $(IMAGE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo "building talon for $$p"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/image-bin/$${os}_$$arch/talon ./cmd/talon; \
+	done
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./internal/tools/image -out dist/image \
+	  -version $(VERSION) -revision $$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+	  $(foreach p,$(IMAGE_PLATFORMS),$(p)=dist/image-bin/$(subst /,_,$(p))/talon)
+	@echo "image: dist/image (OCI layout, tag $(VERSION))"
+
+manifests: ## regenerate deploy/kubernetes from the Helm chart's default values
+	@helm=$$(bash internal/testenv/build-helm.sh) && \
+	  TALON_HELM_BIN=$$helm $(GO) test -count=1 -run '^TestPlainManifestsUpToDate$$' ./deploy -update
+
+# goreleaser is built from its module (pinned) like staticcheck. SKIP=ko leaves
+# out the image, which needs its base image from a registry.
+GORELEASER ?= github.com/goreleaser/goreleaser/v2@v2.17.0
+SKIP ?=
+release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/
+	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SKIP),--skip=$(SKIP))
 
 bench: ## run the Go benchmarks (see README for the figures)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \

@@ -5,6 +5,11 @@ import (
 	"context"
 	"os"
 
+	// The fallback roots make https blob stores verifiable in a container
+	// image without a CA bundle (make image builds one from scratch); the
+	// system's roots win wherever there are any.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/talonhq/talon/internal/app"
 )
 

@@ -6,7 +6,9 @@
 // into a cache outside the repository. `make test` runs the script once and
 // exports TALON_ETCD_BIN and TALON_KUBE_APISERVER_BIN; a plain `go test` runs
 // the script itself on first use, which costs several minutes when the cache
-// is cold and a fraction of a second when it is warm.
+// is cold and a fraction of a second when it is warm. The helm binary that
+// the chart tests in deploy/ run is built the same way by build-helm.sh
+// (nested module helmbin/, env TALON_HELM_BIN), with a cache key of its own.
 //
 // Invariants:
 //

@@ -1,0 +1,273 @@
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/talonhq/talon/internal/testenv"
+)
+
+// crdKinds are served only where the Prometheus Operator's or
+// cert-manager's CRDs are installed; a bare kube-apiserver does not serve
+// them, so they are checked as rendered (TestChartDefaults,
+// TestChartHAValues) and not applied.
+var crdKinds = []string{"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}
+
+// TestChartAppliesToAPIServer renders the chart with default values and with
+// the HA values, applies every object to a real kube-apiserver (server-side
+// apply with strict field validation: unknown or misplaced fields are
+// errors), and checks what the server stored: the grace periods exceed
+// drain-delay plus shutdown-timeout as talon loads them, the coordinators' RBAC grants
+// leases in the release namespace and nothing else (asked of the server's
+// own authorizer), both roles have PodDisruptionBudgets, and every container
+// runs non-root with a read-only root filesystem and no capabilities.
+func TestChartAppliesToAPIServer(t *testing.T) {
+	testenv.SkipIfShort(t)
+	srv := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
+	cfg := srv.RestConfig(srv.AdminToken())
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(kc.Discovery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"default", nil},
+		{"ha", []string{"-f", haValues}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			ns := "talon-" + tc.name + "-" + suffix()
+			if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			objs := render(t, ns, tc.args...)
+			applied := 0
+			for _, o := range objs {
+				if slices.Contains(crdKinds, o.kind()) {
+					continue
+				}
+				apply(ctx, t, dyn, mapper, ns, o)
+				applied++
+			}
+			if applied < 12 {
+				t.Fatalf("applied %d objects, want at least 12", applied)
+			}
+			checkGrace(t, objs, loadRoleConfigs(t, objs))
+			checkRBAC(ctx, t, kc, ns)
+			checkPDBs(ctx, t, kc, ns)
+			checkPodSecurity(ctx, t, kc, ns)
+		})
+	}
+}
+
+func suffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// apply server-side applies o in ns with strict field validation.
+func apply(ctx context.Context, t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, ns string, o object) {
+	t.Helper()
+	apiVersion, _ := o["apiVersion"].(string)
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		t.Fatalf("%s %s: apiVersion %q: %v", o.kind(), o.name(), apiVersion, err)
+	}
+	m, err := mapper.RESTMapping(gv.WithKind(o.kind()).GroupKind(), gv.Version)
+	if err != nil {
+		t.Fatalf("%s %s: the server does not serve %s: %v", o.kind(), o.name(), apiVersion, err)
+	}
+	body, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ri = dyn.Resource(m.Resource).Namespace(ns)
+	}
+	force := true
+	if _, err := ri.Patch(ctx, o.name(), types.ApplyPatchType, body, metav1.PatchOptions{
+		FieldManager: "talon-chart-test", Force: &force, FieldValidation: metav1.FieldValidationStrict,
+	}); err != nil {
+		t.Fatalf("apply %s %s: %v", o.kind(), o.name(), err)
+	}
+}
+
+// checkRBAC reads the Role back and asks the server's authorizer what the
+// coordinators' ServiceAccount may do.
+func checkRBAC(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns string) {
+	t.Helper()
+	roles, err := kc.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(roles.Items) != 1 {
+		t.Fatalf("want one Role, got %d", len(roles.Items))
+	}
+	for _, r := range roles.Items[0].Rules {
+		if !slices.Equal(r.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(r.Resources, []string{"leases"}) || len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
+			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases", r)
+		}
+		for _, v := range r.Verbs {
+			if !slices.Contains([]string{"get", "list", "watch", "create", "update", "patch", "delete"}, v) {
+				t.Errorf("Role grants verb %q on leases", v)
+			}
+		}
+	}
+	if crs, err := kc.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release}); err != nil || len(crs.Items) != 0 {
+		t.Errorf("chart created ClusterRoleBindings (%v): %v", err, crs)
+	}
+	sas, err := kc.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
+	if err != nil || len(sas.Items) != 1 {
+		t.Fatalf("coordinator ServiceAccount: %v, %d found", err, len(sas.Items))
+	}
+	user := "system:serviceaccount:" + ns + ":" + sas.Items[0].Name
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	for _, c := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "watch", Group: "coordination.k8s.io", Resource: "leases"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Name: "talon-x"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Group: "coordination.k8s.io", Resource: "leases"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "list", Group: "coordination.k8s.io", Resource: "leases"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "rbac.authorization.k8s.io", Resource: "roles"}, false},
+	} {
+		a := c.attrs
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &a}}
+		var res *authorizationv1.SubjectAccessReview
+		// The authorizer sees new RBAC objects through an informer: the
+		// grants (asked first) may take a moment to show; once they have,
+		// the refusals that follow are the Role's, not the cache's.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var err error
+			if res, err = kc.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if res.Status.Allowed || !c.want || time.Now().After(deadline) {
+				break
+			}
+		}
+		if res.Status.Allowed != c.want {
+			t.Errorf("%s may %s %s/%s in %q: %v, want %v", user, a.Verb, a.Group, a.Resource, a.Namespace, res.Status.Allowed, c.want)
+		}
+	}
+}
+
+func checkPDBs(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns string) {
+	t.Helper()
+	pdbs, err := kc.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"coordinator", "worker"} {
+		n := 0
+		for _, p := range pdbs.Items {
+			if p.Spec.Selector != nil && p.Spec.Selector.MatchLabels["app.kubernetes.io/component"] == role && p.Spec.MaxUnavailable != nil {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("want one PodDisruptionBudget with maxUnavailable for the %ss, got %d", role, n)
+		}
+	}
+}
+
+// checkPodSecurity reads the stored workloads (after the server's
+// defaulting) and checks every container's effective security context.
+func checkPodSecurity(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns string) {
+	t.Helper()
+	deps, err := kc.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts, err := kc.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := map[string]corev1.PodSpec{}
+	for _, d := range deps.Items {
+		specs["Deployment "+d.Name] = d.Spec.Template.Spec
+	}
+	for _, s := range sts.Items {
+		specs["StatefulSet "+s.Name] = s.Spec.Template.Spec
+	}
+	if len(specs) != 2 {
+		t.Fatalf("want the coordinator Deployment and the worker StatefulSet, got %d workloads", len(specs))
+	}
+	for name, spec := range specs {
+		containers := append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...)
+		for _, c := range containers {
+			where := fmt.Sprintf("%s container %s", name, c.Name)
+			if err := nonRoot(spec.SecurityContext, c.SecurityContext); err != nil {
+				t.Errorf("%s: %v", where, err)
+			}
+			sc := c.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+				t.Errorf("%s: root filesystem is not read-only", where)
+			}
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s: privilege escalation is not disabled", where)
+			}
+			if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) != 0 {
+				t.Errorf("%s: capabilities are not all dropped: %+v", where, sc)
+			}
+		}
+	}
+}
+
+// nonRoot reports whether the effective runAsNonRoot is true and the
+// effective runAsUser, if any, is not 0.
+func nonRoot(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) error {
+	var nonRoot *bool
+	var uid *int64
+	if pod != nil {
+		nonRoot, uid = pod.RunAsNonRoot, pod.RunAsUser
+	}
+	if c != nil && c.RunAsNonRoot != nil {
+		nonRoot = c.RunAsNonRoot
+	}
+	if c != nil && c.RunAsUser != nil {
+		uid = c.RunAsUser
+	}
+	if nonRoot == nil || !*nonRoot {
+		return fmt.Errorf("runAsNonRoot is not true")
+	}
+	if uid != nil && *uid == 0 {
+		return fmt.Errorf("runAsUser is 0")
+	}
+	return nil
+}
