@@ -317,7 +317,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
-		HeartbeatOutcome: hb, LimitRefused: refused, DataTimeout: timedOut, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
+		HeartbeatOutcome: hb, LimitRefused: refused, DataTimeout: timedOut, DiskErrors: st.DiskErrors, DiskProbe: c.Probe, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,

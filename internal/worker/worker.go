@@ -65,6 +65,17 @@ type Options struct {
 	// LimitRefused, if set, is told each connection the data listener's
 	// connection cap closes at accept (for metrics).
 	LimitRefused func()
+	// DiskErrors, if set, returns the cache directory failures counted so
+	// far: new ones make the next record degraded, and DiskErrorStreak
+	// heartbeats in a row with new ones make the worker unready (placement
+	// moves away) until a heartbeat interval passes without one. The data
+	// listener keeps serving meanwhile (the cache reads through to the
+	// blob store).
+	DiskErrors func() uint64
+	// DiskProbe, if set, checks that the cache directory takes writes; an
+	// unready worker turns ready again only once it passes (no traffic is
+	// not proof of a repaired disk).
+	DiskProbe func() error
 	// DataTimeout, if set, is told each data connection closed by a
 	// timeout: "read" (idle, request header or TLS handshake) or "write"
 	// (a response not taken within the write timeout).
@@ -76,6 +87,10 @@ type Options struct {
 	// clients of Rotate (Client carries its own).
 	ControlTLS *tls.Config
 }
+
+// DiskErrorStreak is how many accepted heartbeats in a row with new cache
+// disk errors make a worker unready.
+const DiskErrorStreak = 3
 
 // Readiness is the worker's readiness with reasons.
 type Readiness struct {
@@ -104,6 +119,9 @@ type Worker struct {
 	last       *cluster.Record // last record sent and accepted
 	lastRev    string          // store revision in last's acknowledgement
 	lastBE     uint64          // backend errors in the last accepted record
+	sentDE     uint64          // disk errors when the last record was built
+	lastDE     uint64          // disk errors when the last accepted record was built
+	diskStreak int             // accepted records in a row with new disk errors
 }
 
 // New returns a worker; nothing starts until Run.
@@ -193,6 +211,9 @@ func (w *Worker) Readiness() Readiness {
 	var reasons []string
 	if w.draining {
 		reasons = append(reasons, "draining: shutting down")
+	}
+	if w.diskStreak >= DiskErrorStreak {
+		reasons = append(reasons, fmt.Sprintf("cache directory failing: new disk errors in %d heartbeats in a row", w.diskStreak))
 	}
 	if w.refusal != "" {
 		reasons = append(reasons, "own record refused: "+w.refusal)
@@ -309,6 +330,12 @@ func (w *Worker) recordLocked() *cluster.Record {
 		// failed heartbeat does not swallow it.
 		health = cluster.HealthDegraded
 	}
+	if w.opts.DiskErrors != nil {
+		w.sentDE = w.opts.DiskErrors()
+		if w.sentDE > w.lastDE || w.diskStreak >= DiskErrorStreak {
+			health = cluster.HealthDegraded // the cache directory failed (or still fails its probe)
+		}
+	}
 	return &cluster.Record{
 		ClusterID:       w.opts.ClusterID,
 		NodeID:          w.opts.NodeID,
@@ -320,7 +347,7 @@ func (w *Worker) recordLocked() *cluster.Record {
 		StartTimeUnixMs: w.startUnixMs,
 		HeartbeatSeq:    w.seq,
 		Health:          health,
-		Ready:           !w.draining,
+		Ready:           !w.draining && w.diskStreak < DiskErrorStreak,
 		Capacity:        capy,
 		Counters:        counters,
 		Labels:          w.opts.Labels,
@@ -393,6 +420,23 @@ func (w *Worker) beat(ctx context.Context) bool {
 	w.lastErr = nil
 	w.refusal = ""
 	w.lastBE = max(w.lastBE, rec.Counters.BackendErrorsTotal)
+	if w.opts.DiskErrors != nil {
+		switch {
+		case w.sentDE > w.lastDE:
+			w.diskStreak++
+			if w.diskStreak == DiskErrorStreak {
+				w.log.Error("cache directory keeps failing: unready, so placement moves away; reads are served from the blob store", "disk_errors", w.sentDE)
+			}
+		case w.diskStreak >= DiskErrorStreak && w.opts.DiskProbe != nil:
+			if err := w.opts.DiskProbe(); err == nil {
+				w.log.Info("cache directory working again: ready")
+				w.diskStreak = 0
+			}
+		case w.diskStreak > 0:
+			w.diskStreak = 0
+		}
+		w.lastDE = w.sentDE
+	}
 	if !w.registered {
 		w.log.Info("registered with a coordinator", "outcome", ack.Outcome.String())
 	}

@@ -349,3 +349,47 @@ func TestDataPortLimits(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestDiskErrorsDegradeThenUnready: new cache disk errors make the record
+// degraded; DiskErrorStreak heartbeats in a row with new ones make the
+// worker unready (record Ready false, so placement moves away) while it
+// keeps serving; a quiet interval makes it ready again.
+func TestDiskErrorsDegradeThenUnready(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	var diskErrors, failing atomic.Int64
+	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
+		o.DiskErrors = func() uint64 {
+			if failing.Load() == 1 {
+				return uint64(diskErrors.Add(1)) // a new error each time a record is built
+			}
+			return uint64(diskErrors.Load())
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testsupport.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+	record := func() *cluster.Record {
+		snap, err := store.Snapshot(context.Background(), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Find(cluster.Key{ClusterID: "test", Role: cluster.RoleWorker, NodeID: w.NodeID()})
+	}
+	failing.Store(1)
+	testsupport.WaitFor(t, 5*time.Second, "degraded record", func() bool { r := record(); return r != nil && r.Health == cluster.HealthDegraded })
+	testsupport.WaitFor(t, 5*time.Second, "unready after a streak", func() bool {
+		r := record()
+		return !w.Readiness().Ready && r != nil && !r.Ready
+	})
+	if !w.Serving() {
+		t.Fatal("the worker stopped serving; it should read through to the blob store")
+	}
+	failing.Store(0)
+	testsupport.WaitFor(t, 5*time.Second, "ready again", func() bool {
+		r := record()
+		return w.Readiness().Ready && r != nil && r.Ready && r.Health == cluster.HealthHealthy
+	})
+}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,14 +94,17 @@ type entry struct {
 // Cache is a block cache over a blob store. See the package documentation
 // for its invariants.
 type Cache struct {
-	cfg     Config
-	root    string // <dir>/blocks
-	log     *slog.Logger
-	now     func() time.Time
-	lock    *os.File // holds the flock on <dir>/LOCK
-	loadCtx context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // block loads
+	cfg  Config
+	root string // <dir>/blocks
+	log  *slog.Logger
+	// createTemp creates a block's temporary file (os.CreateTemp; tests
+	// inject disk failures).
+	createTemp func(dir, pattern string) (*os.File, error)
+	now        func() time.Time
+	lock       *os.File // holds the flock on <dir>/LOCK
+	loadCtx    context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // block loads
 
 	mu         sync.Mutex // guards the fields below
 	entries    map[blockID]*entry
@@ -149,6 +153,7 @@ func Open(cfg Config) (*Cache, error) {
 	c := &Cache{
 		cfg:        cfg,
 		root:       root,
+		createTemp: os.CreateTemp,
 		log:        cfg.Logger.With("component", "cache"),
 		now:        cfg.Clock,
 		lock:       lock,
@@ -197,6 +202,7 @@ func (c *Cache) Close() error {
 // Close it. A Block is not safe for concurrent use.
 type Block struct {
 	f       *os.File
+	mem     []byte // the data, for a block read through (f is nil then)
 	dataOff int64
 	size    int64
 	objSize int64
@@ -213,6 +219,9 @@ func (b *Block) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset %d", ErrOutOfRange, off)
 	}
+	if b.f == nil {
+		return bytes.NewReader(b.mem).ReadAt(p, off)
+	}
 	return io.NewSectionReader(b.f, b.dataOff, b.size).ReadAt(p, off)
 }
 
@@ -224,6 +233,10 @@ func (b *Block) WriteRange(w io.Writer, off, n int64) (int64, error) {
 	if off < 0 || n < 0 || off+n > b.size {
 		return 0, fmt.Errorf("%w: range %d+%d of a %d-byte block", ErrOutOfRange, off, n, b.size)
 	}
+	if b.f == nil {
+		k, err := w.Write(b.mem[off : off+n])
+		return int64(k), err
+	}
 	if _, err := b.f.Seek(b.dataOff+off, io.SeekStart); err != nil {
 		return 0, fmt.Errorf("%w: seek block file: %w", ErrIO, err)
 	}
@@ -231,7 +244,12 @@ func (b *Block) WriteRange(w io.Writer, off, n int64) (int64, error) {
 }
 
 // Close closes the block's file.
-func (b *Block) Close() error { return b.f.Close() }
+func (b *Block) Close() error {
+	if b.f == nil {
+		return nil
+	}
+	return b.f.Close()
+}
 
 // ReadBlock returns block index of object, loading it from the blob store
 // on a miss. Errors: blob.ErrInvalidKey, ErrOutOfRange (index past the end
@@ -296,15 +314,28 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !l.ended {
 		l.waiters--
+		c.mu.Unlock()
 		return nil, ctx.Err()
 	}
-	if l.err != nil {
-		return nil, l.err
+	lerr, e := l.err, l.entry
+	var f *os.File
+	if lerr == nil {
+		f = l.take()
 	}
-	f := l.take()
+	c.mu.Unlock()
+	if lerr != nil {
+		if errors.Is(lerr, ErrIO) && !errors.Is(lerr, ErrClosed) && ctx.Err() == nil {
+			// The cache directory failed (read-only, full, broken disk):
+			// serve this read from the blob store rather than fail it.
+			// The disk error is counted; the worker reports it (degraded,
+			// then unready past a threshold).
+			c.cfg.Stats.DiskError()
+			return c.readThrough(ctx, id, size)
+		}
+		return nil, lerr
+	}
 	if f == nil {
 		return nil, fmt.Errorf("%w: no descriptor left for a waiter of block %d of object %q", ErrIO, index, object)
 	}
@@ -312,7 +343,47 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 		f.Close()
 		return nil, ctx.Err()
 	}
-	return newBlock(f, l.entry), nil
+	return newBlock(f, e), nil
+}
+
+// Probe checks that the cache directory takes writes: it creates, writes,
+// syncs and removes a small file. The worker uses it to tell a repaired
+// directory from one that merely has no traffic.
+func (c *Cache) Probe() error {
+	f, err := c.createTemp(c.root, tmpPrefix+"probe-*")
+	if err != nil {
+		return fmt.Errorf("%w: probe: %w", ErrIO, err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write([]byte{0})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: probe: %w", ErrIO, err)
+	}
+	return nil
+}
+
+// readThrough reads block id straight from the blob store into memory,
+// bypassing the cache directory.
+func (c *Cache) readThrough(ctx context.Context, id blockID, objSize int64) (*Block, error) {
+	n := blockLen(c.cfg.BlockSize, objSize, id.index)
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	start := time.Now()
+	got, err := c.copyFromSource(ctx, id, n, buf)
+	c.cfg.Stats.BackendFetch(stats.BackendRead, time.Since(start), backendFailure(ctx, err))
+	if err != nil {
+		return nil, err
+	}
+	if got != n {
+		c.forgetSize(id.object)
+		return nil, fmt.Errorf("%w: object %q ended after %d of the %d bytes of block %d: it changed during the read", blob.ErrBackend, id.object, got, n, id.index)
+	}
+	return &Block{mem: buf.Bytes(), size: n, objSize: objSize}, nil
 }
 
 func newBlock(f *os.File, e *entry) *Block {

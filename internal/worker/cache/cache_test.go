@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"syscall"
 	"context"
 	"errors"
 	"fmt"
@@ -392,5 +393,46 @@ func TestLocked(t *testing.T) {
 	_, err := cache.Open(cache.Config{Dir: e.cacheDir, Capacity: 1 << 20, BlockSize: bs, Source: e.src, Stats: e.st, Logger: testLogger(t)})
 	if !errors.Is(err, cache.ErrLocked) {
 		t.Fatalf("second Open of one directory = %v, want ErrLocked", err)
+	}
+}
+
+// TestDiskFailureReadsThrough: when the cache directory cannot take a
+// block (read-only, broken disk), the read is served from the blob store,
+// the failure is counted, and nothing is cached.
+func TestDiskFailureReadsThrough(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(t, 1<<20, bs)
+	data := pattern(7, 2*bs+5)
+	e.put(t, "ro/obj", data)
+	c.FailCreate(100, syscall.EROFS)
+	for idx := range int64(3) {
+		wantBlock(t, c, "ro/obj", idx, data)
+	}
+	if got := e.st.DiskErrors(); got != 3 {
+		t.Fatalf("disk errors %d, want 3", got)
+	}
+	if resident, _ := c.Usage(); resident != 0 {
+		t.Fatalf("%d bytes cached although the directory failed", resident)
+	}
+}
+
+// TestFullDiskEvicts: ENOSPC from the disk (fuller than the configured
+// capacity assumed) evicts blocks and retries, and the read succeeds
+// from the cache.
+func TestFullDiskEvicts(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(t, 1<<20, bs)
+	data := pattern(3, 4*bs)
+	e.put(t, "full/obj", data)
+	for idx := range int64(3) {
+		wantBlock(t, c, "full/obj", idx, data)
+	}
+	before, _ := c.Usage()
+	c.FailCreate(1, syscall.ENOSPC)
+	wantBlock(t, c, "full/obj", 3, data)
+	after, _ := c.Usage()
+	_, counters := e.st.Status()
+	if counters.EvictionsTotal == 0 || after > before || e.st.DiskErrors() != 0 {
+		t.Fatalf("after ENOSPC: evictions %d, resident %d -> %d, disk errors %d; want an eviction and the block cached", counters.EvictionsTotal, before, after, e.st.DiskErrors())
 	}
 }

@@ -134,7 +134,7 @@ func (c *Cache) fetch(ctx context.Context, id blockID, objSize int64) (e *entry,
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("%w: create shard directory: %w", ErrIO, err)
 	}
-	tmp, err = os.CreateTemp(dir, tmpPrefix+"*")
+	tmp, err = c.createTemp(dir, tmpPrefix+"*")
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: create temporary block file: %w", ErrIO, err)
 	}

@@ -1,5 +1,7 @@
 package cache
 
+import "os"
+
 // Usage returns the resident and reserved bytes, for tests that check the
 // capacity invariant.
 func (c *Cache) Usage() (resident, reserved int64) {
@@ -16,3 +18,22 @@ func (c *Cache) BlockPath(object string, index int64) string {
 
 // HeaderLen is the header length of a block of object.
 func HeaderLen(object string) int64 { return headerLen(object) }
+
+// FailCreate makes the next n temporary-file creations fail with err.
+func (c *Cache) FailCreate(n int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	left := n
+	c.createTemp = func(dir, pattern string) (*os.File, error) {
+		c.mu.Lock()
+		fail := left > 0
+		if fail {
+			left--
+		}
+		c.mu.Unlock()
+		if fail {
+			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+		}
+		return os.CreateTemp(dir, pattern)
+	}
+}

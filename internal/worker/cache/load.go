@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/talonhq/talon/internal/blob"
 )
@@ -49,6 +50,15 @@ func (c *Cache) load(id blockID, objSize int64, l *load) {
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
 	defer cancel()
 	e, tmpPath, err := c.fetch(ctx, id, objSize)
+	if errors.Is(err, syscall.ENOSPC) {
+		// The disk is fuller than the configured capacity assumed (other
+		// files share it): make room by evicting, then try once more.
+		need := 4 * (headerLen(id.object) + c.cfg.BlockSize)
+		if freed := c.evictBytes(need); freed > 0 {
+			c.log.Warn("cache disk full: evicted blocks to make room", "freed_bytes", freed, "object", id.object, "block", id.index)
+			e, tmpPath, err = c.fetch(ctx, id, objSize)
+		}
+	}
 	switch {
 	case err != nil && c.loadCtx.Err() != nil:
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -124,4 +134,21 @@ func backendFailure(ctx context.Context, err error) bool {
 		return false
 	}
 	return true
+}
+
+// evictBytes evicts blocks (policy order) until at least n bytes are freed
+// or nothing is left, and returns the bytes freed.
+func (c *Cache) evictBytes(n int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var freed int64
+	for freed < n {
+		e := c.pol.victim()
+		if e == nil {
+			break
+		}
+		freed += e.fileSize
+		c.removeLocked(e, true, true)
+	}
+	return freed
 }

@@ -59,6 +59,7 @@ type Stats struct {
 	evictions   atomic.Uint64
 	fetches     [numBackendOps]atomic.Uint64
 	fetchErrors [numBackendOps]atomic.Uint64
+	diskErrors  atomic.Uint64
 
 	inflight atomic.Int64
 	blocks   atomic.Int64
@@ -71,8 +72,8 @@ type Stats struct {
 }
 
 type descs struct {
-	lookups, served, evictions, fetches, fetchErrors *prometheus.Desc
-	inflight, blocks, resident, capacity             *prometheus.Desc
+	lookups, served, evictions, fetches, fetchErrors, diskErrors *prometheus.Desc
+	inflight, blocks, resident, capacity                         *prometheus.Desc
 }
 
 // fetchDurationBuckets are the upper bounds, in seconds, of the backend
@@ -101,6 +102,8 @@ func New() *Stats {
 				"Blob store calls, by operation (read: a block's range, size: an object's size).", []string{"operation"}, nil),
 			fetchErrors: prometheus.NewDesc("talon_worker_backend_fetch_errors_total",
 				"Blob store calls that failed (not counting objects that do not exist), by operation.", []string{"operation"}, nil),
+			diskErrors: prometheus.NewDesc("talon_worker_cache_disk_errors_total",
+				"Block loads that failed on the cache directory (create, write, fsync, rename: read-only, full or broken disk); such reads are served from the blob store.", nil, nil),
 			inflight: prometheus.NewDesc("talon_worker_inflight_loads",
 				"Blocks being loaded from the blob store now.", nil, nil),
 			blocks: prometheus.NewDesc("talon_worker_cache_blocks",
@@ -116,6 +119,12 @@ func New() *Stats {
 	}
 	return s
 }
+
+// DiskError counts a block load that failed on the cache directory.
+func (s *Stats) DiskError() { s.diskErrors.Add(1) }
+
+// DiskErrors returns the disk errors counted so far.
+func (s *Stats) DiskErrors() uint64 { return s.diskErrors.Load() }
 
 // Request counts one data request received.
 func (s *Stats) Request() { s.requests.Add(1) }
@@ -205,7 +214,7 @@ func (s *Stats) Status() (cluster.Capacity, cluster.Counters) {
 // Describe implements prometheus.Collector.
 func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	d := &s.descs
-	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.inflight, d.blocks, d.resident, d.capacity} {
+	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.inflight, d.blocks, d.resident, d.capacity} {
 		ch <- desc
 	}
 	s.fetchDuration.Describe(ch)
@@ -228,6 +237,7 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 		counter(d.fetches, s.fetches[op].Load(), op.String())
 		counter(d.fetchErrors, s.fetchErrors[op].Load(), op.String())
 	}
+	counter(d.diskErrors, s.diskErrors.Load())
 	gauge(d.inflight, s.inflight.Load())
 	gauge(d.blocks, s.blocks.Load())
 	gauge(d.resident, s.resident.Load())
