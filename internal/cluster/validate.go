@@ -88,6 +88,9 @@ func validateText(field, s string, max int, required bool) error {
 		return fieldErr(field, quote(s), "must be valid UTF-8")
 	}
 	for i, r := range s {
+		if r >= 0x20 && r < 0x7f {
+			continue // printable ASCII, the common case: no table lookups
+		}
 		switch {
 		case unicode.Is(unicode.Cc, r): // C0, DEL and C1
 			return fieldErr(field, quote(s), fmt.Sprintf("must not contain control characters (U+%04X at byte %d)", r, i))
