@@ -67,8 +67,14 @@ func benchLookups(b *testing.B, store state.Store) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	parallelLookups(b, cl)
+}
+
+// parallelLookups looks up distinct keys from 8 x GOMAXPROCS goroutines
+// for b.N lookups and reports lookups/s.
+func parallelLookups(b *testing.B, cl *client.Client) {
 	var n atomic.Uint64
-	b.SetParallelism(8) // 8 x GOMAXPROCS concurrent lookups
+	b.SetParallelism(8)
 	b.ResetTimer()
 	begin := time.Now()
 	b.RunParallel(func(pb *testing.PB) {

@@ -249,19 +249,11 @@ func TestBenchReport(t *testing.T) {
 		if rawFail > 0 {
 			t.Logf("raw etcd: %d failures, first %v", rawFail, rawErr)
 		}
-		var addrs []string
-		for i := range 2 {
+		addrs := twoCoordinators(t, coordOpts, func() (state.Store, error) {
 			o := etcd.DefaultOptions()
 			o.Endpoints, o.RequestTimeout = e.Endpoints(), 30*time.Second
-			s, err := etcd.New(ctx, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			co := coordOpts(s)
-			co.NodeID = fmt.Sprintf("coord-%d", i)
-			addrs = append(addrs, coordtest.Start(t, co).ControlAddr)
-		}
+			return etcd.New(ctx, o)
+		})
 		stopProfile := profile(t, "etcd-heartbeats")
 		rate, lat, fail, ferr := heartbeatThroughCoordinators(t, addrs, "bench", writers, phase)
 		stopProfile()
@@ -313,17 +305,9 @@ func TestBenchReport(t *testing.T) {
 			t.Logf("raw kube: %d failures, first %v", rawFail, rawErr)
 		}
 		kubeconfig := k.WriteKubeconfig(t, k.AdminToken())
-		var addrs []string
-		for i := range 2 {
-			s, err := kube.New(ctx, kube.Options{Kubeconfig: kubeconfig, Namespace: "talon", RequestTimeout: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			co := coordOpts(s)
-			co.NodeID = fmt.Sprintf("coord-%d", i)
-			addrs = append(addrs, coordtest.Start(t, co).ControlAddr)
-		}
+		addrs := twoCoordinators(t, coordOpts, func() (state.Store, error) {
+			return kube.New(ctx, kube.Options{Kubeconfig: kubeconfig, Namespace: "talon", RequestTimeout: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		})
 		rate, lat, fail, ferr := heartbeatThroughCoordinators(t, addrs, "bench", writers, phase)
 		if fail > 0 {
 			t.Logf("talon kube heartbeats: %d failures, first %v", fail, ferr)
@@ -641,4 +625,22 @@ func profile(t *testing.T, name string) func() {
 		}
 		t.Logf("CPU profile of %s (%s):\n%s", name, path, out)
 	}
+}
+
+// twoCoordinators starts two coordinators, each on its own store from open,
+// and returns their control addresses.
+func twoCoordinators(t *testing.T, coordOpts func(state.Store) coordtest.Options, open func() (state.Store, error)) []string {
+	t.Helper()
+	var addrs []string
+	for i := range 2 {
+		s, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		co := coordOpts(s)
+		co.NodeID = fmt.Sprintf("coord-%d", i)
+		addrs = append(addrs, coordtest.Start(t, co).ControlAddr)
+	}
+	return addrs
 }

@@ -97,21 +97,7 @@ func BenchmarkControlPlaneTLS(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer cl.Close()
-			var n atomic.Uint64
-			b.SetParallelism(8)
-			b.ResetTimer()
-			begin := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				i := n.Add(1) << 32
-				for pb.Next() {
-					i++
-					if _, err := cl.Lookup(context.Background(), fmt.Sprintf("bench/object-%d#0", i), 3); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/time.Since(begin).Seconds(), "lookups/s")
+			parallelLookups(b, cl)
 		})
 	}
 	const hbWorkers = 16
