@@ -19,9 +19,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/talonhq/talon/internal/backoff"
@@ -315,13 +318,13 @@ func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Messa
 func (c *Client) callOne(ctx context.Context, addr string, req protocol.Message) (protocol.Message, error) {
 	cn, err := c.get(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, c.hint(addr, err)
 	}
 	resp, err := cn.Call(ctx, req)
 	var pe *protocol.Error
 	if err != nil && !errors.As(err, &pe) {
 		_ = cn.Close() // broken or abandoned mid-call: do not reuse
-		return nil, err
+		return nil, c.hint(addr, err)
 	}
 	c.put(addr, cn)
 	return resp, err
@@ -447,4 +450,21 @@ func tlsDial(dial func(ctx context.Context, network, addr string) (net.Conn, err
 		}
 		return tc, nil
 	}
+}
+
+// hint explains the usual causes of a failure to talk to addr: a port that
+// is not a coordinator's control port, or TLS on one side only.
+func (c *Client) hint(addr string, err error) error {
+	var rh tls.RecordHeaderError
+	switch {
+	case errors.Is(err, protocol.ErrBadMagic) && strings.Contains(err.Error(), `"HTTP"`):
+		return fmt.Errorf("%s answered HTTP, not Talon's control protocol: it is an admin or data address; give coordinators' control addresses (port 7400 by default): %w", addr, err)
+	case errors.Is(err, protocol.ErrBadMagic):
+		return fmt.Errorf("%s is not a Talon coordinator's control port: %w", addr, err)
+	case c.opts.TLS != nil && errors.As(err, &rh):
+		return fmt.Errorf("%s does not speak TLS: a coordinator run with insecure-control-plane? (then pass --insecure-control-plane): %w", addr, err)
+	case c.opts.TLS == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+		return fmt.Errorf("%s closed the connection without answering: if its coordinators use mutual TLS, give a client credential (--tls-ca-file, --tls-cert-file, --tls-key-file, or --dir of a talon dev cluster): %w", addr, err)
+	}
+	return err
 }

@@ -3,7 +3,12 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +165,33 @@ func TestFailover(t *testing.T) {
 func TestDataReplicaLimitMatchesProtocol(t *testing.T) {
 	if datav1.MaxReplicas != protocol.MaxReplicas {
 		t.Fatalf("datav1.MaxReplicas %d, protocol.MaxReplicas %d", datav1.MaxReplicas, protocol.MaxReplicas)
+	}
+}
+
+// TestWrongPortHints: an HTTP port, or a plain client against a mutual-TLS
+// coordinator, gets a message that says what to do, not protocol jargon.
+func TestWrongPortHints(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	cl, err := client.New(client.Options{Coordinators: []string{srv.Listener.Addr().String()}, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, err = cl.Lookup(context.Background(), "k#0", 1)
+	if err == nil || !strings.Contains(err.Error(), "answered HTTP") || !strings.Contains(err.Error(), "control addresses") {
+		t.Fatalf("lookup against an HTTP port: %v", err)
+	}
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	cl2, err := client.New(client.Options{Coordinators: []string{tlsSrv.Listener.Addr().String()}, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	_, err = cl2.Lookup(context.Background(), "k#0", 1)
+	if err == nil || !strings.Contains(err.Error(), "give a client credential") {
+		t.Fatalf("plain lookup against a TLS port: %v", err)
 	}
 }
