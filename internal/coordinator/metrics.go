@@ -15,6 +15,7 @@ type coordMetrics struct {
 	storeErrors    *prometheus.CounterVec   // operation, outcome (error code)
 	snapshotAge    prometheus.Gauge
 	nodes          *prometheus.GaugeVec // role, health
+	eligible       prometheus.Gauge
 	placementDur   prometheus.Histogram
 	placementErrs  *prometheus.CounterVec // outcome
 	versionChanges prometheus.Counter
@@ -49,6 +50,10 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_coordinator_nodes",
 			Help: "Live (non-expired) nodes in the last good snapshot by role and effective health.",
 		}, []string{"role", "health"}),
+		eligible: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "talon_placement_eligible_workers",
+			Help: "Workers in this coordinator's current placement (live, healthy or degraded, and ready): the owners lookups choose from. 0 before the first store snapshot.",
+		}),
 		placementDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "talon_coordinator_placement_duration_seconds",
 			Help:    "Time to answer a placement lookup, snapshot included.",
@@ -75,7 +80,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
