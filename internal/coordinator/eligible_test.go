@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state/memory"
@@ -66,4 +67,18 @@ func TestEligibleWorkersGauge(t *testing.T) {
 	clock.Advance(1500 * time.Millisecond) // every worker past unhealthy-after, within the lease
 	upsert("w1", true)                     // only w1 still heartbeats
 	waitEligible(1)
+}
+
+// TestStoreErrorSeriesFromStart: the store-error series of an outage exist
+// at zero before any error, so the first error counts in rate() and the
+// alert rules and dashboard find the series on a healthy cluster.
+func TestStoreErrorSeriesFromStart(t *testing.T) {
+	c := coordtest.Start(t, coordtest.Options{WaitReady: true})
+	n, err := testutil.GatherAndCount(c.Registry, "talon_coordinator_store_errors_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 8 { // snapshot, upsert, remove, watch x unavailable, timeout
+		t.Fatalf("%d talon_coordinator_store_errors_total series before any error, want 8", n)
+	}
 }

@@ -88,6 +88,16 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 	for _, r := range []string{"handshake", "permission_denied"} {
 		m.authRefusals.WithLabelValues(r)
 	}
+	for _, l := range []string{"connections", "idle_timeout", "frame_timeout", "request_id", "records"} {
+		m.limitRefusals.WithLabelValues(l)
+	}
+	// The store errors an outage brings exist from the start, so the first
+	// one counts in rate() and alerts and dashboards find the series.
+	for _, op := range []string{"snapshot", "upsert", "remove", "watch"} {
+		for _, outcome := range []string{"unavailable", "timeout"} {
+			m.storeErrors.WithLabelValues(op, outcome)
+		}
+	}
 	// Every role/health series exists from the start, so dashboards see zeros.
 	for _, r := range cluster.Roles() {
 		for _, h := range cluster.HealthStates() {
