@@ -53,37 +53,3 @@ func TestExampleConfigs(t *testing.T) {
 		}
 	}
 }
-
-func TestAlertRulesParse(t *testing.T) {
-	b, err := os.ReadFile("prometheus/talon-alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules struct {
-		Groups []struct {
-			Name  string `json:"name"`
-			Rules []struct {
-				Alert       string            `json:"alert"`
-				Expr        string            `json:"expr"`
-				For         string            `json:"for"`
-				Labels      map[string]string `json:"labels"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.UnmarshalStrict(b, &rules); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" || !strings.Contains(r.Expr, "talon_") {
-				t.Fatalf("rule %+v", r)
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatal("no rules")
-	}
-}
