@@ -69,16 +69,22 @@ func TestEligibleWorkersGauge(t *testing.T) {
 	waitEligible(1)
 }
 
-// TestStoreErrorSeriesFromStart: the store-error series of an outage exist
-// at zero before any error, so the first error counts in rate() and the
-// alert rules and dashboard find the series on a healthy cluster.
-func TestStoreErrorSeriesFromStart(t *testing.T) {
+// TestErrorSeriesFromStart: the store-error series of an outage and the
+// limit-refusal series exist at zero before any error, so the first one
+// counts in rate() and the alert rules and dashboard find the series on a
+// healthy cluster.
+func TestErrorSeriesFromStart(t *testing.T) {
 	c := coordtest.Start(t, coordtest.Options{WaitReady: true})
-	n, err := testutil.GatherAndCount(c.Registry, "talon_coordinator_store_errors_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 8 { // snapshot, upsert, remove, watch x unavailable, timeout
-		t.Fatalf("%d talon_coordinator_store_errors_total series before any error, want 8", n)
+	for name, want := range map[string]int{
+		"talon_coordinator_store_errors_total":   8, // snapshot, upsert, remove, watch x unavailable, timeout
+		"talon_coordinator_limit_refusals_total": 6, // every limit
+	} {
+		n, err := testutil.GatherAndCount(c.Registry, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%d %s series before any error, want %d", n, name, want)
+		}
 	}
 }

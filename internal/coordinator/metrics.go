@@ -69,7 +69,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_limit_refusals_total",
-			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records).",
+			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes).",
 		}, []string{"limit"}),
 		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_auth_refusals_total",
@@ -88,7 +88,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 	for _, r := range []string{"handshake", "permission_denied"} {
 		m.authRefusals.WithLabelValues(r)
 	}
-	for _, l := range []string{"connections", "idle_timeout", "frame_timeout", "request_id", "records"} {
+	for _, l := range []string{"connections", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes"} {
 		m.limitRefusals.WithLabelValues(l)
 	}
 	// The store errors an outage brings exist from the start, so the first
