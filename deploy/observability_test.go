@@ -205,8 +205,8 @@ func referencedNames(expr string) []string {
 }
 
 // dashboardQueries returns every PromQL expression of the Grafana
-// dashboard (the expr of each target, in panels and rows), and its
-// template variables' queries.
+// dashboard: each panel target's, each annotation's and each template
+// variable's query.
 func dashboardQueries(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile(dashboardFile)
@@ -228,6 +228,12 @@ func dashboardQueries(t *testing.T) map[string]string {
 				Query any    `json:"query"`
 			} `json:"list"`
 		} `json:"templating"`
+		Annotations struct {
+			List []struct {
+				Name string `json:"name"`
+				Expr string `json:"expr"`
+			} `json:"list"`
+		} `json:"annotations"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
@@ -241,6 +247,11 @@ func dashboardQueries(t *testing.T) map[string]string {
 			if tg.Expr != "" {
 				out[p.Title+" #"+string(rune('A'+i))] = tg.Expr
 			}
+		}
+	}
+	for _, a := range d.Annotations.List {
+		if a.Expr != "" {
+			out["annotation "+a.Name] = a.Expr
 		}
 	}
 	for _, v := range d.Templating.List {
