@@ -428,12 +428,14 @@ func scrapeCluster(t *testing.T) (coordinator, worker []byte) {
 		p, err := pc.Lookup(context.Background(), "obj.bin#0", 1)
 		return err == nil && len(p.Owners) == 1
 	})
+	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections() // goleak: no keep-alive goroutines left
 	var buf bytes.Buffer
-	if _, err := datav1.FetchTo(context.Background(), http.DefaultClient, datav1.Request{Addr: w.W.DataAddress(), Object: "obj.bin", Offset: 0, Length: 1 << 10, Replicas: 1}, &buf); err != nil {
+	if _, err := datav1.FetchTo(context.Background(), hc, datav1.Request{Addr: w.W.DataAddress(), Object: "obj.bin", Offset: 0, Length: 1 << 10, Replicas: 1}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	scrape := func(addr string) []byte {
-		res, err := http.Get("http://" + addr + "/metrics")
+		res, err := hc.Get("http://" + addr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
