@@ -448,3 +448,36 @@ func scrapeCluster(t *testing.T) (coordinator, worker []byte) {
 	}
 	return scrape(coord.AdminAddr().String()), scrape(w.AdminAddr().String())
 }
+
+// TestDashboardInChart: the chart ships the repository's dashboard, byte
+// for byte, as a ConfigMap labelled for Grafana's sidecar when
+// grafanaDashboard.enabled is set, and not otherwise.
+func TestDashboardInChart(t *testing.T) {
+	repo := mustRead(t, dashboardFile)
+	if !bytes.Equal(repo, mustRead(t, filepath.Join(chartDir, "files/talon-dashboard.json"))) {
+		t.Fatal("helm/talon/files/talon-dashboard.json differs from grafana/talon.json: copy the dashboard into the chart")
+	}
+	testenv.SkipIfShort(t)
+	dashboards := func(objs []object) []object {
+		var out []object
+		for _, cm := range find(objs, "ConfigMap", "") {
+			if dig(cm, "data", "talon.json") != nil {
+				out = append(out, cm)
+			}
+		}
+		return out
+	}
+	if got := dashboards(render(t, namespace)); len(got) != 0 {
+		t.Fatalf("the dashboard ConfigMap is rendered by default: %v", got)
+	}
+	got := dashboards(render(t, namespace, "--set", "grafanaDashboard.enabled=true"))
+	if len(got) != 1 {
+		t.Fatalf("want one dashboard ConfigMap, got %d", len(got))
+	}
+	if dig(got[0], "metadata", "labels", "grafana_dashboard") != "1" {
+		t.Errorf("dashboard ConfigMap labels %v, want grafana_dashboard: \"1\"", dig(got[0], "metadata", "labels"))
+	}
+	if data := dig(got[0], "data", "talon.json"); data != strings.TrimRight(string(repo), "\n") {
+		t.Errorf("the ConfigMap's talon.json differs from %s", dashboardFile)
+	}
+}
