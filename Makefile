@@ -27,13 +27,14 @@ testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver and 
 	@bash internal/testenv/build-servers.sh >/dev/null
 	@bash internal/testenv/build-helm.sh >/dev/null
 
-test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium)
+test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-openssl.sh) && \
+	  promtool=$$(bash .ci/ensure-promtool.sh) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  echo "test servers: $$dir, helm: $$helm" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
@@ -51,39 +48,5 @@ func TestExampleConfigs(t *testing.T) {
 		if _, err := config.Load(role, config.Options{ConfigFile: p}); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-	}
-}
-
-func TestAlertRulesParse(t *testing.T) {
-	b, err := os.ReadFile("prometheus/talon-alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules struct {
-		Groups []struct {
-			Name  string `json:"name"`
-			Rules []struct {
-				Alert       string            `json:"alert"`
-				Expr        string            `json:"expr"`
-				For         string            `json:"for"`
-				Labels      map[string]string `json:"labels"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.UnmarshalStrict(b, &rules); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" || !strings.Contains(r.Expr, "talon_") {
-				t.Fatalf("rule %+v", r)
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatal("no rules")
 	}
 }

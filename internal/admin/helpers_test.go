@@ -105,7 +105,7 @@ func startCoordinator(t testing.TB, o envOptions) *env {
 	}
 	e.ctrl = ln.Addr().String()
 	e.reg = prometheus.NewRegistry()
-	if e.proc, err = metrics.NewProcess(e.reg, "coordinator", time.Now(), time.Now); err != nil {
+	if e.proc, err = metrics.NewProcess(e.reg, "coordinator"); err != nil {
 		t.Fatal(err)
 	}
 	e.coord, err = coordinator.New(coordinator.Options{
@@ -162,7 +162,7 @@ func startWorker(t *testing.T, admin config.AdminConfig, usage UsageSource) *env
 	c := startCoordinator(t, envOptions{admin: exposeAll()})
 	e := &env{store: c.store, clock: c.clock, ctrl: c.ctrl, logs: c.logs, log: c.log, reg: prometheus.NewRegistry()}
 	var err error
-	if e.proc, err = metrics.NewProcess(e.reg, "worker", time.Now(), time.Now); err != nil {
+	if e.proc, err = metrics.NewProcess(e.reg, "worker"); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := client.New(client.Options{Coordinators: []string{c.ctrl}, Logger: e.log})

@@ -129,10 +129,10 @@ func TestMetricsCoordinator(t *testing.T) {
 	}
 	// The ADR's minimum inventory for every process and for coordinators.
 	for _, name := range []string{
-		"talon_build_info", "talon_uptime_seconds", "talon_requests_total", "talon_request_duration_seconds",
+		"talon_build_info", "process_start_time_seconds", "talon_requests_total", "talon_request_duration_seconds",
 		"talon_active_connections", "talon_ready",
 		"talon_coordinator_store_operation_duration_seconds", "talon_coordinator_snapshot_age_seconds",
-		"talon_coordinator_nodes", "talon_coordinator_placement_duration_seconds",
+		"talon_coordinator_nodes", "talon_coordinator_placement_duration_seconds", "talon_placement_eligible_workers",
 	} {
 		if fams[name] == nil {
 			t.Errorf("no %s", name)

@@ -137,7 +137,6 @@ type Coordinator struct {
 // NewCoordinator builds (binds, connects) a coordinator process from cfg.
 // store may be nil to open the configured one; a given store is not closed.
 func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger) (*Coordinator, error) {
-	start := time.Now()
 	p := &Coordinator{}
 	ptls, err := loadPlaneTLS(cfg, log)
 	if err != nil {
@@ -157,7 +156,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 	}
 	p.adminLn = adminLn
 	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator", start, time.Now)
+	proc, err := metrics.NewProcess(reg, "coordinator")
 	if err != nil {
 		ln.Close()
 		p.close()
@@ -231,7 +230,6 @@ type Worker struct {
 
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
-	start := time.Now()
 	if cfg.DevDir != "" {
 		if err := joinDev(cfg); err != nil {
 			return nil, err
@@ -251,7 +249,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		return nil, fmt.Errorf("blob-store: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "worker", start, time.Now)
+	proc, err := metrics.NewProcess(reg, "worker")
 	if err != nil {
 		return nil, err
 	}

@@ -659,8 +659,12 @@ func (c *Coordinator) logMembership(prev, v *View) {
 	}
 }
 
-// countNodes sets the live-node gauges from v.
+// countNodes sets the live-node gauges and the eligible-worker gauge from
+// v. The eligible count is v's placement table, not a recount of the
+// records: after a store outage a held view keeps the previous placement
+// (holdAfterOutage), and the gauge says what lookups actually use.
 func (c *Coordinator) countNodes(v *View) {
+	c.m.eligible.Set(float64(v.Table.Len()))
 	counts := map[[2]string]int{}
 	for _, r := range v.Snapshot.Records {
 		counts[[2]string{string(r.Role), string(c.opts.Timing.EffectiveHealth(r, v.Snapshot.ObservedAtUnixMs))}]++

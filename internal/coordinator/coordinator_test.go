@@ -65,7 +65,7 @@ func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Lim
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	proc, err := metrics.NewProcess(reg, "coordinator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestOwnSequenceNeverReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	proc, _ := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	proc, _ := metrics.NewProcess(reg, "coordinator")
 	c, err := New(Options{
 		ClusterID: "test", NodeID: "coord-a", Timing: testTiming, RequestTimeout: 200 * time.Millisecond,
 		ShutdownTimeout: time.Second, Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -15,6 +15,7 @@ type coordMetrics struct {
 	storeErrors    *prometheus.CounterVec   // operation, outcome (error code)
 	snapshotAge    prometheus.Gauge
 	nodes          *prometheus.GaugeVec // role, health
+	eligible       prometheus.Gauge
 	placementDur   prometheus.Histogram
 	placementErrs  *prometheus.CounterVec // outcome
 	versionChanges prometheus.Counter
@@ -49,6 +50,10 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_coordinator_nodes",
 			Help: "Live (non-expired) nodes in the last good snapshot by role and effective health.",
 		}, []string{"role", "health"}),
+		eligible: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "talon_placement_eligible_workers",
+			Help: "Workers in this coordinator's current placement (live, healthy or degraded, and ready): the owners lookups choose from. 0 before the first store snapshot.",
+		}),
 		placementDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "talon_coordinator_placement_duration_seconds",
 			Help:    "Time to answer a placement lookup, snapshot included.",
@@ -64,7 +69,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_limit_refusals_total",
-			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records).",
+			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes).",
 		}, []string{"limit"}),
 		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_auth_refusals_total",
@@ -75,13 +80,23 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	for _, r := range []string{"handshake", "permission_denied"} {
 		m.authRefusals.WithLabelValues(r)
+	}
+	for _, l := range []string{"connections", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes"} {
+		m.limitRefusals.WithLabelValues(l)
+	}
+	// The store errors an outage brings exist from the start, so the first
+	// one counts in rate() and alerts and dashboards find the series.
+	for _, op := range []string{"snapshot", "upsert", "remove", "watch"} {
+		for _, outcome := range []string{"unavailable", "timeout"} {
+			m.storeErrors.WithLabelValues(op, outcome)
+		}
 	}
 	// Every role/health series exists from the start, so dashboards see zeros.
 	for _, r := range cluster.Roles() {

@@ -25,7 +25,7 @@ func TestViewBeforeAndDuringRunStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator", time.Now(), time.Now)
+	proc, err := metrics.NewProcess(reg, "coordinator")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,12 @@
 // Package metrics defines the Prometheus metrics every Talon process
-// exposes (ADR 0001 section 10): build info, uptime, requests, errors,
-// request duration, active connections and readiness. Role-specific metrics
-// live with their role (coordinator, worker/stats).
+// exposes (ADR 0001 section 10): build info, requests by outcome, request
+// duration, active connections and readiness, plus the Go runtime and
+// process collectors. Role-specific metrics live with their role
+// (coordinator, worker/stats).
+//
+// One quantity has one metric name: uptime is time() minus
+// process_start_time_seconds, and failed requests are talon_requests_total
+// with outcome other than "ok".
 //
 // Labels come only from bounded sets: operation, role, backend, outcome,
 // form, health and listener, plus the fixed build labels of
@@ -36,23 +41,17 @@ func AllowedLabel(name string) bool {
 // Process holds the metrics common to every process.
 type Process struct {
 	requests    *prometheus.CounterVec
-	errors      *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	connections *prometheus.GaugeVec
 	ready       atomic.Bool
 }
 
 // NewProcess registers the common metrics of a process of role with reg.
-// start is the process start time, for the uptime gauge.
-func NewProcess(reg prometheus.Registerer, role string, start time.Time, now func() time.Time) (*Process, error) {
+func NewProcess(reg prometheus.Registerer, role string) (*Process, error) {
 	p := &Process{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_requests_total",
-			Help: "Requests accepted, by operation and outcome (ok or an error code).",
-		}, []string{"operation", "outcome"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "talon_request_errors_total",
-			Help: "Requests that failed, by operation and outcome (error code).",
+			Help: "Requests accepted, by operation and outcome (ok or an error code): the failed ones are those whose outcome is not ok.",
 		}, []string{"operation", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "talon_request_duration_seconds",
@@ -71,10 +70,6 @@ func NewProcess(reg prometheus.Registerer, role string, start time.Time, now fun
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Commit, "goversion": info.GoVersion, "role": role},
 	})
 	buildInfo.Set(1)
-	uptime := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "talon_uptime_seconds",
-		Help: "Seconds since the process started.",
-	}, func() float64 { return now().Sub(start).Seconds() })
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "talon_ready",
 		Help: "1 when the process reports ready, 0 otherwise.",
@@ -85,7 +80,7 @@ func NewProcess(reg prometheus.Registerer, role string, start time.Time, now fun
 		return 0
 	})
 	for _, c := range []prometheus.Collector{
-		p.requests, p.errors, p.duration, p.connections, buildInfo, uptime, ready,
+		p.requests, p.duration, p.connections, buildInfo, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -98,9 +93,6 @@ func NewProcess(reg prometheus.Registerer, role string, start time.Time, now fun
 // Observe records one finished request. outcome is "ok" or an error code.
 func (p *Process) Observe(operation, outcome string, d time.Duration) {
 	p.requests.WithLabelValues(operation, outcome).Inc()
-	if outcome != "ok" {
-		p.errors.WithLabelValues(operation, outcome).Inc()
-	}
 	p.duration.WithLabelValues(operation).Observe(d.Seconds())
 }
 

@@ -69,7 +69,7 @@ func newWorkerOpts(t *testing.T, coordinators []string, rotate bool, drain time.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	proc, _ := metrics.NewProcess(prometheus.NewRegistry(), "worker", time.Now(), time.Now)
+	proc, _ := metrics.NewProcess(prometheus.NewRegistry(), "worker")
 	o := worker.Options{
 		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second, DrainDelay: drain,

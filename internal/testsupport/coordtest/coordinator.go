@@ -132,7 +132,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 		t.Cleanup(func() { _ = c.Memory.Close() })
 	}
 	var err error
-	if c.Process, err = metrics.NewProcess(o.Registry, "coordinator", time.Now(), time.Now); err != nil {
+	if c.Process, err = metrics.NewProcess(o.Registry, "coordinator"); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

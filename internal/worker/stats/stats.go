@@ -9,9 +9,9 @@
 //
 // Requests and request errors are counted here for the status record but
 // not exported as talon_worker_* series: the process-wide
-// talon_requests_total and talon_request_errors_total of package metrics
-// (operation "get") already carry them, and one quantity gets one metric
-// name. Likewise no metric has a worker-ID label: the scrape target
+// talon_requests_total of package metrics (operation "get", errors being
+// the outcomes other than "ok") already carries them, and one quantity gets
+// one metric name. Likewise no metric has a worker-ID label: the scrape target
 // identifies the process.
 package stats
 
