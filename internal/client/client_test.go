@@ -2,9 +2,8 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
-	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
@@ -178,19 +178,52 @@ func TestWrongPortHints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	_, err = cl.Lookup(context.Background(), "k#0", 1)
+	// A 6-byte key makes the frame's length field a newline, so the HTTP
+	// server reads a (bad) request line and answers 400, as talon's admin
+	// listener did in the report.
+	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer hcancel()
+	_, err = cl.Lookup(hctx, "abcd#0", 1)
 	if err == nil || !strings.Contains(err.Error(), "answered HTTP") || !strings.Contains(err.Error(), "control addresses") {
 		t.Fatalf("lookup against an HTTP port: %v", err)
 	}
-	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
-	defer tlsSrv.Close()
-	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	cl2, err := client.New(client.Options{Coordinators: []string{tlsSrv.Listener.Addr().String()}, Retries: -1})
+	// A mutual-TLS listener that fails the handshake of a plain client.
+	ca, err := pki.NewCA("test", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := ca.Issue(pki.Identity{Role: pki.RoleCoordinator, NodeID: "c"}, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", pki.Harden(&tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAnyClientCert}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	cl2, err := client.New(client.Options{Coordinators: []string{ln.Addr().String()}, Retries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl2.Close()
-	_, err = cl2.Lookup(context.Background(), "k#0", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = cl2.Lookup(ctx, "k#0", 1)
 	if err == nil || !strings.Contains(err.Error(), "give a client credential") {
 		t.Fatalf("plain lookup against a TLS port: %v", err)
 	}
