@@ -176,7 +176,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
 			MaxInflightWrites: cfg.Limits.MaxInflightWrites,
 		},
-		TLS: ptls.server(),
+		TLS: ptls.server(), PlacementReplicas: cfg.PlacementReplicas,
 	})
 	if err != nil {
 		ln.Close()

@@ -37,6 +37,9 @@ type Config struct {
 	StateBackend        string
 	HA                  bool
 	CoordinatorReplicas int
+	// PlacementReplicas is the replica count clients read with (the
+	// under-replication gauge).
+	PlacementReplicas int
 
 	Etcd EtcdConfig
 	Kube KubeConfig

@@ -159,6 +159,9 @@ func (c *Config) validatePlaneTLS() error {
 }
 
 func (c *Config) validateCoordinator() error {
+	if c.PlacementReplicas < 1 || c.PlacementReplicas > 16 {
+		return fmt.Errorf("placement-replicas %d: must be from 1 to 16", c.PlacementReplicas)
+	}
 	if c.Limits.MaxInflightWrites < 1 || c.Limits.MaxInflightWrites > 1_000_000 {
 		return fmt.Errorf("max-inflight-writes %d: must be from 1 to 1000000", c.Limits.MaxInflightWrites)
 	}

@@ -50,6 +50,9 @@ type Options struct {
 	// the outage is never published. Zero means two heartbeat intervals;
 	// negative turns it off.
 	RecoveryGrace time.Duration
+	// PlacementReplicas is the replica count clients read with; the
+	// under-replication gauge compares eligible workers to it. Default 2.
+	PlacementReplicas int
 
 	Store    state.Store
 	Listener net.Listener // the bound control listener; Run closes it
@@ -211,6 +214,9 @@ func New(opts Options) (*Coordinator, error) {
 		return nil, err
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.PlacementReplicas <= 0 {
+		opts.PlacementReplicas = 2
+	}
 	m, err := newCoordMetrics(opts.Registerer, opts.Store.Backend())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
@@ -665,6 +671,11 @@ func (c *Coordinator) logMembership(prev, v *View) {
 // (holdAfterOutage), and the gauge says what lookups actually use.
 func (c *Coordinator) countNodes(v *View) {
 	c.m.eligible.Set(float64(v.Table.Len()))
+	under := 0.0
+	if v.Table.Len() < c.opts.PlacementReplicas {
+		under = 1
+	}
+	c.m.underRepl.Set(under)
 	counts := map[[2]string]int{}
 	for _, r := range v.Snapshot.Records {
 		counts[[2]string{string(r.Role), string(c.opts.Timing.EffectiveHealth(r, v.Snapshot.ObservedAtUnixMs))}]++

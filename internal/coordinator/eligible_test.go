@@ -48,6 +48,11 @@ func TestEligibleWorkersGauge(t *testing.T) {
 		})
 	}
 	waitEligible(0)
+	// Fewer eligible workers than placement-replicas (default 2).
+	under := func() float64 { return gaugeValue(t, c.Registry, "talon_placement_under_replicated") }
+	if under() != 1 {
+		t.Fatalf("under-replicated %v with no workers, want 1", under())
+	}
 	var seq uint64
 	upsert := func(id string, ready bool) {
 		t.Helper()
@@ -62,11 +67,17 @@ func TestEligibleWorkersGauge(t *testing.T) {
 	upsert("w2", true)
 	upsert("w3", false)
 	waitEligible(2) // w3 is live but not ready
+	if under() != 0 {
+		t.Fatalf("under-replicated %v with 2 eligible workers, want 0", under())
+	}
 	upsert("w3", true)
 	waitEligible(3)
 	clock.Advance(1500 * time.Millisecond) // every worker past unhealthy-after, within the lease
 	upsert("w1", true)                     // only w1 still heartbeats
 	waitEligible(1)
+	if under() != 1 {
+		t.Fatalf("under-replicated %v with 1 eligible worker, want 1", under())
+	}
 }
 
 // TestErrorSeriesFromStart: the store-error series of an outage and the

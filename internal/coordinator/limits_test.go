@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/protocol"
@@ -218,5 +219,33 @@ func TestWriteAdmission(t *testing.T) {
 	close(store.gate)
 	if err := <-first; err != nil {
 		t.Fatalf("the admitted write: %v", err)
+	}
+}
+
+// TestHeartbeatAgeHistogram: each accepted heartbeat observes how old the
+// node's record was in the coordinator's view.
+func TestHeartbeatAgeHistogram(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	cn := dial(t, f.addr)
+	rec := workerRecord("w1", "i", 0)
+	if _, err := register(t, cn, rec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "w1 in the view", func() bool {
+		owners, _, err := f.c.Lookup(context.Background(), "k#0", 1)
+		return err == nil && len(owners) == 1
+	})
+	time.Sleep(150 * time.Millisecond)
+	rec.HeartbeatSeq = 1
+	if ack, err := heartbeat(t, cn, rec); err != nil || ack.Outcome != protocol.OutcomeAccepted {
+		t.Fatalf("heartbeat: %v %v", ack, err)
+	}
+	var m dto.Metric
+	if err := f.c.m.heartbeatAge.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	h := m.GetHistogram()
+	if h.GetSampleCount() != 1 || h.GetSampleSum() < 0.1 || h.GetSampleSum() > 10 {
+		t.Fatalf("heartbeat age histogram: %d samples, sum %gs; want one of about 0.15s", h.GetSampleCount(), h.GetSampleSum())
 	}
 }

@@ -16,6 +16,8 @@ type coordMetrics struct {
 	snapshotAge    prometheus.Gauge
 	nodes          *prometheus.GaugeVec // role, health
 	eligible       prometheus.Gauge
+	underRepl      prometheus.Gauge
+	heartbeatAge   prometheus.Histogram
 	placementDur   prometheus.Histogram
 	placementErrs  *prometheus.CounterVec // outcome
 	versionChanges prometheus.Counter
@@ -54,6 +56,15 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_placement_eligible_workers",
 			Help: "Workers in this coordinator's current placement (live, healthy or degraded, and ready): the owners lookups choose from. 0 before the first store snapshot.",
 		}),
+		underRepl: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "talon_placement_under_replicated",
+			Help: "1 when this coordinator's placement has fewer eligible workers than placement-replicas (the replica count clients read with), else 0.",
+		}),
+		heartbeatAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "talon_coordinator_heartbeat_age_seconds",
+			Help:    "At each accepted heartbeat, the age of the node's record in this coordinator's last view (store-observed times): near heartbeat-interval when healthy; the tail shows workers close to unhealthy-after. A histogram rather than a per-node timestamp, so cardinality stays bounded.",
+			Buckets: []float64{.25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60},
+		}),
 		placementDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "talon_coordinator_placement_duration_seconds",
 			Help:    "Time to answer a placement lookup, snapshot included.",
@@ -80,7 +91,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
 		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -394,6 +394,13 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		return storeErrorReply(err)
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
+	if op == "heartbeat" && res.Outcome == state.OutcomeAccepted && res.Record != nil {
+		if v := c.LastGood(); v != nil {
+			if prev := v.record(rec.Key()); prev != nil && prev.IncarnationID == rec.IncarnationID && res.Record.UpdatedAtUnixMs >= prev.UpdatedAtUnixMs {
+				c.m.heartbeatAge.Observe(float64(res.Record.UpdatedAtUnixMs-prev.UpdatedAtUnixMs) / 1000)
+			}
+		}
+	}
 	if res.Decision == cluster.DecisionInsert {
 		c.noteRegistered(rec.Key())
 	}

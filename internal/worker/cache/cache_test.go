@@ -411,6 +411,9 @@ func TestDiskFailureReadsThrough(t *testing.T) {
 	if got := e.st.DiskErrors(); got != 3 {
 		t.Fatalf("disk errors %d, want 3", got)
 	}
+	if got := e.st.BackendBytesRead(); got != uint64(len(data)) {
+		t.Fatalf("blob store bytes read %d, want %d", got, len(data))
+	}
 	if resident, _ := c.Usage(); resident != 0 {
 		t.Fatalf("%d bytes cached although the directory failed", resident)
 	}

@@ -228,6 +228,10 @@ func TestRestartDiscardsDamagedBlocks(t *testing.T) {
 			if _, ctr := e.st.Status(); ctr.HitsTotal != 0 || ctr.MissesTotal != 1 {
 				t.Fatalf("stats %+v: a damaged block must count as a miss, never a hit", ctr)
 			}
+			// Damage found by the data checksum on first read is counted.
+			if d.name == "data zeroed" && e.st.ChecksumFailures() != 1 {
+				t.Fatalf("checksum failures %d, want 1", e.st.ChecksumFailures())
+			}
 			// The reloaded block is sound and now a hit.
 			wantBlock(t, c, "obj", 0, data)
 			if blocks, _ := cacheFiles(t, e.cacheDir); len(blocks) != 1 {

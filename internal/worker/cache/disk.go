@@ -235,6 +235,7 @@ func (c *Cache) openBlock(e *entry, verified bool) (*os.File, error) {
 	}
 	if h.Sum64() != sum {
 		f.Close()
+		c.cfg.Stats.ChecksumFailure()
 		c.log.Warn("block file fails its checksum; deleting and reloading", "path", path)
 		c.dropIf(e, true)
 		return nil, nil

@@ -106,6 +106,7 @@ func (c *Cache) copyFromSource(ctx context.Context, id blockID, n int64, w io.Wr
 	}
 	defer rc.Close()
 	got, err := io.CopyN(&ioErrWriter{w}, rc, n)
+	c.cfg.Stats.BackendBytes(got)
 	if errors.Is(err, io.EOF) {
 		err = nil // short: the caller reports it
 	}

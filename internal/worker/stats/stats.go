@@ -60,6 +60,8 @@ type Stats struct {
 	fetches     [numBackendOps]atomic.Uint64
 	fetchErrors [numBackendOps]atomic.Uint64
 	diskErrors  atomic.Uint64
+	checksums   atomic.Uint64 // block files that failed verification
+	blobBytes   atomic.Uint64 // bytes read from the blob store
 
 	inflight atomic.Int64
 	blocks   atomic.Int64
@@ -72,8 +74,8 @@ type Stats struct {
 }
 
 type descs struct {
-	lookups, served, evictions, fetches, fetchErrors, diskErrors *prometheus.Desc
-	inflight, blocks, resident, capacity                         *prometheus.Desc
+	lookups, served, evictions, fetches, fetchErrors, diskErrors, checksums, blobBytes *prometheus.Desc
+	inflight, blocks, resident, capacity                                               *prometheus.Desc
 }
 
 // fetchDurationBuckets are the upper bounds, in seconds, of the backend
@@ -104,6 +106,10 @@ func New() *Stats {
 				"Blob store calls that failed (not counting objects that do not exist), by operation.", []string{"operation"}, nil),
 			diskErrors: prometheus.NewDesc("talon_worker_cache_disk_errors_total",
 				"Block loads that failed on the cache directory (create, write, fsync, rename: read-only, full or broken disk); such reads are served from the blob store.", nil, nil),
+			checksums: prometheus.NewDesc("talon_worker_cache_checksum_failures_total",
+				"Block files that failed their checksum when opened (deleted and reloaded from the blob store).", nil, nil),
+			blobBytes: prometheus.NewDesc("talon_worker_backend_read_bytes_total",
+				"Bytes read from the blob store (block loads and read-throughs): the egress the cache saves.", nil, nil),
 			inflight: prometheus.NewDesc("talon_worker_inflight_loads",
 				"Blocks being loaded from the blob store now.", nil, nil),
 			blocks: prometheus.NewDesc("talon_worker_cache_blocks",
@@ -122,6 +128,22 @@ func New() *Stats {
 
 // DiskError counts a block load that failed on the cache directory.
 func (s *Stats) DiskError() { s.diskErrors.Add(1) }
+
+// ChecksumFailure counts a block file that failed verification.
+func (s *Stats) ChecksumFailure() { s.checksums.Add(1) }
+
+// BackendBytes counts bytes read from the blob store.
+func (s *Stats) BackendBytes(n int64) {
+	if n > 0 {
+		s.blobBytes.Add(uint64(n))
+	}
+}
+
+// ChecksumFailures returns the block files that failed verification.
+func (s *Stats) ChecksumFailures() uint64 { return s.checksums.Load() }
+
+// BackendBytesRead returns the bytes read from the blob store.
+func (s *Stats) BackendBytesRead() uint64 { return s.blobBytes.Load() }
 
 // DiskErrors returns the disk errors counted so far.
 func (s *Stats) DiskErrors() uint64 { return s.diskErrors.Load() }
@@ -214,7 +236,7 @@ func (s *Stats) Status() (cluster.Capacity, cluster.Counters) {
 // Describe implements prometheus.Collector.
 func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	d := &s.descs
-	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.inflight, d.blocks, d.resident, d.capacity} {
+	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.checksums, d.blobBytes, d.inflight, d.blocks, d.resident, d.capacity} {
 		ch <- desc
 	}
 	s.fetchDuration.Describe(ch)
@@ -238,6 +260,8 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 		counter(d.fetchErrors, s.fetchErrors[op].Load(), op.String())
 	}
 	counter(d.diskErrors, s.diskErrors.Load())
+	counter(d.checksums, s.checksums.Load())
+	counter(d.blobBytes, s.blobBytes.Load())
 	gauge(d.inflight, s.inflight.Load())
 	gauge(d.blocks, s.blocks.Load())
 	gauge(d.resident, s.resident.Load())

@@ -139,8 +139,8 @@ func TestMetricsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 11 {
-		t.Fatalf("gathered %d metric families, want 11", len(mfs))
+	if len(mfs) != 13 {
+		t.Fatalf("gathered %d metric families, want 13", len(mfs))
 	}
 	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	if err != nil {
