@@ -29,8 +29,8 @@ testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver and 
 
 test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool)
 	@bash .ci/ensure-chromium.sh
-	@openssl=$$(bash .ci/ensure-openssl.sh) && \
-	  promtool=$$(bash .ci/ensure-promtool.sh) && \
+	@openssl=$$(bash .ci/ensure-tool.sh openssl openssl TALON_OPENSSL) && \
+	  promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  echo "test servers: $$dir, helm: $$helm" && \

@@ -37,7 +37,7 @@ const (
 )
 
 // promtool returns the promtool command (TALON_PROMTOOL, set by make test
-// from .ci/ensure-promtool.sh, or PATH). Under -short a missing promtool
+// from .ci/ensure-tool.sh, or PATH). Under -short a missing promtool
 // skips the test; otherwise it fails it.
 func promtool(t *testing.T) string {
 	t.Helper()
@@ -49,7 +49,7 @@ func promtool(t *testing.T) string {
 		if testing.Short() {
 			t.Skip("promtool not found; make test installs it")
 		}
-		t.Fatal("promtool not found: run make test (it installs Debian's prometheus package with .ci/ensure-promtool.sh) or set TALON_PROMTOOL")
+		t.Fatal("promtool not found: run make test (it installs Debian's prometheus package with .ci/ensure-tool.sh) or set TALON_PROMTOOL")
 	}
 	return p
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // promtoolBin returns promtool (TALON_PROMTOOL, set by make test from
-// .ci/ensure-promtool.sh, or PATH).
+// .ci/ensure-tool.sh, or PATH).
 func promtoolBin(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("TALON_PROMTOOL"); p != "" {

@@ -13,7 +13,7 @@ import (
 )
 
 // opensslBin returns the openssl command (TALON_OPENSSL, set by make test
-// from .ci/ensure-openssl.sh, or PATH).
+// from .ci/ensure-tool.sh, or PATH).
 func opensslBin(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("TALON_OPENSSL"); p != "" {

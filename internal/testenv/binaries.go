@@ -91,18 +91,24 @@ func buildServers(names ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return runBuildScript(script, names...)
+}
+
+// runBuildScript runs one of the build scripts beside this file and returns
+// the path it prints last; an error carries the tail of its output.
+func runBuildScript(script string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("bash", append([]string{script}, names...)...)
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s: %w\n%s", script, err, tail(stderr.String(), 60))
 	}
-	dir := strings.TrimSpace(lastLine(stdout.String()))
-	if dir == "" {
-		return "", fmt.Errorf("%s printed no directory\n%s", script, tail(stderr.String(), 60))
+	p := strings.TrimSpace(lastLine(stdout.String()))
+	if p == "" {
+		return "", fmt.Errorf("%s printed no path\n%s", script, tail(stderr.String(), 60))
 	}
-	return dir, nil
+	return p, nil
 }
 
 // buildScript finds internal/testenv/build-servers.sh by walking up from the

@@ -1,12 +1,8 @@
 package testenv
 
 import (
-	"bytes"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -40,17 +36,5 @@ func buildHelm() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	script := filepath.Join(filepath.Dir(servers), "build-helm.sh")
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("bash", script)
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s", script, err, tail(stderr.String(), 60))
-	}
-	p := strings.TrimSpace(lastLine(stdout.String()))
-	if p == "" {
-		return "", fmt.Errorf("%s printed no path\n%s", script, tail(stderr.String(), 60))
-	}
-	return p, nil
+	return runBuildScript(filepath.Join(filepath.Dir(servers), "build-helm.sh"))
 }
