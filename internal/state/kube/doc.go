@@ -56,6 +56,16 @@
 //     leader is needed: a Lease renewed in between is not deleted, and
 //     concurrent deleters get NotFound or Conflict, which are ignored.
 //     Watchers see a GC deletion as EventDelete.
+//   - Admission. At most Options.MaxInflightWrites Lease writes are in
+//     flight per store: an UpsertNode or RemoveNode holds one slot from its
+//     first request to its last (conflict retries included), so an
+//     admitted write is never refused halfway. A write that finds no slot
+//     free within Options.AdmissionWait fails before any request with an
+//     error wrapping state.ErrUnavailable (retryable; the coordinator
+//     answers the wire code unavailable) and nothing is written; garbage
+//     collection waits for a slot instead. Reads (Snapshot, CheckReady,
+//     Watch) take no slot. Bounding the writes keeps the API server's queue,
+//     and so the latency of the writes admitted, short under saturation.
 //   - Errors. Every error wraps a state sentinel where one applies: 401
 //     unauthenticated, 403 permission denied, 410 compacted, 409 after the
 //     retries conflict, deadlines and server timeouts timeout, refused or

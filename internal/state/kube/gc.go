@@ -71,7 +71,7 @@ func (s *Store) runGC() {
 			s.mu.Lock()
 			delete(s.gcQueued, it.name)
 			s.mu.Unlock()
-			s.deleteExpired(s.ctx, it)
+			s.collect(s.ctx, it)
 		case <-tick:
 			s.sweep(s.ctx)
 		}
@@ -95,15 +95,28 @@ func (s *Store) sweep(ctx context.Context) {
 			return
 		}
 		if l := &items[i]; s.expired(l) {
-			s.deleteExpired(ctx, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
+			s.collect(ctx, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
 		}
 	}
+}
+
+// collect deletes an expired Lease as garbage collection: it waits for a
+// write slot as long as it takes (it is never refused: garbage waits
+// without harm while heartbeats are shed).
+func (s *Store) collect(ctx context.Context, it gcItem) {
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return
+	}
+	defer release()
+	s.deleteExpired(ctx, it)
 }
 
 // deleteExpired deletes a Lease observed expired at resourceVersion. The
 // precondition makes it safe without a leader: if the process renewed the
 // Lease since (or another coordinator already deleted it) the delete fails
-// with Conflict (or NotFound) and nothing changes.
+// with Conflict (or NotFound) and nothing changes. The caller holds a write
+// slot (collect, or RemoveNode's).
 func (s *Store) deleteExpired(ctx context.Context, it gcItem) {
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/rest"
 
 	"github.com/talonhq/talon/internal/state"
@@ -31,6 +33,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative burst", func(o *Options) { o.Burst = -1 }, "kube burst -1: must not be negative"},
 		{"burst below qps", func(o *Options) { o.QPS, o.Burst = 100, 10 }, "kube burst 10: must be at least qps 100"},
 		{"negative retries", func(o *Options) { o.ConflictRetries = -2 }, "kube conflict retries -2: must not be negative"},
+		{"negative admission wait", func(o *Options) { o.AdmissionWait = -time.Millisecond }, "kube admission wait -1ms: must not be negative"},
+		{"no write limit", func(o *Options) { o.MaxInflightWrites = -1 }, ""},
 		{"negative page size", func(o *Options) { o.ListPageSize = -5 }, "kube list page size -5: must not be negative"},
 		{"missing kubeconfig", func(o *Options) { o.RESTConfig = nil; o.Kubeconfig = filepath.Join(t.TempDir(), "absent") }, "kubeconfig \""},
 	}
@@ -76,7 +80,8 @@ func TestOptionsDefaultsAndRESTConfig(t *testing.T) {
 	}
 	if o.RequestTimeout != DefaultRequestTimeout || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
 		o.ConflictRetries != DefaultConflictRetries || o.ListPageSize != DefaultListPageSize ||
-		o.SweepInterval != DefaultSweepInterval || o.Clock == nil || o.Logger == nil {
+		o.SweepInterval != DefaultSweepInterval || o.MaxInflightWrites != DefaultMaxInflightWrites ||
+		o.AdmissionWait != DefaultAdmissionWait || o.Clock == nil || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
 	cfg, err := o.restConfig()
@@ -152,5 +157,25 @@ func TestLeaseTTLSeconds(t *testing.T) {
 		if _, err := leaseTTLSeconds(bad); !errors.Is(err, state.ErrInvalidRecord) {
 			t.Errorf("leaseTTLSeconds(%s): error %v, want ErrInvalidRecord", bad, err)
 		}
+	}
+}
+
+func TestOptionsRegisterer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := Options{RESTConfig: &rest.Config{Host: "https://127.0.0.1:1"}, Namespace: "talon", Registerer: reg}
+	s, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := testutil.GatherAndCount(reg, "talon_state_kube_write_refusals_total", "talon_state_kube_writes_inflight"); err != nil || n != 2 {
+		t.Fatalf("registered series = %d, %v; want 2", n, err)
+	}
+	// A second store on the same registry is refused (and starts nothing).
+	if s2, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "kube metrics") {
+		if s2 != nil {
+			s2.Close()
+		}
+		t.Fatalf("second store on one registry: error %v, want a kube metrics error", err)
 	}
 }

@@ -51,6 +51,8 @@ type Store struct {
 	// cache holds the Leases this store wrote last, so a heartbeat costs
 	// one request (UPDATE) instead of two (GET, UPDATE).
 	cache *leaseCache
+	// writes bounds the Lease writes in flight (Options.MaxInflightWrites).
+	writes *writeGate
 
 	// mu guards the fields below. Watch holds it while it adds to wg, so
 	// Close (which sets closed under mu, then waits) never races an Add.
@@ -87,6 +89,18 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
+	writes := newWriteGate(o.MaxInflightWrites, o.AdmissionWait)
+	if o.Registerer != nil {
+		cs := writes.collectors()
+		for i, c := range cs {
+			if err := o.Registerer.Register(c); err != nil {
+				for _, r := range cs[:i] {
+					o.Registerer.Unregister(r)
+				}
+				return nil, fmt.Errorf("kube metrics: %w", err)
+			}
+		}
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		leases:       cs.CoordinationV1().Leases(o.Namespace),
@@ -101,6 +115,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		gcQueued:     make(map[string]bool),
 		obs:          state.NewObservations(o.Clock),
 		cache:        newLeaseCache(),
+		writes:       writes,
 	}
 	s.wg.Add(1)
 	go s.runGC()

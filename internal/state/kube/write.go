@@ -69,6 +69,11 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		return state.WriteResult{}, err
 	}
 	key := rec.Key()
+	release, err := s.writes.admit(ctx, "kube upsert "+key.String())
+	if err != nil {
+		return state.WriteResult{}, err
+	}
+	defer release()
 	name := LeaseName(key)
 	useCache := true
 	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
@@ -260,6 +265,11 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 		return state.WriteResult{}, err
 	}
 	op := "kube remove " + key.String()
+	release, err := s.writes.admit(ctx, op)
+	if err != nil {
+		return state.WriteResult{}, err
+	}
+	defer release()
 	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
 		if attempt > 0 {
 			if err := backoff.Sleep(ctx, conflictBackoff.Delay(attempt, rand.Float64())); err != nil {
