@@ -125,6 +125,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 // Backend returns "kubernetes".
 func (s *Store) Backend() string { return BackendName }
 
+// WriteLimit returns the store's bound on Lease writes in flight (negative:
+// none) and how long a write waits for a slot before it is refused.
+func (s *Store) WriteLimit() (maxInflight int, admissionWait time.Duration) {
+	return s.opts.MaxInflightWrites, s.opts.AdmissionWait
+}
+
 // Namespace returns the namespace that holds the store's Leases.
 func (s *Store) Namespace() string { return s.opts.Namespace }
 
