@@ -35,8 +35,9 @@ func defaultRunners() Runners {
 	return Runners{Coordinator: RunCoordinator, Worker: RunWorker, Dev: RunDev}
 }
 
-// OpenStore connects to the configured state backend.
-func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (state.Store, error) {
+// OpenStore connects to the configured state backend. reg receives the
+// backend's own metrics, if it has any; nil registers none.
+func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (state.Store, error) {
 	switch cfg.StateBackend {
 	case config.BackendMemory:
 		log.Warn("using the memory state backend: development and single-coordinator mode only; state is lost on restart")
@@ -55,7 +56,9 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (state
 	case config.BackendKubernetes:
 		return kube.New(ctx, kube.Options{
 			Kubeconfig: cfg.Kube.Kubeconfig, Namespace: cfg.Kube.Namespace, RequestTimeout: cfg.RequestTimeout,
-			QPS: float32(cfg.Kube.QPS), Burst: cfg.Kube.Burst, Logger: log,
+			QPS: float32(cfg.Kube.QPS), Burst: cfg.Kube.Burst,
+			MaxInflightWrites: cfg.Kube.MaxInflightWrites, AdmissionWait: cfg.Kube.AdmissionWait,
+			Registerer: reg, Logger: log,
 		})
 	}
 	return nil, fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", cfg.StateBackend)
@@ -142,8 +145,9 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 	if err != nil {
 		return nil, err
 	}
+	reg := prometheus.NewRegistry()
 	if store == nil {
-		s, err := OpenStore(ctx, cfg, log.With("component", "store"))
+		s, err := OpenStore(ctx, cfg, log.With("component", "store"), reg)
 		if err != nil {
 			return nil, fmt.Errorf("state backend %s: %w", cfg.StateBackend, err)
 		}
@@ -155,7 +159,6 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		return nil, err
 	}
 	p.adminLn = adminLn
-	reg := prometheus.NewRegistry()
 	proc, err := metrics.NewProcess(reg, "coordinator")
 	if err != nil {
 		ln.Close()

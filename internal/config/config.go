@@ -125,6 +125,11 @@ type KubeConfig struct {
 	Namespace  string
 	QPS        int
 	Burst      int
+	// MaxInflightWrites bounds the Lease writes in flight; AdmissionWait
+	// is how long a write waits for a slot before it is refused with the
+	// retryable unavailable code.
+	MaxInflightWrites int
+	AdmissionWait     time.Duration
 }
 
 // AdminConfig configures the administration listener.

@@ -57,6 +57,9 @@ func TestDefaults(t *testing.T) {
 	if c.StateBackend != BackendMemory || c.Listen != ":7400" || c.AdminListen != ":7401" {
 		t.Fatalf("defaults = %+v", c)
 	}
+	if c.Kube.MaxInflightWrites != 32 || c.Kube.AdmissionWait != 50*time.Millisecond {
+		t.Fatalf("kube admission defaults = %d %v", c.Kube.MaxInflightWrites, c.Kube.AdmissionWait)
+	}
 	w, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1")
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +151,9 @@ func TestErrors(t *testing.T) {
 		{"memory with ha", cluster.RoleCoordinator, "", nil, []string{"--ha"}, []string{"state-backend memory", "ha"}},
 		{"memory with replicas", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "3"}, []string{"state-backend memory", "coordinator-replicas 3"}},
 		{"bad backend", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "consul"}, []string{`state-backend "consul"`, "memory, etcd or kubernetes"}},
+		{"kube inflight writes zero", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-max-inflight-writes", "0"}, []string{"kube-max-inflight-writes 0", "from 1 to 100000"}},
+		{"kube admission wait zero", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-admission-wait", "0s"}, []string{"kube-admission-wait 0s", "from 1ms to request-timeout 2s"}},
+		{"kube admission wait over request timeout", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-admission-wait", "3s"}, []string{"kube-admission-wait 3s", "request-timeout 2s"}},
 		{"etcd fractional ttl", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--lease-ttl", "30500ms"}, []string{"lease-ttl 30.5s", "whole number of seconds"}},
 		{"bad node id", cluster.RoleCoordinator, "", nil, []string{"--node-id", "a b"}, []string{"node-id", "only letters"}},
 		{"too many labels", cluster.RoleCoordinator, "", nil, manyLabels(17), []string{"17 entries", "at most 16"}},

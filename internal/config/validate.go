@@ -16,6 +16,9 @@ const (
 	MinBlockSize           = 64 << 10
 	MaxBlockSize           = 64 << 20
 	MaxCoordinatorReplicas = 64
+	// MaxKubeInflightWrites caps kube-max-inflight-writes: far past what
+	// one API server serves at once, it only catches typos.
+	MaxKubeInflightWrites = 100_000
 )
 
 // Validate checks every setting of c and returns the first error, naming
@@ -221,6 +224,12 @@ func (c *Config) validateKube() error {
 	}
 	if c.Kube.QPS < 1 || c.Kube.Burst < c.Kube.QPS {
 		return fmt.Errorf("kube-qps %d and kube-burst %d: qps must be at least 1 and burst at least qps", c.Kube.QPS, c.Kube.Burst)
+	}
+	if c.Kube.MaxInflightWrites < 1 || c.Kube.MaxInflightWrites > MaxKubeInflightWrites {
+		return fmt.Errorf("kube-max-inflight-writes %d: must be from 1 to %d", c.Kube.MaxInflightWrites, MaxKubeInflightWrites)
+	}
+	if c.Kube.AdmissionWait < time.Millisecond || c.Kube.AdmissionWait > c.RequestTimeout {
+		return fmt.Errorf("kube-admission-wait %s: must be from 1ms to request-timeout %s", c.Kube.AdmissionWait, c.RequestTimeout)
 	}
 	return wholeSeconds(c.LeaseTTL)
 }
