@@ -161,7 +161,12 @@ func heartbeatThroughCoordinators(t *testing.T, addrs []string, clusterID string
 		wg.Go(func() {
 			defer func() { <-sem }()
 			msg, _ := protocol.NewRegister(recs[w])
-			if _, err := clients[w].Call(context.Background(), msg); err != nil {
+			_, err := clients[w].Call(context.Background(), msg)
+			for pe := (*protocol.Error)(nil); errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable; {
+				time.Sleep(50 * time.Millisecond) // load shed: retry like a worker
+				_, err = clients[w].Call(context.Background(), msg)
+			}
+			if err != nil {
 				regErr.CompareAndSwap(nil, &err)
 			}
 		})
@@ -177,6 +182,9 @@ func heartbeatThroughCoordinators(t *testing.T, addrs []string, clusterID string
 			return err
 		}
 		resp, err := clients[w].Call(context.Background(), msg)
+		if pe := (*protocol.Error)(nil); errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable {
+			time.Sleep(50 * time.Millisecond) // shed load: back off like a worker before retrying
+		}
 		if err != nil {
 			return err
 		}
