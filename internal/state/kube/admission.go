@@ -72,8 +72,8 @@ func (g *writeGate) admit(ctx context.Context, op string) (release func(), err e
 		return g.release, nil
 	case <-t.C:
 		g.refusals.Inc()
-		return nil, fmt.Errorf("%s: %w: %d lease writes in flight, the kube-max-inflight-writes limit %d, and none finished within the kube-admission-wait %s: retry after a backoff",
-			op, state.ErrUnavailable, cap(g.slots), cap(g.slots), g.wait)
+		return nil, fmt.Errorf("%s: %w: kube-max-inflight-writes limit %d reached and no lease write finished within kube-admission-wait %s: retry after a backoff",
+			op, state.ErrUnavailable, cap(g.slots), g.wait)
 	case <-ctx.Done():
 		return nil, mapError(op, ctx.Err())
 	}

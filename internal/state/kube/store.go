@@ -91,10 +91,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	writes := newWriteGate(o.MaxInflightWrites, o.AdmissionWait)
 	if o.Registerer != nil {
-		cs := writes.collectors()
-		for i, c := range cs {
+		collectors := writes.collectors()
+		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
-				for _, r := range cs[:i] {
+				for _, r := range collectors[:i] {
 					o.Registerer.Unregister(r)
 				}
 				return nil, fmt.Errorf("kube metrics: %w", err)
