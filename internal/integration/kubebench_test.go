@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +25,8 @@ import (
 // kubeBenchEnv turns TestKubeHeartbeatBench on: the Kubernetes heartbeat
 // row of TestBenchReport alone, for tuning the Lease backend's write
 // admission. TALON_BENCH_SECONDS sets the phase length, TALON_KUBE_BENCH_WRITERS
-// the closed-loop writers (default 200), TALON_KUBE_MAX_INFLIGHT and
-// TALON_KUBE_ADMISSION_WAIT_MS the stores' write admission (default: the
-// backend's defaults).
+// the closed-loop writers (default 200), TALON_KUBE_BENCH_CONFIGS the write
+// admission settings to compare (see benchConfigs).
 const kubeBenchEnv = "TALON_KUBE_BENCH"
 
 func envInt(t *testing.T, name string, def int) int {
@@ -51,6 +51,7 @@ func TestKubeHeartbeatBench(t *testing.T) {
 	}
 	phase := time.Duration(envInt(t, "TALON_BENCH_SECONDS", 10)) * time.Second
 	writers := envInt(t, "TALON_KUBE_BENCH_WRITERS", 200)
+	configs := benchConfigs(t)
 	ctx := context.Background()
 	timing := cluster.Timing{HeartbeatInterval: 5 * time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
 	coordOpts := func(store state.Store) coordtest.Options {
@@ -64,10 +65,8 @@ func TestKubeHeartbeatBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{"raw", "talon"} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "raw"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	payload, _ := cluster.Encode(reportRecord("raw", "w", 1))
 	leases := make([]*coordinationv1.Lease, writers)
@@ -79,31 +78,86 @@ func TestKubeHeartbeatBench(t *testing.T) {
 		}
 		leases[w] = l
 	}
-	rawRate, rawLat, rawFail, rawErr := closedLoop(writers, phase, func(w int) error {
-		l := leases[w].DeepCopy()
-		now := metav1.NewMicroTime(time.Now())
-		l.Spec.RenewTime = &now
-		nl, err := cs.CoordinationV1().Leases("raw").Update(ctx, l, metav1.UpdateOptions{})
-		if err != nil {
-			return err
+	rawLoop := func() (float64, []time.Duration) {
+		rate, lat, fail, err := closedLoop(writers, phase, func(w int) error {
+			l := leases[w].DeepCopy()
+			now := metav1.NewMicroTime(time.Now())
+			l.Spec.RenewTime = &now
+			nl, err := cs.CoordinationV1().Leases("raw").Update(ctx, l, metav1.UpdateOptions{})
+			if err != nil {
+				return err
+			}
+			leases[w] = nl
+			return nil
+		})
+		if fail > 0 {
+			t.Logf("raw kube: %d failures, first %v", fail, err)
 		}
-		leases[w] = nl
-		return nil
-	})
-	if rawFail > 0 {
-		t.Logf("raw kube: %d failures, first %v", rawFail, rawErr)
+		return rate, lat
 	}
 	kubeconfig := k.WriteKubeconfig(t, k.AdminToken())
-	addrs := twoCoordinators(t, coordOpts, func() (state.Store, error) {
-		o := kube.Options{Kubeconfig: kubeconfig, Namespace: "talon", RequestTimeout: 30 * time.Second, Logger: slog.New(slog.DiscardHandler),
-			MaxInflightWrites: envInt(t, "TALON_KUBE_MAX_INFLIGHT", 0), AdmissionWait: time.Duration(envInt(t, "TALON_KUBE_ADMISSION_WAIT_MS", 0)) * time.Millisecond}
-		return kube.New(ctx, o)
-	})
-	rate, lat, fail, ferr := heartbeatThroughCoordinators(t, addrs, "bench", writers, phase)
-	if fail > 0 {
-		t.Logf("talon kube heartbeats: %d failures (%.0f/s), first %v", fail, float64(fail)/phase.Seconds(), ferr)
+	// Each configuration runs on its own namespace and pair of
+	// coordinators, between two raw phases: the ratio is to their mean, so
+	// a machine whose load changes during the run skews it less.
+	rawRate, rawLat := rawLoop()
+	type result struct {
+		name      string
+		rate      float64
+		lat       []time.Duration
+		fail      int
+		firstFail error
 	}
-	r := rateRow(fmt.Sprintf("Kubernetes Lease heartbeats, %d writers, 2 coordinators", writers), rate, rawRate, lat, rawLat, 0.6, 0, 250*time.Millisecond)
-	t.Logf("max inflight %s, admission wait %sms", os.Getenv("TALON_KUBE_MAX_INFLIGHT"), os.Getenv("TALON_KUBE_ADMISSION_WAIT_MS"))
-	t.Logf("%s: talon %s | limit %s | ratio %s | goal %s met=%t | load %s", r.path, r.talon, r.limit, r.ratio, r.goal, r.met, loadAverage())
+	var results []result
+	for i, c := range configs {
+		ns := fmt.Sprintf("talon-%d", i)
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		addrs := twoCoordinators(t, coordOpts, func() (state.Store, error) {
+			return kube.New(ctx, kube.Options{Kubeconfig: kubeconfig, Namespace: ns, RequestTimeout: 30 * time.Second, Logger: slog.New(slog.DiscardHandler),
+				MaxInflightWrites: c.inflight, AdmissionWait: c.wait})
+		})
+		rate, lat, fail, ferr := heartbeatThroughCoordinators(t, addrs, "bench", writers, phase)
+		results = append(results, result{fmt.Sprintf("max inflight %d, admission wait %s", c.inflight, c.wait), rate, lat, fail, ferr})
+	}
+	rawRate2, rawLat2 := rawLoop()
+	t.Logf("raw before %.0f/s, after %.0f/s", rawRate, rawRate2)
+	rawMean := (rawRate + rawRate2) / 2
+	rawLat = append(rawLat, rawLat2...)
+	for _, r := range results {
+		if r.fail > 0 {
+			t.Logf("%s: %d heartbeats refused or failed (%.0f/s), first %v", r.name, r.fail, float64(r.fail)/phase.Seconds(), r.firstFail)
+		}
+		row := rateRow(fmt.Sprintf("Kubernetes Lease heartbeats, %d writers, 2 coordinators, %s", writers, r.name), r.rate, rawMean, r.lat, rawLat, 0.6, 0, 250*time.Millisecond)
+		t.Logf("%s: talon %s | limit %s | ratio %s | goal %s met=%t", row.path, row.talon, row.limit, row.ratio, row.goal, row.met)
+	}
+	t.Logf("%s", loadAverage())
+}
+
+// benchConfig is one write admission setting of TestKubeHeartbeatBench.
+type benchConfig struct {
+	inflight int
+	wait     time.Duration
+}
+
+// benchConfigs parses TALON_KUBE_BENCH_CONFIGS: comma-separated
+// inflight:waitMs pairs, inflight -1 for no limit and 0 for the default;
+// unset means the default only.
+func benchConfigs(t *testing.T) []benchConfig {
+	t.Helper()
+	v := os.Getenv("TALON_KUBE_BENCH_CONFIGS")
+	if v == "" {
+		return []benchConfig{{}}
+	}
+	var out []benchConfig
+	for _, p := range strings.Split(v, ",") {
+		a, b, ok := strings.Cut(p, ":")
+		n, err1 := strconv.Atoi(a)
+		ms, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("TALON_KUBE_BENCH_CONFIGS entry %q: want inflight:waitMs", p)
+		}
+		out = append(out, benchConfig{n, time.Duration(ms) * time.Millisecond})
+	}
+	return out
 }
