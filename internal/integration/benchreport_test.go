@@ -324,7 +324,8 @@ func TestBenchReport(t *testing.T) {
 
 		// Lookups on Kubernetes, with 1,000 workers.
 		kl := lookupsOn(t, func() state.Store {
-			s, err := kube.New(ctx, kube.Options{Kubeconfig: kubeconfig, Namespace: "lookups", RequestTimeout: 30 * time.Second, QPS: -1, Logger: slog.New(slog.DiscardHandler)})
+			// MaxInflightWrites -1: seeding 1,000 workers 64 at a time is setup, not shed.
+			s, err := kube.New(ctx, kube.Options{Kubeconfig: kubeconfig, Namespace: "lookups", RequestTimeout: 30 * time.Second, QPS: -1, MaxInflightWrites: -1, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}

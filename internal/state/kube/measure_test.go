@@ -180,7 +180,7 @@ func TestMeasureLeaseUpdates(t *testing.T) {
 	}
 
 	// Register every worker, 50 at a time.
-	reg := k.newStore(t, c.token, ns, func(o *Options) { o.QPS = -1 })
+	reg := k.newStore(t, c.token, ns, func(o *Options) { o.QPS, o.MaxInflightWrites = -1, -1 })
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 50)
 	var regErr atomic.Pointer[error]
