@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -108,7 +107,8 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		// every generation issued for the slot before is at most the
 		// revision that wrote it, so generations grow strictly per node ID.
 		stamped := cluster.Next(v.rec, rec, d, uint64(max(v.asOf, 0)))
-		stamped.UpdatedAtUnixMs = s.clock().UnixMilli() // the writer's stamp: shown raw by etcdctl, feeds others' skew estimates
+		writerMs := s.clock().UnixMilli() // the writer's stamp: shown raw by etcdctl, feeds others' skew estimates
+		stamped.UpdatedAtUnixMs = writerMs
 		val, err := state.EncodeRecord(stamped)
 		if err != nil {
 			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, err)
@@ -125,9 +125,13 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		if err != nil {
 			return state.WriteResult{}, s.mapError(op, err, ci)
 		}
+		// The watches may deliver this version before the answer comes:
+		// they take it from the memo by its value instead of decoding it.
+		value := string(val)
+		s.memo.put(&memoEntry{slot: slotKey, val: value, writerMs: writerMs, rec: stamped})
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
-			Then(clientv3.OpPut(slotKey, string(val), clientv3.WithLease(clientv3.LeaseID(lease)))).
+			Then(clientv3.OpPut(slotKey, value, clientv3.WithLease(clientv3.LeaseID(lease)))).
 			Else(clientv3.OpGet(slotKey)).
 			Commit()
 		if err != nil {
@@ -150,8 +154,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		rev := resp.Header.Revision
 		// This store saw its own write land: from now (or from when its
 		// watch event arrived, if that came first) the record ages here.
-		stamped.UpdatedAtUnixMs = s.obs.See(slotKey, strconv.FormatInt(rev, 10), 0).UnixMilli()
-		s.remember(slotKey, slotView{stored: stored{rec: stamped, modRev: rev, lease: lease}, asOf: rev})
+		written := s.stampObserved(slotKey, rev, stamped, writerMs, false, true)
+		s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
+		s.remember(slotKey, slotView{stored: stored{rec: written, modRev: rev, lease: lease}, asOf: rev})
 		w.used(lease)
 		if v.lease != 0 && v.lease != lease {
 			// The record moved to a new lease (restart or TTL change); the
@@ -162,7 +167,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			}
 			s.revoke(ctx, leaseKey{slot: slotKey, incarnation: oldInc}, v.lease)
 		}
-		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: stamped.Clone()}, nil
+		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: written.Clone()}, nil
 	}
 	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
 }
