@@ -47,7 +47,8 @@ type Store struct {
 	obs    *state.Observations   // when this store first saw each record version
 	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
 
-	memo decodeMemo // record versions decoded or written lately; safe for concurrent use
+	memo   decodeMemo // record versions decoded or written lately; safe for concurrent use
+	commit *committer // group commit of UpsertNode's puts
 
 	// minTTL is the smallest lease TTL etcd has granted when asked for
 	// less (its floor), 0 until seen; it tells a lease granted elsewhere for
@@ -117,6 +118,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		obs:      state.NewObservations(opts.Clock),
 		leases:   make(map[leaseKey]leaseRef),
 	}
+	s.commit = newCommitter(s)
 	// A caller that gives up on New cancels the dial.
 	stopDial := context.AfterFunc(ctx, stop)
 	client, err := clientv3.New(cfg)
@@ -245,13 +247,18 @@ type Stats struct {
 	// at most once however many of the store's watches deliver it, and a
 	// version this store wrote is not decoded at all (see decodeMemo).
 	RecordDecodes uint64
+	// GroupCommits counts transactions that carried the puts of several
+	// UpsertNode calls, and GroupedPuts the puts they carried (see
+	// committer).
+	GroupCommits uint64
+	GroupedPuts  uint64
 }
 
 type statsCounters struct {
 	unsupported, malformed, expired        atomic.Uint64
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
-	decodes                                atomic.Uint64
+	decodes, groupCommits, groupedPuts     atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
 }
 
@@ -270,6 +277,8 @@ func (s *Store) Stats() Stats {
 		CacheSnapshots:     c.cacheSnaps.Load(),
 		RangeSnapshots:     c.rangeSnaps.Load(),
 		RecordDecodes:      c.decodes.Load(),
+		GroupCommits:       c.groupCommits.Load(),
+		GroupedPuts:        c.groupedPuts.Load(),
 	}
 }
 

@@ -121,21 +121,40 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			known = false
 			continue
 		}
-		lease, err := s.leaseFor(ctx, lk, plan, want, w)
-		if err != nil {
+		// The lease: granted first when the plan says so; otherwise its
+		// keepalive goes out beside the transaction, not before it (a put
+		// on a lease that is gone fails, so the outcome is the same).
+		var lease int64
+		var refreshed <-chan keepAliveResult
+		if !plan.grant && w.kept != plan.candidate {
+			lease = plan.candidate
+			refreshed = s.keepAliveAsync(ctx, lease)
+		} else if lease, err = s.leaseFor(ctx, lk, plan, want, w); err != nil {
 			return state.WriteResult{}, s.mapError(op, err, ci)
 		}
 		// The watches may deliver this version before the answer comes:
 		// they take it from the memo by its value instead of decoding it.
 		value := string(val)
 		s.memo.put(&memoEntry{slot: slotKey, val: value, writerMs: writerMs, rec: stamped})
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
-			Then(clientv3.OpPut(slotKey, value, clientv3.WithLease(clientv3.LeaseID(lease)))).
-			Else(clientv3.OpGet(slotKey)).
-			Commit()
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		res := s.commit.commit(ctx, &commitOp{key: slotKey, modRev: v.modRev, value: value, lease: lease})
+		if refreshed != nil {
+			ka := <-refreshed
+			if ka.err != nil {
+				return state.WriteResult{}, s.mapError(op, ka.err, ci)
+			}
+			if ka.ttl <= 0 {
+				// The lease expired: the put failed, or its key went with
+				// the lease. Start over from a read (the decision may now
+				// be an insert, with a new lease).
+				s.forgetLease(lk, lease)
+				known = false
+				continue
+			}
+			w.kept = lease
+			s.learnLease(lk, lease, ka.ttl, want)
+		}
+		if res.err != nil {
+			if errors.Is(res.err, rpctypes.ErrLeaseNotFound) {
 				// The lease expired or was revoked since it was chosen; so
 				// did any record attached to it. Start over from a read.
 				s.forgetLease(lk, lease)
@@ -143,15 +162,15 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 				known = false
 				continue
 			}
-			return state.WriteResult{}, s.mapError(op, err, ci)
+			return state.WriteResult{}, s.mapError(op, res.err, ci)
 		}
-		if !resp.Succeeded {
+		if !res.ok {
 			s.stats.conflicts.Add(1)
-			v = s.viewFromKVs(rec.Key(), resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
+			v = s.viewFromKVs(rec.Key(), res.kvs, res.rev)
 			s.remember(slotKey, v)
 			continue
 		}
-		rev := resp.Header.Revision
+		rev := res.rev
 		// This store saw its own write land: from now (or from when its
 		// watch event arrived, if that came first) the record ages here.
 		written := s.stampObserved(slotKey, rev, stamped, writerMs, false, true)
@@ -247,19 +266,43 @@ func (s *Store) leaseFor(ctx context.Context, lk leaseKey, plan leasePlan, want 
 		return s.grant(ctx, lk, want, w)
 	}
 	w.kept = candidate
+	s.learnLease(lk, candidate, ttl, want)
+	return candidate, nil
+}
+
+// learnLease remembers lease id, which a keepalive just reported alive
+// with ttl, as lk's lease unless it is already.
+func (s *Store) learnLease(lk leaseKey, id, ttl, want int64) {
 	s.mu.RLock()
 	ref, ok := s.leases[lk]
 	s.mu.RUnlock()
-	if !ok || ref.id != candidate {
+	if !ok || ref.id != id {
 		// Granted by another store (or evicted here): learn it. When its TTL
 		// does not match ours, the next accepted update replaces it.
 		known := want
 		if !s.ttlMatches(ttl, want) {
 			known = -1
 		}
-		s.putLease(lk, leaseRef{id: candidate, want: known, ttl: ttl})
+		s.putLease(lk, leaseRef{id: id, want: known, ttl: ttl})
 	}
-	return candidate, nil
+}
+
+// keepAliveResult is the answer to one keepalive.
+type keepAliveResult struct {
+	ttl int64
+	err error
+}
+
+// keepAliveAsync refreshes lease id in the background; the result arrives
+// on the returned channel, which the caller must receive from before it
+// returns (the goroutine is part of its call).
+func (s *Store) keepAliveAsync(ctx context.Context, id int64) <-chan keepAliveResult {
+	ch := make(chan keepAliveResult, 1)
+	go func() {
+		ttl, err := s.keepAlive(ctx, id)
+		ch <- keepAliveResult{ttl: ttl, err: err}
+	}()
+	return ch
 }
 
 // ttlMatches reports whether a lease etcd reports with TTL granted was
