@@ -46,6 +46,9 @@ type Store struct {
 	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
 	obs    *state.Observations   // when this store first saw each record version
 	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
+	// leaseGen counts changes of leases (written under mu): a snapshot
+	// list built against other leases is rebuilt.
+	leaseGen atomic.Uint64
 
 	memo   decodeMemo // record versions decoded or written lately; safe for concurrent use
 	commit *committer // group commit of UpsertNode's puts

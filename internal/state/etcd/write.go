@@ -176,6 +176,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		written := s.stampObserved(slotKey, rev, stamped, writerMs, false, true)
 		s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
 		s.remember(slotKey, slotView{stored: stored{rec: written, modRev: rev, lease: lease}, asOf: rev})
+		if lease == w.granted {
+			s.putLease(lk, w.grantedRef)
+		}
 		w.used(lease)
 		if v.lease != 0 && v.lease != lease {
 			// The record moved to a new lease (restart or TTL change); the
@@ -194,8 +197,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 // writeLeases tracks the lease work of one UpsertNode call, so that a
 // retry round neither refreshes a lease twice nor grants a second one.
 type writeLeases struct {
-	granted int64 // granted in this call and not yet attached to the record
-	kept    int64 // refreshed in this call
+	granted    int64    // granted in this call and not yet attached to the record
+	grantedRef leaseRef // what granted stands for
+	kept       int64    // refreshed in this call
 }
 
 func (w *writeLeases) used(id int64) {
@@ -325,8 +329,10 @@ func (s *Store) grant(ctx context.Context, lk leaseKey, want int64, w *writeLeas
 		s.minTTL.Store(resp.TTL)
 	}
 	id := int64(resp.ID)
-	s.putLease(lk, leaseRef{id: id, want: want, ttl: resp.TTL})
-	w.granted = id
+	// Published (putLease) only once a record holds it: a lease another
+	// call could pick up while this one might still revoke it as unused
+	// would take that call's record with it.
+	w.granted, w.grantedRef = id, leaseRef{id: id, want: want, ttl: resp.TTL}
 	w.kept = id
 	return id, nil
 }
@@ -477,8 +483,12 @@ func (s *Store) putLease(lk leaseKey, ref leaseRef) {
 	if _, ok := s.leases[lk]; !ok && len(s.leases) >= maxLeases {
 		for k := range s.leases {
 			delete(s.leases, k)
+			s.leaseGen.Add(1)
 			break
 		}
+	}
+	if old, ok := s.leases[lk]; !ok || old != ref {
+		s.leaseGen.Add(1)
 	}
 	s.leases[lk] = ref
 }
@@ -489,5 +499,6 @@ func (s *Store) forgetLease(lk leaseKey, id int64) {
 	defer s.mu.Unlock()
 	if ref, ok := s.leases[lk]; ok && ref.id == id {
 		delete(s.leases, lk)
+		s.leaseGen.Add(1)
 	}
 }
