@@ -11,6 +11,12 @@
 //   - The encoded form carries its own schema version. Decode checks the
 //     version before it decodes any other field and never returns a partially
 //     decoded record: on error the record is nil.
+//   - The encoding is JSON, byte for byte what encoding/json's Marshal
+//     wrote for it (field order, omitempty, HTML-safe escaping, map keys
+//     sorted), because operators read it with etcdctl and kubectl. Encode
+//     writes it with a hand-written appender for the fixed Record struct
+//     (append.go), which tests and fuzz targets hold to encoding/json's
+//     output; the heartbeat path's budget rules out reflection there.
 //   - Updates are ordered by (incarnation_id, heartbeat_seq) with Order, a pure
 //     function. Stores apply it; callers never compare sequences themselves.
 //   - Health seen by readers is derived from the age of the last accepted

@@ -32,6 +32,7 @@ func (e *VersionError) Error() string {
 func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
 
 // envelope is the encoded form: the schema version first, then the record.
+// Decode reads it; Encode writes the same shape by hand (appendRecord).
 type envelope struct {
 	SchemaVersion int `json:"schemaVersion"`
 	*Record
@@ -43,22 +44,15 @@ type versionProbe struct {
 	SchemaVersion *int `json:"schemaVersion"`
 }
 
-func marshal(r *Record) ([]byte, error) {
-	return json.Marshal(envelope{SchemaVersion: SchemaVersion, Record: r})
-}
-
 // Encode validates r and returns its versioned encoding (JSON, at most
 // MaxRecordBytes). The encoding is human-readable on purpose: operators read
-// it with etcdctl and kubectl. It marshals once: the size rule is checked on
+// it with etcdctl and kubectl. It encodes once: the size rule is checked on
 // the bytes it returns.
 func Encode(r *Record) ([]byte, error) {
 	if err := r.ValidateFields(); err != nil {
 		return nil, err
 	}
-	b, err := marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode record: %w", err)
-	}
+	b := appendRecord(make([]byte, 0, encodedSizeHint(r)), r)
 	if err := checkSize(len(b)); err != nil {
 		return nil, err
 	}

@@ -173,11 +173,7 @@ func (r *Record) Validate() error {
 	if err := r.ValidateFields(); err != nil {
 		return err
 	}
-	b, err := marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode record: %w", err)
-	}
-	return checkSize(len(b))
+	return checkSize(len(appendRecord(make([]byte, 0, encodedSizeHint(r)), r)))
 }
 
 // checkSize applies the encoded size rule to an encoding of n bytes.
