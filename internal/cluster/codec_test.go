@@ -184,3 +184,157 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// decodeV1 is Decode as it was before go-json-experiment, on
+// encoding/json: the reference FuzzDecodeDifferential compares with. It
+// also reports whether the input had data after the first JSON value that
+// the old Decoder.More check let through (a '}' or ']'): Decode now refuses
+// that, deliberately.
+func decodeV1(b []byte) (r *Record, err error, lenientTrailer bool) {
+	if len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: too large", ErrMalformed), false
+	}
+	if !bytes.HasPrefix(b, canonicalPrefix) {
+		var probe versionProbe
+		if err := json.Unmarshal(b, &probe); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err), false
+		}
+		if probe.SchemaVersion == nil {
+			return nil, fmt.Errorf("%w: schemaVersion is missing", ErrMalformed), false
+		}
+		if *probe.SchemaVersion != SchemaVersion {
+			return nil, &VersionError{Version: *probe.SchemaVersion}, false
+		}
+	}
+	r = &Record{}
+	env := envelope{Record: r}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&env); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err), false
+	}
+	if env.SchemaVersion != SchemaVersion {
+		return nil, &VersionError{Version: env.SchemaVersion}, false
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the record", ErrMalformed), false
+	}
+	lenientTrailer = len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) > 0
+	if err := r.ValidateFields(); err != nil {
+		return nil, err, lenientTrailer
+	}
+	return r, nil, lenientTrailer
+}
+
+// errorClass names the sentinel an error wraps, and the version of a
+// VersionError.
+func errorClass(err error) string {
+	var ve *VersionError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &ve):
+		return fmt.Sprintf("version %d", ve.Version)
+	case errors.Is(err, ErrMalformed):
+		return "malformed"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	}
+	return "other: " + err.Error()
+}
+
+func checkSameDecode(t *testing.T, b []byte) {
+	t.Helper()
+	want, wantErr, lenient := decodeV1(b)
+	got, gotErr := Decode(b)
+	if lenient {
+		// The one deliberate difference: data after the record is
+		// refused even when it starts with '}' or ']'.
+		if !errors.Is(gotErr, ErrMalformed) {
+			t.Fatalf("Decode(%q) with trailing data = %v, want ErrMalformed", b, gotErr)
+		}
+		return
+	}
+	if gc, wc := errorClass(gotErr), errorClass(wantErr); gc != wc {
+		t.Fatalf("Decode(%q) error = %v (%s), encoding/json gave %v (%s)", b, gotErr, gc, wantErr, wc)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode(%q) =\n %#v\nencoding/json gave\n %#v", b, got, want)
+	}
+}
+
+// FuzzDecodeDifferential checks that Decode accepts and refuses what the
+// encoding/json decoder did, with the same error class and the same
+// record.
+func FuzzDecodeDifferential(f *testing.F) {
+	for _, r := range codecRecords() {
+		f.Add(appendRecord(nil, r))
+	}
+	for _, s := range decodeCases() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkSameDecode(t, b)
+	})
+}
+
+// decodeCases are inputs on which encoding/json v1's quirks show.
+func decodeCases() []string {
+	good := string(appendRecord(nil, validRecord()))
+	body := good[len(canonicalPrefix):]
+	return []string{
+		good,
+		`{"schemaVersion":1}`,
+		`{"schemaVersion":2}`,
+		`{}`,
+		good + "}",
+		good + " ]",
+		good + " x",
+		good + "{}",
+		good + " \n",
+		`{"schemaVersion":1,"schemaVersion":2,` + body,
+		`{"schemaVersion":1,"schemaVersion":2,` + body + "x",
+		`{"schemaVersion":1,"schemaVersion":null,` + body,
+		`{"SchemaVersion":1,` + body,
+		`{"SCHEMAVERSION":2,` + body,
+		`{"ſchemaVersion":1,` + body, // U+017F folds to 's'
+		`{"schema_version":1,` + body,
+		strings.Replace(good, `"nodeId"`, `"NodeID"`, 1),
+		strings.Replace(good, `"nodeId"`, `"node_id"`, 1),
+		strings.Replace(good, `"nodeId":"worker-1"`, `"nodeId":"worker-1","nodeid":"worker-2"`, 1),
+		strings.Replace(good, `"nodeId":"worker-1"`, `"nodeId":"worker-1","nodeId":null`, 1),
+		strings.Replace(good, `"labels":{`, `"labels":{"a":"1"},"labels":{`, 1),
+		strings.Replace(good, `"labels":{`, `"labels":{"k":null,`, 1),
+		strings.Replace(good, `"labels":{`, `"labels":null,"labels":{`, 1),
+		strings.Replace(good, `"capacity":{`, `"capacity":{"blocks":9},"capacity":{`, 1),
+		strings.Replace(good, `"capacity":{`, `"capacity":null,"capacity":{`, 1),
+		strings.Replace(good, `"ready":true`, `"ready":null`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":7.0`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":-7`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":1e3`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":18446744073709551616`, 1),
+		strings.Replace(good, `"version":"v1.2.3"`, "\"version\":\"v1\xff\"", 1), // invalid UTF-8 becomes U+FFFD
+		strings.Replace(good, `"version":"v1.2.3"`, `"version":"v1\ud800"`, 1),
+		strings.Replace(good, `"version":"v1.2.3"`, `"version":"v\u0031"`, 1),
+		strings.Replace(good, `"labels":{`, `"superseded":["a"],"superseded":["b","c"],"labels":{`, 1),
+		strings.Replace(good, `"labels":{`, `"superseded":["a","b"],"superseded":null,"labels":{`, 1),
+		strings.Replace(good, `"labels":{`, `"futureField":{"a":[1,2,{"b":null}]},"labels":{`, 1),
+		strings.Replace(good, `"role":"worker"`, `"role":"boss"`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":"7"`, 1),
+		`{"schemaVersion":1,"nodeId":12345}`,
+		`{"schemaVersion":2,"nodeId":12345,"labels":"not a map"}`,
+		` {"schemaVersion":1,` + body,
+		`{"schemaVersion":1.0,` + body,
+		`{"schemaVersion":"1",` + body,
+		`{"schemaVersion":1,` + body[:len(body)/2],
+		"\x00\x01",
+		"",
+		"null",
+		`[]`,
+	}
+}
+
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	for i, s := range decodeCases() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkSameDecode(t, []byte(s)) })
+	}
+}
