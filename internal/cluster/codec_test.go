@@ -338,3 +338,18 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) { checkSameDecode(t, []byte(s)) })
 	}
 }
+
+// FuzzValidateText holds the allocation-free textOK to the rules
+// textError reports.
+func FuzzValidateText(f *testing.F) {
+	for _, s := range []string{"", "v1.2.3", "a\nb", "x\u007f", "\u0085", "a\u202eb", "\xff", "é東🚀", strings.Repeat("v", 300)} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, required bool) {
+		ok := textOK(s, MaxVersionBytes, required)
+		err := textError("version", s, MaxVersionBytes, required)
+		if ok != (err == nil) {
+			t.Fatalf("textOK(%q) = %v, textError = %v", s, ok, err)
+		}
+	})
+}
