@@ -28,7 +28,7 @@ func marshalV1(t testing.TB, r *Record) []byte {
 func codecRecords() map[string]*Record {
 	recs := map[string]*Record{
 		"valid":     validRecord(),
-		"heartbeat": heartbeatRecord(42),
+		"heartbeat": heartbeatRecord(42, 7),
 		"max":       maxRecord(),
 	}
 	r := validRecord()
