@@ -72,8 +72,8 @@ its store together. Run it against a test cluster: it is a load generator.
 
 With --backend (repeatable: memory, etcd, kubernetes) it needs no running
 cluster: for each backend it seeds --workers simulated worker records into a
-store of its own (etcd under <etcd-prefix>/run-<id>, Kubernetes in a namespace
-<kube-namespace>-<id>), starts one coordinator on it in this process on
+store of its own (etcd under PREFIX/run-ID, PREFIX from --etcd-prefix;
+Kubernetes in a namespace NAMESPACE-ID, from --kube-namespace), starts one coordinator on it in this process on
 loopback, measures lookups the same way, and prints one table with each
 backend's lookups/s, p50 and p99 and the ratio to memory. What it created is
 removed at the end unless --keep.`,

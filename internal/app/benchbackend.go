@@ -52,7 +52,7 @@ const benchClusterID = "bench"
 
 func (o *BenchBackendOptions) register(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.Etcd.Endpoints, "etcd-endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints host:port or URLs, comma separated")
-	f.StringVar(&o.Etcd.Prefix, "etcd-prefix", "/talon-bench", "etcd key prefix; each run works under <prefix>/run-<id> and deletes it")
+	f.StringVar(&o.Etcd.Prefix, "etcd-prefix", "/talon-bench", "etcd key prefix; each run works under PREFIX/run-ID and deletes it")
 	f.StringVar(&o.Etcd.Username, "etcd-username", "", "etcd user name (the password comes from TALON_ETCD_PASSWORD or --etcd-password-file)")
 	f.StringVar(&o.Etcd.PasswordFile, "etcd-password-file", "", "file holding the etcd password")
 	f.StringVar(&o.Etcd.CAFile, "etcd-ca-file", "", "CA bundle to verify etcd's TLS certificate")
@@ -60,7 +60,7 @@ func (o *BenchBackendOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.Etcd.KeyFile, "etcd-key-file", "", "client key for etcd TLS")
 	f.DurationVar(&o.Etcd.DialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd connection timeout")
 	f.StringVar(&o.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
-	f.StringVar(&o.Kube.Namespace, "kube-namespace", "talon-bench", "namespace prefix: each run creates <namespace>-<id> for its Leases and deletes it")
+	f.StringVar(&o.Kube.Namespace, "kube-namespace", "talon-bench", "namespace prefix: each run creates NAMESPACE-ID for its Leases and deletes it")
 	f.IntVar(&o.Kube.QPS, "kube-qps", 400, "the coordinators' Kubernetes client queries per second (the raw phase has no limiter)")
 	f.IntVar(&o.Kube.Burst, "kube-burst", 800, "the coordinators' Kubernetes client burst")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "the in-process coordinators' request-timeout: long, so queueing shows as latency rather than as timeouts")

@@ -74,24 +74,27 @@ func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "heartbeats --backend etcd|kubernetes",
 		Short: "Measure heartbeats through coordinators against the backend's raw ceiling, in one run",
-		Long: `heartbeats measures, in one run and at the same concurrency (--writers):
+		Long: `heartbeats measures two phases in one run, at the same concurrency
+(--writers).
 
-  raw    the backend's ceiling for Talon's ordered upsert, issued directly with
-         the backend's client: on etcd a transaction comparing the key's
-         ModRevision and putting the ~1.5 KB record JSON with a lease; on
-         Kubernetes a Lease update with optimistic concurrency on its
-         resourceVersion, the record in an annotation.
-  talon  Talon's heartbeat path: --coordinators-count coordinators started in
-         this process on loopback against the same backend, and simulated
-         workers that register and then heartbeat back to back over the
-         control protocol. After an unavailable answer a worker backs off
-         about 50 ms (with jitter), as a real one does; those are counted
-         as backed off, apart from failures.
+The raw phase is the backend's ceiling for Talon's ordered upsert, issued
+directly with the backend's client: on etcd a transaction comparing the key's
+ModRevision and putting the ~1.5 KB record JSON with a lease; on Kubernetes a
+Lease update with optimistic concurrency on its resourceVersion, the record
+in an annotation.
+
+The talon phase is Talon's heartbeat path: --coordinators-count coordinators
+started in this process on loopback against the same backend, and simulated
+workers that register and then heartbeat back to back over the control
+protocol. After an unavailable answer a worker backs off about 50 ms (with
+jitter), as a real one does; those are counted as backed off, apart from
+failures.
 
 It prints both with the ratio, p50 and p99 latency, failures by code and what
 each phase created (etcd: leases granted; Kubernetes: Lease objects). The run
-works under <etcd-prefix>/run-<id> or in a namespace <kube-namespace>-<id> and
-removes it at the end unless --keep. Results go to stdout, progress to
+works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
+namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
+unless --keep. Results go to stdout, progress to
 stderr. It is a load generator: run it against a test backend.`,
 		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
   talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
