@@ -52,6 +52,8 @@ type HeartbeatReport struct {
 	Writers      int     `json:"writers"`
 	Coordinators int     `json:"coordinators"`
 	PhaseSeconds float64 `json:"phaseSeconds"`
+	// RecordBytes is the encoded size of the record both phases write.
+	RecordBytes int `json:"recordBytes"`
 	// Raw is the backend ceiling, Talon the heartbeat path through the
 	// coordinators; Ratio is Talon's rate over Raw's and P99Ratio the same
 	// of their p99 latencies.
@@ -79,7 +81,7 @@ func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 
 The raw phase is the backend's ceiling for Talon's ordered upsert, issued
 directly with the backend's client: on etcd a transaction comparing the key's
-ModRevision and putting the ~1.5 KB record JSON with a lease; on Kubernetes a
+ModRevision and putting the typical record's JSON (about 1 KB) with a lease; on Kubernetes a
 Lease update with optimistic concurrency on its resourceVersion, the record
 in an annotation.
 
@@ -164,7 +166,7 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 		}
 	}()
 	rep = HeartbeatReport{Backend: o.Backend, Location: env.where(o.Backend), Writers: o.Writers, Coordinators: o.Coordinators,
-		PhaseSeconds: o.Duration.Seconds(), Kept: o.Conn.Keep}
+		PhaseSeconds: o.Duration.Seconds(), RecordBytes: bench.RecordBytes(), Kept: o.Conn.Keep}
 
 	progress("raw %s: %d writers for %s (%s)", o.Backend, o.Writers, o.Duration, rep.Location)
 	switch o.Backend {
@@ -244,8 +246,8 @@ func (r HeartbeatReport) Write(w io.Writer, output string) error {
 		e.SetIndent("", "  ")
 		return e.Encode(r)
 	}
-	fmt.Fprintf(w, "heartbeats on %s (%s): %d writers, %d coordinators, %s per phase\n\n",
-		r.Backend, r.Location, r.Writers, r.Coordinators, time.Duration(r.PhaseSeconds*float64(time.Second)))
+	fmt.Fprintf(w, "heartbeats on %s (%s): %d writers, %d coordinators, %s per phase, %d-byte records\n\n",
+		r.Backend, r.Location, r.Writers, r.Coordinators, time.Duration(r.PhaseSeconds*float64(time.Second)), r.RecordBytes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "path\tops/s\tp50\tp99\tmax\tok\tfailed\tbacked off\t%s\t\n", r.Created)
 	row := func(name string, res bench.Result, created int) {

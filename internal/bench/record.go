@@ -2,8 +2,9 @@ package bench
 
 import "github.com/talonhq/talon/internal/cluster"
 
-// Record returns a typical worker record, about 1.5 KB encoded: the record
-// every phase writes, so raw and Talon figures move the same bytes.
+// Record returns a typical worker record (RecordBytes encoded, about 1 KB
+// with this build's encoding): the record every phase writes, so raw and
+// Talon figures move the same bytes.
 func Record(clusterID, node string, seq uint64) *cluster.Record {
 	return &cluster.Record{
 		ClusterID: clusterID, NodeID: node, Role: cluster.RoleWorker, IncarnationID: "0f8e5c1a-6b7d-4c1e-9a53-" + node,
@@ -15,4 +16,13 @@ func Record(clusterID, node string, seq uint64) *cluster.Record {
 		Labels: map[string]string{"region": "eu-west-1", "zone": "eu-west-1b", "pod": "talon-worker-7d9f8b6c5-x2x9q",
 			"host": "ip-10-42-17-203.eu-west-1.compute.internal", "rack": "r17", "pool": "nvme-large"},
 	}
+}
+
+// RecordBytes returns the encoded size of Record, as stored by both phases.
+func RecordBytes() int {
+	b, err := cluster.Encode(Record("bench", "worker-00000", 1))
+	if err != nil {
+		return 0
+	}
+	return len(b)
 }

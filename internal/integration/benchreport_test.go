@@ -81,7 +81,7 @@ func rateRow(path string, talon, raw bench.Result, goalRatio float64, p99Factor 
 	}
 }
 
-// reportRecord is a typical worker record (about 1.5 KB encoded).
+// reportRecord is a typical worker record (bench.Record).
 func reportRecord(clusterID, node string, seq uint64) *cluster.Record {
 	return bench.Record(clusterID, node, seq)
 }
