@@ -64,6 +64,7 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("%s", r.stdout)
 	if raw, talon := textRate(r.stdout, "raw etcd"), textRate(r.stdout, "talon"); raw <= 0 || talon <= 0 || !strings.Contains(r.stdout, "leases granted") || !strings.Contains(r.stdout, "ratio talon/raw") {
 		t.Fatalf("raw %v talon %v in\n%s", raw, talon, r.stdout)
 	}
@@ -75,12 +76,14 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("%s", r.stdout)
 	checkHeartbeatReport(t, r.stdout, "etcd", 20)
 
 	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "etcd", "--duration", "1s", "--workers", "200", "-o", "json"}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("%s", r.stdout)
 	var lr app.LookupsReport
 	if err := json.Unmarshal([]byte(r.stdout), &lr); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
@@ -115,6 +118,7 @@ func TestBenchCommandsOnKubernetes(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("%s", r.stdout)
 	rep := checkHeartbeatReport(t, r.stdout, "kubernetes", 20)
 	if rep.Created != "Lease objects" || rep.RawCreated != 20 {
 		t.Fatalf("created %q raw %d", rep.Created, rep.RawCreated)
@@ -124,6 +128,7 @@ func TestBenchCommandsOnKubernetes(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("%s", r.stdout)
 	if m, kr := textRate(r.stdout, "memory"), textRate(r.stdout, "kubernetes"); m <= 0 || kr <= 0 {
 		t.Fatalf("memory %v kubernetes %v in\n%s", m, kr, r.stdout)
 	}
