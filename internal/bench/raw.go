@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,18 +103,19 @@ func CleanEtcd(ctx context.Context, cli *clientv3.Client, prefix string) (keys, 
 	}
 	var errs []error
 	for id := range ids {
-		if _, err := cli.Revoke(ctx, id); err != nil && !strings.Contains(err.Error(), "requested lease not found") {
-			errs = append(errs, fmt.Errorf("revoke lease %x: %w", id, err))
-		} else {
+		_, err := cli.Revoke(ctx, id)
+		switch {
+		case err == nil:
 			leases++
+		case !errors.Is(err, rpctypes.ErrLeaseNotFound): // expired meanwhile: nothing to do
+			errs = append(errs, fmt.Errorf("revoke lease %x: %w", id, err))
 		}
 	}
-	d, err := cli.Delete(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
+	// Revoking deleted the keys attached; this deletes the rest.
+	if _, err := cli.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
 		errs = append(errs, fmt.Errorf("delete prefix %q: %w", prefix, err))
 	} else {
 		keys = len(resp.Kvs)
-		_ = d
 	}
 	return keys, leases, errors.Join(errs...)
 }
