@@ -40,8 +40,9 @@ type HeartbeatBenchOptions struct {
 	Duration time.Duration
 	// Output is text or json.
 	Output string
-	// TalonPhase, when set, is called as the Talon phase starts and the
-	// function it returns as it ends (the report records a CPU profile).
+	// TalonPhase, when set, is called as the Talon phase's heartbeats start
+	// (after registration) and the function it returns as they end (the
+	// report records a CPU profile).
 	TalonPhase func() (end func())
 }
 
@@ -210,10 +211,12 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 	}
 	progress("talon %s: %d simulated workers register, then heartbeat for %s through %s", o.Backend, o.Writers, o.Duration, strings.Join(coords.Addrs(), ","))
 	var end func()
-	if o.TalonPhase != nil {
-		end = o.TalonPhase()
+	registered := func() {
+		if o.TalonPhase != nil {
+			end = o.TalonPhase()
+		}
 	}
-	rep.TalonResult, err = bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: coords.Addrs(), ClusterID: benchClusterID, Writers: o.Writers, Duration: o.Duration})
+	rep.TalonResult, err = bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: coords.Addrs(), ClusterID: benchClusterID, Writers: o.Writers, Duration: o.Duration, Registered: registered})
 	if end != nil {
 		end()
 	}

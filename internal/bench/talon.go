@@ -34,6 +34,9 @@ type HeartbeatOptions struct {
 	// Backoff is the pause after an unavailable answer; default
 	// DefaultBackoff.
 	Backoff time.Duration
+	// Registered, when set, is called once every writer has registered,
+	// just before the heartbeats start.
+	Registered func()
 }
 
 // Heartbeats registers Writers simulated workers (the typical record)
@@ -88,6 +91,9 @@ func Heartbeats(ctx context.Context, o HeartbeatOptions) (Result, error) {
 	})
 	if err != nil {
 		return Result{}, err
+	}
+	if o.Registered != nil {
+		o.Registered()
 	}
 	return Run(ctx, o.Writers, o.Duration, func(ctx context.Context, w int) error {
 		recs[w].HeartbeatSeq++
