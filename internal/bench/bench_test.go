@@ -100,12 +100,14 @@ func TestHeartbeatsAndLookups(t *testing.T) {
 	c := coordtest.Start(t, coordtest.Options{ClusterID: "bench", RequestTimeout: 5 * time.Second, WaitReady: true,
 		Timing: cluster.Timing{HeartbeatInterval: 5 * time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}})
 	ctx := context.Background()
-	hb, err := bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: []string{c.ControlAddr}, ClusterID: "bench", Writers: 8, Duration: 500 * time.Millisecond})
+	registered := 0
+	hb, err := bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: []string{c.ControlAddr}, ClusterID: "bench", Writers: 8, Duration: 500 * time.Millisecond,
+		Registered: func() { registered++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hb.Ops == 0 || hb.FailureCount() != 0 {
-		t.Fatalf("heartbeats %+v", hb)
+	if hb.Ops == 0 || hb.FailureCount() != 0 || registered != 1 {
+		t.Fatalf("heartbeats %+v, Registered called %d times", hb, registered)
 	}
 	lk, err := bench.Lookups(ctx, bench.LookupOptions{Coordinators: []string{c.ControlAddr}, Callers: 4, Duration: 500 * time.Millisecond, Keys: 100, Replicas: 3})
 	if err != nil {
