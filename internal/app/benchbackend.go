@@ -245,8 +245,8 @@ func (e *benchEnv) close(ctx context.Context, progress func(format string, a ...
 		}
 		progress("cleanup: deleted %d Leases and namespace %s", n, e.namespace)
 	}
-	if e.opts.Keep {
-		progress("kept: %s", strings.Join(e.kept(), "; "))
+	if k := e.kept(); e.opts.Keep && len(k) > 0 {
+		progress("kept: %s", strings.Join(k, "; "))
 	}
 	return errors.Join(errs...)
 }
