@@ -5,20 +5,26 @@ import (
 	"testing"
 )
 
-// heartbeatRecord is a typical worker record, about 1 KB encoded: the
-// record the issue 18 report measures (integration's reportRecord), with
-// the pod and host labels a real worker would have.
+// heartbeatRecord is a typical worker record, about 1.5 KB encoded: the
+// record the issue 18 report measures (bench.Record), with the per-worker
+// pod, host and incarnation strings a real worker would have.
 func heartbeatRecord(worker int, seq uint64) *Record {
 	node := fmt.Sprintf("hb-%05d", worker)
 	return &Record{
 		ClusterID: "bench", NodeID: node, Role: RoleWorker, IncarnationID: "0f8e5c1a-6b7d-4c1e-9a53-" + node,
-		Address: "10.42.17.203:7500", AdminAddress: "10.42.17.203:7501", Version: "v1.4.2 (go1.26.8, 3f2c9ab)",
+		Address: "10.42.17.203:7500", AdminAddress: "10.42.17.203:7501", Version: "v1.4.2 (go1.26.8, linux/amd64, commit 3f2c9ab1e7d04c55, built 2026-11-30T08:12:44Z)",
 		StartTimeUnixMs: 1_784_800_000_000, HeartbeatSeq: seq, Health: HealthHealthy, Ready: true,
 		Capacity: Capacity{CapacityBytes: 2 << 40, ResidentBytes: 1_873_412_300_800, Blocks: 447_000, Pages: 114_000_000, InflightLoads: 12},
 		Counters: Counters{RequestsTotal: 9_812_345_678, ErrorsTotal: 1_234, HitsTotal: 8_700_000_000, MissesTotal: 1_112_345_678,
 			BytesServedTotal: 431_000_000_000_000, BackendFetchesTotal: 1_112_345_678, BackendErrorsTotal: 17, EvictionsTotal: 98_000_000},
 		Labels: map[string]string{"region": "eu-west-1", "zone": "eu-west-1b", "pod": fmt.Sprintf("talon-worker-7d9f8b6c5-%05d", worker),
-			"host": fmt.Sprintf("ip-10-42-%d-%d.eu-west-1.compute.internal", worker/250, worker%250), "rack": "r17", "pool": "nvme-large"},
+			"host": fmt.Sprintf("ip-10-42-%d-%d.eu-west-1.compute.internal", worker/250, worker%250), "rack": "r17", "pool": "nvme-large",
+			"node.kubernetes.io/instance-type": "i4i.4xlarge", "topology.kubernetes.io/zone": "eu-west-1b",
+			"app.kubernetes.io/version": "v1.4.2", "talon.io/disk": "nvme0n1,nvme1n1,nvme2n1,nvme3n1",
+			"talon.io/blob-store": "s3://acme-prod-blobs-eu-west-1/talon/cache-tier-a", "talon.io/owner": "team-storage-platform",
+			"talon.io/cache-dir": "/var/lib/talon/cache"},
+		Superseded: []string{"5d2f9a7e-3c1b-4e8a-b6d4-" + node, "9b7c3e1f-0a2d-4f6b-8e5c-" + node},
+		Generation: 3,
 	}
 }
 

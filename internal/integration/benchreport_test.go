@@ -201,11 +201,18 @@ func finishReport(t *testing.T, rows []reportRow, e *testenv.Etcd) {
 	add(reportRow{path: "HRW lookup, per candidate (1,000 workers, 3 owners)", talon: fmt.Sprintf("%.2f ns wall, ~%.2f ns CPU", perCand, cpuPerCand), limit: "1.5 ns", ratio: fmt.Sprintf("%.2f", 1.5/perCand), goal: "<=1.5 ns", met: perCand <= 1.5})
 
 	// Record codec per heartbeat on the coordinator: decode the frame's
-	// record, validate, encode it for the store.
-	payload, _ := cluster.Encode(reportRecord("bench", "w", 7))
+	// record, validate, encode it for the store. The payloads of 4,096
+	// workers in turn, as a coordinator serving many workers sees them
+	// (the decoder caches short strings). CPU time too, as for HRW.
+	payloads := make([][]byte, 4096)
+	for i := range payloads {
+		payloads[i], _ = cluster.Encode(reportRecord("bench", fmt.Sprintf("hb-%05d", i), 7))
+	}
+	var codecCPU time.Duration
 	codec := testing.Benchmark(func(b *testing.B) {
-		for range b.N {
-			rec, err := protocol.DecodeRecordPayload(payload)
+		c0 := cpuTime()
+		for i := range b.N {
+			rec, err := protocol.DecodeRecordPayload(payloads[i&4095])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -213,9 +220,12 @@ func finishReport(t *testing.T, rows []reportRow, e *testenv.Etcd) {
 				b.Fatal(err)
 			}
 		}
+		codecCPU = cpuTime() - c0
 	})
 	us := float64(codec.NsPerOp()) / 1000
-	add(reportRow{path: "record decode+encode per heartbeat (coordinator)", talon: fmt.Sprintf("%.1f µs, %d allocs", us, codec.AllocsPerOp()), limit: "10 µs", ratio: fmt.Sprintf("%.2f", 10/us), goal: "<=10 µs", met: us <= 10})
+	cpuUs := float64(codecCPU.Nanoseconds()) / float64(codec.N) / 1000
+	add(reportRow{path: fmt.Sprintf("record decode+encode per heartbeat (coordinator, %d-byte record)", len(payloads[0])), talon: fmt.Sprintf("%.1f µs wall, ~%.1f µs CPU, %d allocs", us, cpuUs, codec.AllocsPerOp()),
+		limit: "10 µs", ratio: fmt.Sprintf("%.2f", 10/us), goal: "<=10 µs", met: us <= 10})
 
 	add(cacheHitRow(t))
 	add(rssRow(t, e))
