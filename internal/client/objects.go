@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,12 @@ type ObjectReader struct {
 	OnVerifyFailure func(object string, block int64, worker string, disagree []string)
 	// VerifyFailures, if set, counts discarded blocks.
 	VerifyFailures prometheus.Counter
+
+	// bufs keeps the *bytes.Buffer a ReadObject reads each answer into
+	// for the next one (reads can run concurrently): a run's buffer is
+	// maxRunBlocks blocks, and a fresh one per object costs the zeroing
+	// and page faults of that much memory.
+	bufs sync.Pool
 }
 
 // ErrVerification: no owner's bytes for a block matched the digest of a
@@ -85,13 +92,17 @@ func (r *ObjectReader) ReadObject(ctx context.Context, object string, w io.Write
 	if r.BlockSize <= 0 {
 		return 0, errors.New("client: block size must be positive")
 	}
-	var buf bytes.Buffer // every request's body, in turn
+	buf, _ := r.bufs.Get().(*bytes.Buffer) // every request's body, in turn
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	defer func() { buf.Reset(); r.bufs.Put(buf) }()
 	var written int64
 	size := int64(-1)
 	for block, n := int64(0), int64(0); size < 0 || block*r.BlockSize < size; block += n {
 		var res *datav1.Result
 		var err error
-		res, n, err = r.readBlocks(ctx, object, block, size, &buf, w)
+		res, n, err = r.readBlocks(ctx, object, block, size, buf, w)
 		if err != nil {
 			return written, err
 		}
