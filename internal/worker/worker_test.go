@@ -468,3 +468,55 @@ func TestDataListenerKeepsSendfile(t *testing.T) {
 		t.Fatal("the response body never reached the TCP connection's ReadFrom: it was copied through user space, not sent with sendfile")
 	}
 }
+
+// TestWriteTimeoutReportedThroughSendfile: a client that stops reading
+// a body sent from a file hits the write timeout inside the connection's
+// ReadFrom, and the timeout is still reported as a write timeout.
+func TestWriteTimeoutReportedThroughSendfile(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	const size = 64 << 20 // more than loopback socket buffers hold
+	path := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var calls, writeTimeouts atomic.Int64
+	handler := func(*worker.Worker) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			f, err := os.Open(path)
+			if err != nil {
+				rw.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			defer f.Close()
+			rw.Header().Set("Content-Length", strconv.Itoa(size))
+			_, _ = io.Copy(rw, f)
+		})
+	}
+	w := newWorkerOpts(t, []string{a}, false, 0, handler, func(o *worker.Options) {
+		o.DataListener = readFromListener{Listener: o.DataListener, calls: &calls}
+		o.DataLimits = worker.DataLimits{WriteTimeout: 300 * time.Millisecond}
+		o.DataTimeout = func(reason string) {
+			if reason == "write" {
+				writeTimeouts.Add(1)
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	nc, err := net.Dial("tcp", w.DataAddress())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte("GET /v1/objects/big HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Never read: the server's sendfile blocks, then its deadline passes.
+	testsupport.WaitFor(t, 10*time.Second, "the write timeout reported", func() bool { return writeTimeouts.Load() == 1 })
+	if calls.Load() == 0 {
+		t.Fatal("the body never reached the connection's ReadFrom")
+	}
+}
