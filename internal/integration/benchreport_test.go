@@ -258,7 +258,12 @@ func loadAverage() string {
 }
 
 // cacheHitRow reads a cached block through a real worker's data listener
-// (keep-alive, one block per request) and the same bytes from a file.
+// (keep-alive, one block per request), the same bytes sent with sendfile
+// over a plain loopback TCP connection (the network ceiling, see
+// loopbackCeiling) and the same bytes read from the file, all three into
+// one reused buffer with ReadFrom (so each is read(2)s straight into it),
+// in two rounds, so a burst of background load on a shared machine does
+// not fall on one of them only.
 func cacheHitRow(t *testing.T) reportRow {
 	t.Helper()
 	blobs := t.TempDir()
@@ -296,22 +301,33 @@ func cacheHitRow(t *testing.T) reportRow {
 		return res.N
 	}
 	fetch() // load into the cache
-	served := throughput(fetch)
 	f, err := os.Open(filepath.Join(blobs, "hot.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	file := throughput(func() int64 {
+	readFile := func() int64 {
 		buf.Reset()
 		n, err := io.Copy(&buf, io.NewSectionReader(f, 0, 4<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
-	})
+	}
+	sendLoopback := loopbackCeiling(t, filepath.Join(blobs, "hot.bin"), 4<<20)
+	loopback := func() int64 {
+		buf.Reset()
+		return sendLoopback(&buf)
+	}
+	var served, ceiling, file float64
+	for range 2 {
+		served += throughput(fetch) / 2
+		ceiling += throughput(loopback) / 2
+		file += throughput(readFile) / 2
+	}
 	ratio := served / file
-	return reportRow{path: "cache hits through the data listener (4 MiB blocks, keep-alive, plain)", talon: fmt.Sprintf("%.0f MB/s", served/1e6), limit: fmt.Sprintf("%.0f MB/s reading the file", file/1e6),
+	return reportRow{path: "cache hits through the data listener (4 MiB blocks, keep-alive, plain)", talon: fmt.Sprintf("%.0f MB/s", served/1e6),
+		limit: fmt.Sprintf("%.0f MB/s reading the file; %.0f MB/s raw loopback TCP with sendfile (%.2fx of it)", file/1e6, ceiling/1e6, served/ceiling),
 		ratio: fmt.Sprintf("%.2f", ratio), goal: ">=0.5x the file read", met: ratio >= 0.5}
 }
 
