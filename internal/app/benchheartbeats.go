@@ -82,7 +82,7 @@ func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 
 The raw phase is the backend's ceiling for Talon's ordered upsert, issued
 directly with the backend's client: on etcd a transaction comparing the key's
-ModRevision and putting the typical record's JSON (about 1 KB) with a lease; on Kubernetes a
+ModRevision and putting the typical record's JSON (about 1.5 KB) with a lease; on Kubernetes a
 Lease update with optimistic concurrency on its resourceVersion, the record
 in an annotation.
 
