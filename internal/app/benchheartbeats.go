@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,6 +76,7 @@ type HeartbeatReport struct {
 
 func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 	opts := HeartbeatBenchOptions{}
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "heartbeats --backend etcd|kubernetes",
 		Short: "Measure heartbeats through coordinators against the backend's raw ceiling, in one run",
@@ -108,6 +111,23 @@ stderr. It is a load generator: run it against a test backend.`,
 			}
 			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile %q: %w", cpuProfile, err)
+				}
+				defer f.Close()
+				opts.TalonPhase = func() func() {
+					if err := pprof.StartCPUProfile(f); err != nil {
+						progress("no CPU profile: %v", err)
+						return func() {}
+					}
+					return func() {
+						pprof.StopCPUProfile()
+						progress("CPU profile of the talon phase (coordinators and simulated workers, this process) written to %s", cpuProfile)
+					}
+				}
+			}
 			rep, err := BenchHeartbeats(cmd.Context(), opts, progress, log)
 			if err != nil {
 				return err
@@ -121,6 +141,7 @@ stderr. It is a load generator: run it against a test backend.`,
 	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", maxBenchCoords))
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
 	opts.Conn.register(f)
 	return cmd
 }

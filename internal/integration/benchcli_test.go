@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,12 +74,20 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 		t.Fatalf("no cleanup reported: %s", r.stderr)
 	}
 
-	r = runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "2s", "--writers", "20", "-o", "json"}, conn...)...)
+	prof := filepath.Join(t.TempDir(), "talon.pprof")
+	r = runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "2s", "--writers", "20", "-o", "json", "--cpuprofile", prof}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("%s", r.stdout)
 	checkHeartbeatReport(t, r.stdout, "etcd", 20)
+	// A CPU profile is a gzipped protocol buffer (go tool pprof reads it).
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 64 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes, not a gzipped profile: %v", len(b), err)
+	}
+	if r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "1s", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")}, conn...)...); r.code == 0 || !strings.Contains(r.stderr, "--cpuprofile") {
+		t.Fatalf("--cpuprofile into a missing directory: exit %d, stderr %s", r.code, r.stderr)
+	}
 
 	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "etcd", "--duration", "1s", "--workers", "200", "-o", "json"}, conn...)...)
 	if r.code != 0 {
