@@ -3,19 +3,18 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
@@ -31,6 +30,16 @@ type BenchOptions struct {
 	// TLS is the client configuration for the coordinators; nil talks to
 	// a cluster without TLS.
 	TLS *tls.Config
+
+	// Backends, when set, selects the self-contained mode: for each
+	// backend (memory, etcd, kubernetes) Workers simulated worker records
+	// are seeded into a store of its own and one coordinator is started on
+	// it in this process; Coordinators and TLS are not used.
+	Backends []string
+	Workers  int
+	Conn     BenchBackendOptions
+	// Output is text or json.
+	Output string
 }
 
 // BenchResult is what a lookup benchmark measured.
@@ -48,7 +57,7 @@ func (r BenchResult) PerSecond() float64 { return float64(r.Lookups) / r.Elapsed
 func newBenchCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure a running cluster",
+		Short: "Measure a running cluster, or the backends and Talon side by side",
 	}
 	opts := BenchOptions{}
 	var ctls clientTLS
@@ -59,9 +68,37 @@ func newBenchCmd(env Env) *cobra.Command {
 --concurrency connections for --duration, without the client-side cache, and
 reports lookups per second and latency percentiles. Every lookup is answered
 from a fresh, consistent store snapshot, so this measures the coordinator and
-its store together. Run it against a test cluster: it is a load generator.`,
+its store together. Run it against a test cluster: it is a load generator.
+
+With --backend (repeatable: memory, etcd, kubernetes) it needs no running
+cluster: for each backend it seeds --workers simulated worker records into a
+store of its own (etcd under PREFIX/run-ID, PREFIX from --etcd-prefix;
+Kubernetes in a namespace NAMESPACE-ID, from --kube-namespace), starts one coordinator on it in this process on
+loopback, measures lookups the same way, and prints one table with each
+backend's lookups/s, p50 and p99 and the ratio to memory. What it created is
+removed at the end unless --keep.`,
+		Example: `  talon bench lookups --dir /tmp/talon-dev --duration 5s
+  talon bench lookups --coordinators 10.0.0.5:7400 --tls-ca-file ca.pem --tls-cert-file client.pem --tls-key-file client-key.pem
+  talon bench lookups --backend memory --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(opts.Backends) > 0 {
+				for _, name := range []string{"coordinators", "dir", "tls-ca-file", "tls-cert-file", "tls-key-file", "insecure-control-plane"} {
+					if cmd.Flags().Changed(name) {
+						return &usageError{fmt.Errorf("--%s and --backend: --backend starts its own coordinators; give one or the other", name)}
+					}
+				}
+				if err := opts.validateBackends(env.Environ); err != nil {
+					return &usageError{err}
+				}
+				progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
+				log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+				rep, err := BenchLookupBackends(cmd.Context(), opts, progress, log)
+				if err != nil {
+					return err
+				}
+				return rep.Write(cmd.OutOrStdout(), opts.Output)
+			}
 			creds, fromDir, err := ctls.resolve(cmd.Flags(), env.Environ)
 			if err != nil {
 				return err
@@ -79,17 +116,26 @@ its store together. Run it against a test cluster: it is a load generator.`,
 			if err != nil {
 				return err
 			}
+			if opts.Output == "json" {
+				e := json.NewEncoder(cmd.OutOrStdout())
+				e.SetIndent("", "  ")
+				return e.Encode(res.json(opts))
+			}
 			return res.Write(cmd.OutOrStdout(), opts)
 		},
 	}
 	f := lookups.Flags()
 	f.StringSliceVar(&opts.Coordinators, "coordinators", []string{"127.0.0.1:7400"}, "coordinator control addresses")
 	f.IntVar(&opts.Concurrency, "concurrency", 16, "concurrent connections (1 to 1024)")
-	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "how long to run (1s to 1h)")
+	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "how long to run (1s to 1h); per backend with --backend")
 	f.IntVar(&opts.Keys, "keys", 100000, "distinct keys to look up")
 	f.IntVar(&opts.Replicas, "replicas", 3, fmt.Sprintf("owners per lookup (1 to %d)", protocol.MaxReplicas))
+	f.StringArrayVar(&opts.Backends, "backend", nil, "measure this backend with a coordinator of its own instead of --coordinators: memory, etcd or kubernetes (repeatable)")
+	f.IntVar(&opts.Workers, "workers", 1000, fmt.Sprintf("with --backend: simulated worker records seeded into each store (1 to %d)", maxBenchWriters))
+	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	ctls.register(f)
-	cmd.AddCommand(lookups)
+	opts.Conn.register(f)
+	cmd.AddCommand(lookups, newBenchHeartbeatsCmd(env))
 	return cmd
 }
 
@@ -103,6 +149,8 @@ func (o BenchOptions) validate() error {
 		return fmt.Errorf("--keys %d: must be at least 1", o.Keys)
 	case o.Replicas < 1 || o.Replicas > protocol.MaxReplicas:
 		return fmt.Errorf("--replicas %d: must be from 1 to %d", o.Replicas, protocol.MaxReplicas)
+	case o.Output != "" && o.Output != "text" && o.Output != "json":
+		return fmt.Errorf("--output %q: must be text or json", o.Output)
 	}
 	for _, a := range o.Coordinators {
 		if err := cluster.ValidateAddress("--coordinators", a, true); err != nil {
@@ -112,79 +160,32 @@ func (o BenchOptions) validate() error {
 	return nil
 }
 
-// BenchLookups runs the lookup benchmark.
+// BenchLookups runs the lookup benchmark against running coordinators.
 func BenchLookups(ctx context.Context, o BenchOptions) (BenchResult, error) {
-	cl, err := client.New(client.Options{Coordinators: o.Coordinators, MaxIdleConns: o.Concurrency, Retries: -1, TLS: o.TLS})
+	r, err := bench.Lookups(ctx, bench.LookupOptions{Coordinators: o.Coordinators, Callers: o.Concurrency, Duration: o.Duration, Keys: o.Keys, Replicas: o.Replicas, TLS: o.TLS})
 	if err != nil {
 		return BenchResult{}, err
 	}
-	defer cl.Close()
-	if _, err := cl.Lookup(ctx, "warm-up", o.Replicas); err != nil {
-		return BenchResult{}, fmt.Errorf("first lookup failed; is the cluster up with workers? %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.Duration)
-	defer cancel()
-	end, _ := ctx.Deadline()
-	var (
-		mu        sync.Mutex
-		latencies []time.Duration
-		res       BenchResult
-		wg        sync.WaitGroup
-	)
-	res.ErrorCodes = map[string]int{}
-	begin := time.Now()
-	for i := range o.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(i), 1))
-			var local []time.Duration
-			errs := map[string]int{}
-			// The clock, not ctx.Err, ends the loop: a connection deadline
-			// can pass a moment before the context's timer fires.
-			for time.Now().Before(end) {
-				key := fmt.Sprintf("bench/object-%d#0", r.IntN(o.Keys))
-				t0 := time.Now()
-				_, err := cl.Lookup(ctx, key, o.Replicas)
-				if err != nil {
-					if time.Now().Before(end) {
-						errs[errorCode(err)]++
-					}
-					continue
-				}
-				local = append(local, time.Since(t0))
-			}
-			mu.Lock()
-			latencies = append(latencies, local...)
-			for code, n := range errs {
-				res.Errors += n
-				res.ErrorCodes[code] += n
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.Elapsed = time.Since(begin)
-	res.Lookups = len(latencies)
+	res := BenchResult{Lookups: r.Ops, Errors: r.FailureCount(), ErrorCodes: r.Failures, Elapsed: r.Elapsed,
+		P50: r.P50(), P90: r.Quantile(.9), P99: r.P99(), P999: r.Quantile(.999), Max: r.Max()}
 	if res.Lookups == 0 {
-		return res, errors.New("no lookup succeeded")
+		return res, fmt.Errorf("no lookup succeeded (first failure: %v)", r.FirstErr)
 	}
-	slices.Sort(latencies)
-	q := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
-	res.P50, res.P90, res.P99, res.P999, res.Max = q(.5), q(.9), q(.99), q(.999), latencies[len(latencies)-1]
 	return res, nil
 }
 
-// errorCode names an error's class for the summary.
-func errorCode(err error) string {
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		return pe.Code.String()
+// json returns the result in the form -o json prints.
+func (r BenchResult) json(o BenchOptions) map[string]any {
+	msf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	codes := r.ErrorCodes
+	if codes == nil {
+		codes = map[string]int{}
 	}
-	if errors.Is(err, client.ErrNoCoordinator) {
-		return "no_coordinator"
+	return map[string]any{
+		"coordinators": o.Coordinators, "concurrency": o.Concurrency, "replicas": o.Replicas,
+		"lookups": r.Lookups, "errors": codes, "elapsedSeconds": r.Elapsed.Seconds(), "perSecond": r.PerSecond(),
+		"p50Ms": msf(r.P50), "p90Ms": msf(r.P90), "p99Ms": msf(r.P99), "p999Ms": msf(r.P999), "maxMs": msf(r.Max),
 	}
-	return "other"
 }
 
 // Write prints the result.

@@ -35,9 +35,15 @@ func defaultRunners() Runners {
 	return Runners{Coordinator: RunCoordinator, Worker: RunWorker, Dev: RunDev}
 }
 
-// OpenStore connects to the configured state backend. reg receives the
-// backend's own metrics, if it has any; nil registers none.
-func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (state.Store, error) {
+// OpenStore connects to the configured state backend, registering no
+// backend metrics.
+func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (state.Store, error) {
+	return openStore(ctx, cfg, log, nil)
+}
+
+// openStore is OpenStore with a registry: reg receives the backend's own
+// metrics, if it has any; nil registers none.
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (state.Store, error) {
 	switch cfg.StateBackend {
 	case config.BackendMemory:
 		log.Warn("using the memory state backend: development and single-coordinator mode only; state is lost on restart")
@@ -147,7 +153,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 	}
 	reg := prometheus.NewRegistry()
 	if store == nil {
-		s, err := OpenStore(ctx, cfg, log.With("component", "store"), reg)
+		s, err := openStore(ctx, cfg, log.With("component", "store"), reg)
 		if err != nil {
 			return nil, fmt.Errorf("state backend %s: %w", cfg.StateBackend, err)
 		}

@@ -43,7 +43,7 @@ current-context: x
 		t.Fatalf("coordinator exited %d: %s", code, errb.String())
 	}
 	reg := prometheus.NewRegistry()
-	s, err := OpenStore(context.Background(), cfg, slog.New(slog.DiscardHandler), reg)
+	s, err := openStore(context.Background(), cfg, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +53,12 @@ type ObjectReader struct {
 	OnVerifyFailure func(object string, block int64, worker string, disagree []string)
 	// VerifyFailures, if set, counts discarded blocks.
 	VerifyFailures prometheus.Counter
+
+	// bufs keeps the *bytes.Buffer a ReadObject reads each answer into
+	// for the next one (reads can run concurrently): a run's buffer is
+	// maxRunBlocks blocks, and a fresh one per object costs the zeroing
+	// and page faults of that much memory.
+	bufs sync.Pool
 }
 
 // ErrVerification: no owner's bytes for a block matched the digest of a
@@ -59,20 +68,41 @@ var ErrVerification = errors.New("block verification failed")
 // maxRefresh bounds placement lookups for one block.
 const maxRefresh = 3
 
+// maxRunBlocks bounds the consecutive blocks ReadObject asks for in one
+// request when they have the same owners (workers take ranges of up to
+// dataserver.DefaultMaxRangeBlocks blocks). A run is buffered whole
+// before it is written, so this also bounds the reader's memory:
+// maxRunBlocks blocks.
+const maxRunBlocks = 4
+
 // refreshBackoff spaces the placement lookups of one block.
 var refreshBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5}
 
 // ReadObject writes the object to w and returns its size. It verifies
 // every block's length; the total length is checked against the size the
 // workers report.
+//
+// Once the first block has told the object's size, consecutive blocks
+// whose placement names the same owners, in the same order, under the
+// same version, are read in one request (up to maxRunBlocks; not when
+// Verify is set, which checks block by block): one round trip and one
+// response instead of several from the same worker, and the fallback
+// order is the same for every block of the run.
 func (r *ObjectReader) ReadObject(ctx context.Context, object string, w io.Writer) (int64, error) {
 	if r.BlockSize <= 0 {
 		return 0, errors.New("client: block size must be positive")
 	}
+	buf, _ := r.bufs.Get().(*bytes.Buffer) // every request's body, in turn
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	defer func() { buf.Reset(); r.bufs.Put(buf) }()
 	var written int64
 	size := int64(-1)
-	for block := int64(0); size < 0 || block*r.BlockSize < size; block++ {
-		res, err := r.readBlock(ctx, object, block, w)
+	for block, n := int64(0), int64(0); size < 0 || block*r.BlockSize < size; block += n {
+		var res *datav1.Result
+		var err error
+		res, n, err = r.readBlocks(ctx, object, block, size, buf, w)
 		if err != nil {
 			return written, err
 		}
@@ -92,7 +122,11 @@ func (r *ObjectReader) ReadObject(ctx context.Context, object string, w io.Write
 	return written, nil
 }
 
-func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64, w io.Writer) (*datav1.Result, error) {
+// readBlocks reads block, and the blocks after it that share its owners
+// (see ReadObject; size is the object's size, or -1 before the first
+// answer), into buf, then writes them to w. It returns the answer and the
+// number of blocks read.
+func (r *ObjectReader) readBlocks(ctx context.Context, object string, block, size int64, buf *bytes.Buffer, w io.Writer) (*datav1.Result, int64, error) {
 	key := datav1.BlockKey(object, block)
 	replicas := max(r.Replicas, 1)
 	var lastErr error
@@ -103,7 +137,7 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 			// coordinators a moment to see it, jittered so a fleet of
 			// readers does not refresh in step.
 			if err := backoff.Sleep(ctx, retry.Next()); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		lookup := replicas
@@ -112,28 +146,37 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 		}
 		p, err := r.Client.Lookup(ctx, key, lookup)
 		if err != nil {
-			return nil, fmt.Errorf("placement of %s block %d: %w", object, block, err)
+			return nil, 0, fmt.Errorf("placement of %s block %d: %w", object, block, err)
+		}
+		// After a failed round, one block at a time.
+		n := int64(1)
+		if attempt == 0 && !r.Verify {
+			n = r.run(ctx, object, block, size, lookup, p)
 		}
 		var digests digestCache
 		for i, owner := range p.Owners {
 			if i >= replicas {
 				break // the extra owners only verify
 			}
-			// Buffer the block so a failure midway never leaves a partial
-			// block in w before a fallback rewrites it.
+			// Buffer the blocks so a failure midway never leaves a
+			// partial block in w before a fallback rewrites it.
 			req := datav1.Request{
-				Addr: owner.Address, Object: object, Offset: block * r.BlockSize, Length: r.BlockSize,
+				Addr: owner.Address, Object: object, Offset: block * r.BlockSize, Length: n * r.BlockSize,
 				Replicas: replicas, Version: p.Version, TLS: r.TLS, Node: owner.NodeID,
 			}
-			res, err := datav1.Fetch(ctx, r.HTTP, req)
-			if err == nil && r.Verify {
-				err = r.verify(ctx, &digests, req, p.Owners, owner, res, block)
+			buf.Reset()
+			res, err := datav1.FetchTo(ctx, r.HTTP, req, buf)
+			if err == nil {
+				res.Data = buf.Bytes()
+				if r.Verify {
+					err = r.verify(ctx, &digests, req, p.Owners, owner, res, block)
+				}
 			}
 			if err == nil {
 				if _, err := w.Write(res.Data); err != nil {
-					return nil, err
+					return nil, 0, err
 				}
-				return res, nil
+				return res, n, nil
 			}
 			lastErr = err
 			var de *datav1.Error
@@ -145,16 +188,16 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 					// The worker's placement disagrees with the answer:
 					// one of the two is behind, and the worker's version
 					// says nothing about which. Skip it, try the next
-					// replica, and look the key up again afterwards.
-					r.Client.Invalidate(key)
+					// replica, and look the keys up again afterwards.
+					r.invalidate(object, block, n)
 				case de.Status == http.StatusNotFound, de.Status == http.StatusRequestedRangeNotSatisfiable, de.Status == http.StatusBadRequest:
-					return nil, err // the same answer from every owner
+					return nil, 0, err // the same answer from every owner
 				}
 			} else {
-				r.Client.Invalidate(key) // connection failure: the owner may be gone
+				r.invalidate(object, block, n) // connection failure: the owner may be gone
 			}
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, 0, ctx.Err()
 			}
 			if r.OnFallback != nil {
 				r.OnFallback(object, block, owner.NodeID, err)
@@ -162,9 +205,34 @@ func (r *ObjectReader) readBlock(ctx context.Context, object string, block int64
 		}
 		// Every owner failed or disowned the block: look it up again, in
 		// case membership changed, then give up.
-		r.Client.Invalidate(key)
+		r.invalidate(object, block, n)
 	}
-	return nil, fmt.Errorf("read %s block %d: every owner failed: %w", object, block, lastErr)
+	return nil, 0, fmt.Errorf("read %s block %d: every owner failed: %w", object, block, lastErr)
+}
+
+// run returns how many blocks from block on (at least 1, at most
+// maxRunBlocks, none past the end of an object of size bytes; just 1 when
+// size is not known yet) have the owners p names for block, in the same
+// order, under the same version. The lookups are the ones the later
+// blocks would need anyway, and with a cache (Options.CacheTTL) the one
+// that ends the run is asked again from the cache.
+func (r *ObjectReader) run(ctx context.Context, object string, block, size int64, lookup int, p Placement) int64 {
+	n := int64(1)
+	for size >= 0 && n < maxRunBlocks && (block+n)*r.BlockSize < size {
+		q, err := r.Client.Lookup(ctx, datav1.BlockKey(object, block+n), lookup)
+		if err != nil || q.Version != p.Version || !slices.Equal(q.Owners, p.Owners) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// invalidate drops the cached placement of blocks [block, block+n).
+func (r *ObjectReader) invalidate(object string, block, n int64) {
+	for i := range n {
+		r.Client.Invalidate(datav1.BlockKey(object, block+i))
+	}
 }
 
 // digestCache holds the digests of one block by worker, so each owner's

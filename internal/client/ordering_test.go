@@ -1,11 +1,13 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,6 +249,82 @@ func TestWrongOwnerTriesTheNextReplica(t *testing.T) {
 	for _, srv := range []*httptest.Server{bad, good} {
 		if _, asked := hits.Load(strings.TrimPrefix(srv.URL, "http://")); !asked {
 			t.Fatalf("owner %s was never asked", srv.URL)
+		}
+	}
+}
+
+// rangeServer serves data as a worker would and records the ranges asked
+// ("offset+length"); with wrongOwner it disowns everything.
+func rangeServer(t *testing.T, data []byte, wrongOwner bool) (*httptest.Server, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var asked []string
+	srv := dataServer(t, data, wrongOwner, &sync.Map{})
+	inner := srv.Config.Handler
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Query().Get("offset")+"+"+r.URL.Query().Get("length"))
+		mu.Unlock()
+		inner.ServeHTTP(w, r)
+	})
+	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(asked) }
+}
+
+// TestReadObjectJoinsBlocksOfOneOwner: consecutive blocks with the same
+// owners are read in one request (at most four blocks), once the first
+// block has told the object's size; a run falls back to the next owner
+// whole.
+func TestReadObjectJoinsBlocksOfOneOwner(t *testing.T) {
+	const blockSize = 1000
+	data := make([]byte, 9*blockSize+10) // ten blocks, the last short
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	a, askedA := rangeServer(t, data, false)
+	b, askedB := rangeServer(t, data, false)
+	bad, askedBad := rangeServer(t, data, true)
+	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+	// Owners by block: A A A A A A B B, then blocks 8 and 9 B after a
+	// first owner that disowns them.
+	owners := map[string][]protocol.Owner{}
+	for i, o := range "AAAAAABB" {
+		s := map[rune]*httptest.Server{'A': a, 'B': b}[o]
+		owners[datav1.BlockKey("obj", int64(i))] = []protocol.Owner{{NodeID: string(o), DataAddress: addr(s)}}
+	}
+	for i := range int64(2) {
+		owners[datav1.BlockKey("obj", 8+i)] = []protocol.Owner{{NodeID: "bad", DataAddress: addr(bad)}, {NodeID: "B", DataAddress: addr(b)}}
+	}
+	fake := startFake(t, func(req protocol.Message) protocol.Message {
+		if l, ok := req.(*protocol.PlacementLookup); ok {
+			o := owners[string(l.Key)]
+			return &protocol.PlacementResponse{Version: 0x5eed, Owners: o[:min(len(o), int(l.Replicas))]}
+		}
+		return &protocol.Pong{}
+	})
+	c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := &client.ObjectReader{Client: c, HTTP: http.DefaultClient, BlockSize: blockSize, Replicas: 2}
+	var out bytes.Buffer
+	n, err := r.ReadObject(context.Background(), "obj", &out)
+	if err != nil || n != int64(len(data)) || !bytes.Equal(out.Bytes(), data) {
+		t.Fatalf("ReadObject = %d, %v (%d bytes written)", n, err, out.Len())
+	}
+	for _, tt := range []struct {
+		name      string
+		got, want []string
+	}{
+		// Block 0 alone (the size is not known yet), then blocks 1-4
+		// (the cap), 5 (6 has other owners); 6-7; 8-9 (the end) from
+		// the second owner after the first disowned them.
+		{"A", askedA(), []string{"0+1000", "1000+4000", "5000+1000"}},
+		{"B", askedB(), []string{"6000+2000", "8000+2000"}},
+		{"bad", askedBad(), []string{"8000+2000"}},
+	} {
+		if !slices.Equal(tt.got, tt.want) {
+			t.Errorf("worker %s was asked %q, want %q", tt.name, tt.got, tt.want)
 		}
 	}
 }

@@ -179,6 +179,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"missing version", `{"nodeId":"a"}`, ErrMalformed, 0},
 		{"not json", `\x00\x01`, ErrMalformed, 0},
 		{"trailing data", string(good) + `{}`, ErrMalformed, 0},
+		// encoding/json's Decoder.More let this through; Decode refuses
+		// all trailing data (see the package doc).
+		{"trailing brace", string(good) + ` }`, ErrMalformed, 0},
+		{"trailing bracket", string(good) + `]`, ErrMalformed, 0},
+		{"repeated version then trailing data", `{"schemaVersion":1,"schemaVersion":2,` + string(good[len(canonicalPrefix):]) + `x`, ErrUnsupportedVersion, 2},
 		{"wrong type", strings.Replace(string(good), `"heartbeatSeq":7`, `"heartbeatSeq":"7"`, 1), ErrMalformed, 0},
 		{"invalid field", strings.Replace(string(good), `"role":"worker"`, `"role":"boss"`, 1), ErrInvalid, 0},
 		{"too large", `{"schemaVersion":1,"x":"` + strings.Repeat("a", MaxRecordBytes) + `"}`, ErrMalformed, 0},

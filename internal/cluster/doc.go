@@ -11,6 +11,22 @@
 //   - The encoded form carries its own schema version. Decode checks the
 //     version before it decodes any other field and never returns a partially
 //     decoded record: on error the record is nil.
+//   - The encoding is JSON, byte for byte what encoding/json's Marshal
+//     wrote for it (field order, omitempty, HTML-safe escaping, map keys
+//     sorted), because operators read it with etcdctl and kubectl. Encode
+//     writes it with a hand-written appender for the fixed Record struct
+//     (append.go), which tests and fuzz targets hold to encoding/json's
+//     output; the heartbeat path's budget rules out reflection there.
+//   - Decode reads with github.com/go-json-experiment/json configured with
+//     its v1 options (decodeOptions), so it accepts, refuses and decodes
+//     exactly what encoding/json v1 did, which FuzzDecodeDifferential
+//     checks: object names match case-insensitively (strings.EqualFold, so
+//     "NODEID" sets nodeId, but "node_id" does not), a repeated name keeps
+//     the last value (a repeated schemaVersion included), a null leaves a
+//     scalar field as it was, invalid UTF-8 in a string becomes U+FFFD, and
+//     unknown names are ignored. The one deliberate difference: any data
+//     after the record is refused as ErrMalformed, where encoding/json's
+//     Decoder.More let data that starts with '}' or ']' through.
 //   - Updates are ordered by (incarnation_id, heartbeat_seq) with Order, a pure
 //     function. Stores apply it; callers never compare sequences themselves.
 //   - Health seen by readers is derived from the age of the last accepted

@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // SchemaVersion is the version of the record encoding this build writes.
@@ -32,6 +35,7 @@ func (e *VersionError) Error() string {
 func (e *VersionError) Unwrap() error { return ErrUnsupportedVersion }
 
 // envelope is the encoded form: the schema version first, then the record.
+// Decode reads it; Encode writes the same shape by hand (appendRecord).
 type envelope struct {
 	SchemaVersion int `json:"schemaVersion"`
 	*Record
@@ -43,22 +47,26 @@ type versionProbe struct {
 	SchemaVersion *int `json:"schemaVersion"`
 }
 
-func marshal(r *Record) ([]byte, error) {
-	return json.Marshal(envelope{SchemaVersion: SchemaVersion, Record: r})
-}
+// decodeOptions make github.com/go-json-experiment/json decode exactly as
+// encoding/json v1 did (jsonv1.DefaultOptionsV1: case-insensitive names,
+// the last of repeated names wins, invalid UTF-8 becomes U+FFFD, a null
+// leaves a scalar as it was), except that errors are reported in v2's form
+// and at the first one: every decode error is ErrMalformed either way, so
+// only the message text differs.
+var decodeOptions = jsonv2.JoinOptions(
+	jsonv1.DefaultOptionsV1(),
+	jsonv1.ReportErrorsWithLegacySemantics(false),
+)
 
 // Encode validates r and returns its versioned encoding (JSON, at most
 // MaxRecordBytes). The encoding is human-readable on purpose: operators read
-// it with etcdctl and kubectl. It marshals once: the size rule is checked on
+// it with etcdctl and kubectl. It encodes once: the size rule is checked on
 // the bytes it returns.
 func Encode(r *Record) ([]byte, error) {
 	if err := r.ValidateFields(); err != nil {
 		return nil, err
 	}
-	b, err := marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode record: %w", err)
-	}
+	b := appendRecord(make([]byte, 0, encodedSizeHint(r)), r)
 	if err := checkSize(len(b)); err != nil {
 		return nil, err
 	}
@@ -84,7 +92,7 @@ func Decode(b []byte) (*Record, error) {
 		// Not written by Encode (another build, or by hand): read the
 		// version alone first, so no field of another schema is decoded.
 		var probe versionProbe
-		if err := json.Unmarshal(b, &probe); err != nil {
+		if err := jsonv2.Unmarshal(b, &probe, decodeOptions); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		if probe.SchemaVersion == nil {
@@ -96,16 +104,12 @@ func Decode(b []byte) (*Record, error) {
 	}
 	r := &Record{}
 	env := envelope{Record: r}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&env); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	if err := jsonv2.Unmarshal(b, &env, decodeOptions); err != nil {
+		return nil, decodeError(b, err)
 	}
 	if env.SchemaVersion != SchemaVersion {
 		// A repeated schemaVersion key: JSON keeps the last one.
 		return nil, &VersionError{Version: env.SchemaVersion}
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the record", ErrMalformed)
 	}
 	// The input is at most MaxRecordBytes, so only the field rules are
 	// checked here; re-encoding for the size check would double the cost
@@ -115,4 +119,21 @@ func Decode(b []byte) (*Record, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// decodeError classifies a record that Unmarshal refused. Unmarshal reads
+// the whole input, so trailing data fails it before the version is
+// looked at; a record whose first value decodes but carries another
+// version (a repeated schemaVersion key) is still reported as
+// ErrUnsupportedVersion, as it always was. This runs on errors only.
+func decodeError(b []byte, err error) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), decodeOptions)
+	env := envelope{Record: &Record{}}
+	if err := jsonv2.UnmarshalDecode(dec, &env); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if env.SchemaVersion != SchemaVersion {
+		return &VersionError{Version: env.SchemaVersion}
+	}
+	return fmt.Errorf("%w: trailing data after the record: %v", ErrMalformed, err)
 }

@@ -64,7 +64,9 @@ func ParseHealth(s string) (Health, error) {
 
 // Record is one process's leased status record. Field names in the encoded
 // form are lowerCamelCase; times are integer milliseconds since the Unix
-// epoch and the field name says so.
+// epoch and the field name says so. Encode writes the fields by hand
+// (appendRecord): a new field must be added there too, which
+// TestAppendRecordCoversEveryField enforces.
 type Record struct {
 	ClusterID     string `json:"clusterId"`
 	NodeID        string `json:"nodeId"`

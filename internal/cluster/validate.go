@@ -75,6 +75,50 @@ func ValidateID(field, s string) error {
 
 // validateText checks a bounded printable field (incarnation, version).
 func validateText(field, s string, max int, required bool) error {
+	if textOK(s, max, required) {
+		return nil
+	}
+	return textError(field, s, max, required)
+}
+
+// textOK reports whether s passes validateText's rules. It allocates
+// nothing, so callers build the field name of an error only for a value
+// that fails.
+func textOK(s string, max int, required bool) bool {
+	if s == "" {
+		return !required
+	}
+	if len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			// Not printable ASCII, the common case: check the runes from here.
+			return textRunesOK(s[i:])
+		}
+	}
+	return true
+}
+
+// textRunesOK reports whether s is valid UTF-8 without control or
+// bidirectional control characters.
+func textRunesOK(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r >= 0x20 && r < 0x7f {
+			continue
+		}
+		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Bidi_Control, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// textError returns the error validateText reports for s, which broke a rule.
+func textError(field, s string, max int, required bool) error {
 	if s == "" {
 		if required {
 			return fieldErr(field, `""`, "must not be empty")
@@ -160,8 +204,8 @@ func ValidateLabels(labels map[string]string) error {
 		if err := ValidateLabelKey(k); err != nil {
 			return err
 		}
-		if err := validateText("labels["+k+"]", v, MaxLabelValueBytes, false); err != nil {
-			return err
+		if !textOK(v, MaxLabelValueBytes, false) {
+			return textError("labels["+k+"]", v, MaxLabelValueBytes, false)
 		}
 	}
 	return nil
@@ -173,11 +217,7 @@ func (r *Record) Validate() error {
 	if err := r.ValidateFields(); err != nil {
 		return err
 	}
-	b, err := marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode record: %w", err)
-	}
-	return checkSize(len(b))
+	return checkSize(len(appendRecord(make([]byte, 0, encodedSizeHint(r)), r)))
 }
 
 // checkSize applies the encoded size rule to an encoding of n bytes.
@@ -225,8 +265,8 @@ func (r *Record) ValidateFields() error {
 		return fieldErr("superseded", fmt.Sprintf("with %d entries", len(r.Superseded)), fmt.Sprintf("must have at most %d entries", MaxSuperseded))
 	}
 	for i, id := range r.Superseded {
-		if err := validateText(fmt.Sprintf("superseded[%d]", i), id, MaxIDBytes, true); err != nil {
-			return err
+		if !textOK(id, MaxIDBytes, true) {
+			return textError(fmt.Sprintf("superseded[%d]", i), id, MaxIDBytes, true)
 		}
 	}
 	return ValidateLabels(r.Labels)

@@ -223,9 +223,12 @@ func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Res
 		return nil, protocolErr(req, "Content-Length is %d, want %d (offset %d, length %d, object size %d)", resp.ContentLength, want, req.Offset, req.Length, res.ObjectSize)
 	}
 	if b, ok := w.(*bytes.Buffer); ok {
-		b.Grow(int(want))
+		// ReadFrom wants MinRead bytes free before each read: with the
+		// margin, a last read that returns only EOF (the body's final
+		// bytes came without it) cannot reallocate and copy the buffer.
+		b.Grow(int(want) + bytes.MinRead)
 	}
-	n, err := io.CopyBuffer(w, io.LimitReader(resp.Body, want), make([]byte, 64<<10))
+	n, err := copyBody(w, io.LimitReader(resp.Body, want), want)
 	res.N = n
 	if err != nil {
 		return nil, fmt.Errorf("%w: fetch %q from %s: body ended after %d of %d bytes: %w", ErrProtocol, req.Object, req.Addr, n, want, err)
@@ -234,6 +237,25 @@ func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Res
 		return nil, protocolErr(req, "body ended after %d of %d bytes", n, want)
 	}
 	return res, nil
+}
+
+// CopyBufferSize is the buffer FetchTo copies a body through when its
+// writer has no ReadFrom: each read(2) of the connection takes up to this
+// much of what the socket holds, where 32 or 64 KiB would cost several
+// system calls (and wake-ups of the writer) per socket buffer's worth.
+const CopyBufferSize = 256 << 10
+
+// copyBody copies the n bytes of body to w. A *bytes.Buffer (Fetch, and
+// client.ObjectReader) reads straight into its own storage, without a
+// buffer in between. Any other writer gets one of CopyBufferSize (smaller
+// for a shorter body), even one with a ReadFrom: an *os.File's ReadFrom
+// can splice only from a socket or a file, and falls back on a 32 KiB
+// buffer for an HTTP body.
+func copyBody(w io.Writer, body io.Reader, n int64) (int64, error) {
+	if b, ok := w.(*bytes.Buffer); ok {
+		return b.ReadFrom(body)
+	}
+	return io.CopyBuffer(struct{ io.Writer }{w}, body, make([]byte, max(min(n, CopyBufferSize), 512)))
 }
 
 func protocolErr(req Request, format string, args ...any) error {

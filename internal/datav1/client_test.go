@@ -1,12 +1,16 @@
 package datav1_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/talonhq/talon/internal/blob"
@@ -113,5 +117,58 @@ func TestFetchLocalErrors(t *testing.T) {
 		if _, err := datav1.Fetch(context.Background(), hc, tt.req); !errors.Is(err, tt.want) {
 			t.Errorf("Fetch(%+v) = %v, want %v", tt.req, err, tt.want)
 		}
+	}
+}
+
+// writerOnly hides every method but Write, as most writers a caller
+// passes to FetchTo (an io.Pipe, a hash, a network stream) do.
+type writerOnly struct{ w io.Writer }
+
+func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
+
+// TestFetchReusesConnections: reads of whole bodies, into memory or
+// through a plain writer, leave the connection to the keep-alive pool, so
+// a client reading block after block from one worker opens one connection.
+func TestFetchReusesConnections(t *testing.T) {
+	const size = 3<<20 + 17 // several socket buffers, not a multiple of any buffer
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i*31 + i>>11)
+	}
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(datav1.ObjectSizeHeader, strconv.Itoa(size))
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(body)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	req := datav1.Request{Addr: strings.TrimPrefix(srv.URL, "http://"), Object: "obj", Length: size}
+	for i := range 6 {
+		if i%2 == 0 {
+			res, err := datav1.Fetch(context.Background(), srv.Client(), req)
+			if err != nil || !bytes.Equal(res.Data, body) {
+				t.Fatalf("Fetch %d: %d bytes, %v", i, len(res.Data), err)
+			}
+			// The buffer was sized for the body: never grown (a copy of
+			// everything read so far) when the last read saw EOF.
+			if cap(res.Data) > size+size/8 {
+				t.Fatalf("Fetch %d: a %d-byte body in a buffer of %d", i, size, cap(res.Data))
+			}
+			continue
+		}
+		var got bytes.Buffer
+		res, err := datav1.FetchTo(context.Background(), srv.Client(), req, writerOnly{&got})
+		if err != nil || res.N != size || !bytes.Equal(got.Bytes(), body) {
+			t.Fatalf("FetchTo %d: %d bytes, %v", i, got.Len(), err)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("6 sequential fetches opened %d connections, want 1 (keep-alive)", n)
 	}
 }

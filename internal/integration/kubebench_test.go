@@ -10,128 +10,48 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/state"
-	"github.com/talonhq/talon/internal/state/kube"
+	"github.com/talonhq/talon/internal/app"
+	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/testenv"
-	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
 // kubeBenchEnv turns TestKubeHeartbeatBench on: the Kubernetes heartbeat
-// row of TestBenchReport alone, for tuning the Lease backend's write
-// admission. TALON_BENCH_SECONDS sets the phase length, TALON_KUBE_BENCH_WRITERS
-// the closed-loop writers (default 200), TALON_KUBE_BENCH_CONFIGS the write
-// admission settings to compare (see benchConfigs).
+// row of TestBenchReport alone, once per write admission setting, for
+// tuning the Lease backend's kube-max-inflight-writes and
+// kube-admission-wait. TALON_BENCH_SECONDS sets each phase's length and
+// TALON_KUBE_BENCH_CONFIGS the settings (see benchConfigs).
 const kubeBenchEnv = "TALON_KUBE_BENCH"
 
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s %q: %v", name, v, err)
-	}
-	return n
-}
-
-// TestKubeHeartbeatBench measures raw Lease updates and heartbeats through
-// two coordinators on the Lease backend against one real kube-apiserver in
-// the same run, and logs the report row. It asserts nothing about speed.
+// TestKubeHeartbeatBench runs talon bench heartbeats on one real
+// kube-apiserver for each setting in turn: raw Lease updates, then
+// heartbeats through two coordinators, each pair in the same few seconds so
+// the ratio holds while the machine's load drifts. It asserts nothing about
+// speed.
 func TestKubeHeartbeatBench(t *testing.T) {
 	if os.Getenv(kubeBenchEnv) == "" {
 		t.Skipf("measurement: set %s=1", kubeBenchEnv)
 	}
-	phase := time.Duration(envInt(t, "TALON_BENCH_SECONDS", 10)) * time.Second
-	writers := envInt(t, "TALON_KUBE_BENCH_WRITERS", 200)
-	configs := benchConfigs(t)
+	phase := 10 * time.Second
+	if s, err := strconv.Atoi(os.Getenv("TALON_BENCH_SECONDS")); err == nil && s > 0 {
+		phase = time.Duration(s) * time.Second
+	}
 	ctx := context.Background()
-	timing := cluster.Timing{HeartbeatInterval: 5 * time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
-	coordOpts := func(store state.Store) coordtest.Options {
-		return coordtest.Options{ClusterID: "bench", Timing: timing, RequestTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second, Store: store, WaitReady: true}
-	}
-
+	log := slog.New(slog.DiscardHandler)
 	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
-	cfg := k.RestConfig(k.AdminToken())
-	cfg.QPS, cfg.Burst = -1, 0
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "raw"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := cluster.Encode(reportRecord("raw", "w", 1))
-	leases := make([]*coordinationv1.Lease, writers)
-	for w := range writers {
-		l, err := cs.CoordinationV1().Leases("raw").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("w%05d", w), Annotations: map[string]string{"talon.io/record": string(payload)}}}, metav1.CreateOptions{})
+	conn := app.BenchBackendOptions{RequestTimeout: 30 * time.Second}
+	conn.Kube.Kubeconfig, conn.Kube.Namespace, conn.Kube.QPS, conn.Kube.Burst = k.WriteKubeconfig(t, k.AdminToken()), "bench", 400, 800
+	for _, c := range benchConfigs(t) {
+		conn.Kube.MaxInflightWrites, conn.Kube.AdmissionWait = c.inflight, c.wait
+		hb, err := app.BenchHeartbeats(ctx, app.HeartbeatBenchOptions{Backend: "kubernetes", Conn: conn, Writers: app.DefaultKubeWriters, Coordinators: 2, Duration: phase}, func(string, ...any) {}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		leases[w] = l
+		name := fmt.Sprintf("max inflight %d, admission wait %s", c.inflight, c.wait)
+		logFailures(t, "raw kube, "+name, hb.RawResult)
+		logFailures(t, "talon kube heartbeats, "+name, hb.TalonResult)
+		r := rateRow("Kubernetes Lease heartbeats, 200 writers, 2 coordinators, "+name, hb.TalonResult, hb.RawResult, 0.6, 0, 250*time.Millisecond)
+		t.Logf("%s: talon %s | limit %s | ratio %s | goal %s met=%t | %s", r.path, r.talon, r.limit, r.ratio, r.goal, r.met, loadAverage())
 	}
-	rawLoop := func() (float64, []time.Duration) {
-		rate, lat, fail, err := closedLoop(writers, phase, func(w int) error {
-			l := leases[w].DeepCopy()
-			now := metav1.NewMicroTime(time.Now())
-			l.Spec.RenewTime = &now
-			nl, err := cs.CoordinationV1().Leases("raw").Update(ctx, l, metav1.UpdateOptions{})
-			if err != nil {
-				return err
-			}
-			leases[w] = nl
-			return nil
-		})
-		if fail > 0 {
-			t.Logf("raw kube: %d failures, first %v", fail, err)
-		}
-		return rate, lat
-	}
-	kubeconfig := k.WriteKubeconfig(t, k.AdminToken())
-	// Each configuration runs on its own namespace and pair of
-	// coordinators, between two raw phases: the ratio is to their mean, so
-	// a machine whose load changes during the run skews it less.
-	rawRate, rawLat := rawLoop()
-	type result struct {
-		name      string
-		rate      float64
-		lat       []time.Duration
-		fail      int
-		firstFail error
-	}
-	var results []result
-	for i, c := range configs {
-		ns := fmt.Sprintf("talon-%d", i)
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		addrs := twoCoordinators(t, coordOpts, func() (state.Store, error) {
-			return kube.New(ctx, kube.Options{Kubeconfig: kubeconfig, Namespace: ns, RequestTimeout: 30 * time.Second, Logger: slog.New(slog.DiscardHandler),
-				MaxInflightWrites: c.inflight, AdmissionWait: c.wait})
-		})
-		rate, lat, fail, ferr := heartbeatThroughCoordinators(t, addrs, "bench", writers, phase)
-		results = append(results, result{fmt.Sprintf("max inflight %d, admission wait %s", c.inflight, c.wait), rate, lat, fail, ferr})
-	}
-	rawRate2, rawLat2 := rawLoop()
-	t.Logf("raw before %.0f/s, after %.0f/s", rawRate, rawRate2)
-	rawMean := (rawRate + rawRate2) / 2
-	rawLat = append(rawLat, rawLat2...)
-	for _, r := range results {
-		if r.fail > 0 {
-			t.Logf("%s: %d heartbeats refused or failed (%.0f/s), first %v", r.name, r.fail, float64(r.fail)/phase.Seconds(), r.firstFail)
-		}
-		row := rateRow(fmt.Sprintf("Kubernetes Lease heartbeats, %d writers, 2 coordinators, %s", writers, r.name), r.rate, rawMean, r.lat, rawLat, 0.6, 0, 250*time.Millisecond)
-		t.Logf("%s: talon %s | limit %s | ratio %s | goal %s met=%t", row.path, row.talon, row.limit, row.ratio, row.goal, row.met)
-	}
-	t.Logf("%s", loadAverage())
 }
 
 // benchConfig is one write admission setting of TestKubeHeartbeatBench.
@@ -141,8 +61,9 @@ type benchConfig struct {
 }
 
 // benchConfigs parses TALON_KUBE_BENCH_CONFIGS: comma-separated
-// inflight:waitMs pairs, inflight -1 for no limit and 0 for the default;
-// unset means the default only.
+// inflight:waitMs pairs, inflight -1 for no practical limit
+// (config.MaxKubeInflightWrites) and 0 for the defaults; unset means the
+// defaults only.
 func benchConfigs(t *testing.T) []benchConfig {
 	t.Helper()
 	v := os.Getenv("TALON_KUBE_BENCH_CONFIGS")
@@ -156,6 +77,9 @@ func benchConfigs(t *testing.T) []benchConfig {
 		ms, err2 := strconv.Atoi(b)
 		if !ok || err1 != nil || err2 != nil {
 			t.Fatalf("TALON_KUBE_BENCH_CONFIGS entry %q: want inflight:waitMs", p)
+		}
+		if n < 0 {
+			n = config.MaxKubeInflightWrites
 		}
 		out = append(out, benchConfig{n, time.Duration(ms) * time.Millisecond})
 	}

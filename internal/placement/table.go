@@ -158,11 +158,7 @@ func (t *Table) LookupInto(key string, n int, dst []Owner) []Owner {
 		top[j] = ranked{score: s, idx: i}
 	}
 	worst := top[n-1].score
-	for i := n; i < len(hs); i++ {
-		s := score(kh, hs[i])
-		if s <= worst {
-			continue
-		}
+	insert := func(s uint64, i int) {
 		j := n - 1
 		for j > 0 && top[j-1].score < s {
 			top[j] = top[j-1]
@@ -170,6 +166,35 @@ func (t *Table) LookupInto(key string, n int, dst []Owner) []Owner {
 		}
 		top[j] = ranked{score: s, idx: i}
 		worst = top[n-1].score
+	}
+	// Four candidates per round: their mixes are independent, so the CPU
+	// overlaps them, and one predictable branch usually rejects all four
+	// (a candidate beats the current n-th best rarely after the first few).
+	i := n
+	for ; i+4 <= len(hs); i += 4 {
+		h := hs[i : i+4 : i+4]
+		s0, s1, s2, s3 := score(kh, h[0]), score(kh, h[1]), score(kh, h[2]), score(kh, h[3])
+		if max(s0, s1, s2, s3) <= worst {
+			continue
+		}
+		// In index order, so that ties keep the lower index as before.
+		if s0 > worst {
+			insert(s0, i)
+		}
+		if s1 > worst {
+			insert(s1, i+1)
+		}
+		if s2 > worst {
+			insert(s2, i+2)
+		}
+		if s3 > worst {
+			insert(s3, i+3)
+		}
+	}
+	for ; i < len(hs); i++ {
+		if s := score(kh, hs[i]); s > worst {
+			insert(s, i)
+		}
 	}
 	for _, r := range top[:n] {
 		dst = append(dst, t.owners[r.idx])

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -593,6 +594,23 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 
 func (c *limitedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.report("write")
+	}
+	return n, err
+}
+
+// ReadFrom hands r to the connection's own ReadFrom when it has one
+// (*net.TCPConn does): net/http copies a response body from an *os.File
+// through it, and it is what sends a cached block with sendfile(2).
+// Without it the embedded net.Conn hides that method, and every body
+// would be copied through a 32 KiB user-space buffer instead.
+func (c *limitedConn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{c}, r) // through Write, which reports
+	}
+	n, err := rf.ReadFrom(r)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		c.report("write")
 	}

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -392,4 +395,131 @@ func TestDiskErrorsDegradeThenUnready(t *testing.T) {
 		r := record()
 		return w.Readiness().Ready && r != nil && r.Ready && r.Health == cluster.HealthHealthy
 	})
+}
+
+// readFromConn is a TCP connection that counts the calls to its ReadFrom,
+// the method net/http sends a file body through (sendfile(2)).
+type readFromConn struct {
+	*net.TCPConn
+	calls *atomic.Int64
+}
+
+func (c readFromConn) ReadFrom(r io.Reader) (int64, error) {
+	c.calls.Add(1)
+	return c.TCPConn.ReadFrom(r)
+}
+
+type readFromListener struct {
+	net.Listener
+	calls *atomic.Int64
+}
+
+func (l readFromListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return readFromConn{TCPConn: c.(*net.TCPConn), calls: l.calls}, nil
+}
+
+// TestDataListenerKeepsSendfile: the data listener's connection wrapper
+// (the connection cap and timeout reports) must not hide the connection's
+// ReadFrom, or a body copied from a file is no longer sent with sendfile.
+func TestDataListenerKeepsSendfile(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	body := strings.Repeat("talon block ", 100_000)
+	path := filepath.Join(t.TempDir(), "block")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	handler := func(*worker.Worker) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			f, err := os.Open(path)
+			if err != nil {
+				rw.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			defer f.Close()
+			rw.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			_, _ = io.Copy(rw, f)
+		})
+	}
+	w := newWorkerOpts(t, []string{a}, false, 0, handler, func(o *worker.Options) {
+		o.DataListener = readFromListener{Listener: o.DataListener, calls: &calls}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://" + w.DataAddress() + "/v1/objects/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != body {
+		t.Fatalf("read %d of %d bytes, error %v", len(got), len(body), err)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("the response body never reached the TCP connection's ReadFrom: it was copied through user space, not sent with sendfile")
+	}
+}
+
+// TestWriteTimeoutReportedThroughSendfile: a client that stops reading
+// a body sent from a file hits the write timeout inside the connection's
+// ReadFrom, and the timeout is still reported as a write timeout.
+func TestWriteTimeoutReportedThroughSendfile(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	const size = 64 << 20 // more than loopback socket buffers hold
+	path := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, size); err != nil { // sparse: nothing to write
+		t.Fatal(err)
+	}
+	var calls, writeTimeouts atomic.Int64
+	handler := func(*worker.Worker) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			f, err := os.Open(path)
+			if err != nil {
+				rw.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			defer f.Close()
+			rw.Header().Set("Content-Length", strconv.Itoa(size))
+			_, _ = io.Copy(rw, f)
+		})
+	}
+	w := newWorkerOpts(t, []string{a}, false, 0, handler, func(o *worker.Options) {
+		o.DataListener = readFromListener{Listener: o.DataListener, calls: &calls}
+		o.DataLimits = worker.DataLimits{WriteTimeout: 300 * time.Millisecond}
+		o.DataTimeout = func(reason string) {
+			if reason == "write" {
+				writeTimeouts.Add(1)
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	nc, err := net.Dial("tcp", w.DataAddress())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte("GET /v1/objects/big HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Never read: the server's sendfile blocks, then its deadline passes.
+	testsupport.WaitFor(t, 10*time.Second, "the write timeout reported", func() bool { return writeTimeouts.Load() == 1 })
+	if calls.Load() == 0 {
+		t.Fatal("the body never reached the connection's ReadFrom")
+	}
 }

@@ -39,7 +39,11 @@ type watchCache struct {
 	rev      int64
 	slots    map[string]*cacheEntry // etcd key -> entry
 	clusters map[string][]*cacheEntry
-	changed  chan struct{} // closed and replaced whenever rev or ready changes
+	changes  map[string]uint64 // per cluster: entries applied since the last reset
+	changed  chan struct{}     // closed and replaced whenever rev or ready changes
+
+	memoMu sync.Mutex          // guards lists; taken under mu (for reading) only
+	lists  map[string]listMemo // per cluster: the record list last built
 }
 
 // cacheEntry is one record slot. Entries are replaced in place under the
@@ -56,7 +60,9 @@ func newWatchCache(s *Store) *watchCache {
 		streamCtx: clientv3.WithRequireLeader(s.lifetime),
 		slots:     make(map[string]*cacheEntry),
 		clusters:  make(map[string][]*cacheEntry),
+		changes:   make(map[string]uint64),
 		changed:   make(chan struct{}),
+		lists:     make(map[string]listMemo),
 	}
 }
 
@@ -162,6 +168,12 @@ func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.slots, c.clusters, c.rev = slotsMap, clusters, rev
+	for id := range c.changes {
+		c.changes[id]++ // a memo built before the reset never matches
+	}
+	for id := range clusters {
+		c.changes[id]++
+	}
 	c.broadcastLocked()
 }
 
@@ -215,6 +227,7 @@ func (c *watchCache) apply(events []*clientv3.Event) {
 		case !ch.valid:
 		case ch.put != nil:
 			e := ch.put
+			c.changes[e.key.ClusterID]++
 			if old, ok := c.slots[ch.slot]; ok {
 				old.stored = e.stored
 				continue
@@ -229,6 +242,7 @@ func (c *watchCache) apply(events []*clientv3.Event) {
 				continue
 			}
 			delete(c.slots, ch.slot)
+			c.changes[e.key.ClusterID]++
 			es := c.clusters[e.key.ClusterID]
 			if i, found := slices.BinarySearchFunc(es, e, compareEntries); found {
 				es = slices.Delete(es, i, i+1)
@@ -330,15 +344,47 @@ func (c *watchCache) snapshot(ctx context.Context, clusterID string, target int6
 	if !c.ready || c.rev < target {
 		return nil, false, nil
 	}
-	es := c.clusters[clusterID]
 	now := c.s.clock().UnixMilli()
-	recs := c.s.usable(now, len(es), func(i int) *item { return &es[i].item })
 	return &state.Snapshot{
 		ClusterID:        clusterID,
-		Records:          recs,
+		Records:          c.records(clusterID, now),
 		Revision:         revision(c.rev),
 		ObservedAtUnixMs: now,
 	}, true, nil
+}
+
+// listMemo is the record list of one cluster as last built, reused while
+// the cluster's entries and the store's leases are unchanged and no
+// record in it can have outlived its lease: under a burst of lookups every
+// snapshot is then O(1) rather than a pass over every record.
+type listMemo struct {
+	changes  uint64 // the cluster's change count it was built at
+	leaseGen uint64 // Store.leaseGen it was built at
+	until    int64  // unix ms until which it stays right
+	recs     []*cluster.Record
+}
+
+// records returns the cluster's usable records at now. Called with mu
+// held for reading; the memo has its own lock.
+func (c *watchCache) records(clusterID string, now int64) []*cluster.Record {
+	changes := c.changes[clusterID]
+	gen := c.s.leaseGen.Load()
+	c.memoMu.Lock()
+	m, ok := c.lists[clusterID]
+	c.memoMu.Unlock()
+	if ok && m.changes == changes && m.leaseGen == gen && now < m.until {
+		return m.recs
+	}
+	es := c.clusters[clusterID]
+	recs, until, skipped := c.s.usableUntil(now, len(es), func(i int) *item { return &es[i].item })
+	if !skipped {
+		// A list that skipped unreadable values is rebuilt every time, so
+		// that every snapshot counts (and may log) what it left out.
+		c.memoMu.Lock()
+		c.lists[clusterID] = listMemo{changes: changes, leaseGen: gen, until: until, recs: recs}
+		c.memoMu.Unlock()
+	}
+	return recs
 }
 
 func compareEntries(a, b *cacheEntry) int {

@@ -39,6 +39,15 @@
 // RemoveNode reads the slot, checks the incarnation and deletes with the
 // same mod-revision compare.
 //
+// Concurrent writes share transactions (group commit, see committer): the
+// puts of calls that arrive while earlier transactions are in flight go
+// out together, each as a nested transaction with its own compare, so each
+// call still gets the outcome of its own compare and Else read, and one
+// Raft proposal carries the whole group. One put on an expired lease
+// would fail the whole group; the group is then resent put by put. Puts
+// of one group share a revision, so watch events of different keys may
+// carry the same revision (never two of one key).
+//
 // The view comes, without a request, from the snapshot cache (below; it
 // sees every coordinator's writes) or from this store's own last write or
 // read of the slot, whichever is newer; with neither, from a read.
@@ -56,7 +65,9 @@
 //   - Advance keeps the stored record's lease. Its ID comes from the
 //     stored key-value (kv.Lease), so a coordinator that never wrote this
 //     slot reuses the lease another coordinator granted. It is refreshed
-//     with one keepalive before the put. A new lease is granted only when
+//     with one keepalive sent beside the put, not before it: a put on a
+//     lease that has gone fails, and a keepalive that finds it gone sends
+//     the write back to a read. A new lease is granted only when
 //     the keepalive reports it gone (TTL 0), or when the TTL it was
 //     granted for differs from the requested one (this store's bounded
 //     cache of slot+incarnation -> lease remembers the requested TTL; a
@@ -72,8 +83,8 @@
 //
 // In steady state (the view is current: this store wrote the slot last,
 // or the snapshot cache has seen the other coordinator's write) an
-// accepted heartbeat costs exactly two round trips: the keepalive and the
-// transaction. A stale view costs one more transaction round. The first
+// accepted heartbeat costs exactly two requests, the keepalive and the
+// transaction, sent at the same time. A stale view costs one more transaction round. The first
 // heartbeat of an incarnation costs a read, a grant and the transaction
 // (a grant is a Raft write, so a decision that needs one is confirmed by a
 // read unless it was just read). A duplicate or stale heartbeat costs one
@@ -108,6 +119,15 @@
 // records older than the TTL of their lease when this store knows it
 // (etcd deletes keys on lease expiry itself, but checks every half second
 // and restarts lease clocks on a leader change).
+//
+// # Decoding: once per version
+//
+// Each record version reaches a store up to three times (the answer to its
+// own write, the cache's watch, each Watch). A small memo keyed by key and
+// mod revision (and, for a write in flight, by its encoded value) lets
+// them share one decode, and skip it for the store's own writes: per
+// heartbeat the coordinator that handles it decodes the frame once and
+// encodes the stored value once. Stats.RecordDecodes counts decodes.
 //
 // # Watches
 //

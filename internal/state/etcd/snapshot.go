@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -111,7 +112,17 @@ type item struct {
 // when this store knows the TTL (etcd deletes expired keys itself, but a
 // leader change restarts lease clocks and expiry runs every half second).
 func (s *Store) usable(nowMs int64, n int, at func(int) *item) []*cluster.Record {
-	recs := make([]*cluster.Record, 0, n)
+	recs, _, _ := s.usableUntil(nowMs, n, at)
+	return recs
+}
+
+// usableUntil is usable, and also reports until when (unix ms) the same
+// items give the same answer with this store's leases unchanged (the
+// first moment a record it shows outlives its lease TTL; math.MaxInt64
+// when none can), and whether it skipped unreadable values.
+func (s *Store) usableUntil(nowMs int64, n int, at func(int) *item) (recs []*cluster.Record, until int64, skipped bool) {
+	recs = make([]*cluster.Record, 0, n)
+	until = math.MaxInt64
 	var skippedBad []*item
 	s.mu.RLock()
 	checkTTL := len(s.leases) > 0
@@ -123,9 +134,13 @@ func (s *Store) usable(nowMs int64, n int, at func(int) *item) []*cluster.Record
 		}
 		if checkTTL && it.lease != 0 {
 			ref, ok := s.leases[leaseKey{slot: it.slot, incarnation: it.rec.IncarnationID}]
-			if ok && ref.id == it.lease && ref.ttl > 0 && nowMs-it.rec.UpdatedAtUnixMs >= ref.ttl*1000 {
-				s.stats.expired.Add(1)
-				continue
+			if ok && ref.id == it.lease && ref.ttl > 0 {
+				expires := it.rec.UpdatedAtUnixMs + ref.ttl*1000
+				if nowMs >= expires {
+					s.stats.expired.Add(1)
+					continue
+				}
+				until = min(until, expires)
 			}
 		}
 		recs = append(recs, it.rec)
@@ -134,7 +149,7 @@ func (s *Store) usable(nowMs int64, n int, at func(int) *item) []*cluster.Record
 	for _, it := range skippedBad {
 		s.skipped(it.slot, it.bad)
 	}
-	return recs
+	return recs, until, len(skippedBad) > 0
 }
 
 func compareRecords(a, b *cluster.Record) int {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -47,6 +46,12 @@ type Store struct {
 	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
 	obs    *state.Observations   // when this store first saw each record version
 	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
+	// leaseGen counts changes of leases (written under mu): a snapshot
+	// list built against other leases is rebuilt.
+	leaseGen atomic.Uint64
+
+	memo   decodeMemo // record versions decoded or written lately; safe for concurrent use
+	commit *committer // group commit of UpsertNode's puts
 
 	// minTTL is the smallest lease TTL etcd has granted when asked for
 	// less (its floor), 0 until seen; it tells a lease granted elsewhere for
@@ -116,6 +121,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		obs:      state.NewObservations(opts.Clock),
 		leases:   make(map[leaseKey]leaseRef),
 	}
+	s.commit = newCommitter(s)
 	// A caller that gives up on New cancels the dial.
 	stopDial := context.AfterFunc(ctx, stop)
 	client, err := clientv3.New(cfg)
@@ -240,12 +246,22 @@ type Stats struct {
 	// cache and by a prefix range read.
 	CacheSnapshots uint64
 	RangeSnapshots uint64
+	// RecordDecodes counts stored values decoded. Each version is decoded
+	// at most once however many of the store's watches deliver it, and a
+	// version this store wrote is not decoded at all (see decodeMemo).
+	RecordDecodes uint64
+	// GroupCommits counts transactions that carried the puts of several
+	// UpsertNode calls, and GroupedPuts the puts they carried (see
+	// committer).
+	GroupCommits uint64
+	GroupedPuts  uint64
 }
 
 type statsCounters struct {
 	unsupported, malformed, expired        atomic.Uint64
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
+	decodes, groupCommits, groupedPuts     atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
 }
 
@@ -263,6 +279,9 @@ func (s *Store) Stats() Stats {
 		CacheResyncs:       c.resyncs.Load(),
 		CacheSnapshots:     c.cacheSnaps.Load(),
 		RangeSnapshots:     c.rangeSnaps.Load(),
+		RecordDecodes:      c.decodes.Load(),
+		GroupCommits:       c.groupCommits.Load(),
+		GroupedPuts:        c.groupedPuts.Load(),
 	}
 }
 
@@ -272,30 +291,6 @@ type stored struct {
 	bad    error           // non-nil when a value exists but is unusable
 	modRev int64           // 0 when absent
 	lease  int64
-}
-
-// decodeKV decodes the value of kv stored under slot key. The record's
-// UpdatedAtUnixMs becomes this store's observation time of kv's revision
-// (state.Observations), not the writer's stamp: ages never compare two
-// hosts' clocks. live says kv arrived as a change (a watch event), so the
-// writer's stamp feeds the clock skew estimate.
-func (s *Store) decodeKV(kv *mvccpb.KeyValue, key cluster.Key, live bool) stored {
-	st := stored{modRev: kv.ModRevision, lease: kv.Lease}
-	rec, err := cluster.Decode(kv.Value)
-	switch {
-	case err != nil:
-		st.bad = err
-	case rec.Key() != key:
-		st.bad = fmt.Errorf("%w: record for %s is stored under the key of %s", cluster.ErrMalformed, rec.Key(), key)
-	default:
-		var writer int64
-		if live {
-			writer = rec.UpdatedAtUnixMs
-		}
-		rec.UpdatedAtUnixMs = s.obs.See(string(kv.Key), strconv.FormatInt(kv.ModRevision, 10), writer).UnixMilli()
-		st.rec = rec
-	}
-	return st
 }
 
 // ClockSkew estimates how far the clocks of the coordinators whose writes

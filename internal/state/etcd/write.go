@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -108,7 +107,8 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		// every generation issued for the slot before is at most the
 		// revision that wrote it, so generations grow strictly per node ID.
 		stamped := cluster.Next(v.rec, rec, d, uint64(max(v.asOf, 0)))
-		stamped.UpdatedAtUnixMs = s.clock().UnixMilli() // the writer's stamp: shown raw by etcdctl, feeds others' skew estimates
+		writerMs := s.clock().UnixMilli() // the writer's stamp: shown raw by etcdctl, feeds others' skew estimates
+		stamped.UpdatedAtUnixMs = writerMs
 		val, err := state.EncodeRecord(stamped)
 		if err != nil {
 			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, err)
@@ -121,17 +121,40 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			known = false
 			continue
 		}
-		lease, err := s.leaseFor(ctx, lk, plan, want, w)
-		if err != nil {
+		// The lease: granted first when the plan says so; otherwise its
+		// keepalive goes out beside the transaction, not before it (a put
+		// on a lease that is gone fails, so the outcome is the same).
+		var lease int64
+		var refreshed <-chan keepAliveResult
+		if !plan.grant && w.kept != plan.candidate {
+			lease = plan.candidate
+			refreshed = s.keepAliveAsync(ctx, lease)
+		} else if lease, err = s.leaseFor(ctx, lk, plan, want, w); err != nil {
 			return state.WriteResult{}, s.mapError(op, err, ci)
 		}
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
-			Then(clientv3.OpPut(slotKey, string(val), clientv3.WithLease(clientv3.LeaseID(lease)))).
-			Else(clientv3.OpGet(slotKey)).
-			Commit()
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The watches may deliver this version before the answer comes:
+		// they take it from the memo by its value instead of decoding it.
+		value := string(val)
+		s.memo.put(&memoEntry{slot: slotKey, val: value, writerMs: writerMs, rec: stamped})
+		res := s.commit.commit(ctx, &commitOp{key: slotKey, modRev: v.modRev, value: value, lease: lease})
+		if refreshed != nil {
+			ka := <-refreshed
+			if ka.err != nil {
+				return state.WriteResult{}, s.mapError(op, ka.err, ci)
+			}
+			if ka.ttl <= 0 {
+				// The lease expired: the put failed, or its key went with
+				// the lease. Start over from a read (the decision may now
+				// be an insert, with a new lease).
+				s.forgetLease(lk, lease)
+				known = false
+				continue
+			}
+			w.kept = lease
+			s.learnLease(lk, lease, ka.ttl, want)
+		}
+		if res.err != nil {
+			if errors.Is(res.err, rpctypes.ErrLeaseNotFound) {
 				// The lease expired or was revoked since it was chosen; so
 				// did any record attached to it. Start over from a read.
 				s.forgetLease(lk, lease)
@@ -139,19 +162,23 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 				known = false
 				continue
 			}
-			return state.WriteResult{}, s.mapError(op, err, ci)
+			return state.WriteResult{}, s.mapError(op, res.err, ci)
 		}
-		if !resp.Succeeded {
+		if !res.ok {
 			s.stats.conflicts.Add(1)
-			v = s.viewFromKVs(rec.Key(), resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
+			v = s.viewFromKVs(rec.Key(), res.kvs, res.rev)
 			s.remember(slotKey, v)
 			continue
 		}
-		rev := resp.Header.Revision
+		rev := res.rev
 		// This store saw its own write land: from now (or from when its
 		// watch event arrived, if that came first) the record ages here.
-		stamped.UpdatedAtUnixMs = s.obs.See(slotKey, strconv.FormatInt(rev, 10), 0).UnixMilli()
-		s.remember(slotKey, slotView{stored: stored{rec: stamped, modRev: rev, lease: lease}, asOf: rev})
+		written := s.stampObserved(slotKey, rev, stamped, writerMs, false, true)
+		s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
+		s.remember(slotKey, slotView{stored: stored{rec: written, modRev: rev, lease: lease}, asOf: rev})
+		if lease == w.granted {
+			s.putLease(lk, w.grantedRef)
+		}
 		w.used(lease)
 		if v.lease != 0 && v.lease != lease {
 			// The record moved to a new lease (restart or TTL change); the
@@ -162,7 +189,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 			}
 			s.revoke(ctx, leaseKey{slot: slotKey, incarnation: oldInc}, v.lease)
 		}
-		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: stamped.Clone()}, nil
+		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: written.Clone()}, nil
 	}
 	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
 }
@@ -170,8 +197,9 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 // writeLeases tracks the lease work of one UpsertNode call, so that a
 // retry round neither refreshes a lease twice nor grants a second one.
 type writeLeases struct {
-	granted int64 // granted in this call and not yet attached to the record
-	kept    int64 // refreshed in this call
+	granted    int64    // granted in this call and not yet attached to the record
+	grantedRef leaseRef // what granted stands for
+	kept       int64    // refreshed in this call
 }
 
 func (w *writeLeases) used(id int64) {
@@ -242,19 +270,43 @@ func (s *Store) leaseFor(ctx context.Context, lk leaseKey, plan leasePlan, want 
 		return s.grant(ctx, lk, want, w)
 	}
 	w.kept = candidate
+	s.learnLease(lk, candidate, ttl, want)
+	return candidate, nil
+}
+
+// learnLease remembers lease id, which a keepalive just reported alive
+// with ttl, as lk's lease unless it is already.
+func (s *Store) learnLease(lk leaseKey, id, ttl, want int64) {
 	s.mu.RLock()
 	ref, ok := s.leases[lk]
 	s.mu.RUnlock()
-	if !ok || ref.id != candidate {
+	if !ok || ref.id != id {
 		// Granted by another store (or evicted here): learn it. When its TTL
 		// does not match ours, the next accepted update replaces it.
 		known := want
 		if !s.ttlMatches(ttl, want) {
 			known = -1
 		}
-		s.putLease(lk, leaseRef{id: candidate, want: known, ttl: ttl})
+		s.putLease(lk, leaseRef{id: id, want: known, ttl: ttl})
 	}
-	return candidate, nil
+}
+
+// keepAliveResult is the answer to one keepalive.
+type keepAliveResult struct {
+	ttl int64
+	err error
+}
+
+// keepAliveAsync refreshes lease id in the background; the result arrives
+// on the returned channel, which the caller must receive from before it
+// returns (the goroutine is part of its call).
+func (s *Store) keepAliveAsync(ctx context.Context, id int64) <-chan keepAliveResult {
+	ch := make(chan keepAliveResult, 1)
+	go func() {
+		ttl, err := s.keepAlive(ctx, id)
+		ch <- keepAliveResult{ttl: ttl, err: err}
+	}()
+	return ch
 }
 
 // ttlMatches reports whether a lease etcd reports with TTL granted was
@@ -277,8 +329,10 @@ func (s *Store) grant(ctx context.Context, lk leaseKey, want int64, w *writeLeas
 		s.minTTL.Store(resp.TTL)
 	}
 	id := int64(resp.ID)
-	s.putLease(lk, leaseRef{id: id, want: want, ttl: resp.TTL})
-	w.granted = id
+	// Published (putLease) only once a record holds it: a lease another
+	// call could pick up while this one might still revoke it as unused
+	// would take that call's record with it.
+	w.granted, w.grantedRef = id, leaseRef{id: id, want: want, ttl: resp.TTL}
 	w.kept = id
 	return id, nil
 }
@@ -429,8 +483,12 @@ func (s *Store) putLease(lk leaseKey, ref leaseRef) {
 	if _, ok := s.leases[lk]; !ok && len(s.leases) >= maxLeases {
 		for k := range s.leases {
 			delete(s.leases, k)
+			s.leaseGen.Add(1)
 			break
 		}
+	}
+	if old, ok := s.leases[lk]; !ok || old != ref {
+		s.leaseGen.Add(1)
 	}
 	s.leases[lk] = ref
 }
@@ -441,5 +499,6 @@ func (s *Store) forgetLease(lk leaseKey, id int64) {
 	defer s.mu.Unlock()
 	if ref, ok := s.leases[lk]; ok && ref.id == id {
 		delete(s.leases, lk)
+		s.leaseGen.Add(1)
 	}
 }

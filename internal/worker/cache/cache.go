@@ -199,13 +199,17 @@ func (c *Cache) Close() error {
 
 // Block is an open, complete block: its data is bytes
 // [Index*BlockSize, Index*BlockSize+Size()) of the object. The caller must
-// Close it. A Block is not safe for concurrent use.
+// Close it, once, after its last read. ReadAt and WriteRange are safe for
+// concurrent use.
 type Block struct {
 	f       *os.File
 	mem     []byte // the data, for a block read through (f is nil then)
 	dataOff int64
 	size    int64
 	objSize int64
+	// seek serializes WriteRange: sendfile(2) reads from the file offset,
+	// which is the descriptor's, shared by every goroutine using b.
+	seek sync.Mutex
 }
 
 // Size returns the number of data bytes in the block.
@@ -226,9 +230,12 @@ func (b *Block) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // WriteRange writes block bytes [off, off+n) to w. It copies from the file
-// itself (an io.LimitedReader over the *os.File), so when w is a TCP
-// connection or an http.ResponseWriter over one the kernel sends the data
-// with sendfile.
+// itself (an io.LimitedReader over the *os.File, positioned with Seek), so
+// when w is a TCP connection or an http.ResponseWriter over one the kernel
+// sends the data with sendfile. (An io.SectionReader would need no Seek,
+// but net.TCPConn.ReadFrom sends only an *os.File, alone or in an
+// io.LimitedReader, with sendfile.) Concurrent calls on one Block take
+// turns; separate ReadBlock calls return separate descriptors and do not.
 func (b *Block) WriteRange(w io.Writer, off, n int64) (int64, error) {
 	if off < 0 || n < 0 || off+n > b.size {
 		return 0, fmt.Errorf("%w: range %d+%d of a %d-byte block", ErrOutOfRange, off, n, b.size)
@@ -237,6 +244,8 @@ func (b *Block) WriteRange(w io.Writer, off, n int64) (int64, error) {
 		k, err := w.Write(b.mem[off : off+n])
 		return int64(k), err
 	}
+	b.seek.Lock()
+	defer b.seek.Unlock()
 	if _, err := b.f.Seek(b.dataOff+off, io.SeekStart); err != nil {
 		return 0, fmt.Errorf("%w: seek block file: %w", ErrIO, err)
 	}

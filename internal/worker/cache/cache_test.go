@@ -439,3 +439,60 @@ func TestFullDiskEvicts(t *testing.T) {
 		t.Fatalf("after ENOSPC: evictions %d, resident %d -> %d, disk errors %d; want an eviction and the block cached", counters.EvictionsTotal, before, after, e.st.DiskErrors())
 	}
 }
+
+// TestConcurrentReadsOfOneBlock: WriteRange and ReadAt of one Block from
+// several goroutines at once each return their own range. (WriteRange
+// positions the file offset for sendfile; two of them must not move it
+// under each other.) Readers of one block through separate ReadBlock
+// calls hold separate descriptors and are covered too.
+func TestConcurrentReadsOfOneBlock(t *testing.T) {
+	e := newEnv(t)
+	const size = 64 << 10
+	c := e.open(t, 1<<20, size)
+	data := pattern(7, size)
+	e.put(t, "shared", data)
+	shared, err := c.ReadBlock(context.Background(), "shared", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range 200 {
+				b, err := shared, error(nil)
+				if g%4 == 3 { // a block of its own, as each request gets
+					if b, err = c.ReadBlock(context.Background(), "shared", 0); err != nil {
+						errs <- err
+						return
+					}
+				}
+				off := rng.Int64N(size)
+				n := rng.Int64N(size-off) + 1
+				var got []byte
+				if i%3 == 0 {
+					got = make([]byte, n)
+					_, err = b.ReadAt(got, off)
+				} else {
+					var w strings.Builder
+					_, err = b.WriteRange(&w, off, n)
+					got = []byte(w.String())
+				}
+				if b != shared {
+					b.Close()
+				}
+				if err != nil || string(got) != string(data[off:off+n]) {
+					errs <- fmt.Errorf("goroutine %d read %d: range %d+%d: %d bytes, error %v, or wrong bytes", g, i, off, n, len(got), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -107,6 +107,8 @@
 // queues, the byte accounting, the in-flight loads and the size cache; it
 // is held for index operations and for the rename and unlink of block
 // files (so the file system and the index agree), never for reading or
-// writing block data or for calls to the blob store. A Block is used by
-// one goroutine at a time.
+// writing block data or for calls to the blob store. A Block's reads are
+// safe for concurrent use (WriteRange calls take turns on the file
+// offset); each ReadBlock returns its own descriptor, so readers of one
+// block through separate ReadBlock calls never share an offset.
 package cache

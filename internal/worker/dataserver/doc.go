@@ -26,7 +26,10 @@
 // aborts the connection, and the client sees a body shorter than its
 // Content-Length, never a silently truncated 200. The body is copied from
 // the block files with io.Copy into the ResponseWriter, which the kernel
-// serves with sendfile.
+// serves with sendfile on a plain connection: net/http hands the file to
+// the connection's ReadFrom, so a listener that wraps connections must
+// keep that method (the worker's does). Over TLS the body is copied
+// through user space.
 //
 // # Stats
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,7 +74,8 @@ type env struct {
 	srv      *httptest.Server
 	addr     string
 	client   *http.Client
-	observed sync.Map // outcome -> count
+	observed sync.Map     // outcome -> count
+	opened   atomic.Int64 // connections the server accepted
 }
 
 func newEnv(t testing.TB, blockSize, capacity int64) *env {
@@ -102,7 +104,13 @@ func newEnv(t testing.TB, blockSize, capacity int64) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(h)
+	e.srv = httptest.NewUnstartedServer(h)
+	e.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.opened.Add(1)
+		}
+	}
+	e.srv.Start()
 	t.Cleanup(e.srv.Close)
 	e.addr = strings.TrimPrefix(e.srv.URL, "http://")
 	e.client = e.srv.Client()
@@ -520,4 +528,89 @@ type pathLeakingStore struct {
 
 func (s pathLeakingStore) ReadRange(context.Context, string, int64, int64) (io.ReadCloser, error) {
 	return nil, fmt.Errorf("%w: open %s: permission denied", blob.ErrBackend, s.path)
+}
+
+// plainWriter has only Write, so FetchTo copies through its own buffer,
+// as it does for most writers.
+type plainWriter struct{ b *bytes.Buffer }
+
+func (w plainWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// TestConcurrentReadsOfOneBlock: many clients reading the same resident
+// block, and ranges spanning it and its neighbours, at once: each gets
+// exactly its bytes (every response is sent with sendfile from a block
+// file, each request with descriptors of its own).
+func TestConcurrentReadsOfOneBlock(t *testing.T) {
+	const blockSize = 64 << 10
+	e := newEnv(t, blockSize, 1<<20)
+	const size = 4*blockSize + 123
+	data := pattern(5, size)
+	e.put(t, "hot", data)
+	ranges := [][2]int64{
+		{blockSize, blockSize},           // block 1 whole
+		{blockSize + 100, 1000},          // inside block 1
+		{blockSize - 7, blockSize + 14},  // across blocks 0, 1 and 2
+		{0, size},                        // the whole object, five blocks
+		{2*blockSize - 1, 2 * blockSize}, // blocks 1 to 3
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				r := ranges[(g+i)%len(ranges)]
+				var buf bytes.Buffer
+				req := datav1.Request{Addr: e.addr, Object: "hot", Offset: r[0], Length: r[1], Version: e.own.version}
+				var res *datav1.Result
+				var err error
+				if g%2 == 0 {
+					res, err = datav1.Fetch(context.Background(), e.client, req)
+				} else {
+					res, err = datav1.FetchTo(context.Background(), e.client, req, plainWriter{&buf})
+				}
+				got := buf.Bytes()
+				if err == nil && g%2 == 0 {
+					got = res.Data
+				}
+				end := min(r[0]+r[1], size)
+				if err != nil || res.N != end-r[0] || !bytes.Equal(got, data[r[0]:end]) {
+					errs <- fmt.Errorf("client %d read %d, range %d+%d: %d bytes, error %v, or wrong bytes", g, i, r[0], r[1], len(got), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestKeepAlive: a client reading block after block, single blocks and
+// multi-block ranges, hits and misses, and an error answer, does it over
+// one connection.
+func TestKeepAlive(t *testing.T) {
+	e := newEnv(t, bs, 1<<20)
+	const size = 6*bs + 5
+	data := pattern(6, size)
+	e.put(t, "obj", data)
+	for round := range 2 { // misses, then hits
+		for off := int64(0); off < size; off += bs {
+			if res, err := e.fetch("obj", off, bs); err != nil || !bytes.Equal(res.Data, data[off:min(off+bs, size)]) {
+				t.Fatalf("round %d, block at %d: %v", round, off, err)
+			}
+		}
+		var buf bytes.Buffer
+		req := datav1.Request{Addr: e.addr, Object: "obj", Offset: bs / 2, Length: 4 * bs, Version: e.own.version}
+		if _, err := datav1.FetchTo(context.Background(), e.client, req, plainWriter{&buf}); err != nil || !bytes.Equal(buf.Bytes(), data[bs/2:bs/2+4*bs]) {
+			t.Fatalf("round %d, multi-block range: %v", round, err)
+		}
+		if _, err := e.fetch("missing", 0, bs); !errors.Is(err, datav1.ErrNotFound) {
+			t.Fatalf("round %d, missing object: %v", round, err)
+		}
+	}
+	if n := e.opened.Load(); n != 1 {
+		t.Fatalf("the reads opened %d connections, want 1 (keep-alive)", n)
+	}
 }

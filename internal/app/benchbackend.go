@@ -1,0 +1,402 @@
+package app
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/talonhq/talon/internal/bench"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/state/etcd"
+	"github.com/talonhq/talon/internal/state/kube"
+	"github.com/talonhq/talon/internal/state/memory"
+)
+
+// BenchBackendOptions are the connection settings of the backends the
+// self-contained benchmarks run against, under the coordinator's setting
+// names (--etcd-endpoints, --kubeconfig, ...). Every run works under a
+// prefix or namespace of its own, derived from EtcdPrefix or
+// KubeNamespace and a random run ID.
+type BenchBackendOptions struct {
+	Etcd config.EtcdConfig
+	Kube config.KubeConfig
+	// RequestTimeout is the in-process coordinators' request-timeout.
+	RequestTimeout time.Duration
+	// Keep leaves what the run created (keys, leases, namespace) in place.
+	Keep bool
+}
+
+// benchClusterID is the cluster ID of the benchmarks' simulated clusters.
+const benchClusterID = "bench"
+
+func (o *BenchBackendOptions) register(f *pflag.FlagSet) {
+	f.StringSliceVar(&o.Etcd.Endpoints, "etcd-endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints host:port or URLs, comma separated")
+	f.StringVar(&o.Etcd.Prefix, "etcd-prefix", "/talon-bench", "etcd key prefix; each run works under PREFIX/run-ID and deletes it")
+	f.StringVar(&o.Etcd.Username, "etcd-username", "", "etcd user name (the password comes from TALON_ETCD_PASSWORD or --etcd-password-file)")
+	f.StringVar(&o.Etcd.PasswordFile, "etcd-password-file", "", "file holding the etcd password")
+	f.StringVar(&o.Etcd.CAFile, "etcd-ca-file", "", "CA bundle to verify etcd's TLS certificate")
+	f.StringVar(&o.Etcd.CertFile, "etcd-cert-file", "", "client certificate for etcd TLS")
+	f.StringVar(&o.Etcd.KeyFile, "etcd-key-file", "", "client key for etcd TLS")
+	f.DurationVar(&o.Etcd.DialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd connection timeout")
+	f.StringVar(&o.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
+	f.StringVar(&o.Kube.Namespace, "kube-namespace", "talon-bench", "namespace prefix: each run creates NAMESPACE-ID for its Leases and deletes it")
+	f.IntVar(&o.Kube.QPS, "kube-qps", 400, "the coordinators' Kubernetes client queries per second (the raw phase has no limiter)")
+	f.IntVar(&o.Kube.Burst, "kube-burst", 800, "the coordinators' Kubernetes client burst")
+	f.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "the in-process coordinators' request-timeout: long, so queueing shows as latency rather than as timeouts")
+	f.BoolVar(&o.Keep, "keep", false, "keep the keys, leases and namespace the run created")
+}
+
+// validate checks the settings the backends in use need.
+func (o *BenchBackendOptions) validate(backends []string, environ []string) error {
+	for _, b := range backends {
+		switch b {
+		case config.BackendEtcd:
+			if len(o.Etcd.Endpoints) == 0 {
+				return errors.New("--etcd-endpoints is empty: the etcd backend needs at least one endpoint")
+			}
+			for _, ep := range o.Etcd.Endpoints {
+				if ep == "" || (!strings.Contains(ep, "://") && !strings.Contains(ep, ":")) {
+					return fmt.Errorf("--etcd-endpoints %q: must be host:port or a URL", ep)
+				}
+			}
+			p := o.Etcd.Prefix
+			if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") || len(p) > 200 {
+				return fmt.Errorf("--etcd-prefix %q: must start with \"/\", not end with \"/\", contain no \"//\" and be at most 200 bytes", p)
+			}
+			if (o.Etcd.CertFile == "") != (o.Etcd.KeyFile == "") {
+				return fmt.Errorf("--etcd-cert-file %q and --etcd-key-file %q: set both or neither", o.Etcd.CertFile, o.Etcd.KeyFile)
+			}
+			if o.Etcd.DialTimeout <= 0 {
+				return fmt.Errorf("--etcd-dial-timeout %s: must be positive", o.Etcd.DialTimeout)
+			}
+			if o.Etcd.Username != "" && o.Etcd.Password == "" {
+				o.Etcd.Password = config.Secret(lookupEnv(environ, "TALON_ETCD_PASSWORD"))
+				if o.Etcd.PasswordFile != "" {
+					b, err := os.ReadFile(o.Etcd.PasswordFile)
+					if err != nil {
+						return fmt.Errorf("--etcd-password-file %q: %w", o.Etcd.PasswordFile, err)
+					}
+					o.Etcd.Password = config.Secret(strings.TrimRight(string(b), "\r\n"))
+				}
+				if o.Etcd.Password == "" {
+					return fmt.Errorf("--etcd-username %q: needs a password from TALON_ETCD_PASSWORD or --etcd-password-file", o.Etcd.Username)
+				}
+			}
+		case config.BackendKubernetes:
+			ns := o.Kube.Namespace
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 || len(ns) > 54 {
+				return fmt.Errorf("--kube-namespace %q: must be a DNS-1123 label of at most 54 characters (the run adds -<id>)", ns)
+			}
+			if o.Kube.QPS < 1 || o.Kube.QPS > 100000 {
+				return fmt.Errorf("--kube-qps %d: must be from 1 to 100000", o.Kube.QPS)
+			}
+			if o.Kube.Burst < o.Kube.QPS {
+				return fmt.Errorf("--kube-burst %d: must be at least --kube-qps %d", o.Kube.Burst, o.Kube.QPS)
+			}
+		}
+	}
+	if o.RequestTimeout < 100*time.Millisecond || o.RequestTimeout > time.Minute {
+		return fmt.Errorf("--request-timeout %s: must be from 100ms to 1m", o.RequestTimeout)
+	}
+	return nil
+}
+
+// runID returns a random ID naming one run's prefix and namespace.
+func runID() string {
+	b := make([]byte, 4)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// benchEnv is one run's place in the backends: the etcd prefix and the
+// Kubernetes namespace it works under, and the raw clients.
+type benchEnv struct {
+	opts       BenchBackendOptions
+	id         string
+	etcdPrefix string // <etcd-prefix>/run-<id>
+	namespace  string // <kube-namespace>-<id>
+	etcd       *clientv3.Client
+	kube       kubernetes.Interface
+	log        *slog.Logger
+}
+
+func newBenchEnv(o BenchBackendOptions, log *slog.Logger) *benchEnv {
+	id := runID()
+	return &benchEnv{opts: o, id: id, etcdPrefix: o.Etcd.Prefix + "/run-" + id, namespace: o.Kube.Namespace + "-" + id, log: log}
+}
+
+// etcdClient connects the raw etcd client, with the coordinator's TLS and
+// credentials.
+func (e *benchEnv) etcdClient(ctx context.Context) (*clientv3.Client, error) {
+	if e.etcd != nil {
+		return e.etcd, nil
+	}
+	c := e.opts.Etcd
+	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, Username: c.Username, Password: c.Password.Reveal(), Context: ctx, Logger: zap.NewNop()}
+	if c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" {
+		tc, err := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile}.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: %w", err)
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(c.Endpoints, ","), err)
+	}
+	// clientv3.New does not wait for a connection: one read does.
+	sctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(sctx, e.etcdPrefix+"/"); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(c.Endpoints, ","), err)
+	}
+	e.etcd = cli
+	return cli, nil
+}
+
+// kubeClient connects the raw Kubernetes client (no rate limiter,
+// protobuf like the store) and creates the run's namespace.
+func (e *benchEnv) kubeClient(ctx context.Context) (kubernetes.Interface, error) {
+	if e.kube != nil {
+		return e.kube, nil
+	}
+	var cfg *rest.Config
+	var err error
+	if e.opts.Kube.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", e.opts.Kube.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %q: %w", e.opts.Kube.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.namespace,
+		Labels: map[string]string{"app.kubernetes.io/created-by": "talon-bench"}}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create namespace %s: %w", e.namespace, err)
+	}
+	e.kube = cs
+	return cs, nil
+}
+
+// where names the run's place in backend b, for the output.
+func (e *benchEnv) where(b string) string {
+	switch b {
+	case config.BackendEtcd:
+		return fmt.Sprintf("etcd %s, prefix %s", strings.Join(e.opts.Etcd.Endpoints, ","), e.etcdPrefix)
+	case config.BackendKubernetes:
+		return "Kubernetes namespace " + e.namespace
+	}
+	return "in-process memory store"
+}
+
+// close removes what the run created, unless Keep, and closes the
+// clients. It reports what it removed on progress.
+func (e *benchEnv) close(ctx context.Context, progress func(format string, a ...any)) error {
+	var errs []error
+	if e.etcd != nil {
+		if !e.opts.Keep {
+			keys, leases, err := bench.CleanEtcd(ctx, e.etcd, e.etcdPrefix+"/")
+			errs = append(errs, err)
+			progress("cleanup: deleted %d keys under %s and revoked %d leases", keys, e.etcdPrefix, leases)
+		}
+		e.etcd.Close()
+	}
+	if e.kube != nil && !e.opts.Keep {
+		api := e.kube.CoordinationV1().Leases(e.namespace)
+		n := 0
+		if l, err := api.List(ctx, metav1.ListOptions{}); err == nil {
+			n = len(l.Items)
+		}
+		if err := api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("delete the Leases of namespace %s: %w", e.namespace, err))
+		}
+		if err := e.kube.CoreV1().Namespaces().Delete(ctx, e.namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete namespace %s: %w", e.namespace, err))
+		}
+		progress("cleanup: deleted %d Leases and namespace %s", n, e.namespace)
+	}
+	if k := e.kept(); e.opts.Keep && len(k) > 0 {
+		progress("kept: %s", strings.Join(k, "; "))
+	}
+	return errors.Join(errs...)
+}
+
+func (e *benchEnv) kept() []string {
+	var out []string
+	if e.etcd != nil {
+		out = append(out, "etcd keys and leases under "+e.etcdPrefix)
+	}
+	if e.kube != nil {
+		out = append(out, "Kubernetes namespace "+e.namespace)
+	}
+	return out
+}
+
+// coordinatorConfig returns the configuration of in-process coordinator
+// nodeID on backend b under the run's prefix or namespace, for records
+// records.
+func (e *benchEnv) coordinatorConfig(b, nodeID string, records int) (*config.Config, error) {
+	return devConfig(cluster.RoleCoordinator, nodeID, "127.0.0.1", func(c *config.Config) {
+		c.ClusterID = benchClusterID
+		c.AdminListen = ""
+		c.StateBackend = b
+		c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = 5*time.Second, time.Minute, 2*time.Minute
+		c.RequestTimeout = e.opts.RequestTimeout
+		c.Limits.MaxRecords = records + 64
+		c.Limits.MaxConnections = max(c.Limits.MaxConnections, records+256)
+		c.Etcd = e.opts.Etcd
+		c.Etcd.Prefix = e.etcdPrefix + "/talon"
+		c.Kube = e.opts.Kube
+		c.Kube.Namespace = e.namespace
+		c.LogLevel = "error"
+	})
+}
+
+// openStore opens a store of backend b for cfg: memory in this process,
+// else as a coordinator process would.
+func openBenchStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (state.Store, error) {
+	if cfg.StateBackend == config.BackendMemory {
+		return memory.New(memory.Options{Logger: log}), nil
+	}
+	return OpenStore(ctx, cfg, log)
+}
+
+// benchCoordinators are coordinators run in this process for a benchmark,
+// each on its own store, as separate processes would be.
+type benchCoordinators struct {
+	procs  []*Coordinator
+	stores []state.Store
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	errs   chan error
+}
+
+// startCoordinators builds and runs a coordinator for each configuration
+// and waits until all are ready; Stop ends them. Coordinator i runs on
+// stores[i] when given, else on a store opened from its configuration;
+// either way Stop closes it.
+func startCoordinators(ctx context.Context, cfgs []*config.Config, stores []state.Store, log *slog.Logger) (*benchCoordinators, error) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	bc := &benchCoordinators{cancel: cancel, errs: make(chan error, len(cfgs))}
+	for i, cfg := range cfgs {
+		var s state.Store
+		if i < len(stores) {
+			s = stores[i]
+		}
+		if s == nil {
+			var err error
+			if s, err = openBenchStore(ctx, cfg, log); err != nil {
+				bc.Stop()
+				return nil, fmt.Errorf("coordinator %s: state backend %s: %w", cfg.NodeID, cfg.StateBackend, err)
+			}
+		}
+		bc.stores = append(bc.stores, s)
+		p, err := NewCoordinator(ctx, cfg, s, nil, log)
+		if err != nil {
+			bc.Stop()
+			return nil, fmt.Errorf("coordinator %s: %w", cfg.NodeID, err)
+		}
+		bc.procs = append(bc.procs, p)
+		bc.wg.Go(func() {
+			if err := p.Run(runCtx); err != nil {
+				bc.errs <- fmt.Errorf("coordinator %s: %w", cfg.NodeID, err)
+			}
+		})
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, p := range bc.procs {
+		for !p.C.Readiness().Ready {
+			select {
+			case err := <-bc.errs:
+				bc.Stop()
+				return nil, err
+			case <-ctx.Done():
+				bc.Stop()
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				r := p.C.Readiness()
+				bc.Stop()
+				return nil, fmt.Errorf("coordinator %s not ready after a minute: %s", p.C.NodeID(), strings.Join(r.Reasons, "; "))
+			}
+		}
+	}
+	return bc, nil
+}
+
+// Addrs returns the coordinators' control addresses.
+func (bc *benchCoordinators) Addrs() []string {
+	var out []string
+	for _, p := range bc.procs {
+		out = append(out, p.C.Addr().String())
+	}
+	return out
+}
+
+// leaseGrants sums the etcd leases the coordinators' stores granted.
+func (bc *benchCoordinators) leaseGrants() int {
+	n := 0
+	for _, s := range bc.stores {
+		if st, ok := s.(interface{ Stats() etcd.Stats }); ok {
+			n += int(st.Stats().LeaseGrants)
+		}
+	}
+	return n
+}
+
+// Stop ends the coordinators (each drains and removes its own record),
+// closes their stores and returns the first error one of them reported.
+func (bc *benchCoordinators) Stop() error {
+	bc.cancel()
+	bc.wg.Wait()
+	for _, s := range bc.stores {
+		s.Close()
+	}
+	close(bc.errs)
+	var errs []error
+	for err := range bc.errs {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// talonLeases counts the Lease objects Talon's store holds in the run's
+// namespace.
+func (e *benchEnv) talonLeases(ctx context.Context) (int, error) {
+	l, err := e.kube.CoordinationV1().Leases(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelManagedBy + "=" + kube.ManagedByValue})
+	if err != nil {
+		return 0, err
+	}
+	return len(l.Items), nil
+}

@@ -1,0 +1,311 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/talonhq/talon/internal/bench"
+	"github.com/talonhq/talon/internal/config"
+)
+
+// Default writers of `talon bench heartbeats` per backend: the
+// concurrencies issue 18's goals are stated at.
+const (
+	DefaultEtcdWriters = 1000
+	DefaultKubeWriters = 200
+	maxBenchWriters    = 10000
+	maxBenchCoords     = 16
+)
+
+// HeartbeatBenchOptions configures `talon bench heartbeats`.
+type HeartbeatBenchOptions struct {
+	// Backend is etcd or kubernetes.
+	Backend string
+	Conn    BenchBackendOptions
+	// Writers is the concurrency of both phases; zero means the backend's
+	// default (DefaultEtcdWriters, DefaultKubeWriters).
+	Writers int
+	// Coordinators is the number of in-process coordinators.
+	Coordinators int
+	// Duration is each phase's length.
+	Duration time.Duration
+	// Output is text or json.
+	Output string
+	// TalonPhase, when set, is called as the Talon phase's heartbeats start
+	// (after registration) and the function it returns as they end (the
+	// report records a CPU profile).
+	TalonPhase func() (end func())
+}
+
+// HeartbeatReport is what `talon bench heartbeats` measured.
+type HeartbeatReport struct {
+	Backend      string  `json:"backend"`
+	Location     string  `json:"location"`
+	Writers      int     `json:"writers"`
+	Coordinators int     `json:"coordinators"`
+	PhaseSeconds float64 `json:"phaseSeconds"`
+	// RecordBytes is the encoded size of the record both phases write.
+	RecordBytes int `json:"recordBytes"`
+	// Raw is the backend ceiling, Talon the heartbeat path through the
+	// coordinators; Ratio is Talon's rate over Raw's and P99Ratio the same
+	// of their p99 latencies.
+	Raw      bench.Summary `json:"raw"`
+	Talon    bench.Summary `json:"talon"`
+	Ratio    float64       `json:"ratio"`
+	P99Ratio float64       `json:"p99Ratio"`
+	// Created names what each phase created in the backend (leases
+	// granted on etcd, Lease objects on Kubernetes) and how many.
+	Created      string `json:"created"`
+	RawCreated   int    `json:"rawCreated"`
+	TalonCreated int    `json:"talonCreated"`
+	Kept         bool   `json:"kept"`
+
+	RawResult, TalonResult bench.Result `json:"-"`
+}
+
+func newBenchHeartbeatsCmd(env Env) *cobra.Command {
+	opts := HeartbeatBenchOptions{}
+	var cpuProfile string
+	cmd := &cobra.Command{
+		Use:   "heartbeats --backend etcd|kubernetes",
+		Short: "Measure heartbeats through coordinators against the backend's raw ceiling, in one run",
+		Long: `heartbeats measures two phases in one run, at the same concurrency
+(--writers).
+
+The raw phase is the backend's ceiling for Talon's ordered upsert, issued
+directly with the backend's client: on etcd a transaction comparing the key's
+ModRevision and putting the typical record's JSON (about 1.5 KB) with a lease; on Kubernetes a
+Lease update with optimistic concurrency on its resourceVersion, the record
+in an annotation.
+
+The talon phase is Talon's heartbeat path: --coordinators-count coordinators
+started in this process on loopback against the same backend, and simulated
+workers that register and then heartbeat back to back over the control
+protocol. After an unavailable answer a worker backs off about 50 ms (with
+jitter), as a real one does; those are counted as backed off, apart from
+failures.
+
+It prints both with the ratio, p50 and p99 latency, failures by code and what
+each phase created (etcd: leases granted; Kubernetes: Lease objects). The run
+works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
+namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
+unless --keep. Results go to stdout, progress to
+stderr. It is a load generator: run it against a test backend.`,
+		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
+  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(env.Environ); err != nil {
+				return &usageError{err}
+			}
+			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile %q: %w", cpuProfile, err)
+				}
+				defer f.Close()
+				opts.TalonPhase = func() func() {
+					if err := pprof.StartCPUProfile(f); err != nil {
+						progress("no CPU profile: %v", err)
+						return func() {}
+					}
+					return func() {
+						pprof.StopCPUProfile()
+						progress("CPU profile of the talon phase (coordinators and simulated workers, this process) written to %s", cpuProfile)
+					}
+				}
+			}
+			rep, err := BenchHeartbeats(cmd.Context(), opts, progress, log)
+			if err != nil {
+				return err
+			}
+			return rep.Write(cmd.OutOrStdout(), opts.Output)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Backend, "backend", "", "backend to measure: etcd or kubernetes (required)")
+	f.IntVar(&opts.Writers, "writers", 0, fmt.Sprintf("simulated workers, the concurrency of both phases (default %d on etcd, %d on kubernetes; 1 to %d)", DefaultEtcdWriters, DefaultKubeWriters, maxBenchWriters))
+	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", maxBenchCoords))
+	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
+	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
+	opts.Conn.register(f)
+	return cmd
+}
+
+func (o *HeartbeatBenchOptions) validate(environ []string) error {
+	switch o.Backend {
+	case config.BackendEtcd:
+		if o.Writers == 0 {
+			o.Writers = DefaultEtcdWriters
+		}
+	case config.BackendKubernetes:
+		if o.Writers == 0 {
+			o.Writers = DefaultKubeWriters
+		}
+	case "":
+		return errors.New("--backend is required: etcd or kubernetes")
+	default:
+		return fmt.Errorf("--backend %q: must be etcd or kubernetes", o.Backend)
+	}
+	switch {
+	case o.Writers < 1 || o.Writers > maxBenchWriters:
+		return fmt.Errorf("--writers %d: must be from 1 to %d", o.Writers, maxBenchWriters)
+	case o.Coordinators < 1 || o.Coordinators > maxBenchCoords:
+		return fmt.Errorf("--coordinators-count %d: must be from 1 to %d", o.Coordinators, maxBenchCoords)
+	case o.Duration < time.Second || o.Duration > time.Hour:
+		return fmt.Errorf("--duration %s: must be from 1s to 1h", o.Duration)
+	case o.Output != "text" && o.Output != "json":
+		return fmt.Errorf("--output %q: must be text or json", o.Output)
+	}
+	return o.Conn.validate([]string{o.Backend}, environ)
+}
+
+// BenchHeartbeats runs the raw phase and then the Talon phase on o.Backend
+// (see `talon bench heartbeats --help`), removes what they created unless
+// o.Conn.Keep, and returns the report. progress receives one line per step.
+func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func(format string, a ...any), log *slog.Logger) (rep HeartbeatReport, err error) {
+	env := newBenchEnv(o.Conn, log)
+	defer func() {
+		// Cleanup runs even when ctx was cancelled (Ctrl-C).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := env.close(cctx, progress); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+	}()
+	rep = HeartbeatReport{Backend: o.Backend, Location: env.where(o.Backend), Writers: o.Writers, Coordinators: o.Coordinators,
+		PhaseSeconds: o.Duration.Seconds(), RecordBytes: bench.RecordBytes(), Kept: o.Conn.Keep}
+
+	progress("raw %s: %d writers for %s (%s)", o.Backend, o.Writers, o.Duration, rep.Location)
+	switch o.Backend {
+	case config.BackendEtcd:
+		rep.Created = "leases granted"
+		cli, err := env.etcdClient(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.RawResult, rep.RawCreated, err = bench.RawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: env.etcdPrefix + "/raw", Writers: o.Writers, Duration: o.Duration, LeaseTTL: 10 * time.Minute})
+		if err != nil {
+			return rep, err
+		}
+	case config.BackendKubernetes:
+		rep.Created = "Lease objects"
+		cs, err := env.kubeClient(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.RawResult, rep.RawCreated, err = bench.RawKube(ctx, cs, bench.RawKubeOptions{Namespace: env.namespace, NamePrefix: "bench-raw-", Writers: o.Writers, Duration: o.Duration})
+		if err != nil {
+			return rep, err
+		}
+	}
+	if ctx.Err() != nil {
+		return rep, ctx.Err()
+	}
+
+	progress("talon %s: starting %d coordinators", o.Backend, o.Coordinators)
+	var cfgs []*config.Config
+	for i := range o.Coordinators {
+		cfg, err := env.coordinatorConfig(o.Backend, fmt.Sprintf("bench-coordinator-%d", i+1), o.Writers+o.Coordinators)
+		if err != nil {
+			return rep, err
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	coords, err := startCoordinators(ctx, cfgs, nil, log)
+	if err != nil {
+		return rep, err
+	}
+	progress("talon %s: %d simulated workers register, then heartbeat for %s through %s", o.Backend, o.Writers, o.Duration, strings.Join(coords.Addrs(), ","))
+	var end func()
+	registered := func() {
+		if o.TalonPhase != nil {
+			end = o.TalonPhase()
+		}
+	}
+	rep.TalonResult, err = bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: coords.Addrs(), ClusterID: benchClusterID, Writers: o.Writers, Duration: o.Duration, Registered: registered})
+	if end != nil {
+		end()
+	}
+	if err == nil {
+		switch o.Backend {
+		case config.BackendEtcd:
+			rep.TalonCreated = coords.leaseGrants()
+		case config.BackendKubernetes:
+			rep.TalonCreated, err = env.talonLeases(ctx)
+		}
+	}
+	err = errors.Join(err, coords.Stop())
+	if err != nil {
+		return rep, err
+	}
+	rep.Raw, rep.Talon = rep.RawResult.Summary(), rep.TalonResult.Summary()
+	if r := rep.RawResult.PerSecond(); r > 0 {
+		rep.Ratio = rep.TalonResult.PerSecond() / r
+	}
+	if r := rep.RawResult.P99(); r > 0 {
+		rep.P99Ratio = float64(rep.TalonResult.P99()) / float64(r)
+	}
+	return rep, nil
+}
+
+// Write prints the report as text (a table) or JSON.
+func (r HeartbeatReport) Write(w io.Writer, output string) error {
+	if output == "json" {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(r)
+	}
+	fmt.Fprintf(w, "heartbeats on %s (%s): %d writers, %d coordinators, %s per phase, %d-byte records\n\n",
+		r.Backend, r.Location, r.Writers, r.Coordinators, time.Duration(r.PhaseSeconds*float64(time.Second)), r.RecordBytes)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "path\tops/s\tp50\tp99\tmax\tok\tfailed\tbacked off\t%s\t\n", r.Created)
+	row := func(name string, res bench.Result, created int) {
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t\n", name, res.PerSecond(), ms(res.P50()), ms(res.P99()), ms(res.Max()),
+			res.Ops, res.FailureCount(), res.BackedOff, created)
+	}
+	row("raw "+r.Backend, r.RawResult, r.RawCreated)
+	row("talon", r.TalonResult, r.TalonCreated)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nratio talon/raw: %.2f of the rate, p99 %.2fx\n", r.Ratio, r.P99Ratio)
+	for _, p := range []struct {
+		name string
+		res  bench.Result
+	}{{"raw", r.RawResult}, {"talon", r.TalonResult}} {
+		for _, code := range p.res.FailureCodes() {
+			fmt.Fprintf(w, "failures (%s): %s %d\n", p.name, code, p.res.Failures[code])
+		}
+		if p.res.FirstErr != nil {
+			fmt.Fprintf(w, "first failure (%s): %v\n", p.name, p.res.FirstErr)
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// ms renders d in milliseconds with a precision that suits it.
+func ms(d time.Duration) string {
+	switch {
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}

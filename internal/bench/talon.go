@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// DefaultBackoff is how long a simulated worker waits, with jitter, after
+// an unavailable answer before its next heartbeat.
+const DefaultBackoff = 50 * time.Millisecond
+
+// HeartbeatOptions configures Heartbeats.
+type HeartbeatOptions struct {
+	// Coordinators are control addresses; writer w talks to
+	// Coordinators[w % len(Coordinators)] over its own connection.
+	Coordinators []string
+	ClusterID    string
+	// NodePrefix starts the simulated workers' node IDs.
+	NodePrefix string
+	Writers    int
+	Duration   time.Duration
+	// TLS is the client configuration for the coordinators; nil is plain
+	// TCP.
+	TLS *tls.Config
+	// Backoff is the pause after an unavailable answer; default
+	// DefaultBackoff.
+	Backoff time.Duration
+	// Registered, when set, is called once every writer has registered,
+	// just before the heartbeats start.
+	Registered func()
+}
+
+// Heartbeats registers Writers simulated workers (the typical record)
+// through the coordinators and then has each heartbeat back to back for
+// Duration, measuring Talon's heartbeat path end to end: protocol, the
+// coordinator, its store and the backend. After an unavailable answer a
+// writer backs off about Backoff, like a real worker, instead of spinning;
+// those count as BackedOff.
+func Heartbeats(ctx context.Context, o HeartbeatOptions) (Result, error) {
+	if len(o.Coordinators) == 0 || o.Writers < 1 {
+		return Result{}, errors.New("heartbeats: need coordinators and at least one writer")
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultBackoff
+	}
+	if o.NodePrefix == "" {
+		o.NodePrefix = "bench-hb-"
+	}
+	clients := make([]*client.Client, o.Writers)
+	recs := make([]*cluster.Record, o.Writers)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for w := range o.Writers {
+		cl, err := client.New(client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS})
+		if err != nil {
+			return Result{}, err
+		}
+		clients[w] = cl
+		recs[w] = Record(o.ClusterID, fmt.Sprintf("%s%05d", o.NodePrefix, w), 1)
+	}
+	err := parallel(ctx, o.Writers, 64, func(ctx context.Context, w int) error {
+		msg, err := protocol.NewRegister(recs[w])
+		if err != nil {
+			return err
+		}
+		// A loaded coordinator may shed a registration: retry those.
+		for attempt := 0; ; attempt++ {
+			resp, err := clients[w].Call(ctx, msg)
+			if err == nil {
+				return accepted(resp)
+			}
+			if !protocol.Retryable(err) || attempt == 20 || ctx.Err() != nil {
+				return fmt.Errorf("register simulated worker %s: %w", recs[w].NodeID, err)
+			}
+			Backoff(ctx, o.Backoff)
+		}
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if o.Registered != nil {
+		o.Registered()
+	}
+	return Run(ctx, o.Writers, o.Duration, func(ctx context.Context, w int) error {
+		recs[w].HeartbeatSeq++
+		msg, err := protocol.NewHeartbeat(recs[w])
+		if err != nil {
+			return err
+		}
+		resp, err := clients[w].Call(ctx, msg)
+		if err != nil {
+			if protocol.IsCode(err, protocol.CodeUnavailable) {
+				Backoff(ctx, o.Backoff)
+				return fmt.Errorf("%w: %v", ErrBackedOff, err)
+			}
+			return err
+		}
+		return accepted(resp)
+	}), nil
+}
+
+// accepted returns nil for an accepted Ack and a coded error for anything
+// else.
+func accepted(resp protocol.Message) error {
+	a, ok := resp.(*protocol.Ack)
+	if !ok {
+		return &codedError{code: "unexpected_reply", err: fmt.Errorf("reply %T", resp)}
+	}
+	if a.Outcome != protocol.OutcomeAccepted {
+		return &codedError{code: "outcome_" + a.Outcome.String(), err: fmt.Errorf("outcome %s", a.Outcome)}
+	}
+	return nil
+}
+
+// LookupOptions configures Lookups.
+type LookupOptions struct {
+	Coordinators []string
+	// Callers is the number of concurrent callers, each with its own
+	// pooled connection.
+	Callers  int
+	Duration time.Duration
+	// Keys is the number of distinct keys looked up at random.
+	Keys     int
+	Replicas int
+	TLS      *tls.Config
+}
+
+// Lookups sends placement lookups for random keys from Callers goroutines
+// for Duration, without the client-side cache, and measures them. The
+// first lookup must succeed (the cluster has workers and is ready).
+func Lookups(ctx context.Context, o LookupOptions) (Result, error) {
+	cl, err := client.New(client.Options{Coordinators: o.Coordinators, MaxIdleConns: o.Callers, Retries: -1, TLS: o.TLS})
+	if err != nil {
+		return Result{}, err
+	}
+	defer cl.Close()
+	if _, err := cl.Lookup(ctx, "warm-up", o.Replicas); err != nil {
+		return Result{}, fmt.Errorf("first lookup failed; is the cluster up with workers? %w", err)
+	}
+	rngs := make([]*rand.Rand, o.Callers)
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(uint64(i), 1))
+	}
+	return Run(ctx, o.Callers, o.Duration, func(ctx context.Context, c int) error {
+		_, err := cl.Lookup(ctx, fmt.Sprintf("bench/object-%d#0", rngs[c].IntN(o.Keys)), o.Replicas)
+		return err
+	}), nil
+}
+
+// Upserter is the part of a state.Store that Seed needs.
+type Upserter interface {
+	UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error)
+}
+
+// Seed writes workers simulated worker records (the typical record, each
+// with its own address) of clusterID into s with leaseTTL, so a
+// coordinator on s has workers to place keys on.
+func Seed(ctx context.Context, s Upserter, clusterID string, workers int, leaseTTL time.Duration) error {
+	return parallel(ctx, workers, 64, func(ctx context.Context, i int) error {
+		rec := Record(clusterID, fmt.Sprintf("worker-%05d", i), 1)
+		rec.Address = fmt.Sprintf("10.%d.%d.%d:7500", i/65536, i/256%256, i%256)
+		if _, err := s.UpsertNode(ctx, rec, leaseTTL); err != nil {
+			return fmt.Errorf("seed worker %s: %w", rec.NodeID, err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,355 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// marshalV1 is the stored form as it was written before appendRecord:
+// encoding/json's Marshal of the envelope.
+func marshalV1(t testing.TB, r *Record) []byte {
+	t.Helper()
+	b, err := json.Marshal(envelope{SchemaVersion: SchemaVersion, Record: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// codecRecords are records whose encodings must not change: the typical
+// heartbeat, the limits, and the characters JSON escapes.
+func codecRecords() map[string]*Record {
+	recs := map[string]*Record{
+		"valid":     validRecord(),
+		"heartbeat": heartbeatRecord(42, 7),
+		"max":       maxRecord(),
+	}
+	r := validRecord()
+	r.Labels = nil
+	recs["nil labels"] = r
+	r = validRecord()
+	r.Labels = map[string]string{}
+	recs["empty labels"] = r
+	r = validRecord()
+	r.Labels = map[string]string{
+		"html":    `<script>&"quoted"</script>`,
+		"slash":   `back\slash /slash`,
+		"unicode": "zürich 東京 🚀 ß",
+		"lsep":    "a\u2028b\u2029c",
+		"empty":   "",
+		"zone":    "eu-west-1a",
+		"a.b/c-d": "e_f",
+	}
+	r.Version = `v1 <dev> & "nightly"`
+	r.IncarnationID = "inc-ü-\u2028"
+	recs["escapes"] = r
+	r = validRecord()
+	r.Counters = Counters{}
+	r.Capacity = Capacity{}
+	r.StartTimeUnixMs, r.UpdatedAtUnixMs, r.HeartbeatSeq = 0, 0, 0
+	r.AdminAddress = ""
+	r.Ready = false
+	recs["zero counters"] = r
+	r = validRecord()
+	r.Capacity = Capacity{CapacityBytes: math.MaxUint64, ResidentBytes: math.MaxUint64, Blocks: 1, Pages: 2, InflightLoads: 3, StoreHealthy: true}
+	r.Counters = Counters{math.MaxUint64, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	r.StartTimeUnixMs, r.UpdatedAtUnixMs, r.HeartbeatSeq = math.MaxInt64, math.MaxInt64, math.MaxUint64
+	r.Generation = math.MaxUint64
+	r.Superseded = []string{"a", "b<c", "d"}
+	r.Role = RoleCoordinator
+	r.Health = HealthDegraded
+	recs["every field"] = r
+	r = maxRecord()
+	for k := range r.Labels {
+		r.Labels[k] = strings.Repeat("<", MaxLabelValueBytes)
+	}
+	recs["escaped max"] = r // over the size limit: Encode refuses it
+	return recs
+}
+
+func TestAppendRecordMatchesMarshal(t *testing.T) {
+	for name, r := range codecRecords() {
+		t.Run(name, func(t *testing.T) {
+			want := marshalV1(t, r)
+			if got := appendRecord(nil, r); !bytes.Equal(got, want) {
+				t.Fatalf("appendRecord:\n got %s\nwant %s", got, want)
+			}
+			if !bytes.HasPrefix(want, canonicalPrefix) {
+				t.Fatalf("encoding does not start with %s", canonicalPrefix)
+			}
+			got, err := Encode(r)
+			if len(want) > MaxRecordBytes {
+				var fe *FieldError
+				if !errors.As(err, &fe) || fe.Field != "record" {
+					t.Fatalf("Encode(%d bytes) = %v, want the record size error", len(want), err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("Encode:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// TestAppendRecordCoversEveryField fills every field of Record with
+// random values by reflection, so a field added to Record (or a changed
+// tag) that appendRecord does not write the same way fails here.
+func TestAppendRecordCoversEveryField(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		var r Record
+		fill(rng, reflect.ValueOf(&r).Elem())
+		want := marshalV1(t, &r)
+		if got := appendRecord(nil, &r); !bytes.Equal(got, want) {
+			t.Fatalf("record %d: appendRecord:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// fill sets v to a random value, zero about a quarter of the time so that
+// omitempty is exercised.
+func fill(rng *rand.Rand, v reflect.Value) {
+	if rng.IntN(4) == 0 {
+		v.SetZero()
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(randString(rng))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int64:
+		v.SetInt(rng.Int64() - math.MaxInt64/2)
+	case reflect.Uint64:
+		v.SetUint(rng.Uint64() >> rng.IntN(64))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(rng, v.Field(i))
+		}
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for range rng.IntN(MaxLabels + 2) {
+			m.SetMapIndex(reflect.ValueOf(randString(rng)), reflect.ValueOf(randString(rng)))
+		}
+		v.Set(m)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), rng.IntN(5), rng.IntN(5)+5)
+		for i := range s.Len() {
+			fill(rng, s.Index(i))
+		}
+		v.Set(s)
+	default:
+		panic(fmt.Sprintf("fill: add a case for %v", v.Type()))
+	}
+}
+
+func randString(rng *rand.Rand) string {
+	const alphabet = "abcXYZ019 .-_/<>&\"\\\x00\x1f\x7f\u00e9\u2028\u2029\u202e\U0001F680\xff\xc3"
+	runes := []rune(alphabet)
+	var sb strings.Builder
+	for range rng.IntN(12) {
+		if rng.IntN(8) == 0 {
+			sb.WriteByte(byte(rng.IntN(256))) // any byte, invalid UTF-8 included
+			continue
+		}
+		sb.WriteRune(runes[rng.IntN(len(runes))])
+	}
+	return sb.String()
+}
+
+// FuzzAppendString holds appendString to encoding/json's string encoding
+// for arbitrary bytes.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", `"\`, "<>&", "\u2028\u2029", "\x00\x1f\x7f", "\xff\xc3(", "é東🚀"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// decodeV1 is Decode as it was before go-json-experiment, on
+// encoding/json: the reference FuzzDecodeDifferential compares with. It
+// also reports whether the input had data after the first JSON value that
+// the old Decoder.More check let through (a '}' or ']'): Decode now refuses
+// that, deliberately.
+func decodeV1(b []byte) (r *Record, err error, lenientTrailer bool) {
+	if len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: too large", ErrMalformed), false
+	}
+	if !bytes.HasPrefix(b, canonicalPrefix) {
+		var probe versionProbe
+		if err := json.Unmarshal(b, &probe); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err), false
+		}
+		if probe.SchemaVersion == nil {
+			return nil, fmt.Errorf("%w: schemaVersion is missing", ErrMalformed), false
+		}
+		if *probe.SchemaVersion != SchemaVersion {
+			return nil, &VersionError{Version: *probe.SchemaVersion}, false
+		}
+	}
+	r = &Record{}
+	env := envelope{Record: r}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&env); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err), false
+	}
+	if env.SchemaVersion != SchemaVersion {
+		return nil, &VersionError{Version: env.SchemaVersion}, false
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the record", ErrMalformed), false
+	}
+	lenientTrailer = len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) > 0
+	if err := r.ValidateFields(); err != nil {
+		return nil, err, lenientTrailer
+	}
+	return r, nil, lenientTrailer
+}
+
+// errorClass names the sentinel an error wraps, and the version of a
+// VersionError.
+func errorClass(err error) string {
+	var ve *VersionError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &ve):
+		return fmt.Sprintf("version %d", ve.Version)
+	case errors.Is(err, ErrMalformed):
+		return "malformed"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	}
+	return "other: " + err.Error()
+}
+
+func checkSameDecode(t *testing.T, b []byte) {
+	t.Helper()
+	want, wantErr, lenient := decodeV1(b)
+	got, gotErr := Decode(b)
+	if lenient {
+		// The one deliberate difference: data after the record is
+		// refused even when it starts with '}' or ']'.
+		if !errors.Is(gotErr, ErrMalformed) {
+			t.Fatalf("Decode(%q) with trailing data = %v, want ErrMalformed", b, gotErr)
+		}
+		return
+	}
+	if gc, wc := errorClass(gotErr), errorClass(wantErr); gc != wc {
+		t.Fatalf("Decode(%q) error = %v (%s), encoding/json gave %v (%s)", b, gotErr, gc, wantErr, wc)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode(%q) =\n %#v\nencoding/json gave\n %#v", b, got, want)
+	}
+}
+
+// FuzzDecodeDifferential checks that Decode accepts and refuses what the
+// encoding/json decoder did, with the same error class and the same
+// record.
+func FuzzDecodeDifferential(f *testing.F) {
+	for _, r := range codecRecords() {
+		f.Add(appendRecord(nil, r))
+	}
+	for _, s := range decodeCases() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkSameDecode(t, b)
+	})
+}
+
+// decodeCases are inputs on which encoding/json v1's quirks show.
+func decodeCases() []string {
+	good := string(appendRecord(nil, validRecord()))
+	body := good[len(canonicalPrefix):]
+	return []string{
+		good,
+		`{"schemaVersion":1}`,
+		`{"schemaVersion":2}`,
+		`{}`,
+		good + "}",
+		good + " ]",
+		good + " x",
+		good + "{}",
+		good + " \n",
+		`{"schemaVersion":1,"schemaVersion":2,` + body,
+		`{"schemaVersion":1,"schemaVersion":2,` + body + "x",
+		`{"schemaVersion":1,"schemaVersion":null,` + body,
+		`{"SchemaVersion":1,` + body,
+		`{"SCHEMAVERSION":2,` + body,
+		`{"ſchemaVersion":1,` + body, // U+017F folds to 's'
+		`{"schema_version":1,` + body,
+		strings.Replace(good, `"nodeId"`, `"NodeID"`, 1),
+		strings.Replace(good, `"nodeId"`, `"node_id"`, 1),
+		strings.Replace(good, `"nodeId":"worker-1"`, `"nodeId":"worker-1","nodeid":"worker-2"`, 1),
+		strings.Replace(good, `"nodeId":"worker-1"`, `"nodeId":"worker-1","nodeId":null`, 1),
+		strings.Replace(good, `"labels":{`, `"labels":{"a":"1"},"labels":{`, 1),
+		strings.Replace(good, `"labels":{`, `"labels":{"k":null,`, 1),
+		strings.Replace(good, `"labels":{`, `"labels":null,"labels":{`, 1),
+		strings.Replace(good, `"capacity":{`, `"capacity":{"blocks":9},"capacity":{`, 1),
+		strings.Replace(good, `"capacity":{`, `"capacity":null,"capacity":{`, 1),
+		strings.Replace(good, `"ready":true`, `"ready":null`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":7.0`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":-7`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":1e3`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":18446744073709551616`, 1),
+		strings.Replace(good, `"version":"v1.2.3"`, "\"version\":\"v1\xff\"", 1), // invalid UTF-8 becomes U+FFFD
+		strings.Replace(good, `"version":"v1.2.3"`, `"version":"v1\ud800"`, 1),
+		strings.Replace(good, `"version":"v1.2.3"`, `"version":"v\u0031"`, 1),
+		strings.Replace(good, `"labels":{`, `"superseded":["a"],"superseded":["b","c"],"labels":{`, 1),
+		strings.Replace(good, `"labels":{`, `"superseded":["a","b"],"superseded":null,"labels":{`, 1),
+		strings.Replace(good, `"labels":{`, `"futureField":{"a":[1,2,{"b":null}]},"labels":{`, 1),
+		strings.Replace(good, `"role":"worker"`, `"role":"boss"`, 1),
+		strings.Replace(good, `"heartbeatSeq":7`, `"heartbeatSeq":"7"`, 1),
+		`{"schemaVersion":1,"nodeId":12345}`,
+		`{"schemaVersion":2,"nodeId":12345,"labels":"not a map"}`,
+		` {"schemaVersion":1,` + body,
+		`{"schemaVersion":1.0,` + body,
+		`{"schemaVersion":"1",` + body,
+		`{"schemaVersion":1,` + body[:len(body)/2],
+		"\x00\x01",
+		"",
+		"null",
+		`[]`,
+	}
+}
+
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	for i, s := range decodeCases() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkSameDecode(t, []byte(s)) })
+	}
+}
+
+// FuzzValidateText holds the allocation-free textOK to the rules
+// textError reports.
+func FuzzValidateText(f *testing.F) {
+	for _, s := range []string{"", "v1.2.3", "a\nb", "x\u007f", "\u0085", "a\u202eb", "\xff", "é東🚀", strings.Repeat("v", 300)} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, required bool) {
+		ok := textOK(s, MaxVersionBytes, required)
+		err := textError("version", s, MaxVersionBytes, required)
+		if ok != (err == nil) {
+			t.Fatalf("textOK(%q) = %v, textError = %v", s, ok, err)
+		}
+	})
+}

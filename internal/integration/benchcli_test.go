@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/talonhq/talon/internal/app"
+	"github.com/talonhq/talon/internal/testenv"
+)
+
+// textRate returns the ops/s column of the row of a bench table that
+// starts with name, or -1.
+func textRate(out, name string) float64 {
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				v, err := strconv.ParseFloat(f[0], 64)
+				if err == nil {
+					return v
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// checkHeartbeatReport parses -o json output of talon bench heartbeats and
+// checks both phases measured something.
+func checkHeartbeatReport(t *testing.T, out, backend string, writers int) app.HeartbeatReport {
+	t.Helper()
+	var rep app.HeartbeatReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if rep.Backend != backend || rep.Writers != writers || rep.Coordinators != 2 ||
+		rep.Raw.PerSecond <= 0 || rep.Talon.PerSecond <= 0 || rep.Raw.Ops <= 0 || rep.Talon.Ops <= 0 ||
+		rep.Raw.P50Ms <= 0 || rep.Talon.P99Ms < rep.Talon.P50Ms || rep.Ratio <= 0 ||
+		rep.RawCreated <= 0 || rep.TalonCreated < writers {
+		t.Fatalf("report %+v", rep)
+	}
+	return rep
+}
+
+// TestBenchCommandsOnEtcd runs talon bench heartbeats and talon bench
+// lookups --backend against a real etcd over TLS with client certificates,
+// and checks that they leave nothing behind.
+func TestBenchCommandsOnEtcd(t *testing.T) {
+	skipShort(t)
+	e := testenv.StartEtcd(t, testenv.EtcdOptions{ClientCertAuth: true})
+	f := e.TLSFiles()
+	conn := []string{"--etcd-endpoints", strings.Join(e.Endpoints(), ","), "--etcd-prefix", "/it-bench",
+		"--etcd-ca-file", f.CAFile, "--etcd-cert-file", f.CertFile, "--etcd-key-file", f.KeyFile}
+
+	r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "2s", "--writers", "20"}, conn...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
+	if raw, talon := textRate(r.stdout, "raw etcd"), textRate(r.stdout, "talon"); raw <= 0 || talon <= 0 || !strings.Contains(r.stdout, "leases granted") || !strings.Contains(r.stdout, "ratio talon/raw") {
+		t.Fatalf("raw %v talon %v in\n%s", raw, talon, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "cleanup: deleted") {
+		t.Fatalf("no cleanup reported: %s", r.stderr)
+	}
+
+	prof := filepath.Join(t.TempDir(), "talon.pprof")
+	r = runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "2s", "--writers", "20", "-o", "json", "--cpuprofile", prof}, conn...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
+	checkHeartbeatReport(t, r.stdout, "etcd", 20)
+	// A CPU profile is a gzipped protocol buffer (go tool pprof reads it).
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 64 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote %d bytes, not a gzipped profile: %v", len(b), err)
+	}
+	if r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "1s", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")}, conn...)...); r.code == 0 || !strings.Contains(r.stderr, "--cpuprofile") {
+		t.Fatalf("--cpuprofile into a missing directory: exit %d, stderr %s", r.code, r.stderr)
+	}
+
+	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "etcd", "--duration", "1s", "--workers", "200", "-o", "json"}, conn...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
+	var lr app.LookupsReport
+	if err := json.Unmarshal([]byte(r.stdout), &lr); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(lr.Backends) != 2 || lr.Backends[0].Backend != "memory" || lr.Backends[1].Backend != "etcd" ||
+		lr.Backends[0].Lookups.PerSecond <= 0 || lr.Backends[1].Lookups.PerSecond <= 0 || lr.Backends[1].RatioToMemory <= 0 {
+		t.Fatalf("report %+v", lr)
+	}
+
+	// Every run removed its keys and leases.
+	cli := e.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	left, err := cli.Get(ctx, "/it-bench/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left.Count != 0 {
+		t.Fatalf("%d keys left under /it-bench/", left.Count)
+	}
+}
+
+// TestBenchCommandsOnKubernetes runs talon bench heartbeats and talon
+// bench lookups --backend against a real kube-apiserver.
+func TestBenchCommandsOnKubernetes(t *testing.T) {
+	skipShort(t)
+	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
+	kubeconfig := k.WriteKubeconfig(t, k.AdminToken())
+	conn := []string{"--kubeconfig", kubeconfig, "--kube-namespace", "it-bench"}
+
+	r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "kubernetes", "--duration", "2s", "--writers", "20", "-o", "json"}, conn...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
+	rep := checkHeartbeatReport(t, r.stdout, "kubernetes", 20)
+	if rep.Created != "Lease objects" || rep.RawCreated != 20 {
+		t.Fatalf("created %q raw %d", rep.Created, rep.RawCreated)
+	}
+
+	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "kubernetes", "--duration", "1s", "--workers", "100"}, conn...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
+	if m, kr := textRate(r.stdout, "memory"), textRate(r.stdout, "kubernetes"); m <= 0 || kr <= 0 {
+		t.Fatalf("memory %v kubernetes %v in\n%s", m, kr, r.stdout)
+	}
+
+	// Every run deleted its Leases and its namespace (without a namespace
+	// controller the namespace may stay Terminating, but empty).
+	cs, err := kubernetes.NewForConfig(k.RestConfig(k.AdminToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leases, err := cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		if strings.HasPrefix(l.Namespace, "it-bench-") {
+			t.Errorf("Lease %s/%s left behind", l.Namespace, l.Name)
+		}
+	}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range nss.Items {
+		if strings.HasPrefix(ns.Name, "it-bench-") && ns.DeletionTimestamp == nil {
+			t.Errorf("namespace %s not deleted", ns.Name)
+		}
+	}
+}
