@@ -276,8 +276,16 @@ func (e *benchEnv) coordinatorConfig(b, nodeID string, records int) (*config.Con
 		c.Limits.MaxConnections = max(c.Limits.MaxConnections, records+256)
 		c.Etcd = e.opts.Etcd
 		c.Etcd.Prefix = e.etcdPrefix + "/talon"
+		loaded := c.Kube
 		c.Kube = e.opts.Kube
 		c.Kube.Namespace = e.namespace
+		// Write admission left zero keeps the coordinator's defaults.
+		if c.Kube.MaxInflightWrites == 0 {
+			c.Kube.MaxInflightWrites = loaded.MaxInflightWrites
+		}
+		if c.Kube.AdmissionWait == 0 {
+			c.Kube.AdmissionWait = loaded.AdmissionWait
+		}
 		c.LogLevel = "error"
 	})
 }

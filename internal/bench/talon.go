@@ -168,14 +168,23 @@ type Upserter interface {
 
 // Seed writes workers simulated worker records (the typical record, each
 // with its own address) of clusterID into s with leaseTTL, so a
-// coordinator on s has workers to place keys on.
+// coordinator on s has workers to place keys on. A write the store sheds
+// (a retryable error, such as the Kubernetes backend's write admission
+// refusing past its in-flight limit) is retried after DefaultBackoff, up
+// to 20 times.
 func Seed(ctx context.Context, s Upserter, clusterID string, workers int, leaseTTL time.Duration) error {
 	return parallel(ctx, workers, 64, func(ctx context.Context, i int) error {
 		rec := Record(clusterID, fmt.Sprintf("worker-%05d", i), 1)
 		rec.Address = fmt.Sprintf("10.%d.%d.%d:7500", i/65536, i/256%256, i%256)
-		if _, err := s.UpsertNode(ctx, rec, leaseTTL); err != nil {
-			return fmt.Errorf("seed worker %s: %w", rec.NodeID, err)
+		for attempt := 0; ; attempt++ {
+			_, err := s.UpsertNode(ctx, rec, leaseTTL)
+			if err == nil {
+				return nil
+			}
+			if !state.Retryable(err) || attempt == 20 || ctx.Err() != nil {
+				return fmt.Errorf("seed worker %s: %w", rec.NodeID, err)
+			}
+			Backoff(ctx, DefaultBackoff)
 		}
-		return nil
 	})
 }
