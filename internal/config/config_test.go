@@ -57,7 +57,7 @@ func TestDefaults(t *testing.T) {
 	if c.StateBackend != BackendMemory || c.Listen != ":7400" || c.AdminListen != ":7401" {
 		t.Fatalf("defaults = %+v", c)
 	}
-	if c.Kube.MaxInflightWrites != 32 || c.Kube.AdmissionWait != 50*time.Millisecond {
+	if c.Kube.MaxInflightWrites != 16 || c.Kube.AdmissionWait != 50*time.Millisecond {
 		t.Fatalf("kube admission defaults = %d %v", c.Kube.MaxInflightWrites, c.Kube.AdmissionWait)
 	}
 	w, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1")

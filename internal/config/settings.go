@@ -151,7 +151,7 @@ var settings = []setting{
 	{name: "kube-burst", kind: kindInt, roles: forCoordinator, def: constant("800"),
 		usage: "Kubernetes client burst",
 		set:   func(c *Config, v any) { c.Kube.Burst = v.(int) }},
-	{name: "kube-max-inflight-writes", kind: kindInt, roles: forCoordinator, def: constant("32"),
+	{name: "kube-max-inflight-writes", kind: kindInt, roles: forCoordinator, def: constant("16"),
 		usage: "Lease writes (registrations, heartbeats, removals) at the Kubernetes API server at once; more wait kube-admission-wait, then are refused with the retryable unavailable code, so the writes admitted stay fast under saturation",
 		set:   func(c *Config, v any) { c.Kube.MaxInflightWrites = v.(int) }},
 	{name: "kube-admission-wait", kind: kindDuration, roles: forCoordinator, def: constant("50ms"),

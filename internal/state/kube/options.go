@@ -41,13 +41,16 @@ const (
 	// DefaultMaxInflightWrites bounds the Lease writes one store has in
 	// flight, and DefaultAdmissionWait how long a write waits for a slot
 	// before it is refused as unavailable. Measured on a saturated
-	// kube-apiserver (make bench-report, Kubernetes row): past a few dozen
-	// writes in flight per coordinator the API server's throughput no
-	// longer grows, only its queue and so every write's latency; with 32
-	// and 50 ms the writes admitted keep their p99 well under the 250 ms
-	// goal while the throughput stays near that of unbounded raw updates.
-	// Refused writes cost the caller a retry after its backoff.
-	DefaultMaxInflightWrites = 32
+	// kube-apiserver (TestKubeHeartbeatBench: 200 closed-loop writers, two
+	// coordinators, a 2-core machine at load 4): with no limit admitted
+	// heartbeats had p99 about 0.7 s; 32 slots brought p99 to about 0.3 s,
+	// 24 to 0.26-0.3 s, 16 to 0.17-0.21 s at 64-69% of the raw Lease update
+	// rate. Past a few dozen writes in flight the API server's throughput
+	// no longer grows, only its queue and so every write's latency. With
+	// 16 slots and writes of 50 ms one coordinator still carries 320
+	// heartbeats a second, above the ADR's reference load (1,000 workers
+	// every 5 s). Refused writes cost the caller a retry after its backoff.
+	DefaultMaxInflightWrites = 16
 	DefaultAdmissionWait     = 50 * time.Millisecond
 	// userAgent identifies Talon in API server audit logs.
 	userAgent = "talon-state-kube"
