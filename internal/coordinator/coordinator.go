@@ -758,7 +758,14 @@ func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
 func (c *Coordinator) heartbeatLoop(ctx context.Context) {
 	var seq uint64
 	register := true
-	t := time.NewTicker(c.opts.Timing.HeartbeatInterval)
+	interval := c.opts.Timing.HeartbeatInterval
+	// retry is the wait after a failed write: a store that sheds load
+	// (state.ErrUnavailable) or times out is tried again soon, not a whole
+	// interval later, so a coordinator starting under saturation registers
+	// (and turns ready) within a few backoffs. It doubles up to the interval.
+	const firstRetry = 100 * time.Millisecond
+	retry := firstRetry
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		var opts []state.UpsertOption
@@ -772,10 +779,14 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context) {
 		res, err := c.opts.Store.UpsertNode(wctx, rec, c.opts.Timing.LeaseTTL, opts...)
 		cancel()
 		c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
+		wait := interval
 		switch {
 		case err != nil:
 			c.noteStoreError("upsert", err)
+			wait = min(retry, interval)
+			retry = min(2*retry, interval)
 		case res.Outcome == state.OutcomeAccepted || res.Outcome == state.OutcomeDuplicate:
+			retry = firstRetry
 			register = false
 			c.setRefusal("")
 			c.mu.Lock()
@@ -797,6 +808,7 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context) {
 			c.setRefusal(reason)
 			register = true
 		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return

@@ -3,11 +3,13 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -534,4 +536,61 @@ func TestRecoveryGraceHoldsPlacement(t *testing.T) {
 	if _, err := lookup(); !protocol.IsCode(err, protocol.CodeNoWorkers) {
 		t.Fatalf("after the grace: %v, want no_workers", err)
 	}
+}
+
+// sheddingStore refuses the coordinator's own writes with ErrUnavailable
+// while shed is set, as a store applying write admission does.
+type sheddingStore struct {
+	*memory.Store
+	shed    atomic.Bool
+	refused atomic.Int64
+}
+
+func (s *sheddingStore) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	if rec.Role == cluster.RoleCoordinator && s.shed.Load() {
+		s.refused.Add(1)
+		return state.WriteResult{}, fmt.Errorf("write admission: %w", state.ErrUnavailable)
+	}
+	return s.Store.UpsertNode(ctx, rec, ttl, opts...)
+}
+
+// TestOwnRecordRetriedSoonAfterShedding checks that a coordinator whose own
+// registration the store sheds tries again within backoffs (from 100 ms,
+// doubling), not only at its next heartbeat interval, so it turns ready
+// soon after the store takes writes again.
+func TestOwnRecordRetriedSoonAfterShedding(t *testing.T) {
+	store := &sheddingStore{Store: memory.New(memory.Options{})}
+	store.shed.Store(true)
+	timing := cluster.Timing{HeartbeatInterval: 10 * time.Second, UnhealthyAfter: 30 * time.Second, LeaseTTL: time.Minute}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	proc, err := metrics.NewProcess(reg, "coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{
+		ClusterID: "test", NodeID: "coord-a", Timing: timing,
+		RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
+		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock: time.Now, Registerer: reg, Process: proc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "two refused registrations", func() bool { return store.refused.Load() >= 2 })
+	if c.Readiness().Ready {
+		t.Fatal("ready although its own record was never accepted")
+	}
+	store.shed.Store(false)
+	// The next retry is at most a few hundred milliseconds away, far
+	// within waitFor's 5 s and far below the 10 s interval.
+	waitFor(t, "ready after the store takes writes again", func() bool { return c.Readiness().Ready })
 }
