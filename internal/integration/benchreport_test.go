@@ -146,21 +146,25 @@ func TestBenchReport(t *testing.T) {
 	logFailures(t, "talon kube heartbeats", hb.TalonResult)
 	add(rateRow("Kubernetes Lease heartbeats, 200 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.6, 0, 250*time.Millisecond))
 
-	// Lookups with 1,000 workers on memory, etcd and Kubernetes, 32
-	// callers over pooled connections.
-	lk, err := app.BenchLookupBackends(ctx, app.BenchOptions{Backends: []string{"memory", "etcd", "kubernetes"}, Workers: 1000, Conn: conn,
-		Concurrency: 32, Duration: phase / 2, Keys: 100000, Replicas: 3}, progress, log)
-	if err != nil {
-		t.Fatal(err)
+	// Lookups with 1,000 workers on memory, etcd and Kubernetes, from 32
+	// and from 128 callers over pooled connections: a coordinator's
+	// revision probe is shared by the lookups that arrive while one is in
+	// flight, so more callers share each probe.
+	for _, callers := range []int{32, 128} {
+		lk, err := app.BenchLookupBackends(ctx, app.BenchOptions{Backends: []string{"memory", "etcd", "kubernetes"}, Workers: 1000, Conn: conn,
+			Concurrency: callers, Duration: phase / 2, Keys: 100000, Replicas: 3}, progress, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ml, el, kl := lk.Backends[0].Result, lk.Backends[1].Result, lk.Backends[2].Result
+		for _, b := range lk.Backends {
+			logFailures(t, "lookups on "+b.Backend, b.Result)
+		}
+		add(reportRow{path: fmt.Sprintf("lookups over the protocol, 1,000 workers, %d callers: etcd (memory as the limit)", callers), talon: fmt.Sprintf("%.0f/s", el.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
+			ratio: fmt.Sprintf("%.2f", el.PerSecond()/ml.PerSecond()), goal: ">=30000/s on etcd", met: el.PerSecond() >= 30000})
+		add(reportRow{path: fmt.Sprintf("lookups over the protocol, 1,000 workers, %d callers: Kubernetes (memory as the limit)", callers), talon: fmt.Sprintf("%.0f/s", kl.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
+			ratio: fmt.Sprintf("%.2f", kl.PerSecond()/ml.PerSecond()), goal: "(no goal)", met: true})
 	}
-	ml, el, kl := lk.Backends[0].Result, lk.Backends[1].Result, lk.Backends[2].Result
-	for _, b := range lk.Backends {
-		logFailures(t, "lookups on "+b.Backend, b.Result)
-	}
-	add(reportRow{path: "lookups over the protocol, 1,000 workers: etcd (memory as the limit)", talon: fmt.Sprintf("%.0f/s", el.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
-		ratio: fmt.Sprintf("%.2f", el.PerSecond()/ml.PerSecond()), goal: ">=30000/s on etcd", met: el.PerSecond() >= 30000})
-	add(reportRow{path: "lookups over the protocol, 1,000 workers: Kubernetes (memory as the limit)", talon: fmt.Sprintf("%.0f/s", kl.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
-		ratio: fmt.Sprintf("%.2f", kl.PerSecond()/ml.PerSecond()), goal: "(no goal)", met: true})
 	finishReport(t, rows, e)
 }
 
