@@ -58,6 +58,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 		o.RequestTimeout = cfg.RequestTimeout
 		o.Prefix = cfg.Etcd.Prefix
 		o.Logger = log
+		o.Registerer = reg
 		return etcd.New(ctx, o)
 	case config.BackendKubernetes:
 		return kube.New(ctx, kube.Options{

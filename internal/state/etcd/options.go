@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"google.golang.org/grpc"
 )
@@ -56,6 +57,9 @@ type Options struct {
 	Clock func() time.Time `json:"-"`
 	// Logger receives the store's diagnostics. Default: discard.
 	Logger *slog.Logger `json:"-"`
+	// Registerer, when set, receives the store's counters (Stats) as
+	// talon_state_etcd_* metrics; Close unregisters them.
+	Registerer prometheus.Registerer `json:"-"`
 
 	// dialOptions are appended to the gRPC dial options; tests use them to
 	// count requests.

@@ -50,8 +50,9 @@ type Store struct {
 	// list built against other leases is rebuilt.
 	leaseGen atomic.Uint64
 
-	memo   decodeMemo // record versions decoded or written lately; safe for concurrent use
-	commit *committer // group commit of UpsertNode's puts
+	memo      decodeMemo      // record versions decoded or written lately; safe for concurrent use
+	commit    *committer      // group commit of UpsertNode's puts
+	collector *statsCollector // registered with Options.Registerer; nil without
 
 	// minTTL is the smallest lease TTL etcd has granted when asked for
 	// less (its floor), 0 until seen; it tells a lease granted elsewhere for
@@ -140,6 +141,14 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// store (or its options) cannot show it.
 	s.opts.Password = ""
 	s.keeper = newKeeper(pb.NewLeaseClient(client.ActiveConnection()), lifetime, s.spawn, s.log)
+	if opts.Registerer != nil {
+		s.collector = newStatsCollector(s)
+		if err := opts.Registerer.Register(s.collector); err != nil {
+			stop()
+			_ = client.Close()
+			return nil, fmt.Errorf("etcd metrics: %w", err)
+		}
+	}
 	if opts.CacheSnapshots {
 		s.cache = newWatchCache(s)
 		s.spawn(s.cache.run)
@@ -163,6 +172,9 @@ func (s *Store) Close() error {
 	s.closeMu.Unlock()
 	s.stop()
 	s.wg.Wait()
+	if s.collector != nil {
+		s.opts.Registerer.Unregister(s.collector)
+	}
 	var errs []error
 	if s.cache != nil {
 		errs = append(errs, s.cache.close())

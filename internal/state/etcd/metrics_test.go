@@ -1,0 +1,89 @@
+package etcd
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/testenv"
+)
+
+// TestStatsMetrics checks that a store with a Registerer exports its
+// counters as talon_state_etcd_* metrics that follow Prometheus naming,
+// that they count what the store did, and that Close unregisters them.
+func TestStatsMetrics(t *testing.T) {
+	testenv.SkipIfShort(t)
+	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
+	ctx := testCtx(t)
+	reg := prometheus.NewRegistry()
+	o := optionsFor(e, true)
+	o.Registerer = reg
+	s, err := New(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCacheReady(t, s)
+	cid := uniqueCluster(t)
+	rec := record(cid, cluster.RoleWorker, "w", "i", 1)
+	if _, err := s.UpsertNode(ctx, rec, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rec.HeartbeatSeq = 2
+	if _, err := s.UpsertNode(ctx, rec, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Snapshot(ctx, cid); err != nil {
+		t.Fatal(err)
+	}
+
+	want := `
+# HELP talon_state_etcd_lease_requests_total Lease requests sent to etcd, by operation (grant, keepalive, revoke).
+# TYPE talon_state_etcd_lease_requests_total counter
+talon_state_etcd_lease_requests_total{operation="grant"} 1
+talon_state_etcd_lease_requests_total{operation="keepalive"} 1
+talon_state_etcd_lease_requests_total{operation="revoke"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "talon_state_etcd_lease_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 8 {
+		t.Fatalf("gathered %d metric families, want 8", len(mfs))
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	cacheSnaps := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "talon_state_etcd_snapshots_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "cache" {
+				cacheSnaps = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if cacheSnaps < 1 {
+		t.Fatalf("talon_state_etcd_snapshots_total{source=\"cache\"} = %v, want at least 1", cacheSnaps)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if mfs, _ := reg.Gather(); len(mfs) != 0 {
+		t.Fatalf("%d metric families left after Close", len(mfs))
+	}
+}
