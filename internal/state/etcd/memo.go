@@ -84,6 +84,11 @@ func (s *Store) decodeKV(kv *mvccpb.KeyValue, key cluster.Key, live bool) stored
 	slot := string(kv.Key)
 	if e := s.memo.get(slot, kv.ModRevision, kv.Value); e != nil && e.rec.Key() == key {
 		st.rec = s.stampObserved(slot, kv.ModRevision, e.rec, e.writerMs, live, true)
+		if e.modRev == 0 {
+			// A write in flight, found by value: remember its stamped
+			// version by revision, so the next consumer shares it.
+			s.memo.put(&memoEntry{slot: slot, modRev: kv.ModRevision, writerMs: e.writerMs, rec: st.rec})
+		}
 		return st
 	}
 	s.stats.decodes.Add(1)

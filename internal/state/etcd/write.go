@@ -173,8 +173,14 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		rev := res.rev
 		// This store saw its own write land: from now (or from when its
 		// watch event arrived, if that came first) the record ages here.
-		written := s.stampObserved(slotKey, rev, stamped, writerMs, false, true)
-		s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
+		written := stamped
+		if e := s.memo.get(slotKey, rev, nil); e != nil && e.modRev == rev {
+			written = e.rec // a watch delivered it first and stamped it
+		}
+		if w := s.stampObserved(slotKey, rev, written, writerMs, false, true); w != written {
+			written = w
+			s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
+		}
 		s.remember(slotKey, slotView{stored: stored{rec: written, modRev: rev, lease: lease}, asOf: rev})
 		if lease == w.granted {
 			s.putLease(lk, w.grantedRef)
