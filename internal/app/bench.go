@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -117,9 +116,7 @@ removed at the end unless --keep.`,
 				return err
 			}
 			if opts.Output == "json" {
-				e := json.NewEncoder(cmd.OutOrStdout())
-				e.SetIndent("", "  ")
-				return e.Encode(res.json(opts))
+				return writeIndentedJSON(cmd.OutOrStdout(), res.json(opts))
 			}
 			return res.Write(cmd.OutOrStdout(), opts)
 		},

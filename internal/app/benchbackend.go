@@ -220,6 +220,16 @@ func (e *benchEnv) where(b string) string {
 }
 
 // close removes what the run created, unless Keep, and closes the
+// cleanup closes e with a minute of its own, even when ctx was cancelled
+// (Ctrl-C), and joins its error into *err; callers defer it.
+func (e *benchEnv) cleanup(ctx context.Context, progress func(format string, a ...any), err *error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if cerr := e.close(cctx, progress); cerr != nil {
+		*err = errors.Join(*err, fmt.Errorf("cleanup: %w", cerr))
+	}
+}
+
 // clients. It reports what it removed on progress.
 func (e *benchEnv) close(ctx context.Context, progress func(format string, a ...any)) error {
 	var errs []error

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,14 +178,7 @@ func (o *HeartbeatBenchOptions) validate(environ []string) error {
 // o.Conn.Keep, and returns the report. progress receives one line per step.
 func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func(format string, a ...any), log *slog.Logger) (rep HeartbeatReport, err error) {
 	env := newBenchEnv(o.Conn, log)
-	defer func() {
-		// Cleanup runs even when ctx was cancelled (Ctrl-C).
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if cerr := env.close(cctx, progress); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
-		}
-	}()
+	defer env.cleanup(ctx, progress, &err)
 	rep = HeartbeatReport{Backend: o.Backend, Location: env.where(o.Backend), Writers: o.Writers, Coordinators: o.Coordinators,
 		PhaseSeconds: o.Duration.Seconds(), RecordBytes: bench.RecordBytes(), Kept: o.Conn.Keep}
 
@@ -266,9 +258,7 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 // Write prints the report as text (a table) or JSON.
 func (r HeartbeatReport) Write(w io.Writer, output string) error {
 	if output == "json" {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(r)
+		return writeIndentedJSON(w, r)
 	}
 	fmt.Fprintf(w, "heartbeats on %s (%s): %d writers, %d coordinators, %s per phase, %d-byte records\n\n",
 		r.Backend, r.Location, r.Writers, r.Coordinators, time.Duration(r.PhaseSeconds*float64(time.Second)), r.RecordBytes)

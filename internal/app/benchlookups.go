@@ -68,13 +68,7 @@ func (o *BenchOptions) validateBackends(environ []string) error {
 // and removes what it created unless o.Conn.Keep.
 func BenchLookupBackends(ctx context.Context, o BenchOptions, progress func(format string, a ...any), log *slog.Logger) (rep LookupsReport, err error) {
 	env := newBenchEnv(o.Conn, log)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if cerr := env.close(cctx, progress); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
-		}
-	}()
+	defer env.cleanup(ctx, progress, &err)
 	rep = LookupsReport{Workers: o.Workers, Concurrency: o.Concurrency, Replicas: o.Replicas, PhaseSeconds: o.Duration.Seconds(), Kept: o.Conn.Keep}
 	for _, b := range o.Backends {
 		row, err := lookupsOn(ctx, env, b, o, progress, log)
@@ -149,9 +143,7 @@ func lookupsOn(ctx context.Context, env *benchEnv, b string, o BenchOptions, pro
 // Write prints the report as one table, or JSON.
 func (r LookupsReport) Write(w io.Writer, output string) error {
 	if output == "json" {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(r)
+		return writeIndentedJSON(w, r)
 	}
 	fmt.Fprintf(w, "placement lookups, %d workers seeded per backend, %d callers, replicas %d, %s per backend\n\n",
 		r.Workers, r.Concurrency, r.Replicas, time.Duration(r.PhaseSeconds*float64(time.Second)))
@@ -174,4 +166,12 @@ func (r LookupsReport) Write(w io.Writer, output string) error {
 	}
 	_, err := fmt.Fprintln(w)
 	return err
+}
+
+// writeIndentedJSON writes v as indented JSON, the -o json form of the
+// bench reports.
+func writeIndentedJSON(w io.Writer, v any) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
 }

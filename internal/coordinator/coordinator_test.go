@@ -62,6 +62,17 @@ func startLimited(t *testing.T, store state.Store, drain time.Duration, limits L
 // startTimed is startLimited with its own heartbeat timing.
 func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Limits, timing cluster.Timing) *fixture {
 	t.Helper()
+	c, reg, addr := newTestCoordinator(t, store, timing, drain, limits)
+	stop := runUntilCleanup(t, c)
+	f := &fixture{c: c, reg: reg, addr: addr, stop: stop}
+	waitFor(t, "coordinator ready", func() bool { return c.Readiness().Ready })
+	return f
+}
+
+// newTestCoordinator builds (does not run) coordinator coord-a of cluster
+// "test" on a loopback listener over store.
+func newTestCoordinator(t *testing.T, store state.Store, timing cluster.Timing, drain time.Duration, limits Limits) (*Coordinator, *prometheus.Registry, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,11 +91,17 @@ func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Lim
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, reg, ln.Addr().String()
+}
+
+// runUntilCleanup runs c until the test ends or the returned stop is called.
+func runUntilCleanup(t *testing.T, c *Coordinator) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	var once sync.Once
-	stop := func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -93,9 +110,7 @@ func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Lim
 		})
 	}
 	t.Cleanup(stop)
-	f := &fixture{c: c, reg: reg, addr: ln.Addr().String(), stop: stop}
-	waitFor(t, "coordinator ready", func() bool { return c.Readiness().Ready })
-	return f
+	return stop
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -562,28 +577,8 @@ func TestOwnRecordRetriedSoonAfterShedding(t *testing.T) {
 	store := &sheddingStore{Store: memory.New(memory.Options{})}
 	store.shed.Store(true)
 	timing := cluster.Timing{HeartbeatInterval: 10 * time.Second, UnhealthyAfter: 30 * time.Second, LeaseTTL: time.Minute}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(Options{
-		ClusterID: "test", NodeID: "coord-a", Timing: timing,
-		RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
-		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Clock: time.Now, Registerer: reg, Process: proc,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c, _, _ := newTestCoordinator(t, store, timing, 0, Limits{})
+	runUntilCleanup(t, c)
 
 	waitFor(t, "two refused registrations", func() bool { return store.refused.Load() >= 2 })
 	if c.Readiness().Ready {

@@ -3,16 +3,10 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -20,26 +14,9 @@ import (
 // before or while Run starts; it gets ErrNotReady or a view, never a panic
 // or a race.
 func TestViewBeforeAndDuringRunStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := memory.New(memory.Options{})
 	defer store.Close()
-	c, err := New(Options{
-		ClusterID: "test", NodeID: "coord-a", Timing: testTiming,
-		RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
-		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Clock: time.Now, Registerer: reg, Process: proc,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := newTestCoordinator(t, store, testTiming, 0, Limits{})
 	if _, err := c.View(context.Background()); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("View before Run: %v, want ErrNotReady", err)
 	}

@@ -264,7 +264,7 @@ func loadAverage() string {
 // cacheHitRow reads a cached block through a real worker's data listener
 // (keep-alive, one block per request), the same bytes sent with sendfile
 // over a plain loopback TCP connection (the network ceiling, see
-// loopbackCeiling) and the same bytes read from the file, all three into
+// testsupport.Loopback) and the same bytes read from the file, all three into
 // one reused buffer with ReadFrom (so each is read(2)s straight into it),
 // in two rounds, so a burst of background load on a shared machine does
 // not fall on one of them only.
@@ -318,10 +318,14 @@ func cacheHitRow(t *testing.T) reportRow {
 		}
 		return n
 	}
-	sendLoopback := loopbackCeiling(t, filepath.Join(blobs, "hot.bin"), 4<<20)
+	lb := testsupport.NewLoopback(t, filepath.Join(blobs, "hot.bin"), 4<<20, datav1.CopyBufferSize)
 	loopback := func() int64 {
 		buf.Reset()
-		return sendLoopback(&buf)
+		n, err := lb.Next(&buf)
+		if err != nil {
+			t.Fatalf("loopback: %d bytes: %v", n, err)
+		}
+		return n
 	}
 	var served, ceiling, file float64
 	for range 2 {

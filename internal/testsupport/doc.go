@@ -1,7 +1,8 @@
 // Package testsupport holds the small helpers Talon's tests share: a
 // FakeClock that moves only when told, a SyncBuffer for capturing the
-// output of concurrent writers, and WaitFor for polling a condition with
-// a deadline. Its subpackage coordtest runs a real coordinator for tests.
+// output of concurrent writers, WaitFor for polling a condition with a
+// deadline, and Loopback, the raw loopback-TCP-with-sendfile ceiling the
+// data listener's benchmarks compare with. Its subpackage coordtest runs a real coordinator for tests.
 //
 // Only _test.go files import this package and its subpackages; the
 // boundary test in internal/deptest fails when production code does.

@@ -23,7 +23,7 @@ func newStatsCollector(s *Store) *statsCollector {
 		groupedPuts:   d("grouped_puts_total", "Puts carried by group-commit transactions; divided by group_commits_total, the mean group size."),
 		decodes:       d("record_decodes_total", "Stored values decoded; each version at most once per store, its own writes never."),
 		resyncs:       d("cache_resyncs_total", "Full reads of the prefix by the snapshot cache (one at start, one after each lost watch)."),
-		snapshots:     d("snapshots_total", "Snapshots answered, by source (cache: the watch-fed cache after a revision probe; range: a range read).", "source"),
+		snapshots:     d("snapshots_total", "Snapshots answered, by form of read (cache: the watch-fed cache after a revision probe; range: a range read).", "form"),
 		skipped:       d("skipped_records_total", "Values left out of snapshots and watches, by reason (unsupported schema version, malformed, expired by lease TTL).", "reason"),
 	}
 }

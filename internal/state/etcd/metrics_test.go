@@ -7,10 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // TestStatsMetrics checks that a store with a Registerer exports its
@@ -51,20 +51,7 @@ talon_state_etcd_lease_requests_total{operation="revoke"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "talon_state_etcd_lease_requests_total"); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(mfs) != 8 {
-		t.Fatalf("gathered %d metric families, want 8", len(mfs))
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
+	mfs := testsupport.LintMetrics(t, reg, "talon_state_etcd_", 8)
 	cacheSnaps := 0.0
 	for _, mf := range mfs {
 		if mf.GetName() != "talon_state_etcd_snapshots_total" {
@@ -77,7 +64,7 @@ talon_state_etcd_lease_requests_total{operation="revoke"} 0
 		}
 	}
 	if cacheSnaps < 1 {
-		t.Fatalf("talon_state_etcd_snapshots_total{source=\"cache\"} = %v, want at least 1", cacheSnaps)
+		t.Fatalf("talon_state_etcd_snapshots_total{form=\"cache\"} = %v, want at least 1", cacheSnaps)
 	}
 
 	if err := s.Close(); err != nil {

@@ -3,7 +3,6 @@ package dataserver_test
 import (
 	"context"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // sink discards bytes. It deliberately has no ReadFrom, so every reader
@@ -62,10 +62,10 @@ func BenchmarkHitVsDisk(b *testing.B) {
 			}
 		}
 	}
-	lb := newLoopback(b, path, blockSize)
+	lb := testsupport.NewLoopback(b, path, blockSize, datav1.CopyBufferSize)
 	viaLoopback := func(b *testing.B) {
 		for range blocks {
-			if err := lb.block(); err != nil {
+			if _, err := lb.Next(sink{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -126,75 +126,6 @@ func BenchmarkHitVsDisk(b *testing.B) {
 	if _, c := e.st.Status(); c.MissesTotal != warm.MissesTotal {
 		b.Fatalf("the benchmark missed the cache %d times after the warm-up", c.MissesTotal-warm.MissesTotal)
 	}
-}
-
-// loopback sends consecutive blockSize pieces of a file over one loopback
-// TCP connection: for each byte the client writes, the server sends the
-// next piece with io.Copy from the *os.File (sendfile), from the start
-// again at the end of the file.
-type loopback struct {
-	conn net.Conn
-	buf  []byte
-	n    int64
-}
-
-func newLoopback(b *testing.B, path string, blockSize int64) *loopback {
-	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer f.Close()
-		c, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		var off int64
-		one := make([]byte, 1)
-		for {
-			if _, err := io.ReadFull(c, one); err != nil {
-				return
-			}
-			if off+blockSize > fi.Size() {
-				off = 0
-			}
-			if _, err := f.Seek(off, io.SeekStart); err != nil {
-				return
-			}
-			if _, err := io.Copy(c, io.LimitReader(f, blockSize)); err != nil {
-				return
-			}
-			off += blockSize
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close(); <-done })
-	return &loopback{conn: c, buf: make([]byte, datav1.CopyBufferSize), n: blockSize}
-}
-
-// block asks for the next piece and reads it into a sink.
-func (l *loopback) block() error {
-	if _, err := l.conn.Write([]byte{1}); err != nil {
-		return err
-	}
-	_, err := io.CopyBuffer(sink{}, io.LimitReader(l.conn, l.n), l.buf)
-	return err
 }
 
 // cpuTime returns the CPU time (user and system) the process has used.

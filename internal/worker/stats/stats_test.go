@@ -8,10 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/worker/stats"
 )
 
@@ -135,32 +134,7 @@ func TestMetricsLint(t *testing.T) {
 	s := stats.New()
 	record(s)
 	reg := gather(t, s)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(mfs) != 13 {
-		t.Fatalf("gathered %d metric families, want 13", len(mfs))
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "talon_worker_") {
-			t.Errorf("metric %s lacks the talon_worker_ prefix", mf.GetName())
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if !metrics.AllowedLabel(l.GetName()) {
-					t.Errorf("metric %s has label %q outside the bounded set", mf.GetName(), l.GetName())
-				}
-			}
-		}
-	}
+	testsupport.LintMetrics(t, reg, "talon_worker_", 13)
 }
 
 func TestConcurrentRecording(t *testing.T) {
