@@ -219,7 +219,6 @@ func (e *benchEnv) where(b string) string {
 	return "in-process memory store"
 }
 
-// close removes what the run created, unless Keep, and closes the
 // cleanup closes e with a minute of its own, even when ctx was cancelled
 // (Ctrl-C), and joins its error into *err; callers defer it.
 func (e *benchEnv) cleanup(ctx context.Context, progress func(format string, a ...any), err *error) {
@@ -230,6 +229,7 @@ func (e *benchEnv) cleanup(ctx context.Context, progress func(format string, a .
 	}
 }
 
+// close removes what the run created, unless Keep, and closes the
 // clients. It reports what it removed on progress.
 func (e *benchEnv) close(ctx context.Context, progress func(format string, a ...any)) error {
 	var errs []error
@@ -286,16 +286,10 @@ func (e *benchEnv) coordinatorConfig(b, nodeID string, records int) (*config.Con
 		c.Limits.MaxConnections = max(c.Limits.MaxConnections, records+256)
 		c.Etcd = e.opts.Etcd
 		c.Etcd.Prefix = e.etcdPrefix + "/talon"
-		loaded := c.Kube
-		c.Kube = e.opts.Kube
+		// The connection settings come from the bench's flags; write
+		// admission keeps the coordinator's defaults.
+		c.Kube.Kubeconfig, c.Kube.QPS, c.Kube.Burst = e.opts.Kube.Kubeconfig, e.opts.Kube.QPS, e.opts.Kube.Burst
 		c.Kube.Namespace = e.namespace
-		// Write admission left zero keeps the coordinator's defaults.
-		if c.Kube.MaxInflightWrites == 0 {
-			c.Kube.MaxInflightWrites = loaded.MaxInflightWrites
-		}
-		if c.Kube.AdmissionWait == 0 {
-			c.Kube.AdmissionWait = loaded.AdmissionWait
-		}
 		c.LogLevel = "error"
 	})
 }

@@ -182,6 +182,17 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 	rep = HeartbeatReport{Backend: o.Backend, Location: env.where(o.Backend), Writers: o.Writers, Coordinators: o.Coordinators,
 		PhaseSeconds: o.Duration.Seconds(), RecordBytes: bench.RecordBytes(), Kept: o.Conn.Keep}
 
+	// The coordinators' configurations first: a bad setting fails now,
+	// not after the raw phase.
+	var cfgs []*config.Config
+	for i := range o.Coordinators {
+		cfg, err := env.coordinatorConfig(o.Backend, fmt.Sprintf("bench-coordinator-%d", i+1), o.Writers+o.Coordinators)
+		if err != nil {
+			return rep, err
+		}
+		cfgs = append(cfgs, cfg)
+	}
+
 	progress("raw %s: %d writers for %s (%s)", o.Backend, o.Writers, o.Duration, rep.Location)
 	switch o.Backend {
 	case config.BackendEtcd:
@@ -210,14 +221,6 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 	}
 
 	progress("talon %s: starting %d coordinators", o.Backend, o.Coordinators)
-	var cfgs []*config.Config
-	for i := range o.Coordinators {
-		cfg, err := env.coordinatorConfig(o.Backend, fmt.Sprintf("bench-coordinator-%d", i+1), o.Writers+o.Coordinators)
-		if err != nil {
-			return rep, err
-		}
-		cfgs = append(cfgs, cfg)
-	}
 	coords, err := startCoordinators(ctx, cfgs, nil, log)
 	if err != nil {
 		return rep, err

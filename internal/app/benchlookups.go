@@ -11,7 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/bench"
+	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -122,17 +124,7 @@ func lookupsOn(ctx context.Context, env *benchEnv, b string, o BenchOptions, pro
 	}
 	progress("lookups on %s: %d callers for %s through %s", b, o.Concurrency, o.Duration, coords.Addrs()[0])
 	lo := bench.LookupOptions{Coordinators: coords.Addrs(), Callers: o.Concurrency, Duration: o.Duration, Keys: o.Keys, Replicas: o.Replicas}
-	// The coordinator's first snapshot may not hold every seeded worker
-	// yet: wait until a lookup finds its replicas.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		row.Result, err = bench.Lookups(ctx, bench.LookupOptions{Coordinators: lo.Coordinators, Callers: 1, Duration: 0, Keys: 1, Replicas: o.Replicas})
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err == nil {
+	if err = waitForOwners(ctx, lo.Coordinators, o.Replicas); err == nil {
 		row.Result, err = bench.Lookups(ctx, lo)
 	}
 	err = errors.Join(err, coords.Stop())
@@ -174,4 +166,29 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
 	return e.Encode(v)
+}
+
+// waitForOwners waits up to 30 s until a lookup through coordinators finds
+// replicas owners: a coordinator's first snapshot may not hold every
+// seeded worker yet.
+func waitForOwners(ctx context.Context, coordinators []string, replicas int) error {
+	cl, err := client.New(client.Options{Coordinators: coordinators, Retries: -1})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		p, err := cl.Lookup(ctx, "bench/warm-up#0", replicas)
+		if err == nil && len(p.Owners) == replicas {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("lookup found %d owners, want %d", len(p.Owners), replicas)
+		}
+		if backoff.Sleep(ctx, 100*time.Millisecond) != nil {
+			return fmt.Errorf("coordinator not answering lookups after 30s: %w", err)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/protocol"
 )
@@ -174,11 +175,5 @@ var errConflict = errors.New("compare-and-swap lost: the stored revision changed
 
 // Backoff sleeps about d with ±50% jitter, or until ctx ends.
 func Backoff(ctx context.Context, d time.Duration) {
-	j := d/2 + rand.N(d+1)
-	t := time.NewTimer(j)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = backoff.Sleep(ctx, backoff.Policy{Initial: d, Jitter: 0.5}.Delay(1, rand.Float64()))
 }

@@ -214,10 +214,8 @@ func ValidateLabels(labels map[string]string) error {
 // Validate checks every field of r against the ADR limits, including the
 // size of its encoded form. The first broken rule is returned.
 func (r *Record) Validate() error {
-	if err := r.ValidateFields(); err != nil {
-		return err
-	}
-	return checkSize(len(appendRecord(make([]byte, 0, encodedSizeHint(r)), r)))
+	_, err := Encode(r)
+	return err
 }
 
 // checkSize applies the encoded size rule to an encoding of n bytes.

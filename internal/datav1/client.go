@@ -222,12 +222,6 @@ func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Res
 	if resp.ContentLength != want {
 		return nil, protocolErr(req, "Content-Length is %d, want %d (offset %d, length %d, object size %d)", resp.ContentLength, want, req.Offset, req.Length, res.ObjectSize)
 	}
-	if b, ok := w.(*bytes.Buffer); ok {
-		// ReadFrom wants MinRead bytes free before each read: with the
-		// margin, a last read that returns only EOF (the body's final
-		// bytes came without it) cannot reallocate and copy the buffer.
-		b.Grow(int(want) + bytes.MinRead)
-	}
 	n, err := copyBody(w, io.LimitReader(resp.Body, want), want)
 	res.N = n
 	if err != nil {
@@ -253,6 +247,10 @@ const CopyBufferSize = 256 << 10
 // buffer for an HTTP body.
 func copyBody(w io.Writer, body io.Reader, n int64) (int64, error) {
 	if b, ok := w.(*bytes.Buffer); ok {
+		// ReadFrom wants MinRead bytes free before each read: with the
+		// margin, a last read that returns only EOF (the body's final
+		// bytes came without it) cannot reallocate and copy the buffer.
+		b.Grow(int(n) + bytes.MinRead)
 		return b.ReadFrom(body)
 	}
 	return io.CopyBuffer(struct{ io.Writer }{w}, body, make([]byte, max(min(n, CopyBufferSize), 512)))

@@ -3,12 +3,15 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/talonhq/talon/internal/state"
 )
 
 // Group commit bounds. etcd refuses a transaction with more operations
@@ -118,9 +121,8 @@ func (op *commitOp) noteConn(ctx context.Context) {
 	}
 }
 
-// errStoreClosed is what a put queued when the store closed gets; the
-// caller maps it to state.ErrClosed.
-var errStoreClosed = errors.New("store closed")
+// errStoreClosed is what a put queued when the store closed gets.
+var errStoreClosed = fmt.Errorf("etcd: %w", state.ErrClosed)
 
 // takeLocked removes the next group from the queue: up to maxOps puts of
 // distinct keys, in arrival order; a second put of a key waits for the

@@ -174,11 +174,11 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		// This store saw its own write land: from now (or from when its
 		// watch event arrived, if that came first) the record ages here.
 		written := stamped
-		if e := s.memo.get(slotKey, rev, nil); e != nil && e.modRev == rev {
+		if e := s.memo.get(slotKey, rev, nil); e != nil {
 			written = e.rec // a watch delivered it first and stamped it
 		}
-		if w := s.stampObserved(slotKey, rev, written, writerMs, false, true); w != written {
-			written = w
+		if observed := s.stampObserved(slotKey, rev, written, writerMs, false, true); observed != written {
+			written = observed
 			s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
 		}
 		s.remember(slotKey, slotView{stored: stored{rec: written, modRev: rev, lease: lease}, asOf: rev})

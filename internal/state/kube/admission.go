@@ -55,8 +55,9 @@ func (g *writeGate) collectors() []prometheus.Collector {
 // admit takes a slot, waiting at most the admission wait for one, and
 // returns the function that gives it back. When none frees in time it
 // returns an error wrapping state.ErrUnavailable (retryable) that names the
-// limit; when ctx ends first, ctx's error (mapped like a request's).
-func (g *writeGate) admit(ctx context.Context, op string) (release func(), err error) {
+// limit; when ctx ends first, ctx's error (mapped like a request's). op
+// names the operation in those errors; it is called only to build one.
+func (g *writeGate) admit(ctx context.Context, op func() string) (release func(), err error) {
 	if g.slots == nil {
 		return func() {}, nil
 	}
@@ -73,9 +74,9 @@ func (g *writeGate) admit(ctx context.Context, op string) (release func(), err e
 	case <-t.C:
 		g.refusals.Inc()
 		return nil, fmt.Errorf("%s: %w: kube-max-inflight-writes limit %d reached and no lease write finished within kube-admission-wait %s: retry after a backoff",
-			op, state.ErrUnavailable, cap(g.slots), g.wait)
+			op(), state.ErrUnavailable, cap(g.slots), g.wait)
 	case <-ctx.Done():
-		return nil, mapError(op, ctx.Err())
+		return nil, mapError(op(), ctx.Err())
 	}
 }
 

@@ -167,7 +167,6 @@ func TestOptionsRegisterer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	if n, err := testutil.GatherAndCount(reg, "talon_state_kube_write_refusals_total", "talon_state_kube_writes_inflight"); err != nil || n != 2 {
 		t.Fatalf("registered series = %d, %v; want 2", n, err)
 	}
@@ -178,4 +177,14 @@ func TestOptionsRegisterer(t *testing.T) {
 		}
 		t.Fatalf("second store on one registry: error %v, want a kube metrics error", err)
 	}
+	// Close unregisters: the store's successor (a restart in process)
+	// registers again.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatalf("a store after Close on the same registry: %v", err)
+	}
+	s3.Close()
 }

@@ -147,6 +147,11 @@ func (s *Store) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	utilnet.CloseIdleConnectionsFor(s.transport)
+	if s.opts.Registerer != nil {
+		for _, c := range s.writes.collectors() {
+			s.opts.Registerer.Unregister(c)
+		}
+	}
 	return nil
 }
 

@@ -69,7 +69,8 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		return state.WriteResult{}, err
 	}
 	key := rec.Key()
-	release, err := s.writes.admit(ctx, "kube upsert "+key.String())
+	// The operation's name is built only for an error: not per heartbeat.
+	release, err := s.writes.admit(ctx, func() string { return "kube upsert " + key.String() })
 	if err != nil {
 		return state.WriteResult{}, err
 	}
@@ -265,7 +266,7 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 		return state.WriteResult{}, err
 	}
 	op := "kube remove " + key.String()
-	release, err := s.writes.admit(ctx, op)
+	release, err := s.writes.admit(ctx, func() string { return op })
 	if err != nil {
 		return state.WriteResult{}, err
 	}
