@@ -103,6 +103,9 @@ func appendRecord(dst []byte, r *Record) []byte {
 		}
 		dst = append(dst, ']')
 	}
+	if r.Late {
+		dst = append(dst, `,"late":true`...)
+	}
 	return append(dst, '}')
 }
 

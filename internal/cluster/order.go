@@ -105,6 +105,7 @@ func Order(stored, incoming *Record, u Update) Decision {
 // incarnation.
 func Next(prev, incoming *Record, d Decision, floor uint64) *Record {
 	next := incoming.Clone()
+	next.Late = false // store-issued: an accepted update is on time
 	var prevGen uint64
 	var superseded []string
 	if prev != nil {

@@ -98,6 +98,14 @@ type Record struct {
 	// them is refused even when it arrives first after a restart. Stores
 	// set it; the value a process sends is ignored.
 	Superseded []string `json:"superseded,omitempty"`
+	// Late is set by the store, never by the process: a coordinator that
+	// watched this version of the record go unchanged for unhealthy-after
+	// of continuous observation marked it so, in a compare-and-swap
+	// guarded by the incarnation and sequence it saw (state.Store
+	// ProposeTransition). A late record is unhealthy for every reader at
+	// every revision that holds it; the process's next accepted update
+	// clears it. Stores set it; the value a process sends is ignored.
+	Late bool `json:"late,omitempty"`
 }
 
 // Capacity is the bounded gauge snapshot of a process: what it holds now.
