@@ -101,16 +101,14 @@ func (s *Server) view(r *http.Request, allowStale bool) (*coordinator.View, bool
 	return nil, false, err
 }
 
-// liveRecords returns v's records that have not expired at the snapshot's
-// observation time, ordered by role then node ID. A store may still list a
-// record a little past its lease (lease granularity); readers never see
-// it. The records are shared with the view and must not be modified.
+// liveRecords returns v's records, the ones the store holds at the view's
+// revision, ordered by role then node ID. No clock filters them: every
+// coordinator that read the same revision lists the same records. The
+// records are shared with the view and must not be modified.
 func (s *Server) liveRecords(v *coordinator.View) []*cluster.Record {
-	t := s.opts.Coordinator.Timing()
-	obs := v.Snapshot.ObservedAtUnixMs
 	out := make([]*cluster.Record, 0, len(v.Snapshot.Records))
 	for _, rec := range v.Snapshot.Records {
-		if rec != nil && t.Classify(rec.Age(obs)) != cluster.LivenessExpired {
+		if rec != nil {
 			out = append(out, rec)
 		}
 	}
@@ -128,7 +126,7 @@ func compareRecords(a, b *cluster.Record) int {
 
 // apiNode converts a live record of v.
 func (s *Server) apiNode(v *coordinator.View, rec *cluster.Record) apiv1.Node {
-	return apiv1.NodeFromRecord(rec, v.Snapshot.ObservedAtUnixMs, s.opts.Coordinator.Timing())
+	return apiv1.NodeFromRecord(rec, v.Snapshot.ObservedAtUnixMs)
 }
 
 // cluster answers GET /api/v1/cluster.
@@ -161,7 +159,6 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 			out.Store.ErrorCode = state.Code(err)
 		}
 	}
-	obs := v.Snapshot.ObservedAtUnixMs
 	for _, rec := range s.liveRecords(v) {
 		counts := &out.Nodes.Workers
 		if rec.Role == cluster.RoleCoordinator {
@@ -169,7 +166,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 		}
 		out.Nodes.Total++
 		counts.Total++
-		switch t.EffectiveHealth(rec, obs) {
+		switch rec.EffectiveHealth() {
 		case cluster.HealthHealthy:
 			counts.Healthy++
 		case cluster.HealthDegraded:
@@ -207,11 +204,9 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request, _ bool) error {
 			start++
 		}
 	}
-	t := s.opts.Coordinator.Timing()
-	obs := v.Snapshot.ObservedAtUnixMs
 	out := apiv1.NodeList{Meta: s.meta(v, stale), Items: []apiv1.Node{}}
 	for _, rec := range all[start:] {
-		if !p.filter.match(rec, t.EffectiveHealth(rec, obs)) {
+		if !p.filter.match(rec, rec.EffectiveHealth()) {
 			continue
 		}
 		if len(out.Items) == p.limit {
@@ -323,7 +318,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, _ bool) error {
 		// The worker's own view: its reported health (only readers of the
 		// shared store apply lateness; an age of zero is fresh under any
 		// timing) and the age of its last acceptance.
-		n := apiv1.NodeFromRecord(rec, rec.UpdatedAtUnixMs, cluster.DefaultTiming())
+		n := apiv1.NodeFromRecord(rec, rec.UpdatedAtUnixMs)
 		n.HeartbeatAgeMs = max(0, now-rec.UpdatedAtUnixMs)
 		out.Node = &n
 	}

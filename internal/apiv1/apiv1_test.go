@@ -115,12 +115,12 @@ func TestNodeFromRecord(t *testing.T) {
 		wantHealth string
 	}{
 		{"fresh keeps reported health", 11_000, 1000, "degraded"},
-		{"late is unhealthy", 13_000, 3000, "unhealthy"},
+		{"old but unmarked keeps reported health", 13_000, 3000, "degraded"},
 		{"clock skew gives age zero", 9_000, 0, "degraded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := NodeFromRecord(rec, tt.observedAt, timing)
+			n := NodeFromRecord(rec, tt.observedAt)
 			if n.HeartbeatAgeMs != tt.wantAge || n.Health != tt.wantHealth || n.ReportedHealth != "degraded" {
 				t.Fatalf("age %d health %s reported %s, want %d %s degraded", n.HeartbeatAgeMs, n.Health, n.ReportedHealth, tt.wantAge, tt.wantHealth)
 			}
@@ -132,14 +132,19 @@ func TestNodeFromRecord(t *testing.T) {
 			}
 		})
 	}
+	late := rec.Clone()
+	late.Late = true
+	if n := NodeFromRecord(late, 10_000); n.Health != "unhealthy" || n.ReportedHealth != "degraded" {
+		t.Fatalf("late record: health %s reported %s, want unhealthy degraded", n.Health, n.ReportedHealth)
+	}
 	// The conversion copies labels and never yields null ones.
-	n := NodeFromRecord(rec, 10_000, timing)
+	n := NodeFromRecord(rec, 10_000)
 	n.Labels["zone"] = "b"
 	if rec.Labels["zone"] != "a" {
 		t.Fatal("NodeFromRecord shares the record's label map")
 	}
 	rec.Labels = nil
-	b, _ := json.Marshal(NodeFromRecord(rec, 10_000, timing))
+	b, _ := json.Marshal(NodeFromRecord(rec, 10_000))
 	if !strings.Contains(string(b), `"labels":{}`) {
 		t.Fatalf("nil labels marshal as %s", b)
 	}

@@ -13,7 +13,7 @@ import (
 // observation time, on the store's clock) and t the timing that turns age
 // into effective health. A record updated "after" observedAtUnixMs (clock
 // skew) has age 0.
-func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64, t cluster.Timing) Node {
+func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 	labels := maps.Clone(r.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -30,7 +30,7 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64, t cluster.Timing)
 		HeartbeatSeq:    r.HeartbeatSeq,
 		UpdatedAtUnixMs: r.UpdatedAtUnixMs,
 		HeartbeatAgeMs:  max(0, observedAtUnixMs-r.UpdatedAtUnixMs),
-		Health:          string(t.EffectiveHealth(r, observedAtUnixMs)),
+		Health:          string(r.EffectiveHealth()),
 		ReportedHealth:  string(r.Health),
 		Ready:           r.Ready,
 		Labels:          labels,

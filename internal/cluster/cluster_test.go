@@ -349,32 +349,17 @@ func TestTimingValidate(t *testing.T) {
 	}
 }
 
-func TestClassifyAndEffectiveHealth(t *testing.T) {
-	tm := DefaultTiming()
-	r := validRecord()
-	r.Health = HealthDegraded
-	tests := []struct {
-		age    time.Duration
-		live   Liveness
-		health Health
-	}{
-		{-time.Second, LivenessFresh, HealthDegraded},
-		{0, LivenessFresh, HealthDegraded},
-		{15*time.Second - time.Millisecond, LivenessFresh, HealthDegraded},
-		{15 * time.Second, LivenessLate, HealthUnhealthy},
-		{30*time.Second - time.Millisecond, LivenessLate, HealthUnhealthy},
-		{30 * time.Second, LivenessExpired, HealthUnhealthy},
-	}
-	for _, tt := range tests {
-		t.Run(tt.age.String(), func(t *testing.T) {
-			now := r.UpdatedAtUnixMs + tt.age.Milliseconds()
-			if got := tm.Classify(r.Age(now)); got != tt.live {
-				t.Fatalf("Classify(%v) = %v, want %v", tt.age, got, tt.live)
-			}
-			if got := tm.EffectiveHealth(r, now); got != tt.health {
-				t.Fatalf("EffectiveHealth(%v) = %v, want %v", tt.age, got, tt.health)
-			}
-		})
+func TestEffectiveHealth(t *testing.T) {
+	for _, h := range HealthStates() {
+		r := validRecord()
+		r.Health = h
+		if got := r.EffectiveHealth(); got != h {
+			t.Fatalf("unmarked record reporting %s: EffectiveHealth = %s", h, got)
+		}
+		r.Late = true
+		if got := r.EffectiveHealth(); got != HealthUnhealthy {
+			t.Fatalf("late record reporting %s: EffectiveHealth = %s, want unhealthy", h, got)
+		}
 	}
 }
 

@@ -43,42 +43,20 @@ func (t Timing) Validate() error {
 	return nil
 }
 
-// Liveness classifies a record by the age of its last accepted update.
-type Liveness uint8
-
-// Liveness states.
-const (
-	LivenessFresh   Liveness = iota + 1 // updated within UnhealthyAfter
-	LivenessLate                        // older than UnhealthyAfter: unhealthy, still visible
-	LivenessExpired                     // older than LeaseTTL: excluded from placement and lists
-)
-
-// Classify returns the liveness of a record whose last accepted update is
-// age old. A negative age (clock skew between observer and store) counts as
-// fresh.
-func (t Timing) Classify(age time.Duration) Liveness {
-	switch {
-	case age >= t.LeaseTTL:
-		return LivenessExpired
-	case age >= t.UnhealthyAfter:
-		return LivenessLate
-	default:
-		return LivenessFresh
-	}
-}
-
-// Age returns how long before now (Unix milliseconds) the record was last
-// accepted by the store.
-func (r *Record) Age(nowUnixMs int64) time.Duration {
-	return time.Duration(nowUnixMs-r.UpdatedAtUnixMs) * time.Millisecond
-}
-
-// EffectiveHealth is the health a reader should show: the reported health,
-// overridden to unhealthy once the record is late or expired, whatever the
-// process last claimed.
-func (t Timing) EffectiveHealth(r *Record, nowUnixMs int64) Health {
-	if t.Classify(r.Age(nowUnixMs)) != LivenessFresh {
+// EffectiveHealth is the health a reader should show: unhealthy while the
+// store marks the record late (Late), whatever the process last claimed;
+// otherwise the reported health. It depends on the record alone, so every
+// reader of the same revision shows the same health.
+func (r *Record) EffectiveHealth() Health {
+	if r.Late {
 		return HealthUnhealthy
 	}
 	return r.Health
+}
+
+// Age returns how long before now (Unix milliseconds) the reading store
+// first saw the record's current version (UpdatedAtUnixMs): for display
+// only; no decision depends on it.
+func (r *Record) Age(nowUnixMs int64) time.Duration {
+	return time.Duration(nowUnixMs-r.UpdatedAtUnixMs) * time.Millisecond
 }

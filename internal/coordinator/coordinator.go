@@ -451,7 +451,7 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 		if prev != nil && prev.Snapshot.Revision == snap.Revision {
 			return prev, nil
 		}
-		eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+		eligible, excluded := placement.Eligible(snap.Records)
 		table, err := placement.New(eligible)
 		if err != nil {
 			return nil, fmt.Errorf("build placement: %w", err)
@@ -472,7 +472,7 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 		c.noteView(v, false, seq)
 		return v, nil
 	}
-	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+	eligible, excluded := placement.Eligible(snap.Records)
 	var table *placement.Table
 	if prev != nil && slices.Equal(prev.Table.Nodes(), eligible) {
 		table = prev.Table // same membership: reuse the pre-hashed table
@@ -509,7 +509,7 @@ func (c *Coordinator) holdAfterOutage(prev *View, snap *state.Snapshot) *View {
 	if !within {
 		return nil
 	}
-	eligible, excluded := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, c.opts.Timing)
+	eligible, excluded := placement.Eligible(snap.Records)
 	have := make(map[string]bool, len(eligible))
 	for _, n := range eligible {
 		have[n.ID] = true
@@ -624,9 +624,7 @@ func (c *Coordinator) logMembership(prev, v *View) {
 	health := func(view *View) map[cluster.Key]cluster.Health {
 		m := make(map[cluster.Key]cluster.Health, len(view.Snapshot.Records))
 		for _, r := range view.Snapshot.Records {
-			if c.opts.Timing.Classify(r.Age(view.Snapshot.ObservedAtUnixMs)) != cluster.LivenessExpired {
-				m[r.Key()] = c.opts.Timing.EffectiveHealth(r, view.Snapshot.ObservedAtUnixMs)
-			}
+			m[r.Key()] = r.EffectiveHealth()
 		}
 		return m
 	}
@@ -678,7 +676,7 @@ func (c *Coordinator) countNodes(v *View) {
 	c.m.underRepl.Set(under)
 	counts := map[[2]string]int{}
 	for _, r := range v.Snapshot.Records {
-		counts[[2]string{string(r.Role), string(c.opts.Timing.EffectiveHealth(r, v.Snapshot.ObservedAtUnixMs))}]++
+		counts[[2]string{string(r.Role), string(r.EffectiveHealth())}]++
 	}
 	for _, r := range cluster.Roles() {
 		for _, h := range cluster.HealthStates() {

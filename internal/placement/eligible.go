@@ -14,10 +14,8 @@ type Reason string
 // Exclusion reasons, in precedence order: a record that qualifies for
 // several carries the first.
 const (
-	// ReasonExpired: no accepted update for LeaseTTL or longer.
-	ReasonExpired Reason = "expired"
-	// ReasonUnhealthy: the effective health is unhealthy (reported so, or no
-	// accepted update for UnhealthyAfter or longer) or unknown.
+	// ReasonUnhealthy: the effective health is unhealthy (reported so, or
+	// marked late by the store: cluster.Record.Late) or unknown.
 	ReasonUnhealthy Reason = "unhealthy"
 	// ReasonNotReady: healthy or degraded but reporting ready=false, that is
 	// deliberately out of service.
@@ -28,38 +26,37 @@ const (
 type Exclusion struct {
 	NodeID string
 	Reason Reason
-	// Health is the effective health at the evaluation time
-	// (cluster.Timing.EffectiveHealth), so an explanation can tell a worker
+	// Health is the effective health (cluster.Record.EffectiveHealth), so an explanation can tell a worker
 	// that reported unknown from one that reported unhealthy or went silent.
 	Health cluster.Health
 }
 
 // Eligible splits the worker records of a snapshot into the nodes that may
-// own keys and the ones that may not, evaluated at nowUnixMs under timing t.
+// own keys and the ones that may not. It reads the records alone, no clock:
+// two coordinators that read the same revision get the same lists.
 // Records of other roles (coordinators) and nil records appear in neither
 // list. Both lists are sorted by node ID (then address, then reason, so the
 // output does not depend on input order even for malformed input).
 //
-// A worker is eligible when its lease has not expired, its effective health
+// A worker is eligible when its effective health
 // is healthy or degraded, and it reports ready. Degraded workers stay
 // eligible: degraded means "serving, with reduced capacity or a failing
 // dependency", and removing them would move their keys for a condition that
 // does not stop them serving. Unknown health is not eligible and is reported
 // as ReasonUnhealthy: a process that cannot vouch for itself gets no new
 // keys (fail closed), and a record with a health value this build does not
-// know is treated the same way. Late heartbeats make the effective health
-// unhealthy whatever the record says (cluster.Timing.EffectiveHealth).
+// know is treated the same way. A record the store marks late is unhealthy
+// whatever the process last claimed (cluster.Record.EffectiveHealth);
+// an expired record is not in the store at all.
 //
 // Eligible does not check for duplicate node IDs; New rejects them.
-func Eligible(records []*cluster.Record, nowUnixMs int64, t cluster.Timing) (eligible []Node, excluded []Exclusion) {
+func Eligible(records []*cluster.Record) (eligible []Node, excluded []Exclusion) {
 	for _, r := range records {
 		if r == nil || r.Role != cluster.RoleWorker {
 			continue
 		}
-		health := t.EffectiveHealth(r, nowUnixMs)
+		health := r.EffectiveHealth()
 		switch {
-		case t.Classify(r.Age(nowUnixMs)) == cluster.LivenessExpired:
-			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonExpired, Health: health})
 		case health != cluster.HealthHealthy && health != cluster.HealthDegraded:
 			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonUnhealthy, Health: health})
 		case !r.Ready:

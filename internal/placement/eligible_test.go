@@ -11,7 +11,6 @@ import (
 
 func TestEligible(t *testing.T) {
 	const now = int64(1_800_000_000_000)
-	timing := cluster.DefaultTiming() // heartbeat 5s, unhealthy after 15s, lease 30s
 	ago := func(d time.Duration) int64 { return now - d.Milliseconds() }
 	rec := func(id string, role cluster.Role, health cluster.Health, ready bool, updated int64) *cluster.Record {
 		return &cluster.Record{
@@ -19,6 +18,7 @@ func TestEligible(t *testing.T) {
 			Address: id + ".example:7070", Health: health, Ready: ready, UpdatedAtUnixMs: updated,
 		}
 	}
+	late := func(r *cluster.Record) *cluster.Record { r.Late = true; return r }
 	type want struct {
 		eligible bool
 		reason   Reason
@@ -31,23 +31,22 @@ func TestEligible(t *testing.T) {
 	}{
 		{"healthy ready fresh", rec("w-healthy", cluster.RoleWorker, cluster.HealthHealthy, true, ago(time.Second)), want{eligible: true}},
 		{"degraded is eligible", rec("w-degraded", cluster.RoleWorker, cluster.HealthDegraded, true, ago(time.Second)), want{eligible: true}},
-		{"just under unhealthy-after", rec("w-almost-late", cluster.RoleWorker, cluster.HealthHealthy, true, ago(15*time.Second-time.Millisecond)), want{eligible: true}},
+		{"old update without a late mark: no clock decides", rec("w-old-unmarked", cluster.RoleWorker, cluster.HealthHealthy, true, ago(time.Hour)), want{eligible: true}},
 		{"clock skew: update in the future", rec("w-future", cluster.RoleWorker, cluster.HealthHealthy, true, now+2000), want{eligible: true}},
 		{"reported unhealthy", rec("w-sick", cluster.RoleWorker, cluster.HealthUnhealthy, true, ago(time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
 		{"reported unknown", rec("w-unknown", cluster.RoleWorker, cluster.HealthUnknown, true, ago(time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnknown}},
 		{"health value this build does not know", rec("w-strange", cluster.RoleWorker, "recovering", true, ago(time.Second)), want{reason: ReasonUnhealthy, health: "recovering"}},
-		{"late heartbeat at unhealthy-after", rec("w-late", cluster.RoleWorker, cluster.HealthHealthy, true, ago(15*time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
-		{"late heartbeat, degraded", rec("w-late-degraded", cluster.RoleWorker, cluster.HealthDegraded, true, ago(29*time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
+		{"marked late by the store", late(rec("w-late", cluster.RoleWorker, cluster.HealthHealthy, true, ago(15*time.Second))), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
+		{"marked late, degraded", late(rec("w-late-degraded", cluster.RoleWorker, cluster.HealthDegraded, true, ago(29*time.Second))), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
 		{"not ready", rec("w-draining", cluster.RoleWorker, cluster.HealthHealthy, false, ago(time.Second)), want{reason: ReasonNotReady, health: cluster.HealthHealthy}},
 		{"degraded not ready", rec("w-degraded-draining", cluster.RoleWorker, cluster.HealthDegraded, false, ago(time.Second)), want{reason: ReasonNotReady, health: cluster.HealthDegraded}},
 		{"unhealthy beats not ready", rec("w-sick-draining", cluster.RoleWorker, cluster.HealthUnhealthy, false, ago(time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
-		{"late beats not ready", rec("w-late-draining", cluster.RoleWorker, cluster.HealthHealthy, false, ago(20*time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
-		{"expired at lease ttl", rec("w-expired", cluster.RoleWorker, cluster.HealthHealthy, true, ago(30*time.Second)), want{reason: ReasonExpired, health: cluster.HealthUnhealthy}},
-		{"expired beats everything", rec("w-expired-sick", cluster.RoleWorker, cluster.HealthUnknown, false, ago(time.Hour)), want{reason: ReasonExpired, health: cluster.HealthUnhealthy}},
+		{"late beats not ready", late(rec("w-late-draining", cluster.RoleWorker, cluster.HealthHealthy, false, ago(20*time.Second))), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
+		{"late and unknown, not ready", late(rec("w-late-sick", cluster.RoleWorker, cluster.HealthUnknown, false, ago(time.Hour))), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eligible, excluded := Eligible([]*cluster.Record{tt.rec}, now, timing)
+			eligible, excluded := Eligible([]*cluster.Record{tt.rec})
 			if tt.want.eligible {
 				want := []Node{{ID: tt.rec.NodeID, Address: tt.rec.Address, Role: cluster.RoleWorker}}
 				if !slices.Equal(eligible, want) || len(excluded) != 0 {
@@ -81,7 +80,7 @@ func TestEligible(t *testing.T) {
 		slices.SortFunc(wantExcluded, func(a, b Exclusion) int { return strings.Compare(a.NodeID, b.NodeID) })
 		for i := 0; i < 2; i++ {
 			slices.Reverse(recs) // both input orders give one output
-			eligible, excluded := Eligible(recs, now, timing)
+			eligible, excluded := Eligible(recs)
 			if !slices.Equal(eligible, wantEligible) {
 				t.Errorf("eligible = %v, want %v", eligible, wantEligible)
 			}
@@ -91,20 +90,15 @@ func TestEligible(t *testing.T) {
 		}
 	})
 
-	t.Run("custom timing", func(t *testing.T) {
-		fast := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 6 * time.Second}
-		recs := []*cluster.Record{
-			rec("w-a", cluster.RoleWorker, cluster.HealthHealthy, true, ago(2*time.Second)),
-			rec("w-b", cluster.RoleWorker, cluster.HealthHealthy, true, ago(4*time.Second)),
-			rec("w-c", cluster.RoleWorker, cluster.HealthHealthy, true, ago(7*time.Second)),
-		}
-		eligible, excluded := Eligible(recs, now, fast)
-		if got := len(eligible); got != 1 || eligible[0].ID != "w-a" {
-			t.Fatalf("eligible = %v, want only w-a", eligible)
-		}
-		want := []Exclusion{{NodeID: "w-b", Reason: ReasonUnhealthy, Health: cluster.HealthUnhealthy}, {NodeID: "w-c", Reason: ReasonExpired, Health: cluster.HealthUnhealthy}}
-		if !slices.Equal(excluded, want) {
-			t.Fatalf("excluded = %v, want %v", excluded, want)
+	t.Run("same records, same answer, whatever the age", func(t *testing.T) {
+		// Eligibility reads no clock: records read at one revision give
+		// one answer, however long ago a reader first saw them.
+		a := []*cluster.Record{rec("w-a", cluster.RoleWorker, cluster.HealthHealthy, true, ago(2*time.Second))}
+		b := []*cluster.Record{rec("w-a", cluster.RoleWorker, cluster.HealthHealthy, true, ago(time.Hour))}
+		ea, _ := Eligible(a)
+		eb, _ := Eligible(b)
+		if !slices.Equal(ea, eb) || len(ea) != 1 {
+			t.Fatalf("eligible %v and %v for the same record seen at different ages", ea, eb)
 		}
 	})
 
@@ -113,7 +107,7 @@ func TestEligible(t *testing.T) {
 		for _, tt := range tests {
 			recs = append(recs, tt.rec)
 		}
-		eligible, _ := Eligible(recs, now, timing)
+		eligible, _ := Eligible(recs)
 		tbl := mustNew(t, eligible)
 		if tbl.Len() != 4 || tbl.Version() == EmptyVersion {
 			t.Fatalf("table of %d nodes, version %v; want the 4 eligible workers", tbl.Len(), tbl.Version())

@@ -113,7 +113,7 @@ func sameRevision(t *testing.T, a, b state.Store, clusterID string) (*state.Snap
 // eligible workers' placement and their count.
 func placementOf(t *testing.T, snap *state.Snapshot, timing cluster.Timing) (placement.Version, int) {
 	t.Helper()
-	eligible, _ := placement.Eligible(snap.Records, snap.ObservedAtUnixMs, timing)
+	eligible, _ := placement.Eligible(snap.Records)
 	tbl, err := placement.New(eligible)
 	if err != nil {
 		t.Fatal(err)
