@@ -237,11 +237,13 @@ func TestOrder(t *testing.T) {
 		{"duplicate", stored, &Record{IncarnationID: "a", HeartbeatSeq: 5}, hb, DecisionDuplicate},
 		{"stale", stored, &Record{IncarnationID: "a", HeartbeatSeq: 4}, hb, DecisionStale},
 		{"stale zero", stored, &Record{IncarnationID: "a", HeartbeatSeq: 0}, reg, DecisionStale},
-		// Start times take no part: a restart on a host whose clock is
-		// behind is a restart, and a process that claims a later start is
-		// not preferred.
-		{"restart on a clock 60s behind", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionRestart},
-		{"zero start time", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b"}, reg, DecisionRestart},
+		// A registration of a process that started before the holder is a
+		// delayed registration of an older process (a crash loop outruns
+		// any superseded list): refused, whatever the list holds.
+		{"registration of a process that started before the holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionSuperseded},
+		{"registration of a process that started with the holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 100_000}, reg, DecisionRestart},
+		{"zero start time compares with nothing", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b"}, reg, DecisionRestart},
+		{"holder without a start time", &Record{IncarnationID: "a", HeartbeatSeq: 5}, &Record{IncarnationID: "b", StartTimeUnixMs: 100}, reg, DecisionRestart},
 		{"delayed heartbeat of the previous process", &Record{IncarnationID: "b", Superseded: []string{"a"}}, &Record{IncarnationID: "a", HeartbeatSeq: 99, StartTimeUnixMs: 1 << 50}, hb, DecisionSuperseded},
 		{"delayed registration of the previous process", &Record{IncarnationID: "b", Superseded: []string{"a"}}, &Record{IncarnationID: "a", StartTimeUnixMs: 1 << 50}, reg, DecisionSuperseded},
 	}
@@ -444,5 +446,34 @@ func TestDecodeRepeatedSchemaVersion(t *testing.T) {
 	}
 	if r, err := Decode(b); err != nil || r.NodeID != validRecord().NodeID {
 		t.Fatalf("Decode(canonical) = %v, %v", r, err)
+	}
+}
+
+func TestValidateTolerance(t *testing.T) {
+	tests := []struct {
+		name    string
+		t       Timing
+		request time.Duration
+		wantErr bool
+	}{
+		{"defaults with the default request timeout", DefaultTiming(), 2 * time.Second, false},
+		{"exactly the rule", Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 4 * time.Second, LeaseTTL: 8 * time.Second}, 2 * time.Second, false},
+		{"one millisecond short", Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 4*time.Second - time.Millisecond, LeaseTTL: 8 * time.Second}, 2 * time.Second, true},
+		{"the old dev timing", Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 6 * time.Second}, 2 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.t.ValidateTolerance(tt.request)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ValidateTolerance = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				for _, want := range []string{"unhealthy-after " + tt.t.UnhealthyAfter.String(), "heartbeat-interval " + tt.t.HeartbeatInterval.String(), "request-timeout " + tt.request.String(), "rule:"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Fatalf("error %q does not name %q", err, want)
+					}
+				}
+			}
+		})
 	}
 }

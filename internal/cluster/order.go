@@ -68,13 +68,20 @@ func (d Decision) String() string {
 //   - no record: a registration inserts; a heartbeat is refused as
 //     unregistered (its sender registers again);
 //   - another incarnation: a registration is a restart unless the incoming
-//     incarnation is one the slot has superseded; a heartbeat is refused as
-//     superseded.
+//     incarnation is one the slot has superseded, or started before the
+//     holder did (StartTimeUnixMs, when both are known): a delayed
+//     registration of an older process; a heartbeat is refused as superseded.
 //
-// No wall clock takes part: a restart is recognised by the registration
-// that starts every incarnation, not by comparing start times of two hosts.
-// A delayed heartbeat of a dead process can therefore never take a slot,
-// and a delayed registration of one is refused once its successor holds it.
+// A restart is recognised by the registration that starts every
+// incarnation. A delayed heartbeat of a dead process can therefore never
+// take a slot. A delayed registration of one is refused once its successor
+// holds it, whatever the number of restarts in between: the superseded
+// list catches the last MaxSuperseded exactly, and the start time catches
+// every older one (a crash loop restarts on one host, so its start times
+// come from one clock). The start-time rule compares two hosts' clocks only
+// when a node moves hosts; a restart on a host whose clock is behind the
+// old host's by more than the restart gap is refused until the old record
+// expires, the same as a node ID held by another live process.
 func Order(stored, incoming *Record, u Update) Decision {
 	heartbeat := u == UpdateHeartbeat
 	switch {
@@ -83,7 +90,7 @@ func Order(stored, incoming *Record, u Update) Decision {
 	case stored == nil:
 		return DecisionInsert
 	case stored.IncarnationID != incoming.IncarnationID:
-		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) {
+		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) || startedBefore(incoming, stored) {
 			return DecisionSuperseded
 		}
 		return DecisionRestart
@@ -94,6 +101,12 @@ func Order(stored, incoming *Record, u Update) Decision {
 	default:
 		return DecisionStale
 	}
+}
+
+// startedBefore reports whether a started before b, by their start
+// times; a zero (unknown) start time compares with nothing.
+func startedBefore(a, b *Record) bool {
+	return a.StartTimeUnixMs != 0 && b.StartTimeUnixMs != 0 && a.StartTimeUnixMs < b.StartTimeUnixMs
 }
 
 // Next returns the record a store writes for an accepted decision d of

@@ -43,6 +43,20 @@ func (t Timing) Validate() error {
 	return nil
 }
 
+// ValidateTolerance enforces the lost-heartbeat rule: unhealthy-after must
+// leave room for one missed heartbeat plus one request timeout, that is
+// unhealthy-after >= 2 x heartbeat-interval + request-timeout. A worker's
+// heartbeat may be lost (a store leader election, a coordinator restart),
+// and its retry may take up to a request timeout; neither alone may make
+// a live record late.
+func (t Timing) ValidateTolerance(requestTimeout time.Duration) error {
+	if need := 2*t.HeartbeatInterval + requestTimeout; t.UnhealthyAfter < need {
+		return fmt.Errorf("unhealthy-after %s must be at least %s, 2 x heartbeat-interval %s + request-timeout %s (rule: unhealthy-after >= 2 x heartbeat-interval + request-timeout, so one lost heartbeat and its retry never make a live record late)",
+			t.UnhealthyAfter, need, t.HeartbeatInterval, requestTimeout)
+	}
+	return nil
+}
+
 // EffectiveHealth is the health a reader should show: unhealthy while the
 // store marks the record late (Late), whatever the process last claimed;
 // otherwise the reported health. It depends on the record alone, so every

@@ -148,6 +148,7 @@ func TestErrors(t *testing.T) {
 		{"bad int", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "three"}, []string{"coordinator-replicas", "whole number"}},
 		{"heartbeat over unhealthy", cluster.RoleCoordinator, "", nil, []string{"--heartbeat-interval", "20s"}, []string{"heartbeat-interval 20s", "unhealthy-after 15s"}},
 		{"unhealthy over ttl", cluster.RoleCoordinator, "", nil, []string{"--unhealthy-after", "40s"}, []string{"unhealthy-after 40s", "lease-ttl 30s"}},
+		{"one lost heartbeat must not make a record late", cluster.RoleCoordinator, "", nil, []string{"--heartbeat-interval", "7s"}, []string{"unhealthy-after 15s must be at least 16s", "heartbeat-interval 7s", "request-timeout 2s", "heartbeat-interval from flag --heartbeat-interval", "unhealthy-after from default", "request-timeout from default"}},
 		{"memory with ha", cluster.RoleCoordinator, "", nil, []string{"--ha"}, []string{"state-backend memory", "ha"}},
 		{"memory with replicas", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "3"}, []string{"state-backend memory", "coordinator-replicas 3"}},
 		{"bad backend", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "consul"}, []string{`state-backend "consul"`, "memory, etcd or kubernetes"}},

@@ -93,6 +93,9 @@ func (c *Config) validateTimeouts() error {
 	if c.RequestTimeout >= c.LeaseTTL {
 		return fmt.Errorf("request-timeout %s must be less than lease-ttl %s", c.RequestTimeout, c.LeaseTTL)
 	}
+	if err := c.Timing().ValidateTolerance(c.RequestTimeout); err != nil {
+		return err
+	}
 	return c.validateLimits()
 }
 
