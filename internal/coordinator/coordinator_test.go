@@ -24,7 +24,6 @@ import (
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
-	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -516,20 +515,34 @@ func TestClockSkewGauge(t *testing.T) {
 	t.Fatal("talon_clock_skew_seconds not exported")
 }
 
-// TestRecoveryGraceHoldsPlacement: a store outage that outlives the
-// workers' leases comes back with no worker records; for the recovery
-// grace the coordinator keeps placing on its last placement (workers
-// re-register at their next heartbeat), never publishing the empty
-// membership the outage caused; after the grace the store's view wins.
-func TestRecoveryGraceHoldsPlacement(t *testing.T) {
-	clock := testsupport.NewFakeClock(time.Now())
-	store := memory.New(memory.Options{Clock: clock.Now})
+// TestRecoveryHoldFailsClosedUntilObservedAndReaccepted: after a store
+// outage the coordinator answers not_ready (never an empty or shrunken
+// membership the outage caused) until it has observed the cluster for the
+// recovery hold and the store accepted its own record again; readiness
+// goes from unready to ready once, without flapping.
+func TestRecoveryHoldFailsClosedUntilObservedAndReaccepted(t *testing.T) {
+	store := &sheddingStore{Store: memory.New(memory.Options{})}
+	t.Cleanup(func() { store.Close() })
 	for _, id := range []string{"w1", "w2", "w3"} {
-		if _, err := store.UpsertNode(context.Background(), workerRecord(id, "i", 0), 5*time.Second); err != nil {
+		if _, err := store.UpsertNode(context.Background(), workerRecord(id, "i", 0), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f := start(t, store, 0)
+	// The workers heartbeat throughout (failing during the outage), as
+	// live workers do.
+	beatCtx, stopBeats := context.WithCancel(context.Background())
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		for seq := uint64(1); beatCtx.Err() == nil; seq++ {
+			for _, id := range []string{"w1", "w2", "w3"} {
+				_, _ = store.UpsertNode(beatCtx, workerRecord(id, "i", seq), time.Minute, state.Heartbeat())
+			}
+			time.Sleep(testTiming.HeartbeatInterval)
+		}
+	}()
+	t.Cleanup(func() { stopBeats(); <-beats })
+	f := startWith(t, store, 0)
 	lookup := func() ([]placement.Owner, error) {
 		owners, _, err := f.c.Lookup(context.Background(), "k#0", 3)
 		return owners, err
@@ -538,18 +551,47 @@ func TestRecoveryGraceHoldsPlacement(t *testing.T) {
 
 	store.SetFault(state.ErrUnavailable)
 	waitFor(t, "fail closed", func() bool { _, err := lookup(); return err != nil })
-	clock.Advance(time.Minute) // every worker lease expires during the outage
+	store.shed.Store(true) // the store answers reads again but sheds the coordinator's own writes
 	store.ClearFault()
-
-	owners, err := lookup()
-	if err != nil || len(owners) != 3 {
-		t.Fatalf("first lookup after the outage: %v %v, want the last placement held", owners, err)
+	cleared := time.Now()
+	for time.Since(cleared) < 3*(testTiming.HeartbeatInterval+200*time.Millisecond) {
+		if _, err := lookup(); !protocol.IsCode(err, protocol.CodeNotReady) {
+			t.Fatalf("lookup %s after the outage with the own record not re-accepted: %v, want not_ready", time.Since(cleared), err)
+		}
+		if rd := f.c.Readiness(); rd.Ready || !strings.Contains(strings.Join(rd.Reasons, "; "), "recovering") {
+			t.Fatalf("readiness %+v, want unready and recovering", rd)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	// After the grace (two heartbeat intervals) the empty membership the
-	// store reports is the answer.
-	waitFor(t, "grace over", func() bool { _, err := lookup(); return err != nil })
-	if _, err := lookup(); !protocol.IsCode(err, protocol.CodeNoWorkers) {
-		t.Fatalf("after the grace: %v, want no_workers", err)
+	if v := testutil.ToFloat64(f.c.m.recovering); v != 1 {
+		t.Fatalf("talon_coordinator_recovering = %v during the hold, want 1", v)
+	}
+	store.shed.Store(false)
+	flips, was := 0, false
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		o, err := lookup()
+		ready := f.c.Readiness().Ready
+		if ready != was {
+			flips++
+			was = ready
+		}
+		if err == nil && len(o) != 3 {
+			t.Fatalf("first answers after the outage name %d owners, want the 3 live workers", len(o))
+		}
+		if err == nil && ready && flips == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !was || flips != 1 {
+		t.Fatalf("readiness changed %d times after the outage (ready now %v), want once to ready", flips, was)
+	}
+	for range 20 {
+		if !f.c.Readiness().Ready {
+			t.Fatal("readiness flapped back after recovery")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

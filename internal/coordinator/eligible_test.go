@@ -32,8 +32,8 @@ func gaugeValue(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 
 // TestEligibleWorkersGauge: talon_placement_eligible_workers follows the
 // placement: it counts live, healthy and ready workers, drops when a
-// worker turns unready or stops heartbeating (long before its record
-// expires), and is what the membership alerts read.
+// worker turns unready or stops heartbeating (marked late, long before its
+// record expires), and is what the membership alerts read.
 func TestEligibleWorkersGauge(t *testing.T) {
 	clock := testsupport.NewFakeClock(time.Now())
 	store := memory.New(memory.Options{Clock: clock.Now})
@@ -72,9 +72,27 @@ func TestEligibleWorkersGauge(t *testing.T) {
 	}
 	upsert("w3", true)
 	waitEligible(3)
-	clock.Advance(1500 * time.Millisecond) // every worker past unhealthy-after, within the lease
-	upsert("w1", true)                     // only w1 still heartbeats
+	// Only w1 still heartbeats: the coordinator watches w2 and w3 go
+	// unchanged for unhealthy-after and the store marks them late. The
+	// store's clock stands still: no lease expires, only the marks count.
+	stop := make(chan struct{})
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		for seq := uint64(1000); ; seq++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(timing.HeartbeatInterval):
+				rec := &cluster.Record{ClusterID: "test", NodeID: "w1", Role: cluster.RoleWorker, IncarnationID: "i", HeartbeatSeq: seq,
+					Address: "10.0.0.1:7510", Version: "v", Health: cluster.HealthHealthy, Ready: true}
+				_, _ = store.UpsertNode(context.Background(), rec, timing.LeaseTTL)
+			}
+		}
+	}()
 	waitEligible(1)
+	close(stop)
+	<-beats
 	if under() != 1 {
 		t.Fatalf("under-replicated %v with 1 eligible worker, want 1", under())
 	}

@@ -24,6 +24,8 @@ type coordMetrics struct {
 	selfRefusals   *prometheus.CounterVec
 	limitRefusals  *prometheus.CounterVec
 	authRefusals   *prometheus.CounterVec
+	transitions    *prometheus.CounterVec // transition, outcome
+	recovering     prometheus.Gauge
 }
 
 func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, error) {
@@ -90,10 +92,25 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Name: "talon_coordinator_own_record_refusals_total",
 			Help: "Writes of this coordinator's own record that the store refused, by outcome (stale: another process holds the node ID; not_found: the record is gone).",
 		}, []string{"outcome"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "talon_coordinator_liveness_transitions_total",
+			Help:        "Time-based transitions this coordinator proposed to the store after watching a record go unchanged (transition: late after unhealthy-after, expire after lease-ttl), by outcome (accepted: this proposal applied it; stale: the record moved on first, a heartbeat won; not_found; or an error code).",
+			ConstLabels: constLabels,
+		}, []string{"transition", "outcome"}),
+		recovering: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "talon_coordinator_recovering",
+			Help:        "1 while the coordinator holds itself unready after a store outage or its own stall, until it has observed the cluster for the recovery hold and the store accepted its own record again.",
+			ConstLabels: constLabels,
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals, m.transitions, m.recovering} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
+		}
+	}
+	for _, tr := range []string{"late", "expire"} {
+		for _, o := range []string{"accepted", "stale", "not_found"} {
+			m.transitions.WithLabelValues(tr, o)
 		}
 	}
 	for _, r := range []string{"handshake", "permission_denied"} {

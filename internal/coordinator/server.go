@@ -11,10 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
-	"github.com/talonhq/talon/internal/state"
 )
 
 // pushTimeout bounds a placement-version push to one subscriber; a
@@ -31,8 +29,7 @@ type conn struct {
 
 	// bumps is the subscriber's one-slot mailbox: the newest placement
 	// version waiting to be pushed. pusher, started on Subscribe, writes it.
-	bumps      chan uint64
-	subscribed bool // guarded by Coordinator.mu
+	bumps chan uint64
 
 	// peer is the verified identity of a TLS peer, set by serveConn
 	// before the first request; nil on a plain (insecure) listener.
@@ -126,8 +123,8 @@ func (c *Coordinator) serveConn(cn *conn) {
 	defer func() {
 		c.mu.Lock()
 		delete(c.conns, cn)
-		delete(c.subscribers, cn)
 		c.mu.Unlock()
+		c.subs.remove(cn)
 		close(done)
 		_ = cn.nc.Close()
 		pusherWG.Wait()
@@ -205,28 +202,6 @@ func (c *Coordinator) serveConn(cn *conn) {
 	}
 }
 
-// admitted runs write when a store-write slot is free within
-// AdmissionWait, else refuses it with the retryable unavailable code: under
-// saturation the coordinator sheds load early instead of queueing without
-// bound (workers retry with backoff).
-func (c *Coordinator) admitted(op string, write func() protocol.Message) protocol.Message {
-	select {
-	case c.writeSlots <- struct{}{}:
-	default:
-		t := time.NewTimer(c.opts.Limits.AdmissionWait)
-		select {
-		case c.writeSlots <- struct{}{}:
-			t.Stop()
-		case <-t.C:
-			c.m.limitRefusals.WithLabelValues("inflight_writes").Inc()
-			c.m.writes.WithLabelValues(op, protocol.CodeUnavailable.String()).Inc()
-			return protocol.NewError(protocol.CodeUnavailable, "coordinator %s has %d store writes in flight, its limit: retry after a backoff, possibly elsewhere", c.opts.NodeID, cap(c.writeSlots))
-		}
-	}
-	defer func() { <-c.writeSlots }()
-	return write()
-}
-
 // handshake completes a TLS handshake within FrameTimeout and records the
 // peer's identity (the listener's configuration verified the chain).
 func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
@@ -247,27 +222,6 @@ func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
 	return true
 }
 
-// authorizeWrite allows a Register, Heartbeat or Deregister for key only
-// from the worker whose certificate names key's node: identity binds
-// writes. Without TLS (insecure-control-plane) everything is allowed. A
-// refusal is a permission_denied Error; nothing is stored.
-func (c *Coordinator) authorizeWrite(cn *conn, op string, key cluster.Key) *protocol.Error {
-	if cn.peer == nil {
-		return nil
-	}
-	id := *cn.peer
-	if id.Role == pki.RoleWorker && key.Role == cluster.RoleWorker && id.NodeID == key.NodeID {
-		return nil
-	}
-	c.m.authRefusals.WithLabelValues("permission_denied").Inc()
-	c.m.writes.WithLabelValues(op, protocol.CodePermissionDenied.String()).Inc()
-	c.log.Warn("control write refused: the credential does not name this node", "op", op, "credential", id.String(), "node", string(key.Role)+"/"+key.NodeID, "remote", cn.nc.RemoteAddr().String())
-	if id.Role != pki.RoleWorker {
-		return protocol.NewError(protocol.CodePermissionDenied, "%s: credential %s may not write records; only a worker credential may %s, for its own node", op, id, op)
-	}
-	return protocol.NewError(protocol.CodePermissionDenied, "%s of %s/%s: credential %s may %s only its own node", op, key.Role, key.NodeID, id, op)
-}
-
 // subscribe registers cn for placement-version pushes and answers with
 // the current version. The reply is written while holding cn's write lock
 // and under the same lock that registers the subscriber, so no push can
@@ -282,12 +236,8 @@ func (c *Coordinator) subscribe(cn *conn, requestID uint64) (first bool, err err
 	}
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
-	c.mu.Lock()
-	first = !cn.subscribed
-	cn.subscribed = true
-	c.subscribers[cn] = struct{}{}
-	version := uint64(c.pushed)
-	c.mu.Unlock()
+	first, v := c.subs.add(cn)
+	version := uint64(v)
 	select { // a pending push is no newer than version
 	case <-cn.bumps:
 	default:
@@ -352,140 +302,4 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	}
 	c.proc.Observe(op, outcome, c.now().Sub(start))
 	return resp
-}
-
-// upsert applies a Register or Heartbeat.
-func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload []byte) protocol.Message {
-	rec, err := protocol.DecodeRecordPayload(payload)
-	if err != nil {
-		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
-		return wireError(err)
-	}
-	if e := c.authorizeWrite(cn, op, rec.Key()); e != nil {
-		return e
-	}
-	if rec.ClusterID != c.opts.ClusterID {
-		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
-		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", rec.ClusterID, c.opts.ClusterID)
-	}
-	if rec.Role != cluster.RoleWorker {
-		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
-		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers register over the control protocol", rec.Role)
-	}
-	if !c.current() {
-		// Fail closed (ADR section 8): no current snapshot, no writes.
-		c.m.writes.WithLabelValues(op, protocol.CodeNotReady.String()).Inc()
-		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has no current cluster view; retry, possibly elsewhere", c.opts.NodeID)
-	}
-	var opts []state.UpsertOption
-	if op == "heartbeat" {
-		opts = append(opts, state.Heartbeat())
-	} else if full, n := c.clusterFull(rec.Key()); full {
-		c.m.writes.WithLabelValues(op, protocol.CodeResourceExhausted.String()).Inc()
-		c.m.limitRefusals.WithLabelValues("records").Inc()
-		return protocol.NewError(protocol.CodeResourceExhausted, "cluster %q holds %d records, the max-records limit; node %q is not registered", c.opts.ClusterID, n, rec.NodeID)
-	}
-	start := c.now()
-	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL, opts...)
-	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
-	if err != nil {
-		c.noteStoreError("upsert", err)
-		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
-		return storeErrorReply(err)
-	}
-	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
-	if op == "heartbeat" && res.Outcome == state.OutcomeAccepted && res.Record != nil {
-		if v := c.LastGood(); v != nil {
-			if prev := v.record(rec.Key()); prev != nil && prev.IncarnationID == rec.IncarnationID && res.Record.UpdatedAtUnixMs >= prev.UpdatedAtUnixMs {
-				c.m.heartbeatAge.Observe(float64(res.Record.UpdatedAtUnixMs-prev.UpdatedAtUnixMs) / 1000)
-			}
-		}
-	}
-	if res.Decision == cluster.DecisionInsert {
-		c.noteRegistered(rec.Key())
-	}
-	if res.Outcome == state.OutcomeAccepted && res.Decision != cluster.DecisionAdvance {
-		// A new or restarted worker may change placement: tell subscribers soon.
-		c.requestRefresh()
-	}
-	return c.ack(res)
-}
-
-func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Deregister) protocol.Message {
-	if e := c.authorizeWrite(cn, "deregister", m.Key()); e != nil {
-		return e
-	}
-	if m.ClusterID != c.opts.ClusterID {
-		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
-		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)
-	}
-	if m.Role != cluster.RoleWorker {
-		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
-		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers deregister over the control protocol", m.Role)
-	}
-	start := c.now()
-	res, err := c.opts.Store.RemoveNode(ctx, m.Key(), m.IncarnationID)
-	c.m.storeDuration.WithLabelValues("remove").Observe(c.now().Sub(start).Seconds())
-	if err != nil {
-		c.noteStoreError("remove", err)
-		c.m.writes.WithLabelValues("deregister", wireCode(err).String()).Inc()
-		return storeErrorReply(err)
-	}
-	c.m.writes.WithLabelValues("deregister", res.Outcome.String()).Inc()
-	if res.Outcome == state.OutcomeAccepted {
-		c.requestRefresh()
-	}
-	return c.ack(res)
-}
-
-func (c *Coordinator) ack(res state.WriteResult) *protocol.Ack {
-	a := &protocol.Ack{
-		Outcome:             wireOutcome(res.Outcome),
-		HeartbeatIntervalMs: uint32(c.opts.Timing.HeartbeatInterval.Milliseconds()),
-		LeaseTTLMs:          uint32(c.opts.Timing.LeaseTTL.Milliseconds()),
-		Revision:            res.Revision.String(),
-	}
-	if res.Record != nil {
-		a.UpdatedAtUnixMs = res.Record.UpdatedAtUnixMs
-	}
-	return a
-}
-
-// clusterFull reports whether registering key would take the cluster past
-// Limits.MaxRecords: the current view and the registrations this
-// coordinator accepted since hold at least that many records, none in
-// key's slot. With several coordinators the cap can be passed by what the
-// others registered within one refresh interval.
-func (c *Coordinator) clusterFull(key cluster.Key) (full bool, records int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.lastGood
-	if v == nil {
-		return false, 0
-	}
-	n := len(v.Snapshot.Records) + len(c.newSinceView)
-	own := cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}
-	if v.Snapshot.Find(own) == nil {
-		n++ // this coordinator's own record, written but not yet seen
-	}
-	if n < c.opts.Limits.MaxRecords {
-		return false, n
-	}
-	_, pending := c.newSinceView[key]
-	return !pending && v.Snapshot.Find(key) == nil, n
-}
-
-// noteRegistered counts a node this coordinator registered until a view
-// read that began afterwards holds it (see clusterFull).
-func (c *Coordinator) noteRegistered(key cluster.Key) {
-	var started uint64
-	if b := c.views.Load(); b != nil {
-		started = b.started()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v := c.lastGood; v != nil && v.Snapshot.Find(key) != nil {
-		return
-	}
-	c.newSinceView[key] = started
 }

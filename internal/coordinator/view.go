@@ -22,9 +22,8 @@ type View struct {
 	Excluded []placement.Exclusion
 	// ObservedAt is the local time the snapshot read completed.
 	ObservedAt time.Time
-	// stableUntilUnixMs is the store time at which a record of Snapshot
-	// next turns unhealthy or expires by age alone.
-	stableUntilUnixMs int64
+	// readStart is the local time the snapshot read began.
+	readStart time.Time
 
 	indexOnce sync.Once
 	index     map[cluster.Key]*cluster.Record

@@ -3,14 +3,11 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/talonhq/talon/internal/cluster"
 )
 
 // TestBatcher checks the two batching rules: a caller never gets a view
@@ -115,24 +112,5 @@ func TestBatcherPipelines(t *testing.T) {
 	// Reads 1 and 2 ran at once; the third caller waited for read 3.
 	if got[1] != 1 || got[2] != 1 || got[3] != 1 || !slices.Equal(seqs, []uint64{1, 2, 3}) {
 		t.Fatalf("views by read %v, sequence numbers %v", got, seqs)
-	}
-}
-
-func TestNextTransition(t *testing.T) {
-	tm := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 6 * time.Second}
-	recs := []*cluster.Record{{UpdatedAtUnixMs: 10_000}, {UpdatedAtUnixMs: 11_500}}
-	tests := []struct {
-		now, want int64
-	}{
-		{10_000, 13_000}, // first record turns unhealthy
-		{13_000, 14_500}, // then the second
-		{14_500, 16_000}, // then the first expires
-		{16_000, 17_500}, // then the second expires
-		{17_500, math.MaxInt64},
-	}
-	for _, tt := range tests {
-		if got := nextTransition(recs, tt.now, tm); got != tt.want {
-			t.Errorf("nextTransition(now %d) = %d, want %d", tt.now, got, tt.want)
-		}
 	}
 }

@@ -1,0 +1,120 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// evidence is what this coordinator has itself observed of each record's
+// current version, and so which time-based transitions it may propose
+// (ADR 0001 amendment, "liveness judged from the store"). No decision
+// reads it: eligibility is a function of the records alone. It only
+// decides when this coordinator proposes to the store that a record is
+// late (after unhealthy-after) or expired (after lease-ttl); the store
+// applies a proposal only if the record is still the version seen, so a
+// heartbeat that lands first always wins, and any number of coordinators
+// may propose.
+//
+// A version's age counts only time this coordinator observed: from when
+// it first saw the version, or from when its current observation began,
+// whichever is later. Observation begins again after a failed read, a gap
+// between reads longer than maxGap (its own stall) or a restart; and
+// nothing is proposed before it has observed for a heartbeat interval.
+type evidence struct {
+	timing cluster.Timing
+
+	mu       sync.Mutex // guards the fields below
+	since    time.Time  // start of the current continuous observation; zero: not observing
+	versions map[cluster.Key]seenVersion
+}
+
+// seenVersion is one record version as this coordinator saw it.
+type seenVersion struct {
+	incarnation string
+	seq         uint64
+	late        bool
+	firstSeen   time.Time
+	// proposed is the transition last proposed for this version and
+	// when; a proposal is repeated after a heartbeat interval while the
+	// version stays.
+	proposed   state.Transition
+	proposedAt time.Time
+}
+
+// proposal is one transition to propose for the version seen.
+type proposal struct {
+	key         cluster.Key
+	incarnation string
+	seq         uint64
+	transition  state.Transition
+}
+
+func newEvidence(t cluster.Timing) *evidence {
+	return &evidence{timing: t, versions: map[cluster.Key]seenVersion{}}
+}
+
+// interrupt ends the current observation: a failed read or a gap.
+func (e *evidence) interrupt() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.since = time.Time{}
+}
+
+// observe takes the records of a read that started at now and returns the
+// transitions due. A record version seen for the first time counts from
+// now; versions no longer listed are forgotten.
+func (e *evidence) observe(records []*cluster.Record, now time.Time) []proposal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.since.IsZero() {
+		e.since = now
+	}
+	observing := now.Sub(e.since) >= e.timing.HeartbeatInterval
+	var due []proposal
+	seen := make(map[cluster.Key]struct{}, len(records))
+	for _, r := range records {
+		k := r.Key()
+		seen[k] = struct{}{}
+		v, ok := e.versions[k]
+		if !ok || v.incarnation != r.IncarnationID || v.seq != r.HeartbeatSeq {
+			v = seenVersion{incarnation: r.IncarnationID, seq: r.HeartbeatSeq, firstSeen: now}
+		}
+		v.late = r.Late
+		if tr := e.dueLocked(v, now); observing && tr != 0 {
+			v.proposed, v.proposedAt = tr, now
+			due = append(due, proposal{key: k, incarnation: v.incarnation, seq: v.seq, transition: tr})
+		}
+		e.versions[k] = v
+	}
+	for k := range e.versions {
+		if _, ok := seen[k]; !ok {
+			delete(e.versions, k)
+		}
+	}
+	return due
+}
+
+// dueLocked returns the transition due for v at now, or 0.
+func (e *evidence) dueLocked(v seenVersion, now time.Time) state.Transition {
+	from := v.firstSeen
+	if e.since.After(from) {
+		from = e.since
+	}
+	age := now.Sub(from)
+	var tr state.Transition
+	switch {
+	case age >= e.timing.LeaseTTL:
+		tr = state.TransitionExpire
+	case age >= e.timing.UnhealthyAfter && !v.late:
+		tr = state.TransitionLate
+	default:
+		return 0
+	}
+	if v.proposed == tr && now.Sub(v.proposedAt) < e.timing.HeartbeatInterval {
+		return 0 // proposed a moment ago; its answer is on the way
+	}
+	return tr
+}

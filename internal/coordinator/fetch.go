@@ -1,0 +1,273 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/placement"
+	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// View returns a consistent view read after the call began. When the
+// store cannot be read within the request timeout, Run has not started,
+// or the coordinator is recovering from an outage or its own stall (see
+// Options.RecoveryHold), it returns an error wrapping ErrNotReady.
+func (c *Coordinator) View(ctx context.Context) (*View, error) {
+	b := c.views.Load()
+	if b == nil {
+		return nil, fmt.Errorf("%w: the coordinator is not running yet", ErrNotReady)
+	}
+	v, err := b.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	if r := c.view.recoveryReason(c.now()); r != "" {
+		return nil, fmt.Errorf("%w: %s", ErrNotReady, r)
+	}
+	return v, nil
+}
+
+// LastGood returns the last view successfully read, for diagnostics only:
+// it may be stale, and callers must mark it so with its ObservedAt. It is
+// nil before the first successful read.
+func (c *Coordinator) LastGood() *View {
+	v, _, _, _ := c.view.state()
+	return v
+}
+
+// LastError returns the last store error seen, nil once the store answers again.
+func (c *Coordinator) LastError() error {
+	_, err, _, _ := c.view.state()
+	return err
+}
+
+// current reports whether the last snapshot read succeeded: writes are
+// served then, recovering or not (workers re-register during the hold).
+func (c *Coordinator) current() bool {
+	_, _, ok, synced := c.view.state()
+	return ok && synced
+}
+
+// Lookup answers a placement lookup from a fresh view.
+func (c *Coordinator) Lookup(ctx context.Context, key string, replicas int) ([]placement.Owner, placement.Version, error) {
+	start := c.now()
+	c.lookups.Add(1)
+	owners, version, err := c.lookup(ctx, key, replicas)
+	c.m.placementDur.Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.lookupErrors.Add(1)
+		c.m.placementErrs.WithLabelValues(wireCode(err).String()).Inc()
+	}
+	return owners, version, err
+}
+
+func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]placement.Owner, placement.Version, error) {
+	if replicas < 1 || replicas > protocol.MaxReplicas {
+		return nil, 0, protocol.NewError(protocol.CodeInvalidArgument, "replicas %d: must be from 1 to %d", replicas, protocol.MaxReplicas)
+	}
+	v, err := c.View(ctx)
+	if err != nil {
+		return nil, 0, protocol.NewError(protocol.CodeNotReady, "no current cluster view (the shared store could not be read in time, or the coordinator is recovering from an outage); retry")
+	}
+	owners := v.Table.Lookup(key, replicas)
+	if len(owners) == 0 {
+		return nil, v.Version(), protocol.NewError(protocol.CodeNoWorkers, "no healthy, ready worker in cluster %s", c.opts.ClusterID)
+	}
+	return owners, v.Version(), nil
+}
+
+// fetch reads a snapshot and builds a view; it is the batcher's read.
+// Reads may finish out of order; only the latest-started read's outcome
+// is applied, and a read that finishes after a later-started one answers
+// its callers with that read's view (it too began after they asked), so
+// every answer is a view the coordinator applied, in start order.
+func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
+	start := c.now()
+	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
+	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.noteStoreError("snapshot", seq, err)
+		return nil, err
+	}
+	prev := c.LastGood()
+	v, err := c.buildView(prev, snap, start)
+	if err != nil {
+		return nil, err
+	}
+	a := c.view.good(seq, start, v)
+	if !a.ok {
+		if newest := c.view.newest(); newest != nil {
+			return newest, nil
+		}
+		return nil, fmt.Errorf("%w: a later read failed", state.ErrUnavailable)
+	}
+	c.noteView(v, a, start)
+	return v, nil
+}
+
+// buildView computes the placement of snap, reusing prev's table when the
+// eligible set is the same. Eligibility reads the records alone.
+func (c *Coordinator) buildView(prev *View, snap *state.Snapshot, start time.Time) (*View, error) {
+	if prev != nil && prev.Snapshot.Revision == snap.Revision {
+		// Same revision, same records: the same placement.
+		return &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now(), readStart: start}, nil
+	}
+	eligible, excluded := placement.Eligible(snap.Records)
+	table := (*placement.Table)(nil)
+	if prev != nil && slices.Equal(prev.Table.Nodes(), eligible) {
+		table = prev.Table // same membership: reuse the pre-hashed table
+	} else {
+		var err error
+		if table, err = placement.New(eligible); err != nil {
+			return nil, fmt.Errorf("build placement: %w", err)
+		}
+	}
+	return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(), readStart: start}, nil
+}
+
+// noteView records an applied read: evidence and proposals, readiness,
+// metrics, and (outside the recovery hold) a push when the placement
+// version changed.
+func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
+	switch {
+	case a.first:
+		c.log.Info("coordinator serving: the store answered", "control", c.advertise, "backend", c.opts.Store.Backend(),
+			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
+	case a.recovered:
+		c.log.Info("store answered: observing the cluster before answering again", "revision", v.Snapshot.Revision.String(),
+			"placement_version", v.Version().String(), "hold", c.opts.RecoveryHold)
+	case a.gap:
+		c.log.Warn("no cluster read for longer than expected (this process stalled?): observing again before answering",
+			"revision", v.Snapshot.Revision.String(), "hold", c.opts.RecoveryHold)
+	}
+	if a.recovered || a.gap {
+		c.evidence.interrupt()
+		c.kickSelf() // the own record may have expired meanwhile: learn it now
+	}
+	for _, p := range c.evidence.observe(v.Snapshot.Records, start) {
+		select {
+		case c.proposals <- p:
+		default: // the proposer is behind; the next read proposes again
+		}
+	}
+	c.updateReadyMetric()
+	c.m.snapshotAge.Set(0)
+	if a.prev == nil || a.prev.Snapshot.Revision != v.Snapshot.Revision {
+		c.countNodes(v)
+		if a.prev != nil {
+			c.logMembership(a.prev, v)
+		}
+	}
+	if c.view.isRecovering() {
+		return // no push while answers are held back
+	}
+	if changed, old, hadOld := c.subs.publish(v.Version()); changed {
+		if hadOld {
+			c.log.Info("placement version changed", "old", old.String(), "new", v.Version().String(), "eligible_workers", v.Table.Len())
+		}
+		c.m.versionChanges.Inc()
+	}
+}
+
+// maxMembershipEvents bounds the node events one view logs; the rest are
+// summed up in one line (a mass expiry must not flood the log).
+const maxMembershipEvents = 20
+
+// logMembership logs, one structured line each, the nodes that joined,
+// changed health, or expired or were removed between prev and v.
+func (c *Coordinator) logMembership(prev, v *View) {
+	health := func(view *View) map[cluster.Key]cluster.Health {
+		m := make(map[cluster.Key]cluster.Health, len(view.Snapshot.Records))
+		for _, r := range view.Snapshot.Records {
+			m[r.Key()] = r.EffectiveHealth()
+		}
+		return m
+	}
+	before, after := health(prev), health(v)
+	logged, dropped := 0, 0
+	event := func(level slog.Level, msg string, k cluster.Key, args ...any) {
+		if logged >= maxMembershipEvents {
+			dropped++
+			return
+		}
+		logged++
+		c.log.Log(context.Background(), level, msg, append([]any{"role", string(k.Role), "node", k.NodeID}, args...)...)
+	}
+	for k, h := range after {
+		old, ok := before[k]
+		switch {
+		case !ok:
+			addr := ""
+			if r := v.record(k); r != nil {
+				addr = r.Address
+			}
+			event(slog.LevelInfo, "node joined", k, "health", string(h), "address", addr)
+		case old != h && h == cluster.HealthHealthy:
+			event(slog.LevelInfo, "node recovered", k, "was", string(old))
+		case old != h:
+			event(slog.LevelWarn, "node health changed", k, "was", string(old), "now", string(h))
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			event(slog.LevelWarn, "node expired or removed", k)
+		}
+	}
+	if dropped > 0 {
+		c.log.Warn("more membership changes not logged one by one", "count", dropped)
+	}
+}
+
+// countNodes sets the live-node gauges and the eligible-worker gauge from v.
+func (c *Coordinator) countNodes(v *View) {
+	c.m.eligible.Set(float64(v.Table.Len()))
+	under := 0.0
+	if v.Table.Len() < c.opts.PlacementReplicas {
+		under = 1
+	}
+	c.m.underRepl.Set(under)
+	counts := map[[2]string]int{}
+	for _, r := range v.Snapshot.Records {
+		counts[[2]string{string(r.Role), string(r.EffectiveHealth())}]++
+	}
+	for _, r := range cluster.Roles() {
+		for _, h := range cluster.HealthStates() {
+			c.m.nodes.WithLabelValues(string(r), string(h)).Set(float64(counts[[2]string{string(r), string(h)}]))
+		}
+	}
+}
+
+// noteStoreError records a failed store operation. Only a failed snapshot
+// read (seq > 0, applied in start order) makes the coordinator fail closed:
+// a lost write race, an invalid record or a broken watch say nothing about
+// whether it can answer from a current view.
+func (c *Coordinator) noteStoreError(op string, seq uint64, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	c.m.storeErrors.WithLabelValues(op, state.Code(err)).Inc()
+	if op != "snapshot" {
+		c.storeErrors.Add(1)
+		c.log.Debug("store operation failed", "operation", op, "error", err)
+		return
+	}
+	ok, wasOK := c.view.failed(seq, err)
+	if !ok {
+		return // a later-started read already decided
+	}
+	c.storeErrors.Add(1)
+	c.evidence.interrupt()
+	if wasOK {
+		c.log.Warn("store unreachable: failing closed (unready, lookups refused)", "operation", op, "error", err)
+	}
+	if lastGood := c.LastGood(); lastGood != nil {
+		c.m.snapshotAge.Set(c.now().Sub(lastGood.ObservedAt).Seconds())
+	}
+	c.updateReadyMetric()
+}

@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/talonhq/talon/internal/backoff"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// refreshEvery is how often the refresh loop reads the view without being
+// asked: at least once a second, so the evidence of a silent record grows
+// and readiness and pushes follow the store when no lookup arrives.
+func refreshEvery(o Options) time.Duration { return min(o.Timing.HeartbeatInterval, time.Second) }
+
+// minRefreshGap is the least time between two background view reads.
+const minRefreshGap = 200 * time.Millisecond
+
+// maxReadGap is the longest expected time between the starts of two
+// successful reads: a read's timeout plus two refresh periods and the
+// minimum gap. A longer gap means this coordinator was not observing (its
+// process stalled, or its reads did), so it recovers before answering.
+func maxReadGap(o Options) time.Duration {
+	return o.RequestTimeout + 2*refreshEvery(o) + minRefreshGap
+}
+
+// requestRefresh asks the refresh loop for a new view without waiting.
+func (c *Coordinator) requestRefresh() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refreshLoop reads the view periodically and on request.
+func (c *Coordinator) refreshLoop(ctx context.Context) {
+	t := time.NewTicker(refreshEvery(c.opts))
+	defer t.Stop()
+	for {
+		_, _ = c.views.Load().get(ctx)
+		// A minimum gap keeps a burst of membership changes from turning
+		// into back-to-back store reads (a full LIST on Kubernetes).
+		if backoff.Sleep(ctx, minRefreshGap) != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.kick:
+		}
+	}
+}
+
+// watchLoop follows the store's change stream to push placement changes
+// promptly. It recovers from compaction by re-reading and re-watching.
+func (c *Coordinator) watchLoop(ctx context.Context) {
+	retry := backoff.New(c.retryPolicy())
+	for ctx.Err() == nil {
+		v, err := c.views.Load().get(ctx)
+		if err != nil {
+			if backoff.Sleep(ctx, retry.Next()) != nil {
+				return
+			}
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		for batch := range c.opts.Store.Watch(wctx, c.opts.ClusterID, v.Snapshot.Revision) {
+			if batch.Err != nil {
+				if errors.Is(batch.Err, state.ErrCompacted) {
+					c.log.Info("watch revision compacted; re-reading the cluster", "revision", v.Snapshot.Revision.String())
+				} else if ctx.Err() == nil {
+					c.noteStoreError("watch", 0, batch.Err)
+				}
+				break
+			}
+			retry.Reset()
+			if c.placementRelevant(batch.Events) {
+				c.requestRefresh()
+			}
+		}
+		cancel()
+		if backoff.Sleep(ctx, retry.Next()) != nil {
+			return
+		}
+	}
+}
+
+// placementRelevant reports whether any event may change placement or
+// the node counts: a removal, a new node, or a change of incarnation,
+// address, readiness, reported health or the store's late mark. Plain
+// heartbeats (only the sequence and counters move) do not need a new view.
+func (c *Coordinator) placementRelevant(events []state.Event) bool {
+	last := c.LastGood()
+	if last == nil {
+		return true
+	}
+	for _, ev := range events {
+		if ev.Type != state.EventPut || ev.Record == nil {
+			return true
+		}
+		old := last.record(ev.Key)
+		r := ev.Record
+		if old == nil || old.IncarnationID != r.IncarnationID || old.Address != r.Address || old.Ready != r.Ready ||
+			old.Health != r.Health || old.Late != r.Late {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,176 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/talonhq/talon/internal/backoff"
+	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/membership"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// newSelfLoop builds the loop that keeps this coordinator's own record
+// in the store (package membership): the write is a direct store upsert.
+func (c *Coordinator) newSelfLoop() (*membership.Loop, error) {
+	return membership.New(membership.Options{
+		Role:           string(cluster.RoleCoordinator),
+		NodeID:         c.opts.NodeID,
+		Incarnation:    c.incarnation,
+		Write:          c.writeSelf,
+		Interval:       c.opts.Timing.HeartbeatInterval,
+		RequestTimeout: c.opts.RequestTimeout,
+		Logger:         c.log,
+		Now:            c.now,
+		Sleep:          c.sleepSelf,
+		OnAttempt:      c.selfAttempted,
+	})
+}
+
+// writeSelf writes this coordinator's own record once.
+func (c *Coordinator) writeSelf(ctx context.Context, a membership.Attempt) (membership.Answer, error) {
+	var opts []state.UpsertOption
+	if !a.Register {
+		opts = append(opts, state.Heartbeat())
+	}
+	start := c.now()
+	res, err := c.opts.Store.UpsertNode(ctx, c.selfRecord(a.Seq), c.opts.Timing.LeaseTTL, opts...)
+	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
+	if err != nil {
+		c.noteStoreError("upsert", 0, err)
+		return membership.Answer{}, err
+	}
+	switch res.Outcome {
+	case state.OutcomeAccepted, state.OutcomeDuplicate:
+		return membership.Answer{Outcome: membership.Accepted}, nil
+	case state.OutcomeNotFound:
+		c.m.selfRefusals.WithLabelValues(res.Outcome.String()).Inc()
+		return membership.Answer{Outcome: membership.NotFound}, nil
+	}
+	c.m.selfRefusals.WithLabelValues(res.Outcome.String()).Inc()
+	ans := membership.Answer{Outcome: membership.Superseded}
+	if res.Record != nil {
+		ans.Holder = res.Record.IncarnationID
+	}
+	return ans, nil
+}
+
+// selfAttempted follows the own-record loop: an accepted write counts for
+// the recovery hold and may change readiness and the view.
+func (c *Coordinator) selfAttempted(r membership.Report) {
+	if r.Err == nil && r.Answer.Outcome == membership.Accepted {
+		c.view.selfWritten(r.Started)
+		c.requestRefresh()
+	}
+	c.updateReadyMetric()
+}
+
+// sleepSelf is the own-record loop's wait: d, or less when kickSelf asks
+// for a write now.
+func (c *Coordinator) sleepSelf(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-c.selfKick:
+	}
+	return nil
+}
+
+// kickSelf asks the own-record loop to write now.
+func (c *Coordinator) kickSelf() {
+	select {
+	case c.selfKick <- struct{}{}:
+	default:
+	}
+}
+
+// selfRecord builds this coordinator's own status record.
+func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
+	rd := c.Readiness()
+	storeOK := c.current()
+	health := cluster.HealthHealthy
+	if !storeOK {
+		health = cluster.HealthDegraded
+	}
+	return &cluster.Record{
+		ClusterID:       c.opts.ClusterID,
+		NodeID:          c.opts.NodeID,
+		Role:            cluster.RoleCoordinator,
+		IncarnationID:   c.incarnation,
+		Address:         c.advertise,
+		AdminAddress:    c.opts.AdminAddress,
+		Version:         buildinfo.Version,
+		StartTimeUnixMs: c.startUnixMs,
+		HeartbeatSeq:    seq,
+		Health:          health,
+		Ready:           rd.Ready,
+		Capacity:        cluster.Capacity{StoreHealthy: storeOK},
+		Counters: cluster.Counters{
+			RequestsTotal:         c.requests.Load(),
+			ErrorsTotal:           c.requestErrors.Load(),
+			PlacementLookupsTotal: c.lookups.Load(),
+			PlacementErrorsTotal:  c.lookupErrors.Load(),
+			StoreErrorsTotal:      c.storeErrors.Load(),
+		},
+		Labels: c.opts.Labels,
+	}
+}
+
+// maxQueuedProposals bounds the transitions waiting for the proposer; a
+// read that finds the queue full leaves the rest for the next read.
+const maxQueuedProposals = 256
+
+// proposeLoop sends the transitions the evidence finds due to the store,
+// one at a time, until ctx ends. Every coordinator proposes alike; the
+// store applies a proposal only to the version it names.
+func (c *Coordinator) proposeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-c.proposals:
+			c.propose(ctx, p)
+		}
+	}
+}
+
+func (c *Coordinator) propose(ctx context.Context, p proposal) {
+	pctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	t, ok := c.opts.Store.(transitioner)
+	if !ok {
+		return
+	}
+	start := c.now()
+	res, err := t.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition)
+	c.m.storeDuration.WithLabelValues("transition").Observe(c.now().Sub(start).Seconds())
+	outcome := state.Code(err)
+	if err == nil {
+		outcome = res.Outcome.String()
+	} else {
+		c.noteStoreError("transition", 0, err)
+	}
+	c.m.transitions.WithLabelValues(p.transition.String(), outcome).Inc()
+	if err == nil && res.Outcome == state.OutcomeAccepted {
+		c.log.Warn("record unchanged for too long: proposed to the store and applied", "transition", p.transition.String(),
+			"role", string(p.key.Role), "node", p.key.NodeID, "incarnation", p.incarnation, "heartbeat_seq", p.seq)
+		c.requestRefresh()
+	}
+}
+
+// retryPolicy is the coordinator's wait between failed background reads.
+func (c *Coordinator) retryPolicy() backoff.Policy {
+	return backoff.Policy{Initial: 100 * time.Millisecond, Max: c.opts.Timing.HeartbeatInterval, Jitter: 0.5}
+}
+
+// transitioner is the store's ProposeTransition.
+type transitioner interface {
+	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error)
+}
