@@ -10,15 +10,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/membership"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/protocol"
 )
@@ -111,12 +110,10 @@ type Worker struct {
 	dataLn      net.Listener  // DataListener behind the connection cap
 	next        atomic.Uint64 // rotation index
 
+	hb *membership.Loop // registration and heartbeats
+
 	mu         sync.Mutex // guards the fields below
-	seq        uint64     // next heartbeat sequence
-	registered bool
-	refusal    string // why coordinators refuse this worker's record; "" when they do not
 	draining   bool
-	lastErr    error
 	last       *cluster.Record // last record sent and accepted
 	lastRev    string          // store revision in last's acknowledgement
 	lastBE     uint64          // backend errors in the last accepted record
@@ -154,6 +151,11 @@ func New(opts Options) (*Worker, error) {
 	if w.advertise == "" {
 		w.advertise = opts.DataListener.Addr().String()
 	}
+	hb, err := w.newHeartbeatLoop()
+	if err != nil {
+		return nil, err
+	}
+	w.hb = hb
 	if opts.Rotate {
 		for _, a := range opts.Coordinators {
 			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger, TLS: opts.ControlTLS})
@@ -216,12 +218,12 @@ func (w *Worker) Readiness() Readiness {
 	if w.diskStreak >= DiskErrorStreak {
 		reasons = append(reasons, fmt.Sprintf("cache directory failing: new disk errors in %d heartbeats in a row", w.diskStreak))
 	}
-	if w.refusal != "" {
-		reasons = append(reasons, "own record refused: "+w.refusal)
-	} else if !w.registered {
+	if st := w.hb.Status(); st.Refusal != "" {
+		reasons = append(reasons, "own record refused: "+st.Refusal)
+	} else if !st.Registered {
 		r := "warming up: not yet registered with a coordinator"
-		if w.lastErr != nil {
-			r += ": " + w.lastErr.Error()
+		if st.Err != nil {
+			r += ": " + st.Err.Error()
 		}
 		reasons = append(reasons, r)
 	}
@@ -231,11 +233,7 @@ func (w *Worker) Readiness() Readiness {
 // Serving reports whether the data listener should answer: once registered,
 // through the drain delay (unready but still serving, so requests routed
 // here while load balancers catch up are answered), until shutdown.
-func (w *Worker) Serving() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.registered
-}
+func (w *Worker) Serving() bool { return w.hb.Status().Registered }
 
 // Record returns the last status record a coordinator accepted, or nil.
 func (w *Worker) Record() *cluster.Record {
@@ -261,7 +259,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	hbDone := make(chan struct{})
-	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+	go func() { defer close(hbDone); w.hb.Run(hbCtx) }()
 	w.log.Info("worker serving", "data", w.advertise, "node", w.opts.NodeID, "incarnation", w.incarnation)
 
 	var err error
@@ -276,7 +274,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Unlock()
 	w.opts.Process.SetReady(false)
 	// Tell the coordinators right away that this worker leaves service.
-	w.beat(hbCtx)
+	w.hb.Beat(hbCtx)
 	if err == nil {
 		w.log.Info("draining: unready, serving data for the drain delay", "drain_delay", w.opts.DrainDelay)
 		time.Sleep(w.opts.DrainDelay)
@@ -298,27 +296,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// heartbeatLoop registers, then heartbeats every interval.
-func (w *Worker) heartbeatLoop(ctx context.Context) {
-	// Retry sooner, with jitter, while not accepted: from a quarter second
-	// up to a second (or the interval, if shorter).
-	limit := min(w.opts.Timing.HeartbeatInterval, time.Second)
-	retry := backoff.New(backoff.Policy{Initial: min(250*time.Millisecond, limit), Max: limit, Jitter: 0.5})
-	for {
-		wait := w.opts.Timing.HeartbeatInterval
-		if w.beat(ctx) {
-			retry.Reset()
-		} else {
-			wait = retry.Next()
-		}
-		if backoff.Sleep(ctx, wait) != nil {
-			return
-		}
-	}
-}
-
-// record builds the next status record. Called with mu held.
-func (w *Worker) recordLocked() *cluster.Record {
+// recordLocked builds the status record with sequence seq. Called with mu held.
+func (w *Worker) recordLocked(seq uint64) *cluster.Record {
 	var capy cluster.Capacity
 	var counters cluster.Counters
 	if w.opts.Status != nil {
@@ -346,7 +325,7 @@ func (w *Worker) recordLocked() *cluster.Record {
 		AdminAddress:    w.opts.AdminAddress,
 		Version:         buildinfo.Version,
 		StartTimeUnixMs: w.startUnixMs,
-		HeartbeatSeq:    w.seq,
+		HeartbeatSeq:    seq,
 		Health:          health,
 		Ready:           !w.draining && w.diskStreak < DiskErrorStreak,
 		Capacity:        capy,
@@ -355,18 +334,36 @@ func (w *Worker) recordLocked() *cluster.Record {
 	}
 }
 
-// beat sends one Register (first) or Heartbeat and reports acceptance.
-func (w *Worker) beat(ctx context.Context) bool {
-	w.mu.Lock()
-	rec := w.recordLocked()
-	w.seq++ // every attempt consumes a sequence number
-	first := !w.registered
-	w.mu.Unlock()
+// newHeartbeatLoop builds the worker's registration and heartbeat loop
+// (package membership): it follows the interval and lease TTL that the
+// coordinators send in every Ack, whatever the worker was started with.
+func (w *Worker) newHeartbeatLoop() (*membership.Loop, error) {
+	return membership.New(membership.Options{
+		Role:        string(cluster.RoleWorker),
+		NodeID:      w.opts.NodeID,
+		Incarnation: w.incarnation,
+		Write:       w.writeRecord,
+		Interval:    w.opts.Timing.HeartbeatInterval,
+		// One call and, when that coordinator fails, its retry on the
+		// failover client.
+		RequestTimeout: 2 * w.opts.RequestTimeout,
+		RetryInitial:   min(250*time.Millisecond, w.opts.Timing.HeartbeatInterval),
+		Adopt:          true,
+		Logger:         w.log,
+		Now:            w.opts.Clock,
+		OnAttempt:      func(membership.Report) { w.opts.Process.SetReady(w.Readiness().Ready) },
+	})
+}
 
+// writeRecord sends one Register or Heartbeat carrying sequence a.Seq.
+func (w *Worker) writeRecord(ctx context.Context, a membership.Attempt) (membership.Answer, error) {
+	w.mu.Lock()
+	rec := w.recordLocked(a.Seq)
+	w.mu.Unlock()
 	op := "heartbeat"
 	var msg protocol.Message
 	var err error
-	if first {
+	if a.Register {
 		op = "register"
 		msg, err = protocol.NewRegister(rec)
 	} else {
@@ -374,8 +371,41 @@ func (w *Worker) beat(ctx context.Context) bool {
 	}
 	if err != nil {
 		w.log.Error("status record is invalid", "error", err)
-		return false
+		return membership.Answer{}, err
 	}
+	resp, err := w.call(ctx, msg)
+	outcome := "ok"
+	defer func() {
+		if w.opts.HeartbeatOutcome != nil {
+			w.opts.HeartbeatOutcome(op, outcome)
+		}
+	}()
+	if err != nil {
+		outcome = protocol.CodeOf(err).String()
+		return membership.Answer{}, err
+	}
+	ack, ok := resp.(*protocol.Ack)
+	if !ok {
+		outcome = "internal"
+		return membership.Answer{}, fmt.Errorf("coordinator answered %s with %T, not an Ack", op, resp)
+	}
+	outcome = ack.Outcome.String()
+	ans := membership.Answer{HeartbeatInterval: ack.HeartbeatInterval(), LeaseTTL: ack.LeaseTTL()}
+	switch ack.Outcome {
+	case protocol.OutcomeAccepted, protocol.OutcomeDuplicate:
+		ans.Outcome = membership.Accepted
+		w.accepted(rec, ack)
+	case protocol.OutcomeNotFound:
+		ans.Outcome = membership.NotFound
+	default:
+		ans.Outcome = membership.Superseded
+	}
+	return ans, nil
+}
+
+// call sends msg to the next coordinator (Rotate) or through the failover
+// client, and once more through the failover client when the first fails.
+func (w *Worker) call(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
 	c := w.opts.Client
 	if len(w.perCoord) > 0 {
 		c = w.perCoord[w.next.Add(1)%uint64(len(w.perCoord))]
@@ -389,97 +419,42 @@ func (w *Worker) beat(ctx context.Context) bool {
 		resp, err = w.opts.Client.Call(cctx, msg)
 		cancel()
 	}
-	outcome := "ok"
-	defer func() {
-		if w.opts.HeartbeatOutcome != nil {
-			w.opts.HeartbeatOutcome(op, outcome)
-		}
-	}()
-	if err != nil {
-		outcome = protocol.CodeOf(err).String()
-		w.mu.Lock()
-		changed := w.lastErr == nil
-		w.lastErr = err
-		w.mu.Unlock()
-		if changed {
-			w.log.Warn("heartbeat failed; retrying", "operation", op, "error", err)
-		}
-		return false
-	}
-	ack, ok := resp.(*protocol.Ack)
-	if !ok {
-		outcome = "internal"
-		return false
-	}
-	outcome = ack.Outcome.String()
-	if ack.Outcome != protocol.OutcomeAccepted && ack.Outcome != protocol.OutcomeDuplicate {
-		w.refused(op, ack.Outcome)
-		return false
-	}
+	return resp, err
+}
+
+// accepted applies an accepted record: the degradation signals it carried
+// are consumed, and it becomes the last accepted record.
+func (w *Worker) accepted(rec *cluster.Record, ack *protocol.Ack) {
 	w.mu.Lock()
-	recovered := w.lastErr != nil || w.refusal != ""
-	w.lastErr = nil
-	w.refusal = ""
+	defer w.mu.Unlock()
 	w.lastBE = max(w.lastBE, rec.Counters.BackendErrorsTotal)
 	if w.opts.DiskErrors != nil {
-		switch {
-		case w.sentDE > w.lastDE:
-			w.diskStreak++
-			if w.diskStreak == DiskErrorStreak {
-				w.log.Error("cache directory keeps failing: unready, so placement moves away; reads are served from the blob store", "disk_errors", w.sentDE)
-			}
-		case w.diskStreak >= DiskErrorStreak && w.opts.DiskProbe != nil:
-			if err := w.opts.DiskProbe(); err == nil {
-				w.log.Info("cache directory working again: ready")
-				w.diskStreak = 0
-			}
-		case w.diskStreak > 0:
-			w.diskStreak = 0
-		}
-		w.lastDE = w.sentDE
+		w.diskAcceptedLocked()
 	}
-	if !w.registered {
-		w.log.Info("registered with a coordinator", "outcome", ack.Outcome.String())
-	}
-	w.registered = true
 	rec.UpdatedAtUnixMs = ack.UpdatedAtUnixMs
 	if w.last == nil || rec.HeartbeatSeq > w.last.HeartbeatSeq {
 		w.last = rec
 	}
 	w.lastRev = ack.Revision
-	draining := w.draining
-	w.mu.Unlock()
-	if recovered {
-		w.log.Info("heartbeats accepted again")
-	}
-	w.opts.Process.SetReady(!draining)
-	return true
 }
 
-// refused handles a Register or Heartbeat the store did not accept. A
-// heartbeat is refused when the slot has no record (it expired) or another
-// incarnation holds it: the worker registers again at its next beat. A
-// registration is refused only when the slot has superseded this
-// incarnation: another live process registered the same node ID later.
-// The worker is unready with the reason while refused, and logs at error
-// level once per change of reason.
-func (w *Worker) refused(op string, o protocol.Outcome) {
-	reason := "the record is gone from the store; registering again"
+// diskAcceptedLocked moves the disk-error streak after an accepted record.
+func (w *Worker) diskAcceptedLocked() {
 	switch {
-	case op == "register":
-		reason = fmt.Sprintf("duplicate node ID: node %q was registered by another live process after this one (incarnation %s); not serving", w.opts.NodeID, w.incarnation)
-	case o == protocol.OutcomeStale:
-		reason = "another incarnation holds node " + strconv.Quote(w.opts.NodeID) + "; registering again"
+	case w.sentDE > w.lastDE:
+		w.diskStreak++
+		if w.diskStreak == DiskErrorStreak {
+			w.log.Error("cache directory keeps failing: unready, so placement moves away; reads are served from the blob store", "disk_errors", w.sentDE)
+		}
+	case w.diskStreak >= DiskErrorStreak && w.opts.DiskProbe != nil:
+		if err := w.opts.DiskProbe(); err == nil {
+			w.log.Info("cache directory working again: ready")
+			w.diskStreak = 0
+		}
+	case w.diskStreak > 0:
+		w.diskStreak = 0
 	}
-	w.mu.Lock()
-	changed := w.refusal != reason
-	w.refusal = reason
-	w.registered = false
-	w.mu.Unlock()
-	w.opts.Process.SetReady(false)
-	if changed {
-		w.log.Error("coordinators refuse this worker's record; not ready", "operation", op, "outcome", o.String(), "reason", reason)
-	}
+	w.lastDE = w.sentDE
 }
 
 // deregister removes the worker's record (best effort: it also expires).

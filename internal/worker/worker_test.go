@@ -523,3 +523,35 @@ func TestWriteTimeoutReportedThroughSendfile(t *testing.T) {
 		t.Fatal("the body never reached the connection's ReadFrom")
 	}
 }
+
+// TestAdoptsTheClustersHeartbeatInterval: a worker started with a much
+// longer interval than the cluster's heartbeats at the interval every Ack
+// carries, so its record never goes silent for the cluster's
+// unhealthy-after: it stays healthy and its record is never marked late.
+func TestAdoptsTheClustersHeartbeatInterval(t *testing.T) {
+	store := memory.New(memory.Options{})
+	a := runCoordinator(t, store, "coord-a")
+	own := cluster.Timing{HeartbeatInterval: 5 * time.Second, UnhealthyAfter: 15 * time.Second, LeaseTTL: 30 * time.Second}
+	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() },
+		func(o *worker.Options) { o.Timing = own })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testsupport.WaitFor(t, 5*time.Second, "worker ready", func() bool { return w.Readiness().Ready })
+	first := find(t, store)
+	// Ten of the cluster's intervals, a small part of the worker's own.
+	window := 10 * timing.HeartbeatInterval
+	deadline := time.Now().Add(window)
+	for time.Now().Before(deadline) {
+		r := find(t, store)
+		if r == nil || r.Late || !w.Readiness().Ready {
+			t.Fatalf("record %+v ready %v: a worker on the cluster's interval is never late", r, w.Readiness().Ready)
+		}
+		time.Sleep(timing.HeartbeatInterval / 4)
+	}
+	beats := find(t, store).HeartbeatSeq - first.HeartbeatSeq
+	if beats < 5 {
+		t.Fatalf("%d heartbeats in %s: the worker kept its own %s interval instead of the cluster's %s", beats, window, own.HeartbeatInterval, timing.HeartbeatInterval)
+	}
+}
