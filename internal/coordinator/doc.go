@@ -7,23 +7,43 @@
 //
 // Invariants:
 //
+//   - Agreement: eligibility and the PlacementVersion are a function of the
+//     records a snapshot holds (placement.Eligible reads no clock), so two
+//     coordinators that read the same revision answer alike, however long
+//     each has been running or observing.
+//   - Liveness from the store: a record turns unhealthy only when the store
+//     marks it late, and leaves only when the store deletes it (its lease,
+//     or an expiry). Each coordinator proposes those transitions
+//     (evidence.go) after watching a record's version go unchanged for
+//     unhealthy-after or lease-ttl of its own continuous observation; the
+//     store applies a proposal only to the version it names, so a heartbeat
+//     that lands first wins, and any number may propose. Time this
+//     coordinator did not observe (its stall, a failed read) never counts.
 //   - Consistency: View returns a snapshot whose read started after the
-//     call; concurrent callers share one in-flight read (batching), so a
-//     burst of lookups costs one store read, never a stale answer.
+//     call; concurrent callers share one in-flight read (batching). Reads
+//     are applied in start order; one that finishes late answers with the
+//     later read's view.
 //   - Fail closed: when no snapshot can be had within RequestTimeout the
 //     coordinator turns unready, placement lookups fail with a retryable
-//     not_ready error and writes fail with the store's retryable error. The
-//     last good view is kept only for diagnostics (LastGood), marked with
-//     its observation time. Recovery is automatic.
+//     not_ready error and writes fail with the store's retryable error.
+//     After the store answers again, or after a gap in its own reads, it
+//     stays unready and answers not_ready for RecoveryHold and until the
+//     store accepted its own record again (tracker.go); writes are served
+//     meanwhile, so workers whose records expired re-register. The last
+//     good view is kept only for diagnostics (LastGood).
 //   - Lifecycle: Run serves until ctx ends, then reports unready, keeps
 //     serving for DrainDelay, stops accepting, lets in-flight requests
 //     finish within ShutdownTimeout, removes its own record and returns.
 //     Every goroutine it starts has ended when Run returns.
 //
-// Concurrency: a Coordinator is safe for concurrent use. No lock is held
-// across store or network I/O except conn.wmu, which serialises writes to
-// one connection; Coordinator.mu may be taken while holding conn.wmu (the
-// Subscribe reply), never the other way round. Placement-version pushes go
-// through a one-slot mailbox per subscriber, written by that connection's
-// own goroutine, so a slow subscriber never delays a snapshot read.
+// Concurrency: a Coordinator is safe for concurrent use. Each concern has
+// its own lock: Coordinator.mu (lifecycle and connections), tracker.mu
+// (the view, store state and recovery), evidence.mu, subscribers.mu, the
+// batcher's mu, and the own-record loop's (package membership). No lock is
+// held across store or network I/O except conn.wmu, which serialises
+// writes to one connection; subscribers.mu may be taken while holding
+// conn.wmu (the Subscribe reply), never the other way round; no other two
+// locks are held at once. Placement-version pushes go through a one-slot
+// mailbox per subscriber, written by that connection's own goroutine, so a
+// slow subscriber never delays a snapshot read.
 package coordinator

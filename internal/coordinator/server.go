@@ -130,51 +130,14 @@ func (c *Coordinator) serveConn(cn *conn) {
 		pusherWG.Wait()
 		c.proc.ConnClosed("control")
 	}()
-	lim := c.opts.Limits
 	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
 		return
 	}
 	br := bufio.NewReaderSize(cn.nc, 4096)
 	dec := protocol.NewDecoder(br)
 	for {
-		// Idle until a frame starts, then a bounded time for the whole
-		// frame: a peer can neither hold a connection in silence nor pin
-		// a half-sent frame's buffer.
-		_ = cn.nc.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
-		if _, err := br.Peek(1); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.m.limitRefusals.WithLabelValues("idle_timeout").Inc()
-			}
-			return
-		}
-		_ = cn.nc.SetReadDeadline(time.Now().Add(lim.FrameTimeout))
-		f, err := dec.ReadFrame()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			c.m.limitRefusals.WithLabelValues("frame_timeout").Inc()
-			return
-		}
-		if err == nil && f.RequestID == 0 {
-			// Request ID 0 is reserved for pushes: an answer under it
-			// would look like one. Refuse, then close.
-			c.m.limitRefusals.WithLabelValues("request_id").Inc()
-			_ = cn.write(0, protocol.NewError(protocol.CodeInvalidArgument, "request ID 0 is reserved for pushes; requests number from 1"))
-			return
-		}
-		if err != nil {
-			if reply := protocol.FrameErrorReply(err); reply != nil {
-				// Unsupported version or oversize frame: answer in the
-				// frozen Error layout, then half-close so the reply is
-				// delivered before the connection goes.
-				if cn.write(f.RequestID, reply) == nil {
-					if tc, ok := cn.nc.(*net.TCPConn); ok {
-						_ = tc.CloseWrite()
-						_ = tc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-						_, _ = io.Copy(io.Discard, io.LimitReader(tc, protocol.MaxFrame))
-					}
-				}
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.log.Debug("control connection closed", "error", err)
-			}
+		f, ok := c.readFrame(cn, br, dec)
+		if !ok {
 			return
 		}
 		msg, err := f.Message()
@@ -199,6 +162,63 @@ func (c *Coordinator) serveConn(cn *conn) {
 		if err := cn.write(f.RequestID, resp); err != nil {
 			return
 		}
+	}
+}
+
+// readFrame reads the next request frame within the connection's
+// limits. It reports false when the connection must close: idle or frame
+// timeout, a reserved request ID, a broken or unsupported frame (answered
+// first where the protocol defines an answer), or the peer gone.
+func (c *Coordinator) readFrame(cn *conn, br *bufio.Reader, dec *protocol.Decoder) (protocol.Frame, bool) {
+	lim := c.opts.Limits
+	// Idle until a frame starts, then a bounded time for the whole
+	// frame: a peer can neither hold a connection in silence nor pin
+	// a half-sent frame's buffer.
+	_ = cn.nc.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+	if _, err := br.Peek(1); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.m.limitRefusals.WithLabelValues("idle_timeout").Inc()
+		}
+		return protocol.Frame{}, false
+	}
+	_ = cn.nc.SetReadDeadline(time.Now().Add(lim.FrameTimeout))
+	f, err := dec.ReadFrame()
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.m.limitRefusals.WithLabelValues("frame_timeout").Inc()
+		return f, false
+	case err == nil && f.RequestID == 0:
+		// Request ID 0 is reserved for pushes: an answer under it
+		// would look like one. Refuse, then close.
+		c.m.limitRefusals.WithLabelValues("request_id").Inc()
+		_ = cn.write(0, protocol.NewError(protocol.CodeInvalidArgument, "request ID 0 is reserved for pushes; requests number from 1"))
+		return f, false
+	case err != nil:
+		c.frameError(cn, f, err)
+		return f, false
+	}
+	return f, true
+}
+
+// frameError answers a frame the decoder refused, where the protocol
+// defines an answer (unsupported version, oversize frame: the frozen Error
+// layout, then a half-close so the reply is delivered before the
+// connection goes).
+func (c *Coordinator) frameError(cn *conn, f protocol.Frame, err error) {
+	reply := protocol.FrameErrorReply(err)
+	if reply == nil {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			c.log.Debug("control connection closed", "error", err)
+		}
+		return
+	}
+	if cn.write(f.RequestID, reply) != nil {
+		return
+	}
+	if tc, ok := cn.nc.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		_ = tc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = io.Copy(io.Discard, io.LimitReader(tc, protocol.MaxFrame))
 	}
 }
 
