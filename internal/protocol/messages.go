@@ -508,7 +508,9 @@ func (m *PlacementLookup) UnmarshalBinary(p []byte) error {
 	return nil
 }
 
-// Owner is one worker that owns a key.
+// Owner is one worker that owns a key, in its wire form. The codec knows
+// no placement: the domain type is placement.Owner, and each side converts
+// at its edge (the coordinator's server, the client's Lookup).
 type Owner struct {
 	NodeID      string // cluster.ValidateID rules
 	DataAddress string // 1..cluster.MaxAddressBytes bytes of UTF-8
