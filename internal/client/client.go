@@ -1,17 +1,3 @@
-// Package client is the Go library clients use to find the owners of a
-// key: placement lookups against any coordinator, with failover across
-// coordinator addresses and a short-lived placement cache.
-//
-// Cache rule (ADR 0001 section 7): a PlacementVersion is an equality token.
-// Every cached decision carries the version it was computed from; when the
-// client sees any different version (a lookup answer or an EpochBump
-// push), every entry from another version is dropped. Versions are never
-// compared for order. Independently, an entry is refreshed when its TTL
-// passes and when the caller reports a connection failure, a wrong owner or
-// a missing object for it (Invalidate).
-//
-// A Client is safe for concurrent use. Connections are pooled per
-// coordinator; each protocol.Conn serves one call at a time.
 package client
 
 import (
