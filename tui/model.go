@@ -314,6 +314,17 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, m.fetch()
 	case m.detail:
 		m.detailKey(msg)
+	default:
+		m.tableKey(msg)
+	}
+	return m, nil
+}
+
+// tableKey handles a key of the table view other than those handleKey
+// takes in every view: filter, sort, role toggles, scrolling and moving.
+func (m *Model) tableKey(msg tea.KeyPressMsg) {
+	k := m.keys
+	switch {
 	case key.Matches(msg, k.Filter):
 		m.filtering = true
 	case key.Matches(msg, k.Back):
@@ -347,7 +358,6 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	default:
 		m.moveKey(msg)
 	}
-	return m, nil
 }
 
 // moveKey moves the cursor.
