@@ -6,20 +6,39 @@ import (
 	"testing"
 )
 
-// TestModuleBoundaries lists every package of the module with its
-// transitive dependencies and applies Rules and TestOnly.
-func TestModuleBoundaries(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, Module+"/...").Output()
+// listModule runs `go list` over the module: every non-test package with
+// its name, non-test Go files and transitive dependencies.
+func listModule(t *testing.T) []listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{.Name}}|{{join .GoFiles " "}}|{{join .Deps " "}}`, Module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	deps := map[string][]string{}
+	var pkgs []listed
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		deps[f[0]] = f[1:]
+		f := strings.Split(line, "|")
+		if len(f) != 4 {
+			t.Fatalf("go list line %q: want 4 fields", line)
+		}
+		pkgs = append(pkgs, listed{Package{Path: f[0], Name: f[1], Files: strings.Fields(f[2])}, strings.Fields(f[3])})
 	}
-	for _, must := range []string{Module + "/internal/protocol", Module + "/cmd/talonctl", Module + "/internal/client"} {
-		if _, ok := deps[must]; !ok {
+	return pkgs
+}
+
+type listed struct {
+	Package
+	deps []string
+}
+
+// TestModuleBoundaries lists every package of the module with its
+// transitive dependencies and applies Rules.
+func TestModuleBoundaries(t *testing.T) {
+	deps := map[string][]string{}
+	for _, p := range listModule(t) {
+		deps[p.Path] = p.deps
+	}
+	for _, must := range []string{"internal/protocol", "internal/state", "internal/cli/nodes/list", "tui", "cmd/talonctl", "internal/client", "internal/worker", "internal/coordinator"} {
+		if _, ok := deps[Module+"/"+must]; !ok {
 			t.Fatalf("go list did not list %s; the check would pass vacuously", must)
 		}
 	}
@@ -28,38 +47,89 @@ func TestModuleBoundaries(t *testing.T) {
 	}
 }
 
-// TestCheckFindsForbiddenImports adds one forbidden edge of each kind to a
-// clean graph and expects exactly that edge reported.
+// TestModuleLayout applies Layout to every package of the module.
+func TestModuleLayout(t *testing.T) {
+	var pkgs []Package
+	for _, p := range listModule(t) {
+		pkgs = append(pkgs, p.Package)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list listed %d packages; the check would pass vacuously", len(pkgs))
+	}
+	for _, v := range CheckLayout(pkgs) {
+		t.Error(v)
+	}
+}
+
+// TestCheckFindsForbiddenImports adds one forbidden edge to a clean graph
+// per row, and expects exactly that edge reported, with its rule's reason.
 func TestCheckFindsForbiddenImports(t *testing.T) {
 	m := func(p string) string { return Module + "/" + p }
 	clean := map[string][]string{
 		m("internal/protocol"):              {m("internal/cluster"), "net", "encoding/binary"},
 		m("internal/placement"):             {m("internal/cluster"), "github.com/zeebo/xxh3"},
-		m("internal/cli/nodes"):             {m("internal/apiv1"), m("internal/cli/cmdutil"), "net/http"},
-		m("tui"):                            {m("internal/apiv1"), "charm.land/bubbletea/v2"},
-		m("cmd/talonctl"):                   {m("tui"), "charm.land/bubbletea/v2", "charm.land/lipgloss/v2"},
-		m("internal/client"):                {m("internal/protocol"), m("internal/datav1")},
+		m("internal/cluster"):               {"net", "net/netip", "encoding/json"},
+		m("internal/apiv1"):                 {m("internal/cluster"), "net/http", "crypto/tls", "k8s.io/apimachinery/pkg/labels"},
+		m("internal/datav1"):                {m("internal/placement"), m("internal/pki"), "net/http"},
+		m("internal/format"):                {"fmt", "math"},
+		m("internal/state"):                 {m("internal/cluster")},
+		m("internal/state/etcd"):            {m("internal/state"), m("internal/backoff"), "go.etcd.io/etcd/client/v3"},
+		m("internal/cli/nodes"):             {m("internal/apiv1"), m("internal/cli/cmdutil"), m("internal/format"), "net/http"},
+		m("tui"):                            {m("internal/apiv1"), m("internal/format"), m("internal/backoff"), "charm.land/bubbletea/v2"},
+		m("cmd/talon"):                      {m("internal/app"), m("internal/coordinator")},
+		m("cmd/talonctl"):                   {m("internal/cli"), m("tui"), m("internal/buildinfo"), "charm.land/bubbletea/v2", "charm.land/lipgloss/v2"},
+		m("internal/client"):                {m("internal/protocol"), m("internal/datav1"), m("internal/placement")},
 		m("internal/worker"):                {m("internal/client"), m("internal/protocol"), m("internal/datav1")},
+		m("internal/pki"):                   {"crypto/tls", "crypto/x509"},
 		m("internal/coordinator"):           {m("internal/state"), m("internal/protocol")},
 		m("internal/testsupport/coordtest"): {m("internal/coordinator"), m("internal/testsupport")},
+		m("internal/integration"):           {m("internal/testenv"), m("internal/testsupport")},
 	}
 	if v := Check(clean); len(v) != 0 {
 		t.Fatalf("clean graph reported: %q", v)
 	}
 	tests := []struct{ from, dep, want string }{
-		{"internal/protocol", m("internal/state"), "the control codec knows no store"},
-		{"internal/protocol", m("internal/coordinator"), "the control codec knows no store"},
-		{"internal/placement", "net/http", "placement is pure"},
-		{"internal/placement", "go.etcd.io/etcd/client/v3", "placement is pure"},
+		// The wire and model packages import nothing networked or stateful.
+		{"internal/protocol", m("internal/state"), "nothing networked or stateful"},
+		{"internal/protocol", m("internal/coordinator"), "nothing networked or stateful"},
+		{"internal/placement", "go.etcd.io/etcd/client/v3", "nothing networked or stateful"},
+		{"internal/placement", m("internal/state/memory"), "nothing networked or stateful"},
+		{"internal/cluster", "k8s.io/client-go/kubernetes", "nothing networked or stateful"},
+		{"internal/cluster", "github.com/prometheus/client_golang/prometheus", "nothing networked or stateful"},
+		{"internal/apiv1", m("internal/admin"), "nothing networked or stateful"},
+		{"internal/apiv1", "google.golang.org/grpc", "nothing networked or stateful"},
+		{"internal/placement", "net/http", "no HTTP or TLS"},
+		{"internal/protocol", "crypto/tls", "no HTTP or TLS"},
+		{"internal/apiv1", m("internal/protocol"), "know no other wire format"},
+		{"internal/datav1", m("internal/worker/cache"), "data-path contract knows no store"},
+		{"internal/format", "github.com/dustin/go-humanize", "number formatting is pure"},
+		// The store knows no runtime.
+		{"internal/state", m("internal/coordinator"), "state never imports coordinator"},
+		{"internal/state/etcd", m("internal/coordinator"), "state never imports coordinator"},
+		{"internal/state", m("internal/worker"), "state never imports coordinator, worker"},
+		{"internal/state/etcd", m("internal/admin"), "state never imports coordinator, worker, admin"},
+		{"internal/state", m("internal/app"), "admin or app"},
+		// talonctl and top: /api/v1 and presentation only.
 		{"internal/cli/nodes", m("internal/protocol"), "talonctl speaks only"},
 		{"internal/cli/nodes", m("internal/state/etcd"), "talonctl speaks only"},
+		{"internal/cli/nodes", m("internal/client"), "talonctl speaks only"},
+		{"cmd/talonctl", m("internal/config"), "talonctl speaks only"},
 		{"tui", m("internal/admin"), "the TUI renders"},
-		{"internal/client", m("internal/worker/dataserver"), "links neither runtime"},
+		{"tui", m("internal/placement"), "the TUI renders"},
 		{"cmd/talonctl", "github.com/charmbracelet/bubbletea", "never queries the terminal"},
 		{"cmd/talonctl", "github.com/muesli/termenv", "never queries the terminal"},
+		// The runtimes' boundaries.
+		{"internal/client", m("internal/worker/dataserver"), "links neither runtime"},
+		{"internal/client", m("internal/coordinator"), "links neither runtime"},
 		{"internal/worker", m("internal/coordinator"), "only through coordinators"},
+		{"internal/worker", m("internal/state/kube"), "only through coordinators"},
+		{"internal/pki", "net/http", "TLS credentials know no server"},
+		// Test support.
 		{"internal/coordinator", m("internal/testsupport"), "never links test support"},
+		{"internal/state/etcd", m("internal/state/statetest"), "never links test support"},
+		{"cmd/talon", m("internal/testenv"), "never links test support"},
 	}
+	exercised := map[string]bool{}
 	for _, tt := range tests {
 		t.Run(tt.from+"->"+tt.dep, func(t *testing.T) {
 			g := map[string][]string{}
@@ -70,6 +140,54 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 			v := Check(g)
 			if len(v) != 1 || !strings.Contains(v[0], tt.dep) || !strings.Contains(v[0], tt.want) {
 				t.Fatalf("Check = %q, want one violation naming %s (%s)", v, tt.dep, tt.want)
+			}
+			for _, r := range Rules {
+				if strings.HasSuffix(v[0], ": "+r.Reason) {
+					exercised[r.Reason] = true
+				}
+			}
+		})
+	}
+	for _, r := range Rules {
+		if !exercised[r.Reason] {
+			t.Errorf("no case breaks the rule %q", r.Reason)
+		}
+	}
+}
+
+func TestCheckLayout(t *testing.T) {
+	m := func(p string) string { return Module + "/" + p }
+	clean := []Package{
+		{Path: m("cmd/talon"), Name: "main", Files: []string{"main.go"}},
+		{Path: m("cmd/talonctl"), Name: "main", Files: []string{"main.go"}},
+		{Path: m("internal/format"), Name: "format", Files: []string{"format.go"}},
+		{Path: m("internal/client"), Name: "client", Files: []string{"client.go", "doc.go", "objects.go"}},
+		{Path: m("internal/tools/image"), Name: "main", Files: []string{"build.go", "doc.go", "main.go"}},
+		{Path: m("tui"), Name: "tui", Files: []string{"doc.go", "model.go"}},
+		{Path: m("deploy"), Name: "deploy", Files: []string{"doc.go"}},
+	}
+	if v := CheckLayout(clean); len(v) != 0 {
+		t.Fatalf("clean layout reported: %q", v)
+	}
+	tests := []struct {
+		name string
+		pkg  Package
+		want string
+	}{
+		{"a package at the top", Package{Path: m("pkg/cache"), Name: "cache", Files: []string{"cache.go"}}, "lives under cmd/talon"},
+		{"another binary", Package{Path: m("cmd/tool"), Name: "main", Files: []string{"main.go"}}, "lives under cmd/talon"},
+		{"the module root", Package{Path: Module, Name: "talon", Files: []string{"talon.go"}}, "lives under cmd/talon"},
+		{"logic beside main", Package{Path: m("cmd/talon"), Name: "main", Files: []string{"doc.go", "main.go", "run.go"}}, "cmd/ holds main only"},
+		{"a library under cmd", Package{Path: m("cmd/talonctl/flags"), Name: "flags", Files: []string{"main.go"}}, "cmd/ holds main only"},
+		{"a util package", Package{Path: m("internal/util"), Name: "util", Files: []string{"util.go"}}, "no util, common or helpers"},
+		{"a helpers package", Package{Path: m("internal/x/helpers"), Name: "helpers", Files: []string{"helpers.go"}}, "no util, common or helpers"},
+		{"several files, no doc.go", Package{Path: m("internal/client"), Name: "client", Files: []string{"client.go", "objects.go"}}, "invariants in doc.go"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := CheckLayout(append(append([]Package{}, clean...), tt.pkg))
+			if len(v) != 1 || !strings.Contains(v[0], tt.pkg.Path) || !strings.Contains(v[0], tt.want) {
+				t.Fatalf("CheckLayout = %q, want one violation naming %s (%s)", v, tt.pkg.Path, tt.want)
 			}
 		})
 	}
