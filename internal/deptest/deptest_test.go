@@ -71,7 +71,7 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		m("internal/cluster"):               {"net", "net/netip", "encoding/json"},
 		m("internal/apiv1"):                 {m("internal/cluster"), "net/http", "crypto/tls", "k8s.io/apimachinery/pkg/labels"},
 		m("internal/datav1"):                {m("internal/placement"), m("internal/pki"), "net/http"},
-		m("internal/format"):                {"fmt", "math"},
+		m("internal/format"):                {"fmt", "math", "github.com/dustin/go-humanize"},
 		m("internal/state"):                 {m("internal/cluster")},
 		m("internal/state/etcd"):            {m("internal/state"), m("internal/backoff"), "go.etcd.io/etcd/client/v3"},
 		m("internal/cli/nodes"):             {m("internal/apiv1"), m("internal/cli/cmdutil"), m("internal/format"), "net/http"},
@@ -102,7 +102,8 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/protocol", "crypto/tls", "no HTTP or TLS"},
 		{"internal/apiv1", m("internal/protocol"), "know no other wire format"},
 		{"internal/datav1", m("internal/worker/cache"), "data-path contract knows no store"},
-		{"internal/format", "github.com/dustin/go-humanize", "number formatting is pure"},
+		{"internal/format", "github.com/charmbracelet/x/ansi", "number formatting is pure"},
+		{"internal/format", "net/http", "number formatting is pure"},
 		// The store knows no runtime.
 		{"internal/state", m("internal/coordinator"), "state never imports coordinator"},
 		{"internal/state/etcd", m("internal/coordinator"), "state never imports coordinator"},
