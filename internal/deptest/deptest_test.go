@@ -2,6 +2,7 @@ package deptest
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,39 +11,39 @@ import (
 // its name, non-test Go files and transitive dependencies.
 func listModule(t *testing.T) []listed {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{.Name}}|{{join .GoFiles " "}}|{{join .Deps " "}}`, Module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{.Name}}|{{join .GoFiles " "}}|{{join .Deps " "}}|{{join .Imports " "}}`, Module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	var pkgs []listed
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 4 {
-			t.Fatalf("go list line %q: want 4 fields", line)
+		if len(f) != 5 {
+			t.Fatalf("go list line %q: want 5 fields", line)
 		}
-		pkgs = append(pkgs, listed{Package{Path: f[0], Name: f[1], Files: strings.Fields(f[2])}, strings.Fields(f[3])})
+		pkgs = append(pkgs, listed{Package{Path: f[0], Name: f[1], Files: strings.Fields(f[2])}, strings.Fields(f[3]), strings.Fields(f[4])})
 	}
 	return pkgs
 }
 
 type listed struct {
 	Package
-	deps []string
+	deps, imports []string
 }
 
 // TestModuleBoundaries lists every package of the module with its
 // transitive dependencies and applies Rules.
 func TestModuleBoundaries(t *testing.T) {
-	deps := map[string][]string{}
+	deps, imports := map[string][]string{}, map[string][]string{}
 	for _, p := range listModule(t) {
-		deps[p.Path] = p.deps
+		deps[p.Path], imports[p.Path] = p.deps, p.imports
 	}
 	for _, must := range []string{"internal/protocol", "internal/state", "internal/cli/nodes/list", "tui", "cmd/talonctl", "internal/client", "internal/worker", "internal/coordinator"} {
 		if _, ok := deps[Module+"/"+must]; !ok {
 			t.Fatalf("go list did not list %s; the check would pass vacuously", must)
 		}
 	}
-	for _, v := range Check(deps) {
+	for _, v := range Check(Graph{Deps: deps, Imports: imports}) {
 		t.Error(v)
 	}
 }
@@ -83,9 +84,14 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		m("internal/pki"):                   {"crypto/tls", "crypto/x509"},
 		m("internal/coordinator"):           {m("internal/state"), m("internal/protocol")},
 		m("internal/testsupport/coordtest"): {m("internal/coordinator"), m("internal/testsupport")},
+		m("internal/config"):                {m("internal/format"), "github.com/dustin/go-humanize"},
 		m("internal/integration"):           {m("internal/testenv"), m("internal/testsupport")},
 	}
-	if v := Check(clean); len(v) != 0 {
+	// In the made-up graph every dependency is a direct import too, but
+	// config's go-humanize, which it reaches through format.
+	cleanImports := copyGraph(clean)
+	cleanImports[m("internal/config")] = []string{m("internal/format")}
+	if v := Check(Graph{Deps: clean, Imports: cleanImports}); len(v) != 0 {
 		t.Fatalf("clean graph reported: %q", v)
 	}
 	tests := []struct{ from, dep, want string }{
@@ -104,6 +110,7 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/datav1", m("internal/worker/cache"), "data-path contract knows no store"},
 		{"internal/format", "github.com/charmbracelet/x/ansi", "number formatting is pure"},
 		{"internal/format", "net/http", "number formatting is pure"},
+		{"internal/config", "github.com/dustin/go-humanize", "through internal/format only"},
 		// The store knows no runtime.
 		{"internal/state", m("internal/coordinator"), "state never imports coordinator"},
 		{"internal/state/etcd", m("internal/coordinator"), "state never imports coordinator"},
@@ -133,12 +140,10 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 	exercised := map[string]bool{}
 	for _, tt := range tests {
 		t.Run(tt.from+"->"+tt.dep, func(t *testing.T) {
-			g := map[string][]string{}
-			for k, v := range clean {
-				g[k] = v
-			}
-			g[m(tt.from)] = append(append([]string{}, g[m(tt.from)]...), tt.dep)
-			v := Check(g)
+			g, im := copyGraph(clean), copyGraph(cleanImports)
+			g[m(tt.from)] = append(g[m(tt.from)], tt.dep)
+			im[m(tt.from)] = append(im[m(tt.from)], tt.dep)
+			v := Check(Graph{Deps: g, Imports: im})
 			if len(v) != 1 || !strings.Contains(v[0], tt.dep) || !strings.Contains(v[0], tt.want) {
 				t.Fatalf("Check = %q, want one violation naming %s (%s)", v, tt.dep, tt.want)
 			}
@@ -154,6 +159,16 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 			t.Errorf("no case breaks the rule %q", r.Reason)
 		}
 	}
+}
+
+// copyGraph copies g deeply enough that appending to a list of the copy
+// leaves g alone.
+func copyGraph(g map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(g))
+	for k, v := range g {
+		out[k] = slices.Clone(v)
+	}
+	return out
 }
 
 func TestCheckLayout(t *testing.T) {
