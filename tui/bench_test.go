@@ -17,8 +17,8 @@ func benchModel(b *testing.B, n int) *Model {
 	b.Helper()
 	m := newModel(b, testOptions(newClock()))
 	send(m, tea.WindowSizeMsg{Width: 200, Height: 60},
-		SnapshotMsg{Seq: 1, Snapshot: bigSnapshot(n, 0)},
-		SnapshotMsg{Seq: 2, Snapshot: bigSnapshot(n, 1)})
+		PollMsg{Seq: 1, Poll: bigPoll(n, 0)},
+		PollMsg{Seq: 2, Poll: bigPoll(n, 1)})
 	return m
 }
 
@@ -45,16 +45,16 @@ func BenchmarkView(b *testing.B) {
 	}
 }
 
-// BenchmarkApplySnapshot measures the per-snapshot work at 5,000 nodes:
+// BenchmarkApplyPoll measures the per-poll work at 5,000 nodes:
 // rates, cells, widths, filter and sort.
-func BenchmarkApplySnapshot(b *testing.B) {
+func BenchmarkApplyPoll(b *testing.B) {
 	m := benchModel(b, benchNodes)
-	snaps := []*Snapshot{bigSnapshot(benchNodes, 2), bigSnapshot(benchNodes, 3)}
+	polls := []*Poll{bigPoll(benchNodes, 2), bigPoll(benchNodes, 3)}
 	seq := uint64(2)
 	b.ReportAllocs()
 	for b.Loop() {
 		seq++
-		send(m, SnapshotMsg{Seq: seq, Snapshot: snaps[seq%2]})
+		send(m, PollMsg{Seq: seq, Poll: polls[seq%2]})
 	}
 }
 

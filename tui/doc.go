@@ -1,24 +1,28 @@
 // Package tui holds the bubbletea model of `talonctl top`, a live view of a
 // Talon cluster read through /api/v1 (internal/apiv1).
 //
-// The model does no I/O. Cluster data arrives as messages (SnapshotMsg,
+// The model does no I/O. Cluster data arrives as messages (PollMsg,
 // FetchErrorMsg); the model asks for data by calling Options.Fetch, a
 // function supplied by the command that returns a tea.Cmd doing the HTTP
 // call. Update and View are therefore pure functions of the model, the
 // message and the injected clock (Options.Now), and tests drive them
 // directly or through teatest with a fixed clock.
 //
+// A Poll is one read of /api/v1 (the cluster summary and the node list).
+// "Snapshot" is kept for what the coordinator serves it from, the store read
+// of package state; the screen says "snapshot" too, as operators know it.
+//
 // Invariants:
 //
 //   - Last good data stays. An error (unreachable, timeout, 503, anything
-//     else) never clears the snapshot on screen and never quits: the model
-//     keeps the last snapshot it applied, dims it and shows a STALE banner
-//     with the snapshot's observation time and age, the error, and when the
-//     next attempt is due. The banner goes as soon as a fresh snapshot is
-//     applied. Before the first snapshot the same banner explains why there
+//     else) never clears the poll on screen and never quits: the model
+//     keeps the last poll it applied, dims it and shows a STALE banner
+//     with the poll's observation time and age, the error, and when the
+//     next attempt is due. The banner goes as soon as a fresh poll is
+//     applied. Before the first poll the same banner explains why there
 //     is no data yet.
 //   - Ordering. Every fetch carries a sequence number from Fetch's seq
-//     argument. A response (snapshot or error) whose sequence number is not
+//     argument. A response (poll or error) whose sequence number is not
 //     greater than that of the newest response applied is dropped, so a
 //     slow old response never overwrites a newer one.
 //   - One timer. At most one refresh timer is live: each newly scheduled
@@ -28,12 +32,12 @@
 //   - Backoff. After n consecutive failures the next attempt waits
 //     Backoff.Delay(n): exponential from the refresh interval, with jitter,
 //     capped, and never shorter than a server's Retry-After (within the cap).
-//   - Rates are computed between the consecutive snapshots of one
+//   - Rates are computed between the consecutive polls of one
 //     incarnation, over the interval between the two heartbeats that carried
 //     the counters. A new incarnation or a counter that went backwards starts
 //     a new baseline: the rate is unknown until the next heartbeat.
-//   - Scale. Per-snapshot work (rates, cell text, column widths, filtering,
-//     sorting) is done once when a snapshot, the filter, the sort or the
+//   - Scale. Per-poll work (rates, cell text, column widths, filtering,
+//     sorting) is done once when a poll, the filter, the sort or the
 //     role toggles change, never per frame. View renders only the rows that
 //     fit the window, so its cost does not grow with the number of nodes.
 //

@@ -81,7 +81,7 @@ func keys(s string) []tea.Msg {
 // fixture is a small cluster at step (0, 1, ...): each step is two seconds
 // later, and every worker served more. w-04 is degraded, w-05 has not
 // heartbeated for 20s (late, unhealthy), w-06 is not ready.
-func fixture(step int) *Snapshot {
+func fixture(step int) *Poll {
 	obs := t0.Add(time.Duration(step) * 2 * time.Second).Add(-500 * time.Millisecond)
 	node := func(role, id, health string, ageMs int64, ready bool) apiv1.Node {
 		upd := obs.UnixMilli() - ageMs
@@ -126,7 +126,7 @@ func fixture(step int) *Snapshot {
 		n.Capacity = apiv1.Capacity{CapacityBytes: 64 << 30, ResidentBytes: uint64(i) * 9 << 30, Blocks: uint64(i) * 1000, Pages: uint64(i) * 16000}
 		nodes = append(nodes, n)
 	}
-	return &Snapshot{
+	return &Poll{
 		Cluster: apiv1.Cluster{
 			Meta: apiv1.Meta{
 				SchemaVersion: 1, Revision: fmt.Sprintf("%d", 4200+step),
@@ -162,9 +162,9 @@ func workerCounters(i, step int) apiv1.Counters {
 	}
 }
 
-// bigSnapshot is a cluster of n nodes: 3 coordinators and n-3 workers,
+// bigPoll is a cluster of n nodes: 3 coordinators and n-3 workers,
 // every 97th one late.
-func bigSnapshot(n, step int) *Snapshot {
+func bigPoll(n, step int) *Poll {
 	s := fixture(step)
 	obs := s.Cluster.ObservedAtUnixMs
 	nodes := make([]apiv1.Node, 0, n)

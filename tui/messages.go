@@ -9,15 +9,15 @@ import (
 )
 
 // FetchFunc starts fetch number seq and returns the command that performs
-// it. The command must end with a SnapshotMsg or a FetchErrorMsg carrying
+// it. The command must end with a PollMsg or a FetchErrorMsg carrying
 // the same seq (it should bound itself with a timeout so that it always
 // ends). FetchFunc itself must not block.
 type FetchFunc func(seq uint64) tea.Cmd
 
-// Snapshot is one read of the cluster: the cluster summary and the node
+// Poll is one read of the cluster: the cluster summary and the node
 // list. The two come from separate requests and may reflect slightly
 // different store revisions; the header shows the summary's.
-type Snapshot struct {
+type Poll struct {
 	Cluster apiv1.Cluster
 	// Nodes are all live nodes, in any order.
 	Nodes []apiv1.Node
@@ -26,11 +26,11 @@ type Snapshot struct {
 	Server string
 }
 
-// SnapshotMsg delivers the result of a successful fetch.
-type SnapshotMsg struct {
+// PollMsg delivers the result of a successful fetch.
+type PollMsg struct {
 	// Seq is the fetch's sequence number (FetchFunc's seq).
-	Seq      uint64
-	Snapshot *Snapshot
+	Seq  uint64
+	Poll *Poll
 }
 
 // FetchErrorMsg delivers the error of a failed fetch. Err is shown to the
@@ -44,7 +44,7 @@ type FetchErrorMsg struct {
 // superseded one is ignored.
 type refreshMsg struct{ gen uint64 }
 
-// clockMsg redraws relative times (snapshot age, retry countdown) once a
+// clockMsg redraws relative times (data age, retry countdown) once a
 // second.
 type clockMsg struct{}
 

@@ -21,7 +21,7 @@ const (
 	// MinRefresh is the shortest refresh interval New accepts.
 	MinRefresh = 500 * time.Millisecond
 	// DefaultUnhealthyAfter is the heartbeat age above which a row is
-	// marked late when the snapshot does not carry the cluster's
+	// marked late when the poll does not carry the cluster's
 	// unhealthy-after timing.
 	DefaultUnhealthyAfter = 15 * time.Second
 )
@@ -44,7 +44,7 @@ type Options struct {
 	// Backoff is the retry schedule while fetches fail; its Initial
 	// defaults to Refresh.
 	Backoff Backoff
-	// UnhealthyAfter is the late-heartbeat threshold used when a snapshot
+	// UnhealthyAfter is the late-heartbeat threshold used when a poll
 	// does not carry Timing.UnhealthyAfterMs; default DefaultUnhealthyAfter.
 	UnhealthyAfter time.Duration
 	// Now is the clock; default time.Now. Tests fix it for golden output.
@@ -78,8 +78,8 @@ type Model struct {
 	// live refresh timer.
 	seq, applied, timerGen uint64
 
-	snap       *Snapshot
-	receivedAt time.Time // local clock when snap was applied
+	poll       *Poll
+	receivedAt time.Time // local clock when poll was applied
 	err        error     // error of the newest response; nil after a success
 	failures   int       // consecutive failed fetches
 	failingAt  time.Time // when the first of them was applied
@@ -90,7 +90,7 @@ type Model struct {
 	index     map[nodeKey]int // row index by node
 	cellW     [numColumns]int // widest cell of each column
 	lateCount int
-	threshold time.Duration // late threshold of the current snapshot
+	threshold time.Duration // late threshold of the current poll
 
 	// visible are indices into rows that pass the filter and toggles, in
 	// display order; cursor indexes visible and offset is the first
@@ -162,8 +162,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.help.SetWidth(msg.Width)
 		m.fixOffset()
 		return m, nil
-	case SnapshotMsg:
-		return m, m.applySnapshot(msg)
+	case PollMsg:
+		return m, m.applyPoll(msg)
 	case FetchErrorMsg:
 		return m, m.applyError(msg)
 	case refreshMsg:
@@ -198,12 +198,12 @@ func (m *Model) schedule(d time.Duration) tea.Cmd {
 	return after(m.opts.Done, d, refreshMsg{gen: m.timerGen})
 }
 
-func (m *Model) applySnapshot(msg SnapshotMsg) tea.Cmd {
-	if msg.Seq <= m.applied || msg.Snapshot == nil {
+func (m *Model) applyPoll(msg PollMsg) tea.Cmd {
+	if msg.Seq <= m.applied || msg.Poll == nil {
 		return nil // older than what is shown, or nothing
 	}
 	m.applied = msg.Seq
-	m.snap = msg.Snapshot
+	m.poll = msg.Poll
 	m.receivedAt = m.opts.Now()
 	m.err, m.failures, m.failingAt = nil, 0, time.Time{}
 	m.rebuild()
@@ -239,14 +239,14 @@ func (m *Model) applyError(msg FetchErrorMsg) tea.Cmd {
 	return m.schedule(d)
 }
 
-// rebuild recomputes everything derived from the snapshot.
+// rebuild recomputes everything derived from the poll.
 func (m *Model) rebuild() {
 	m.threshold = m.opts.UnhealthyAfter
-	if ms := m.snap.Cluster.Timing.UnhealthyAfterMs; ms > 0 {
+	if ms := m.poll.Cluster.Timing.UnhealthyAfterMs; ms > 0 {
 		m.threshold = time.Duration(ms) * time.Millisecond
 	}
-	rs := m.tracker.observe(m.snap.Nodes)
-	m.rows = buildRows(m.snap.Nodes, rs, m.threshold.Milliseconds())
+	rs := m.tracker.observe(m.poll.Nodes)
+	m.rows = buildRows(m.poll.Nodes, rs, m.threshold.Milliseconds())
 	m.index = make(map[nodeKey]int, len(m.rows))
 	m.lateCount = 0
 	for i := range m.rows {
@@ -259,7 +259,7 @@ func (m *Model) rebuild() {
 	m.reorder()
 }
 
-// reorder recomputes the visible rows after a change of snapshot, filter,
+// reorder recomputes the visible rows after a change of poll, filter,
 // sort or toggles, keeping the selected node selected when it is still
 // shown.
 func (m *Model) reorder() {
@@ -314,6 +314,17 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, m.fetch()
 	case m.detail:
 		m.detailKey(msg)
+	default:
+		m.tableKey(msg)
+	}
+	return m, nil
+}
+
+// tableKey handles a key of the table view other than those handleKey
+// takes in every view: filter, sort, role toggles, scrolling and moving.
+func (m *Model) tableKey(msg tea.KeyPressMsg) {
+	k := m.keys
+	switch {
 	case key.Matches(msg, k.Filter):
 		m.filtering = true
 	case key.Matches(msg, k.Back):
@@ -347,7 +358,6 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	default:
 		m.moveKey(msg)
 	}
-	return m, nil
 }
 
 // moveKey moves the cursor.
@@ -440,11 +450,11 @@ func (m *Model) fixOffset() {
 // Stale reports whether the data on screen is not current: the newest
 // fetch failed, or the server answered from its last good snapshot.
 func (m *Model) Stale() bool {
-	return m.err != nil || (m.snap != nil && m.snap.Cluster.Stale)
+	return m.err != nil || (m.poll != nil && m.poll.Cluster.Stale)
 }
 
-// Snapshot returns the snapshot on screen, nil before the first.
-func (m *Model) Snapshot() *Snapshot { return m.snap }
+// Last returns the poll on screen, nil before the first.
+func (m *Model) Last() *Poll { return m.poll }
 
 // Err returns the error of the newest fetch, nil when it succeeded.
 func (m *Model) Err() error { return m.err }

@@ -70,33 +70,33 @@ func TestOutOfOrderResponses(t *testing.T) {
 		name string
 		// msgs are delivered after fetches 1 (Init) and 2 (r) were issued.
 		msgs      []tea.Msg
-		wantSnap  *Snapshot
+		wantSnap  *Poll
 		wantStale bool
 		applied   uint64
 	}{
 		{
-			name:     "old snapshot after new one is dropped",
-			msgs:     []tea.Msg{SnapshotMsg{Seq: 2, Snapshot: newer}, SnapshotMsg{Seq: 1, Snapshot: older}},
+			name:     "old poll after new one is dropped",
+			msgs:     []tea.Msg{PollMsg{Seq: 2, Poll: newer}, PollMsg{Seq: 1, Poll: older}},
 			wantSnap: newer, applied: 2,
 		},
 		{
-			name:     "old error after new snapshot is dropped",
-			msgs:     []tea.Msg{SnapshotMsg{Seq: 2, Snapshot: newer}, FetchErrorMsg{Seq: 1, Err: apiv1.ErrUnavailable}},
+			name:     "old error after new poll is dropped",
+			msgs:     []tea.Msg{PollMsg{Seq: 2, Poll: newer}, FetchErrorMsg{Seq: 1, Err: apiv1.ErrUnavailable}},
 			wantSnap: newer, applied: 2,
 		},
 		{
-			name:     "old snapshot after new error is dropped",
-			msgs:     []tea.Msg{FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable}, SnapshotMsg{Seq: 1, Snapshot: older}},
+			name:     "old poll after new error is dropped",
+			msgs:     []tea.Msg{FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable}, PollMsg{Seq: 1, Poll: older}},
 			wantSnap: nil, wantStale: true, applied: 2,
 		},
 		{
 			name:     "in order both apply",
-			msgs:     []tea.Msg{SnapshotMsg{Seq: 1, Snapshot: older}, SnapshotMsg{Seq: 2, Snapshot: newer}},
+			msgs:     []tea.Msg{PollMsg{Seq: 1, Poll: older}, PollMsg{Seq: 2, Poll: newer}},
 			wantSnap: newer, applied: 2,
 		},
 		{
 			name:     "duplicate is dropped",
-			msgs:     []tea.Msg{SnapshotMsg{Seq: 2, Snapshot: newer}, SnapshotMsg{Seq: 2, Snapshot: older}},
+			msgs:     []tea.Msg{PollMsg{Seq: 2, Poll: newer}, PollMsg{Seq: 2, Poll: older}},
 			wantSnap: newer, applied: 2,
 		},
 	} {
@@ -112,8 +112,8 @@ func TestOutOfOrderResponses(t *testing.T) {
 				t.Fatalf("fetches issued %v, want [1 2]", f.seqs)
 			}
 			send(m, tc.msgs...)
-			if m.Snapshot() != tc.wantSnap {
-				t.Errorf("snapshot on screen is revision %v, want %v", revision(m.Snapshot()), revision(tc.wantSnap))
+			if m.Last() != tc.wantSnap {
+				t.Errorf("poll on screen is revision %v, want %v", revision(m.Last()), revision(tc.wantSnap))
 			}
 			if m.Stale() != tc.wantStale {
 				t.Errorf("Stale() = %v, want %v", m.Stale(), tc.wantStale)
@@ -125,7 +125,7 @@ func TestOutOfOrderResponses(t *testing.T) {
 	}
 }
 
-func revision(s *Snapshot) string {
+func revision(s *Poll) string {
 	if s == nil {
 		return "none"
 	}
@@ -142,7 +142,7 @@ func TestOneTimer(t *testing.T) {
 	m := newModel(t, opts)
 	m.Init()
 	// Response 1 arms the timer.
-	if cmd := send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)}); cmd == nil {
+	if cmd := send(m, PollMsg{Seq: 1, Poll: fixture(0)}); cmd == nil {
 		t.Fatal("response to the newest fetch armed no timer")
 	}
 	stale := refreshMsg{gen: m.timerGen}
@@ -155,13 +155,13 @@ func TestOneTimer(t *testing.T) {
 	}
 	send(m, keys("r")...) // fetch 3
 	// Response 2 arrives while 3 is in flight: applied, but arms nothing.
-	if cmd := send(m, SnapshotMsg{Seq: 2, Snapshot: fixture(1)}); cmd != nil {
+	if cmd := send(m, PollMsg{Seq: 2, Poll: fixture(1)}); cmd != nil {
 		t.Error("response 2 armed a timer although fetch 3 was in flight")
 	}
 	if m.Applied() != 2 {
 		t.Errorf("Applied() = %d, want 2", m.Applied())
 	}
-	if cmd := send(m, SnapshotMsg{Seq: 3, Snapshot: fixture(2)}); cmd == nil {
+	if cmd := send(m, PollMsg{Seq: 3, Poll: fixture(2)}); cmd == nil {
 		t.Fatal("response 3 armed no timer")
 	}
 	if got, want := m.NextFetch(), c.Now().Add(DefaultRefresh); !got.Equal(want) {
@@ -218,7 +218,7 @@ func TestBackoffSchedule(t *testing.T) {
 	opts.Fetch = f.fetch
 	m := newModel(t, opts)
 	m.Init()
-	send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
 	unavailable := fmt.Errorf("%w: GET /api/v1/cluster: connection refused", apiv1.ErrUnavailable)
 	for i, want := range []time.Duration{2, 4, 8, 16, 30, 30} {
 		send(m, refreshMsg{gen: m.timerGen})
@@ -235,7 +235,7 @@ func TestBackoffSchedule(t *testing.T) {
 	}
 	// A longer Retry-After wins, within the cap.
 	m2 := newModel(t, opts)
-	send(m2, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	send(m2, PollMsg{Seq: 1, Poll: fixture(0)})
 	send(m2, FetchErrorMsg{Seq: 2, Err: &apiv1.APIError{HTTPStatus: http.StatusServiceUnavailable, Code: apiv1.CodeNotReady, RetryAfter: 7 * time.Second}})
 	if got := m2.NextFetch().Sub(c.Now()); got != 7*time.Second {
 		t.Errorf("with Retry-After 7s the next fetch is in %v, want 7s", got)
@@ -246,7 +246,7 @@ func TestBackoffSchedule(t *testing.T) {
 	}
 	// Recovery resets the backoff.
 	send(m, refreshMsg{gen: m.timerGen})
-	send(m, SnapshotMsg{Seq: f.seqs[len(f.seqs)-1], Snapshot: fixture(1)})
+	send(m, PollMsg{Seq: f.seqs[len(f.seqs)-1], Poll: fixture(1)})
 	if m.Failures() != 0 || m.Err() != nil || m.Stale() {
 		t.Errorf("after recovery: failures %d, err %v, stale %v", m.Failures(), m.Err(), m.Stale())
 	}
@@ -256,7 +256,7 @@ func TestBackoffSchedule(t *testing.T) {
 }
 
 // TestErrorsNeverQuitOrBlank checks every kind of fetch error keeps the
-// last snapshot on screen and returns no quit command.
+// last poll on screen and returns no quit command.
 func TestErrorsNeverQuitOrBlank(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -272,7 +272,7 @@ func TestErrorsNeverQuitOrBlank(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClock()
 			m := newModel(t, testOptions(c))
-			send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+			send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: fixture(0)})
 			cmd := send(m, FetchErrorMsg{Seq: 2, Err: tc.err})
 			for _, msg := range run(cmd) {
 				if _, ok := msg.(tea.QuitMsg); ok {
@@ -304,7 +304,7 @@ func TestQuitKeys(t *testing.T) {
 	}
 	t.Run("q while filtering types q", func(t *testing.T) {
 		m := newModel(t, testOptions(newClock()))
-		send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+		send(m, PollMsg{Seq: 1, Poll: fixture(0)})
 		if cmd := send(m, keys("/q")...); cmd != nil {
 			t.Fatal("q in the filter line returned a command")
 		}
@@ -408,7 +408,7 @@ func TestLateThreshold(t *testing.T) {
 			s.Cluster.Timing.UnhealthyAfterMs = tc.apiMs
 			s.Nodes = s.Nodes[:1]
 			s.Nodes[0].HeartbeatAgeMs = tc.ageMs
-			send(m, tea.WindowSizeMsg{Width: 200, Height: 20}, SnapshotMsg{Seq: 1, Snapshot: s})
+			send(m, tea.WindowSizeMsg{Width: 200, Height: 20}, PollMsg{Seq: 1, Poll: s})
 			if m.rows[0].late != tc.wantLate {
 				t.Errorf("late = %v, want %v", m.rows[0].late, tc.wantLate)
 			}
@@ -425,12 +425,12 @@ func TestLateThreshold(t *testing.T) {
 
 // TestLateRowStandsOutInColour checks that with colours the late and
 // unhealthy rows are styled and the healthy ones are not, even though the
-// snapshot is fresh.
+// poll is fresh.
 func TestLateRowStandsOutInColour(t *testing.T) {
 	m := newModel(t, testOptions(newClock()))
-	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: fixture(0)})
 	if m.Stale() {
-		t.Fatal("fresh snapshot reported stale")
+		t.Fatal("fresh poll reported stale")
 	}
 	var late, healthy string
 	var b strings.Builder
@@ -456,7 +456,7 @@ func TestLateRowStandsOutInColour(t *testing.T) {
 func TestNoColourProfileHasNoEscapes(t *testing.T) {
 	c := newClock()
 	m := newModel(t, testOptions(c))
-	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)},
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: fixture(0)},
 		FetchErrorMsg{Seq: 2, Err: apiv1.ErrUnavailable})
 	send(m, keys("?")...)
 	var b strings.Builder
@@ -507,9 +507,9 @@ func TestFilterSortAndToggles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClock()
 			m := newModel(t, testOptions(c))
-			send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+			send(m, PollMsg{Seq: 1, Poll: fixture(0)})
 			c.Advance(2 * time.Second)
-			send(m, SnapshotMsg{Seq: 2, Snapshot: fixture(1)})
+			send(m, PollMsg{Seq: 2, Poll: fixture(1)})
 			send(m, keys(tc.keys)...)
 			if got := m.VisibleNodes(); !slices.Equal(got, tc.want) {
 				t.Errorf("rows %v, want %v", got, tc.want)
@@ -521,7 +521,7 @@ func TestFilterSortAndToggles(t *testing.T) {
 func TestSelectionFollowsNode(t *testing.T) {
 	c := newClock()
 	m := newModel(t, testOptions(c))
-	send(m, SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
 	send(m, keys("jjj")...) // w-02
 	if got := m.VisibleNodes()[m.cursor]; got != "w-02" {
 		t.Fatalf("cursor on %s, want w-02", got)
@@ -530,9 +530,9 @@ func TestSelectionFollowsNode(t *testing.T) {
 	if got := m.VisibleNodes()[m.cursor]; got != "w-02" {
 		t.Errorf("after reordering the cursor is on %s, want w-02", got)
 	}
-	send(m, SnapshotMsg{Seq: 2, Snapshot: fixture(1)})
+	send(m, PollMsg{Seq: 2, Poll: fixture(1)})
 	if got := m.VisibleNodes()[m.cursor]; got != "w-02" {
-		t.Errorf("after a new snapshot the cursor is on %s, want w-02", got)
+		t.Errorf("after a new poll the cursor is on %s, want w-02", got)
 	}
 	send(m, keys("\n")...)
 	if !m.detail || !strings.Contains(view(m), "worker w-02 · esc back") {
@@ -549,7 +549,7 @@ func TestSelectionFollowsNode(t *testing.T) {
 func TestWindowing(t *testing.T) {
 	const n = 5000
 	m := newModel(t, testOptions(newClock()))
-	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: bigSnapshot(n, 0)})
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: bigPoll(n, 0)})
 	v := view(m)
 	if lines := strings.Count(v, "\n") + 1; lines != 30 {
 		t.Fatalf("view has %d lines, want 30", lines)
@@ -601,7 +601,7 @@ func TestServerStaleSnapshot(t *testing.T) {
 	s.Cluster.Stale = true
 	s.Cluster.Store = apiv1.StoreStatus{Backend: "etcd", ErrorCode: "timeout"}
 	s.Cluster.GeneratedAtUnixMs = s.Cluster.ObservedAtUnixMs + 40_000
-	send(m, SnapshotMsg{Seq: 1, Snapshot: s})
+	send(m, PollMsg{Seq: 1, Poll: s})
 	if !m.Stale() {
 		t.Fatal("a snapshot the server marked stale is not shown as stale")
 	}
@@ -613,17 +613,17 @@ func TestServerStaleSnapshot(t *testing.T) {
 	}
 }
 
-func TestSnapshotAgeIgnoresClockSkew(t *testing.T) {
+func TestDataAgeIgnoresClockSkew(t *testing.T) {
 	c := newClock()
 	m := newModel(t, testOptions(c))
 	s := fixture(0)
 	// The server's clock is an hour ahead; its answer was 2s old when sent.
 	s.Cluster.ObservedAtUnixMs = t0.Add(time.Hour).UnixMilli()
 	s.Cluster.GeneratedAtUnixMs = t0.Add(time.Hour + 2*time.Second).UnixMilli()
-	send(m, SnapshotMsg{Seq: 1, Snapshot: s})
+	send(m, PollMsg{Seq: 1, Poll: s})
 	c.Advance(5 * time.Second)
 	if v := view(m); !strings.Contains(v, "(7.0s ago)") {
-		t.Errorf("snapshot age is not 7.0s:\n%s", v)
+		t.Errorf("data age is not 7.0s:\n%s", v)
 	}
 }
 
@@ -632,7 +632,7 @@ func TestSnapshotAgeIgnoresClockSkew(t *testing.T) {
 func TestLongErrorWraps(t *testing.T) {
 	m := newModel(t, testOptions(newClock()))
 	long := "admin api unavailable: GET /api/v1/cluster: " + strings.Repeat("dial tcp 10.0.0.1:9090: connect: connection refused; ", 6)
-	send(m, tea.WindowSizeMsg{Width: 80, Height: 30}, SnapshotMsg{Seq: 1, Snapshot: fixture(0)}, FetchErrorMsg{Seq: 2, Err: errors.New(long)})
+	send(m, tea.WindowSizeMsg{Width: 80, Height: 30}, PollMsg{Seq: 1, Poll: fixture(0)}, FetchErrorMsg{Seq: 2, Err: errors.New(long)})
 	v := view(m)
 	lines := strings.Split(v, "\n")
 	var errLines []string

@@ -5,7 +5,7 @@ import (
 	"github.com/talonhq/talon/internal/format"
 )
 
-// nodeKey identifies a node across snapshots.
+// nodeKey identifies a node across polls.
 type nodeKey struct {
 	role, id string
 }
@@ -30,13 +30,13 @@ type sample struct {
 	r           rates // rates ending at this sample
 }
 
-// rateTracker computes rates between consecutive snapshots. It keeps one
-// sample per node and forgets nodes that leave the snapshot.
+// rateTracker computes rates between consecutive polls. It keeps one
+// sample per node and forgets nodes that leave the poll.
 type rateTracker struct {
 	last map[nodeKey]sample
 }
 
-// observe folds in one snapshot's nodes and returns the rate of each, in
+// observe folds in one poll's nodes and returns the rate of each, in
 // the order of nodes.
 func (t *rateTracker) observe(nodes []apiv1.Node) []rates {
 	next := make(map[nodeKey]sample, len(nodes))
@@ -50,7 +50,7 @@ func (t *rateTracker) observe(nodes []apiv1.Node) []rates {
 		case !ok || prev.incarnation != cur.incarnation || cur.updatedMs < prev.updatedMs || wentBack(prev.c, cur.c):
 			// First sight, new incarnation or a reset: new baseline.
 		case cur.updatedMs == prev.updatedMs:
-			// No heartbeat since the last snapshot: the last rate stands.
+			// No heartbeat since the last poll: the last rate stands.
 			cur = prev
 		default:
 			cur.r = rateBetween(prev, cur)

@@ -115,7 +115,7 @@ func (c column) defaultDesc() bool {
 }
 
 // row is one node with everything the table needs, computed once per
-// snapshot.
+// poll.
 type row struct {
 	node   *apiv1.Node
 	key    nodeKey
@@ -147,7 +147,7 @@ func healthRank(h string) int {
 	return 2
 }
 
-// buildRows turns a snapshot's nodes into rows; thresholdMs is the
+// buildRows turns a poll's nodes into rows; thresholdMs is the
 // heartbeat age above which a row is late.
 func buildRows(nodes []apiv1.Node, rs []rates, thresholdMs int64) []row {
 	rows := make([]row, len(nodes))

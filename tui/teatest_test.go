@@ -105,12 +105,12 @@ func (s *scene) finish() *Model {
 	return m
 }
 
-// healthy brings the scene to two fresh snapshots, two seconds apart, so
+// healthy brings the scene to two fresh polls, two seconds apart, so
 // that rates are known.
 func (s *scene) healthy() {
-	s.step("revision 4200", SnapshotMsg{Seq: 1, Snapshot: fixture(0)})
+	s.step("revision 4200", PollMsg{Seq: 1, Poll: fixture(0)})
 	s.c.Advance(2 * time.Second)
-	s.step("revision 4201", SnapshotMsg{Seq: 2, Snapshot: fixture(1)})
+	s.step("revision 4201", PollMsg{Seq: 2, Poll: fixture(1)})
 }
 
 // failing makes the two fetches after healthy fail: the coordinator is
@@ -188,9 +188,9 @@ func TestGolden(t *testing.T) {
 				s.failing()
 			},
 			check: func(t *testing.T, m *Model) {
-				if !m.Stale() || m.Snapshot().Cluster.Revision != "4201" || m.Failures() != 2 {
+				if !m.Stale() || m.Last().Cluster.Revision != "4201" || m.Failures() != 2 {
 					t.Errorf("stale %v, revision %s, failures %d; want stale with revision 4201 after 2 failures",
-						m.Stale(), m.Snapshot().Cluster.Revision, m.Failures())
+						m.Stale(), m.Last().Cluster.Revision, m.Failures())
 				}
 			},
 		},
@@ -200,7 +200,7 @@ func TestGolden(t *testing.T) {
 				s.healthy()
 				s.failing()
 				s.c.Advance(3 * time.Second)
-				s.step("revision 4202", SnapshotMsg{Seq: 5, Snapshot: fixture(2)})
+				s.step("revision 4202", PollMsg{Seq: 5, Poll: fixture(2)})
 				s.c.Advance(time.Second)
 			},
 			check: func(t *testing.T, m *Model) {

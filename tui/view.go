@@ -104,17 +104,17 @@ func (m *Model) topLines(w int, now time.Time) []string {
 
 func (m *Model) headerText(now time.Time) (l1, l2, l3 string) {
 	refresh := "refresh " + formatInterval(m.opts.Refresh)
-	if m.snap == nil {
+	if m.poll == nil {
 		l2 = "waiting for the first snapshot"
 		if m.err != nil {
 			l2 = "no snapshot yet"
 		}
 		return "talon top · " + refresh, l2, ""
 	}
-	c := &m.snap.Cluster
+	c := &m.poll.Cluster
 	served := "served by " + orDash(c.ServedBy)
-	if m.snap.Server != "" {
-		served += " (" + m.snap.Server + ")"
+	if m.poll.Server != "" {
+		served += " (" + m.poll.Server + ")"
 	}
 	l1 = strings.Join([]string{"talon top", "cluster " + orDash(c.ClusterID), served, refresh}, " · ")
 
@@ -130,7 +130,7 @@ func (m *Model) headerText(now time.Time) (l1, l2, l3 string) {
 		store,
 		"revision " + orDash(c.Revision),
 		"placement " + orDash(c.PlacementVersion),
-		fmt.Sprintf("observed %s (%s ago)", formatClock(observed, now.In(m.opts.Location)), formatAge(m.snapshotAge(now))),
+		fmt.Sprintf("observed %s (%s ago)", formatClock(observed, now.In(m.opts.Location)), formatAge(m.dataAge(now))),
 	}, " · ")
 
 	l3 = strings.Join([]string{
@@ -158,15 +158,15 @@ func countsText(c apiv1.Counts) string {
 // observedAt is the snapshot's observation time (server clock) in the
 // display zone.
 func (m *Model) observedAt() time.Time {
-	return time.UnixMilli(m.snap.Cluster.ObservedAtUnixMs).In(m.opts.Location)
+	return time.UnixMilli(m.poll.Cluster.ObservedAtUnixMs).In(m.opts.Location)
 }
 
-// snapshotAge is how old the data on screen is: the time since it arrived
+// dataAge is how old the data on screen is: the time since it arrived
 // (local clock) plus how old it already was when the server sent it (the
 // server's generation minus observation time, both on its clock), so that
 // clock skew between server and terminal does not enter.
-func (m *Model) snapshotAge(now time.Time) time.Duration {
-	c := &m.snap.Cluster
+func (m *Model) dataAge(now time.Time) time.Duration {
+	c := &m.poll.Cluster
 	return now.Sub(m.receivedAt) + time.Duration(max(c.GeneratedAtUnixMs-c.ObservedAtUnixMs, 0))*time.Millisecond
 }
 
@@ -178,16 +178,16 @@ func (m *Model) bannerLines(w int, now time.Time) []string {
 	}
 	var title, what string
 	switch {
-	case m.snap == nil:
+	case m.poll == nil:
 		title, what = " NO DATA ", "no snapshot received yet"
 	case m.err == nil:
 		title = " STALE "
 		what = fmt.Sprintf("the coordinator answered from its last good snapshot, observed %s (%s ago); data below may not be current",
-			formatClock(m.observedAt(), now.In(m.opts.Location)), formatAge(m.snapshotAge(now)))
+			formatClock(m.observedAt(), now.In(m.opts.Location)), formatAge(m.dataAge(now)))
 	default:
 		title = " STALE "
 		what = fmt.Sprintf("showing the last good snapshot, observed %s (%s ago); data below is not current",
-			formatClock(m.observedAt(), now.In(m.opts.Location)), formatAge(m.snapshotAge(now)))
+			formatClock(m.observedAt(), now.In(m.opts.Location)), formatAge(m.dataAge(now)))
 	}
 	inner := max(w-4, 10) // border and padding
 	text := []string{m.st.bannerTitle.Render(title) + " " + fit(what, inner-len(title)-1)}
@@ -201,8 +201,8 @@ func (m *Model) bannerLines(w int, now time.Time) []string {
 		text = append(text, fit(fmt.Sprintf("%d failed %s since %s · %s · backoff up to %s · r retries now",
 			m.failures, plural(m.failures, "attempt", "attempts"), since, retry, formatInterval(m.backoff.Max)), inner))
 	} else {
-		store := "store " + orDash(m.snap.Cluster.Store.Backend) + " unavailable"
-		if code := m.snap.Cluster.Store.ErrorCode; code != "" {
+		store := "store " + orDash(m.poll.Cluster.Store.Backend) + " unavailable"
+		if code := m.poll.Cluster.Store.ErrorCode; code != "" {
 			store += " (" + code + ")"
 		}
 		text = append(text, fit(store, inner))
@@ -222,7 +222,7 @@ func (m *Model) tableLines(w, start, end int, cursor bool) []string {
 	lines = append(lines, m.st.colHeader.Render(fit(m.headerRow(w), w)))
 	if len(m.visible) == 0 {
 		msg := "no nodes"
-		if m.snap == nil {
+		if m.poll == nil {
 			msg = ""
 		} else if len(m.rows) > 0 {
 			msg = "no nodes match the filter and toggles"
@@ -398,7 +398,7 @@ func (m *Model) bottomLines(w int) []string {
 	case m.filter != "":
 		parts = append(parts, fmt.Sprintf("filter %q (/ edit, esc clear)", m.filter))
 	}
-	if m.snap != nil {
+	if m.poll != nil {
 		pos := ""
 		if len(m.visible) > 0 {
 			pos = fmt.Sprintf(", row %d", m.cursor+1)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"iter"
 	"net"
 	"net/http"
 	"net/netip"
@@ -80,33 +81,46 @@ func forwardedFor(h http.Header) []netip.Addr {
 		}
 		return out
 	}
-	for _, v := range h.Values("Forwarded") {
-		for _, elem := range strings.Split(v, ",") {
-			for _, kv := range strings.Split(elem, ";") {
-				k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-				if ok && strings.EqualFold(k, "for") {
-					out = append(out, parseHop(val))
-				}
-			}
+	for k, val := range forwardedPairs(h) {
+		if strings.EqualFold(k, "for") {
+			out = append(out, parseHop(val))
 		}
 	}
 	return out
 }
 
-// forwardedParam returns the last value of param in Forwarded.
+// forwardedParam returns the last value of param in Forwarded, unquoted.
 func forwardedParam(h http.Header, param string) string {
 	var last string
-	for _, v := range h.Values("Forwarded") {
-		for _, elem := range strings.Split(v, ",") {
-			for _, kv := range strings.Split(elem, ";") {
-				k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-				if ok && strings.EqualFold(k, param) {
-					last = strings.Trim(val, `"`)
+	for k, val := range forwardedPairs(h) {
+		if strings.EqualFold(k, param) {
+			last = strings.Trim(val, `"`)
+		}
+	}
+	return last
+}
+
+// forwardedPairs yields the key=value pairs of every Forwarded header
+// (RFC 7239), in order: header after header, element (split at ",") after
+// element, pair (split at ";") after pair. Each pair is trimmed of
+// surrounding space and cut at its first "=" into key and value, both
+// otherwise as written (quotes kept); a pair without "=" is skipped. It is
+// the one place that splits Forwarded. Quoted strings are not unescaped, and a "," or ";"
+// inside one still splits: the parameters Talon reads (for, proto) never
+// hold either.
+func forwardedPairs(h http.Header) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, v := range h.Values("Forwarded") {
+			for elem := range strings.SplitSeq(v, ",") {
+				for kv := range strings.SplitSeq(elem, ";") {
+					k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+					if ok && !yield(k, val) {
+						return
+					}
 				}
 			}
 		}
 	}
-	return last
 }
 
 // parseHop parses one forwarding hop: an address, optionally quoted, in

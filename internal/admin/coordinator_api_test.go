@@ -418,14 +418,10 @@ func TestPlacementEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if apiv1.FormatU64(lk.Version) != p.PlacementVersion {
+			if apiv1.FormatU64(uint64(lk.Version)) != p.PlacementVersion {
 				t.Fatalf("protocol version %016x, api %s", lk.Version, p.PlacementVersion)
 			}
-			var owners []apiv1.Owner
-			for _, o := range lk.Owners {
-				owners = append(owners, apiv1.Owner{NodeID: o.NodeID, Address: o.Address})
-			}
-			if !slices.Equal(owners, p.Owners) {
+			if owners := apiOwners(lk.Owners); !slices.Equal(owners, p.Owners) {
 				t.Fatalf("protocol owners %+v, api %+v", owners, p.Owners)
 			}
 		})

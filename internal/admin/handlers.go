@@ -10,6 +10,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/placement"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -273,12 +274,9 @@ func (s *Server) placement(w http.ResponseWriter, r *http.Request, _ bool) error
 		Replicas:         p.replicas,
 		PlacementVersion: apiv1.FormatU64(uint64(v.Version())),
 		Outcome:          apiv1.OutcomeOK,
-		Owners:           []apiv1.Owner{},
+		Owners:           apiOwners(v.Table.Lookup(p.key, p.replicas)),
 		Candidates:       []apiv1.Candidate{},
 		Excluded:         []apiv1.Exclusion{},
-	}
-	for _, o := range v.Table.Lookup(p.key, p.replicas) {
-		out.Owners = append(out.Owners, apiv1.Owner{NodeID: o.NodeID, Address: o.Address})
 	}
 	if len(out.Owners) == 0 {
 		out.Outcome = apiv1.OutcomeNoWorkers
@@ -291,6 +289,17 @@ func (s *Server) placement(w http.ResponseWriter, r *http.Request, _ bool) error
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// apiOwners converts placement owners to their wire form, never nil: the
+// one place where placement.Owner becomes apiv1.Owner (apiv1 stays free of
+// placement so that talonctl does not link it).
+func apiOwners(owners []placement.Owner) []apiv1.Owner {
+	out := make([]apiv1.Owner, len(owners))
+	for i, o := range owners {
+		out[i] = apiv1.Owner{NodeID: o.NodeID, Address: o.Address}
+	}
+	return out
 }
 
 // status answers a worker's GET /api/v1/status.

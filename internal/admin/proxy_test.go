@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,4 +149,74 @@ func TestNoTokenWarningOnLoopback(t *testing.T) {
 			t.Errorf("loopback(%v) = %t, want %t", tc.addr, got, tc.want)
 		}
 	}
+}
+
+func TestForwardedPairs(t *testing.T) {
+	type kv struct{ k, v string }
+	tests := []struct {
+		name   string
+		values []string // one Forwarded header each
+		want   []kv
+	}{
+		{"none", nil, nil},
+		{"one pair", []string{"for=192.0.2.1"}, []kv{{"for", "192.0.2.1"}}},
+		{"pairs of one element", []string{`for="[2001:db8::7]:443";proto=https;by=10.0.0.1`}, []kv{{"for", `"[2001:db8::7]:443"`}, {"proto", "https"}, {"by", "10.0.0.1"}}},
+		{"elements in order", []string{"for=192.0.2.1, for=198.51.100.2;proto=http"}, []kv{{"for", "192.0.2.1"}, {"for", "198.51.100.2"}, {"proto", "http"}}},
+		{"headers in order", []string{"for=192.0.2.1", "For=192.0.2.2;PROTO=https"}, []kv{{"for", "192.0.2.1"}, {"For", "192.0.2.2"}, {"PROTO", "https"}}},
+		{"outer space trimmed, inner kept", []string{"  for= 192.0.2.1 ;proto =https"}, []kv{{"for", " 192.0.2.1"}, {"proto ", "https"}}},
+		{"value may hold =", []string{"for=a=b"}, []kv{{"for", "a=b"}}},
+		{"pairs without = skipped", []string{"for;;proto=https,, garbage"}, []kv{{"proto", "https"}}},
+		{"empty value kept", []string{"for="}, []kv{{"for", ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, v := range tt.values {
+				h.Add("Forwarded", v)
+			}
+			var got []kv
+			for k, v := range forwardedPairs(h) {
+				got = append(got, kv{k, v})
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("forwardedPairs(%q) = %q, want %q", tt.values, got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzForwardedPairs: whatever the header, every pair is one piece of an
+// element (no "," or ";" in it), its key has no outer space, stopping
+// early stops, and forwardedFor finds exactly one hop per for= pair.
+func FuzzForwardedPairs(f *testing.F) {
+	for _, s := range []string{"for=192.0.2.1", `for="[2001:db8::7]:443";proto=https`, "for=a, for=b;by=c", " FOR = x ;;,", "="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h := http.Header{"Forwarded": {s}}
+		n, fors := 0, 0
+		for k, v := range forwardedPairs(h) {
+			n++
+			if strings.ContainsAny(k+v, ",;") || k != strings.TrimLeft(k, " \t") || v != strings.TrimRight(v, " \t") {
+				t.Fatalf("pair %q=%q of %q is not one trimmed piece of an element", k, v, s)
+			}
+			if strings.EqualFold(k, "for") {
+				fors++
+			}
+		}
+		if n > strings.Count(s, "=") {
+			t.Fatalf("%d pairs from %d '=' in %q", n, strings.Count(s, "="), s)
+		}
+		if got := len(forwardedFor(h)); got != fors {
+			t.Fatalf("forwardedFor found %d hops, want %d (for= pairs of %q)", got, fors, s)
+		}
+		seen := 0
+		for range forwardedPairs(h) {
+			seen++
+			break
+		}
+		if seen > 1 {
+			t.Fatal("forwardedPairs yielded after yield returned false")
+		}
+	})
 }

@@ -251,7 +251,8 @@ const (
 	OutcomeNoWorkers = "no_workers"
 )
 
-// Owner is one node chosen for a key.
+// Owner is one node chosen for a key, in its JSON form (placement.Owner is
+// the domain type; the admin server converts).
 type Owner struct {
 	NodeID string `json:"nodeId"`
 	// Address is the worker's data address.

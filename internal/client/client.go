@@ -1,17 +1,3 @@
-// Package client is the Go library clients use to find the owners of a
-// key: placement lookups against any coordinator, with failover across
-// coordinator addresses and a short-lived placement cache.
-//
-// Cache rule (ADR 0001 section 7): a PlacementVersion is an equality token.
-// Every cached decision carries the version it was computed from; when the
-// client sees any different version (a lookup answer or an EpochBump
-// push), every entry from another version is dropped. Versions are never
-// compared for order. Independently, an entry is refreshed when its TTL
-// passes and when the caller reports a connection failure, a wrong owner or
-// a missing object for it (Invalidate).
-//
-// A Client is safe for concurrent use. Connections are pooled per
-// coordinator; each protocol.Conn serves one call at a time.
 package client
 
 import (
@@ -28,22 +14,20 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/backoff"
+	"github.com/talonhq/talon/internal/placement"
 	"github.com/talonhq/talon/internal/protocol"
 )
 
 // ErrNoCoordinator is returned when no coordinator address could serve a call.
 var ErrNoCoordinator = errors.New("no coordinator reachable")
 
-// Owner is one worker chosen for a key.
-type Owner struct {
-	NodeID  string
-	Address string
-}
-
 // Placement is a lookup answer.
 type Placement struct {
-	Owners  []Owner
-	Version uint64
+	// Owners are the workers chosen for the key, first is primary.
+	Owners []placement.Owner
+	// Version is the PlacementVersion the owners were computed from: an
+	// equality token, never ordered.
+	Version placement.Version
 	// Cached reports whether the answer came from the cache.
 	Cached bool
 }
@@ -88,7 +72,7 @@ type Client struct {
 	mu      sync.Mutex // guards the fields below
 	pools   map[string][]*protocol.Conn
 	prefer  int // index of the coordinator that last answered
-	version uint64
+	version placement.Version
 	haveVer bool
 	// changes counts version changes observed, so a lookup can tell that
 	// a newer version arrived while it was in flight.
@@ -103,8 +87,8 @@ type cacheKey struct {
 }
 
 type entry struct {
-	owners  []Owner
-	version uint64
+	owners  []placement.Owner
+	version placement.Version
 	expires time.Time
 }
 
@@ -187,40 +171,48 @@ func (c *Client) Lookup(ctx context.Context, key string, replicas int) (Placemen
 	if !ok {
 		return Placement{}, fmt.Errorf("client: unexpected %s answer to a placement lookup", resp.Type())
 	}
-	p := Placement{Version: pr.Version, Owners: make([]Owner, len(pr.Owners))}
-	for i, o := range pr.Owners {
-		p.Owners[i] = Owner{NodeID: o.NodeID, Address: o.DataAddress}
-	}
+	p := placementFrom(pr)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.changes != before && c.version != pr.Version {
+	if c.changes != before && c.version != p.Version {
 		// Another version was observed (a push, another lookup) while this
 		// one was in flight: this answer may predate it. Versions have no
 		// order, so the newest observation stands; the answer is returned
 		// but neither adopted nor cached.
 		return p, nil
 	}
-	c.observeLocked(pr.Version)
+	c.observeLocked(p.Version)
 	if c.opts.CacheTTL > 0 {
 		if len(c.cache) >= c.opts.MaxCacheEntries {
 			clear(c.cache) // simple bound: a full cache starts over
 		}
-		c.cache[ck] = entry{owners: p.Owners, version: pr.Version, expires: c.now().Add(c.opts.CacheTTL)}
+		c.cache[ck] = entry{owners: p.Owners, version: p.Version, expires: c.now().Add(c.opts.CacheTTL)}
 	}
 	return p, nil
+}
+
+// placementFrom converts a wire answer to its domain form: the one place
+// where protocol.Owner becomes placement.Owner on the client side.
+func placementFrom(pr *protocol.PlacementResponse) Placement {
+	p := Placement{Version: placement.Version(pr.Version), Owners: make([]placement.Owner, len(pr.Owners))}
+	for i, o := range pr.Owners {
+		p.Owners[i] = placement.Owner{NodeID: o.NodeID, Address: o.DataAddress}
+	}
+	return p
 }
 
 // ObserveVersion records a PlacementVersion a coordinator sent (a lookup
 // answer, a push). A version different from the current one drops every
 // cached entry. A worker's version (in a wrong-owner answer) is not a
 // coordinator's view and must not be observed: invalidate the key instead.
+// v is the wire form (the u64 of EpochBump and PlacementResponse).
 func (c *Client) ObserveVersion(v uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.observeLocked(v)
+	c.observeLocked(placement.Version(v))
 }
 
-func (c *Client) observeLocked(v uint64) {
+func (c *Client) observeLocked(v placement.Version) {
 	if c.haveVer && c.version == v {
 		return
 	}
@@ -229,11 +221,11 @@ func (c *Client) observeLocked(v uint64) {
 	clear(c.cache)
 }
 
-// Version returns the last PlacementVersion observed.
+// Version returns the last PlacementVersion observed, in its wire form.
 func (c *Client) Version() (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.version, c.haveVer
+	return uint64(c.version), c.haveVer
 }
 
 // Invalidate drops the cached placement of key (every replica count), for

@@ -82,11 +82,11 @@ func TestCacheEqualityRule(t *testing.T) {
 	if p := lookup(t, c, "k"); !p.Cached || p.Version != first.Version {
 		t.Fatalf("second lookup not served from the cache: %+v", p)
 	}
-	c.ObserveVersion(first.Version) // the same token: nothing changes
+	c.ObserveVersion(uint64(first.Version)) // the same token: nothing changes
 	if p := lookup(t, c, "k"); !p.Cached {
 		t.Fatal("observing the same version dropped the cache")
 	}
-	for _, other := range []uint64{first.Version + 1, first.Version - 1} {
+	for _, other := range []uint64{uint64(first.Version) + 1, uint64(first.Version) - 1} {
 		c.ObserveVersion(other)
 		if p := lookup(t, c, "k"); p.Cached {
 			t.Fatalf("version %016x (cached %016x) did not drop the cache", other, first.Version)

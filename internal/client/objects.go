@@ -18,6 +18,7 @@ import (
 
 	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/placement"
 )
 
 // ObjectReader reads whole objects through the workers' caches: for each
@@ -162,7 +163,7 @@ func (r *ObjectReader) readBlocks(ctx context.Context, object string, block, siz
 			// partial block in w before a fallback rewrites it.
 			req := datav1.Request{
 				Addr: owner.Address, Object: object, Offset: block * r.BlockSize, Length: n * r.BlockSize,
-				Replicas: replicas, Version: p.Version, TLS: r.TLS, Node: owner.NodeID,
+				Replicas: replicas, Version: uint64(p.Version), TLS: r.TLS, Node: owner.NodeID,
 			}
 			buf.Reset()
 			res, err := datav1.FetchTo(ctx, r.HTTP, req, buf)
@@ -246,7 +247,7 @@ type digestCache struct {
 // worker matches it. A lying verifier cannot make wrong bytes pass (its
 // digest is only compared with other workers' bytes), and cannot make right
 // bytes fail while another honest worker answers.
-func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []Owner, owner Owner, res *datav1.Result, block int64) error {
+func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []placement.Owner, owner placement.Owner, res *datav1.Result, block int64) error {
 	if dc.byNode == nil {
 		dc.byNode, dc.failed = map[string]*datav1.Digest{}, map[string]error{}
 	}

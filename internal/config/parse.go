@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // parsers holds the parser of every kind. Each converts a raw value (a
@@ -94,7 +94,7 @@ func parseBytes(raw any) (any, error) {
 	case int64:
 		return v, nil
 	case string:
-		if n, err := humanize.ParseBytes(strings.TrimSpace(v)); err == nil && n <= 1<<62 {
+		if n, err := format.ParseBytes(strings.TrimSpace(v)); err == nil && n <= 1<<62 {
 			return int64(n), nil
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
+	"github.com/talonhq/talon/internal/format"
 )
 
 // Print writes the effective configuration as YAML, one setting a line,
@@ -50,7 +50,7 @@ func (l *Loaded) display(s setting) string {
 	case bool:
 		return strconv.FormatBool(v)
 	case int64:
-		return strconv.Quote(humanize.IBytes(uint64(v)))
+		return strconv.Quote(format.Bytes(uint64(v)))
 	case []string:
 		q := make([]string, len(v))
 		for i, e := range v {

@@ -2,74 +2,208 @@ package deptest
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestModuleBoundaries lists every package of the module with its
-// transitive dependencies and applies Rules and TestOnly.
-func TestModuleBoundaries(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, Module+"/...").Output()
+// listModule runs `go list` over the module: every non-test package with
+// its name, non-test Go files and transitive dependencies.
+func listModule(t *testing.T) []listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{.Name}}|{{join .GoFiles " "}}|{{join .Deps " "}}|{{join .Imports " "}}`, Module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	deps := map[string][]string{}
+	var pkgs []listed
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		deps[f[0]] = f[1:]
+		f := strings.Split(line, "|")
+		if len(f) != 5 {
+			t.Fatalf("go list line %q: want 5 fields", line)
+		}
+		pkgs = append(pkgs, listed{Package{Path: f[0], Name: f[1], Files: strings.Fields(f[2])}, strings.Fields(f[3]), strings.Fields(f[4])})
 	}
-	for _, must := range []string{Module + "/internal/protocol", Module + "/cmd/talonctl", Module + "/internal/client"} {
-		if _, ok := deps[must]; !ok {
+	return pkgs
+}
+
+type listed struct {
+	Package
+	deps, imports []string
+}
+
+// TestModuleBoundaries lists every package of the module with its
+// transitive dependencies and applies Rules.
+func TestModuleBoundaries(t *testing.T) {
+	deps, imports := map[string][]string{}, map[string][]string{}
+	for _, p := range listModule(t) {
+		deps[p.Path], imports[p.Path] = p.deps, p.imports
+	}
+	for _, must := range []string{"internal/protocol", "internal/state", "internal/cli/nodes/list", "tui", "cmd/talonctl", "internal/client", "internal/worker", "internal/coordinator"} {
+		if _, ok := deps[Module+"/"+must]; !ok {
 			t.Fatalf("go list did not list %s; the check would pass vacuously", must)
 		}
 	}
-	for _, v := range Check(deps) {
+	for _, v := range Check(Graph{Deps: deps, Imports: imports}) {
 		t.Error(v)
 	}
 }
 
-// TestCheckFindsForbiddenImports adds one forbidden edge of each kind to a
-// clean graph and expects exactly that edge reported.
+// TestModuleLayout applies Layout to every package of the module.
+func TestModuleLayout(t *testing.T) {
+	var pkgs []Package
+	for _, p := range listModule(t) {
+		pkgs = append(pkgs, p.Package)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list listed %d packages; the check would pass vacuously", len(pkgs))
+	}
+	for _, v := range CheckLayout(pkgs) {
+		t.Error(v)
+	}
+}
+
+// TestCheckFindsForbiddenImports adds one forbidden edge to a clean graph
+// per row, and expects exactly that edge reported, with its rule's reason.
 func TestCheckFindsForbiddenImports(t *testing.T) {
 	m := func(p string) string { return Module + "/" + p }
 	clean := map[string][]string{
 		m("internal/protocol"):              {m("internal/cluster"), "net", "encoding/binary"},
 		m("internal/placement"):             {m("internal/cluster"), "github.com/zeebo/xxh3"},
-		m("internal/cli/nodes"):             {m("internal/apiv1"), m("internal/cli/cmdutil"), "net/http"},
-		m("tui"):                            {m("internal/apiv1"), "charm.land/bubbletea/v2"},
-		m("cmd/talonctl"):                   {m("tui"), "charm.land/bubbletea/v2", "charm.land/lipgloss/v2"},
-		m("internal/client"):                {m("internal/protocol"), m("internal/datav1")},
+		m("internal/cluster"):               {"net", "net/netip", "encoding/json"},
+		m("internal/apiv1"):                 {m("internal/cluster"), "net/http", "crypto/tls", "k8s.io/apimachinery/pkg/labels"},
+		m("internal/datav1"):                {m("internal/placement"), m("internal/pki"), "net/http"},
+		m("internal/format"):                {"fmt", "math", "github.com/dustin/go-humanize"},
+		m("internal/state"):                 {m("internal/cluster")},
+		m("internal/state/etcd"):            {m("internal/state"), m("internal/backoff"), "go.etcd.io/etcd/client/v3"},
+		m("internal/cli/nodes"):             {m("internal/apiv1"), m("internal/cli/cmdutil"), m("internal/format"), "net/http"},
+		m("tui"):                            {m("internal/apiv1"), m("internal/format"), m("internal/backoff"), "charm.land/bubbletea/v2"},
+		m("cmd/talon"):                      {m("internal/app"), m("internal/coordinator")},
+		m("cmd/talonctl"):                   {m("internal/cli"), m("tui"), m("internal/buildinfo"), "charm.land/bubbletea/v2", "charm.land/lipgloss/v2"},
+		m("internal/client"):                {m("internal/protocol"), m("internal/datav1"), m("internal/placement")},
 		m("internal/worker"):                {m("internal/client"), m("internal/protocol"), m("internal/datav1")},
+		m("internal/pki"):                   {"crypto/tls", "crypto/x509"},
 		m("internal/coordinator"):           {m("internal/state"), m("internal/protocol")},
 		m("internal/testsupport/coordtest"): {m("internal/coordinator"), m("internal/testsupport")},
+		m("internal/config"):                {m("internal/format"), "github.com/dustin/go-humanize"},
+		m("internal/integration"):           {m("internal/testenv"), m("internal/testsupport")},
 	}
-	if v := Check(clean); len(v) != 0 {
+	// In the made-up graph every dependency is a direct import too, but
+	// config's go-humanize, which it reaches through format.
+	cleanImports := copyGraph(clean)
+	cleanImports[m("internal/config")] = []string{m("internal/format")}
+	if v := Check(Graph{Deps: clean, Imports: cleanImports}); len(v) != 0 {
 		t.Fatalf("clean graph reported: %q", v)
 	}
 	tests := []struct{ from, dep, want string }{
-		{"internal/protocol", m("internal/state"), "the control codec knows no store"},
-		{"internal/protocol", m("internal/coordinator"), "the control codec knows no store"},
-		{"internal/placement", "net/http", "placement is pure"},
-		{"internal/placement", "go.etcd.io/etcd/client/v3", "placement is pure"},
+		// The wire and model packages import nothing networked or stateful.
+		{"internal/protocol", m("internal/state"), "nothing networked or stateful"},
+		{"internal/protocol", m("internal/coordinator"), "nothing networked or stateful"},
+		{"internal/placement", "go.etcd.io/etcd/client/v3", "nothing networked or stateful"},
+		{"internal/placement", m("internal/state/memory"), "nothing networked or stateful"},
+		{"internal/cluster", "k8s.io/client-go/kubernetes", "nothing networked or stateful"},
+		{"internal/cluster", "github.com/prometheus/client_golang/prometheus", "nothing networked or stateful"},
+		{"internal/apiv1", m("internal/admin"), "nothing networked or stateful"},
+		{"internal/apiv1", "google.golang.org/grpc", "nothing networked or stateful"},
+		{"internal/placement", "net/http", "no HTTP or TLS"},
+		{"internal/protocol", "crypto/tls", "no HTTP or TLS"},
+		{"internal/apiv1", m("internal/protocol"), "know no other wire format"},
+		{"internal/datav1", m("internal/worker/cache"), "data-path contract knows no store"},
+		{"internal/format", "github.com/charmbracelet/x/ansi", "number formatting is pure"},
+		{"internal/format", "net/http", "number formatting is pure"},
+		{"internal/config", "github.com/dustin/go-humanize", "through internal/format only"},
+		// The store knows no runtime.
+		{"internal/state", m("internal/coordinator"), "state never imports coordinator"},
+		{"internal/state/etcd", m("internal/coordinator"), "state never imports coordinator"},
+		{"internal/state", m("internal/worker"), "state never imports coordinator, worker"},
+		{"internal/state/etcd", m("internal/admin"), "state never imports coordinator, worker, admin"},
+		{"internal/state", m("internal/app"), "admin or app"},
+		// talonctl and top: /api/v1 and presentation only.
 		{"internal/cli/nodes", m("internal/protocol"), "talonctl speaks only"},
 		{"internal/cli/nodes", m("internal/state/etcd"), "talonctl speaks only"},
+		{"internal/cli/nodes", m("internal/client"), "talonctl speaks only"},
+		{"cmd/talonctl", m("internal/config"), "talonctl speaks only"},
 		{"tui", m("internal/admin"), "the TUI renders"},
-		{"internal/client", m("internal/worker/dataserver"), "links neither runtime"},
+		{"tui", m("internal/placement"), "the TUI renders"},
 		{"cmd/talonctl", "github.com/charmbracelet/bubbletea", "never queries the terminal"},
 		{"cmd/talonctl", "github.com/muesli/termenv", "never queries the terminal"},
+		// The runtimes' boundaries.
+		{"internal/client", m("internal/worker/dataserver"), "links neither runtime"},
+		{"internal/client", m("internal/coordinator"), "links neither runtime"},
 		{"internal/worker", m("internal/coordinator"), "only through coordinators"},
+		{"internal/worker", m("internal/state/kube"), "only through coordinators"},
+		{"internal/pki", "net/http", "TLS credentials know no server"},
+		// Test support.
 		{"internal/coordinator", m("internal/testsupport"), "never links test support"},
+		{"internal/state/etcd", m("internal/state/statetest"), "never links test support"},
+		{"cmd/talon", m("internal/testenv"), "never links test support"},
 	}
+	exercised := map[string]bool{}
 	for _, tt := range tests {
 		t.Run(tt.from+"->"+tt.dep, func(t *testing.T) {
-			g := map[string][]string{}
-			for k, v := range clean {
-				g[k] = v
-			}
-			g[m(tt.from)] = append(append([]string{}, g[m(tt.from)]...), tt.dep)
-			v := Check(g)
+			g, im := copyGraph(clean), copyGraph(cleanImports)
+			g[m(tt.from)] = append(g[m(tt.from)], tt.dep)
+			im[m(tt.from)] = append(im[m(tt.from)], tt.dep)
+			v := Check(Graph{Deps: g, Imports: im})
 			if len(v) != 1 || !strings.Contains(v[0], tt.dep) || !strings.Contains(v[0], tt.want) {
 				t.Fatalf("Check = %q, want one violation naming %s (%s)", v, tt.dep, tt.want)
+			}
+			for _, r := range Rules {
+				if strings.HasSuffix(v[0], ": "+r.Reason) {
+					exercised[r.Reason] = true
+				}
+			}
+		})
+	}
+	for _, r := range Rules {
+		if !exercised[r.Reason] {
+			t.Errorf("no case breaks the rule %q", r.Reason)
+		}
+	}
+}
+
+// copyGraph copies g deeply enough that appending to a list of the copy
+// leaves g alone.
+func copyGraph(g map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(g))
+	for k, v := range g {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+func TestCheckLayout(t *testing.T) {
+	m := func(p string) string { return Module + "/" + p }
+	clean := []Package{
+		{Path: m("cmd/talon"), Name: "main", Files: []string{"main.go"}},
+		{Path: m("cmd/talonctl"), Name: "main", Files: []string{"main.go"}},
+		{Path: m("internal/format"), Name: "format", Files: []string{"format.go"}},
+		{Path: m("internal/client"), Name: "client", Files: []string{"client.go", "doc.go", "objects.go"}},
+		{Path: m("internal/tools/image"), Name: "main", Files: []string{"build.go", "doc.go", "main.go"}},
+		{Path: m("tui"), Name: "tui", Files: []string{"doc.go", "model.go"}},
+		{Path: m("deploy"), Name: "deploy", Files: []string{"doc.go"}},
+	}
+	if v := CheckLayout(clean); len(v) != 0 {
+		t.Fatalf("clean layout reported: %q", v)
+	}
+	tests := []struct {
+		name string
+		pkg  Package
+		want string
+	}{
+		{"a package at the top", Package{Path: m("pkg/cache"), Name: "cache", Files: []string{"cache.go"}}, "lives under cmd/talon"},
+		{"another binary", Package{Path: m("cmd/tool"), Name: "main", Files: []string{"main.go"}}, "lives under cmd/talon"},
+		{"the module root", Package{Path: Module, Name: "talon", Files: []string{"talon.go"}}, "lives under cmd/talon"},
+		{"logic beside main", Package{Path: m("cmd/talon"), Name: "main", Files: []string{"doc.go", "main.go", "run.go"}}, "cmd/ holds main only"},
+		{"a library under cmd", Package{Path: m("cmd/talonctl/flags"), Name: "flags", Files: []string{"main.go"}}, "cmd/ holds main only"},
+		{"a util package", Package{Path: m("internal/util"), Name: "util", Files: []string{"util.go"}}, "no util, common or helpers"},
+		{"a helpers package", Package{Path: m("internal/x/helpers"), Name: "helpers", Files: []string{"helpers.go"}}, "no util, common or helpers"},
+		{"several files, no doc.go", Package{Path: m("internal/client"), Name: "client", Files: []string{"client.go", "objects.go"}}, "invariants in doc.go"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := CheckLayout(append(append([]Package{}, clean...), tt.pkg))
+			if len(v) != 1 || !strings.Contains(v[0], tt.pkg.Path) || !strings.Contains(v[0], tt.want) {
+				t.Fatalf("CheckLayout = %q, want one violation naming %s (%s)", v, tt.pkg.Path, tt.want)
 			}
 		})
 	}

@@ -1,9 +1,10 @@
-// Package format renders the numbers that talonctl and its top view show:
-// sizes in IEC units, rates with an SI suffix and hit ratios as
-// percentages. It is the one place these rules live, so that a size or a
-// ratio reads the same in `talonctl nodes list -o wide` and in `talonctl
-// top` (and as the web UI shows the API's raw numbers: binary units, one
-// decimal). Pure functions; no I/O.
+// Package format is the one place where sizes, rates and ratios are
+// written and sizes are read. It renders the numbers that talonctl, its
+// top view and `talon config print` show: sizes in IEC units, rates with
+// an SI suffix and hit ratios as percentages, so that a size or a ratio
+// reads the same everywhere (and as the web UI shows the API's raw
+// numbers: binary units, one decimal). ParseBytes reads the sizes that
+// talon's flags and files take. Pure functions; no I/O.
 package format
 
 import (
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
 )
 
 // iecUnits are the binary prefixes after bytes.
@@ -60,6 +63,13 @@ func Bytes(n uint64) string {
 	}
 	return number(v) + " " + string(iecUnits[u]) + "iB"
 }
+
+// ParseBytes reads a size: a byte count or a number with a unit, binary
+// (KiB, Ki, MiB, ..., EiB) or decimal (kB, k, MB, ..., EB), in any case,
+// with or without a space and with optional thousands commas: 1024, 4MiB,
+// 10 GiB, 1.5k, 1,000. It is go-humanize's ParseBytes, kept behind this
+// package so that sizes are read and written in one place.
+func ParseBytes(s string) (uint64, error) { return humanize.ParseBytes(s) }
 
 // BytesShort is Bytes for narrow columns, the same number with the unit's
 // letter only: 512B, 1.5K, 8.0G, 64G.

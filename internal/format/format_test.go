@@ -72,3 +72,45 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want uint64
+	}{
+		{"0", 0},
+		{"1024", 1024},
+		{"1,000", 1000},
+		{"4MiB", 4 << 20},
+		{"10 GiB", 10 << 30},
+		{"64kib", 64 << 10},
+		{"2Gi", 2 << 30},
+		{"1.5k", 1500},
+		{"1 MB", 1_000_000},
+		{"1.5 KiB", 1536},
+	} {
+		got, err := ParseBytes(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "4 parsecs", "-1", "1..2", "16EiB"} {
+		if n, err := ParseBytes(bad); err == nil {
+			t.Errorf("ParseBytes(%q) = %d, want an error", bad, n)
+		}
+	}
+}
+
+// TestBytesParsesBack: what Bytes writes, ParseBytes reads, within the
+// rounding of one decimal or of the last digit.
+func TestBytesParsesBack(t *testing.T) {
+	for _, n := range []uint64{0, 1, 1023, 1024, 1536, 10 << 20, 1<<30 + 1, 64 << 30, 3 << 40, 1 << 62} {
+		got, err := ParseBytes(Bytes(n))
+		if err != nil {
+			t.Fatalf("ParseBytes(Bytes(%d) = %q): %v", n, Bytes(n), err)
+		}
+		if d := math.Abs(float64(got) - float64(n)); d > 0.05*float64(n) {
+			t.Errorf("ParseBytes(Bytes(%d) = %q) = %d, off by %.0f", n, Bytes(n), got, d)
+		}
+	}
+}

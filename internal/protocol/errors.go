@@ -281,19 +281,3 @@ func FrameErrorReply(err error) *Error {
 	}
 	return nil
 }
-
-// DecodeRecordPayload decodes the record carried by a Register or
-// Heartbeat. On failure it returns an *Error ready to send, which unwraps
-// to cluster's error: a record of another schema version (older or newer)
-// gives unsupported_version, not retryable, with a message naming the
-// version received and the version this build reads; a record that does
-// not parse or breaks a rule gives invalid_argument. Nothing of a refused
-// record is returned, so nothing can be half-applied, and the connection
-// stays usable.
-func DecodeRecordPayload(b []byte) (*cluster.Record, error) {
-	r, err := cluster.Decode(b)
-	if err != nil {
-		return nil, ErrorOf(err)
-	}
-	return r, nil
-}

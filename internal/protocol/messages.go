@@ -172,6 +172,22 @@ func appendRecord(t Type, b, rec []byte) ([]byte, error) {
 	return appendRaw(b, rec), nil
 }
 
+// DecodeRecordPayload decodes the record carried by a Register or
+// Heartbeat. On failure it returns an *Error ready to send, which unwraps
+// to cluster's error: a record of another schema version (older or newer)
+// gives unsupported_version, not retryable, with a message naming the
+// version received and the version this build reads; a record that does
+// not parse or breaks a rule gives invalid_argument. Nothing of a refused
+// record is returned, so nothing can be half-applied, and the connection
+// stays usable.
+func DecodeRecordPayload(b []byte) (*cluster.Record, error) {
+	r, err := cluster.Decode(b)
+	if err != nil {
+		return nil, ErrorOf(err)
+	}
+	return r, nil
+}
+
 func decodeRecord(t Type, p []byte, dst *[]byte) error {
 	r := reader{t: t, b: p}
 	rec := r.raw("record", MaxRecordBytes)
@@ -508,7 +524,9 @@ func (m *PlacementLookup) UnmarshalBinary(p []byte) error {
 	return nil
 }
 
-// Owner is one worker that owns a key.
+// Owner is one worker that owns a key, in its wire form. The codec knows
+// no placement: the domain type is placement.Owner, and each side converts
+// at its edge (the coordinator's server, the client's Lookup).
 type Owner struct {
 	NodeID      string // cluster.ValidateID rules
 	DataAddress string // 1..cluster.MaxAddressBytes bytes of UTF-8

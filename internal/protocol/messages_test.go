@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -319,5 +320,52 @@ func TestResponseType(t *testing.T) {
 		if _, ok := ResponseType(typ); ok {
 			t.Fatalf("ResponseType(%s) reports a request", typ)
 		}
+	}
+}
+
+// Mixed record schema versions: a newer (2) or older (0) record is refused
+// as unsupported_version, not retryable, naming both versions, and
+// nothing of it is returned.
+func TestDecodeRecordPayloadVersions(t *testing.T) {
+	rec, err := DecodeRecordPayload(recordWithVersion(t, "1"))
+	if err != nil || rec.NodeID != "worker-1" {
+		t.Fatalf("DecodeRecordPayload(version 1) = %+v, %v", rec, err)
+	}
+	for _, v := range []string{"2", "0", "-1", "99"} {
+		t.Run("version "+v, func(t *testing.T) {
+			rec, err := DecodeRecordPayload(recordWithVersion(t, v))
+			if rec != nil {
+				t.Fatalf("returned a record of version %s: %+v", v, rec)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is not an *Error", err)
+			}
+			if e.Code != CodeUnsupportedVersion || e.Retryable {
+				t.Fatalf("Error = %+v, want unsupported_version, not retryable", e)
+			}
+			want := fmt.Sprintf("record schema version %s is not supported (this build reads version %d)", v, cluster.SchemaVersion)
+			if e.Message != want {
+				t.Fatalf("message %q, want %q", e.Message, want)
+			}
+			wantErrIs(t, err, cluster.ErrUnsupportedVersion)
+			// What goes on the wire decodes to the same code and message.
+			got, derr := Decode(TypeError, mustAppend(t, e))
+			if derr != nil || got.(*Error).Message != want || got.(*Error).Code != CodeUnsupportedVersion {
+				t.Fatalf("wire Error = %+v, %v", got, derr)
+			}
+		})
+	}
+	for name, b := range map[string][]byte{
+		"not json":       []byte("{"),
+		"no version":     []byte(`{"nodeId":"w"}`),
+		"invalid record": []byte(`{"schemaVersion":1,"nodeId":""}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec, err := DecodeRecordPayload(b)
+			if rec != nil || !IsCode(err, CodeInvalidArgument) || Retryable(err) {
+				t.Fatalf("DecodeRecordPayload = %+v, %v; want invalid_argument", rec, err)
+			}
+		})
 	}
 }

@@ -53,8 +53,8 @@ func (o *Ownership) Owns(object string, block int64, replicas int) (bool, uint64
 	}
 	for _, owner := range p.Owners {
 		if owner.NodeID == o.self {
-			return true, p.Version
+			return true, uint64(p.Version)
 		}
 	}
-	return false, p.Version
+	return false, uint64(p.Version)
 }

@@ -10,6 +10,12 @@
 // parsed document and validate the result; Save writes it back, keeping
 // everything not edited (comments included), and replaces the file
 // atomically with mode 0600.
+//
+// The file is edited through go.yaml.in/yaml/v3's yaml.Node, which keeps
+// comments and key order (sigs.k8s.io/yaml has no such API). -o yaml
+// output (cmdutil) goes through sigs.k8s.io/yaml instead, for the API's
+// JSON field names and kubectl's formatting (line folding at 80 columns,
+// which yaml/v3 cannot be told to do); k8s.io/apimachinery links both.
 package cliconfig
 
 import (

@@ -106,44 +106,73 @@ const UsageHint = "run with --help for usage"
 // allowStale says whether --allow-stale was given, which changes the
 // advice on a 503.
 func Hint(err error, allowStale bool) string {
-	var ee *ExitError
-	if errors.As(err, &ee) && ee.Hint != "" {
-		return ee.Hint
+	if h := exitHint(err); h != "" {
+		return h
 	}
-	if errors.As(err, &ee) && ee.Code == ExitUsage {
-		return UsageHint
+	if errors.Is(err, apiv1.ErrUnauthorized) {
+		return "check --token, --token-file, TALONCTL_TOKEN or the context's token-file"
 	}
 	var ae *apiv1.APIError
-	isAPI := errors.As(err, &ae)
+	if errors.As(err, &ae) {
+		if h := apiHint(ae, allowStale); h != "" {
+			return h
+		}
+	} else if errors.Is(err, apiv1.ErrUnavailable) {
+		return unreachableHint(err.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "raise --timeout or check the --server addresses"
+	}
+	return ""
+}
+
+// exitHint is the hint an *ExitError carries, or UsageHint for a usage
+// error without one.
+func exitHint(err error) string {
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		return ""
+	}
+	if ee.Hint != "" {
+		return ee.Hint
+	}
+	if ee.Code == ExitUsage {
+		return UsageHint
+	}
+	return ""
+}
+
+// apiHint explains an answer of the server: the wrong kind of address,
+// plain http to https, or a coordinator without a current snapshot.
+func apiHint(ae *apiv1.APIError, allowStale bool) string {
 	switch {
-	case errors.Is(err, apiv1.ErrUnauthorized):
-		return "check --token, --token-file, TALONCTL_TOKEN or the context's token-file"
-	case isAPI && ae.Code == datav1CodeUnknownPath:
+	case ae.Code == datav1CodeUnknownPath:
 		return ae.Server + " is a worker's data address; " + adminAddress
-	case isAPI && ae.HTTPStatus == http.StatusNotFound && strings.HasPrefix(ae.Message, "no resource at ") && strings.HasSuffix(ae.Message, " on this worker"):
+	case ae.HTTPStatus == http.StatusNotFound && strings.HasPrefix(ae.Message, "no resource at ") && strings.HasSuffix(ae.Message, " on this worker"):
 		return ae.Server + " is a worker's admin address, which serves no /api/v1; " + adminAddress
-	case isAPI && ae.HTTPStatus == http.StatusBadRequest && strings.Contains(ae.Message, "HTTP request to an HTTPS server"):
+	case ae.HTTPStatus == http.StatusBadRequest && strings.Contains(ae.Message, "HTTP request to an HTTPS server"):
 		return ae.Server + " is served over https: use " + strings.Replace(ae.Server, "http://", "https://", 1) + " (with --ca-file or --insecure-skip-tls-verify if its certificate is not trusted)"
-	case isAPI && ae.Code == apiv1.CodeNotReady:
+	case ae.Code == apiv1.CodeNotReady:
 		if allowStale {
 			return "--allow-stale was given, but this coordinator has no last good snapshot either (it has not read the store since it started): check the store, or ask another coordinator"
 		}
 		return "rerun with --allow-stale to see the coordinator's last good snapshot, marked stale"
-	case errors.Is(err, apiv1.ErrUnavailable) && !isAPI:
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
-			return "the server speaks plain http, not https: use an http:// URL in --server"
-		case strings.Contains(msg, ": EOF") || strings.Contains(msg, "malformed HTTP response"):
-			return "the server closed the connection without an HTTP answer: is that a control address (port 7400 by default) or a worker's data address? " + adminAddress
-		case strings.Contains(msg, "tls: first record does not look like a TLS handshake"):
-			return "the server does not speak https there: use an http:// URL in --server, or check the port"
-		}
-		return "no server answered: check --server, TALONCTL_SERVER or the context's servers"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "raise --timeout or check the --server addresses"
 	}
 	return ""
+}
+
+// unreachableHint explains a failure to get any HTTP answer, from the
+// transport's message: the wrong scheme or not an admin address.
+func unreachableHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return "the server speaks plain http, not https: use an http:// URL in --server"
+	case strings.Contains(msg, ": EOF") || strings.Contains(msg, "malformed HTTP response"):
+		return "the server closed the connection without an HTTP answer: is that a control address (port 7400 by default) or a worker's data address? " + adminAddress
+	case strings.Contains(msg, "tls: first record does not look like a TLS handshake"):
+		return "the server does not speak https there: use an http:// URL in --server, or check the port"
+	}
+	return "no server answered: check --server, TALONCTL_SERVER or the context's servers"
 }
 
 // datav1CodeUnknownPath is the data path's code for a path it does not

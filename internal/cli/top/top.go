@@ -1,6 +1,6 @@
 // Package top implements `talonctl top`, the live cluster view: it runs
-// the bubbletea model of package tui and feeds it snapshots fetched from
-// /api/v1 by tea.Cmd functions. The model keeps the last good snapshot on
+// the bubbletea model of package tui and feeds it polls fetched from
+// /api/v1 by tea.Cmd functions. The model keeps the last good poll on
 // screen, marked STALE, while the API fails.
 package top
 
@@ -149,7 +149,7 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 		if !opts.IO.ColorEnabled() {
 			profile = colorprofile.NoTTY // one printed frame: plain text
 		}
-		return onceRun(ctx, opts, mopts, profile, func(ctx context.Context) (*tui.Snapshot, error) {
+		return onceRun(ctx, opts, mopts, profile, func(ctx context.Context) (*tui.Poll, error) {
 			return fetch(ctx, client, timeout, call)
 		})
 	}
@@ -160,11 +160,11 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 	mopts.Done = done
 	mopts.Fetch = func(seq uint64) tea.Cmd {
 		return func() tea.Msg {
-			snap, err := fetch(ctx, client, timeout, call)
+			poll, err := fetch(ctx, client, timeout, call)
 			if err != nil {
 				return tui.FetchErrorMsg{Seq: seq, Err: err}
 			}
-			return tui.SnapshotMsg{Seq: seq, Snapshot: snap}
+			return tui.PollMsg{Seq: seq, Poll: poll}
 		}
 	}
 	m, err := tui.New(mopts)
@@ -193,17 +193,17 @@ func topRun(ctx context.Context, opts *TopOptions) error {
 
 // onceRun prints one frame of every node. A failed fetch prints nothing
 // and returns the error, which sets the exit code.
-func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, profile colorprofile.Profile, get func(context.Context) (*tui.Snapshot, error)) error {
+func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, profile colorprofile.Profile, get func(context.Context) (*tui.Poll, error)) error {
 	m, err := tui.New(mopts)
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}
-	snap, err := get(ctx)
+	poll, err := get(ctx)
 	if err != nil {
 		return err
 	}
 	m.Update(tea.WindowSizeMsg{Width: frameWidth(opts)})
-	m.Update(tui.SnapshotMsg{Seq: 1, Snapshot: snap}) // the timer it arms is never run
+	m.Update(tui.PollMsg{Seq: 1, Poll: poll}) // the timer it arms is never run
 	return m.WriteAll(opts.IO.Out, profile)
 }
 
@@ -228,8 +228,8 @@ func fetchTimeout(connTimeout, refresh time.Duration) time.Duration {
 	return min(connTimeout, max(minFetchTimeout, 2*refresh))
 }
 
-// fetch reads one snapshot: the cluster summary, then every node.
-func fetch(ctx context.Context, client *apiv1.Client, timeout time.Duration, call []apiv1.CallOption) (*tui.Snapshot, error) {
+// fetch reads one poll: the cluster summary, then every node.
+func fetch(ctx context.Context, client *apiv1.Client, timeout time.Duration, call []apiv1.CallOption) (*tui.Poll, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ans := &answered{}
@@ -238,7 +238,7 @@ func fetch(ctx context.Context, client *apiv1.Client, timeout time.Duration, cal
 	if err == nil {
 		var nodes *apiv1.NodeList
 		if nodes, err = client.AllNodes(ctx, apiv1.NodeFilter{}, call...); err == nil {
-			return &tui.Snapshot{Cluster: *c, Nodes: nodes.Items, Server: ans.get()}, nil
+			return &tui.Poll{Cluster: *c, Nodes: nodes.Items, Server: ans.get()}, nil
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {

@@ -271,7 +271,7 @@ func TestLiveStale(t *testing.T) {
 			go func() { ran <- topRun(context.Background(), o) }()
 			t.Cleanup(func() { keys.Close() })
 
-			testsupport.WaitFor(t, 15*time.Second, "the first snapshot on screen", func() bool { return strings.Contains(out.String(), "w-3") })
+			testsupport.WaitFor(t, 15*time.Second, "the first poll on screen", func() bool { return strings.Contains(out.String(), "w-3") })
 			tc.fail(e)
 			testsupport.WaitFor(t, 15*time.Second, "the STALE banner", func() bool { return strings.Contains(out.String(), "STALE") })
 			if _, err := keys.Write([]byte("q")); err != nil {
@@ -287,8 +287,8 @@ func TestLiveStale(t *testing.T) {
 			}
 			keys.Close()
 			m := <-finals
-			if !m.Stale() || m.Snapshot() == nil || m.Failures() == 0 {
-				t.Fatalf("final model: stale %v, snapshot %v, failures %d", m.Stale(), m.Snapshot() != nil, m.Failures())
+			if !m.Stale() || m.Last() == nil || m.Failures() == 0 {
+				t.Fatalf("final model: stale %v, poll %v, failures %d", m.Stale(), m.Last() != nil, m.Failures())
 			}
 			if !strings.Contains(m.Err().Error(), tc.error) {
 				t.Errorf("error %q, want it to mention %q", m.Err(), tc.error)

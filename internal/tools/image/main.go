@@ -1,15 +1,3 @@
-// Command image builds Talon's container image without a container daemon:
-// a multi-platform OCI image layout whose images hold only the static talon
-// binary (as /talon, the entrypoint) and /etc/passwd and /etc/group naming
-// the unprivileged user 65532 (nonroot) that the image runs as. There is no
-// shell and no package manager. TLS roots come from the binary itself
-// (golang.org/x/crypto/x509roots/fallback), so the image needs no CA bundle.
-//
-// `make image` runs it; release images are built by goreleaser's kos
-// section instead, on a distroless base with the same user and entrypoint.
-//
-//	go run ./internal/tools/image -out dist/image -version v1.2.3 \
-//	    -revision $(git rev-parse HEAD) linux/amd64=bin/linux_amd64/talon linux/arm64=bin/linux_arm64/talon
 package main
 
 import (

@@ -274,6 +274,18 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 	}
 	id := blockID{object, index}
 	c.mu.Lock()
+	if b, err := c.hitLocked(id, size); b != nil || err != nil {
+		return b, err
+	}
+	return c.missLocked(ctx, id, size)
+}
+
+// hitLocked serves block id of an object of size bytes from its file,
+// dropping an entry of another object size or whose file vanished or
+// failed verification, up to maxAttempts times. It is called with c.mu
+// held. On a miss it returns (nil, nil) with c.mu still held, for
+// missLocked; with a block or an error it returns with c.mu released.
+func (c *Cache) hitLocked(id blockID, size int64) (*Block, error) {
 	for attempt := 0; ; attempt++ {
 		if c.closed {
 			c.mu.Unlock()
@@ -286,12 +298,12 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 			e = nil
 		}
 		if e == nil {
-			break // a miss; c.mu stays held
+			return nil, nil // a miss; c.mu stays held
 		}
 		if attempt == maxAttempts {
 			c.mu.Unlock()
 			c.cfg.Stats.Miss()
-			return nil, fmt.Errorf("%w: the file of block %d of object %q vanished or failed verification %d times in a row", ErrIO, index, object, maxAttempts)
+			return nil, fmt.Errorf("%w: the file of block %d of object %q vanished or failed verification %d times in a row", ErrIO, id.index, id.object, maxAttempts)
 		}
 		c.pol.touch(e)
 		verified := e.verified
@@ -308,6 +320,13 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 		// openBlock dropped e: look again, normally to load it.
 		c.mu.Lock()
 	}
+}
+
+// missLocked counts a miss and waits for the one load of block id (starting
+// it if none runs), then takes the descriptor the load handed to its
+// waiters; when the cache directory failed it reads through to the blob
+// store instead. It is called with c.mu held and releases it.
+func (c *Cache) missLocked(ctx context.Context, id blockID, size int64) (*Block, error) {
 	c.cfg.Stats.Miss()
 	l := c.loads[id]
 	if l == nil {
@@ -346,7 +365,7 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 		return nil, lerr
 	}
 	if f == nil {
-		return nil, fmt.Errorf("%w: no descriptor left for a waiter of block %d of object %q", ErrIO, index, object)
+		return nil, fmt.Errorf("%w: no descriptor left for a waiter of block %d of object %q", ErrIO, id.index, id.object)
 	}
 	if ctx.Err() != nil {
 		f.Close()

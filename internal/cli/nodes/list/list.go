@@ -1,4 +1,3 @@
-// Package list implements `talonctl nodes list`.
 package list
 
 import (

@@ -1,0 +1,44 @@
+// Package client is the Go library clients use to find the owners of a
+// key and to read objects through the workers' caches: placement lookups
+// against any coordinator, with failover across coordinator addresses and
+// a short-lived placement cache (Client), and whole-object reads that fall
+// back across a block's replicas (ObjectReader).
+//
+// Invariants:
+//
+//   - Cache rule (ADR 0001 section 7): a PlacementVersion is an equality
+//     token. Every cached decision carries the placement.Version it was
+//     computed from; when the client sees any different version (a lookup
+//     answer or an EpochBump push), every entry from another version is
+//     dropped. Versions are never compared for order, and a lookup answer
+//     that was in flight while another version was observed is returned
+//     but neither adopted nor cached. Independently, an entry is refreshed
+//     when its TTL passes and when the caller reports a connection
+//     failure, a wrong owner or a missing object for it (Invalidate). A
+//     worker's version (in a wrong-owner answer) is never observed: only
+//     coordinators speak for the membership.
+//   - Domain types at the edge. Answers carry placement.Owner and
+//     placement.Version; the wire form (protocol.Owner, the u64 version)
+//     is converted in one place, placementFrom.
+//   - Lifecycle. New validates its options and connects lazily; Close
+//     closes the pooled connections, after which calls fail. Watch runs
+//     on the caller's goroutine until its context ends, reconnecting with
+//     jittered backoff; nothing in the package starts a goroutine that
+//     outlives the call that started it.
+//   - Concurrency. A Client is safe for concurrent use: its mutex guards
+//     the pools, the preferred coordinator, the observed version and the
+//     cache, and is never held across a dial or a call. Connections are pooled per
+//     coordinator; each protocol.Conn serves one call at a time. An
+//     ObjectReader may run ReadObject concurrently once its fields are set;
+//     its fields must not change after the first read.
+//   - Errors. A coordinator's refusal is returned as the *protocol.Error it
+//     sent (check it with protocol.IsCode); when no coordinator could be
+//     reached the error wraps ErrNoCoordinator and the last connection
+//     error; context errors are returned as they are. ObjectReader's
+//     errors name the object and block and wrap the cause: ErrVerification
+//     when no owner's bytes matched a second worker's digest, the lookup's
+//     error, or the last owner's (datav1's sentinels, such as
+//     datav1.ErrWrongOwner) when every owner failed.
+//   - Layering. The package links neither runtime: no worker, coordinator
+//     or state import (internal/deptest enforces it).
+package client
