@@ -267,18 +267,6 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 	if err := st.Register(reg); err != nil {
 		return nil, err
 	}
-	hb, err := worker.NewHeartbeatCounter(reg)
-	if err != nil {
-		return nil, err
-	}
-	refused, err := worker.NewLimitCounter(reg)
-	if err != nil {
-		return nil, err
-	}
-	timedOut, err := worker.NewTimeoutCounter(reg)
-	if err != nil {
-		return nil, err
-	}
 	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: bs, Stats: st, Logger: log.With("component", "cache")})
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
@@ -324,8 +312,8 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*Worker, error) {
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
-		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Process: proc,
-		HeartbeatOutcome: hb, LimitRefused: refused, DataTimeout: timedOut, DiskErrors: st.DiskErrors, DiskProbe: c.Probe, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
+		DataListener: ln, DataHandler: ds, Status: st, Client: hbClient, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+		DiskErrors: st.DiskErrors, DiskProbe: c.Probe, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
