@@ -42,7 +42,7 @@ func TestBenchLookups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	opts := BenchOptions{Coordinators: []string{p.C.Addr().String()}, Concurrency: 4, Duration: time.Second, Keys: 100, Replicas: 2}
+	opts := BenchOptions{Coordinators: []string{p.Coordinator().Addr().String()}, Concurrency: 4, Duration: time.Second, Keys: 100, Replicas: 2}
 	if err := opts.validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -306,7 +306,7 @@ func openBenchStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 // benchCoordinators are coordinators run in this process for a benchmark,
 // each on its own store, as separate processes would be.
 type benchCoordinators struct {
-	procs  []*Coordinator
+	procs  []*CoordinatorProcess
 	stores []state.Store
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -347,7 +347,7 @@ func startCoordinators(ctx context.Context, cfgs []*config.Config, stores []stat
 	}
 	deadline := time.Now().Add(time.Minute)
 	for _, p := range bc.procs {
-		for !p.C.Readiness().Ready {
+		for !p.Coordinator().Readiness().Ready {
 			select {
 			case err := <-bc.errs:
 				bc.Stop()
@@ -358,9 +358,9 @@ func startCoordinators(ctx context.Context, cfgs []*config.Config, stores []stat
 			case <-time.After(20 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				r := p.C.Readiness()
+				r := p.Coordinator().Readiness()
 				bc.Stop()
-				return nil, fmt.Errorf("coordinator %s not ready after a minute: %s", p.C.NodeID(), strings.Join(r.Reasons, "; "))
+				return nil, fmt.Errorf("coordinator %s not ready after a minute: %s", p.Coordinator().NodeID(), strings.Join(r.Reasons, "; "))
 			}
 		}
 	}
@@ -371,7 +371,7 @@ func startCoordinators(ctx context.Context, cfgs []*config.Config, stores []stat
 func (bc *benchCoordinators) Addrs() []string {
 	var out []string
 	for _, p := range bc.procs {
-		out = append(out, p.C.Addr().String())
+		out = append(out, p.Coordinator().Addr().String())
 	}
 	return out
 }

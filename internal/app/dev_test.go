@@ -129,7 +129,7 @@ func TestDevCredentials(t *testing.T) {
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
 	defer func() { wcancel(); <-wdone }()
-	testsupport.WaitFor(t, 20*time.Second, "worker-3 registered", func() bool { return w.W.Serving() })
+	testsupport.WaitFor(t, 20*time.Second, "worker-3 registered", func() bool { return w.Worker().Serving() })
 
 	// get --dir reads every sample correctly, three times so that blocks
 	// come from several owners.

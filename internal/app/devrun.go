@@ -133,18 +133,16 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	}
 	// Processes built but not run yet are released if a later one fails.
 	started := false
-	var workers []*Worker
+	var workers []*WorkerProcess
 	defer func() {
 		if !started {
-			coord.close()
-			coord.C.Close()
+			coord.Close()
 			for _, w := range workers {
-				w.close()
-				w.W.Close()
+				w.Close()
 			}
 		}
 	}()
-	control := coord.C.Addr().String()
+	control := coord.Coordinator().Addr().String()
 	adminURL := "http://" + coord.AdminAddr().String()
 	if err := os.WriteFile(filepath.Join(dir, devCoordinatorsFile), []byte(control+"\n"), 0o644); err != nil {
 		return err
@@ -196,7 +194,7 @@ func RunDev(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Lo
 	fmt.Fprintf(stdout, "  metrics              %s/metrics\n", adminURL)
 	fmt.Fprintf(stdout, "  control address      %s\n", control)
 	for _, w := range workers {
-		fmt.Fprintf(stdout, "  %-20s data %s  admin http://%s\n", w.W.NodeID(), w.W.DataAddress(), w.AdminAddr())
+		fmt.Fprintf(stdout, "  %-20s data %s  admin http://%s\n", w.Worker().NodeID(), w.Worker().DataAddress(), w.AdminAddr())
 	}
 	fmt.Fprintf(stdout, "  blobs                %s\n", blobs)
 	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n\n", filepath.Join(dir, devTLSDir))

@@ -292,9 +292,9 @@ func cacheHitRow(t *testing.T) reportRow {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	testsupport.WaitFor(t, 10*time.Second, "worker serving", func() bool { return w.W.Serving() })
+	testsupport.WaitFor(t, 10*time.Second, "worker serving", func() bool { return w.Worker().Serving() })
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	req := datav1.Request{Addr: w.W.DataAddress(), Object: "hot.bin", Offset: 0, Length: 4 << 20, Replicas: 1}
+	req := datav1.Request{Addr: w.Worker().DataAddress(), Object: "hot.bin", Offset: 0, Length: 4 << 20, Replicas: 1}
 	var buf bytes.Buffer
 	fetch := func() int64 {
 		buf.Reset()
