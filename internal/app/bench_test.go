@@ -12,6 +12,7 @@ import (
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -21,7 +22,7 @@ func TestBenchLookups(t *testing.T) {
 	}
 	store := memory.New(memory.Options{})
 	defer store.Close()
-	cfg, err := devConfig(cluster.RoleCoordinator, "c1", "127.0.0.1", func(*config.Config) {})
+	cfg, err := devcluster.Config(cluster.RoleCoordinator, "c1", "127.0.0.1", func(*config.Config) {})
 	if err != nil {
 		t.Fatal(err)
 	}

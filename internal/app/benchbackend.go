@@ -27,6 +27,7 @@ import (
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/state/kube"
@@ -276,7 +277,7 @@ func (e *benchEnv) kept() []string {
 // nodeID on backend b under the run's prefix or namespace, for records
 // records.
 func (e *benchEnv) coordinatorConfig(b, nodeID string, records int) (*config.Config, error) {
-	return devConfig(cluster.RoleCoordinator, nodeID, "127.0.0.1", func(c *config.Config) {
+	return devcluster.Config(cluster.RoleCoordinator, nodeID, "127.0.0.1", func(c *config.Config) {
 		c.ClusterID = benchClusterID
 		c.AdminListen = ""
 		c.StateBackend = b

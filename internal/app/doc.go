@@ -2,7 +2,9 @@
 // dev, get, bench, pki, config, version) and wires the two roles from their
 // configuration: the state store, the listeners, the metrics registry, the
 // role's runtime and its admin listener (CoordinatorProcess,
-// WorkerProcess). cmd/talon only runs it.
+// WorkerProcess). cmd/talon only runs it. The dev cluster (package
+// devcluster) runs processes wired here: it receives this package's
+// constructors (devRoles) rather than importing it.
 //
 // Invariants:
 //

@@ -22,7 +22,7 @@ import (
 )
 
 func defaultRunners() Runners {
-	return Runners{Coordinator: RunCoordinator, Worker: RunWorker, Dev: RunDev}
+	return Runners{Coordinator: RunCoordinator, Worker: RunWorker, Dev: runDev}
 }
 
 // OpenStore connects to the configured state backend, registering no

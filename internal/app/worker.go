@@ -16,6 +16,7 @@ import (
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/worker"
 	"github.com/talonhq/talon/internal/worker/cache"
@@ -38,7 +39,7 @@ type WorkerProcess struct {
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	if cfg.DevDir != "" {
-		if err := joinDev(cfg); err != nil {
+		if err := devcluster.Join(cfg); err != nil {
 			return nil, err
 		}
 	}
