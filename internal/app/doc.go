@@ -3,8 +3,9 @@
 // configuration: the state store, the listeners, the metrics registry, the
 // role's runtime and its admin listener (CoordinatorProcess,
 // WorkerProcess). cmd/talon only runs it. The dev cluster (package
-// devcluster) runs processes wired here: it receives this package's
-// constructors (devRoles) rather than importing it.
+// devcluster) and the benchmarks (package bench/harness) run processes
+// wired here: they receive this package's constructors (devRoles,
+// BenchRoles) rather than importing it.
 //
 // Invariants:
 //
