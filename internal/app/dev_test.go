@@ -161,3 +161,24 @@ func newAPI(t *testing.T, url, token string) *apiv1.Client {
 	}
 	return c
 }
+
+// TestDevWorkersIsUsageError: --workers out of range exits 2 naming the
+// rule, before the dev cluster starts; in range reaches the runner.
+func TestDevWorkersIsUsageError(t *testing.T) {
+	var got *devcluster.Options
+	var out, errb bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &errb, Runners: Runners{Dev: func(_ context.Context, o devcluster.Options, _ io.Writer, _ *slog.Logger) error {
+		got = &o
+		return nil
+	}}}
+	for _, n := range []string{"0", "33"} {
+		errb.Reset()
+		code := Main(context.Background(), []string{"dev", "--workers", n}, env)
+		if code != ExitUsage || got != nil || !strings.Contains(errb.String(), "--workers "+n+": must be from 1 to 32") {
+			t.Fatalf("dev --workers %s: exit %d, ran %v, stderr %q", n, code, got != nil, errb.String())
+		}
+	}
+	if code := Main(context.Background(), []string{"dev", "--workers", "2"}, env); code != ExitOK || got == nil || got.Workers != 2 || got.ListenHost != "127.0.0.1" {
+		t.Fatalf("dev --workers 2: exit %d, options %+v", code, got)
+	}
+}
