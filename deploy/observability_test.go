@@ -407,7 +407,7 @@ func scrapeCluster(t *testing.T) (coordinator, worker []byte) {
 		t.Fatal(err)
 	}
 	wc := load(cluster.RoleWorker, "w1")
-	wc.Coordinators = []string{coord.C.Addr().String()}
+	wc.Coordinators = []string{coord.Coordinator().Addr().String()}
 	wc.BlobStore, wc.CacheDir, wc.CacheCapacity, wc.BlockSize = "file://"+blobs, t.TempDir(), 64<<20, 1<<20
 	if err := wc.Validate(); err != nil {
 		t.Fatal(err)
@@ -417,9 +417,9 @@ func scrapeCluster(t *testing.T) (coordinator, worker []byte) {
 		t.Fatal(err)
 	}
 	run("worker", w.Run)
-	testsupport.WaitFor(t, 20*time.Second, "worker serving", func() bool { return w.W.Serving() })
+	testsupport.WaitFor(t, 20*time.Second, "worker serving", func() bool { return w.Worker().Serving() })
 
-	pc, err := client.New(client.Options{Coordinators: []string{coord.C.Addr().String()}})
+	pc, err := client.New(client.Options{Coordinators: []string{coord.Coordinator().Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func scrapeCluster(t *testing.T) (coordinator, worker []byte) {
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections() // goleak: no keep-alive goroutines left
 	var buf bytes.Buffer
-	if _, err := datav1.FetchTo(context.Background(), hc, datav1.Request{Addr: w.W.DataAddress(), Object: "obj.bin", Offset: 0, Length: 1 << 10, Replicas: 1}, &buf); err != nil {
+	if _, err := datav1.FetchTo(context.Background(), hc, datav1.Request{Addr: w.Worker().DataAddress(), Object: "obj.bin", Offset: 0, Length: 1 << 10, Replicas: 1}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	scrape := func(addr string) []byte {

@@ -179,7 +179,7 @@ func startWorker(t *testing.T, admin config.AdminConfig, usage UsageSource) *env
 		Labels:         map[string]string{"zone": "z1"},
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
 		DataListener: ln, DataHandler: http.NotFoundHandler(), Client: cl,
-		Logger: e.log, Clock: time.Now, Process: e.proc,
+		Logger: e.log, Clock: time.Now, Registerer: e.reg, Process: e.proc,
 	})
 	if err != nil {
 		t.Fatal(err)

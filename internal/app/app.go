@@ -14,6 +14,7 @@ import (
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/devcluster"
 )
 
 // Exit codes of the talon daemon.
@@ -36,7 +37,7 @@ type Env struct {
 type Runners struct {
 	Coordinator func(ctx context.Context, cfg *config.Config, log *slog.Logger) error
 	Worker      func(ctx context.Context, cfg *config.Config, log *slog.Logger) error
-	Dev         func(ctx context.Context, opts DevOptions, stdout io.Writer, log *slog.Logger) error
+	Dev         func(ctx context.Context, opts devcluster.Options, stdout io.Writer, log *slog.Logger) error
 }
 
 // isCobraUsage reports whether err is cobra's own complaint about the

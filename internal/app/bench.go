@@ -2,63 +2,27 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/talonhq/talon/internal/bench"
-	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/bench/harness"
+	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
 )
-
-// BenchOptions configures `talon bench lookups`.
-type BenchOptions struct {
-	Coordinators []string
-	Concurrency  int
-	Duration     time.Duration
-	Keys         int
-	Replicas     int
-	// TLS is the client configuration for the coordinators; nil talks to
-	// a cluster without TLS.
-	TLS *tls.Config
-
-	// Backends, when set, selects the self-contained mode: for each
-	// backend (memory, etcd, kubernetes) Workers simulated worker records
-	// are seeded into a store of its own and one coordinator is started on
-	// it in this process; Coordinators and TLS are not used.
-	Backends []string
-	Workers  int
-	Conn     BenchBackendOptions
-	// Output is text or json.
-	Output string
-}
-
-// BenchResult is what a lookup benchmark measured.
-type BenchResult struct {
-	Lookups, Errors     int
-	ErrorCodes          map[string]int
-	Elapsed             time.Duration
-	P50, P90, P99, P999 time.Duration
-	Max                 time.Duration
-}
-
-// PerSecond returns the measured throughput.
-func (r BenchResult) PerSecond() float64 { return float64(r.Lookups) / r.Elapsed.Seconds() }
 
 func newBenchCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure a running cluster, or the backends and Talon side by side",
 	}
-	opts := BenchOptions{}
+	opts := harness.LookupOptions{}
 	var ctls clientTLS
 	lookups := &cobra.Command{
 		Use:   "lookups",
@@ -87,12 +51,12 @@ removed at the end unless --keep.`,
 						return &usageError{fmt.Errorf("--%s and --backend: --backend starts its own coordinators; give one or the other", name)}
 					}
 				}
-				if err := opts.validateBackends(env.Environ); err != nil {
+				if err := opts.ValidateBackends(getenvFrom(env.Environ)); err != nil {
 					return &usageError{err}
 				}
 				progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 				log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-				rep, err := BenchLookupBackends(cmd.Context(), opts, progress, log)
+				rep, err := harness.LookupBackends(cmd.Context(), BenchRoles(), opts, progress, log)
 				if err != nil {
 					return err
 				}
@@ -108,15 +72,12 @@ removed at the end unless --keep.`,
 			if len(fromDir) > 0 && !cmd.Flags().Changed("coordinators") {
 				opts.Coordinators = fromDir
 			}
-			if err := opts.validate(); err != nil {
+			if err := opts.Validate(); err != nil {
 				return &usageError{err}
 			}
-			res, err := BenchLookups(cmd.Context(), opts)
+			res, err := harness.Lookups(cmd.Context(), opts)
 			if err != nil {
 				return err
-			}
-			if opts.Output == "json" {
-				return writeIndentedJSON(cmd.OutOrStdout(), res.json(opts))
 			}
 			return res.Write(cmd.OutOrStdout(), opts)
 		},
@@ -128,74 +89,102 @@ removed at the end unless --keep.`,
 	f.IntVar(&opts.Keys, "keys", 100000, "distinct keys to look up")
 	f.IntVar(&opts.Replicas, "replicas", 3, fmt.Sprintf("owners per lookup (1 to %d)", protocol.MaxReplicas))
 	f.StringArrayVar(&opts.Backends, "backend", nil, "measure this backend with a coordinator of its own instead of --coordinators: memory, etcd or kubernetes (repeatable)")
-	f.IntVar(&opts.Workers, "workers", 1000, fmt.Sprintf("with --backend: simulated worker records seeded into each store (1 to %d)", maxBenchWriters))
+	f.IntVar(&opts.Workers, "workers", 1000, fmt.Sprintf("with --backend: simulated worker records seeded into each store (1 to %d)", harness.MaxWriters))
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	ctls.register(f)
-	opts.Conn.register(f)
+	opts.Conn.RegisterFlags(f)
 	cmd.AddCommand(lookups, newBenchHeartbeatsCmd(env))
 	return cmd
 }
 
-func (o BenchOptions) validate() error {
-	switch {
-	case o.Concurrency < 1 || o.Concurrency > 1024:
-		return fmt.Errorf("--concurrency %d: must be from 1 to 1024", o.Concurrency)
-	case o.Duration < time.Second || o.Duration > time.Hour:
-		return fmt.Errorf("--duration %s: must be from 1s to 1h", o.Duration)
-	case o.Keys < 1:
-		return fmt.Errorf("--keys %d: must be at least 1", o.Keys)
-	case o.Replicas < 1 || o.Replicas > protocol.MaxReplicas:
-		return fmt.Errorf("--replicas %d: must be from 1 to %d", o.Replicas, protocol.MaxReplicas)
-	case o.Output != "" && o.Output != "text" && o.Output != "json":
-		return fmt.Errorf("--output %q: must be text or json", o.Output)
+func newBenchHeartbeatsCmd(env Env) *cobra.Command {
+	opts := harness.HeartbeatOptions{}
+	var cpuProfile string
+	cmd := &cobra.Command{
+		Use:   "heartbeats --backend etcd|kubernetes",
+		Short: "Measure heartbeats through coordinators against the backend's raw ceiling, in one run",
+		Long: `heartbeats measures two phases in one run, at the same concurrency
+(--writers).
+
+The raw phase is the backend's ceiling for Talon's ordered upsert, issued
+directly with the backend's client: on etcd a transaction comparing the key's
+ModRevision and putting the typical record's JSON (about 1.5 KB) with a lease; on Kubernetes a
+Lease update with optimistic concurrency on its resourceVersion, the record
+in an annotation.
+
+The talon phase is Talon's heartbeat path: --coordinators-count coordinators
+started in this process on loopback against the same backend, and simulated
+workers that register and then heartbeat back to back over the control
+protocol. After an unavailable answer a worker backs off about 50 ms (with
+jitter), as a real one does; those are counted as backed off, apart from
+failures.
+
+It prints both with the ratio, p50 and p99 latency, failures by code and what
+each phase created (etcd: leases granted; Kubernetes: Lease objects). The run
+works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
+namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
+unless --keep. Results go to stdout, progress to
+stderr. It is a load generator: run it against a test backend.`,
+		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
+  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(getenvFrom(env.Environ)); err != nil {
+				return &usageError{err}
+			}
+			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile %q: %w", cpuProfile, err)
+				}
+				defer f.Close()
+				opts.TalonPhase = func() func() {
+					if err := pprof.StartCPUProfile(f); err != nil {
+						progress("no CPU profile: %v", err)
+						return func() {}
+					}
+					return func() {
+						pprof.StopCPUProfile()
+						progress("CPU profile of the talon phase (coordinators and simulated workers, this process) written to %s", cpuProfile)
+					}
+				}
+			}
+			rep, err := harness.Heartbeats(cmd.Context(), BenchRoles(), opts, progress, log)
+			if err != nil {
+				return err
+			}
+			return rep.Write(cmd.OutOrStdout(), opts.Output)
+		},
 	}
-	for _, a := range o.Coordinators {
-		if err := cluster.ValidateAddress("--coordinators", a, true); err != nil {
-			return err
-		}
-	}
-	return nil
+	f := cmd.Flags()
+	f.StringVar(&opts.Backend, "backend", "", "backend to measure: etcd or kubernetes (required)")
+	f.IntVar(&opts.Writers, "writers", 0, fmt.Sprintf("simulated workers, the concurrency of both phases (default %d on etcd, %d on kubernetes; 1 to %d)", harness.DefaultEtcdWriters, harness.DefaultKubeWriters, harness.MaxWriters))
+	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", harness.MaxCoordinators))
+	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
+	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
+	opts.Conn.RegisterFlags(f)
+	return cmd
 }
 
-// BenchLookups runs the lookup benchmark against running coordinators.
-func BenchLookups(ctx context.Context, o BenchOptions) (BenchResult, error) {
-	r, err := bench.Lookups(ctx, bench.LookupOptions{Coordinators: o.Coordinators, Callers: o.Concurrency, Duration: o.Duration, Keys: o.Keys, Replicas: o.Replicas, TLS: o.TLS})
-	if err != nil {
-		return BenchResult{}, err
-	}
-	res := BenchResult{Lookups: r.Ops, Errors: r.FailureCount(), ErrorCodes: r.Failures, Elapsed: r.Elapsed,
-		P50: r.P50(), P90: r.Quantile(.9), P99: r.P99(), P999: r.Quantile(.999), Max: r.Max()}
-	if res.Lookups == 0 {
-		return res, fmt.Errorf("no lookup succeeded (first failure: %v)", r.FirstErr)
-	}
-	return res, nil
-}
-
-// json returns the result in the form -o json prints.
-func (r BenchResult) json(o BenchOptions) map[string]any {
-	msf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	codes := r.ErrorCodes
-	if codes == nil {
-		codes = map[string]int{}
-	}
-	return map[string]any{
-		"coordinators": o.Coordinators, "concurrency": o.Concurrency, "replicas": o.Replicas,
-		"lookups": r.Lookups, "errors": codes, "elapsedSeconds": r.Elapsed.Seconds(), "perSecond": r.PerSecond(),
-		"p50Ms": msf(r.P50), "p90Ms": msf(r.P90), "p99Ms": msf(r.P99), "p999Ms": msf(r.P999), "maxMs": msf(r.Max),
+// BenchRoles opens stores and builds coordinators for package harness as
+// this package wires a coordinator process (without the UI).
+func BenchRoles() harness.Roles {
+	return harness.Roles{
+		OpenStore: OpenStore,
+		Coordinator: func(ctx context.Context, cfg *config.Config, store state.Store, log *slog.Logger) (harness.Coordinator, error) {
+			p, err := NewCoordinator(ctx, cfg, store, nil, log)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
 	}
 }
 
-// Write prints the result.
-func (r BenchResult) Write(w io.Writer, o BenchOptions) error {
-	_, err := fmt.Fprintf(w, "placement lookups against %s: %d connections, %s, replicas %d\n"+
-		"  lookups      %d (%d errors)\n  throughput   %.0f lookups/s\n"+
-		"  latency      p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
-		strings.Join(o.Coordinators, ","), o.Concurrency, r.Elapsed.Round(time.Millisecond), o.Replicas,
-		r.Lookups, r.Errors, r.PerSecond(), r.P50, r.P90, r.P99, r.P999, r.Max)
-	for _, code := range slices.Sorted(maps.Keys(r.ErrorCodes)) {
-		if err == nil {
-			_, err = fmt.Fprintf(w, "  errors       %s: %d\n", code, r.ErrorCodes[code])
-		}
-	}
-	return err
+// getenvFrom returns a lookup in environ, for the harness's validation.
+func getenvFrom(environ []string) func(key string) string {
+	return func(key string) string { return lookupEnv(environ, key) }
 }

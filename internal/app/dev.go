@@ -1,25 +1,22 @@
 package app
 
 import (
+	"context"
+	"errors"
+	"io"
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/devcluster"
+	"github.com/talonhq/talon/internal/state"
 )
 
-// DevOptions configures `talon dev`.
-type DevOptions struct {
-	Workers  int
-	BaseDir  string
-	DemoLoad bool
-	// ListenHost is the loopback host every process binds.
-	ListenHost string
-	// AdminAuth requires a generated bearer token on the admin listeners
-	// (written to <dir>/admin-token).
-	AdminAuth bool
-}
+var errDevUnavailable = errors.New("talon dev is not available in this build")
 
 func newDevCmd(env Env) *cobra.Command {
-	opts := DevOptions{}
+	opts := devcluster.Options{}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local development cluster: one coordinator and workers on loopback, memory backend",
@@ -38,6 +35,9 @@ stay plain HTTP on loopback, without a token unless --admin-auth.`,
 			if env.Runners.Dev == nil {
 				return errDevUnavailable
 			}
+			if err := opts.Validate(); err != nil {
+				return &usageError{err}
+			}
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			return env.Runners.Dev(cmd.Context(), opts, cmd.OutOrStdout(), log)
 		},
@@ -48,4 +48,31 @@ stay plain HTTP on loopback, without a token unless --admin-auth.`,
 	cmd.Flags().StringVar(&opts.ListenHost, "host", "127.0.0.1", "loopback host to bind")
 	cmd.Flags().BoolVar(&opts.AdminAuth, "admin-auth", false, "require a bearer token on the admin listeners; it is generated and written to <dir>/admin-token")
 	return cmd
+}
+
+// runDev runs `talon dev` (package devcluster) with this package's wiring
+// of the two roles.
+func runDev(ctx context.Context, opts devcluster.Options, stdout io.Writer, log *slog.Logger) error {
+	return devcluster.Run(ctx, opts, devRoles(), stdout, log)
+}
+
+// devRoles builds a dev cluster's processes as standalone ones are built;
+// the coordinator serves the embedded UI.
+func devRoles() devcluster.Roles {
+	return devcluster.Roles{
+		Coordinator: func(ctx context.Context, cfg *config.Config, store state.Store, log *slog.Logger) (devcluster.Coordinator, error) {
+			p, err := NewCoordinator(ctx, cfg, store, uiHandler(), log)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+		Worker: func(cfg *config.Config, log *slog.Logger) (devcluster.Worker, error) {
+			p, err := NewWorker(cfg, log)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
@@ -29,12 +30,12 @@ func TestDevCluster(t *testing.T) {
 	done := make(chan error, 1)
 	dir := t.TempDir()
 	go func() {
-		done <- RunDev(ctx, DevOptions{Workers: 3, BaseDir: dir, DemoLoad: true, ListenHost: "127.0.0.1", AdminAuth: true}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done <- runDev(ctx, devcluster.Options{Workers: 3, BaseDir: dir, DemoLoad: true, ListenHost: "127.0.0.1", AdminAuth: true}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("RunDev: %v", err)
+			t.Errorf("runDev: %v", err)
 		}
 	}()
 	re := regexp.MustCompile(`web UI and /api/v1\s+(http://\S+)/`)
@@ -51,8 +52,8 @@ func TestDevCluster(t *testing.T) {
 	}
 	testsupport.WaitFor(t, 20*time.Second, "the whole banner", func() bool { return strings.Contains(out.String(), "bin/talon worker --dev-dir") })
 	// --admin-auth: the token is in <dir>/admin-token and required.
-	token, err := os.ReadFile(filepath.Join(dir, devAdminTokenFile))
-	if err != nil || !strings.Contains(out.String(), "--token-file "+filepath.Join(dir, devAdminTokenFile)) {
+	token, err := os.ReadFile(filepath.Join(dir, devcluster.AdminTokenFile))
+	if err != nil || !strings.Contains(out.String(), "--token-file "+filepath.Join(dir, devcluster.AdminTokenFile)) {
 		t.Fatalf("admin token file: %v; banner:\n%s", err, out.String())
 	}
 	if _, err := newAPI(t, url, "").Cluster(context.Background()); err == nil {
@@ -92,12 +93,12 @@ func TestDevCredentials(t *testing.T) {
 	dir := t.TempDir()
 	var out, logs testsupport.SyncBuffer
 	go func() {
-		done <- RunDev(ctx, DevOptions{Workers: 2, BaseDir: dir, ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(&logs, nil)))
+		done <- runDev(ctx, devcluster.Options{Workers: 2, BaseDir: dir, ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(&logs, nil)))
 	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("RunDev: %v", err)
+			t.Errorf("runDev: %v", err)
 		}
 		// Ctrl-C is quiet: workers deregister before the coordinator
 		// stops, and nothing warns on loopback.
@@ -106,12 +107,12 @@ func TestDevCredentials(t *testing.T) {
 		}
 	}()
 	testsupport.WaitFor(t, 60*time.Second, "dev banner", func() bool { return strings.Contains(out.String(), "Try:") })
-	control, err := os.ReadFile(filepath.Join(dir, devCoordinatorsFile))
+	control, err := os.ReadFile(filepath.Join(dir, devcluster.CoordinatorsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A third worker joins with --dev-dir.
-	cfg, err := devConfig(cluster.RoleWorker, "worker-3", "127.0.0.1", func(c *config.Config) {
+	cfg, err := devcluster.Config(cluster.RoleWorker, "worker-3", "127.0.0.1", func(c *config.Config) {
 		c.InsecureControlPlane = false
 		c.DevDir = dir
 		c.Coordinators = strings.Fields(string(control))
@@ -129,24 +130,24 @@ func TestDevCredentials(t *testing.T) {
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
 	defer func() { wcancel(); <-wdone }()
-	testsupport.WaitFor(t, 20*time.Second, "worker-3 registered", func() bool { return w.W.Serving() })
+	testsupport.WaitFor(t, 20*time.Second, "worker-3 registered", func() bool { return w.Worker().Serving() })
 
 	// get --dir reads every sample correctly, three times so that blocks
 	// come from several owners.
-	for _, o := range devObjects[:3] {
-		want, err := os.ReadFile(filepath.Join(dir, "blobs", filepath.FromSlash(o.name)))
+	for _, o := range devcluster.Samples()[:3] {
+		want, err := os.ReadFile(filepath.Join(dir, "blobs", filepath.FromSlash(o.Name)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		dst := filepath.Join(t.TempDir(), "out")
-		code, _, errOut := run(t, nil, "get", "--dir", dir, o.name, "-o", dst)
+		code, _, errOut := run(t, nil, "get", "--dir", dir, o.Name, "-o", dst)
 		got, _ := os.ReadFile(dst)
 		if code != 0 || !bytes.Equal(got, want) {
-			t.Fatalf("get --dir %s: exit %d, %d of %d bytes\n%s", o.name, code, len(got), len(want), errOut)
+			t.Fatalf("get --dir %s: exit %d, %d of %d bytes\n%s", o.Name, code, len(got), len(want), errOut)
 		}
 	}
 	// Without a credential the dev cluster refuses.
-	code, _, errOut := run(t, nil, "get", "--coordinators", strings.TrimSpace(string(control)), "--insecure-control-plane", "--timeout", "3s", devObjects[0].name, "-o", filepath.Join(t.TempDir(), "x"))
+	code, _, errOut := run(t, nil, "get", "--coordinators", strings.TrimSpace(string(control)), "--insecure-control-plane", "--timeout", "3s", devcluster.Samples()[0].Name, "-o", filepath.Join(t.TempDir(), "x"))
 	if code == 0 {
 		t.Fatalf("get without TLS against the dev cluster succeeded: %s", errOut)
 	}
@@ -159,4 +160,25 @@ func newAPI(t *testing.T, url, token string) *apiv1.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestDevWorkersIsUsageError: --workers out of range exits 2 naming the
+// rule, before the dev cluster starts; in range reaches the runner.
+func TestDevWorkersIsUsageError(t *testing.T) {
+	var got *devcluster.Options
+	var out, errb bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &errb, Runners: Runners{Dev: func(_ context.Context, o devcluster.Options, _ io.Writer, _ *slog.Logger) error {
+		got = &o
+		return nil
+	}}}
+	for _, n := range []string{"0", "33"} {
+		errb.Reset()
+		code := Main(context.Background(), []string{"dev", "--workers", n}, env)
+		if code != ExitUsage || got != nil || !strings.Contains(errb.String(), "--workers "+n+": must be from 1 to 32") {
+			t.Fatalf("dev --workers %s: exit %d, ran %v, stderr %q", n, code, got != nil, errb.String())
+		}
+	}
+	if code := Main(context.Background(), []string{"dev", "--workers", "2"}, env); code != ExitOK || got == nil || got.Workers != 2 || got.ListenHost != "127.0.0.1" {
+		t.Fatalf("dev --workers 2: exit %d, options %+v", code, got)
+	}
 }

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/talonhq/talon/internal/app"
+	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/testenv"
 )
 
@@ -37,9 +37,9 @@ func textRate(out, name string) float64 {
 
 // checkHeartbeatReport parses -o json output of talon bench heartbeats and
 // checks both phases measured something.
-func checkHeartbeatReport(t *testing.T, out, backend string, writers int) app.HeartbeatReport {
+func checkHeartbeatReport(t *testing.T, out, backend string, writers int) harness.HeartbeatReport {
 	t.Helper()
-	var rep app.HeartbeatReport
+	var rep harness.HeartbeatReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
@@ -94,7 +94,7 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("%s", r.stdout)
-	var lr app.LookupsReport
+	var lr harness.LookupsReport
 	if err := json.Unmarshal([]byte(r.stdout), &lr); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/talonhq/talon/internal/app"
 	"github.com/talonhq/talon/internal/bench"
+	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
@@ -122,9 +123,9 @@ func TestBenchReport(t *testing.T) {
 	// with a lease, the record JSON as value) vs heartbeats end to end
 	// through two coordinators over the protocol, 1,000 writers each.
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
-	conn := app.BenchBackendOptions{RequestTimeout: 30 * time.Second}
+	conn := harness.Conn{RequestTimeout: 30 * time.Second}
 	conn.Etcd.Endpoints, conn.Etcd.Prefix, conn.Etcd.DialTimeout = e.Endpoints(), "/bench", 5*time.Second
-	hb, err := app.BenchHeartbeats(ctx, app.HeartbeatBenchOptions{Backend: "etcd", Conn: conn, Writers: app.DefaultEtcdWriters, Coordinators: 2, Duration: phase,
+	hb, err := harness.Heartbeats(ctx, app.BenchRoles(), harness.HeartbeatOptions{Backend: "etcd", Conn: conn, Writers: harness.DefaultEtcdWriters, Coordinators: 2, Duration: phase,
 		TalonPhase: func() func() { return profile(t, "etcd-heartbeats") }}, progress, log)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestBenchReport(t *testing.T) {
 	// two coordinators, 200 writers each.
 	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
 	conn.Kube.Kubeconfig, conn.Kube.Namespace, conn.Kube.QPS, conn.Kube.Burst = k.WriteKubeconfig(t, k.AdminToken()), "bench", 400, 800
-	hb, err = app.BenchHeartbeats(ctx, app.HeartbeatBenchOptions{Backend: "kubernetes", Conn: conn, Writers: app.DefaultKubeWriters, Coordinators: 2, Duration: phase}, progress, log)
+	hb, err = harness.Heartbeats(ctx, app.BenchRoles(), harness.HeartbeatOptions{Backend: "kubernetes", Conn: conn, Writers: harness.DefaultKubeWriters, Coordinators: 2, Duration: phase}, progress, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestBenchReport(t *testing.T) {
 	// revision probe is shared by the lookups that arrive while one is in
 	// flight, so more callers share each probe.
 	for _, callers := range []int{32, 128} {
-		lk, err := app.BenchLookupBackends(ctx, app.BenchOptions{Backends: []string{"memory", "etcd", "kubernetes"}, Workers: 1000, Conn: conn,
+		lk, err := harness.LookupBackends(ctx, app.BenchRoles(), harness.LookupOptions{Backends: []string{"memory", "etcd", "kubernetes"}, Workers: 1000, Conn: conn,
 			Concurrency: callers, Duration: phase / 2, Keys: 100000, Replicas: 3}, progress, log)
 		if err != nil {
 			t.Fatal(err)
@@ -292,9 +293,9 @@ func cacheHitRow(t *testing.T) reportRow {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	testsupport.WaitFor(t, 10*time.Second, "worker serving", func() bool { return w.W.Serving() })
+	testsupport.WaitFor(t, 10*time.Second, "worker serving", func() bool { return w.Worker().Serving() })
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	req := datav1.Request{Addr: w.W.DataAddress(), Object: "hot.bin", Offset: 0, Length: 4 << 20, Replicas: 1}
+	req := datav1.Request{Addr: w.Worker().DataAddress(), Object: "hot.bin", Offset: 0, Length: 4 << 20, Replicas: 1}
 	var buf bytes.Buffer
 	fetch := func() int64 {
 		buf.Reset()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/app"
+	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/testenv"
 )
@@ -38,11 +39,11 @@ func TestKubeHeartbeatBench(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
-	conn := app.BenchBackendOptions{RequestTimeout: 30 * time.Second}
+	conn := harness.Conn{RequestTimeout: 30 * time.Second}
 	conn.Kube.Kubeconfig, conn.Kube.Namespace, conn.Kube.QPS, conn.Kube.Burst = k.WriteKubeconfig(t, k.AdminToken()), "bench", 400, 800
 	for _, c := range benchConfigs(t) {
 		conn.Kube.MaxInflightWrites, conn.Kube.AdmissionWait = c.inflight, c.wait
-		hb, err := app.BenchHeartbeats(ctx, app.HeartbeatBenchOptions{Backend: "kubernetes", Conn: conn, Writers: app.DefaultKubeWriters, Coordinators: 2, Duration: phase}, func(string, ...any) {}, log)
+		hb, err := harness.Heartbeats(ctx, app.BenchRoles(), harness.HeartbeatOptions{Backend: "kubernetes", Conn: conn, Writers: harness.DefaultKubeWriters, Coordinators: 2, Duration: phase}, func(string, ...any) {}, log)
 		if err != nil {
 			t.Fatal(err)
 		}

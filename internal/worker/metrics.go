@@ -1,45 +1,62 @@
 package worker
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
 
-// NewHeartbeatCounter registers talon_worker_heartbeats_total with reg and
-// returns a function suitable for Options.HeartbeatOutcome.
-func NewHeartbeatCounter(reg prometheus.Registerer) (func(op, outcome string), error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "talon_worker_heartbeats_total",
-		Help: "Registration and heartbeat attempts by operation and outcome (accepted, duplicate, stale or an error code).",
-	}, []string{"operation", "outcome"})
-	if err := reg.Register(c); err != nil {
-		return nil, err
-	}
-	return func(op, outcome string) { c.WithLabelValues(op, outcome).Inc() }, nil
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// workerMetrics are the worker runtime's own series, registered by New
+// with Options.Registerer: registration and heartbeat attempts, and the
+// data listener's refused connections and timeouts. The cache's and the
+// data path's series belong to package stats, the process-wide ones to
+// package metrics.
+type workerMetrics struct {
+	heartbeats *prometheus.CounterVec
+	refused    prometheus.Counter
+	timeouts   *prometheus.CounterVec
 }
 
-// NewLimitCounter registers talon_worker_data_connections_refused_total
-// with reg and returns a function suitable for Options.LimitRefused.
-func NewLimitCounter(reg prometheus.Registerer) (func(), error) {
-	c := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "talon_worker_data_connections_refused_total",
-		Help: "Data connections closed at accept because max-connections were open.",
-	})
-	if err := reg.Register(c); err != nil {
-		return nil, err
+// newWorkerMetrics registers the worker's series with reg; on an error it
+// leaves none of them registered.
+func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
+	m := &workerMetrics{
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_worker_heartbeats_total",
+			Help: "Registration and heartbeat attempts by operation and outcome (accepted, duplicate, stale or an error code).",
+		}, []string{"operation", "outcome"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "talon_worker_data_connections_refused_total",
+			Help: "Data connections closed at accept because max-connections were open.",
+		}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_worker_data_timeouts_total",
+			Help: "Data connections ended by a timeout: read (idle-timeout, frame-timeout for a request header or TLS handshake) or write (write-timeout).",
+		}, []string{"reason"}),
 	}
-	return c.Inc, nil
-}
-
-// NewTimeoutCounter registers talon_worker_data_timeouts_total with reg
-// and returns a function suitable for Options.DataTimeout.
-func NewTimeoutCounter(reg prometheus.Registerer) (func(reason string), error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "talon_worker_data_timeouts_total",
-		Help: "Data connections ended by a timeout: read (idle-timeout, frame-timeout for a request header or TLS handshake) or write (write-timeout).",
-	}, []string{"reason"})
-	if err := reg.Register(c); err != nil {
-		return nil, err
+	var done []prometheus.Collector
+	for _, c := range []prometheus.Collector{m.heartbeats, m.refused, m.timeouts} {
+		if err := reg.Register(c); err != nil {
+			for _, d := range done {
+				reg.Unregister(d)
+			}
+			return nil, fmt.Errorf("worker metrics: %w", err)
+		}
+		done = append(done, c)
 	}
 	for _, r := range []string{"read", "write"} {
-		c.WithLabelValues(r)
+		m.timeouts.WithLabelValues(r)
 	}
-	return func(reason string) { c.WithLabelValues(reason).Inc() }, nil
+	return m, nil
 }
+
+// heartbeat counts one Register or Heartbeat attempt by its outcome.
+func (m *workerMetrics) heartbeat(op, outcome string) {
+	m.heartbeats.WithLabelValues(op, outcome).Inc()
+}
+
+// refusedConn counts a data connection closed at accept by the cap.
+func (m *workerMetrics) refusedConn() { m.refused.Inc() }
+
+// timeout counts a data connection ended by a read or write timeout.
+func (m *workerMetrics) timeout(reason string) { m.timeouts.WithLabelValues(reason).Inc() }

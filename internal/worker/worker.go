@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
@@ -53,18 +55,16 @@ type Options struct {
 	Status       StatusSource
 	// Client is the placement client (shared with the data handler's
 	// ownership checks); the worker uses it for heartbeats too.
-	Client  *client.Client
-	Logger  *slog.Logger
-	Clock   func() time.Time
-	Process *metrics.Process
-	// HeartbeatOutcome, if set, is told the outcome of every heartbeat
-	// attempt (accepted, duplicate, stale or an error code), for metrics.
-	HeartbeatOutcome func(op, outcome string)
+	Client *client.Client
+	Logger *slog.Logger
+	Clock  func() time.Time
+	// Registerer receives the worker's metrics (heartbeat outcomes, data
+	// connections refused by the cap, data timeouts); Process holds the
+	// process-wide ones.
+	Registerer prometheus.Registerer
+	Process    *metrics.Process
 	// DataLimits bound the data listener; zero fields take the defaults.
 	DataLimits DataLimits
-	// LimitRefused, if set, is told each connection the data listener's
-	// connection cap closes at accept (for metrics).
-	LimitRefused func()
 	// DiskErrors, if set, returns the cache directory failures counted so
 	// far: new ones make the next record degraded, and DiskErrorStreak
 	// heartbeats in a row with new ones make the worker unready (placement
@@ -76,10 +76,6 @@ type Options struct {
 	// unready worker turns ready again only once it passes (no traffic is
 	// not proof of a repaired disk).
 	DiskProbe func() error
-	// DataTimeout, if set, is told each data connection closed by a
-	// timeout: "read" (idle, request header or TLS handshake) or "write"
-	// (a response not taken within the write timeout).
-	DataTimeout func(reason string)
 	// DataTLS, when set, serves the data listener over mutual TLS (see
 	// package pki); nil serves plain HTTP (insecure-control-plane).
 	DataTLS *tls.Config
@@ -105,6 +101,7 @@ type Worker struct {
 	incarnation string
 	startUnixMs int64
 	advertise   string
+	metrics     *workerMetrics
 	perCoord    []*client.Client // for Rotate
 	server      *http.Server
 	dataLn      net.Listener  // DataListener behind the connection cap
@@ -130,8 +127,8 @@ func New(opts Options) (*Worker, error) {
 	switch {
 	case opts.DataListener == nil, opts.DataHandler == nil:
 		return nil, errors.New("worker: DataListener and DataHandler are required")
-	case opts.Client == nil, opts.Logger == nil, opts.Clock == nil, opts.Process == nil:
-		return nil, errors.New("worker: Client, Logger, Clock and Process are required")
+	case opts.Client == nil, opts.Logger == nil, opts.Clock == nil, opts.Registerer == nil, opts.Process == nil:
+		return nil, errors.New("worker: Client, Logger, Clock, Registerer and Process are required")
 	case len(opts.Coordinators) == 0:
 		return nil, errors.New("worker: at least one coordinator address is required")
 	}
@@ -141,8 +138,13 @@ func New(opts Options) (*Worker, error) {
 	if err := cluster.ValidateID("node-id", opts.NodeID); err != nil {
 		return nil, err
 	}
+	m, err := newWorkerMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	w := &Worker{
 		opts:        opts,
+		metrics:     m,
 		log:         opts.Logger.With("component", "worker"),
 		incarnation: cluster.NewIncarnationID(),
 		startUnixMs: opts.Clock().UnixMilli(),
@@ -166,7 +168,7 @@ func New(opts Options) (*Worker, error) {
 		}
 	}
 	lim := opts.DataLimits.withDefaults()
-	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: opts.LimitRefused, timeout: opts.DataTimeout}
+	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: m.refusedConn, timeout: m.timeout}
 	if opts.DataTLS != nil {
 		// Outside the cap, so http.Server sees *tls.Conn: it bounds the
 		// handshake by the header timeout and fills Request.TLS.
@@ -375,11 +377,7 @@ func (w *Worker) writeRecord(ctx context.Context, a membership.Attempt) (members
 	}
 	resp, err := w.call(ctx, msg)
 	outcome := "ok"
-	defer func() {
-		if w.opts.HeartbeatOutcome != nil {
-			w.opts.HeartbeatOutcome(op, outcome)
-		}
-	}()
+	defer func() { w.metrics.heartbeat(op, outcome) }()
 	if err != nil {
 		outcome = protocol.CodeOf(err).String()
 		return membership.Answer{}, err

@@ -77,7 +77,7 @@ func newWorkerOpts(t *testing.T, coordinators []string, rotate bool, drain time.
 		ClusterID: "test", NodeID: "w1", Coordinators: coordinators, Rotate: rotate, Timing: timing,
 		RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second, DrainDelay: drain,
 		DataListener: ln, DataHandler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { handler(w).ServeHTTP(rw, r) }), Client: cl,
-		Logger: discard(), Clock: time.Now, Process: proc,
+		Logger: discard(), Clock: time.Now, Registerer: prometheus.NewRegistry(), Process: proc,
 	}
 	edit(&o)
 	w, err = worker.New(o)
@@ -300,16 +300,13 @@ func TestDegradedSurvivesFailedHeartbeats(t *testing.T) {
 func TestDataPortLimits(t *testing.T) {
 	store := memory.New(memory.Options{})
 	a := runCoordinator(t, store, "coord-a")
-	var refused, readTimeouts atomic.Int64
+	reg := prometheus.NewRegistry()
 	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
 		o.DataLimits = worker.DataLimits{MaxConnections: 4, FrameTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
-		o.LimitRefused = func() { refused.Add(1) }
-		o.DataTimeout = func(reason string) {
-			if reason == "read" {
-				readTimeouts.Add(1)
-			}
-		}
+		o.Registerer = reg
 	})
+	refused := func() float64 { return counterValue(t, reg, "talon_worker_data_connections_refused_total") }
+	readTimeouts := func() float64 { return counterValue(t, reg, "talon_worker_data_timeouts_total", "reason", "read") }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -338,7 +335,7 @@ func TestDataPortLimits(t *testing.T) {
 	if !closed(extra) {
 		t.Fatal("a connection past the cap was not closed")
 	}
-	testsupport.WaitFor(t, 5*time.Second, "the refusal counted", func() bool { return refused.Load() == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the refusal counted", func() bool { return refused() == 1 })
 	start := time.Now()
 	for i, nc := range slow {
 		if !closed(nc) {
@@ -348,7 +345,7 @@ func TestDataPortLimits(t *testing.T) {
 	}
 	// The half-sent headers hit the frame timeout, the silent ones the
 	// header timeout too: four read timeouts, each counted once.
-	testsupport.WaitFor(t, 5*time.Second, "read timeouts counted", func() bool { return readTimeouts.Load() == 4 })
+	testsupport.WaitFor(t, 5*time.Second, "read timeouts counted", func() bool { return readTimeouts() == 4 })
 	cancel()
 	<-done
 }
@@ -483,7 +480,8 @@ func TestWriteTimeoutReportedThroughSendfile(t *testing.T) {
 	if err := os.Truncate(path, size); err != nil { // sparse: nothing to write
 		t.Fatal(err)
 	}
-	var calls, writeTimeouts atomic.Int64
+	var calls atomic.Int64
+	reg := prometheus.NewRegistry()
 	handler := func(*worker.Worker) http.Handler {
 		return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 			f, err := os.Open(path)
@@ -499,11 +497,7 @@ func TestWriteTimeoutReportedThroughSendfile(t *testing.T) {
 	w := newWorkerOpts(t, []string{a}, false, 0, handler, func(o *worker.Options) {
 		o.DataListener = readFromListener{Listener: o.DataListener, calls: &calls}
 		o.DataLimits = worker.DataLimits{WriteTimeout: 300 * time.Millisecond}
-		o.DataTimeout = func(reason string) {
-			if reason == "write" {
-				writeTimeouts.Add(1)
-			}
-		}
+		o.Registerer = reg
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -518,7 +512,7 @@ func TestWriteTimeoutReportedThroughSendfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Never read: the server's sendfile blocks, then its deadline passes.
-	testsupport.WaitFor(t, 10*time.Second, "the write timeout reported", func() bool { return writeTimeouts.Load() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the write timeout reported", func() bool { return counterValue(t, reg, "talon_worker_data_timeouts_total", "reason", "write") == 1 })
 	if calls.Load() == 0 {
 		t.Fatal("the body never reached the connection's ReadFrom")
 	}

@@ -1,4 +1,4 @@
-package app
+package harness
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -27,18 +26,16 @@ import (
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/state"
-	"github.com/talonhq/talon/internal/state/etcd"
+	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/state/kube"
-	"github.com/talonhq/talon/internal/state/memory"
 )
 
-// BenchBackendOptions are the connection settings of the backends the
-// self-contained benchmarks run against, under the coordinator's setting
-// names (--etcd-endpoints, --kubeconfig, ...). Every run works under a
-// prefix or namespace of its own, derived from EtcdPrefix or
-// KubeNamespace and a random run ID.
-type BenchBackendOptions struct {
+// Conn are the connection settings of the backends the self-contained
+// benchmarks run against, under the coordinator's setting names
+// (--etcd-endpoints, --kubeconfig, ...). Every run works under a prefix or
+// namespace of its own, derived from Etcd.Prefix or Kube.Namespace and a
+// random run ID.
+type Conn struct {
 	Etcd config.EtcdConfig
 	Kube config.KubeConfig
 	// RequestTimeout is the in-process coordinators' request-timeout.
@@ -47,10 +44,11 @@ type BenchBackendOptions struct {
 	Keep bool
 }
 
-// benchClusterID is the cluster ID of the benchmarks' simulated clusters.
-const benchClusterID = "bench"
+// ClusterID is the cluster ID of the benchmarks' simulated clusters.
+const ClusterID = "bench"
 
-func (o *BenchBackendOptions) register(f *pflag.FlagSet) {
+// RegisterFlags registers the connection flags on f.
+func (o *Conn) RegisterFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.Etcd.Endpoints, "etcd-endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints host:port or URLs, comma separated")
 	f.StringVar(&o.Etcd.Prefix, "etcd-prefix", "/talon-bench", "etcd key prefix; each run works under PREFIX/run-ID and deletes it")
 	f.StringVar(&o.Etcd.Username, "etcd-username", "", "etcd user name (the password comes from TALON_ETCD_PASSWORD or --etcd-password-file)")
@@ -67,57 +65,80 @@ func (o *BenchBackendOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.Keep, "keep", false, "keep the keys, leases and namespace the run created")
 }
 
-// validate checks the settings the backends in use need.
-func (o *BenchBackendOptions) validate(backends []string, environ []string) error {
+// Validate checks the settings the backends in use need. getenv looks up
+// the environment (TALON_ETCD_PASSWORD); the etcd password is filled in
+// from it or from the password file.
+func (o *Conn) Validate(backends []string, getenv func(key string) string) error {
 	for _, b := range backends {
+		var err error
 		switch b {
 		case config.BackendEtcd:
-			if len(o.Etcd.Endpoints) == 0 {
-				return errors.New("--etcd-endpoints is empty: the etcd backend needs at least one endpoint")
-			}
-			for _, ep := range o.Etcd.Endpoints {
-				if ep == "" || (!strings.Contains(ep, "://") && !strings.Contains(ep, ":")) {
-					return fmt.Errorf("--etcd-endpoints %q: must be host:port or a URL", ep)
-				}
-			}
-			p := o.Etcd.Prefix
-			if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") || len(p) > 200 {
-				return fmt.Errorf("--etcd-prefix %q: must start with \"/\", not end with \"/\", contain no \"//\" and be at most 200 bytes", p)
-			}
-			if (o.Etcd.CertFile == "") != (o.Etcd.KeyFile == "") {
-				return fmt.Errorf("--etcd-cert-file %q and --etcd-key-file %q: set both or neither", o.Etcd.CertFile, o.Etcd.KeyFile)
-			}
-			if o.Etcd.DialTimeout <= 0 {
-				return fmt.Errorf("--etcd-dial-timeout %s: must be positive", o.Etcd.DialTimeout)
-			}
-			if o.Etcd.Username != "" && o.Etcd.Password == "" {
-				o.Etcd.Password = config.Secret(lookupEnv(environ, "TALON_ETCD_PASSWORD"))
-				if o.Etcd.PasswordFile != "" {
-					b, err := os.ReadFile(o.Etcd.PasswordFile)
-					if err != nil {
-						return fmt.Errorf("--etcd-password-file %q: %w", o.Etcd.PasswordFile, err)
-					}
-					o.Etcd.Password = config.Secret(strings.TrimRight(string(b), "\r\n"))
-				}
-				if o.Etcd.Password == "" {
-					return fmt.Errorf("--etcd-username %q: needs a password from TALON_ETCD_PASSWORD or --etcd-password-file", o.Etcd.Username)
-				}
-			}
+			err = o.validateEtcd(getenv)
 		case config.BackendKubernetes:
-			ns := o.Kube.Namespace
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 || len(ns) > 54 {
-				return fmt.Errorf("--kube-namespace %q: must be a DNS-1123 label of at most 54 characters (the run adds -<id>)", ns)
-			}
-			if o.Kube.QPS < 1 || o.Kube.QPS > 100000 {
-				return fmt.Errorf("--kube-qps %d: must be from 1 to 100000", o.Kube.QPS)
-			}
-			if o.Kube.Burst < o.Kube.QPS {
-				return fmt.Errorf("--kube-burst %d: must be at least --kube-qps %d", o.Kube.Burst, o.Kube.QPS)
-			}
+			err = o.validateKube()
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if o.RequestTimeout < 100*time.Millisecond || o.RequestTimeout > time.Minute {
 		return fmt.Errorf("--request-timeout %s: must be from 100ms to 1m", o.RequestTimeout)
+	}
+	return nil
+}
+
+func (o *Conn) validateEtcd(getenv func(key string) string) error {
+	if len(o.Etcd.Endpoints) == 0 {
+		return errors.New("--etcd-endpoints is empty: the etcd backend needs at least one endpoint")
+	}
+	for _, ep := range o.Etcd.Endpoints {
+		if ep == "" || (!strings.Contains(ep, "://") && !strings.Contains(ep, ":")) {
+			return fmt.Errorf("--etcd-endpoints %q: must be host:port or a URL", ep)
+		}
+	}
+	p := o.Etcd.Prefix
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") || len(p) > 200 {
+		return fmt.Errorf("--etcd-prefix %q: must start with \"/\", not end with \"/\", contain no \"//\" and be at most 200 bytes", p)
+	}
+	if (o.Etcd.CertFile == "") != (o.Etcd.KeyFile == "") {
+		return fmt.Errorf("--etcd-cert-file %q and --etcd-key-file %q: set both or neither", o.Etcd.CertFile, o.Etcd.KeyFile)
+	}
+	if o.Etcd.DialTimeout <= 0 {
+		return fmt.Errorf("--etcd-dial-timeout %s: must be positive", o.Etcd.DialTimeout)
+	}
+	if o.Etcd.Username != "" && o.Etcd.Password == "" {
+		return o.etcdPassword(getenv)
+	}
+	return nil
+}
+
+// etcdPassword fills in the etcd password of a user name from the
+// environment or, in preference, the password file.
+func (o *Conn) etcdPassword(getenv func(key string) string) error {
+	o.Etcd.Password = config.Secret(getenv("TALON_ETCD_PASSWORD"))
+	if o.Etcd.PasswordFile != "" {
+		b, err := os.ReadFile(o.Etcd.PasswordFile)
+		if err != nil {
+			return fmt.Errorf("--etcd-password-file %q: %w", o.Etcd.PasswordFile, err)
+		}
+		o.Etcd.Password = config.Secret(strings.TrimRight(string(b), "\r\n"))
+	}
+	if o.Etcd.Password == "" {
+		return fmt.Errorf("--etcd-username %q: needs a password from TALON_ETCD_PASSWORD or --etcd-password-file", o.Etcd.Username)
+	}
+	return nil
+}
+
+func (o *Conn) validateKube() error {
+	ns := o.Kube.Namespace
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 || len(ns) > 54 {
+		return fmt.Errorf("--kube-namespace %q: must be a DNS-1123 label of at most 54 characters (the run adds -<id>)", ns)
+	}
+	if o.Kube.QPS < 1 || o.Kube.QPS > 100000 {
+		return fmt.Errorf("--kube-qps %d: must be from 1 to 100000", o.Kube.QPS)
+	}
+	if o.Kube.Burst < o.Kube.QPS {
+		return fmt.Errorf("--kube-burst %d: must be at least --kube-qps %d", o.Kube.Burst, o.Kube.QPS)
 	}
 	return nil
 }
@@ -129,10 +150,10 @@ func runID() string {
 	return hex.EncodeToString(b)
 }
 
-// benchEnv is one run's place in the backends: the etcd prefix and the
+// runEnv is one run's place in the backends: the etcd prefix and the
 // Kubernetes namespace it works under, and the raw clients.
-type benchEnv struct {
-	opts       BenchBackendOptions
+type runEnv struct {
+	opts       Conn
 	id         string
 	etcdPrefix string // <etcd-prefix>/run-<id>
 	namespace  string // <kube-namespace>-<id>
@@ -141,14 +162,14 @@ type benchEnv struct {
 	log        *slog.Logger
 }
 
-func newBenchEnv(o BenchBackendOptions, log *slog.Logger) *benchEnv {
+func newRunEnv(o Conn, log *slog.Logger) *runEnv {
 	id := runID()
-	return &benchEnv{opts: o, id: id, etcdPrefix: o.Etcd.Prefix + "/run-" + id, namespace: o.Kube.Namespace + "-" + id, log: log}
+	return &runEnv{opts: o, id: id, etcdPrefix: o.Etcd.Prefix + "/run-" + id, namespace: o.Kube.Namespace + "-" + id, log: log}
 }
 
 // etcdClient connects the raw etcd client, with the coordinator's TLS and
 // credentials.
-func (e *benchEnv) etcdClient(ctx context.Context) (*clientv3.Client, error) {
+func (e *runEnv) etcdClient(ctx context.Context) (*clientv3.Client, error) {
 	if e.etcd != nil {
 		return e.etcd, nil
 	}
@@ -178,7 +199,7 @@ func (e *benchEnv) etcdClient(ctx context.Context) (*clientv3.Client, error) {
 
 // kubeClient connects the raw Kubernetes client (no rate limiter,
 // protobuf like the store) and creates the run's namespace.
-func (e *benchEnv) kubeClient(ctx context.Context) (kubernetes.Interface, error) {
+func (e *runEnv) kubeClient(ctx context.Context) (kubernetes.Interface, error) {
 	if e.kube != nil {
 		return e.kube, nil
 	}
@@ -209,7 +230,7 @@ func (e *benchEnv) kubeClient(ctx context.Context) (kubernetes.Interface, error)
 }
 
 // where names the run's place in backend b, for the output.
-func (e *benchEnv) where(b string) string {
+func (e *runEnv) where(b string) string {
 	switch b {
 	case config.BackendEtcd:
 		return fmt.Sprintf("etcd %s, prefix %s", strings.Join(e.opts.Etcd.Endpoints, ","), e.etcdPrefix)
@@ -221,7 +242,7 @@ func (e *benchEnv) where(b string) string {
 
 // cleanup closes e with a minute of its own, even when ctx was cancelled
 // (Ctrl-C), and joins its error into *err; callers defer it.
-func (e *benchEnv) cleanup(ctx context.Context, progress func(format string, a ...any), err *error) {
+func (e *runEnv) cleanup(ctx context.Context, progress func(format string, a ...any), err *error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if cerr := e.close(cctx, progress); cerr != nil {
@@ -231,7 +252,7 @@ func (e *benchEnv) cleanup(ctx context.Context, progress func(format string, a .
 
 // close removes what the run created, unless Keep, and closes the
 // clients. It reports what it removed on progress.
-func (e *benchEnv) close(ctx context.Context, progress func(format string, a ...any)) error {
+func (e *runEnv) close(ctx context.Context, progress func(format string, a ...any)) error {
 	var errs []error
 	if e.etcd != nil {
 		if !e.opts.Keep {
@@ -261,7 +282,7 @@ func (e *benchEnv) close(ctx context.Context, progress func(format string, a ...
 	return errors.Join(errs...)
 }
 
-func (e *benchEnv) kept() []string {
+func (e *runEnv) kept() []string {
 	var out []string
 	if e.etcd != nil {
 		out = append(out, "etcd keys and leases under "+e.etcdPrefix)
@@ -275,9 +296,9 @@ func (e *benchEnv) kept() []string {
 // coordinatorConfig returns the configuration of in-process coordinator
 // nodeID on backend b under the run's prefix or namespace, for records
 // records.
-func (e *benchEnv) coordinatorConfig(b, nodeID string, records int) (*config.Config, error) {
-	return devConfig(cluster.RoleCoordinator, nodeID, "127.0.0.1", func(c *config.Config) {
-		c.ClusterID = benchClusterID
+func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Config, error) {
+	return devcluster.Config(cluster.RoleCoordinator, nodeID, "127.0.0.1", func(c *config.Config) {
+		c.ClusterID = ClusterID
 		c.AdminListen = ""
 		c.StateBackend = b
 		c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = 5*time.Second, time.Minute, 2*time.Minute
@@ -294,118 +315,9 @@ func (e *benchEnv) coordinatorConfig(b, nodeID string, records int) (*config.Con
 	})
 }
 
-// openStore opens a store of backend b for cfg: memory in this process,
-// else as a coordinator process would.
-func openBenchStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (state.Store, error) {
-	if cfg.StateBackend == config.BackendMemory {
-		return memory.New(memory.Options{Logger: log}), nil
-	}
-	return OpenStore(ctx, cfg, log)
-}
-
-// benchCoordinators are coordinators run in this process for a benchmark,
-// each on its own store, as separate processes would be.
-type benchCoordinators struct {
-	procs  []*Coordinator
-	stores []state.Store
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	errs   chan error
-}
-
-// startCoordinators builds and runs a coordinator for each configuration
-// and waits until all are ready; Stop ends them. Coordinator i runs on
-// stores[i] when given, else on a store opened from its configuration;
-// either way Stop closes it.
-func startCoordinators(ctx context.Context, cfgs []*config.Config, stores []state.Store, log *slog.Logger) (*benchCoordinators, error) {
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	bc := &benchCoordinators{cancel: cancel, errs: make(chan error, len(cfgs))}
-	for i, cfg := range cfgs {
-		var s state.Store
-		if i < len(stores) {
-			s = stores[i]
-		}
-		if s == nil {
-			var err error
-			if s, err = openBenchStore(ctx, cfg, log); err != nil {
-				bc.Stop()
-				return nil, fmt.Errorf("coordinator %s: state backend %s: %w", cfg.NodeID, cfg.StateBackend, err)
-			}
-		}
-		bc.stores = append(bc.stores, s)
-		p, err := NewCoordinator(ctx, cfg, s, nil, log)
-		if err != nil {
-			bc.Stop()
-			return nil, fmt.Errorf("coordinator %s: %w", cfg.NodeID, err)
-		}
-		bc.procs = append(bc.procs, p)
-		bc.wg.Go(func() {
-			if err := p.Run(runCtx); err != nil {
-				bc.errs <- fmt.Errorf("coordinator %s: %w", cfg.NodeID, err)
-			}
-		})
-	}
-	deadline := time.Now().Add(time.Minute)
-	for _, p := range bc.procs {
-		for !p.C.Readiness().Ready {
-			select {
-			case err := <-bc.errs:
-				bc.Stop()
-				return nil, err
-			case <-ctx.Done():
-				bc.Stop()
-				return nil, ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				r := p.C.Readiness()
-				bc.Stop()
-				return nil, fmt.Errorf("coordinator %s not ready after a minute: %s", p.C.NodeID(), strings.Join(r.Reasons, "; "))
-			}
-		}
-	}
-	return bc, nil
-}
-
-// Addrs returns the coordinators' control addresses.
-func (bc *benchCoordinators) Addrs() []string {
-	var out []string
-	for _, p := range bc.procs {
-		out = append(out, p.C.Addr().String())
-	}
-	return out
-}
-
-// leaseGrants sums the etcd leases the coordinators' stores granted.
-func (bc *benchCoordinators) leaseGrants() int {
-	n := 0
-	for _, s := range bc.stores {
-		if st, ok := s.(interface{ Stats() etcd.Stats }); ok {
-			n += int(st.Stats().LeaseGrants)
-		}
-	}
-	return n
-}
-
-// Stop ends the coordinators (each drains and removes its own record),
-// closes their stores and returns the first error one of them reported.
-func (bc *benchCoordinators) Stop() error {
-	bc.cancel()
-	bc.wg.Wait()
-	for _, s := range bc.stores {
-		s.Close()
-	}
-	close(bc.errs)
-	var errs []error
-	for err := range bc.errs {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
 // talonLeases counts the Lease objects Talon's store holds in the run's
 // namespace.
-func (e *benchEnv) talonLeases(ctx context.Context) (int, error) {
+func (e *runEnv) talonLeases(ctx context.Context) (int, error) {
 	l, err := e.kube.CoordinationV1().Leases(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelManagedBy + "=" + kube.ManagedByValue})
 	if err != nil {
 		return 0, err

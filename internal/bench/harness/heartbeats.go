@@ -1,4 +1,4 @@
-package app
+package harness
 
 import (
 	"context"
@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/config"
@@ -23,15 +19,17 @@ import (
 const (
 	DefaultEtcdWriters = 1000
 	DefaultKubeWriters = 200
-	maxBenchWriters    = 10000
-	maxBenchCoords     = 16
+	// MaxWriters bounds --writers, and --workers of the lookups.
+	MaxWriters = 10000
+	// MaxCoordinators bounds --coordinators-count.
+	MaxCoordinators = 16
 )
 
-// HeartbeatBenchOptions configures `talon bench heartbeats`.
-type HeartbeatBenchOptions struct {
+// HeartbeatOptions configures Heartbeats (`talon bench heartbeats`).
+type HeartbeatOptions struct {
 	// Backend is etcd or kubernetes.
 	Backend string
-	Conn    BenchBackendOptions
+	Conn    Conn
 	// Writers is the concurrency of both phases; zero means the backend's
 	// default (DefaultEtcdWriters, DefaultKubeWriters).
 	Writers int
@@ -73,79 +71,9 @@ type HeartbeatReport struct {
 	RawResult, TalonResult bench.Result `json:"-"`
 }
 
-func newBenchHeartbeatsCmd(env Env) *cobra.Command {
-	opts := HeartbeatBenchOptions{}
-	var cpuProfile string
-	cmd := &cobra.Command{
-		Use:   "heartbeats --backend etcd|kubernetes",
-		Short: "Measure heartbeats through coordinators against the backend's raw ceiling, in one run",
-		Long: `heartbeats measures two phases in one run, at the same concurrency
-(--writers).
-
-The raw phase is the backend's ceiling for Talon's ordered upsert, issued
-directly with the backend's client: on etcd a transaction comparing the key's
-ModRevision and putting the typical record's JSON (about 1.5 KB) with a lease; on Kubernetes a
-Lease update with optimistic concurrency on its resourceVersion, the record
-in an annotation.
-
-The talon phase is Talon's heartbeat path: --coordinators-count coordinators
-started in this process on loopback against the same backend, and simulated
-workers that register and then heartbeat back to back over the control
-protocol. After an unavailable answer a worker backs off about 50 ms (with
-jitter), as a real one does; those are counted as backed off, apart from
-failures.
-
-It prints both with the ratio, p50 and p99 latency, failures by code and what
-each phase created (etcd: leases granted; Kubernetes: Lease objects). The run
-works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
-namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
-unless --keep. Results go to stdout, progress to
-stderr. It is a load generator: run it against a test backend.`,
-		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
-  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.validate(env.Environ); err != nil {
-				return &usageError{err}
-			}
-			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return fmt.Errorf("--cpuprofile %q: %w", cpuProfile, err)
-				}
-				defer f.Close()
-				opts.TalonPhase = func() func() {
-					if err := pprof.StartCPUProfile(f); err != nil {
-						progress("no CPU profile: %v", err)
-						return func() {}
-					}
-					return func() {
-						pprof.StopCPUProfile()
-						progress("CPU profile of the talon phase (coordinators and simulated workers, this process) written to %s", cpuProfile)
-					}
-				}
-			}
-			rep, err := BenchHeartbeats(cmd.Context(), opts, progress, log)
-			if err != nil {
-				return err
-			}
-			return rep.Write(cmd.OutOrStdout(), opts.Output)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Backend, "backend", "", "backend to measure: etcd or kubernetes (required)")
-	f.IntVar(&opts.Writers, "writers", 0, fmt.Sprintf("simulated workers, the concurrency of both phases (default %d on etcd, %d on kubernetes; 1 to %d)", DefaultEtcdWriters, DefaultKubeWriters, maxBenchWriters))
-	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", maxBenchCoords))
-	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
-	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
-	opts.Conn.register(f)
-	return cmd
-}
-
-func (o *HeartbeatBenchOptions) validate(environ []string) error {
+// Validate checks the options, filling in the backend's default writers;
+// getenv looks up the environment (see Conn.Validate).
+func (o *HeartbeatOptions) Validate(getenv func(key string) string) error {
 	switch o.Backend {
 	case config.BackendEtcd:
 		if o.Writers == 0 {
@@ -161,23 +89,23 @@ func (o *HeartbeatBenchOptions) validate(environ []string) error {
 		return fmt.Errorf("--backend %q: must be etcd or kubernetes", o.Backend)
 	}
 	switch {
-	case o.Writers < 1 || o.Writers > maxBenchWriters:
-		return fmt.Errorf("--writers %d: must be from 1 to %d", o.Writers, maxBenchWriters)
-	case o.Coordinators < 1 || o.Coordinators > maxBenchCoords:
-		return fmt.Errorf("--coordinators-count %d: must be from 1 to %d", o.Coordinators, maxBenchCoords)
+	case o.Writers < 1 || o.Writers > MaxWriters:
+		return fmt.Errorf("--writers %d: must be from 1 to %d", o.Writers, MaxWriters)
+	case o.Coordinators < 1 || o.Coordinators > MaxCoordinators:
+		return fmt.Errorf("--coordinators-count %d: must be from 1 to %d", o.Coordinators, MaxCoordinators)
 	case o.Duration < time.Second || o.Duration > time.Hour:
 		return fmt.Errorf("--duration %s: must be from 1s to 1h", o.Duration)
 	case o.Output != "text" && o.Output != "json":
 		return fmt.Errorf("--output %q: must be text or json", o.Output)
 	}
-	return o.Conn.validate([]string{o.Backend}, environ)
+	return o.Conn.Validate([]string{o.Backend}, getenv)
 }
 
-// BenchHeartbeats runs the raw phase and then the Talon phase on o.Backend
+// Heartbeats runs the raw phase and then the Talon phase on o.Backend
 // (see `talon bench heartbeats --help`), removes what they created unless
 // o.Conn.Keep, and returns the report. progress receives one line per step.
-func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func(format string, a ...any), log *slog.Logger) (rep HeartbeatReport, err error) {
-	env := newBenchEnv(o.Conn, log)
+func Heartbeats(ctx context.Context, roles Roles, o HeartbeatOptions, progress func(format string, a ...any), log *slog.Logger) (rep HeartbeatReport, err error) {
+	env := newRunEnv(o.Conn, log)
 	defer env.cleanup(ctx, progress, &err)
 	rep = HeartbeatReport{Backend: o.Backend, Location: env.where(o.Backend), Writers: o.Writers, Coordinators: o.Coordinators,
 		PhaseSeconds: o.Duration.Seconds(), RecordBytes: bench.RecordBytes(), Kept: o.Conn.Keep}
@@ -194,36 +122,55 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 	}
 
 	progress("raw %s: %d writers for %s (%s)", o.Backend, o.Writers, o.Duration, rep.Location)
-	switch o.Backend {
-	case config.BackendEtcd:
-		rep.Created = "leases granted"
-		cli, err := env.etcdClient(ctx)
-		if err != nil {
-			return rep, err
-		}
-		rep.RawResult, rep.RawCreated, err = bench.RawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: env.etcdPrefix + "/raw", Writers: o.Writers, Duration: o.Duration, LeaseTTL: 10 * time.Minute})
-		if err != nil {
-			return rep, err
-		}
-	case config.BackendKubernetes:
-		rep.Created = "Lease objects"
-		cs, err := env.kubeClient(ctx)
-		if err != nil {
-			return rep, err
-		}
-		rep.RawResult, rep.RawCreated, err = bench.RawKube(ctx, cs, bench.RawKubeOptions{Namespace: env.namespace, NamePrefix: "bench-raw-", Writers: o.Writers, Duration: o.Duration})
-		if err != nil {
-			return rep, err
-		}
+	if err := rawPhase(ctx, env, o, &rep); err != nil {
+		return rep, err
 	}
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
 	}
 
 	progress("talon %s: starting %d coordinators", o.Backend, o.Coordinators)
-	coords, err := startCoordinators(ctx, cfgs, nil, log)
-	if err != nil {
+	if err := talonPhase(ctx, env, roles, cfgs, o, &rep, progress, log); err != nil {
 		return rep, err
+	}
+	rep.Raw, rep.Talon = rep.RawResult.Summary(), rep.TalonResult.Summary()
+	if r := rep.RawResult.PerSecond(); r > 0 {
+		rep.Ratio = rep.TalonResult.PerSecond() / r
+	}
+	if r := rep.RawResult.P99(); r > 0 {
+		rep.P99Ratio = float64(rep.TalonResult.P99()) / float64(r)
+	}
+	return rep, nil
+}
+
+// rawPhase measures the backend's ceiling with its own client.
+func rawPhase(ctx context.Context, env *runEnv, o HeartbeatOptions, rep *HeartbeatReport) error {
+	switch o.Backend {
+	case config.BackendEtcd:
+		rep.Created = "leases granted"
+		cli, err := env.etcdClient(ctx)
+		if err != nil {
+			return err
+		}
+		rep.RawResult, rep.RawCreated, err = bench.RawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: env.etcdPrefix + "/raw", Writers: o.Writers, Duration: o.Duration, LeaseTTL: 10 * time.Minute})
+		return err
+	case config.BackendKubernetes:
+		rep.Created = "Lease objects"
+		cs, err := env.kubeClient(ctx)
+		if err != nil {
+			return err
+		}
+		rep.RawResult, rep.RawCreated, err = bench.RawKube(ctx, cs, bench.RawKubeOptions{Namespace: env.namespace, NamePrefix: "bench-raw-", Writers: o.Writers, Duration: o.Duration})
+		return err
+	}
+	return nil
+}
+
+// talonPhase measures heartbeats through coordinators started on cfgs.
+func talonPhase(ctx context.Context, env *runEnv, roles Roles, cfgs []*config.Config, o HeartbeatOptions, rep *HeartbeatReport, progress func(format string, a ...any), log *slog.Logger) error {
+	coords, err := startCoordinators(ctx, roles, cfgs, nil, log)
+	if err != nil {
+		return err
 	}
 	progress("talon %s: %d simulated workers register, then heartbeat for %s through %s", o.Backend, o.Writers, o.Duration, strings.Join(coords.Addrs(), ","))
 	var end func()
@@ -232,7 +179,7 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 			end = o.TalonPhase()
 		}
 	}
-	rep.TalonResult, err = bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: coords.Addrs(), ClusterID: benchClusterID, Writers: o.Writers, Duration: o.Duration, Registered: registered})
+	rep.TalonResult, err = bench.Heartbeats(ctx, bench.HeartbeatOptions{Coordinators: coords.Addrs(), ClusterID: ClusterID, Writers: o.Writers, Duration: o.Duration, Registered: registered})
 	if end != nil {
 		end()
 	}
@@ -244,18 +191,7 @@ func BenchHeartbeats(ctx context.Context, o HeartbeatBenchOptions, progress func
 			rep.TalonCreated, err = env.talonLeases(ctx)
 		}
 	}
-	err = errors.Join(err, coords.Stop())
-	if err != nil {
-		return rep, err
-	}
-	rep.Raw, rep.Talon = rep.RawResult.Summary(), rep.TalonResult.Summary()
-	if r := rep.RawResult.PerSecond(); r > 0 {
-		rep.Ratio = rep.TalonResult.PerSecond() / r
-	}
-	if r := rep.RawResult.P99(); r > 0 {
-		rep.P99Ratio = float64(rep.TalonResult.P99()) / float64(r)
-	}
-	return rep, nil
+	return errors.Join(err, coords.Stop())
 }
 
 // Write prints the report as text (a table) or JSON.
