@@ -14,12 +14,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/format"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 )
@@ -91,7 +91,7 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	if opts.replicas < 1 || opts.replicas > protocol.MaxReplicas {
 		return &usageError{fmt.Errorf("--replicas %d: must be from 1 to %d", opts.replicas, protocol.MaxReplicas)}
 	}
-	bs, err := humanize.ParseBytes(opts.blockSize)
+	bs, err := format.ParseBytes(opts.blockSize)
 	if err != nil || bs < 1 || bs > 1<<30 {
 		return &usageError{fmt.Errorf("--block-size %q: must be a size such as 4MiB", opts.blockSize)}
 	}
@@ -154,7 +154,7 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	if err := os.Rename(tmp.Name(), opts.output); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "talon: wrote %s (%s) to %s\n", object, humanize.IBytes(uint64(n)), opts.output)
+	fmt.Fprintf(env.Stderr, "talon: wrote %s (%s) to %s\n", object, format.Bytes(uint64(n)), opts.output)
 	return nil
 }
 

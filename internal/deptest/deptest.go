@@ -75,7 +75,7 @@ var Rules = []Rule{
 		Reason: "the data-path contract knows no store or server"},
 	{From: []string{"internal/format"}, Deny: []string{"net", "net/", "internal/", "github.com/", "k8s.io/", "go.etcd.io/", "google.golang.org/"}, Allow: []string{"github.com/dustin/go-humanize"},
 		Reason: "number formatting is pure and shared by talon, talonctl and top"},
-	{From: []string{AnyPackage}, Except: []string{"internal/format", "internal/app" /* get.go, until its two calls move to format (issue 31) */}, Deny: []string{"github.com/dustin/go-humanize"}, Direct: true,
+	{From: []string{AnyPackage}, Except: []string{"internal/format"}, Deny: []string{"github.com/dustin/go-humanize"}, Direct: true,
 		Reason: "sizes are written and read through internal/format only"},
 	{From: []string{"internal/state"}, Deny: []string{"internal/coordinator", "internal/worker", "internal/admin", "internal/app", "internal/client", "internal/bench"},
 		Reason: "the store knows no runtime: state never imports coordinator, worker, admin or app"},
