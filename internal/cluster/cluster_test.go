@@ -241,6 +241,7 @@ func TestOrder(t *testing.T) {
 		// delayed registration of an older process (a crash loop outruns
 		// any superseded list): refused, whatever the list holds.
 		{"registration of a process that started before the holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionSuperseded},
+		{"registration of an earlier-started process over a late holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000, Late: true}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionRestart},
 		{"registration of a process that started with the holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 100_000}, reg, DecisionRestart},
 		{"zero start time compares with nothing", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b"}, reg, DecisionRestart},
 		{"holder without a start time", &Record{IncarnationID: "a", HeartbeatSeq: 5}, &Record{IncarnationID: "b", StartTimeUnixMs: 100}, reg, DecisionRestart},

@@ -80,8 +80,8 @@ func (d Decision) String() string {
 // every older one (a crash loop restarts on one host, so its start times
 // come from one clock). The start-time rule compares two hosts' clocks only
 // when a node moves hosts; a restart on a host whose clock is behind the
-// old host's by more than the restart gap is refused until the old record
-// expires, the same as a node ID held by another live process.
+// old host's by more than the restart gap is refused only until the dead
+// process's record is marked late (unhealthy-after), never for the lease.
 func Order(stored, incoming *Record, u Update) Decision {
 	heartbeat := u == UpdateHeartbeat
 	switch {
@@ -90,7 +90,7 @@ func Order(stored, incoming *Record, u Update) Decision {
 	case stored == nil:
 		return DecisionInsert
 	case stored.IncarnationID != incoming.IncarnationID:
-		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) || startedBefore(incoming, stored) {
+		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) || (startedBefore(incoming, stored) && !stored.Late) {
 			return DecisionSuperseded
 		}
 		return DecisionRestart
