@@ -142,9 +142,14 @@ type Readiness struct {
 // Coordinator serves the control protocol. Create it with New and run it
 // with Run.
 type Coordinator struct {
-	opts        Options
-	log         *slog.Logger
-	now         func() time.Time
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time // Options.Clock: stamps, display ages, durations
+	// mono times liveness: evidence, read gaps, the recovery hold. It is
+	// the process's monotonic clock, never Options.Clock, so a test that
+	// moves the display clock does not age anything for liveness, and a
+	// wall-clock step never does either.
+	mono        func() time.Time
 	m           *coordMetrics
 	proc        *metrics.Process
 	incarnation string
@@ -205,6 +210,7 @@ func New(opts Options) (*Coordinator, error) {
 		opts:        opts,
 		log:         opts.Logger.With("component", "coordinator"),
 		now:         opts.Clock,
+		mono:        time.Now,
 		m:           m,
 		proc:        opts.Process,
 		incarnation: cluster.NewIncarnationID(),
@@ -355,7 +361,7 @@ func (c *Coordinator) Readiness() Readiness {
 	if !synced {
 		reasons = append(reasons, "warming up: no cluster snapshot yet")
 	}
-	if r := c.view.recoveryReason(c.now()); r != "" && storeOK {
+	if r := c.view.recoveryReason(c.mono()); r != "" && storeOK {
 		reasons = append(reasons, r)
 	}
 	switch st := c.self.Status(); {

@@ -27,7 +27,7 @@ func (c *Coordinator) View(ctx context.Context) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
-	if r := c.view.recoveryReason(c.now()); r != "" {
+	if r := c.view.recoveryReason(c.mono()); r != "" {
 		return nil, fmt.Errorf("%w: %s", ErrNotReady, r)
 	}
 	return v, nil
@@ -88,15 +88,15 @@ func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]p
 // its callers with that read's view (it too began after they asked), so
 // every answer is a view the coordinator applied, in start order.
 func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
-	start := c.now()
+	start := c.mono()
 	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
-	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.now().Sub(start).Seconds())
+	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.mono().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("snapshot", seq, err)
 		return nil, err
 	}
 	prev := c.LastGood()
-	v, err := c.buildView(prev, snap, start)
+	v, err := c.buildView(prev, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +113,10 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 
 // buildView computes the placement of snap, reusing prev's table when the
 // eligible set is the same. Eligibility reads the records alone.
-func (c *Coordinator) buildView(prev *View, snap *state.Snapshot, start time.Time) (*View, error) {
+func (c *Coordinator) buildView(prev *View, snap *state.Snapshot) (*View, error) {
 	if prev != nil && prev.Snapshot.Revision == snap.Revision {
 		// Same revision, same records: the same placement.
-		return &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now(), readStart: start}, nil
+		return &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now()}, nil
 	}
 	eligible, excluded := placement.Eligible(snap.Records)
 	table := (*placement.Table)(nil)
@@ -128,7 +128,7 @@ func (c *Coordinator) buildView(prev *View, snap *state.Snapshot, start time.Tim
 			return nil, fmt.Errorf("build placement: %w", err)
 		}
 	}
-	return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(), readStart: start}, nil
+	return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now()}, nil
 }
 
 // noteView records an applied read: evidence and proposals, readiness,

@@ -22,7 +22,7 @@ func (c *Coordinator) newSelfLoop() (*membership.Loop, error) {
 		Interval:       c.opts.Timing.HeartbeatInterval,
 		RequestTimeout: c.opts.RequestTimeout,
 		Logger:         c.log,
-		Now:            c.now,
+		Now:            c.mono, // Report.Started feeds the recovery hold
 		Sleep:          c.sleepSelf,
 		OnAttempt:      c.selfAttempted,
 	})

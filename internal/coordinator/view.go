@@ -22,8 +22,6 @@ type View struct {
 	Excluded []placement.Exclusion
 	// ObservedAt is the local time the snapshot read completed.
 	ObservedAt time.Time
-	// readStart is the local time the snapshot read began.
-	readStart time.Time
 
 	indexOnce sync.Once
 	index     map[cluster.Key]*cluster.Record
