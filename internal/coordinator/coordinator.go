@@ -55,6 +55,12 @@ type Options struct {
 	Listener net.Listener // the bound control listener; Run closes it
 	Logger   *slog.Logger
 	Clock    func() time.Time
+	// LivenessClock times liveness: the evidence behind late and expiry
+	// proposals, gaps between reads, the recovery hold. Default time.Now
+	// (monotonic). It is separate from Clock, which stamps and ages for
+	// display, so a display clock that jumps ages nothing; a test whose
+	// records must never be proposed late passes a clock that stands still.
+	LivenessClock func() time.Time
 	// Registerer receives the coordinator's metrics; Process holds the
 	// process-wide ones (shared with the admin listener).
 	Registerer prometheus.Registerer
@@ -190,6 +196,9 @@ func New(opts Options) (*Coordinator, error) {
 	if opts.PlacementReplicas <= 0 {
 		opts.PlacementReplicas = 2
 	}
+	if opts.LivenessClock == nil {
+		opts.LivenessClock = time.Now
+	}
 	if opts.RecoveryHold <= 0 {
 		opts.RecoveryHold = opts.Timing.HeartbeatInterval + opts.RequestTimeout
 	}
@@ -210,7 +219,7 @@ func New(opts Options) (*Coordinator, error) {
 		opts:        opts,
 		log:         opts.Logger.With("component", "coordinator"),
 		now:         opts.Clock,
-		mono:        time.Now,
+		mono:        opts.LivenessClock,
 		m:           m,
 		proc:        opts.Process,
 		incarnation: cluster.NewIncarnationID(),

@@ -56,6 +56,13 @@ type Options struct {
 	// Clock is the coordinator's and the admin server's clock; default
 	// time.Now.
 	Clock func() time.Time
+	// LivenessClock is the coordinator's liveness clock (coordinator
+	// Options.LivenessClock); default the monotonic wall clock. FrozenLiveness
+	// is a shorthand for one that stands still: the coordinator then never
+	// proposes a record late or expired, so seeded records stay as seeded
+	// and a test marks them itself (Store.ProposeTransition).
+	LivenessClock  func() time.Time
+	FrozenLiveness bool
 	// Logger defaults to one that discards.
 	Logger *slog.Logger
 	// Registry receives the coordinator's, the process's and the admin
@@ -116,6 +123,10 @@ func Start(t testing.TB, o Options) *Coordinator {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = time.Second
 	}
+	if o.FrozenLiveness && o.LivenessClock == nil {
+		frozen := time.Now()
+		o.LivenessClock = func() time.Time { return frozen }
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -143,7 +154,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 	c.Coordinator, err = coordinator.New(coordinator.Options{
 		ClusterID: o.ClusterID, NodeID: o.NodeID, Advertise: o.Advertise, Labels: o.Labels,
 		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout,
-		Store: c.Store, Listener: ln, Logger: o.Logger, Clock: o.Clock, Registerer: o.Registry, Process: c.Process,
+		Store: c.Store, Listener: ln, Logger: o.Logger, Clock: o.Clock, LivenessClock: o.LivenessClock, Registerer: o.Registry, Process: c.Process,
 		TLS: o.TLS,
 	})
 	if err != nil {
