@@ -275,6 +275,7 @@ type statsCounters struct {
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
 	decodes, groupCommits, groupedPuts     atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
+	transitions                            state.TransitionCounts
 }
 
 // Stats returns the store's counters.
