@@ -80,7 +80,7 @@ func TestOptionsDefaultsAndRESTConfig(t *testing.T) {
 	}
 	if o.RequestTimeout != DefaultRequestTimeout || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
 		o.ConflictRetries != DefaultConflictRetries || o.ListPageSize != DefaultListPageSize ||
-		o.SweepInterval != DefaultSweepInterval || o.MaxInflightWrites != DefaultMaxInflightWrites ||
+		o.MaxInflightWrites != DefaultMaxInflightWrites ||
 		o.AdmissionWait != DefaultAdmissionWait || o.Clock == nil || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
