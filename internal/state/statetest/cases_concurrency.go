@@ -19,6 +19,7 @@ import (
 func runConcurrency(t *testing.T, newHarness Factory) {
 	t.Run("ConcurrentWriters", func(t *testing.T) { runConcurrentWriters(t, newHarness) })
 	t.Run("Linearizable", func(t *testing.T) { runLinearizable(t, newHarness) })
+	t.Run("LinearizableWithExpiry", func(t *testing.T) { runLinearizableExpiry(t, newHarness) })
 }
 
 // runConcurrentWriters has goroutines write their own nodes and race on a
