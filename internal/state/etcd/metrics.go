@@ -29,7 +29,7 @@ func newStatsCollector(s *Store) *statsCollector {
 		decodes:       d("record_decodes_total", "Stored values decoded; each version at most once per store, its own writes never."),
 		resyncs:       d("cache_resyncs_total", "Full reads of the prefix by the snapshot cache (one at start, one after each lost watch)."),
 		snapshots:     d("snapshots_total", "Snapshots answered, by form of read (cache: the watch-fed cache after a revision probe; range: a range read).", "form"),
-		skipped:       d("skipped_records_total", "Values left out of snapshots and watches, by reason (unsupported schema version, malformed, expired by lease TTL).", "reason"),
+		skipped:       d("skipped_records_total", "Values left out of snapshots and watches, by reason (unsupported schema version, malformed).", "reason"),
 		transitions:   d("transitions_total", "ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).", "operation", "outcome"),
 	}
 }
@@ -59,7 +59,6 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.snapshots, st.RangeSnapshots, "range")
 	counter(c.skipped, st.UnsupportedSkipped, "unsupported")
 	counter(c.skipped, st.MalformedSkipped, "malformed")
-	counter(c.skipped, st.ExpiredSkipped, "expired")
 	c.s.stats.transitions.Each(func(tr state.Transition, outcome string, n uint64) {
 		counter(c.transitions, n, tr.String(), outcome)
 	})

@@ -65,7 +65,7 @@ func (e *etcdSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, c
 	v, _ := cur.Token.(slotView)
 	switch {
 	case ch.Record == nil:
-		return e.remove(ctx, key, cur, v)
+		return e.remove(ctx, key, v)
 	case ch.KeepLease:
 		return e.mark(ctx, key, ch, v)
 	}
@@ -80,8 +80,13 @@ func (e *etcdSlots) conflict(key cluster.Key, v slotView) (state.Swapped, error)
 	return state.Swapped{Current: &cur}, nil
 }
 
-// remove deletes the slot if it still holds v, then revokes v's lease.
-func (e *etcdSlots) remove(ctx context.Context, key cluster.Key, cur state.Slot, v slotView) (state.Swapped, error) {
+// remove deletes the slot if it still holds v. It does not revoke v's
+// lease: the same incarnation may register again at once (a process whose
+// record a coordinator expired does), through another store that still
+// holds that lease and attaches the new record to it, and a revoke that
+// lands after that put would delete the accepted record with the lease.
+// The lease, holding no key, expires within its TTL.
+func (e *etcdSlots) remove(ctx context.Context, key cluster.Key, v slotView) (state.Swapped, error) {
 	s := e.s
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(e.slotKey), "=", v.modRev)).
@@ -96,13 +101,6 @@ func (e *etcdSlots) remove(ctx context.Context, key cluster.Key, cur state.Slot,
 	}
 	rev := resp.Header.Revision
 	s.remember(e.slotKey, slotView{asOf: rev})
-	if v.lease != 0 {
-		inc := cur.Holder
-		if cur.Record != nil {
-			inc = cur.Record.IncarnationID
-		}
-		s.revoke(ctx, leaseKey{slot: e.slotKey, incarnation: inc}, v.lease)
-	}
 	return state.Swapped{Applied: true, Revision: revision(rev)}, nil
 }
 
@@ -189,14 +187,12 @@ func (e *etcdSlots) put(ctx context.Context, key cluster.Key, ch state.Change, v
 		s.putLease(e.lk, e.w.grantedRef)
 	}
 	e.w.used(lease)
-	if v.lease != 0 && v.lease != lease {
-		// The record moved to a new lease (restart or TTL change); the old
-		// one holds no key any more.
-		oldInc := e.lk.incarnation
-		if v.rec != nil {
-			oldInc = v.rec.IncarnationID
-		}
-		s.revoke(ctx, leaseKey{slot: e.slotKey, incarnation: oldInc}, v.lease)
+	if v.lease != 0 && v.lease != lease && v.rec != nil {
+		// The record moved to a new lease (restart or TTL change). The old
+		// one holds no key any more; it is left to expire rather than
+		// revoked, for the reason remove gives: the old incarnation may
+		// take an emptied slot again on it.
+		s.forgetLease(leaseKey{slot: e.slotKey, incarnation: v.rec.IncarnationID}, v.lease)
 	}
 	return sw, nil
 }

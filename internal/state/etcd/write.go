@@ -76,7 +76,8 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 
 // RemoveNode deletes the record in slot key when its incarnation is
 // incarnationID, in a transaction that compares the mod revision of the
-// record whose incarnation it checked, then revokes the record's lease.
+// record whose incarnation it checked. The record's lease is left to
+// expire (see etcdSlots.remove).
 func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
 	if err := state.ValidateKey(key); err != nil {
 		return state.WriteResult{}, fmt.Errorf("etcd remove: %w", err)
@@ -346,12 +347,8 @@ func (s *Store) putLease(lk leaseKey, ref leaseRef) {
 	if _, ok := s.leases[lk]; !ok && len(s.leases) >= maxLeases {
 		for k := range s.leases {
 			delete(s.leases, k)
-			s.leaseGen.Add(1)
 			break
 		}
-	}
-	if old, ok := s.leases[lk]; !ok || old != ref {
-		s.leaseGen.Add(1)
 	}
 	s.leases[lk] = ref
 }
@@ -362,6 +359,5 @@ func (s *Store) forgetLease(lk leaseKey, id int64) {
 	defer s.mu.Unlock()
 	if ref, ok := s.leases[lk]; ok && ref.id == id {
 		delete(s.leases, lk)
-		s.leaseGen.Add(1)
 	}
 }

@@ -1,9 +1,11 @@
 package statetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -419,6 +421,35 @@ func runLinearizableExpiry(t *testing.T, newHarness Factory) {
 	model := xModel()
 	res := porcupine.CheckOperationsTimeout(model, r.ops, time.Minute)
 	if res != porcupine.Ok {
+		logIllegalSlot(t, model, r.ops)
 		t.Fatalf("the history with expiry and removal through two stores is not linearizable (porcupine: %s, seed %d)%s", res, r.seed, visualize(t, model, r.ops))
+	}
+}
+
+// logIllegalSlot logs the history of the first slot whose own history is
+// not linearizable, in call order: what a reader needs to see why.
+func logIllegalSlot(t *testing.T, model porcupine.Model, ops []porcupine.Operation) {
+	t.Helper()
+	for _, part := range model.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(model, part, 10*time.Second) == porcupine.Ok {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		// The shortest illegal prefix in call order ends at the operation
+		// no linearization can place: show it and what came before.
+		lo, hi := 1, len(part)
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if porcupine.CheckOperationsTimeout(model, part[:mid], 10*time.Second) == porcupine.Ok {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		t.Logf("the slot's history is illegal from operation %d of %d on:", lo, len(part))
+		for _, op := range part[max(0, lo-30):lo] {
+			t.Logf("[%d, %d] client %d: %s", op.Call/int64(time.Microsecond), op.Return/int64(time.Microsecond), op.ClientId, model.DescribeOperation(op.Input, op.Output))
+		}
+		return
 	}
 }
