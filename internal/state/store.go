@@ -31,8 +31,8 @@ type Store interface {
 	// slot holds), OutcomeNotFound (no record). Any number of coordinators
 	// may propose the same transition; exactly one applies it.
 	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr Transition) (WriteResult, error)
-	// Snapshot returns every non-expired record of the cluster from one
-	// consistent, linearizable read.
+	// Snapshot returns every record the store holds for the cluster from
+	// one consistent, linearizable read; no reader's clock filters it.
 	Snapshot(ctx context.Context, clusterID string) (*Snapshot, error)
 	// Watch streams the cluster's changes after revision after. The channel
 	// is closed when ctx ends or after a batch whose Err is set (ErrCompacted
@@ -170,12 +170,12 @@ type WriteResult struct {
 // Snapshot is one consistent view of a cluster.
 type Snapshot struct {
 	ClusterID string
-	// Records holds every non-expired record, ordered by role then node ID.
+	// Records holds every record the store holds, ordered by role then node ID.
 	// Callers must not modify them.
 	Records  []*cluster.Record
 	Revision Revision
 	// ObservedAtUnixMs is the store-side time of the read, against which
-	// record ages (UpdatedAtUnixMs) are computed.
+	// the record ages shown (UpdatedAtUnixMs) are computed; display only.
 	ObservedAtUnixMs int64
 }
 
