@@ -137,6 +137,12 @@ func Write(ctx context.Context, slots Slots, key cluster.Key, attempts int, deci
 // the slot (a value that is not a record counts as an empty slot; one of
 // another schema version cannot be ordered against and fails with
 // ErrUnsupportedVersion), cluster.Next, the stamp of now, and the encoding.
+//
+// The field rules are checked once per decision, not before it: an
+// accepted update by the encoding of what is stored (EncodeRecord, which
+// checks every field and the size), a rejected one by ValidateRecord. So a
+// heartbeat costs one check of the record's fields in the store; the
+// caller checks only the key (ValidateKey) before reading the slot.
 func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, now func() time.Time) Decide {
 	return func(cur Slot) (Change, *WriteResult, error) {
 		if cur.Bad != nil && errors.Is(cur.Bad, cluster.ErrUnsupportedVersion) {
@@ -144,6 +150,9 @@ func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, now func()
 		}
 		d := cluster.Order(cur.Record, rec, u)
 		if !d.Accepted() {
+			if err := ValidateRecord(rec); err != nil {
+				return Change{}, nil, err
+			}
 			return Change{}, &WriteResult{Outcome: OutcomeOf(d), Decision: d, Revision: cur.Revision, Record: cur.Record.Clone()}, nil
 		}
 		next := cluster.Next(cur.Record, rec, d, cur.Floor)

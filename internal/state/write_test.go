@@ -268,3 +268,22 @@ func TestTransitionStringAndCounts(t *testing.T) {
 		t.Errorf("counts %v", got)
 	}
 }
+
+// TestUpsertChecksFieldsOnEveryPath checks that moving the field check
+// into the decision (one check per heartbeat: the encoding's, or
+// ValidateRecord's for a rejection) still refuses an invalid record
+// whatever the decision.
+func TestUpsertChecksFieldsOnEveryPath(t *testing.T) {
+	bad := testRecord("a", 2)
+	bad.Address = "not an address"
+	for name, cur := range map[string]Slot{
+		"accepted (encoded)":   {Record: testRecord("a", 1), Fresh: true},
+		"duplicate (rejected)": {Record: testRecord("a", 2), Fresh: true},
+		"unregistered":         {Fresh: true},
+	} {
+		_, final, err := Upsert(bad, cluster.UpdateHeartbeat, time.Minute, testNow)(cur)
+		if !errors.Is(err, ErrInvalidRecord) || final != nil {
+			t.Errorf("%s: final %+v, error %v; want ErrInvalidRecord", name, final, err)
+		}
+	}
+}

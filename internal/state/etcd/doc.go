@@ -120,9 +120,10 @@
 //
 // Both paths skip (and count, in Stats, and log at most once a minute)
 // values of an unsupported schema version or otherwise unreadable, and
-// records older than the TTL of their lease when this store knows it
-// (etcd deletes keys on lease expiry itself, but checks every half second
-// and restarts lease clocks on a leader change).
+// nothing else: no record is left out for its age on this store's clock.
+// Expiry is etcd's own lease (which checks every half second and restarts
+// lease clocks on a leader change), so every coordinator that reads a
+// revision sees the same records.
 //
 // # Decoding: once per version
 //

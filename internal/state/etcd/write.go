@@ -53,8 +53,8 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	if err := state.ValidateRecord(rec); err != nil {
-		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w", rec.Key(), err)
+	if err := state.ValidateKey(rec.Key()); err != nil {
+		return state.WriteResult{}, fmt.Errorf("etcd upsert: %w", err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "upsert")
 	if err != nil {

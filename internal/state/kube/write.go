@@ -61,8 +61,11 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
 	}
-	if err := state.ValidateRecord(rec); err != nil {
-		return state.WriteResult{}, err
+	if rec == nil {
+		return state.WriteResult{}, fmt.Errorf("kube upsert: %w: record is nil", state.ErrInvalidRecord)
+	}
+	if err := state.ValidateKey(rec.Key()); err != nil {
+		return state.WriteResult{}, fmt.Errorf("kube upsert: %w", err)
 	}
 	if _, err := leaseTTLSeconds(leaseTTL); err != nil {
 		return state.WriteResult{}, err

@@ -30,8 +30,8 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	if err := state.ValidateRecord(rec); err != nil {
-		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", rec.Key(), err)
+	if err := state.ValidateKey(rec.Key()); err != nil {
+		return state.WriteResult{}, fmt.Errorf("memory store upsert: %w", err)
 	}
 	return s.write(ctx, "upsert", rec.Key(), func(now time.Time) state.Decide {
 		return state.Upsert(rec, o.Update, leaseTTL, func() time.Time { return now })
