@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -192,6 +193,21 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		}
 		if res, err := a.ProposeTransition(testCtx(t), rec.Key(), "inc-a", 1, state.TransitionExpire); err != nil || res.Outcome != state.OutcomeAccepted {
 			t.Fatalf("ProposeTransition(expire) = %+v, %v; want accepted", res, err)
+		}
+		if res, err := ahead.ProposeTransition(testCtx(t), rec.Key(), "inc-a", 1, state.TransitionExpire); err != nil || res.Outcome != state.OutcomeNotFound {
+			t.Fatalf("second ProposeTransition(expire) = %+v, %v; want not_found", res, err)
+		}
+		for _, m := range []struct {
+			s                  *Store
+			operation, outcome string
+			want               float64
+		}{
+			{ahead, "late", "accepted", 1}, {ahead, "expire", "not_found", 1},
+			{a, "expire", "accepted", 1}, {a, "late", "accepted", 0},
+		} {
+			if got := testutil.ToFloat64(m.s.transitions.WithLabelValues(m.operation, m.outcome)); got != m.want {
+				t.Errorf("talon_state_kube_transitions_total{operation=%q,outcome=%q} = %v, want %v", m.operation, m.outcome, got, m.want)
+			}
 		}
 		waitGone(t, c.namespace, rec.Key(), 10*time.Second)
 	})

@@ -17,6 +17,8 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -51,6 +53,8 @@ type Store struct {
 	cache *leaseCache
 	// writes bounds the Lease writes in flight (Options.MaxInflightWrites).
 	writes *writeGate
+	// transitions counts ProposeTransition calls by operation and outcome.
+	transitions *prometheus.CounterVec
 
 	// mu guards the fields below. Watch holds it while it adds to wg, so
 	// Close (which sets closed under mu, then waits) never races an Add.
@@ -67,6 +71,30 @@ type Store struct {
 	decodes atomic.Uint64
 	// pruned is when (unix ns) Snapshot last pruned obs.
 	pruned atomic.Int64
+}
+
+// newTransitionCounter is talon_state_kube_transitions_total, with every
+// series of its bounded labels present from the start.
+func newTransitionCounter() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "talon_state_kube_transitions_total",
+		Help: "ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).",
+	}, []string{"operation", "outcome"})
+	for _, tr := range []state.Transition{state.TransitionLate, state.TransitionExpire} {
+		for _, o := range []string{"accepted", "stale", "not_found", "error"} {
+			c.WithLabelValues(tr.String(), o)
+		}
+	}
+	return c
+}
+
+// noteTransition counts one ProposeTransition answer.
+func (s *Store) noteTransition(tr state.Transition, res state.WriteResult, err error) {
+	outcome := res.Outcome.String()
+	if err != nil || res.Outcome < state.OutcomeAccepted || res.Outcome > state.OutcomeNotFound {
+		outcome = "error"
+	}
+	s.transitions.WithLabelValues(tr.String(), outcome).Inc()
 }
 
 // Stats are cumulative counters of one store, for tests.
@@ -125,8 +153,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
 	writes := newWriteGate(o.MaxInflightWrites, o.AdmissionWait)
+	transitions := newTransitionCounter()
 	if o.Registerer != nil {
-		collectors := writes.collectors()
+		collectors := append(writes.collectors(), transitions)
 		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
 				for _, r := range collectors[:i] {
@@ -149,6 +178,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		obs:          state.NewObservations(o.Clock),
 		cache:        newLeaseCache(),
 		writes:       writes,
+		transitions:  transitions,
 	}
 	return s, nil
 }
@@ -179,7 +209,7 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	utilnet.CloseIdleConnectionsFor(s.transport)
 	if s.opts.Registerer != nil {
-		for _, c := range s.writes.collectors() {
+		for _, c := range append(s.writes.collectors(), s.transitions) {
 			s.opts.Registerer.Unregister(c)
 		}
 	}

@@ -86,8 +86,10 @@ func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnat
 	if err := state.ValidateTransition(key, incarnationID, tr); err != nil {
 		return state.WriteResult{}, err
 	}
-	return s.write(ctx, func() string { return "kube propose " + tr.String() + " " + key.String() }, key, true,
+	res, err := s.write(ctx, func() string { return "kube propose " + tr.String() + " " + key.String() }, key, true,
 		state.Propose(incarnationID, seq, tr))
+	s.noteTransition(tr, res, err)
+	return res, err
 }
 
 // write admits one write and runs state.Write over the store's slots. list
