@@ -12,12 +12,25 @@
 //     unregistered updates change nothing and are not errors.
 //   - Records returned by any method carry in UpdatedAtUnixMs the time this
 //     store (this coordinator) first saw their current version, on its own
-//     clock (Observations): ages never compare two hosts' clocks.
+//     clock (Observations). It is for display only (ages shown to
+//     operators): nothing decides liveness from it.
+//   - Time-based transitions happen only in the store: by the backend's own
+//     lease (etcd's lease, memory's TTL; Kubernetes has none) or by
+//     ProposeTransition, a compare-and-swap against the version of the
+//     record a coordinator watched go unchanged (TransitionLate stores it
+//     with Late set and keeps its lease deadline; TransitionExpire deletes
+//     it). A heartbeat or restart that lands first makes the proposal
+//     stale; of any number of proposers exactly one applies it.
 //   - RemoveNode deletes a record only when the incarnation matches, so a
 //     late deregistration can never delete a restarted process's record.
-//   - Snapshot is one linearizable read of every non-expired record of a
-//     cluster, ordered by role then node ID, with an opaque Revision and the
-//     observation time used to compute heartbeat ages.
+//   - Snapshot is one linearizable read of every record the store holds for
+//     a cluster, ordered by role then node ID, with an opaque Revision and
+//     the observation time of the read. No reader filters records by its
+//     own clock, so two coordinators that read the same revision see the
+//     same records, late marks included, and compute the same eligible set.
+//   - Every backend's writes are one loop, Write, over a small per-backend
+//     primitive (Slots: read a slot, compare-and-swap it), with the rule
+//     injected (Upsert, Remove, Propose).
 //   - Watch delivers, in order and without gaps or duplicates, every change
 //     after a revision. When that revision is no longer available it ends
 //     with ErrCompacted; the caller takes a new Snapshot and watches again

@@ -20,8 +20,19 @@ type Store interface {
 	// incarnationID. The outcome is OutcomeAccepted (removed),
 	// OutcomeNotFound or OutcomeStale (a different incarnation holds it).
 	RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (WriteResult, error)
-	// Snapshot returns every non-expired record of the cluster from one
-	// consistent, linearizable read.
+	// ProposeTransition applies tr to slot key only while the slot still
+	// holds incarnation incarnationID at heartbeat sequence seq (for
+	// TransitionLate: and is not already Late). It is one compare-and-swap
+	// against the backend's own version of the record, so a heartbeat or
+	// restart that lands between the proposer's read and its write always
+	// wins. Outcomes: OutcomeAccepted (applied; WriteResult.Record is the
+	// late record, nil after TransitionExpire), OutcomeStale (the slot
+	// moved on or is already late; nothing changed; Record is what the
+	// slot holds), OutcomeNotFound (no record). Any number of coordinators
+	// may propose the same transition; exactly one applies it.
+	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr Transition) (WriteResult, error)
+	// Snapshot returns every record the store holds for the cluster from
+	// one consistent, linearizable read; no reader's clock filters it.
 	Snapshot(ctx context.Context, clusterID string) (*Snapshot, error)
 	// Watch streams the cluster's changes after revision after. The channel
 	// is closed when ctx ends or after a batch whose Err is set (ErrCompacted
@@ -55,7 +66,7 @@ func (r Revision) IsZero() bool { return r.token == "" }
 // Outcome is what a write did.
 type Outcome uint8
 
-// Outcomes of UpsertNode and RemoveNode.
+// Outcomes of UpsertNode, RemoveNode and ProposeTransition.
 const (
 	OutcomeAccepted  Outcome = iota + 1 // the record was written (or removed)
 	OutcomeDuplicate                    // same incarnation and sequence: nothing changed
@@ -77,6 +88,33 @@ func (o Outcome) String() string {
 	}
 	return "invalid"
 }
+
+// Transition is a time-based change a coordinator proposes for a record
+// whose current version it watched go unchanged.
+type Transition uint8
+
+// Transitions of ProposeTransition.
+const (
+	// TransitionLate stores the record with Late set; its lease (TTL
+	// deadline) is kept as it is: neither refreshed nor extended.
+	TransitionLate Transition = iota + 1
+	// TransitionExpire deletes the record.
+	TransitionExpire
+)
+
+// String returns the transition's lowercase name (also its metrics label).
+func (t Transition) String() string {
+	switch t {
+	case TransitionLate:
+		return "late"
+	case TransitionExpire:
+		return "expire"
+	}
+	return "invalid"
+}
+
+// Valid reports whether t is a known transition.
+func (t Transition) Valid() bool { return t == TransitionLate || t == TransitionExpire }
 
 // UpsertOption adjusts one UpsertNode call.
 type UpsertOption func(*UpsertOptions)
@@ -132,12 +170,12 @@ type WriteResult struct {
 // Snapshot is one consistent view of a cluster.
 type Snapshot struct {
 	ClusterID string
-	// Records holds every non-expired record, ordered by role then node ID.
+	// Records holds every record the store holds, ordered by role then node ID.
 	// Callers must not modify them.
 	Records  []*cluster.Record
 	Revision Revision
 	// ObservedAtUnixMs is the store-side time of the read, against which
-	// record ages (UpdatedAtUnixMs) are computed.
+	// the record ages shown (UpdatedAtUnixMs) are computed; display only.
 	ObservedAtUnixMs int64
 }
 

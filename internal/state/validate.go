@@ -3,14 +3,15 @@ package state
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/talonhq/talon/internal/cluster"
 )
 
 // ValidateRecord checks rec against the record's field rules
 // (cluster.Record ValidateFields) without encoding it, and maps a failure
-// onto ErrInvalidRecord. Every backend calls it before deciding a write;
-// the encoded size is checked by EncodeRecord, on the bytes stored.
+// onto ErrInvalidRecord. Upsert calls it for an update it rejects; an
+// accepted one is checked by EncodeRecord, on the bytes stored.
 func ValidateRecord(rec *cluster.Record) error {
 	if rec == nil {
 		return fmt.Errorf("%w: record is nil", ErrInvalidRecord)
@@ -49,7 +50,7 @@ func ValidateKey(k cluster.Key) error {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
 	if !k.Role.Valid() {
-		return fmt.Errorf("%w: role %q: must be coordinator or worker", ErrInvalidRecord, k.Role)
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, &cluster.FieldError{Field: "role", Value: strconv.Quote(string(k.Role)), Rule: "must be coordinator or worker"})
 	}
 	return nil
 }

@@ -43,6 +43,10 @@ type KubeOptions struct {
 	// Users adds token-file users beside KubeAdminUser and
 	// KubeRestrictedUser. Each needs a Name and a Token.
 	Users []KubeUser
+	// NoWatchCache starts the server with --watch-cache=false: lists and
+	// watches read etcd directly. The zero value keeps the watch cache on,
+	// the API server's (and production's) default.
+	NoWatchCache bool
 	// ExtraArgs are appended to kube-apiserver's command line; a flag given
 	// here overrides the same flag set by default.
 	ExtraArgs []string
@@ -112,7 +116,11 @@ func StartKubeAPIServer(t testing.TB, opts KubeOptions) *KubeAPIServer {
 		}
 		k.host = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 		k.p.mu.Lock()
-		k.p.args = append(k.args(ports[0]), opts.ExtraArgs...)
+		args := k.args(ports[0])
+		if opts.NoWatchCache {
+			args = append(args, "--watch-cache=false")
+		}
+		k.p.args = append(args, opts.ExtraArgs...)
 		k.p.mu.Unlock()
 		err = k.startAndWait()
 		if err == nil {

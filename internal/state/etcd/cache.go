@@ -347,41 +347,37 @@ func (c *watchCache) snapshot(ctx context.Context, clusterID string, target int6
 	now := c.s.clock().UnixMilli()
 	return &state.Snapshot{
 		ClusterID:        clusterID,
-		Records:          c.records(clusterID, now),
+		Records:          c.records(clusterID),
 		Revision:         revision(c.rev),
 		ObservedAtUnixMs: now,
 	}, true, nil
 }
 
 // listMemo is the record list of one cluster as last built, reused while
-// the cluster's entries and the store's leases are unchanged and no
-// record in it can have outlived its lease: under a burst of lookups every
+// the cluster's entries are unchanged: under a burst of lookups every
 // snapshot is then O(1) rather than a pass over every record.
 type listMemo struct {
-	changes  uint64 // the cluster's change count it was built at
-	leaseGen uint64 // Store.leaseGen it was built at
-	until    int64  // unix ms until which it stays right
-	recs     []*cluster.Record
+	changes uint64 // the cluster's change count it was built at
+	recs    []*cluster.Record
 }
 
-// records returns the cluster's usable records at now. Called with mu
-// held for reading; the memo has its own lock.
-func (c *watchCache) records(clusterID string, now int64) []*cluster.Record {
+// records returns the cluster's usable records. Called with mu held for
+// reading; the memo has its own lock.
+func (c *watchCache) records(clusterID string) []*cluster.Record {
 	changes := c.changes[clusterID]
-	gen := c.s.leaseGen.Load()
 	c.memoMu.Lock()
 	m, ok := c.lists[clusterID]
 	c.memoMu.Unlock()
-	if ok && m.changes == changes && m.leaseGen == gen && now < m.until {
+	if ok && m.changes == changes {
 		return m.recs
 	}
 	es := c.clusters[clusterID]
-	recs, until, skipped := c.s.usableUntil(now, len(es), func(i int) *item { return &es[i].item })
+	recs, skipped := c.s.usable(len(es), func(i int) *item { return &es[i].item })
 	if !skipped {
 		// A list that skipped unreadable values is rebuilt every time, so
 		// that every snapshot counts (and may log) what it left out.
 		c.memoMu.Lock()
-		c.lists[clusterID] = listMemo{changes: changes, leaseGen: gen, until: until, recs: recs}
+		c.lists[clusterID] = listMemo{changes: changes, recs: recs}
 		c.memoMu.Unlock()
 	}
 	return recs

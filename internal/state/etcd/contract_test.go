@@ -41,11 +41,12 @@ func startContractServer(t *testing.T, tlsOn, cache bool) *contractServer {
 func (cs *contractServer) factory(t *testing.T) *statetest.Harness {
 	s := newStore(t, cs.opts)
 	return &statetest.Harness{
-		Store:    s,
-		Advance:  func(d time.Duration) { time.Sleep(d) },
-		LeaseTTL: 2 * time.Second, // etcd counts whole seconds; this server's floor is 1s
-		Fault:    func(t testing.TB, f statetest.Fault) (state.Store, func()) { return cs.fault(t, s, f) },
-		Compact:  func(t testing.TB) { cs.e.Compact(t, 0) },
+		Store:       s,
+		Advance:     func(d time.Duration) { time.Sleep(d) },
+		LeaseTTL:    2 * time.Second, // etcd counts whole seconds; this server's floor is 1s
+		LeaseExpiry: true,
+		Fault:       func(t testing.TB, f statetest.Fault) (state.Store, func()) { return cs.fault(t, s, f) },
+		Compact:     func(t testing.TB) { cs.e.Compact(t, 0) },
 		Peer: func(t testing.TB, offset time.Duration) state.Store {
 			o := cs.opts
 			o.Clock = func() time.Time { return time.Now().Add(offset) }

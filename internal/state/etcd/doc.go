@@ -60,8 +60,8 @@
 //   - Each incarnation of each slot has one lease. Insert and Restart use
 //     the lease this store holds for the incoming incarnation, else grant
 //     one (once per incarnation). After a Restart's put succeeds, the old
-//     incarnation's lease, which no longer holds the key, is revoked (best
-//     effort; otherwise it expires with no key).
+//     incarnation's lease, which no longer holds the key, is left to
+//     expire (see the removal rule below for why it is not revoked).
 //   - Advance keeps the stored record's lease. Its ID comes from the
 //     stored key-value (kv.Lease), so a coordinator that never wrote this
 //     slot reuses the lease another coordinator granted. It is refreshed
@@ -78,8 +78,12 @@
 //     would open a stream per call, and with a username the client
 //     re-authenticates on every new stream: an extra request (a password
 //     check and a Raft write) per heartbeat.
-//   - RemoveNode revokes the removed record's lease. A lease granted in a
-//     call that ended up not using it is revoked before the call returns.
+//   - A removal or an expiry (RemoveNode, ProposeTransition) deletes the
+//     key and leaves its lease to expire: the same incarnation may register
+//     again at once through a store that reuses that lease, and a revoke
+//     landing after that put would take the accepted record with it. A
+//     lease granted in a call that ended up not using it is revoked before
+//     the call returns.
 //
 // In steady state (the view is current: this store wrote the slot last,
 // or the snapshot cache has seen the other coordinator's write) an
@@ -116,9 +120,10 @@
 //
 // Both paths skip (and count, in Stats, and log at most once a minute)
 // values of an unsupported schema version or otherwise unreadable, and
-// records older than the TTL of their lease when this store knows it
-// (etcd deletes keys on lease expiry itself, but checks every half second
-// and restarts lease clocks on a leader change).
+// nothing else: no record is left out for its age on this store's clock.
+// Expiry is etcd's own lease (which checks every half second and restarts
+// lease clocks on a leader change), so every coordinator that reads a
+// revision sees the same records.
 //
 // # Decoding: once per version
 //

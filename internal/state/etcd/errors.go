@@ -36,23 +36,10 @@ func classify(err error, noConn bool) error {
 	// EtcdError value; the client does this for its own calls, not for the
 	// raw lease stream.
 	e := rpctypes.Error(err)
+	if sentinel := classifyRPC(e); sentinel != nil {
+		return sentinel
+	}
 	switch {
-	case errors.Is(e, rpctypes.ErrCompacted):
-		return state.ErrCompacted
-	case errors.Is(e, rpctypes.ErrAuthFailed), errors.Is(e, rpctypes.ErrInvalidAuthToken),
-		errors.Is(e, rpctypes.ErrAuthOldRevision), errors.Is(e, rpctypes.ErrUserEmpty),
-		errors.Is(e, rpctypes.ErrUserNotFound):
-		return state.ErrUnauthenticated
-	case errors.Is(e, rpctypes.ErrPermissionDenied):
-		return state.ErrPermissionDenied
-	case errors.Is(e, rpctypes.ErrTimeout), errors.Is(e, rpctypes.ErrTimeoutDueToLeaderFail),
-		errors.Is(e, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(e, rpctypes.ErrTimeoutWaitAppliedIndex):
-		return state.ErrTimeout
-	case errors.Is(e, rpctypes.ErrNoLeader), errors.Is(e, rpctypes.ErrNotLeader),
-		errors.Is(e, rpctypes.ErrLeaderChanged), errors.Is(e, rpctypes.ErrStopped),
-		errors.Is(e, rpctypes.ErrNotCapable), errors.Is(e, rpctypes.ErrUnhealthy),
-		errors.Is(e, rpctypes.ErrTooManyRequests), errors.Is(e, rpctypes.ErrNoSpace):
-		return state.ErrUnavailable
 	case errors.Is(err, clientv3.ErrNoAvailableEndpoints), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return state.ErrUnavailable
@@ -64,20 +51,8 @@ func classify(err error, noConn bool) error {
 	case errors.Is(err, context.Canceled):
 		return nil
 	}
-	if st, ok := status.FromError(e); ok {
-		switch st.Code() {
-		case codes.Unavailable:
-			return state.ErrUnavailable
-		case codes.DeadlineExceeded:
-			if noConn || waitingForConnection(st) {
-				return state.ErrUnavailable
-			}
-			return state.ErrTimeout
-		case codes.Unauthenticated:
-			return state.ErrUnauthenticated
-		case codes.PermissionDenied:
-			return state.ErrPermissionDenied
-		}
+	if sentinel := classifyStatus(e, noConn); sentinel != nil {
+		return sentinel
 	}
 	// A watch cancelled by the server carries the server's error as text
 	// ("rpc error: code = PermissionDenied desc = etcdserver: permission
@@ -95,6 +70,56 @@ func classify(err error, noConn bool) error {
 		if strings.Contains(msg, s) {
 			return state.ErrUnavailable
 		}
+	}
+	return nil
+}
+
+// rpcSentinels maps etcd's typed errors onto the state sentinels.
+var rpcSentinels = []struct {
+	sentinel error
+	errs     []error
+}{
+	{state.ErrCompacted, []error{rpctypes.ErrCompacted}},
+	{state.ErrUnauthenticated, []error{rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken,
+		rpctypes.ErrAuthOldRevision, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound}},
+	{state.ErrPermissionDenied, []error{rpctypes.ErrPermissionDenied}},
+	{state.ErrTimeout, []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex}},
+	{state.ErrUnavailable, []error{rpctypes.ErrNoLeader, rpctypes.ErrNotLeader,
+		rpctypes.ErrLeaderChanged, rpctypes.ErrStopped, rpctypes.ErrNotCapable, rpctypes.ErrUnhealthy,
+		rpctypes.ErrTooManyRequests, rpctypes.ErrNoSpace}},
+}
+
+// classifyRPC returns the sentinel of an etcd typed error, or nil.
+func classifyRPC(e error) error {
+	for _, r := range rpcSentinels {
+		for _, x := range r.errs {
+			if errors.Is(e, x) {
+				return r.sentinel
+			}
+		}
+	}
+	return nil
+}
+
+// classifyStatus returns the sentinel of a gRPC status error, or nil.
+func classifyStatus(e error, noConn bool) error {
+	st, ok := status.FromError(e)
+	if !ok {
+		return nil
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return state.ErrUnavailable
+	case codes.DeadlineExceeded:
+		if noConn || waitingForConnection(st) {
+			return state.ErrUnavailable
+		}
+		return state.ErrTimeout
+	case codes.Unauthenticated:
+		return state.ErrUnauthenticated
+	case codes.PermissionDenied:
+		return state.ErrPermissionDenied
 	}
 	return nil
 }

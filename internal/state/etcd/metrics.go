@@ -1,6 +1,10 @@
 package etcd
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/talonhq/talon/internal/state"
+)
 
 // statsCollector exports a store's Stats as Prometheus counters, read at
 // scrape time. Every label comes from a fixed set.
@@ -9,6 +13,7 @@ type statsCollector struct {
 
 	leaseRequests, conflicts, groupCommits, groupedPuts *prometheus.Desc
 	decodes, resyncs, snapshots, skipped                *prometheus.Desc
+	transitions                                         *prometheus.Desc
 }
 
 func newStatsCollector(s *Store) *statsCollector {
@@ -24,13 +29,14 @@ func newStatsCollector(s *Store) *statsCollector {
 		decodes:       d("record_decodes_total", "Stored values decoded; each version at most once per store, its own writes never."),
 		resyncs:       d("cache_resyncs_total", "Full reads of the prefix by the snapshot cache (one at start, one after each lost watch)."),
 		snapshots:     d("snapshots_total", "Snapshots answered, by form of read (cache: the watch-fed cache after a revision probe; range: a range read).", "form"),
-		skipped:       d("skipped_records_total", "Values left out of snapshots and watches, by reason (unsupported schema version, malformed, expired by lease TTL).", "reason"),
+		skipped:       d("skipped_records_total", "Values left out of snapshots and watches, by reason (unsupported schema version, malformed).", "reason"),
+		transitions:   d("transitions_total", "ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).", "operation", "outcome"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leaseRequests, c.conflicts, c.groupCommits, c.groupedPuts, c.decodes, c.resyncs, c.snapshots, c.skipped} {
+	for _, d := range []*prometheus.Desc{c.leaseRequests, c.conflicts, c.groupCommits, c.groupedPuts, c.decodes, c.resyncs, c.snapshots, c.skipped, c.transitions} {
 		ch <- d
 	}
 }
@@ -53,5 +59,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.snapshots, st.RangeSnapshots, "range")
 	counter(c.skipped, st.UnsupportedSkipped, "unsupported")
 	counter(c.skipped, st.MalformedSkipped, "malformed")
-	counter(c.skipped, st.ExpiredSkipped, "expired")
+	c.s.stats.transitions.Each(func(tr state.Transition, outcome string, n uint64) {
+		counter(c.transitions, n, tr.String(), outcome)
+	})
 }

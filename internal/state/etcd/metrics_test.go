@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
 )
@@ -51,7 +52,28 @@ talon_state_etcd_lease_requests_total{operation="revoke"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "talon_state_etcd_lease_requests_total"); err != nil {
 		t.Fatal(err)
 	}
-	mfs := testsupport.LintMetrics(t, reg, "talon_state_etcd_", 8)
+	if res, err := s.ProposeTransition(ctx, rec.Key(), "i", 2, state.TransitionLate); err != nil || res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("ProposeTransition = %+v, %v", res, err)
+	}
+	if res, err := s.ProposeTransition(ctx, rec.Key(), "i", 1, state.TransitionExpire); err != nil || res.Outcome != state.OutcomeStale {
+		t.Fatalf("ProposeTransition(expire, seq 1) = %+v, %v; want stale", res, err)
+	}
+	wantTransitions := `
+# HELP talon_state_etcd_transitions_total ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).
+# TYPE talon_state_etcd_transitions_total counter
+talon_state_etcd_transitions_total{operation="expire",outcome="accepted"} 0
+talon_state_etcd_transitions_total{operation="late",outcome="accepted"} 1
+talon_state_etcd_transitions_total{operation="expire",outcome="error"} 0
+talon_state_etcd_transitions_total{operation="late",outcome="error"} 0
+talon_state_etcd_transitions_total{operation="expire",outcome="not_found"} 0
+talon_state_etcd_transitions_total{operation="late",outcome="not_found"} 0
+talon_state_etcd_transitions_total{operation="expire",outcome="stale"} 1
+talon_state_etcd_transitions_total{operation="late",outcome="stale"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantTransitions), "talon_state_etcd_transitions_total"); err != nil {
+		t.Fatal(err)
+	}
+	mfs := testsupport.LintMetrics(t, reg, "talon_state_etcd_", 9)
 	cacheSnaps := 0.0
 	for _, mf := range mfs {
 		if mf.GetName() != "talon_state_etcd_snapshots_total" {

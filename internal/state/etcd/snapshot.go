@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,8 +12,7 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
-// Snapshot returns the cluster's readable, unexpired records at one
-// revision, ordered by role then node ID.
+// Snapshot returns the cluster's readable records at one revision, ordered by role then node ID.
 //
 // With the snapshot cache it asks etcd only for the current revision (a
 // linearizable count-only read of one key) and waits until the cache has
@@ -87,7 +85,7 @@ func (s *Store) rangeSnapshot(ctx context.Context, clusterID string) (*state.Sna
 		items = append(items, item{slot: slot, stored: s.decodeKV(kv, key, false)})
 	}
 	now := s.clock().UnixMilli()
-	recs := s.usable(now, len(items), func(i int) *item { return &items[i] })
+	recs, _ := s.usable(len(items), func(i int) *item { return &items[i] })
 	// etcd returns keys in byte order, which is role then node ID; sort
 	// only if that ever stops being true.
 	if !slices.IsSortedFunc(recs, compareRecords) {
@@ -107,49 +105,26 @@ type item struct {
 	stored
 }
 
-// usable returns the records of n items that a snapshot shows: it skips
-// (and counts) unreadable values, and records older than their lease TTL
-// when this store knows the TTL (etcd deletes expired keys itself, but a
-// leader change restarts lease clocks and expiry runs every half second).
-func (s *Store) usable(nowMs int64, n int, at func(int) *item) []*cluster.Record {
-	recs, _, _ := s.usableUntil(nowMs, n, at)
-	return recs
-}
-
-// usableUntil is usable, and also reports until when (unix ms) the same
-// items give the same answer with this store's leases unchanged (the
-// first moment a record it shows outlives its lease TTL; math.MaxInt64
-// when none can), and whether it skipped unreadable values.
-func (s *Store) usableUntil(nowMs int64, n int, at func(int) *item) (recs []*cluster.Record, until int64, skipped bool) {
+// usable returns the records of n items that a snapshot shows: every
+// readable record etcd holds. It skips (and counts) unreadable values, and
+// nothing else: no record is left out for its age on this store's clock
+// (etcd's own lease deletes an expired record, and every coordinator that
+// reads the same revision sees the same records).
+func (s *Store) usable(n int, at func(int) *item) (recs []*cluster.Record, skipped bool) {
 	recs = make([]*cluster.Record, 0, n)
-	until = math.MaxInt64
 	var skippedBad []*item
-	s.mu.RLock()
-	checkTTL := len(s.leases) > 0
 	for i := range n {
 		it := at(i)
 		if it.bad != nil {
 			skippedBad = append(skippedBad, it)
 			continue
 		}
-		if checkTTL && it.lease != 0 {
-			ref, ok := s.leases[leaseKey{slot: it.slot, incarnation: it.rec.IncarnationID}]
-			if ok && ref.id == it.lease && ref.ttl > 0 {
-				expires := it.rec.UpdatedAtUnixMs + ref.ttl*1000
-				if nowMs >= expires {
-					s.stats.expired.Add(1)
-					continue
-				}
-				until = min(until, expires)
-			}
-		}
 		recs = append(recs, it.rec)
 	}
-	s.mu.RUnlock()
 	for _, it := range skippedBad {
 		s.skipped(it.slot, it.bad)
 	}
-	return recs, until, len(skippedBad) > 0
+	return recs, len(skippedBad) > 0
 }
 
 func compareRecords(a, b *cluster.Record) int {

@@ -46,9 +46,6 @@ type Store struct {
 	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
 	obs    *state.Observations   // when this store first saw each record version
 	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
-	// leaseGen counts changes of leases (written under mu): a snapshot
-	// list built against other leases is rebuilt.
-	leaseGen atomic.Uint64
 
 	memo      decodeMemo      // record versions decoded or written lately; safe for concurrent use
 	commit    *committer      // group commit of UpsertNode's puts
@@ -241,9 +238,6 @@ type Stats struct {
 	// MalformedSkipped counts values under the prefix that are not records
 	// (or are stored under another record's key) that were skipped.
 	MalformedSkipped uint64
-	// ExpiredSkipped counts records left out of snapshots because they were
-	// older than their lease TTL although etcd had not yet deleted them.
-	ExpiredSkipped uint64
 	// LeaseGrants, LeaseRevokes and LeaseKeepAlives count lease requests.
 	LeaseGrants     uint64
 	LeaseRevokes    uint64
@@ -270,11 +264,12 @@ type Stats struct {
 }
 
 type statsCounters struct {
-	unsupported, malformed, expired        atomic.Uint64
+	unsupported, malformed                 atomic.Uint64
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
 	decodes, groupCommits, groupedPuts     atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
+	transitions                            state.TransitionCounts
 }
 
 // Stats returns the store's counters.
@@ -283,7 +278,6 @@ func (s *Store) Stats() Stats {
 	return Stats{
 		UnsupportedSkipped: c.unsupported.Load(),
 		MalformedSkipped:   c.malformed.Load(),
-		ExpiredSkipped:     c.expired.Load(),
 		LeaseGrants:        c.grants.Load(),
 		LeaseRevokes:       c.revokes.Load(),
 		LeaseKeepAlives:    c.keepAlives.Load(),

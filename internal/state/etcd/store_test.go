@@ -74,11 +74,12 @@ func TestWritePath(t *testing.T) {
 				}
 			}
 
-			// Two leases were granted (one per incarnation); the first was
-			// revoked on restart.
+			// Two leases were granted (one per incarnation); the first is
+			// left to expire, not revoked (a revoke could take a record
+			// the old incarnation put on it after the slot was emptied).
 			st := s.Stats()
-			if st.LeaseGrants != 2 || st.LeaseRevokes != 1 {
-				t.Fatalf("stats %+v: want 2 grants and 1 revoke", st)
+			if st.LeaseGrants != 2 || st.LeaseRevokes != 0 {
+				t.Fatalf("stats %+v: want 2 grants and no revoke", st)
 			}
 
 			if cache {

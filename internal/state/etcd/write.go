@@ -39,11 +39,12 @@ func ttlSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// UpsertNode applies rec under cluster.Order with one compare-and-swap
-// transaction per round: compare the slot's mod revision with the view the
-// decision was made on, put the stamped record attached to the
-// incarnation's lease, or else read the slot back and decide again. See the
-// package documentation for the lease rules and the round-trip budget.
+// UpsertNode applies rec under cluster.Order through state.Write over the
+// store's slots (etcdSlots), one compare-and-swap transaction per round:
+// compare the slot's mod revision with the view the decision was made on,
+// put the stamped record attached to the incarnation's lease, or else read
+// the slot back and decide again. See the package documentation for the
+// lease rules and the round-trip budget.
 func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
 	o := state.NewUpsertOptions(opts)
 	if rec == nil {
@@ -52,152 +53,66 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	if leaseTTL <= 0 {
 		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
 	}
-	if err := state.ValidateRecord(rec); err != nil {
-		return state.WriteResult{}, fmt.Errorf("etcd upsert %s: %w", rec.Key(), err)
+	if err := state.ValidateKey(rec.Key()); err != nil {
+		return state.WriteResult{}, fmt.Errorf("etcd upsert: %w", err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "upsert")
 	if err != nil {
 		return state.WriteResult{}, err
 	}
 	defer cancel()
-
-	op := "upsert " + rec.Key().String()
-	slotKey := s.keys.slot(rec.Key())
-	lk := leaseKey{slot: slotKey, incarnation: rec.IncarnationID}
-	want := ttlSeconds(leaseTTL)
-	w := &writeLeases{}
-	defer s.releaseUnused(ctx, lk, w)
-
-	v, known := s.view(slotKey)
-	for range maxAttempts {
-		if !known {
-			if v, err = s.read(ctx, slotKey, rec.Key()); err != nil {
-				return state.WriteResult{}, s.mapError(op, err, ci)
-			}
-			known = true
-		}
-		if v.bad != nil && errors.Is(v.bad, cluster.ErrUnsupportedVersion) {
-			if !v.fresh {
-				known = false
-				continue
-			}
-			// Ordering needs the stored record; one written by a newer
-			// build is left alone (its lease still expires).
-			return state.WriteResult{}, fmt.Errorf("etcd %s: %w: stored record: %w", op, state.ErrUnsupportedVersion, v.bad)
-		}
-		d := cluster.Order(v.rec, rec, o.Update)
-		if v.bad != nil {
-			// A value that is not a record cannot be ordered against and
-			// would block the slot (a hand-written one has no lease): replace it.
-			s.log.Warn("replacing unreadable value", "key", slotKey, "err", v.bad)
-			d = cluster.DecisionRestart
-		}
-		if !d.Accepted() {
-			if !v.fresh {
-				// Confirm at the current revision: the slot may have been
-				// deleted (expired) since the view was taken.
-				known = false
-				continue
-			}
-			return state.WriteResult{Outcome: state.OutcomeOf(d), Decision: d, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
-		}
-		// The record to write, encoded once per decision. A registration's
-		// generation is above the revision of the read it was decided on
-		// (a registration always grants a lease, so that read is fresh):
-		// every generation issued for the slot before is at most the
-		// revision that wrote it, so generations grow strictly per node ID.
-		stamped := cluster.Next(v.rec, rec, d, uint64(max(v.asOf, 0)))
-		writerMs := s.clock().UnixMilli() // the writer's stamp: shown raw by etcdctl, feeds others' skew estimates
-		stamped.UpdatedAtUnixMs = writerMs
-		val, err := state.EncodeRecord(stamped)
-		if err != nil {
-			return state.WriteResult{}, fmt.Errorf("etcd %s: %w", op, err)
-		}
-
-		plan := s.planLease(lk, d, v, want, w)
-		if plan.grant && !v.fresh {
-			// A grant is a Raft write: confirm the decision with a read
-			// first rather than waste one on a stale view.
-			known = false
-			continue
-		}
-		// The lease: granted first when the plan says so; otherwise its
-		// keepalive goes out beside the transaction, not before it (a put
-		// on a lease that is gone fails, so the outcome is the same).
-		var lease int64
-		var refreshed <-chan keepAliveResult
-		if !plan.grant && w.kept != plan.candidate {
-			lease = plan.candidate
-			refreshed = s.keepAliveAsync(ctx, lease)
-		} else if lease, err = s.leaseFor(ctx, lk, plan, want, w); err != nil {
-			return state.WriteResult{}, s.mapError(op, err, ci)
-		}
-		// The watches may deliver this version before the answer comes:
-		// they take it from the memo by its value instead of decoding it.
-		value := string(val)
-		s.memo.put(&memoEntry{slot: slotKey, val: value, writerMs: writerMs, rec: stamped})
-		res := s.commit.commit(ctx, &commitOp{key: slotKey, modRev: v.modRev, value: value, lease: lease})
-		if refreshed != nil {
-			ka := <-refreshed
-			if ka.err != nil {
-				return state.WriteResult{}, s.mapError(op, ka.err, ci)
-			}
-			if ka.ttl <= 0 {
-				// The lease expired: the put failed, or its key went with
-				// the lease. Start over from a read (the decision may now
-				// be an insert, with a new lease).
-				s.forgetLease(lk, lease)
-				known = false
-				continue
-			}
-			w.kept = lease
-			s.learnLease(lk, lease, ka.ttl, want)
-		}
-		if res.err != nil {
-			if errors.Is(res.err, rpctypes.ErrLeaseNotFound) {
-				// The lease expired or was revoked since it was chosen; so
-				// did any record attached to it. Start over from a read.
-				s.forgetLease(lk, lease)
-				w.drop(lease)
-				known = false
-				continue
-			}
-			return state.WriteResult{}, s.mapError(op, res.err, ci)
-		}
-		if !res.ok {
-			s.stats.conflicts.Add(1)
-			v = s.viewFromKVs(rec.Key(), res.kvs, res.rev)
-			s.remember(slotKey, v)
-			continue
-		}
-		rev := res.rev
-		// This store saw its own write land: from now (or from when its
-		// watch event arrived, if that came first) the record ages here.
-		written := stamped
-		if e := s.memo.get(slotKey, rev, nil); e != nil {
-			written = e.rec // a watch delivered it first and stamped it
-		}
-		if observed := s.stampObserved(slotKey, rev, written, writerMs, false, true); observed != written {
-			written = observed
-			s.memo.put(&memoEntry{slot: slotKey, modRev: rev, writerMs: writerMs, rec: written})
-		}
-		s.remember(slotKey, slotView{stored: stored{rec: written, modRev: rev, lease: lease}, asOf: rev})
-		if lease == w.granted {
-			s.putLease(lk, w.grantedRef)
-		}
-		w.used(lease)
-		if v.lease != 0 && v.lease != lease {
-			// The record moved to a new lease (restart or TTL change); the
-			// old one holds no key any more.
-			oldInc := rec.IncarnationID
-			if v.rec != nil {
-				oldInc = v.rec.IncarnationID
-			}
-			s.revoke(ctx, leaseKey{slot: slotKey, incarnation: oldInc}, v.lease)
-		}
-		return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: revision(rev), Record: written.Clone()}, nil
+	key := rec.Key()
+	sl := s.slots(key)
+	sl.lk = leaseKey{slot: sl.slotKey, incarnation: rec.IncarnationID}
+	sl.want = ttlSeconds(leaseTTL)
+	defer s.releaseUnused(ctx, sl.lk, &sl.w)
+	// The writer's stamp: shown raw by etcdctl, feeds others' skew estimates.
+	res, err := state.Write(ctx, sl, key, maxAttempts, state.Upsert(rec, o.Update, leaseTTL, s.clock))
+	if err != nil {
+		return state.WriteResult{}, s.mapError("upsert "+key.String(), err, ci)
 	}
-	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
+	return res, nil
+}
+
+// RemoveNode deletes the record in slot key when its incarnation is
+// incarnationID, in a transaction that compares the mod revision of the
+// record whose incarnation it checked. The record's lease is left to
+// expire (see etcdSlots.remove).
+func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
+	if err := state.ValidateKey(key); err != nil {
+		return state.WriteResult{}, fmt.Errorf("etcd remove: %w", err)
+	}
+	if incarnationID == "" {
+		return state.WriteResult{}, fmt.Errorf("etcd remove %s: %w: incarnationId \"\": must not be empty", key, state.ErrInvalidRecord)
+	}
+	return s.writeSlot(ctx, "remove", key, state.Remove(incarnationID))
+}
+
+// ProposeTransition applies tr to slot key while it holds incarnationID at
+// seq: a late mark is a transaction comparing the key's mod revision with
+// a put that keeps the key's lease (clientv3.WithIgnoreLease: neither
+// refreshed nor extended), an expiry one with a delete.
+func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+	if err := state.ValidateTransition(key, incarnationID, tr); err != nil {
+		return state.WriteResult{}, fmt.Errorf("etcd propose %s: %w", tr, err)
+	}
+	res, err := s.writeSlot(ctx, "propose "+tr.String(), key, state.Propose(incarnationID, seq, tr))
+	s.stats.transitions.Note(tr, res.Outcome, err)
+	return res, err
+}
+
+// writeSlot runs state.Write for a write that needs no lease of its own.
+func (s *Store) writeSlot(ctx context.Context, op string, key cluster.Key, decide state.Decide) (state.WriteResult, error) {
+	ctx, cancel, ci, err := s.begin(ctx, op)
+	if err != nil {
+		return state.WriteResult{}, err
+	}
+	defer cancel()
+	res, err := state.Write(ctx, s.slots(key), key, maxAttempts, decide)
+	if err != nil {
+		return state.WriteResult{}, s.mapError(op+" "+key.String(), err, ci)
+	}
+	return res, nil
 }
 
 // writeLeases tracks the lease work of one UpsertNode call, so that a
@@ -373,63 +288,6 @@ func (s *Store) releaseUnused(ctx context.Context, lk leaseKey, w *writeLeases) 
 	s.revoke(ctx, lk, w.granted)
 }
 
-// RemoveNode deletes the record in slot key when its incarnation is
-// incarnationID, in a transaction that compares the mod revision of the
-// record whose incarnation it checked, then revokes the record's lease.
-func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
-	if err := state.ValidateKey(key); err != nil {
-		return state.WriteResult{}, fmt.Errorf("etcd remove: %w", err)
-	}
-	if incarnationID == "" {
-		return state.WriteResult{}, fmt.Errorf("etcd remove %s: %w: incarnationId \"\": must not be empty", key, state.ErrInvalidRecord)
-	}
-	ctx, cancel, ci, err := s.begin(ctx, "remove")
-	if err != nil {
-		return state.WriteResult{}, err
-	}
-	defer cancel()
-	op := "remove " + key.String()
-	slotKey := s.keys.slot(key)
-
-	v, err := s.read(ctx, slotKey, key)
-	if err != nil {
-		return state.WriteResult{}, s.mapError(op, err, ci)
-	}
-	for range maxAttempts {
-		switch {
-		case v.rec == nil && v.bad == nil:
-			return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: revision(v.asOf)}, nil
-		case v.bad != nil && errors.Is(v.bad, cluster.ErrUnsupportedVersion):
-			return state.WriteResult{}, fmt.Errorf("etcd %s: %w: stored record: %w", op, state.ErrUnsupportedVersion, v.bad)
-		case v.bad != nil:
-			// Not a record, so not this incarnation's.
-			return state.WriteResult{Outcome: state.OutcomeStale, Revision: revision(v.asOf)}, nil
-		case v.rec.IncarnationID != incarnationID:
-			return state.WriteResult{Outcome: state.OutcomeStale, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
-		}
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(slotKey), "=", v.modRev)).
-			Then(clientv3.OpDelete(slotKey)).
-			Else(clientv3.OpGet(slotKey)).
-			Commit()
-		if err != nil {
-			return state.WriteResult{}, s.mapError(op, err, ci)
-		}
-		if !resp.Succeeded {
-			s.stats.conflicts.Add(1)
-			v = s.viewFromKVs(key, resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
-			continue
-		}
-		rev := resp.Header.Revision
-		s.remember(slotKey, slotView{asOf: rev})
-		if v.lease != 0 {
-			s.revoke(ctx, leaseKey{slot: slotKey, incarnation: incarnationID}, v.lease)
-		}
-		return state.WriteResult{Outcome: state.OutcomeAccepted, Revision: revision(rev)}, nil
-	}
-	return state.WriteResult{}, fmt.Errorf("etcd %s: %w: lost %d compare-and-swap rounds in a row", op, state.ErrConflict, maxAttempts)
-}
-
 // read returns the slot's current state from a linearizable read.
 func (s *Store) read(ctx context.Context, slotKey string, key cluster.Key) (slotView, error) {
 	resp, err := s.client.Get(ctx, slotKey)
@@ -489,12 +347,8 @@ func (s *Store) putLease(lk leaseKey, ref leaseRef) {
 	if _, ok := s.leases[lk]; !ok && len(s.leases) >= maxLeases {
 		for k := range s.leases {
 			delete(s.leases, k)
-			s.leaseGen.Add(1)
 			break
 		}
-	}
-	if old, ok := s.leases[lk]; !ok || old != ref {
-		s.leaseGen.Add(1)
 	}
 	s.leases[lk] = ref
 }
@@ -505,6 +359,5 @@ func (s *Store) forgetLease(lk leaseKey, id int64) {
 	defer s.mu.Unlock()
 	if ref, ok := s.leases[lk]; ok && ref.id == id {
 		delete(s.leases, lk)
-		s.leaseGen.Add(1)
 	}
 }

@@ -80,18 +80,4 @@ func (g *writeGate) admit(ctx context.Context, op func() string) (release func()
 	}
 }
 
-// acquire takes a slot without an admission deadline, for background work
-// (garbage collection) that may wait its turn; it fails only when ctx ends.
-func (g *writeGate) acquire(ctx context.Context) (release func(), err error) {
-	if g.slots == nil {
-		return func() {}, nil
-	}
-	select {
-	case g.slots <- struct{}{}:
-		return g.release, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 func (g *writeGate) release() { <-g.slots }

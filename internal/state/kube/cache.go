@@ -4,54 +4,60 @@ import (
 	"sync"
 
 	coordv1 "k8s.io/api/coordination/v1"
+
+	"github.com/talonhq/talon/internal/cluster"
 )
 
-// leaseCache maps Lease names to the Lease as this store last wrote it.
-// An entry is only ever a guess: UpsertNode writes with the entry's
-// resourceVersion as precondition and drops the entry when that fails, so
-// a stale entry costs one failed request, never a wrong write. Entries
-// whose lease has run out are pruned, which bounds the cache by the number
-// of live Leases this store keeps writing.
+// maxCached bounds the write cache; evicting an entry costs one GET.
+const maxCached = 1 << 16
+
+// leaseCache maps Lease names to the Lease as this store last wrote it,
+// with the record it wrote there, so a heartbeat decides on it without
+// decoding the annotation again. An entry is only ever a guess: a write
+// has the entry's resourceVersion as precondition and drops the entry when
+// that fails, so a stale entry costs one failed request, never a wrong
+// write.
 //
-// A leaseCache is safe for concurrent use; the Leases in it are never
-// modified (buildLease copies).
+// A leaseCache is safe for concurrent use; the Leases and records in it
+// are never modified (buildLease copies, readers clone).
 type leaseCache struct {
 	mu sync.Mutex
-	m  map[string]*coordv1.Lease // guarded by mu
+	m  map[string]cacheEntry // guarded by mu
+}
+
+// cacheEntry is one Lease this store wrote and the record it holds.
+type cacheEntry struct {
+	lease *coordv1.Lease
+	rec   *cluster.Record
 }
 
 func newLeaseCache() *leaseCache {
-	return &leaseCache{m: make(map[string]*coordv1.Lease)}
+	return &leaseCache{m: make(map[string]cacheEntry)}
 }
 
-func (c *leaseCache) get(name string) (*coordv1.Lease, bool) {
+func (c *leaseCache) get(name string) (cacheEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l, ok := c.m[name]
-	return l, ok
+	e, ok := c.m[name]
+	return e, ok
 }
 
-func (c *leaseCache) put(name string, l *coordv1.Lease) {
+func (c *leaseCache) put(name string, e cacheEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m[name] = l
+	if _, ok := c.m[name]; !ok && len(c.m) >= maxCached {
+		for k := range c.m { // evict an arbitrary entry
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[name] = e
 }
 
 func (c *leaseCache) drop(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, name)
-}
-
-// prune drops the entries expired reports as run out.
-func (c *leaseCache) prune(expired func(*coordv1.Lease) bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name, l := range c.m {
-		if expired(l) {
-			delete(c.m, name)
-		}
-	}
 }
 
 // len returns the number of entries.

@@ -23,17 +23,21 @@
 //     whole seconds, renewTime the writer's clock when it accepted the
 //     update (shown by kubectl; never read for liveness), acquireTime the
 //     start of the incarnation's tenure, leaseTransitions the number of
-//     holder changes. A Lease is expired when this store has seen it at
-//     the same resourceVersion for leaseDurationSeconds on its own clock
-//     (state.Observations); an expired Lease holds no record (reads skip
-//     it, an upsert treats the slot as empty, GC deletes it with the
-//     resourceVersion precondition). No other coordinator's clock decides
-//     liveness, so clock skew between coordinators does not matter.
+//     holder changes. No reader decides that a Lease has run out: every
+//     Talon Lease a store lists is in its snapshot, whatever its age or its
+//     renewTime, so two coordinators that read the same resourceVersion
+//     see the same records. Time-based transitions come only from
+//     coordinators, through ProposeTransition: a late mark (an UPDATE of
+//     the status annotation that keeps the spec, so renewTime stays the
+//     holder's) or an expiry (a DELETE), each with the resourceVersion the
+//     proposer read as precondition, so a renewal in between wins and any
+//     number of coordinators may propose.
 //   - Concurrency control. Every write carries the resourceVersion of the
 //     read it was decided on (metadata.resourceVersion on update, a
 //     Preconditions.ResourceVersion on delete). A write that loses a race
-//     re-reads the Lease and re-applies cluster.Order, at most
-//     Options.ConflictRetries times, then fails with state.ErrConflict.
+//     re-reads the Lease and re-applies the rule (state.Write over
+//     kubeSlots), at most Options.ConflictRetries times, then fails with
+//     state.ErrConflict.
 //     Duplicate and stale updates write nothing and do not renew the lease.
 //   - Write cache. A store remembers the Lease it last wrote per slot and
 //     decides the next heartbeat on it, writing with its resourceVersion:
@@ -41,7 +45,8 @@
 //     the store reads and re-decides. So the cache is only ever a guess
 //     that costs a failed request when wrong; a duplicate or stale verdict
 //     is never given on it (a restart, removal or expiry since would make
-//     the rule accept), only on a fresh read.
+//     the rule accept), only on a fresh read. The cache keeps the record it
+//     wrote beside the Lease, so a heartbeat decided on it decodes nothing.
 //   - Revisions. A revision is a Kubernetes resourceVersion, kept opaque:
 //     a Snapshot's is its LIST's resourceVersion (a LIST without
 //     resourceVersion, which the API server serves as a quorum-consistent
@@ -49,21 +54,14 @@
 //     change, a removal's that of a consistent read after the DELETE. Watch
 //     resumes from any of them; a resourceVersion the API server no longer
 //     has ends the watch with state.ErrCompacted and the caller relists.
-//   - Garbage collection. Expired Leases are deleted by any store that sees
-//     them (Snapshot hands them to the store's GC goroutine; every
-//     Options.SweepInterval the store sweeps its whole namespace), each with
-//     the resourceVersion it was seen at as a delete precondition. So no
-//     leader is needed: a Lease renewed in between is not deleted, and
-//     concurrent deleters get NotFound or Conflict, which are ignored.
-//     Watchers see a GC deletion as EventDelete.
 //   - Admission. At most Options.MaxInflightWrites Lease writes are in
 //     flight per store: an UpsertNode or RemoveNode holds one slot from its
 //     first request to its last (conflict retries included), so an
 //     admitted write is never refused halfway. A write that finds no slot
 //     free within Options.AdmissionWait fails before any request with an
 //     error wrapping state.ErrUnavailable (retryable; the coordinator
-//     answers the wire code unavailable) and nothing is written; garbage
-//     collection waits for a slot instead. Reads (Snapshot, CheckReady,
+//     answers the wire code unavailable) and nothing is written.
+//     ProposeTransition is admitted like any write. Reads (Snapshot, CheckReady,
 //     Watch) take no slot. Bounding the writes keeps the API server's queue,
 //     and so the latency of the writes admitted, short under saturation.
 //   - Errors. Every error wraps a state sentinel where one applies: 401
@@ -76,7 +74,7 @@
 //
 // Lifecycle and concurrency: New validates Options and builds the client
 // without contacting the API server. A Store is safe for concurrent use;
-// it owns one GC goroutine and one goroutine per open Watch, and Close ends
-// them and closes its idle connections. Every request is bounded by
+// it owns one goroutine per open Watch, and Close ends them and closes its
+// idle connections. Every request is bounded by
 // Options.RequestTimeout and the caller's context.
 package kube

@@ -35,13 +35,18 @@ type kubeEnv struct {
 	admin *kubernetes.Clientset
 }
 
-// startKube starts a kube-apiserver for t. Its watch cache is off, so a
-// watch reads etcd's history and etcd compaction reaches it as 410 Gone,
-// as in a cluster whose watch cache has rolled past the revision.
+// startKube starts a kube-apiserver for t with its watch cache on (the
+// default, as in a real cluster) and extraArgs.
 func startKube(t testing.TB, extraArgs ...string) *kubeEnv {
 	t.Helper()
+	return startKubeWith(t, testenv.KubeOptions{ExtraArgs: extraArgs})
+}
+
+// startKubeWith starts a kube-apiserver for t with opts.
+func startKubeWith(t testing.TB, opts testenv.KubeOptions) *kubeEnv {
+	t.Helper()
 	testenv.SkipIfShort(t)
-	srv := testenv.StartKubeAPIServer(t, testenv.KubeOptions{ExtraArgs: extraArgs})
+	srv := testenv.StartKubeAPIServer(t, opts)
 	admin, err := kubernetes.NewForConfig(srv.RestConfig(srv.AdminToken()))
 	if err != nil {
 		t.Fatalf("admin client: %v", err)

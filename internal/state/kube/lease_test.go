@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,95 +161,74 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 		}
 	})
 
-	t.Run("ExpiredLeaseDeletedByAnotherStore", func(t *testing.T) {
-		a, c := setup(t, func(o *Options) { o.SweepInterval = -1 })
-		b := k.newStore(t, c.token, c.namespace, func(o *Options) { o.SweepInterval = -1 })
-		clusterID := uniqueCluster(t)
-		gone := record(clusterID, cluster.RoleWorker, "gone", "inc-a", 1)
-		kept := record(clusterID, cluster.RoleWorker, "kept", "inc-a", 1)
-		if _, err := a.UpsertNode(testCtx(t), gone, time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.UpsertNode(testCtx(t), kept, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		// b sees both for the first time: live, whatever renewTime says,
-		// until b itself has seen "gone" unchanged for its full lease.
-		snap, err := b.Snapshot(testCtx(t), clusterID)
-		if err != nil || len(snap.Records) != 2 {
-			t.Fatalf("first snapshot through b = %+v, %v; want both records", snap, err)
-		}
-		time.Sleep(1100 * time.Millisecond)
-		// Still stored: nothing deletes a Lease until a store sees it expired.
-		getLease(t, c.namespace, gone.Key())
-		snap, err = b.Snapshot(testCtx(t), clusterID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(snap.Records) != 1 || snap.Records[0].NodeID != "kept" {
-			t.Fatalf("snapshot holds %d records, want only kept", len(snap.Records))
-		}
-		waitGone(t, c.namespace, gone.Key(), 10*time.Second)
-		getLease(t, c.namespace, kept.Key())
-	})
-
-	t.Run("GCDoesNotDeleteARenewedLease", func(t *testing.T) {
-		s, c := setup(t, func(o *Options) { o.SweepInterval = -1 })
-		clusterID := uniqueCluster(t)
-		rec := record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1)
-		if _, err := s.UpsertNode(testCtx(t), rec, time.Second); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(1100 * time.Millisecond)
-		stale := getLease(t, c.namespace, rec.Key()) // expired as seen now
-		if _, err := s.UpsertNode(testCtx(t), record(clusterID, cluster.RoleWorker, "w1", "inc-a", 2), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		// A GC pass that saw the expired version must not delete the renewal.
-		s.deleteExpired(testCtx(t), gcItem{name: stale.Name, resourceVersion: stale.ResourceVersion})
-		snap, err := s.Snapshot(testCtx(t), clusterID)
-		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 2 {
-			t.Fatalf("after a GC of an outdated version: snapshot %+v, %v; want the renewed record", snap, err)
-		}
-	})
-
-	// A coordinator whose clock is ten minutes ahead sweeps while a
-	// worker's Lease is renewed through another: it deletes nothing live
-	// (the old GC compared the writer's renewTime with its own clock and
-	// deleted every Lease it saw).
-	t.Run("GCWithAClockTenMinutesAheadDeletesNoLiveLease", func(t *testing.T) {
-		a, c := setup(t, func(o *Options) { o.SweepInterval = -1 })
+	// No reader's clock expires a Lease: past its duration it is still in
+	// every snapshot, through any store, until a coordinator proposes the
+	// expiry. A late mark keeps the holder's renewTime and duration.
+	t.Run("ExpiryOnlyByProposal", func(t *testing.T) {
+		a, c := setup(t, nil)
 		ahead := k.newStore(t, c.token, c.namespace, func(o *Options) {
-			o.SweepInterval = 100 * time.Millisecond
 			o.Clock = func() time.Time { return time.Now().Add(10 * time.Minute) }
 		})
 		clusterID := uniqueCluster(t)
-		for seq := uint64(0); seq < 8; seq++ {
-			var opts []state.UpsertOption
-			if seq > 0 {
-				opts = append(opts, state.Heartbeat())
-			}
-			res, err := a.UpsertNode(testCtx(t), record(clusterID, cluster.RoleWorker, "w1", "inc-a", seq), 2*time.Second, opts...)
-			if err != nil || res.Outcome != state.OutcomeAccepted {
-				t.Fatalf("heartbeat %d = %+v, %v; the sweeping coordinator deleted a live lease", seq, res, err)
-			}
-			snap, err := ahead.Snapshot(testCtx(t), clusterID)
-			if err != nil || len(snap.Records) != 1 {
-				t.Fatalf("snapshot through the coordinator ahead = %+v, %v; want the live record", snap, err)
-			}
-			time.Sleep(400 * time.Millisecond)
-		}
-		getLease(t, c.namespace, record(clusterID, cluster.RoleWorker, "w1", "inc-a", 0).Key())
-	})
-
-	t.Run("SweepDeletesExpiredLeasesOfAnyCluster", func(t *testing.T) {
-		s, c := setup(t, func(o *Options) { o.SweepInterval = 200 * time.Millisecond })
-		rec := record(uniqueCluster(t), cluster.RoleWorker, "w1", "inc-a", 1)
-		if _, err := s.UpsertNode(testCtx(t), rec, time.Second); err != nil {
+		rec := record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1)
+		if _, err := a.UpsertNode(testCtx(t), rec, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		// No snapshot of that cluster: the sweep alone must find it.
+		before := getLease(t, c.namespace, rec.Key())
+		time.Sleep(1100 * time.Millisecond)
+		for name, s := range map[string]*Store{"writer": a, "clock ten minutes ahead": ahead} {
+			snap, err := s.Snapshot(testCtx(t), clusterID)
+			if err != nil || len(snap.Records) != 1 {
+				t.Fatalf("snapshot through the %s store after the lease ran out = %+v, %v; want the record", name, snap, err)
+			}
+		}
+		res, err := ahead.ProposeTransition(testCtx(t), rec.Key(), "inc-a", 1, state.TransitionLate)
+		if err != nil || res.Outcome != state.OutcomeAccepted || !res.Record.Late {
+			t.Fatalf("ProposeTransition(late) = %+v, %v; want accepted with Late", res, err)
+		}
+		late := getLease(t, c.namespace, rec.Key())
+		if !late.Spec.RenewTime.Equal(before.Spec.RenewTime) || *late.Spec.LeaseDurationSeconds != *before.Spec.LeaseDurationSeconds {
+			t.Errorf("late mark changed the lease spec: renewTime %v -> %v, duration %d -> %d",
+				before.Spec.RenewTime, late.Spec.RenewTime, *before.Spec.LeaseDurationSeconds, *late.Spec.LeaseDurationSeconds)
+		}
+		if res, err := a.ProposeTransition(testCtx(t), rec.Key(), "inc-a", 1, state.TransitionExpire); err != nil || res.Outcome != state.OutcomeAccepted {
+			t.Fatalf("ProposeTransition(expire) = %+v, %v; want accepted", res, err)
+		}
+		if res, err := ahead.ProposeTransition(testCtx(t), rec.Key(), "inc-a", 1, state.TransitionExpire); err != nil || res.Outcome != state.OutcomeNotFound {
+			t.Fatalf("second ProposeTransition(expire) = %+v, %v; want not_found", res, err)
+		}
+		for _, m := range []struct {
+			s                  *Store
+			operation, outcome string
+			want               float64
+		}{
+			{ahead, "late", "accepted", 1}, {ahead, "expire", "not_found", 1},
+			{a, "expire", "accepted", 1}, {a, "late", "accepted", 0},
+		} {
+			if got := testutil.ToFloat64(m.s.transitions.WithLabelValues(m.operation, m.outcome)); got != m.want {
+				t.Errorf("talon_state_kube_transitions_total{operation=%q,outcome=%q} = %v, want %v", m.operation, m.outcome, got, m.want)
+			}
+		}
 		waitGone(t, c.namespace, rec.Key(), 10*time.Second)
+	})
+
+	t.Run("OneDecodePerHeartbeat", func(t *testing.T) {
+		s, _ := setup(t, nil)
+		clusterID := uniqueCluster(t)
+		ctx := testCtx(t)
+		if _, err := s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		before := s.Stats().RecordDecodes
+		for seq := uint64(2); seq <= 11; seq++ {
+			res, err := s.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "w1", "inc-a", seq), time.Hour, state.Heartbeat())
+			if err != nil || res.Outcome != state.OutcomeAccepted {
+				t.Fatalf("heartbeat %d = %+v, %v", seq, res, err)
+			}
+		}
+		if n := s.Stats().RecordDecodes - before; n != 0 {
+			t.Errorf("10 heartbeats through the store that wrote the lease decoded %d records, want 0 (the write cache holds the record)", n)
+		}
 	})
 
 	t.Run("RemovalRevisionIsTheDeleteEventRevision", func(t *testing.T) {
@@ -319,7 +299,7 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 			key := cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: node}
 			rec := record(clusterID, cluster.RoleWorker, node, "inc-x", 1)
 			enc, _ := cluster.Encode(rec)
-			l := buildLease(nil, LeaseName(key), c.namespace, rec, enc, 3600, time.Now(), cluster.DecisionInsert)
+			l, _ := buildLease(nil, LeaseName(key), c.namespace, state.Change{Decision: cluster.DecisionInsert, Record: rec, Encoded: enc, TTL: time.Hour}, time.Now())
 			l.Annotations[AnnotationStatus] = status
 			if _, err := k.admin.CoordinationV1().Leases(c.namespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -474,16 +454,14 @@ func testKubeBackend(t *testing.T, k *kubeEnv, watchCache bool) {
 			t.Fatalf("RemoveNode = %+v, %v", res, err)
 		}
 		up(a, "inc-c", 13, time.Second, cluster.DecisionInsert)
-		// Expired: a's guess says so, and the write is an insert.
-		time.Sleep(1100 * time.Millisecond)
-		up(a, "inc-a", 1, time.Hour, cluster.DecisionInsert)
-		snap, err := b.Snapshot(ctx, clusterID)
-		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 1 || snap.Records[0].IncarnationID != "inc-a" {
-			t.Fatalf("Snapshot = %+v, %v; want inc-a seq 1", snap, err)
+		// Expired through b: a's guess is gone, and the write is an insert.
+		if res, err := b.ProposeTransition(ctx, cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1"}, "inc-c", 13, state.TransitionExpire); err != nil || res.Outcome != state.OutcomeAccepted {
+			t.Fatalf("ProposeTransition(expire) = %+v, %v", res, err)
 		}
-		a.cache.prune(func(*coordv1.Lease) bool { return true }) // as when every lease has run out
-		if n := a.cache.len(); n != 0 {
-			t.Errorf("write cache holds %d entries after their leases ran out, want 0", n)
+		up(a, "inc-d", 1, time.Hour, cluster.DecisionInsert)
+		snap, err := b.Snapshot(ctx, clusterID)
+		if err != nil || len(snap.Records) != 1 || snap.Records[0].HeartbeatSeq != 1 || snap.Records[0].IncarnationID != "inc-d" {
+			t.Fatalf("Snapshot = %+v, %v; want inc-d seq 1", snap, err)
 		}
 	})
 

@@ -100,7 +100,7 @@ func annotationBytes(t testing.TB, rec *cluster.Record) (annotations, object int
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	l := buildLease(nil, LeaseName(rec.Key()), "talon", rec, enc, 30, time.Now(), cluster.DecisionInsert)
+	l, _ := buildLease(nil, LeaseName(rec.Key()), "talon", state.Change{Decision: cluster.DecisionInsert, Record: rec, Encoded: enc, TTL: 30 * time.Second}, time.Now())
 	for k, v := range l.Annotations {
 		annotations += len(k) + len(v)
 	}

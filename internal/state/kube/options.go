@@ -34,10 +34,6 @@ const (
 	DefaultConflictRetries = 8
 	// DefaultListPageSize is the page size of Snapshot's LIST.
 	DefaultListPageSize = 500
-	// DefaultSweepInterval is how often a store lists every Talon Lease in
-	// its namespace to delete the expired ones Snapshot has not seen (those
-	// of clusters no coordinator reads any more).
-	DefaultSweepInterval = time.Minute
 	// DefaultMaxInflightWrites bounds the Lease writes one store has in
 	// flight, and DefaultAdmissionWait how long a write waits for a slot
 	// before it is refused as unavailable. Measured on a saturated
@@ -81,25 +77,20 @@ type Options struct {
 	ConflictRetries int
 	// ListPageSize is the LIST page size; zero means DefaultListPageSize.
 	ListPageSize int64
-	// SweepInterval is the period of the namespace-wide sweep of expired
-	// Leases; zero means DefaultSweepInterval, negative disables the sweep
-	// (Snapshot still deletes the expired Leases it sees).
-	SweepInterval time.Duration
 	// MaxInflightWrites bounds the Lease writes (UpsertNode, RemoveNode,
-	// garbage collection) in flight at once (--kube-max-inflight-writes);
+	// ProposeTransition) in flight at once (--kube-max-inflight-writes);
 	// zero means DefaultMaxInflightWrites, negative means no limit. Reads
 	// (Snapshot, CheckReady, Watch) are not limited.
 	MaxInflightWrites int
 	// AdmissionWait is how long UpsertNode and RemoveNode wait for a free
 	// slot before they fail with state.ErrUnavailable (--kube-admission-wait);
-	// zero means DefaultAdmissionWait. Garbage collection waits as long as
-	// it takes.
+	// zero means DefaultAdmissionWait.
 	AdmissionWait time.Duration
 	// Registerer receives the store's metrics (write refusals and writes in
 	// flight); nil registers none.
 	Registerer prometheus.Registerer
-	// Clock returns the time used for renewTime, UpdatedAtUnixMs and
-	// expiry; nil means time.Now.
+	// Clock returns the time used for renewTime and UpdatedAtUnixMs; nil
+	// means time.Now. It decides nothing about liveness.
 	Clock func() time.Time
 	// Logger receives warnings (malformed Leases, failed deletions); nil
 	// discards them.
@@ -109,11 +100,8 @@ type Options struct {
 // withDefaults returns o with zero fields replaced by their defaults, or an
 // error naming the first invalid field.
 func (o Options) withDefaults() (Options, error) {
-	if o.Namespace == "" {
-		return o, fmt.Errorf("kube namespace: must be set")
-	}
-	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
-		return o, fmt.Errorf("kube namespace %q: must be a DNS-1123 label: %s", o.Namespace, errs[0])
+	if err := validateNamespace(o.Namespace); err != nil {
+		return o, err
 	}
 	if o.RequestTimeout < 0 {
 		return o, fmt.Errorf("kube request timeout %s: must not be negative", o.RequestTimeout)
@@ -157,9 +145,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.AdmissionWait == 0 {
 		o.AdmissionWait = DefaultAdmissionWait
 	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
-	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -167,6 +152,17 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
+}
+
+// validateNamespace checks Options.Namespace.
+func validateNamespace(ns string) error {
+	if ns == "" {
+		return fmt.Errorf("kube namespace: must be set")
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("kube namespace %q: must be a DNS-1123 label: %s", ns, errs[0])
+	}
+	return nil
 }
 
 // restConfig returns the client configuration the options select, copied

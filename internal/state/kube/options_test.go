@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 func TestOptionsValidation(t *testing.T) {
@@ -80,7 +81,7 @@ func TestOptionsDefaultsAndRESTConfig(t *testing.T) {
 	}
 	if o.RequestTimeout != DefaultRequestTimeout || o.QPS != DefaultQPS || o.Burst != DefaultBurst ||
 		o.ConflictRetries != DefaultConflictRetries || o.ListPageSize != DefaultListPageSize ||
-		o.SweepInterval != DefaultSweepInterval || o.MaxInflightWrites != DefaultMaxInflightWrites ||
+		o.MaxInflightWrites != DefaultMaxInflightWrites ||
 		o.AdmissionWait != DefaultAdmissionWait || o.Clock == nil || o.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", o)
 	}
@@ -170,6 +171,11 @@ func TestOptionsRegisterer(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "talon_state_kube_write_refusals_total", "talon_state_kube_writes_inflight"); err != nil || n != 2 {
 		t.Fatalf("registered series = %d, %v; want 2", n, err)
 	}
+	// Every (operation, outcome) of the transitions counter is there from the start.
+	if n, err := testutil.GatherAndCount(reg, "talon_state_kube_transitions_total"); err != nil || n != 8 {
+		t.Fatalf("transition series = %d, %v; want 8", n, err)
+	}
+	testsupport.LintMetrics(t, reg, "talon_state_kube_", 3)
 	// A second store on the same registry is refused (and starts nothing).
 	if s2, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "kube metrics") {
 		if s2 != nil {

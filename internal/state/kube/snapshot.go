@@ -18,10 +18,12 @@ import (
 // Snapshot lists the cluster's Leases with one consistent LIST (no
 // resourceVersion: the API server's most recent, quorum-consistent read;
 // further pages continue at the first page's resourceVersion), and returns
-// the records of the unexpired ones, ordered by role then node ID, with the
-// list's resourceVersion as the revision and the local clock after the read
-// as the observation time. Expired Leases are handed to the GC goroutine;
-// Leases of other schema versions and unreadable ones are skipped.
+// the record of every Talon Lease of the cluster, ordered by role then node
+// ID, with the list's resourceVersion as the revision and the local clock
+// after the read as the observation time. No Lease is left out for its age:
+// what the store holds is the snapshot, and a Lease goes only when a
+// coordinator's TransitionExpire (or a removal) deletes it. Leases of other
+// schema versions and unreadable ones are skipped.
 func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -35,19 +37,15 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 		return nil, mapError(op, err)
 	}
 	now := s.now()
+	s.pruneObservations(now)
 	snap := &state.Snapshot{ClusterID: clusterID, Revision: state.NewRevision(rv), ObservedAtUnixMs: now.UnixMilli()}
-	var garbage []gcItem
 	for i := range items {
 		l := &items[i]
 		key, ok := keyFromAnnotations(l.Annotations)
 		if !ok || key.ClusterID != clusterID {
 			continue // another cluster whose label value coincides, or not Talon's
 		}
-		if s.expired(l) {
-			garbage = append(garbage, gcItem{name: l.Name, resourceVersion: l.ResourceVersion})
-			continue
-		}
-		rec, _, err := decodeLease(l, key)
+		rec, _, err := s.decode(l, key)
 		if err != nil {
 			if errors.Is(err, state.ErrUnsupportedVersion) {
 				s.log.DebugContext(ctx, "skipping lease of another schema version", "lease", l.Name, "err", err)
@@ -61,7 +59,6 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 	slices.SortFunc(snap.Records, func(a, b *cluster.Record) int {
 		return cmp.Or(cmp.Compare(a.Role, b.Role), cmp.Compare(a.NodeID, b.NodeID))
 	})
-	s.enqueueGC(garbage)
 	return snap, nil
 }
 

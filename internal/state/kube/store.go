@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -29,9 +32,8 @@ var _ state.Store = (*Store)(nil)
 // Lease per Talon process in one namespace (see the package documentation
 // for the mapping and its invariants).
 //
-// A Store is safe for concurrent use. It owns one goroutine that deletes
-// expired Leases and one per open Watch; Close ends them all and closes the
-// store's idle connections.
+// A Store is safe for concurrent use. It owns one goroutine per open
+// Watch; Close ends them all and closes the store's idle connections.
 type Store struct {
 	leases coordclient.LeaseInterface
 	opts   Options // with defaults applied; read-only after New
@@ -43,27 +45,88 @@ type Store struct {
 	// open before the store resumes with a new one (tests shorten it).
 	watchSession time.Duration
 
-	// ctx is canceled by Close; it ends the GC goroutine and every watch.
+	// ctx is canceled by Close; it ends every watch.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// gcq carries expired Leases to the GC goroutine.
-	gcq chan gcItem
 	// cache holds the Leases this store wrote last, so a heartbeat costs
 	// one request (UPDATE) instead of two (GET, UPDATE).
 	cache *leaseCache
 	// writes bounds the Lease writes in flight (Options.MaxInflightWrites).
 	writes *writeGate
+	// transitions counts ProposeTransition calls by operation and outcome.
+	transitions *prometheus.CounterVec
 
 	// mu guards the fields below. Watch holds it while it adds to wg, so
 	// Close (which sets closed under mu, then waits) never races an Add.
-	mu       sync.Mutex
-	closed   bool
-	wg       sync.WaitGroup
-	gcQueued map[string]bool // Lease names in gcq, so a name is queued once
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
 
 	// obs remembers when this store first saw each Lease at its current
-	// resourceVersion: the origin of record ages and of expiry.
+	// resourceVersion: the origin of the record ages shown
+	// (UpdatedAtUnixMs), never of liveness.
 	obs *state.Observations
+
+	// decodes counts records decoded from Lease annotations (Stats).
+	decodes atomic.Uint64
+	// pruned is when (unix ns) Snapshot last pruned obs.
+	pruned atomic.Int64
+}
+
+// newTransitionCounter is talon_state_kube_transitions_total, with every
+// series of its bounded labels present from the start.
+func newTransitionCounter() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "talon_state_kube_transitions_total",
+		Help: "ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).",
+	}, []string{"operation", "outcome"})
+	for _, tr := range []state.Transition{state.TransitionLate, state.TransitionExpire} {
+		for _, o := range []string{"accepted", "stale", "not_found", "error"} {
+			c.WithLabelValues(tr.String(), o)
+		}
+	}
+	return c
+}
+
+// noteTransition counts one ProposeTransition answer.
+func (s *Store) noteTransition(tr state.Transition, res state.WriteResult, err error) {
+	outcome := res.Outcome.String()
+	if err != nil || res.Outcome < state.OutcomeAccepted || res.Outcome > state.OutcomeNotFound {
+		outcome = "error"
+	}
+	s.transitions.WithLabelValues(tr.String(), outcome).Inc()
+}
+
+// Stats are cumulative counters of one store, for tests.
+type Stats struct {
+	// RecordDecodes counts records decoded from Lease annotations. A
+	// heartbeat decided on the write cache decodes none.
+	RecordDecodes uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats { return Stats{RecordDecodes: s.decodes.Load()} }
+
+// decode is decodeLease, counted.
+func (s *Store) decode(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
+	s.decodes.Add(1)
+	return decodeLease(l, want)
+}
+
+// obsPruneInterval is how often Snapshot drops the observations of Leases
+// no read has listed for obsKeep.
+const (
+	obsPruneInterval = time.Minute
+	obsKeep          = 10 * time.Minute
+)
+
+// pruneObservations bounds obs by the Leases the store still lists.
+func (s *Store) pruneObservations(now time.Time) {
+	last := s.pruned.Load()
+	if now.UnixNano()-last < int64(obsPruneInterval) || !s.pruned.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.obs.Prune(now.Add(-obsKeep))
 }
 
 // New builds a Store from opts. It validates opts (errors name the field)
@@ -90,8 +153,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
 	writes := newWriteGate(o.MaxInflightWrites, o.AdmissionWait)
+	transitions := newTransitionCounter()
 	if o.Registerer != nil {
-		collectors := writes.collectors()
+		collectors := append(writes.collectors(), transitions)
 		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
 				for _, r := range collectors[:i] {
@@ -111,14 +175,11 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		watchSession: watchSessionSeconds * time.Second,
 		ctx:          sctx,
 		cancel:       cancel,
-		gcq:          make(chan gcItem, gcQueueSize),
-		gcQueued:     make(map[string]bool),
 		obs:          state.NewObservations(o.Clock),
 		cache:        newLeaseCache(),
 		writes:       writes,
+		transitions:  transitions,
 	}
-	s.wg.Add(1)
-	go s.runGC()
 	return s, nil
 }
 
@@ -148,7 +209,7 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	utilnet.CloseIdleConnectionsFor(s.transport)
 	if s.opts.Registerer != nil {
-		for _, c := range s.writes.collectors() {
+		for _, c := range append(s.writes.collectors(), s.transitions) {
 			s.opts.Registerer.Unregister(c)
 		}
 	}
@@ -179,19 +240,6 @@ func (s *Store) CheckReady(ctx context.Context) error {
 	defer cancel()
 	_, err := s.leases.List(rctx, metav1.ListOptions{LabelSelector: managedSelector, Limit: 1})
 	return mapError("kube check ready", err)
-}
-
-// expired reports whether l's lease has run out as this store observed it:
-// l has been at its resourceVersion for leaseDurationSeconds since this
-// store first saw it there, on this store's own (monotonic) clock. The
-// renewTime a writer stamped is not read: another coordinator's clock
-// never decides whether a Lease is live. A Lease without a duration has
-// no lease to run and counts as expired.
-func (s *Store) expired(l *coordv1.Lease) bool {
-	if l.Spec.LeaseDurationSeconds == nil {
-		return true
-	}
-	return s.obs.Age(l.Name, l.ResourceVersion) >= time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
 }
 
 // observed returns rec with UpdatedAtUnixMs set to when this store first

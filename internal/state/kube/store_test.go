@@ -11,6 +11,7 @@ import (
 
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/statetest"
+	"github.com/talonhq/talon/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -30,24 +31,49 @@ const faultRequestTimeout = 1500 * time.Millisecond
 // TestContract runs the whole statetest suite against a real kube-apiserver,
 // every case as the deployment's ServiceAccount holding exactly the Role
 // and RoleBinding of deploy/kubernetes/rbac.yaml, each in a namespace of
-// its own.
+// its own: once with the API server's watch cache on (production's
+// setting: consistent lists and watches are served from the cache) and
+// once with it off (lists and watches read etcd).
 func TestContract(t *testing.T) {
-	k := startKube(t, "--watch-cache=false")
-	statetest.Run(t, func(t *testing.T) *statetest.Harness {
-		ns := k.namespace(t, "contract")
-		c := k.applyRBAC(t, ns)
-		s := k.newStore(t, c.token, ns, nil)
-		return &statetest.Harness{
-			Store:    s,
-			Advance:  time.Sleep,
-			LeaseTTL: contractLeaseTTL,
-			Fault:    func(t testing.TB, f statetest.Fault) (state.Store, func()) { return k.fault(t, c, s, f) },
-			Compact:  func(t testing.TB) { k.srv.Etcd().Compact(t, 0) },
-			Peer: func(t testing.TB, offset time.Duration) state.Store {
-				return k.newStore(t, c.token, ns, func(o *Options) { o.Clock = func() time.Time { return time.Now().Add(offset) } })
-			},
-		}
-	})
+	for _, tc := range []struct {
+		name         string
+		noWatchCache bool
+	}{
+		{"watchcache=on", false},
+		{"watchcache=off", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := startKubeWith(t, testenv.KubeOptions{NoWatchCache: tc.noWatchCache})
+			statetest.Run(t, func(t *testing.T) *statetest.Harness { return k.harness(t, !tc.noWatchCache) })
+		})
+	}
+}
+
+// harness is one contract case's harness on the shared server.
+func (k *kubeEnv) harness(t *testing.T, watchCache bool) *statetest.Harness {
+	ns := k.namespace(t, "contract")
+	c := k.applyRBAC(t, ns)
+	s := k.newStore(t, c.token, ns, nil)
+	return &statetest.Harness{
+		Store:    s,
+		Advance:  time.Sleep,
+		LeaseTTL: contractLeaseTTL,
+		Fault:    func(t testing.TB, f statetest.Fault) (state.Store, func()) { return k.fault(t, c, s, f) },
+		Compact: func(t testing.TB) {
+			k.srv.Etcd().Compact(t, 0)
+			if watchCache {
+				// The watch cache keeps serving history etcd has compacted
+				// until it rolls past it; a restarted server's cache starts
+				// at the current revision, so every older one is gone.
+				k.srv.Stop()
+				k.srv.Start()
+				k.waitAccess(t, c, true)
+			}
+		},
+		Peer: func(t testing.TB, offset time.Duration) state.Store {
+			return k.newStore(t, c.token, ns, func(o *Options) { o.Clock = func() time.Time { return time.Now().Add(offset) } })
+		},
+	}
 }
 
 // fault causes f for real against the shared server.

@@ -244,7 +244,7 @@ func (s *Store) convert(ctx context.Context, ev watch.Event, clusterID string) (
 	e := state.Event{Type: state.EventDelete, Key: key, Revision: state.NewRevision(l.ResourceVersion)}
 	switch ev.Type {
 	case watch.Added, watch.Modified:
-		rec, _, err := decodeLease(l, key)
+		rec, _, err := s.decode(l, key)
 		if err == nil {
 			e.Type = state.EventPut
 			e.Record = s.observed(l, rec)

@@ -46,152 +46,203 @@ func (s *Store) get(ctx context.Context, name string) (*coordv1.Lease, error) {
 	return l, err
 }
 
-// UpsertNode applies rec to its Lease under the ordering rule. It decides
-// with cluster.Order against the record in the Lease's annotation (an
-// expired or missing Lease holds no record) and writes with that Lease's
-// resourceVersion as precondition, so a concurrent writer makes the write
-// fail instead of being overwritten; it then reads again and re-decides, at
-// most ConflictRetries times before returning ErrConflict. The first
-// decision is made on the Lease as this store last wrote it, if it did (one
-// request per heartbeat when a worker keeps talking to the same
-// coordinator); a rejection is only ever made on a fresh read. Duplicate
-// and stale updates write nothing.
+// UpsertNode applies rec to its Lease under the ordering rule, through
+// state.Write over the store's slots (kubeSlots): it decides with
+// cluster.Order against the record in the Lease's annotation and writes
+// with that Lease's resourceVersion as precondition, so a concurrent writer
+// makes the write fail instead of being overwritten; it then reads again
+// and re-decides, at most ConflictRetries+1 writes before returning
+// ErrConflict. The first decision is made on the Lease as this store last
+// wrote it, if it did (one request per heartbeat when a worker keeps
+// talking to the same coordinator); a rejection is only ever made on a
+// fresh read. Duplicate and stale updates write nothing.
 func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
 	o := state.NewUpsertOptions(opts)
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
 	}
-	if err := state.ValidateRecord(rec); err != nil {
-		return state.WriteResult{}, err
+	if rec == nil {
+		return state.WriteResult{}, fmt.Errorf("kube upsert: %w: record is nil", state.ErrInvalidRecord)
 	}
-	secs, err := leaseTTLSeconds(leaseTTL)
-	if err != nil {
+	if err := state.ValidateKey(rec.Key()); err != nil {
+		return state.WriteResult{}, fmt.Errorf("kube upsert: %w", err)
+	}
+	if _, err := leaseTTLSeconds(leaseTTL); err != nil {
 		return state.WriteResult{}, err
 	}
 	key := rec.Key()
+	return s.write(ctx, func() string { return "kube upsert " + key.String() }, key, false,
+		state.Upsert(rec, o.Update, leaseTTL, s.now))
+}
+
+// ProposeTransition applies tr to slot key's Lease while it holds
+// incarnationID at seq, with the read's resourceVersion as precondition:
+// a late mark is an UPDATE that keeps the Lease's renewTime and duration,
+// an expiry a conditional DELETE.
+func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return state.WriteResult{}, err
+	}
+	if err := state.ValidateTransition(key, incarnationID, tr); err != nil {
+		return state.WriteResult{}, err
+	}
+	res, err := s.write(ctx, func() string { return "kube propose " + tr.String() + " " + key.String() }, key, true,
+		state.Propose(incarnationID, seq, tr))
+	s.noteTransition(tr, res, err)
+	return res, err
+}
+
+// write admits one write and runs state.Write over the store's slots. list
+// makes fresh reads consistent LISTs, whose resourceVersion names the
+// revision of an absence too.
+func (s *Store) write(ctx context.Context, op func() string, key cluster.Key, list bool, decide state.Decide) (state.WriteResult, error) {
 	// The operation's name is built only for an error: not per heartbeat.
-	release, err := s.writes.admit(ctx, func() string { return "kube upsert " + key.String() })
+	release, err := s.writes.admit(ctx, op)
 	if err != nil {
 		return state.WriteResult{}, err
 	}
 	defer release()
+	slots := &kubeSlots{s: s, list: list}
+	res, err := state.Write(ctx, slots, key, s.opts.ConflictRetries+1, decide)
+	if err != nil {
+		return state.WriteResult{}, mapError(op(), err)
+	}
+	return res, nil
+}
+
+// kubeSlots is the store's state.Slots for one write: a slot is read from
+// the write cache (the Lease as this store last wrote it) or the API
+// server, and swapped with the read's resourceVersion as precondition.
+type kubeSlots struct {
+	s         *Store
+	list      bool // fresh reads LIST rather than GET
+	conflicts int  // lost preconditions so far, for the backoff
+}
+
+func (k *kubeSlots) Read(ctx context.Context, key cluster.Key, fresh bool) (state.Slot, error) {
+	s := k.s
 	name := LeaseName(key)
-	useCache := true
-	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
-		if attempt > 0 {
-			if err := backoff.Sleep(ctx, conflictBackoff.Delay(attempt, rand.Float64())); err != nil {
-				return state.WriteResult{}, mapError("kube upsert "+key.String(), err)
-			}
-		}
-		// The first attempt decides on the Lease as this store last wrote
-		// it, when it has it: the write's precondition fails if anyone has
-		// changed it since, so an accepted decision on the cached Lease is
-		// the decision on the stored one. Otherwise, and after a conflict,
-		// read it.
-		var cur *coordv1.Lease
-		cached := false
-		if useCache && attempt == 0 {
-			cur, cached = s.cache.get(name)
-		}
-		if !cached {
-			var err error
-			if cur, err = s.get(ctx, name); err != nil {
-				return state.WriteResult{}, mapError("kube upsert "+key.String()+": get lease "+name, err)
-			}
-		}
-		now := s.now()
-		var stored *cluster.Record
-		if cur != nil && !s.expired(cur) {
-			stored, _, err = decodeLease(cur, key)
-			switch {
-			case err == nil:
-				stored = s.observed(cur, stored)
-			case errors.Is(err, errNotTalon):
-				// A record that cannot be read holds no sequence to order
-				// against: overwrite it (the write still has its
-				// resourceVersion precondition).
-				s.log.WarnContext(ctx, "overwriting unreadable lease", "lease", name, "err", err)
-				stored = nil
-			default:
-				// Another schema version (its sequence cannot be read, so
-				// the rule cannot be applied) or a name collision.
-				return state.WriteResult{}, fmt.Errorf("kube upsert %s: %w", key, err)
-			}
-		}
-		d := cluster.Order(stored, rec, o.Update)
-		if !d.Accepted() && cached {
-			// Rejecting needs the stored Lease: another incarnation, an
-			// expiry or a removal since the cached write would accept.
-			s.cache.drop(name)
-			useCache = false
-			attempt--
-			continue
-		}
-		if !d.Accepted() {
-			var rv string
-			if cur != nil {
-				rv = cur.ResourceVersion
-			}
-			return state.WriteResult{Outcome: state.OutcomeOf(d), Decision: d, Revision: state.NewRevision(rv), Record: stored}, nil
-		}
-		// A Lease that expired but was not yet collected still holds the
-		// slot's last generation and superseded incarnations: the new
-		// registration continues from it.
-		prev := stored
-		if prev == nil && cur != nil {
-			prev, _, _ = decodeLease(cur, key)
-		}
-		next := cluster.Next(prev, rec, d, 0)
-		next.UpdatedAtUnixMs = now.UnixMilli()
-		enc, err := state.EncodeRecord(next)
-		if err != nil {
-			// The stamped time can push a record at the size limit over it.
-			return state.WriteResult{}, fmt.Errorf("kube upsert %s: %w", key, err)
-		}
-		lease := buildLease(cur, name, s.opts.Namespace, next, enc, secs, now, d)
-		var written *coordv1.Lease
-		rctx, cancel := s.reqCtx(ctx)
-		if cur == nil {
-			written, err = s.leases.Create(rctx, lease, metav1.CreateOptions{})
-		} else {
-			written, err = s.leases.Update(rctx, lease, metav1.UpdateOptions{})
-		}
-		cancel()
-		switch {
-		case err == nil:
-			s.cache.put(name, written)
-			// This store saw its own write land: from now on the record
-			// ages here, whatever renewTime says.
-			next.UpdatedAtUnixMs = s.obs.See(name, written.ResourceVersion, 0).UnixMilli()
-			return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: state.NewRevision(written.ResourceVersion), Record: next}, nil
-		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), cur != nil && apierrors.IsNotFound(err):
-			s.cache.drop(name)
-			// Another writer won the race (or deleted the Lease): re-read
-			// and apply the rule to what it wrote.
-			continue
-		default:
-			return state.WriteResult{}, mapError("kube upsert "+key.String()+": write lease "+name, err)
+	if !fresh {
+		if e, ok := s.cache.get(name); ok {
+			// The write's precondition fails if anyone has changed the
+			// Lease since, so a decision on it is the decision on the
+			// stored one: no decode, the record is the one written.
+			return state.Slot{Record: s.observed(e.lease, e.rec.Clone()), Version: e.lease.ResourceVersion, Token: e.lease,
+				Revision: state.NewRevision(e.lease.ResourceVersion)}, nil
 		}
 	}
-	return state.WriteResult{}, fmt.Errorf("kube upsert %s: %w: lost %d races in a row", key, state.ErrConflict, s.opts.ConflictRetries+1)
+	var cur *coordv1.Lease
+	var rv string
+	var err error
+	if k.list {
+		cur, rv, err = s.listSlot(ctx, key)
+	} else if cur, err = s.get(ctx, name); cur != nil {
+		rv = cur.ResourceVersion
+	}
+	if err != nil {
+		return state.Slot{}, fmt.Errorf("read lease %s: %w", name, err)
+	}
+	slot := state.Slot{Revision: state.NewRevision(rv), Fresh: true}
+	if cur == nil {
+		return slot, nil
+	}
+	slot.Version, slot.Token = cur.ResourceVersion, cur
+	rec, _, err := s.decode(cur, key)
+	switch {
+	case err == nil:
+		slot.Record = s.observed(cur, rec)
+	case errors.Is(err, errNotTalon), errors.Is(err, state.ErrUnsupportedVersion):
+		// A record that cannot be read holds no sequence to order against
+		// (a registration overwrites it, still with the precondition); the
+		// holder identity names its incarnation for a removal.
+		slot.Bad = err
+		if cur.Spec.HolderIdentity != nil {
+			slot.Holder = *cur.Spec.HolderIdentity
+		}
+		if errors.Is(err, errNotTalon) {
+			s.log.WarnContext(ctx, "lease holds no readable record", "lease", name, "err", err)
+		}
+	default:
+		// A name collision: never written or deleted.
+		return state.Slot{}, err
+	}
+	return slot, nil
+}
+
+func (k *kubeSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, ch state.Change) (state.Swapped, error) {
+	s := k.s
+	name := LeaseName(key)
+	l, _ := cur.Token.(*coordv1.Lease)
+	if ch.Record == nil {
+		if l == nil {
+			return state.Swapped{}, nil // nothing to delete: read again
+		}
+		rev, err := s.deleteObserved(ctx, key, l)
+		if err == nil || apierrors.IsNotFound(err) {
+			s.cache.drop(name)
+		}
+		switch {
+		case err == nil:
+			return state.Swapped{Applied: true, Revision: state.NewRevision(rev)}, nil
+		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+			return state.Swapped{}, k.lost(ctx)
+		}
+		return state.Swapped{}, fmt.Errorf("delete lease %s: %w", name, err)
+	}
+	lease, err := buildLease(l, name, s.opts.Namespace, ch, s.now())
+	if err != nil {
+		return state.Swapped{}, err
+	}
+	var written *coordv1.Lease
+	rctx, cancel := s.reqCtx(ctx)
+	if l == nil {
+		written, err = s.leases.Create(rctx, lease, metav1.CreateOptions{})
+	} else {
+		written, err = s.leases.Update(rctx, lease, metav1.UpdateOptions{})
+	}
+	cancel()
+	switch {
+	case err == nil:
+		s.cache.put(name, cacheEntry{lease: written, rec: ch.Record})
+		// This store saw its own write land: from now on the record
+		// ages here, whatever renewTime says.
+		next := ch.Record.Clone()
+		next.UpdatedAtUnixMs = s.obs.See(name, written.ResourceVersion, 0).UnixMilli()
+		return state.Swapped{Applied: true, Revision: state.NewRevision(written.ResourceVersion), Record: next}, nil
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), l != nil && apierrors.IsNotFound(err):
+		// Another writer won the race (or deleted the Lease): read again
+		// and apply the rule to what it wrote.
+		s.cache.drop(name)
+		return state.Swapped{}, k.lost(ctx)
+	}
+	return state.Swapped{}, fmt.Errorf("write lease %s: %w", name, err)
+}
+
+// lost waits before the next round after a lost precondition.
+func (k *kubeSlots) lost(ctx context.Context) error {
+	k.conflicts++
+	return backoff.Sleep(ctx, conflictBackoff.Delay(k.conflicts, rand.Float64()))
 }
 
 // conflictBackoff spaces conflict retries: a short jittered wait that
 // doubles from 1 ms and is capped at 100 ms.
 var conflictBackoff = backoff.Policy{Initial: time.Millisecond, Max: 100 * time.Millisecond, Jitter: 1}
 
-// buildLease returns the Lease to write for record next: cur's object (its
+// buildLease returns the Lease to write for change ch: cur's object (its
 // resourceVersion is the write's precondition; labels and annotations of
 // other owners are kept) or a new one, with Talon's labels, annotations and
-// lease spec. A new incarnation (or a Lease re-acquired after expiry)
-// starts a new acquireTime; a holder change counts a transition.
-func buildLease(cur *coordv1.Lease, name, namespace string, next *cluster.Record, enc []byte, secs int32, now time.Time, d cluster.Decision) *coordv1.Lease {
+// lease spec. A new incarnation (or a Lease re-acquired) starts a new
+// acquireTime; a holder change counts a transition. A change that keeps the
+// lease (a late mark) leaves the spec alone: the renewTime stays the
+// holder's last one.
+func buildLease(cur *coordv1.Lease, name, namespace string, ch state.Change, now time.Time) (*coordv1.Lease, error) {
 	var l *coordv1.Lease
 	if cur != nil {
 		l = cur.DeepCopy()
 	} else {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
 	}
+	next := ch.Record
 	key := next.Key()
 	if l.Labels == nil {
 		l.Labels = make(map[string]string, 4)
@@ -205,15 +256,21 @@ func buildLease(cur *coordv1.Lease, name, namespace string, next *cluster.Record
 	l.Annotations[AnnotationCluster] = key.ClusterID
 	l.Annotations[AnnotationRole] = string(key.Role)
 	l.Annotations[AnnotationNode] = key.NodeID
-	l.Annotations[AnnotationStatus] = string(enc)
-
+	l.Annotations[AnnotationStatus] = string(ch.Encoded)
+	if ch.KeepLease && cur != nil {
+		return l, nil
+	}
+	secs, err := leaseTTLSeconds(ch.TTL)
+	if err != nil {
+		return nil, err
+	}
 	holder := next.IncarnationID
 	prev := ""
 	if l.Spec.HolderIdentity != nil {
 		prev = *l.Spec.HolderIdentity
 	}
 	renew := metav1.NewMicroTime(now)
-	if cur == nil || prev != holder || d == cluster.DecisionInsert || l.Spec.AcquireTime == nil {
+	if cur == nil || prev != holder || ch.Decision == cluster.DecisionInsert || l.Spec.AcquireTime == nil {
 		l.Spec.AcquireTime = &renew
 	}
 	if cur != nil && prev != holder {
@@ -230,7 +287,7 @@ func buildLease(cur *coordv1.Lease, name, namespace string, next *cluster.Record
 	l.Spec.HolderIdentity = &holder
 	l.Spec.LeaseDurationSeconds = &secs
 	l.Spec.RenewTime = &renew
-	return l
+	return l, nil
 }
 
 // listSlot reads slot k's Lease with a consistent LIST (which, unlike a
@@ -253,11 +310,9 @@ func (s *Store) listSlot(ctx context.Context, k cluster.Key) (*coordv1.Lease, st
 
 // RemoveNode deletes slot key's Lease when its holder is incarnationID,
 // with the read's resourceVersion as precondition, so it never deletes a
-// Lease a restarted process renewed in between. An expired Lease holds no
-// record: the outcome is OutcomeNotFound (and the Lease is deleted as
-// garbage). The revision of an accepted removal is the resourceVersion of
-// the deletion itself, the one watchers see on the EventDelete (see
-// deleteObserved).
+// Lease a restarted process renewed in between. The revision of an
+// accepted removal is the resourceVersion of the deletion itself, the one
+// watchers see on the EventDelete (see deleteObserved).
 func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
@@ -265,60 +320,10 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 	if err := state.ValidateKey(key); err != nil {
 		return state.WriteResult{}, err
 	}
-	op := "kube remove " + key.String()
-	release, err := s.writes.admit(ctx, func() string { return op })
-	if err != nil {
-		return state.WriteResult{}, err
+	if incarnationID == "" {
+		return state.WriteResult{}, fmt.Errorf("kube remove %s: %w: incarnationId \"\": must not be empty", key, state.ErrInvalidRecord)
 	}
-	defer release()
-	for attempt := 0; attempt <= s.opts.ConflictRetries; attempt++ {
-		if attempt > 0 {
-			if err := backoff.Sleep(ctx, conflictBackoff.Delay(attempt, rand.Float64())); err != nil {
-				return state.WriteResult{}, mapError(op, err)
-			}
-		}
-		cur, rv, err := s.listSlot(ctx, key)
-		if err != nil {
-			return state.WriteResult{}, mapError(op, err)
-		}
-		if cur == nil {
-			return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: state.NewRevision(rv)}, nil
-		}
-		if s.expired(cur) {
-			s.deleteExpired(ctx, gcItem{name: cur.Name, resourceVersion: cur.ResourceVersion})
-			return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: state.NewRevision(rv)}, nil
-		}
-		stored, _, err := decodeLease(cur, key)
-		switch {
-		case err == nil, errors.Is(err, errNotTalon), errors.Is(err, state.ErrUnsupportedVersion):
-			// The holder identity decides; the record is returned when readable.
-		default:
-			return state.WriteResult{}, fmt.Errorf("%s: %w", op, err)
-		}
-		if stored != nil {
-			stored = s.observed(cur, stored)
-		}
-		holder := ""
-		if cur.Spec.HolderIdentity != nil {
-			holder = *cur.Spec.HolderIdentity
-		}
-		if holder != incarnationID || (stored != nil && stored.IncarnationID != incarnationID) {
-			return state.WriteResult{Outcome: state.OutcomeStale, Revision: state.NewRevision(rv), Record: stored}, nil
-		}
-		rev, err := s.deleteObserved(ctx, key, cur)
-		if err == nil || apierrors.IsNotFound(err) {
-			s.cache.drop(cur.Name)
-		}
-		switch {
-		case err == nil:
-			return state.WriteResult{Outcome: state.OutcomeAccepted, Revision: state.NewRevision(rev)}, nil
-		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-			continue
-		default:
-			return state.WriteResult{}, mapError(op, err)
-		}
-	}
-	return state.WriteResult{}, fmt.Errorf("%s: %w: lost %d races in a row", op, state.ErrConflict, s.opts.ConflictRetries+1)
+	return s.write(ctx, func() string { return "kube remove " + key.String() }, key, true, state.Remove(incarnationID))
 }
 
 // deleteObserved deletes l with its resourceVersion as precondition and

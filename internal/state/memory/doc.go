@@ -18,7 +18,14 @@
 //     operation first expires every record whose expiry is not after now,
 //     each as its own EventDelete. An open watch additionally calls Sweep
 //     every Options.SweepInterval, so a watcher sees an expiry even when no
-//     other operation touches the store. There is no other timer.
+//     other operation touches the store. There is no other timer. A late
+//     mark (ProposeTransition) keeps the record's expiry as it was.
+//   - Unobserved time does not count. With Options.StallThreshold on (the
+//     default with the real clock), a step of the clock longer than it
+//     between two observations (operations, sweeps) counts only as the
+//     threshold: every expiry moves out by the rest, so a process stopped
+//     or a machine paused for longer than the leases expires nothing when
+//     it resumes, as etcd's lessor extends leases on a leader change.
 //   - Stored records are private clones, never mutated after they are
 //     stored: a write replaces the pointer. Snapshots and watch events share
 //     those immutable records (the state contract forbids callers to modify
@@ -26,8 +33,11 @@
 //   - Each cluster keeps its records in a slice sorted by role then node ID,
 //     maintained on write, so Snapshot is one slice copy.
 //
+// Writes (UpsertNode, RemoveNode, ProposeTransition) run state.Write over
+// the store's slots with mu held, so their compare-and-swap never loses.
+//
 // Concurrency: a Store is safe for concurrent use. Writers (upsert, remove,
-// sweep, compaction) hold mu exclusively; Snapshot holds it shared unless a
+// transitions, sweep, compaction) hold mu exclusively; Snapshot holds it shared unless a
 // lease is due to expire. Writers never wait for watchers: each watch has its
 // own goroutine that reads the shared history at its own pace. Every such
 // goroutine ends when its context ends, when it delivers a terminal error, or

@@ -21,6 +21,8 @@ import (
 const (
 	DefaultHistoryLimit  = 10_000
 	DefaultSweepInterval = time.Second
+	// DefaultStallThreshold is Options.StallThreshold with the real clock.
+	DefaultStallThreshold = 5 * time.Second
 )
 
 // maxBatch bounds the events in one WatchBatch, so a watcher replaying a long
@@ -43,6 +45,17 @@ type Options struct {
 	SweepInterval time.Duration
 	// Logger receives debug logs of expiries and compactions. Default: discard.
 	Logger *slog.Logger
+	// StallThreshold is the longest step of the clock between two of the
+	// store's observations (operations, sweeps, its ticks) that counts in
+	// full: of a longer step (the process was stopped, the machine paused)
+	// only StallThreshold counts, and every lease deadline moves out by the
+	// rest, as etcd's lessor extends leases after a leader change. Default
+	// DefaultStallThreshold with the real clock, off with an injected Clock
+	// (tests then drive expiry by advancing it); negative disables. With it
+	// on, the store's observations are its operations and the sweeps of
+	// its open watches (every SweepInterval): a store nobody watches or
+	// calls for longer than StallThreshold counts that time as a stall.
+	StallThreshold time.Duration
 }
 
 // Store is the in-memory state.Store. Create it with New; the zero value is
@@ -52,6 +65,7 @@ type Store struct {
 	log           *slog.Logger
 	historyLimit  int
 	sweepInterval time.Duration
+	stallLimit    time.Duration // 0: off
 
 	closing chan struct{}  // closed by Close
 	wg      sync.WaitGroup // one per watch goroutine
@@ -60,6 +74,11 @@ type Store struct {
 	faultMu      sync.Mutex
 	fault        error
 	faultChanged chan struct{} // closed and replaced on every SetFault
+
+	// observed is the clock (unix ns) at the store's last observation of
+	// it; readers advance it under mu held shared, hence atomic (see
+	// noteLocked and observeLocked).
+	observed atomic.Int64
 
 	// notifyTaken records that a watcher holds notify and must be woken.
 	// Readers set it under mu held shared, hence atomic.
@@ -90,6 +109,7 @@ type change struct {
 type slot struct {
 	key       cluster.Key
 	rec       *cluster.Record // immutable once stored
+	modRev    uint64          // revision that wrote rec: the slot's version
 	expiresAt time.Time
 	heapIdx   int
 }
@@ -119,9 +139,16 @@ func New(opts Options) *Store {
 		clusters:      make(map[string]*view),
 		notify:        make(chan struct{}),
 	}
+	switch {
+	case opts.StallThreshold > 0:
+		s.stallLimit = opts.StallThreshold
+	case opts.StallThreshold == 0 && s.clock == nil:
+		s.stallLimit = DefaultStallThreshold
+	}
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	s.observed.Store(s.clock().UnixNano())
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,101 +163,6 @@ func New(opts Options) *Store {
 
 // Backend returns "memory".
 func (s *Store) Backend() string { return "memory" }
-
-// UpsertNode applies rec under cluster.Order. An accepted record is stored
-// as cluster.Next's copy stamped with the clock's time, with a lease of
-// leaseTTL. Generations come from a per-slot counter that outlives the
-// slot's records, so they grow strictly per node ID for the store's life.
-func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
-	o := state.NewUpsertOptions(opts)
-	if err := s.gate(ctx, "upsert"); err != nil {
-		return state.WriteResult{}, err
-	}
-	if rec == nil {
-		return state.WriteResult{}, fmt.Errorf("memory store upsert: %w: record is nil", state.ErrInvalidRecord)
-	}
-	if leaseTTL <= 0 {
-		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w: leaseTTL %s: must be positive", rec.Key(), state.ErrInvalidRecord, leaseTTL)
-	}
-	if err := state.ValidateRecord(rec); err != nil {
-		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", rec.Key(), err)
-	}
-	key := rec.Key()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return state.WriteResult{}, fmt.Errorf("memory store upsert: %w", state.ErrClosed)
-	}
-	now := s.clock()
-	s.sweepLocked(now)
-	sl := s.slots[key]
-	var current *cluster.Record
-	if sl != nil {
-		current = sl.rec
-	}
-	d := cluster.Order(current, rec, o.Update)
-	if !d.Accepted() {
-		return state.WriteResult{Outcome: state.OutcomeOf(d), Decision: d, Revision: s.revTok, Record: current.Clone()}, nil
-	}
-	stored := cluster.Next(current, rec, d, s.gens[key])
-	stored.UpdatedAtUnixMs = now.UnixMilli()
-	// The size rule applies to what is stored, store-issued fields included.
-	if _, err := state.EncodeRecord(stored); err != nil {
-		return state.WriteResult{}, fmt.Errorf("memory store upsert %s: %w", key, err)
-	}
-	s.gens[key] = stored.Generation
-	expiresAt := now.Add(leaseTTL)
-	if sl == nil {
-		sl = &slot{key: key, rec: stored, expiresAt: expiresAt}
-		s.slots[key] = sl
-		heap.Push(&s.expiry, sl)
-		v := s.clusters[key.ClusterID]
-		if v == nil {
-			v = &view{}
-			s.clusters[key.ClusterID] = v
-		}
-		v.put(stored)
-	} else {
-		sl.rec = stored
-		sl.expiresAt = expiresAt
-		heap.Fix(&s.expiry, sl.heapIdx)
-		s.clusters[key.ClusterID].put(stored)
-	}
-	s.appendLocked(state.Event{Type: state.EventPut, Key: key, Record: stored})
-	return state.WriteResult{Outcome: state.OutcomeAccepted, Decision: d, Revision: s.revTok, Record: stored.Clone()}, nil
-}
-
-// RemoveNode deletes the record in slot key when its incarnation is
-// incarnationID.
-func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID string) (state.WriteResult, error) {
-	if err := s.gate(ctx, "remove"); err != nil {
-		return state.WriteResult{}, err
-	}
-	if err := state.ValidateKey(key); err != nil {
-		return state.WriteResult{}, fmt.Errorf("memory store remove: %w", err)
-	}
-	if incarnationID == "" {
-		return state.WriteResult{}, fmt.Errorf("memory store remove %s: %w: incarnationId \"\": must not be empty", key, state.ErrInvalidRecord)
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return state.WriteResult{}, fmt.Errorf("memory store remove: %w", state.ErrClosed)
-	}
-	s.sweepLocked(s.clock())
-	sl := s.slots[key]
-	switch {
-	case sl == nil:
-		return state.WriteResult{Outcome: state.OutcomeNotFound, Revision: s.revTok}, nil
-	case sl.rec.IncarnationID != incarnationID:
-		return state.WriteResult{Outcome: state.OutcomeStale, Revision: s.revTok, Record: sl.rec.Clone()}, nil
-	}
-	s.deleteLocked(sl)
-	s.appendLocked(state.Event{Type: state.EventDelete, Key: key})
-	return state.WriteResult{Outcome: state.OutcomeAccepted, Revision: s.revTok}, nil
-}
 
 // Snapshot returns the cluster's non-expired records, ordered by role then
 // node ID, at one revision. The records are shared and must not be modified.
@@ -247,7 +179,7 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 		return nil, fmt.Errorf("memory store snapshot: %w", state.ErrClosed)
 	}
 	now := s.clock()
-	if !s.dueLocked(now) {
+	if !s.pendingLocked(now) {
 		defer s.mu.RUnlock()
 		return s.snapshotLocked(clusterID, now), nil
 	}
@@ -363,7 +295,7 @@ func (s *Store) gate(ctx context.Context, op string) error {
 // expiry delivered to watchers at a moment of their choosing.
 func (s *Store) Sweep() int {
 	s.mu.RLock()
-	due := !s.closed && s.dueLocked(s.clock())
+	due := !s.closed && s.pendingLocked(s.clock())
 	s.mu.RUnlock()
 	if !due {
 		return 0
@@ -424,6 +356,7 @@ func (s *Store) dueLocked(now time.Time) bool {
 // sweepLocked expires every due lease, each as its own change; mu must be
 // held exclusively.
 func (s *Store) sweepLocked(now time.Time) int {
+	s.observeLocked(now)
 	n := 0
 	for s.dueLocked(now) {
 		sl := s.expiry[0]

@@ -43,6 +43,7 @@ func newHarness(t *testing.T) *statetest.Harness {
 		Advance:         clk.Advance,
 		LeaseTTL:        cluster.DefaultLeaseTTL,
 		StableRevisions: true,
+		LeaseExpiry:     true,
 		Fault: func(t testing.TB, f statetest.Fault) (state.Store, func()) {
 			err, ok := faultErrors[f]
 			if !ok {

@@ -19,6 +19,7 @@ import (
 func runConcurrency(t *testing.T, newHarness Factory) {
 	t.Run("ConcurrentWriters", func(t *testing.T) { runConcurrentWriters(t, newHarness) })
 	t.Run("Linearizable", func(t *testing.T) { runLinearizable(t, newHarness) })
+	t.Run("LinearizableWithExpiry", func(t *testing.T) { runLinearizableExpiry(t, newHarness) })
 }
 
 // runConcurrentWriters has goroutines write their own nodes and race on a
@@ -172,42 +173,7 @@ func linModel() porcupine.Model {
 			return parts
 		},
 		Init: func() any { return linState{} },
-		Step: func(st, in, out any) (bool, any) {
-			s, i, o := st.(linState), in.(linInput), out.(linOutput)
-			if i.read {
-				return o.present == s.present && (!s.present || o.phase == s.phase && o.seq == s.seq && o.gen == s.gen), s
-			}
-			var stored *cluster.Record
-			if s.present {
-				stored = &cluster.Record{IncarnationID: fmt.Sprint(s.phase), HeartbeatSeq: s.seq}
-				if s.superseded {
-					stored.Superseded = []string{"0"}
-				}
-			}
-			u := cluster.UpdateHeartbeat
-			if i.register {
-				u = cluster.UpdateRegister
-			}
-			d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq}, u)
-			if o.decision != d {
-				return false, s
-			}
-			next := s
-			switch d {
-			case cluster.DecisionInsert, cluster.DecisionRestart:
-				// A registration: the store issues a greater generation.
-				if o.gen <= s.gen {
-					return false, s
-				}
-				next = linState{present: true, phase: i.phase, seq: i.seq, gen: o.gen, superseded: s.superseded || s.present && s.phase != i.phase}
-			case cluster.DecisionAdvance:
-				next.seq = i.seq
-			}
-			if !next.present {
-				return !o.present, next // refused with no record: nothing holds the slot
-			}
-			return o.present && o.phase == next.phase && o.seq == next.seq && o.gen == next.gen, next
-		},
+		Step: linStep,
 		DescribeOperation: func(in, out any) string {
 			i, o := in.(linInput), out.(linOutput)
 			if i.read {
@@ -238,238 +204,317 @@ func linModel() porcupine.Model {
 // its newest accepted update.
 func runLinearizable(t *testing.T, newHarness Factory) {
 	e := setup(t, newHarness)
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	inc := func(node, phase int) string { return fmt.Sprintf("inc-%d-%d", phase, node) }
-	parseInc := func(s string) (node, phase int, ok bool) {
-		_, err := fmt.Sscanf(s, "inc-%d-%d", &phase, &node)
-		return node, phase, err == nil && node >= 0 && node < linNodes && (phase == 0 || phase == 1)
-	}
-	nodeName := func(n int) string { return fmt.Sprintf("lin-%d", n) }
-
-	ctx, cancel := context.WithTimeout(t.Context(), 6*opTimeout)
-	defer cancel()
-	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
-
-	var (
-		mu      sync.Mutex // guards ops and failure
-		ops     []porcupine.Operation
-		failure error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failure == nil {
-			failure = err
-		}
-		cancel()
-	}
-	record := func(op porcupine.Operation) {
-		mu.Lock()
-		defer mu.Unlock()
-		ops = append(ops, op)
-	}
-
-	// counters[phase][node] hands out fresh sequences; the restart phase
-	// starts again from zero, below everything the first phase sent.
-	var counters [2][linNodes]atomic.Uint64
-	var barrier sync.WaitGroup
-	barrier.Add(linWriters)
-	var writersDone atomic.Bool
-
-	write := func(client, node, phase int, seq uint64, register bool) {
-		rec := newRecord(e.cluster, cluster.RoleWorker, nodeName(node), inc(node, phase), seq)
-		var opts []state.UpsertOption
-		if !register {
-			opts = append(opts, state.Heartbeat())
-		}
-		call := now()
-		res, err := e.s.UpsertNode(ctx, rec, longTTL, opts...)
-		ret := now()
-		if err != nil {
-			fail(fmt.Errorf("writer %d: UpsertNode(%s %s seq %d): %w", client, nodeName(node), inc(node, phase), seq, err))
-			return
-		}
-		out := linOutput{decision: res.Decision}
-		if res.Record != nil {
-			n, p, ok := parseInc(res.Record.IncarnationID)
-			if !ok || n != node {
-				fail(fmt.Errorf("writer %d: slot %s holds unknown incarnation %q", client, nodeName(node), res.Record.IncarnationID))
-				return
-			}
-			out.present, out.phase, out.seq, out.gen = true, p, res.Record.HeartbeatSeq, res.Record.Generation
-		}
-		record(porcupine.Operation{ClientId: client, Input: linInput{node: node, phase: phase, seq: seq, register: register}, Call: call, Output: out, Return: ret})
-	}
+	r := &linRun{e: e, seed: rand.Uint64(), start: time.Now(), byRevision: make(map[state.Revision]*state.Snapshot)}
+	t.Logf("seed %d", r.seed)
+	r.ctx, r.cancel = context.WithTimeout(t.Context(), 6*opTimeout)
+	defer r.cancel()
+	r.barrier.Add(linWriters)
 
 	var wg sync.WaitGroup
 	for c := range linWriters {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(c)))
-			arrived := false
-			defer func() {
-				if !arrived { // failed early: do not leave the others waiting
-					barrier.Done()
-				}
-			}()
-			for phase := range 2 {
-				if phase == 1 {
-					// Every first-incarnation heartbeat is sent before any
-					// node restarts, so readers can order what they see.
-					arrived = true
-					barrier.Done()
-					barrier.Wait()
-				}
-				sent := make([][]uint64, linNodes) // what this writer relayed, per node
-				for i := range linNodes * linOpsPerNode / 2 {
-					if ctx.Err() != nil {
-						return
-					}
-					node := (i + c) % linNodes
-					if rng.IntN(3) == 0 {
-						node = rng.IntN(linNodes)
-					}
-					var seq uint64
-					switch r := rng.IntN(10); {
-					case r < 2 && len(sent[node]) > 0: // duplicate the last one
-						seq = sent[node][len(sent[node])-1]
-					case r < 4 && len(sent[node]) > 0: // a delayed one
-						seq = sent[node][rng.IntN(len(sent[node]))]
-					default:
-						seq = counters[phase][node].Add(1)
-						if phase == 1 {
-							seq-- // the restarted process starts at zero
-						}
-					}
-					sent[node] = append(sent[node], seq)
-					// One message in five registers (first registrations,
-					// re-registrations, delayed ones); the rest are
-					// heartbeats, refused until their incarnation holds
-					// the slot.
-					write(c, node, phase, seq, rng.IntN(5) == 0)
-					if rng.IntN(4) == 0 {
-						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
-					}
-				}
-			}
-		})
+		wg.Go(func() { r.writer(c) })
 	}
-
-	type seen struct {
-		phase int
-		seq   uint64
-	}
-	var snapMu sync.Mutex
-	byRevision := make(map[state.Revision]*state.Snapshot)
 	var readers sync.WaitGroup
-	for r := range linReaders {
-		client := linWriters + r
-		readers.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(client)))
-			last := make(map[int]seen)
-			for range linReadsPerRound {
-				if ctx.Err() != nil || writersDone.Load() {
-					return
-				}
-				call := now()
-				snap, err := e.s.Snapshot(ctx, e.cluster)
-				ret := now()
-				if err != nil {
-					fail(fmt.Errorf("reader %d: Snapshot: %w", r, err))
-					return
-				}
-				snapMu.Lock()
-				if prev, ok := byRevision[snap.Revision]; ok && !sameSnapshot(prev, snap) {
-					snapMu.Unlock()
-					fail(fmt.Errorf("reader %d: two snapshots at revision %s differ", r, snap.Revision))
-					return
-				}
-				byRevision[snap.Revision] = snap
-				snapMu.Unlock()
-
-				outs := make([]linOutput, linNodes)
-				for _, rec := range snap.Records {
-					n, p, ok := parseInc(rec.IncarnationID)
-					if !ok || rec.NodeID != nodeName(n) {
-						fail(fmt.Errorf("reader %d: unexpected record %s", r, describe(rec)))
-						return
-					}
-					if outs[n].present {
-						fail(fmt.Errorf("reader %d: two records for %s", r, rec.NodeID))
-						return
-					}
-					outs[n] = linOutput{present: true, phase: p, seq: rec.HeartbeatSeq, gen: rec.Generation}
-				}
-				for n, o := range outs {
-					// Once present a record never disappears (no expiry,
-					// no removal here) and never moves backward.
-					prev, had := last[n]
-					switch {
-					case had && !o.present:
-						fail(fmt.Errorf("reader %d: %s disappeared after (incarnation %d, seq %d)", r, nodeName(n), prev.phase, prev.seq))
-						return
-					case had && (o.phase < prev.phase || o.phase == prev.phase && o.seq < prev.seq):
-						fail(fmt.Errorf("reader %d: %s moved backward from (incarnation %d, seq %d) to (incarnation %d, seq %d)", r, nodeName(n), prev.phase, prev.seq, o.phase, o.seq))
-						return
-					}
-					if o.present {
-						last[n] = seen{o.phase, o.seq}
-					}
-					record(porcupine.Operation{ClientId: client, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
-				}
-				time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-			}
-		})
+	for i := range linReaders {
+		readers.Go(func() { r.reader(i) })
 	}
 	wg.Wait()
 	// Each restarted process registers once more at its newest sequence,
 	// so the final state is known whatever order the relays took.
 	for n := range linNodes {
-		write(0, n, 1, counters[1][n].Load()-1, true)
+		r.write(0, n, 1, r.counters[1][n].Load()-1, true)
 	}
-	writersDone.Store(true)
+	r.writersDone.Store(true)
 	readers.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if failure != nil {
-		t.Fatal(failure)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failure != nil {
+		t.Fatal(r.failure)
 	}
+	r.check(t)
+}
 
-	// A final read joins the history, then the history is checked; only
-	// then the final state itself, so a violation is reported as such.
-	call := now()
-	final := e.snapshot(e.cluster)
-	ret := now()
-	for n := range linNodes {
-		o := linOutput{}
-		if r := find(t, final, cluster.Key{ClusterID: e.cluster, Role: cluster.RoleWorker, NodeID: nodeName(n)}); r != nil {
-			_, p, _ := parseInc(r.IncarnationID)
-			o = linOutput{present: true, phase: p, seq: r.HeartbeatSeq, gen: r.Generation}
+// linRun is the shared state of one run of runLinearizable.
+type linRun struct {
+	e      *env
+	seed   uint64
+	start  time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards ops and failure
+	ops     []porcupine.Operation
+	failure error
+
+	// counters[phase][node] hands out fresh sequences; the restart phase
+	// starts again from zero, below everything the first phase sent.
+	counters    [2][linNodes]atomic.Uint64
+	barrier     sync.WaitGroup // every writer's first phase is done
+	writersDone atomic.Bool
+
+	snapMu     sync.Mutex // guards byRevision
+	byRevision map[state.Revision]*state.Snapshot
+}
+
+func linInc(node, phase int) string { return fmt.Sprintf("inc-%d-%d", phase, node) }
+
+func linParseInc(s string) (node, phase int, ok bool) {
+	_, err := fmt.Sscanf(s, "inc-%d-%d", &phase, &node)
+	return node, phase, err == nil && node >= 0 && node < linNodes && (phase == 0 || phase == 1)
+}
+
+func linNodeName(n int) string { return fmt.Sprintf("lin-%d", n) }
+
+func (r *linRun) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *linRun) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failure == nil {
+		r.failure = err
+	}
+	r.cancel()
+}
+
+func (r *linRun) record(op porcupine.Operation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+}
+
+func (r *linRun) write(client, node, phase int, seq uint64, register bool) {
+	rec := newRecord(r.e.cluster, cluster.RoleWorker, linNodeName(node), linInc(node, phase), seq)
+	var opts []state.UpsertOption
+	if !register {
+		opts = append(opts, state.Heartbeat())
+	}
+	call := r.now()
+	res, err := r.e.s.UpsertNode(r.ctx, rec, longTTL, opts...)
+	ret := r.now()
+	if err != nil {
+		r.fail(fmt.Errorf("writer %d: UpsertNode(%s %s seq %d): %w", client, linNodeName(node), linInc(node, phase), seq, err))
+		return
+	}
+	out := linOutput{decision: res.Decision}
+	if res.Record != nil {
+		n, p, ok := linParseInc(res.Record.IncarnationID)
+		if !ok || n != node {
+			r.fail(fmt.Errorf("writer %d: slot %s holds unknown incarnation %q", client, linNodeName(node), res.Record.IncarnationID))
+			return
 		}
-		ops = append(ops, porcupine.Operation{ClientId: linWriters + linReaders, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
+		out.present, out.phase, out.seq, out.gen = true, p, res.Record.HeartbeatSeq, res.Record.Generation
 	}
+	r.record(porcupine.Operation{ClientId: client, Input: linInput{node: node, phase: phase, seq: seq, register: register}, Call: call, Output: out, Return: ret})
+}
 
+// writer relays messages of both incarnations of every node.
+func (r *linRun) writer(c int) {
+	rng := rand.New(rand.NewPCG(r.seed, uint64(c)))
+	arrived := false
+	defer func() {
+		if !arrived { // failed early: do not leave the others waiting
+			r.barrier.Done()
+		}
+	}()
+	for phase := range 2 {
+		if phase == 1 {
+			// Every first-incarnation heartbeat is sent before any node
+			// restarts, so readers can order what they see.
+			arrived = true
+			r.barrier.Done()
+			r.barrier.Wait()
+		}
+		if !r.writePhase(c, phase, rng) {
+			return
+		}
+	}
+}
+
+// writePhase sends one writer's messages of one incarnation; false when
+// the run is over.
+func (r *linRun) writePhase(c, phase int, rng *rand.Rand) bool {
+	sent := make([][]uint64, linNodes) // what this writer relayed, per node
+	for i := range linNodes * linOpsPerNode / 2 {
+		if r.ctx.Err() != nil {
+			return false
+		}
+		node := (i + c) % linNodes
+		if rng.IntN(3) == 0 {
+			node = rng.IntN(linNodes)
+		}
+		var seq uint64
+		switch x := rng.IntN(10); {
+		case x < 2 && len(sent[node]) > 0: // duplicate the last one
+			seq = sent[node][len(sent[node])-1]
+		case x < 4 && len(sent[node]) > 0: // a delayed one
+			seq = sent[node][rng.IntN(len(sent[node]))]
+		default:
+			seq = r.counters[phase][node].Add(1)
+			if phase == 1 {
+				seq-- // the restarted process starts at zero
+			}
+		}
+		sent[node] = append(sent[node], seq)
+		// One message in five registers (first registrations,
+		// re-registrations, delayed ones); the rest are heartbeats,
+		// refused until their incarnation holds the slot.
+		r.write(c, node, phase, seq, rng.IntN(5) == 0)
+		if rng.IntN(4) == 0 {
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		}
+	}
+	return true
+}
+
+// linSeen is what a reader last saw of a node.
+type linSeen struct {
+	phase int
+	seq   uint64
+}
+
+// reader takes snapshots until the writers are done.
+func (r *linRun) reader(i int) {
+	client := linWriters + i
+	rng := rand.New(rand.NewPCG(r.seed, uint64(client)))
+	last := make(map[int]linSeen)
+	for range linReadsPerRound {
+		if r.ctx.Err() != nil || r.writersDone.Load() {
+			return
+		}
+		if err := r.read(client, last); err != nil {
+			r.fail(fmt.Errorf("reader %d: %w", i, err))
+			return
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+	}
+}
+
+// read takes one snapshot, checks it against the reader's last one and
+// the other snapshots at its revision, and records one read per node.
+func (r *linRun) read(client int, last map[int]linSeen) error {
+	call := r.now()
+	snap, err := r.e.s.Snapshot(r.ctx, r.e.cluster)
+	ret := r.now()
+	if err != nil {
+		return fmt.Errorf("Snapshot: %w", err)
+	}
+	r.snapMu.Lock()
+	prev, ok := r.byRevision[snap.Revision]
+	r.byRevision[snap.Revision] = snap
+	r.snapMu.Unlock()
+	if ok && !sameSnapshot(prev, snap) {
+		return fmt.Errorf("two snapshots at revision %s differ", snap.Revision)
+	}
+	outs, err := linOutputs(snap)
+	if err != nil {
+		return err
+	}
+	for n, o := range outs {
+		// Once present a record never disappears (no expiry, no removal
+		// here) and never moves backward.
+		prev, had := last[n]
+		switch {
+		case had && !o.present:
+			return fmt.Errorf("%s disappeared after (incarnation %d, seq %d)", linNodeName(n), prev.phase, prev.seq)
+		case had && (o.phase < prev.phase || o.phase == prev.phase && o.seq < prev.seq):
+			return fmt.Errorf("%s moved backward from (incarnation %d, seq %d) to (incarnation %d, seq %d)", linNodeName(n), prev.phase, prev.seq, o.phase, o.seq)
+		}
+		if o.present {
+			last[n] = linSeen{o.phase, o.seq}
+		}
+		r.record(porcupine.Operation{ClientId: client, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
+	}
+	return nil
+}
+
+// linOutputs is what a snapshot shows of each node.
+func linOutputs(snap *state.Snapshot) ([]linOutput, error) {
+	outs := make([]linOutput, linNodes)
+	for _, rec := range snap.Records {
+		n, p, ok := linParseInc(rec.IncarnationID)
+		if !ok || rec.NodeID != linNodeName(n) {
+			return nil, fmt.Errorf("unexpected record %s", describe(rec))
+		}
+		if outs[n].present {
+			return nil, fmt.Errorf("two records for %s", rec.NodeID)
+		}
+		outs[n] = linOutput{present: true, phase: p, seq: rec.HeartbeatSeq, gen: rec.Generation}
+	}
+	return outs, nil
+}
+
+// check adds a final read to the history, checks the history, and only
+// then the final state itself, so a violation is reported as such. mu is
+// held.
+func (r *linRun) check(t *testing.T) {
+	e := r.e
+	call := r.now()
+	final := e.snapshot(e.cluster)
+	ret := r.now()
+	outs, err := linOutputs(final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, o := range outs {
+		r.ops = append(r.ops, porcupine.Operation{ClientId: linWriters + linReaders, Input: linInput{read: true, node: n}, Call: call, Output: o, Return: ret})
+	}
 	reads := 0
-	for _, op := range ops {
+	for _, op := range r.ops {
 		if op.Input.(linInput).read {
 			reads++
 		}
 	}
-	t.Logf("checking %d operations (%d reads) for linearizability", len(ops), reads)
+	t.Logf("checking %d operations (%d reads) for linearizability", len(r.ops), reads)
 	model := linModel()
 	checkStart := time.Now()
-	res := porcupine.CheckOperationsTimeout(model, ops, time.Minute)
+	res := porcupine.CheckOperationsTimeout(model, r.ops, time.Minute)
 	t.Logf("porcupine: %s in %s", res, time.Since(checkStart).Round(time.Millisecond))
 	if res != porcupine.Ok {
-		t.Fatalf("the history is not linearizable under the ordering rule (porcupine: %s, seed %d)%s", res, seed, visualize(t, model, ops))
+		t.Fatalf("the history is not linearizable under the ordering rule (porcupine: %s, seed %d)%s", res, r.seed, visualize(t, model, r.ops))
 	}
-
 	// The final state is each node's newest accepted update: the highest
 	// sequence its restarted incarnation sent.
 	for n := range linNodes {
-		mustFind(t, final, newRecord(e.cluster, cluster.RoleWorker, nodeName(n), inc(n, 1), counters[1][n].Load()-1))
+		mustFind(t, final, newRecord(e.cluster, cluster.RoleWorker, linNodeName(n), linInc(n, 1), r.counters[1][n].Load()-1))
 	}
+}
+
+// linStep is linModel's step: the ordering rule over one slot.
+func linStep(st, in, out any) (bool, any) {
+	s, i, o := st.(linState), in.(linInput), out.(linOutput)
+	if i.read {
+		return o.present == s.present && (!s.present || o.phase == s.phase && o.seq == s.seq && o.gen == s.gen), s
+	}
+	var stored *cluster.Record
+	if s.present {
+		stored = &cluster.Record{IncarnationID: fmt.Sprint(s.phase), HeartbeatSeq: s.seq}
+		if s.superseded {
+			stored.Superseded = []string{"0"}
+		}
+	}
+	u := cluster.UpdateHeartbeat
+	if i.register {
+		u = cluster.UpdateRegister
+	}
+	d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq}, u)
+	if o.decision != d {
+		return false, s
+	}
+	next := s
+	switch d {
+	case cluster.DecisionInsert, cluster.DecisionRestart:
+		// A registration: the store issues a greater generation.
+		if o.gen <= s.gen {
+			return false, s
+		}
+		next = linState{present: true, phase: i.phase, seq: i.seq, gen: o.gen, superseded: s.superseded || s.present && s.phase != i.phase}
+	case cluster.DecisionAdvance:
+		next.seq = i.seq
+	}
+	if !next.present {
+		return !o.present, next // refused with no record: nothing holds the slot
+	}
+	return o.present && o.phase == next.phase && o.seq == next.seq && o.gen == next.gen, next
 }
 
 // visualize writes porcupine's HTML view of a failed history to the test's

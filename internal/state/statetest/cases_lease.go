@@ -7,12 +7,22 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
+// requireLeaseExpiry skips a case about the backend's own lease expiry on
+// a backend that has none (Harness.LeaseExpiry).
+func (e *env) requireLeaseExpiry() {
+	e.t.Helper()
+	if !e.h.LeaseExpiry {
+		e.t.Skip("the backend has no lease expiry of its own: records expire only by TransitionExpire")
+	}
+}
+
 // runLease checks per-record leases. Times are in fractions of h.LeaseTTL;
 // a record may outlive its lease by the backend's expiry lag, but by less
 // than half a lease.
 func runLease(t *testing.T, newHarness Factory) {
 	t.Run("VisibleUntilExpiryThenDeleted", func(t *testing.T) {
 		e := setup(t, newHarness)
+		e.requireLeaseExpiry()
 		ttl := e.h.LeaseTTL
 		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 4)
 		res := e.mustUpsert(rec, ttl, cluster.DecisionInsert, rec)
@@ -41,6 +51,7 @@ func runLease(t *testing.T, newHarness Factory) {
 
 	t.Run("AcceptedHeartbeatRefreshesLease", func(t *testing.T) {
 		e := setup(t, newHarness)
+		e.requireLeaseExpiry()
 		ttl := e.h.LeaseTTL
 		adv := e.rec(cluster.RoleWorker, "advance", "inc-a", 1)
 		rst := e.rec(cluster.RoleWorker, "restart", "inc-a", 1)
@@ -67,6 +78,7 @@ func runLease(t *testing.T, newHarness Factory) {
 
 	t.Run("DuplicateAndStaleDoNotRefreshLease", func(t *testing.T) {
 		e := setup(t, newHarness)
+		e.requireLeaseExpiry()
 		ttl := e.h.LeaseTTL
 		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
 		e.mustUpsert(rec, ttl, cluster.DecisionInsert, rec)
@@ -85,6 +97,7 @@ func runLease(t *testing.T, newHarness Factory) {
 
 	t.Run("LeaseIsPerRecord", func(t *testing.T) {
 		e := setup(t, newHarness)
+		e.requireLeaseExpiry()
 		ttl := e.h.LeaseTTL
 		short := e.rec(cluster.RoleWorker, "short", "inc-a", 1)
 		long := e.rec(cluster.RoleWorker, "long", "inc-a", 1)

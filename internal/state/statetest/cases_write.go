@@ -44,169 +44,193 @@ func runBasics(t *testing.T, newHarness Factory) {
 }
 
 func runUpsert(t *testing.T, newHarness Factory) {
-	t.Run("Insert", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 7)
-		rec.UpdatedAtUnixMs = 1 // ignored: the store stamps its own time
-		sent := rec.Clone()
-		res := e.mustUpsert(rec, longTTL, cluster.DecisionInsert, sent)
-		if !sameRecord(rec, sent) || rec.UpdatedAtUnixMs != 1 {
-			t.Fatalf("UpsertNode modified its argument: now %s", describe(rec))
-		}
-		if res.Record.UpdatedAtUnixMs == 1 || res.Record.UpdatedAtUnixMs <= 0 {
-			t.Fatalf("stored UpdatedAtUnixMs = %d, want the store's observation time, not the sender's 1", res.Record.UpdatedAtUnixMs)
-		}
-		snap := e.snapshot(e.cluster)
-		if len(snap.Records) != 1 {
-			t.Fatalf("snapshot holds %d records, want 1", len(snap.Records))
-		}
-		if got := snap.Records[0]; !sameRecord(got, res.Record) {
-			t.Fatalf("snapshot holds %s, want the written %s", describe(got), describe(res.Record))
-		}
-		if age := time.Duration(snap.ObservedAtUnixMs-res.Record.UpdatedAtUnixMs) * time.Millisecond; age < -clockTolerance {
-			t.Fatalf("record updated at %d, after the snapshot's observation time %d", res.Record.UpdatedAtUnixMs, snap.ObservedAtUnixMs)
-		}
-	})
+	t.Run("Insert", func(t *testing.T) { upsertInsert(t, newHarness) })
 
-	t.Run("Update", func(t *testing.T) {
-		e := setup(t, newHarness)
-		first := e.mustUpsert(e.rec(cluster.RoleWorker, "w1", "inc-a", 1), longTTL, cluster.DecisionInsert, e.rec(cluster.RoleWorker, "w1", "inc-a", 1))
-		next := e.rec(cluster.RoleWorker, "w1", "inc-a", 2)
-		next.Health = cluster.HealthDegraded
-		second := e.mustUpsert(next, longTTL, cluster.DecisionAdvance, next)
-		if second.Revision == first.Revision {
-			t.Fatalf("an accepted update kept revision %s", first.Revision)
-		}
-		// A gap in the sequence is accepted: heartbeats may be lost.
-		jump := e.rec(cluster.RoleWorker, "w1", "inc-a", 100)
-		e.mustUpsert(jump, longTTL, cluster.DecisionAdvance, jump)
-		mustFind(t, e.snapshot(e.cluster), jump)
-	})
+	t.Run("Update", func(t *testing.T) { upsertUpdate(t, newHarness) })
 
-	t.Run("Duplicate", func(t *testing.T) {
-		e := setup(t, newHarness)
-		orig := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
-		acc := e.mustUpsert(orig, longTTL, cluster.DecisionInsert, orig)
-		before := e.snapshot(e.cluster)
-		dup := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
-		dup.Health = cluster.HealthUnhealthy // same sequence, other content: still a duplicate
-		res := e.mustUpsert(dup, longTTL, cluster.DecisionDuplicate, orig)
-		if res.Record.UpdatedAtUnixMs != acc.Record.UpdatedAtUnixMs {
-			t.Fatalf("a duplicate changed UpdatedAtUnixMs from %d to %d", acc.Record.UpdatedAtUnixMs, res.Record.UpdatedAtUnixMs)
-		}
-		after := e.snapshot(e.cluster)
-		if !sameSnapshot(before, after) {
-			t.Fatalf("a duplicate changed the snapshot: %s became %s", describe(before.Records[0]), describe(after.Records[0]))
-		}
-		if e.h.StableRevisions && (res.Revision != acc.Revision || after.Revision != before.Revision) {
-			t.Fatalf("a duplicate moved the revision: write %s -> %s, snapshot %s -> %s", acc.Revision, res.Revision, before.Revision, after.Revision)
-		}
-	})
+	t.Run("Duplicate", func(t *testing.T) { upsertDuplicate(t, newHarness) })
 
-	t.Run("Stale", func(t *testing.T) {
-		e := setup(t, newHarness)
-		orig := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
-		acc := e.mustUpsert(orig, longTTL, cluster.DecisionInsert, orig)
-		before := e.snapshot(e.cluster)
-		for _, seq := range []uint64{4, 0} {
-			res := e.mustUpsert(e.rec(cluster.RoleWorker, "w1", "inc-a", seq), longTTL, cluster.DecisionStale, orig)
-			if res.Record.UpdatedAtUnixMs != acc.Record.UpdatedAtUnixMs {
-				t.Fatalf("a stale update changed UpdatedAtUnixMs from %d to %d", acc.Record.UpdatedAtUnixMs, res.Record.UpdatedAtUnixMs)
-			}
-			if e.h.StableRevisions && res.Revision != acc.Revision {
-				t.Fatalf("a stale update moved the revision from %s to %s", acc.Revision, res.Revision)
-			}
-		}
-		after := e.snapshot(e.cluster)
-		if !sameSnapshot(before, after) {
-			t.Fatal("a stale update changed the snapshot")
-		}
-		if e.h.StableRevisions && after.Revision != before.Revision {
-			t.Fatalf("a stale update moved the snapshot revision from %s to %s", before.Revision, after.Revision)
-		}
-	})
+	t.Run("Stale", func(t *testing.T) { upsertStale(t, newHarness) })
 
-	t.Run("RestartWithNewIncarnation", func(t *testing.T) {
-		e := setup(t, newHarness)
-		old := e.rec(cluster.RoleWorker, "w1", "inc-old", 40)
-		first := e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
-		// The restarted process starts its sequence again; a registration
-		// of a new incarnation is a restart whatever its sequence.
-		fresh := e.rec(cluster.RoleWorker, "w1", "inc-new", 0)
-		res := e.mustUpsert(fresh, longTTL, cluster.DecisionRestart, fresh)
-		if res.Record.Generation <= first.Record.Generation {
-			t.Fatalf("restart issued generation %d, not above the previous %d", res.Record.Generation, first.Record.Generation)
-		}
-		if len(res.Record.Superseded) != 1 || res.Record.Superseded[0] != "inc-old" {
-			t.Fatalf("restart superseded %q, want [inc-old]", res.Record.Superseded)
-		}
-		mustFind(t, e.snapshot(e.cluster), fresh)
-		// The new incarnation's own ordering starts from its sequence.
-		e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-new", 0), longTTL, cluster.DecisionDuplicate, fresh)
-		next := e.rec(cluster.RoleWorker, "w1", "inc-new", 1)
-		adv := e.mustHeartbeat(next, longTTL, cluster.DecisionAdvance, next)
-		if adv.Record.Generation != res.Record.Generation {
-			t.Fatalf("a heartbeat changed the generation from %d to %d", res.Record.Generation, adv.Record.Generation)
-		}
-		// Delayed messages of the previous process, heartbeat or
-		// registration, never move the slot back, whatever they claim.
-		back := e.rec(cluster.RoleWorker, "w1", "inc-old", 41)
-		back.StartTimeUnixMs = next.StartTimeUnixMs + 3_600_000
-		e.mustHeartbeat(back, longTTL, cluster.DecisionSuperseded, next)
-		e.mustUpsert(back, longTTL, cluster.DecisionSuperseded, next)
-		mustFind(t, e.snapshot(e.cluster), next)
-		// A third incarnation registers: a restart, generation grows again.
-		third := e.rec(cluster.RoleWorker, "w1", "inc-third", 0)
-		res3 := e.mustUpsert(third, longTTL, cluster.DecisionRestart, third)
-		if res3.Record.Generation <= res.Record.Generation {
-			t.Fatalf("second restart issued generation %d, not above %d", res3.Record.Generation, res.Record.Generation)
-		}
-		if got := res3.Record.Superseded; len(got) != 2 || got[0] != "inc-new" || got[1] != "inc-old" {
-			t.Fatalf("second restart superseded %q, want [inc-new inc-old]", got)
-		}
-		mustFind(t, e.snapshot(e.cluster), third)
-	})
+	t.Run("RestartWithNewIncarnation", func(t *testing.T) { upsertRestartWithNewIncarnation(t, newHarness) })
 
 	// No wall clock of another host takes part in ordering: a process that
 	// restarts on a host whose clock is a minute behind is accepted at its
 	// first registration, and a zero start time is a restart too.
-	t.Run("RestartOnAClockBehind", func(t *testing.T) {
-		e := setup(t, newHarness)
-		old := e.rec(cluster.RoleWorker, "w1", "inc-old", 9)
-		e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
-		behind := e.rec(cluster.RoleWorker, "w1", "inc-behind", 0)
-		behind.StartTimeUnixMs = old.StartTimeUnixMs - 60_000
-		e.mustUpsert(behind, longTTL, cluster.DecisionRestart, behind)
-		zero := e.rec(cluster.RoleWorker, "w1", "inc-zero", 0)
-		zero.StartTimeUnixMs = 0
-		e.mustUpsert(zero, longTTL, cluster.DecisionRestart, zero)
-		mustFind(t, e.snapshot(e.cluster), zero)
-	})
+	t.Run("RestartOnAClockBehind", func(t *testing.T) { upsertRestartOnAClockBehind(t, newHarness) })
 
 	// A heartbeat never creates a slot or takes one over: a forged or
 	// delayed heartbeat of an unknown incarnation is refused, nothing
 	// stored.
-	t.Run("HeartbeatNeverTakesASlot", func(t *testing.T) {
-		e := setup(t, newHarness)
-		e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-a", 5), longTTL, cluster.DecisionUnregistered, nil)
-		mustLack(t, e.snapshot(e.cluster), cluster.Key{ClusterID: e.cluster, Role: cluster.RoleWorker, NodeID: "w1"})
-		owner := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
-		e.mustUpsert(owner, longTTL, cluster.DecisionInsert, owner)
-		e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-forged", 1<<40), longTTL, cluster.DecisionSuperseded, owner)
-		mustFind(t, e.snapshot(e.cluster), owner)
-	})
+	t.Run("HeartbeatNeverTakesASlot", func(t *testing.T) { upsertHeartbeatNeverTakesASlot(t, newHarness) })
 
-	t.Run("StoresACopy", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 1)
-		want := rec.Clone()
-		res := e.mustUpsert(rec, longTTL, cluster.DecisionInsert, want)
-		rec.Health = cluster.HealthUnhealthy
-		rec.Labels["zone"] = "changed-by-caller"
-		res.Record.Labels["zone"] = "changed-by-result"
-		res.Record.Ready = false
-		mustFind(t, e.snapshot(e.cluster), want)
-	})
+	t.Run("StoresACopy", func(t *testing.T) { upsertStoresACopy(t, newHarness) })
+}
+
+// upsertInsert is the Insert case of runUpsert.
+func upsertInsert(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 7)
+	rec.UpdatedAtUnixMs = 1 // ignored: the store stamps its own time
+	sent := rec.Clone()
+	res := e.mustUpsert(rec, longTTL, cluster.DecisionInsert, sent)
+	if !sameRecord(rec, sent) || rec.UpdatedAtUnixMs != 1 {
+		t.Fatalf("UpsertNode modified its argument: now %s", describe(rec))
+	}
+	if res.Record.UpdatedAtUnixMs == 1 || res.Record.UpdatedAtUnixMs <= 0 {
+		t.Fatalf("stored UpdatedAtUnixMs = %d, want the store's observation time, not the sender's 1", res.Record.UpdatedAtUnixMs)
+	}
+	snap := e.snapshot(e.cluster)
+	if len(snap.Records) != 1 {
+		t.Fatalf("snapshot holds %d records, want 1", len(snap.Records))
+	}
+	if got := snap.Records[0]; !sameRecord(got, res.Record) {
+		t.Fatalf("snapshot holds %s, want the written %s", describe(got), describe(res.Record))
+	}
+	if age := time.Duration(snap.ObservedAtUnixMs-res.Record.UpdatedAtUnixMs) * time.Millisecond; age < -clockTolerance {
+		t.Fatalf("record updated at %d, after the snapshot's observation time %d", res.Record.UpdatedAtUnixMs, snap.ObservedAtUnixMs)
+	}
+}
+
+// upsertUpdate is the Update case of runUpsert.
+func upsertUpdate(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	first := e.mustUpsert(e.rec(cluster.RoleWorker, "w1", "inc-a", 1), longTTL, cluster.DecisionInsert, e.rec(cluster.RoleWorker, "w1", "inc-a", 1))
+	next := e.rec(cluster.RoleWorker, "w1", "inc-a", 2)
+	next.Health = cluster.HealthDegraded
+	second := e.mustUpsert(next, longTTL, cluster.DecisionAdvance, next)
+	if second.Revision == first.Revision {
+		t.Fatalf("an accepted update kept revision %s", first.Revision)
+	}
+	// A gap in the sequence is accepted: heartbeats may be lost.
+	jump := e.rec(cluster.RoleWorker, "w1", "inc-a", 100)
+	e.mustUpsert(jump, longTTL, cluster.DecisionAdvance, jump)
+	mustFind(t, e.snapshot(e.cluster), jump)
+}
+
+// upsertDuplicate is the Duplicate case of runUpsert.
+func upsertDuplicate(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	orig := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
+	acc := e.mustUpsert(orig, longTTL, cluster.DecisionInsert, orig)
+	before := e.snapshot(e.cluster)
+	dup := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
+	dup.Health = cluster.HealthUnhealthy // same sequence, other content: still a duplicate
+	res := e.mustUpsert(dup, longTTL, cluster.DecisionDuplicate, orig)
+	if res.Record.UpdatedAtUnixMs != acc.Record.UpdatedAtUnixMs {
+		t.Fatalf("a duplicate changed UpdatedAtUnixMs from %d to %d", acc.Record.UpdatedAtUnixMs, res.Record.UpdatedAtUnixMs)
+	}
+	after := e.snapshot(e.cluster)
+	if !sameSnapshot(before, after) {
+		t.Fatalf("a duplicate changed the snapshot: %s became %s", describe(before.Records[0]), describe(after.Records[0]))
+	}
+	if e.h.StableRevisions && (res.Revision != acc.Revision || after.Revision != before.Revision) {
+		t.Fatalf("a duplicate moved the revision: write %s -> %s, snapshot %s -> %s", acc.Revision, res.Revision, before.Revision, after.Revision)
+	}
+}
+
+// upsertStale is the Stale case of runUpsert.
+func upsertStale(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	orig := e.rec(cluster.RoleWorker, "w1", "inc-a", 5)
+	acc := e.mustUpsert(orig, longTTL, cluster.DecisionInsert, orig)
+	before := e.snapshot(e.cluster)
+	for _, seq := range []uint64{4, 0} {
+		res := e.mustUpsert(e.rec(cluster.RoleWorker, "w1", "inc-a", seq), longTTL, cluster.DecisionStale, orig)
+		if res.Record.UpdatedAtUnixMs != acc.Record.UpdatedAtUnixMs {
+			t.Fatalf("a stale update changed UpdatedAtUnixMs from %d to %d", acc.Record.UpdatedAtUnixMs, res.Record.UpdatedAtUnixMs)
+		}
+		if e.h.StableRevisions && res.Revision != acc.Revision {
+			t.Fatalf("a stale update moved the revision from %s to %s", acc.Revision, res.Revision)
+		}
+	}
+	after := e.snapshot(e.cluster)
+	if !sameSnapshot(before, after) {
+		t.Fatal("a stale update changed the snapshot")
+	}
+	if e.h.StableRevisions && after.Revision != before.Revision {
+		t.Fatalf("a stale update moved the snapshot revision from %s to %s", before.Revision, after.Revision)
+	}
+}
+
+// upsertRestartWithNewIncarnation is the RestartWithNewIncarnation case of runUpsert.
+func upsertRestartWithNewIncarnation(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	old := e.rec(cluster.RoleWorker, "w1", "inc-old", 40)
+	first := e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
+	// The restarted process starts its sequence again; a registration
+	// of a new incarnation is a restart whatever its sequence.
+	fresh := e.rec(cluster.RoleWorker, "w1", "inc-new", 0)
+	res := e.mustUpsert(fresh, longTTL, cluster.DecisionRestart, fresh)
+	if res.Record.Generation <= first.Record.Generation {
+		t.Fatalf("restart issued generation %d, not above the previous %d", res.Record.Generation, first.Record.Generation)
+	}
+	if len(res.Record.Superseded) != 1 || res.Record.Superseded[0] != "inc-old" {
+		t.Fatalf("restart superseded %q, want [inc-old]", res.Record.Superseded)
+	}
+	mustFind(t, e.snapshot(e.cluster), fresh)
+	// The new incarnation's own ordering starts from its sequence.
+	e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-new", 0), longTTL, cluster.DecisionDuplicate, fresh)
+	next := e.rec(cluster.RoleWorker, "w1", "inc-new", 1)
+	adv := e.mustHeartbeat(next, longTTL, cluster.DecisionAdvance, next)
+	if adv.Record.Generation != res.Record.Generation {
+		t.Fatalf("a heartbeat changed the generation from %d to %d", res.Record.Generation, adv.Record.Generation)
+	}
+	// Delayed messages of the previous process, heartbeat or
+	// registration, never move the slot back, whatever they claim.
+	back := e.rec(cluster.RoleWorker, "w1", "inc-old", 41)
+	back.StartTimeUnixMs = next.StartTimeUnixMs + 3_600_000
+	e.mustHeartbeat(back, longTTL, cluster.DecisionSuperseded, next)
+	e.mustUpsert(back, longTTL, cluster.DecisionSuperseded, next)
+	mustFind(t, e.snapshot(e.cluster), next)
+	// A third incarnation registers: a restart, generation grows again.
+	third := e.rec(cluster.RoleWorker, "w1", "inc-third", 0)
+	res3 := e.mustUpsert(third, longTTL, cluster.DecisionRestart, third)
+	if res3.Record.Generation <= res.Record.Generation {
+		t.Fatalf("second restart issued generation %d, not above %d", res3.Record.Generation, res.Record.Generation)
+	}
+	if got := res3.Record.Superseded; len(got) != 2 || got[0] != "inc-new" || got[1] != "inc-old" {
+		t.Fatalf("second restart superseded %q, want [inc-new inc-old]", got)
+	}
+	mustFind(t, e.snapshot(e.cluster), third)
+}
+
+// upsertRestartOnAClockBehind is the RestartOnAClockBehind case of runUpsert.
+func upsertRestartOnAClockBehind(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	old := e.rec(cluster.RoleWorker, "w1", "inc-old", 9)
+	e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
+	behind := e.rec(cluster.RoleWorker, "w1", "inc-behind", 0)
+	behind.StartTimeUnixMs = old.StartTimeUnixMs - 60_000
+	e.mustUpsert(behind, longTTL, cluster.DecisionRestart, behind)
+	zero := e.rec(cluster.RoleWorker, "w1", "inc-zero", 0)
+	zero.StartTimeUnixMs = 0
+	e.mustUpsert(zero, longTTL, cluster.DecisionRestart, zero)
+	mustFind(t, e.snapshot(e.cluster), zero)
+}
+
+// upsertHeartbeatNeverTakesASlot is the HeartbeatNeverTakesASlot case of runUpsert.
+func upsertHeartbeatNeverTakesASlot(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-a", 5), longTTL, cluster.DecisionUnregistered, nil)
+	mustLack(t, e.snapshot(e.cluster), cluster.Key{ClusterID: e.cluster, Role: cluster.RoleWorker, NodeID: "w1"})
+	owner := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	e.mustUpsert(owner, longTTL, cluster.DecisionInsert, owner)
+	e.mustHeartbeat(e.rec(cluster.RoleWorker, "w1", "inc-forged", 1<<40), longTTL, cluster.DecisionSuperseded, owner)
+	mustFind(t, e.snapshot(e.cluster), owner)
+}
+
+// upsertStoresACopy is the StoresACopy case of runUpsert.
+func upsertStoresACopy(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 1)
+	want := rec.Clone()
+	res := e.mustUpsert(rec, longTTL, cluster.DecisionInsert, want)
+	rec.Health = cluster.HealthUnhealthy
+	rec.Labels["zone"] = "changed-by-caller"
+	res.Record.Labels["zone"] = "changed-by-result"
+	res.Record.Ready = false
+	mustFind(t, e.snapshot(e.cluster), want)
 }
 
 func runIdentity(t *testing.T, newHarness Factory) {
@@ -329,109 +353,121 @@ func runRemove(t *testing.T, newHarness Factory) {
 }
 
 func runSnapshot(t *testing.T, newHarness Factory) {
-	t.Run("EmptyCluster", func(t *testing.T) {
-		e := setup(t, newHarness)
-		if snap := e.snapshot(e.cluster); len(snap.Records) != 0 {
-			t.Fatalf("a fresh cluster holds %d records", len(snap.Records))
-		}
-	})
+	t.Run("EmptyCluster", func(t *testing.T) { snapshotEmptyCluster(t, newHarness) })
 
-	t.Run("OrderedByRoleThenNodeID", func(t *testing.T) {
-		e := setup(t, newHarness)
-		// Written out of order; byte order puts "N" before "a" and "n-10"
-		// before "n-9".
-		writes := []struct {
-			role cluster.Role
-			node string
-		}{
-			{cluster.RoleWorker, "n-9"}, {cluster.RoleCoordinator, "c-2"}, {cluster.RoleWorker, "a"},
-			{cluster.RoleWorker, "n-10"}, {cluster.RoleCoordinator, "c-10"}, {cluster.RoleWorker, "N-1"},
-			{cluster.RoleWorker, "n-1"}, {cluster.RoleCoordinator, "z"},
-		}
-		for _, w := range writes {
-			rec := e.rec(w.role, w.node, "inc", 1)
-			e.mustUpsert(rec, longTTL, cluster.DecisionInsert, rec)
-		}
-		want := []string{
-			"coordinator/c-10", "coordinator/c-2", "coordinator/z",
-			"worker/N-1", "worker/a", "worker/n-1", "worker/n-10", "worker/n-9",
-		}
-		snap := e.snapshot(e.cluster)
-		got := make([]string, len(snap.Records))
-		for i, r := range snap.Records {
-			got[i] = string(r.Role) + "/" + r.NodeID
-		}
-		if strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Fatalf("snapshot order:\n got %v\nwant %v", got, want)
-		}
-	})
+	t.Run("OrderedByRoleThenNodeID", func(t *testing.T) { snapshotOrderedByRoleThenNodeID(t, newHarness) })
 
-	t.Run("Revision", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 1)
+	t.Run("Revision", func(t *testing.T) { snapshotRevision(t, newHarness) })
+
+	t.Run("ObservedAt", func(t *testing.T) { snapshotObservedAt(t, newHarness) })
+}
+
+// snapshotEmptyCluster is the EmptyCluster case of runSnapshot.
+func snapshotEmptyCluster(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	if snap := e.snapshot(e.cluster); len(snap.Records) != 0 {
+		t.Fatalf("a fresh cluster holds %d records", len(snap.Records))
+	}
+}
+
+// snapshotOrderedByRoleThenNodeID is the OrderedByRoleThenNodeID case of runSnapshot.
+func snapshotOrderedByRoleThenNodeID(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	// Written out of order; byte order puts "N" before "a" and "n-10"
+	// before "n-9".
+	writes := []struct {
+		role cluster.Role
+		node string
+	}{
+		{cluster.RoleWorker, "n-9"}, {cluster.RoleCoordinator, "c-2"}, {cluster.RoleWorker, "a"},
+		{cluster.RoleWorker, "n-10"}, {cluster.RoleCoordinator, "c-10"}, {cluster.RoleWorker, "N-1"},
+		{cluster.RoleWorker, "n-1"}, {cluster.RoleCoordinator, "z"},
+	}
+	for _, w := range writes {
+		rec := e.rec(w.role, w.node, "inc", 1)
 		e.mustUpsert(rec, longTTL, cluster.DecisionInsert, rec)
-		s1, s2 := e.snapshot(e.cluster), e.snapshot(e.cluster)
-		if s1.Revision == s2.Revision && !sameSnapshot(s1, s2) {
-			t.Fatalf("two snapshots at revision %s differ", s1.Revision)
-		}
-		if e.h.StableRevisions && s1.Revision != s2.Revision {
-			t.Fatalf("two snapshots with no write between them have revisions %s and %s", s1.Revision, s2.Revision)
-		}
-		next := e.rec(cluster.RoleWorker, "w1", "inc-a", 2)
-		res := e.mustUpsert(next, longTTL, cluster.DecisionAdvance, next)
-		if res.Revision == s2.Revision {
-			t.Fatalf("an accepted write returned the earlier snapshot's revision %s", res.Revision)
-		}
-		s3 := e.snapshot(e.cluster)
-		if s3.Revision == s2.Revision {
-			t.Fatalf("the snapshot revision %s did not change after an accepted write", s3.Revision)
-		}
-		mustFind(t, s3, next)
-		if e.h.StableRevisions && s3.Revision != res.Revision {
-			t.Fatalf("snapshot revision %s, want the last write's %s", s3.Revision, res.Revision)
-		}
-		e.mustUpsert(next, longTTL, cluster.DecisionDuplicate, next)
-		s4 := e.snapshot(e.cluster)
-		if s4.Revision == s3.Revision && !sameSnapshot(s3, s4) {
-			t.Fatalf("two snapshots at revision %s differ", s3.Revision)
-		}
-		if e.h.StableRevisions && s4.Revision != s3.Revision {
-			t.Fatalf("a duplicate write moved the snapshot revision from %s to %s", s3.Revision, s4.Revision)
-		}
-		if s := s4.Revision.String(); s == "" {
-			t.Fatal("Revision.String() is empty")
-		}
-	})
+	}
+	want := []string{
+		"coordinator/c-10", "coordinator/c-2", "coordinator/z",
+		"worker/N-1", "worker/a", "worker/n-1", "worker/n-10", "worker/n-9",
+	}
+	snap := e.snapshot(e.cluster)
+	got := make([]string, len(snap.Records))
+	for i, r := range snap.Records {
+		got[i] = string(r.Role) + "/" + r.NodeID
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("snapshot order:\n got %v\nwant %v", got, want)
+	}
+}
 
-	t.Run("ObservedAt", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 1)
-		res := e.mustUpsert(rec, longTTL, cluster.DecisionInsert, rec)
-		s1 := e.snapshot(e.cluster)
-		got := mustFind(t, s1, rec)
-		if got.UpdatedAtUnixMs != res.Record.UpdatedAtUnixMs {
-			t.Fatalf("snapshot UpdatedAtUnixMs %d, write result %d", got.UpdatedAtUnixMs, res.Record.UpdatedAtUnixMs)
-		}
-		if got.Age(s1.ObservedAtUnixMs) < -clockTolerance {
-			t.Fatalf("record updated at %d, after the observation time %d", got.UpdatedAtUnixMs, s1.ObservedAtUnixMs)
-		}
-		// Heartbeat age is the caller's measure of health: it must grow
-		// with the store's clock while nothing refreshes the record, and
-		// the record stays visible until its lease ends.
-		d := e.h.LeaseTTL / 2
-		e.h.Advance(d)
-		s2 := e.snapshot(e.cluster)
-		got2 := mustFind(t, s2, rec)
-		if got2.UpdatedAtUnixMs != got.UpdatedAtUnixMs {
-			t.Fatalf("UpdatedAtUnixMs moved from %d to %d without a write", got.UpdatedAtUnixMs, got2.UpdatedAtUnixMs)
-		}
-		if adv := time.Duration(s2.ObservedAtUnixMs-s1.ObservedAtUnixMs) * time.Millisecond; adv < d-clockTolerance {
-			t.Fatalf("observation time advanced %s after the clock advanced %s", adv, d)
-		}
-		if age := got2.Age(s2.ObservedAtUnixMs); age < d-clockTolerance {
-			t.Fatalf("record age %s after the clock advanced %s", age, d)
-		}
-	})
+// snapshotRevision is the Revision case of runSnapshot.
+func snapshotRevision(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 1)
+	e.mustUpsert(rec, longTTL, cluster.DecisionInsert, rec)
+	s1, s2 := e.snapshot(e.cluster), e.snapshot(e.cluster)
+	if s1.Revision == s2.Revision && !sameSnapshot(s1, s2) {
+		t.Fatalf("two snapshots at revision %s differ", s1.Revision)
+	}
+	if e.h.StableRevisions && s1.Revision != s2.Revision {
+		t.Fatalf("two snapshots with no write between them have revisions %s and %s", s1.Revision, s2.Revision)
+	}
+	next := e.rec(cluster.RoleWorker, "w1", "inc-a", 2)
+	res := e.mustUpsert(next, longTTL, cluster.DecisionAdvance, next)
+	if res.Revision == s2.Revision {
+		t.Fatalf("an accepted write returned the earlier snapshot's revision %s", res.Revision)
+	}
+	s3 := e.snapshot(e.cluster)
+	if s3.Revision == s2.Revision {
+		t.Fatalf("the snapshot revision %s did not change after an accepted write", s3.Revision)
+	}
+	mustFind(t, s3, next)
+	if e.h.StableRevisions && s3.Revision != res.Revision {
+		t.Fatalf("snapshot revision %s, want the last write's %s", s3.Revision, res.Revision)
+	}
+	e.mustUpsert(next, longTTL, cluster.DecisionDuplicate, next)
+	s4 := e.snapshot(e.cluster)
+	if s4.Revision == s3.Revision && !sameSnapshot(s3, s4) {
+		t.Fatalf("two snapshots at revision %s differ", s3.Revision)
+	}
+	if e.h.StableRevisions && s4.Revision != s3.Revision {
+		t.Fatalf("a duplicate write moved the snapshot revision from %s to %s", s3.Revision, s4.Revision)
+	}
+	if s := s4.Revision.String(); s == "" {
+		t.Fatal("Revision.String() is empty")
+	}
+}
+
+// snapshotObservedAt is the ObservedAt case of runSnapshot.
+func snapshotObservedAt(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 1)
+	res := e.mustUpsert(rec, longTTL, cluster.DecisionInsert, rec)
+	s1 := e.snapshot(e.cluster)
+	got := mustFind(t, s1, rec)
+	if got.UpdatedAtUnixMs != res.Record.UpdatedAtUnixMs {
+		t.Fatalf("snapshot UpdatedAtUnixMs %d, write result %d", got.UpdatedAtUnixMs, res.Record.UpdatedAtUnixMs)
+	}
+	if got.Age(s1.ObservedAtUnixMs) < -clockTolerance {
+		t.Fatalf("record updated at %d, after the observation time %d", got.UpdatedAtUnixMs, s1.ObservedAtUnixMs)
+	}
+	// Heartbeat age is the caller's measure of health: it must grow
+	// with the store's clock while nothing refreshes the record, and
+	// the record stays visible until its lease ends.
+	d := e.h.LeaseTTL / 2
+	e.h.Advance(d)
+	s2 := e.snapshot(e.cluster)
+	got2 := mustFind(t, s2, rec)
+	if got2.UpdatedAtUnixMs != got.UpdatedAtUnixMs {
+		t.Fatalf("UpdatedAtUnixMs moved from %d to %d without a write", got.UpdatedAtUnixMs, got2.UpdatedAtUnixMs)
+	}
+	if adv := time.Duration(s2.ObservedAtUnixMs-s1.ObservedAtUnixMs) * time.Millisecond; adv < d-clockTolerance {
+		t.Fatalf("observation time advanced %s after the clock advanced %s", adv, d)
+	}
+	if age := got2.Age(s2.ObservedAtUnixMs); age < d-clockTolerance {
+		t.Fatalf("record age %s after the clock advanced %s", age, d)
+	}
 }
 
 func runValidation(t *testing.T, newHarness Factory) {

@@ -49,6 +49,12 @@ type Harness struct {
 	// (it checks that a duplicate heartbeat did not extend the lease), so
 	// choose a TTL of more than twice the backend's expiry lag.
 	LeaseTTL time.Duration
+	// LeaseExpiry reports that the backend deletes a record on its own
+	// when its lease runs out (memory's TTL, etcd's lease). Kubernetes
+	// Leases have no such expiry: a record goes only when a coordinator's
+	// ProposeTransition(TransitionExpire) or a removal deletes it, and the
+	// suite checks that no reader's clock drops it before.
+	LeaseExpiry bool
 	// Fault causes f and returns the store to use while it lasts (the same
 	// Store, or one built with bad credentials) and a function that restores
 	// service. Operations through the returned store must fail with the

@@ -40,6 +40,23 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		// A proposal that does not compare the sequence it saw: a heartbeat
+		// that lands first is marked late or expired anyway.
+		name:     "proposal-ignores-sequence",
+		wantFail: []string{"Transition/HeartbeatFirstMakesTheProposalStale", "Concurrency/LinearizableWithExpiry"},
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
+			h.Store = &proposalIgnoresSeq{Store: s}
+		},
+	},
+	{
+		// A late mark that refreshes the lease.
+		name:     "late-refreshes-lease",
+		wantFail: []string{"Transition/LateDoesNotExtendTheLease"},
+		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
+			h.Store = &lateRefreshes{Store: s}
+		},
+	},
+	{
 		// The ordering rule before store-issued generations: every update
 		// may insert or take over a slot.
 		name:     "heartbeats-register",
@@ -215,6 +232,7 @@ func TestMutant(t *testing.T) {
 			Advance:         clk.Advance,
 			LeaseTTL:        30 * time.Second,
 			StableRevisions: true,
+			LeaseExpiry:     true,
 			Fault: func(t testing.TB, f statetest.Fault) (state.Store, func()) {
 				s.SetFault(map[statetest.Fault]error{
 					statetest.FaultUnavailable:      state.ErrUnavailable,
@@ -230,6 +248,35 @@ func TestMutant(t *testing.T) {
 		mutants[i].apply(h, s, clk)
 		return h
 	})
+}
+
+// proposalIgnoresSeq proposes for whatever sequence the slot holds.
+type proposalIgnoresSeq struct{ *memory.Store }
+
+func (s *proposalIgnoresSeq) ProposeTransition(ctx context.Context, key cluster.Key, inc string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+	if snap, err := s.Store.Snapshot(ctx, key.ClusterID); err == nil {
+		if r := snap.Find(key); r != nil && r.IncarnationID == inc {
+			seq = r.HeartbeatSeq
+		}
+	}
+	return s.Store.ProposeTransition(ctx, key, inc, seq, tr)
+}
+
+// lateRefreshes marks a record late by writing it again with a new lease.
+type lateRefreshes struct{ *memory.Store }
+
+func (s *lateRefreshes) ProposeTransition(ctx context.Context, key cluster.Key, inc string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+	res, err := s.Store.ProposeTransition(ctx, key, inc, seq, tr)
+	if err != nil || tr != state.TransitionLate || res.Outcome != state.OutcomeAccepted {
+		return res, err
+	}
+	if _, err := s.Store.RemoveNode(ctx, key, inc); err != nil {
+		return res, err
+	}
+	if _, err := s.Store.UpsertNode(ctx, res.Record, 30*time.Second); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // heartbeatsRegister drops the Heartbeat option: every update registers.
