@@ -144,12 +144,8 @@ func (c *Coordinator) proposeLoop(ctx context.Context) {
 func (c *Coordinator) propose(ctx context.Context, p proposal) {
 	pctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	t, ok := c.opts.Store.(transitioner)
-	if !ok {
-		return
-	}
 	start := c.now()
-	res, err := t.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition)
+	res, err := c.opts.Store.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition)
 	c.m.storeDuration.WithLabelValues("transition").Observe(c.now().Sub(start).Seconds())
 	outcome := state.Code(err)
 	if err == nil {
@@ -168,9 +164,4 @@ func (c *Coordinator) propose(ctx context.Context, p proposal) {
 // retryPolicy is the coordinator's wait between failed background reads.
 func (c *Coordinator) retryPolicy() backoff.Policy {
 	return backoff.Policy{Initial: 100 * time.Millisecond, Max: c.opts.Timing.HeartbeatInterval, Jitter: 0.5}
-}
-
-// transitioner is the store's ProposeTransition.
-type transitioner interface {
-	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error)
 }

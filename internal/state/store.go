@@ -226,23 +226,3 @@ type WatchBatch struct {
 	Events []Event
 	Err    error
 }
-
-// Transition is a time-based change a coordinator proposes for a record whose current version it watched go unchanged.
-type Transition uint8
-
-// Transitions.
-const (
-	TransitionLate   Transition = iota + 1 // store the record with Late set; its lease/TTL deadline is NOT refreshed or extended
-	TransitionExpire                       // delete the record
-)
-
-// String returns the transition's lowercase name.
-func (t Transition) String() string {
-	switch t {
-	case TransitionLate:
-		return "late"
-	case TransitionExpire:
-		return "expire"
-	}
-	return "invalid"
-}
