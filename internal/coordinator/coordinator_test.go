@@ -290,6 +290,11 @@ func TestFailClosedAndRecovery(t *testing.T) {
 	}
 	store.ClearFault()
 	waitFor(t, "ready again", func() bool { return f.c.Readiness().Ready })
+	// w1 sent nothing for longer than its lease: as a live worker does, it
+	// registers again (heartbeats are refused as not_found).
+	if _, err := register(t, cn, workerRecord("w1", "i", 2)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cn.Call(context.Background(), &protocol.PlacementLookup{Key: []byte("k"), Replicas: 1}); err != nil {
 		t.Fatalf("lookup after recovery: %v", err)
 	}
