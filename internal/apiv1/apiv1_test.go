@@ -18,8 +18,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var timing = cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 6 * time.Second}
-
 func TestOpenAPIDocumentValidates(t *testing.T) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(OpenAPI())

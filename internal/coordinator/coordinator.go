@@ -360,17 +360,17 @@ func (c *Coordinator) Readiness() Readiness {
 	if draining {
 		reasons = append(reasons, "draining: shutting down")
 	}
-	_, lastErr, storeOK, synced := c.view.state()
+	vs := c.view.state()
 	switch {
-	case !storeOK && lastErr != nil:
-		reasons = append(reasons, "store unreachable: "+lastErr.Error())
-	case !storeOK:
+	case !vs.storeOK && vs.lastErr != nil:
+		reasons = append(reasons, "store unreachable: "+vs.lastErr.Error())
+	case !vs.storeOK:
 		reasons = append(reasons, "warming up: the store has not answered yet")
 	}
-	if !synced {
+	if !vs.synced {
 		reasons = append(reasons, "warming up: no cluster snapshot yet")
 	}
-	if r := c.view.recoveryReason(c.mono()); r != "" && storeOK {
+	if r := c.view.recoveryReason(c.mono()); r != "" && vs.storeOK {
 		reasons = append(reasons, r)
 	}
 	switch st := c.self.Status(); {

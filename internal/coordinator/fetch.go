@@ -37,21 +37,19 @@ func (c *Coordinator) View(ctx context.Context) (*View, error) {
 // it may be stale, and callers must mark it so with its ObservedAt. It is
 // nil before the first successful read.
 func (c *Coordinator) LastGood() *View {
-	v, _, _, _ := c.view.state()
-	return v
+	return c.view.state().lastGood
 }
 
 // LastError returns the last store error seen, nil once the store answers again.
 func (c *Coordinator) LastError() error {
-	_, err, _, _ := c.view.state()
-	return err
+	return c.view.state().lastErr
 }
 
 // current reports whether the last snapshot read succeeded: writes are
 // served then, recovering or not (workers re-register during the hold).
 func (c *Coordinator) current() bool {
-	_, _, ok, synced := c.view.state()
-	return ok && synced
+	vs := c.view.state()
+	return vs.storeOK && vs.synced
 }
 
 // Lookup answers a placement lookup from a fresh view.

@@ -161,11 +161,19 @@ func (t *tracker) isRecovering() bool {
 	return t.recovering
 }
 
+// viewState is what readiness and diagnostics read of the tracker.
+type viewState struct {
+	lastGood *View
+	lastErr  error
+	storeOK  bool
+	synced   bool
+}
+
 // state returns the fields readiness and diagnostics read.
-func (t *tracker) state() (lastGood *View, lastErr error, storeOK, synced bool) {
+func (t *tracker) state() viewState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.lastGood, t.lastErr, t.storeOK, t.synced
+	return viewState{lastGood: t.lastGood, lastErr: t.lastErr, storeOK: t.storeOK, synced: t.synced}
 }
 
 // clusterFull reports whether registering key would take the cluster past

@@ -396,7 +396,7 @@ func (r *linRun) read(client int, last map[int]linSeen) error {
 	snap, err := r.e.s.Snapshot(r.ctx, r.e.cluster)
 	ret := r.now()
 	if err != nil {
-		return fmt.Errorf("Snapshot: %w", err)
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	r.snapMu.Lock()
 	prev, ok := r.byRevision[snap.Revision]
