@@ -44,8 +44,10 @@ type Options struct {
 	// lookups and the API fail closed with not_ready, and pushes wait,
 	// while workers whose leases expired re-register. It also waits for
 	// the store to accept its own record again. Zero means one heartbeat
-	// interval plus one request timeout (a worker's next heartbeat, which
-	// re-registers at once when its record is gone, and its round trip).
+	// interval plus two request timeouts: a worker's next attempt comes
+	// within an interval of the store's return (its retries are capped at
+	// the interval), may first wait out a request that was in flight, and
+	// re-registers at once when its record is gone.
 	RecoveryHold time.Duration
 	// PlacementReplicas is the replica count clients read with; the
 	// under-replication gauge compares eligible workers to it. Default 2.
@@ -200,7 +202,7 @@ func New(opts Options) (*Coordinator, error) {
 		opts.LivenessClock = time.Now
 	}
 	if opts.RecoveryHold <= 0 {
-		opts.RecoveryHold = opts.Timing.HeartbeatInterval + opts.RequestTimeout
+		opts.RecoveryHold = opts.Timing.HeartbeatInterval + 2*opts.RequestTimeout
 	}
 	m, err := newCoordMetrics(opts.Registerer, opts.Store.Backend())
 	if err != nil {
