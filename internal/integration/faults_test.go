@@ -265,8 +265,9 @@ type target struct {
 
 func targetOf(p *proc) target { return target{name: p.name, admin: p.admin, ctl: p.addr} }
 
-// poller samples targets every pollEvery, one goroutine per target so a
-// stopped coordinator does not delay the others, until stop.
+// poller samples targets every pollEvery, two goroutines per target (one
+// per kind) so a stopped coordinator does not delay the others, until
+// stop.
 type poller struct {
 	t      *testing.T
 	client *tls.Config
@@ -285,8 +286,7 @@ func startPoller(t *testing.T, clientTLS *tls.Config, targets ...target) *poller
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl.wg.Add(1)
-		go pl.run(tg, api)
+		pl.run(tg, api)
 	}
 	t.Cleanup(pl.stop)
 	return pl
@@ -307,27 +307,32 @@ func (pl *poller) add(s sample) {
 	pl.mu.Unlock()
 }
 
-// since returns the samples taken at or after from.
+// since returns the samples taken at or after from, ordered by the time
+// their requests were sent (answers can arrive out of that order).
 func (pl *poller) since(from time.Time) []sample {
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	var out []sample
 	for _, s := range pl.samples {
 		if !s.At.Before(from) {
 			out = append(out, s)
 		}
 	}
+	pl.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
 }
 
-func (pl *poller) run(tg target, api *apiv1.Client) {
+// maxInflight bounds the requests of one kind to one coordinator that the
+// poller has in flight: a coordinator that takes a request timeout to
+// answer is still sampled every pollEvery.
+const maxInflight = 32
+
+// every starts f every pollEvery, each call on its own goroutine (at most
+// maxInflight at once; a tick that finds them all busy is skipped), until
+// stop.
+func (pl *poller) every(f func()) {
 	defer pl.wg.Done()
-	var cn *protocol.Conn
-	defer func() {
-		if cn != nil {
-			cn.Close()
-		}
-	}()
+	sem := make(chan struct{}, maxInflight)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
@@ -336,11 +341,53 @@ func (pl *poller) run(tg target, api *apiv1.Client) {
 			return
 		case <-tick.C:
 		}
-		pl.add(pl.readCluster(tg, api))
-		var s sample
-		s, cn = pl.lookup(tg, cn)
-		pl.add(s)
+		select {
+		case sem <- struct{}{}:
+			pl.wg.Add(1)
+			go func() {
+				defer pl.wg.Done()
+				defer func() { <-sem }()
+				f()
+			}()
+		default:
+		}
 	}
+}
+
+// run samples tg's cluster answer and a lookup.
+func (pl *poller) run(tg target, api *apiv1.Client) {
+	// idle holds connections no lookup is using: a Conn serves one call
+	// at a time.
+	idle := make(chan *protocol.Conn, maxInflight)
+	pl.wg.Add(2)
+	go pl.every(func() { pl.add(pl.readCluster(tg, api)) })
+	go func() {
+		pl.every(func() {
+			var cn *protocol.Conn
+			select {
+			case cn = <-idle:
+			default:
+			}
+			s, cn := pl.lookup(tg, cn)
+			pl.add(s)
+			if cn != nil {
+				idle <- cn
+			}
+		})
+		// every returned after its calls' goroutines were started, not
+		// ended; the ones still running put their connections back
+		// later and close them through the cleanup below.
+	}()
+	pl.t.Cleanup(func() {
+		for {
+			select {
+			case cn := <-idle:
+				cn.Close()
+			default:
+				return
+			}
+		}
+	})
 }
 
 func (pl *poller) readCluster(tg target, api *apiv1.Client) sample {
