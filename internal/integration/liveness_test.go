@@ -443,14 +443,23 @@ func TestTimingMismatch(t *testing.T) {
 	waitEligible(t, 60*time.Second, 1, a, b)
 	pl := startPoller(t, c.client, targetOf(a), targetOf(b))
 	const watch = time.Minute
+	seqBefore := workerRecordOf(t, a, "worker-slow").HeartbeatSeq
 	from := time.Now()
 	time.Sleep(watch)
 	pl.stop()
+	beats := workerRecordOf(t, a, "worker-slow").HeartbeatSeq - seqBefore
+	// A worker that adopted the cluster's 1 s interval sends about 60 in
+	// the minute, one that kept its own 5 s about 12; half of 60 leaves
+	// room for a loaded machine.
+	minBeats := uint64(watch / mismatchCluster.Heartbeat / 2)
 	samples := pl.since(from)
 	changes := versionChanges(samples)
 	f := summarize(samples, constant(1))
-	t.Logf("timing mismatch (worker %v, cluster %v) over %v: version changes %v | 200s without the worker %d | %s",
-		mismatchWorker.Heartbeat, mismatchCluster.Heartbeat, watch, changes, f.Dropped, f)
+	t.Logf("timing mismatch (worker %v, cluster %v) over %v: heartbeats accepted %d (adopted interval means >= %d) | version changes %v | 200s without the worker %d | %s",
+		mismatchWorker.Heartbeat, mismatchCluster.Heartbeat, watch, beats, minBeats, changes, f.Dropped, f)
+	if beats < minBeats {
+		t.Errorf("the worker sent %d heartbeats in %v, want at least %d: it did not adopt the %v interval of the Acks", beats, watch, minBeats, mismatchCluster.Heartbeat)
+	}
 	if n := changes["coord-a"] + changes["coord-b"]; n != 0 {
 		t.Errorf("%d PlacementVersion changes, want 0", n)
 	}
