@@ -8,6 +8,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -427,6 +428,88 @@ func TestCrashLoop(t *testing.T) {
 	}
 	if n := outcomes["replay/accepted"] + outcomes["straggler/accepted"]; n != 0 {
 		t.Logf("note: %d delayed registrations of dead incarnations were accepted (took the slot)", n)
+	}
+}
+
+// TestCrashLoopProcesses is TestCrashLoop with real processes: one worker
+// node is killed (SIGKILL) and started again 20 times, as fast as 50 ms
+// apart, so registrations of dead processes are still in flight when the
+// next one starts. Once the last process's admin listener answers, it must
+// hold the record within one heartbeat interval and keep it.
+func TestCrashLoopProcesses(t *testing.T) {
+	skipShort(t)
+	c := newEtcdCluster(t, fastTiming, 2)
+	a, b := c.coordinator("coord-a"), c.coordinator("coord-b")
+	testsupport.WaitFor(t, 60*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	const node, restarts = "w-crash", 20
+	w := c.worker(node, []string{a.addr, b.addr}, liveTiming{})
+	waitEligible(t, 60*time.Second, 1, a, b)
+
+	// A sampler records who holds the record from the first kill on.
+	type held struct {
+		at     time.Time
+		holder string
+	}
+	var (
+		mu      sync.Mutex
+		samples []held
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		api := a.api(t)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			holder := "none"
+			if n, err := api.Node(context.Background(), node); err == nil {
+				holder = n.Node.IncarnationID
+			}
+			mu.Lock()
+			samples = append(samples, held{time.Now(), holder})
+			mu.Unlock()
+		}
+	}()
+	loopStart := time.Now()
+	for i := 1; i < restarts; i++ {
+		time.Sleep(time.Until(loopStart.Add(time.Duration(i) * time.Second / restarts)))
+		w.kill()
+		w.restart()
+	}
+	loop := time.Since(loopStart)
+	var inc string
+	testsupport.WaitFor(t, 30*time.Second, "the last process's admin listener", func() bool {
+		st, err := w.api(t).Status(context.Background())
+		if err == nil {
+			inc = st.IncarnationID
+		}
+		return err == nil
+	})
+	up := time.Now()
+	time.Sleep(c.timing.LeaseTTL + time.Second)
+	close(stop)
+	wg.Wait()
+	var lastNotHeld time.Time
+	holders := map[string]bool{}
+	for _, h := range samples {
+		holders[h.holder] = true
+		if h.at.After(up) && h.holder != inc {
+			lastNotHeld = h.at
+		}
+	}
+	lost := time.Duration(0)
+	if !lastNotHeld.IsZero() {
+		lost = lastNotHeld.Sub(up)
+	}
+	t.Logf("crash loop (processes): %d starts in %v | last process up %v after the last start | incarnations seen holding the record %d | last process without the record for %v after it was up (limit %v)",
+		restarts, loop.Round(time.Millisecond), up.Sub(loopStart.Add(loop)).Round(time.Millisecond), len(holders), lost.Round(time.Millisecond), c.timing.Heartbeat)
+	if lost > c.timing.Heartbeat {
+		t.Errorf("the last process did not hold the record for %v after it was up, want at most one heartbeat interval %v", lost, c.timing.Heartbeat)
 	}
 }
 
