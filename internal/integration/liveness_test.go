@@ -95,6 +95,7 @@ func testAgreement(t *testing.T, c *liveCluster) {
 			b.restart()
 		}
 		_, ok := settle(t, 2*c.timing.LeaseTTL+20*time.Second, 1, a, b)
+		settled := time.Since(death)
 		if !ok {
 			notSettled++
 		}
@@ -106,7 +107,7 @@ func testAgreement(t *testing.T, c *liveCluster) {
 		total += len(bad)
 		totalShared += shared
 		t.Logf("offset %6v: revisions both answered %3d | disagreements %d | settled %v after the death (%v) | %s",
-			off.Round(time.Millisecond), shared, len(bad), time.Since(death).Round(time.Millisecond)-300*time.Millisecond, ok, f)
+			off.Round(time.Millisecond), shared, len(bad), settled.Round(time.Millisecond), ok, f)
 		for j, d := range bad {
 			if j == 3 {
 				t.Logf("  ... %d more", len(bad)-3)
