@@ -101,12 +101,13 @@ func newEtcdCluster(t *testing.T, lt liveTiming, replicas int) *liveCluster {
 	return c
 }
 
-// newKubeCluster starts a kube-apiserver (on its own etcd) with namespace
-// talon and returns a liveCluster whose coordinators use it.
+// newKubeCluster starts a kube-apiserver with namespace talon, on its own
+// single-member etcd that requires client certificates (KubeOptions takes
+// a single Etcd), and returns a liveCluster whose coordinators use it.
 func newKubeCluster(t *testing.T, lt liveTiming, replicas int) *liveCluster {
 	t.Helper()
 	lt.check(t)
-	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
+	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{Etcd: testenv.StartEtcd(t, testenv.EtcdOptions{ClientCertAuth: true})})
 	cs, err := kubernetes.NewForConfig(k.RestConfig(k.AdminToken()))
 	if err != nil {
 		t.Fatal(err)
