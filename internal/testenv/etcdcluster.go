@@ -430,7 +430,7 @@ func (c *EtcdCluster) leaderNow(cli *clientv3.Client, skip int) int {
 	var leader uint64
 	answers := 0
 	for i, m := range c.members {
-		if i == skip || m.p.pid() == 0 || m.paused() {
+		if i == skip || m.p.pid() == 0 || m.p.isPaused() {
 			continue
 		}
 		resp, err := c.status(cli, i)
@@ -447,12 +447,6 @@ func (c *EtcdCluster) leaderNow(cli *clientv3.Client, skip int) int {
 		return i
 	}
 	return -1
-}
-
-func (m *etcdMember) paused() bool {
-	m.p.mu.Lock()
-	defer m.p.mu.Unlock()
-	return m.p.paused
 }
 
 // statusClient returns a client used only for Status calls; Status dials

@@ -266,3 +266,10 @@ func freePortsOn(host string, n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// isPaused reports whether the process was last paused and not resumed.
+func (p *proc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
