@@ -243,7 +243,12 @@ func childEnv() []string {
 // freePorts returns n distinct free TCP ports on 127.0.0.1. The listeners
 // are held until all are chosen and then closed, so a server can bind them;
 // another process could take one in between, which start retries handle.
-func freePorts(n int) ([]int, error) {
+func freePorts(n int) ([]int, error) { return freePortsOn("127.0.0.1", n) }
+
+// freePortsOn is freePorts on another loopback address (127.0.0.0/8 is all
+// loopback on Linux), so servers of one test can be told apart from other
+// engineers' by host as well as by port.
+func freePortsOn(host string, n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {
@@ -252,12 +257,19 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
+			return nil, fmt.Errorf("pick a free port on %s: %w", host, err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// isPaused reports whether the process was last paused and not resumed.
+func (p *proc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
 }
