@@ -76,13 +76,19 @@ func (b *Backoff) Attempts() int { return b.attempts }
 func (b *Backoff) Reset() { b.attempts = 0 }
 
 // Sleep waits d, or until ctx ends, which it reports as ctx.Err().
-func Sleep(ctx context.Context, d time.Duration) error {
+func Sleep(ctx context.Context, d time.Duration) error { return SleepOrWake(ctx, d, nil) }
+
+// SleepOrWake is Sleep that also returns early, with nil, when wake
+// delivers (a loop asked to act now). A nil wake never delivers.
+func SleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
+		return nil
+	case <-wake:
 		return nil
 	}
 }

@@ -78,3 +78,20 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("Sleep = %v", err)
 	}
 }
+
+func TestSleepOrWake(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	wake <- struct{}{}
+	start := time.Now()
+	if err := SleepOrWake(context.Background(), time.Hour, wake); err != nil || time.Since(start) > time.Minute {
+		t.Fatalf("woken sleep: %v after %s", err, time.Since(start))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := SleepOrWake(ctx, time.Hour, nil); err != context.Canceled {
+		t.Fatalf("cancelled sleep: %v, want context.Canceled", err)
+	}
+	if err := SleepOrWake(context.Background(), time.Millisecond, nil); err != nil {
+		t.Fatalf("elapsed sleep: %v", err)
+	}
+}

@@ -69,18 +69,7 @@ func (c *Coordinator) selfAttempted(r membership.Report) {
 // sleepSelf is the own-record loop's wait: d, or less when kickSelf asks
 // for a write now.
 func (c *Coordinator) sleepSelf(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	case <-c.selfKick:
-	}
-	return nil
+	return backoff.SleepOrWake(ctx, d, c.selfKick)
 }
 
 // kickSelf asks the own-record loop to write now.

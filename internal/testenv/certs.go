@@ -70,9 +70,9 @@ func newCA(commonName string) (*certAuthority, error) {
 }
 
 // issue signs a leaf certificate valid for loopback (127.0.0.1, ::1,
-// localhost) for both server and client use, and returns its PEM encoding and
-// its key's PKCS#8 PEM encoding.
-func (ca *certAuthority) issue(commonName string) (certPEM, keyPEM []byte, err error) {
+// localhost) and the extra IPs for both server and client use, and returns
+// its PEM encoding and its key's PKCS#8 PEM encoding.
+func (ca *certAuthority) issue(commonName string, extraIPs ...net.IP) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate key for %s: %w", commonName, err)
@@ -90,7 +90,7 @@ func (ca *certAuthority) issue(commonName string) (certPEM, keyPEM []byte, err e
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses:  append(extraIPs, net.IPv4(127, 0, 0, 1), net.IPv6loopback),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
@@ -104,10 +104,10 @@ func (ca *certAuthority) issue(commonName string) (certPEM, keyPEM []byte, err e
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-// writeIssued issues a certificate and writes it and its key to
-// dir/<name>.crt and dir/<name>.key.
-func (ca *certAuthority) writeIssued(dir, name, commonName string) (certFile, keyFile string, err error) {
-	certPEM, keyPEM, err := ca.issue(commonName)
+// writeIssued issues a certificate (valid for loopback and extraIPs) and
+// writes it and its key to dir/<name>.crt and dir/<name>.key.
+func (ca *certAuthority) writeIssued(dir, name, commonName string, extraIPs ...net.IP) (certFile, keyFile string, err error) {
+	certPEM, keyPEM, err := ca.issue(commonName, extraIPs...)
 	if err != nil {
 		return "", "", err
 	}

@@ -2,13 +2,8 @@ package testenv
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -175,10 +170,10 @@ func (c *EtcdCluster) writeCerts(ip net.IP) error {
 	if err := os.WriteFile(caFile, ca.certPEM, 0o600); err != nil {
 		return err
 	}
-	if _, _, err := writeIssuedForIP(ca, certDir, "member", "talon-testenv-etcd-member", ip); err != nil {
+	if _, _, err := ca.writeIssued(certDir, "member", "talon-testenv-etcd-member", ip); err != nil {
 		return err
 	}
-	certFile, keyFile, err := writeIssuedForIP(ca, certDir, "client", "talon-testenv-client", ip)
+	certFile, keyFile, err := ca.writeIssued(certDir, "client", "talon-testenv-client", ip)
 	if err != nil {
 		return err
 	}
@@ -191,47 +186,6 @@ func (c *EtcdCluster) writeCerts(ip net.IP) error {
 	}
 	c.tlsConf = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	return nil
-}
-
-// writeIssuedForIP is certAuthority.writeIssued for a certificate that is
-// also valid for ip (issue covers only 127.0.0.1, ::1 and localhost).
-func writeIssuedForIP(ca *certAuthority, dir, name, commonName string, ip net.IP) (certFile, keyFile string, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", fmt.Errorf("generate key for %s: %w", commonName, err)
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return "", "", err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: commonName, Organization: []string{"talon-testenv"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{ip, net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return "", "", fmt.Errorf("create certificate for %s: %w", commonName, err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return "", "", err
-	}
-	certFile = filepath.Join(dir, name+".crt")
-	keyFile = filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return "", "", err
-	}
-	return certFile, keyFile, nil
 }
 
 // startAll picks ports, starts every member at once (a member of a new
