@@ -89,6 +89,8 @@ var Rules = []Rule{
 		Reason: "the client library links neither runtime"},
 	{From: []string{"internal/worker"}, Deny: []string{"internal/coordinator", "internal/state", "internal/admin", "internal/app"},
 		Reason: "a worker reaches the cluster only through coordinators"},
+	{From: []string{"internal/membership"}, Deny: slices.Concat(stateful, networked, []string{"internal/protocol", "net", "net/"}),
+		Reason: "the self-registration state machine is shared by both runtimes: its write is injected, it reaches no store, server or network"},
 	{From: []string{"internal/pki"}, Deny: []string{"internal/state", "internal/coordinator", "internal/worker", "internal/admin", "internal/protocol", "net/http"},
 		Reason: "TLS credentials know no server"},
 	{From: []string{AnyPackage}, Except: testTooling, Deny: TestOnly,

@@ -82,6 +82,7 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		m("internal/client"):                {m("internal/protocol"), m("internal/datav1"), m("internal/placement")},
 		m("internal/worker"):                {m("internal/client"), m("internal/protocol"), m("internal/datav1")},
 		m("internal/pki"):                   {"crypto/tls", "crypto/x509"},
+		m("internal/membership"):            {m("internal/backoff"), "log/slog"},
 		m("internal/coordinator"):           {m("internal/state"), m("internal/protocol")},
 		m("internal/testsupport/coordtest"): {m("internal/coordinator"), m("internal/testsupport")},
 		m("internal/config"):                {m("internal/format"), "github.com/dustin/go-humanize"},
@@ -132,6 +133,9 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/worker", m("internal/coordinator"), "only through coordinators"},
 		{"internal/worker", m("internal/state/kube"), "only through coordinators"},
 		{"internal/pki", "net/http", "TLS credentials know no server"},
+		{"internal/membership", m("internal/state"), "self-registration state machine"},
+		{"internal/membership", m("internal/protocol"), "self-registration state machine"},
+		{"internal/membership", "net", "self-registration state machine"},
 		// Test support.
 		{"internal/coordinator", m("internal/testsupport"), "never links test support"},
 		{"internal/state/etcd", m("internal/state/statetest"), "never links test support"},
