@@ -558,10 +558,19 @@ func TestRecoveryHoldFailsClosedUntilObservedAndReaccepted(t *testing.T) {
 	waitFor(t, "fail closed", func() bool { _, err := lookup(); return err != nil })
 	store.shed.Store(true) // the store answers reads again but sheds the coordinator's own writes
 	store.ClearFault()
+	// The refresh loop finds the store back; lookups meanwhile fail at once.
+	waitFor(t, "store answers again", func() bool {
+		_, err := lookup()
+		return protocol.IsCode(err, protocol.CodeNotReady) && strings.Contains(strings.Join(f.c.Readiness().Reasons, "; "), "recovering")
+	})
 	cleared := time.Now()
 	for time.Since(cleared) < 3*(testTiming.HeartbeatInterval+200*time.Millisecond) {
+		start := time.Now()
 		if _, err := lookup(); !protocol.IsCode(err, protocol.CodeNotReady) {
 			t.Fatalf("lookup %s after the outage with the own record not re-accepted: %v, want not_ready", time.Since(cleared), err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("not_ready took %s while recovering, want it at once", d)
 		}
 		if rd := f.c.Readiness(); rd.Ready || !strings.Contains(strings.Join(rd.Reasons, "; "), "recovering") {
 			t.Fatalf("readiness %+v, want unready and recovering", rd)
@@ -635,4 +644,47 @@ func TestOwnRecordRetriedSoonAfterShedding(t *testing.T) {
 	// The next retry is at most a few hundred milliseconds away, far
 	// within waitFor's 5 s and far below the 10 s interval.
 	waitFor(t, "ready after the store takes writes again", func() bool { return c.Readiness().Ready })
+}
+
+// hangingStore's snapshot reads hang until their deadline while hang is
+// set, as reads of a store that lost quorum do.
+type hangingStore struct {
+	*memory.Store
+	hang atomic.Bool
+}
+
+func (s *hangingStore) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
+	if s.hang.Load() {
+		<-ctx.Done()
+		return nil, fmt.Errorf("hung read: %w", state.ErrTimeout)
+	}
+	return s.Store.Snapshot(ctx, clusterID)
+}
+
+// TestUnreadyAnswersAtOnce: once a read has failed, lookups get the
+// retryable not_ready at once, not after a read of their own that waits
+// out the request timeout; the figure logged is the slowest of 50 lookups.
+func TestUnreadyAnswersAtOnce(t *testing.T) {
+	store := &hangingStore{Store: memory.New(memory.Options{})}
+	t.Cleanup(func() { store.Close() })
+	f := startWith(t, store, 0)
+	store.hang.Store(true)
+	waitFor(t, "unready", func() bool { return !f.c.Readiness().Ready })
+	var slowest time.Duration
+	for range 50 {
+		start := time.Now()
+		_, _, err := f.c.Lookup(context.Background(), "k", 1)
+		if d := time.Since(start); d > slowest {
+			slowest = d
+		}
+		if !protocol.IsCode(err, protocol.CodeNotReady) || !protocol.Retryable(err) {
+			t.Fatalf("lookup during the outage: %v, want the retryable not_ready", err)
+		}
+	}
+	t.Logf("not_ready during an outage: slowest of 50 lookups %s (request timeout 200ms)", slowest)
+	// A lookup that read the store itself would wait out the whole
+	// request timeout; anything below it answered without a read.
+	if slowest >= 200*time.Millisecond {
+		t.Fatalf("not_ready took up to %s: the lookup waited for a read of its own", slowest)
+	}
 }

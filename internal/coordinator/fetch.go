@@ -23,14 +23,33 @@ func (c *Coordinator) View(ctx context.Context) (*View, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: the coordinator is not running yet", ErrNotReady)
 	}
+	// Unready answers at once: while the last read failed or recovery is
+	// on, a caller gets not_ready now, not after a read that would wait
+	// out the request timeout; the refresh loop keeps probing the store.
+	if err := c.unready(); err != nil {
+		c.requestRefresh()
+		return nil, err
+	}
 	v, err := b.get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
-	if r := c.view.recoveryReason(c.mono()); r != "" {
-		return nil, fmt.Errorf("%w: %s", ErrNotReady, r)
+	if err := c.unready(); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// unready returns the ErrNotReady a caller gets without a read: the last
+// applied read failed, or the coordinator is recovering; nil otherwise.
+func (c *Coordinator) unready() error {
+	if r := c.view.recoveryReason(c.mono()); r != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, r)
+	}
+	if vs := c.view.state(); vs.synced && !vs.storeOK {
+		return fmt.Errorf("%w: the store did not answer the last read: %w", ErrNotReady, vs.lastErr)
+	}
+	return nil
 }
 
 // LastGood returns the last view successfully read, for diagnostics only:
