@@ -397,6 +397,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	outcome := codeOfStatus(rec.status())
 	s.m.observe(label.name, outcome, s.now().Sub(start))
 	switch {
+	case rec.status() == http.StatusServiceUnavailable:
+		// Fail closed: the coordinator logs the change to unready once,
+		// with its cause; each probe or read answered 503 meanwhile is not
+		// news (an outage would otherwise log a line per request).
+		s.log.Debug("admin request answered unavailable", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client, "error", err)
 	case rec.status() >= 500:
 		s.log.Warn("admin request failed", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client, "error", err)
 	case rec.status() == http.StatusTooManyRequests || rec.status() == http.StatusUnauthorized:
