@@ -105,7 +105,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		TLS:         tlsCfg,
 		DialTimeout: opts.DialTimeout,
 		DialOptions: dialOpts,
-		Logger:      clientLogger(opts.Logger),
+		Logger:      clientLogger(opts.Logger, opts.Endpoints, time.Now),
 		Context:     clientCtx,
 	}
 	s := &Store{
