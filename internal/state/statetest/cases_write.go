@@ -54,9 +54,10 @@ func runUpsert(t *testing.T, newHarness Factory) {
 
 	t.Run("RestartWithNewIncarnation", func(t *testing.T) { upsertRestartWithNewIncarnation(t, newHarness) })
 
-	// No wall clock of another host takes part in ordering: a process that
-	// restarts on a host whose clock is a minute behind is accepted at its
-	// first registration, and a zero start time is a restart too.
+	// A process that restarts on a host whose clock is a minute behind is
+	// refused while the old record is on time (its start time says it is
+	// older), accepted once the old record is marked late; a zero start
+	// time compares with nothing and is a restart.
 	t.Run("RestartOnAClockBehind", func(t *testing.T) { upsertRestartOnAClockBehind(t, newHarness) })
 
 	// A heartbeat never creates a slot or takes one over: a forged or
@@ -202,6 +203,16 @@ func upsertRestartOnAClockBehind(t *testing.T, newHarness Factory) {
 	e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
 	behind := e.rec(cluster.RoleWorker, "w1", "inc-behind", 0)
 	behind.StartTimeUnixMs = old.StartTimeUnixMs - 60_000
+	// A process that started before the live holder is, as far as the
+	// store can tell, a delayed registration of an older process: refused
+	// while the holder is on time (a crash loop outruns any list of
+	// superseded incarnations).
+	e.mustUpsert(behind, longTTL, cluster.DecisionSuperseded, old)
+	// Once a coordinator marked the holder late, the restart on the host
+	// whose clock is behind is accepted.
+	if res := e.propose(old.Key(), old.IncarnationID, old.HeartbeatSeq, state.TransitionLate); res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("late mark of the holder: %s, want accepted", res.Outcome)
+	}
 	e.mustUpsert(behind, longTTL, cluster.DecisionRestart, behind)
 	zero := e.rec(cluster.RoleWorker, "w1", "inc-zero", 0)
 	zero.StartTimeUnixMs = 0
