@@ -208,13 +208,8 @@ func TestLivenessStall(t *testing.T) {
 func TestStoreFaultsEtcd(t *testing.T) {
 	skipShort(t)
 	c := newEtcdCluster(t, fastTiming, 2)
-	a, b := c.coordinator("coord-a"), c.coordinator("coord-b")
-	testsupport.WaitFor(t, 60*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 	const nWorkers = 3
-	for i := 1; i <= nWorkers; i++ {
-		c.worker(fmt.Sprintf("worker-%d", i), []string{a.addr, b.addr}, liveTiming{})
-	}
-	waitEligible(t, 60*time.Second, nWorkers, a, b)
+	a, b := c.pairWithWorkers(t, nWorkers)
 	pl := startPoller(t, c.client, targetOf(a), targetOf(b))
 	time.Sleep(time.Second)
 
@@ -271,13 +266,8 @@ func TestStoreFaultsEtcd(t *testing.T) {
 func TestStoreOutageKube(t *testing.T) {
 	skipShort(t)
 	c := newKubeCluster(t, fastTiming, 2)
-	a, b := c.coordinator("coord-a"), c.coordinator("coord-b")
-	testsupport.WaitFor(t, 60*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 	const nWorkers = 3
-	for i := 1; i <= nWorkers; i++ {
-		c.worker(fmt.Sprintf("worker-%d", i), []string{a.addr, b.addr}, liveTiming{})
-	}
-	waitEligible(t, 60*time.Second, nWorkers, a, b)
+	a, b := c.pairWithWorkers(t, nWorkers)
 	before := c.leaseUIDs(t)
 	pl := startPoller(t, c.client, targetOf(a), targetOf(b))
 	time.Sleep(time.Second)
@@ -555,4 +545,17 @@ func TestTimingMismatch(t *testing.T) {
 	if w.exited() {
 		t.Error("worker exited")
 	}
+}
+
+// pairWithWorkers starts coordinators coord-a and coord-b and n workers
+// that heartbeat through both, and waits until both place on every worker.
+func (c *liveCluster) pairWithWorkers(t *testing.T, n int) (a, b *proc) {
+	t.Helper()
+	a, b = c.coordinator("coord-a"), c.coordinator("coord-b")
+	testsupport.WaitFor(t, 60*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	for i := 1; i <= n; i++ {
+		c.worker(fmt.Sprintf("worker-%d", i), []string{a.addr, b.addr}, liveTiming{})
+	}
+	waitEligible(t, 60*time.Second, n, a, b)
+	return a, b
 }
