@@ -47,9 +47,11 @@ func runSkew(t *testing.T, newHarness Factory) {
 	})
 
 	// A worker restarts and registers through a coordinator whose clock
-	// is a minute behind the one that wrote its previous record: accepted
-	// at once, and the old incarnation's delayed heartbeat, relayed by the
-	// coordinator that is ahead, is refused.
+	// is a minute behind the one that wrote its previous record, with a
+	// start time before the old one's: refused while the old record is on
+	// time, accepted once a coordinator marked it late; the old
+	// incarnation's delayed heartbeat, relayed by the coordinator that is
+	// ahead, is then refused.
 	t.Run("RestartThroughACoordinatorBehind", func(t *testing.T) {
 		e := setup(t, newHarness)
 		ahead, behind := e.h.Peer(t, skew), e.h.Peer(t, -skew)
@@ -57,6 +59,14 @@ func runSkew(t *testing.T, newHarness Factory) {
 		mustWrite(t, ahead, old, e.h.LeaseTTL)
 		restarted := e.rec(cluster.RoleWorker, "w1", "inc-new", 0)
 		restarted.StartTimeUnixMs = old.StartTimeUnixMs - 2*skew.Milliseconds()
+		if res := mustWrite(t, behind, restarted, e.h.LeaseTTL); res.Decision != cluster.DecisionSuperseded {
+			t.Fatalf("restart through the coordinator behind, old record on time = %s, want superseded", res.Decision)
+		}
+		ctx, cancel := opContext(t)
+		defer cancel()
+		if res, err := ahead.ProposeTransition(ctx, old.Key(), "inc-old", 0, state.TransitionLate); err != nil || res.Outcome != state.OutcomeAccepted {
+			t.Fatalf("marking the old record late: %+v, %v", res, err)
+		}
 		res := mustWrite(t, behind, restarted, e.h.LeaseTTL)
 		if res.Decision != cluster.DecisionRestart {
 			t.Fatalf("restart through the coordinator behind = %s, want restart", res.Decision)

@@ -202,6 +202,12 @@ func upsertRestartOnAClockBehind(t *testing.T, newHarness Factory) {
 	e.mustUpsert(old, longTTL, cluster.DecisionInsert, old)
 	behind := e.rec(cluster.RoleWorker, "w1", "inc-behind", 0)
 	behind.StartTimeUnixMs = old.StartTimeUnixMs - 60_000
+	// While the holder is on time the earlier start time may be a delayed
+	// registration of a dead process: refused. Once a coordinator marked
+	// the holder late (unhealthy-after, not the lease) the restart is
+	// accepted.
+	e.mustUpsert(behind, longTTL, cluster.DecisionSuperseded, old)
+	e.mustPropose(old.Key(), "inc-old", 9, state.TransitionLate, state.OutcomeAccepted, lateOf(old))
 	e.mustUpsert(behind, longTTL, cluster.DecisionRestart, behind)
 	zero := e.rec(cluster.RoleWorker, "w1", "inc-zero", 0)
 	zero.StartTimeUnixMs = 0
