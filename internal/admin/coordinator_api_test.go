@@ -14,6 +14,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
 )
 
 // putMixedWorkers writes five workers covering every placement outcome.
@@ -67,7 +68,7 @@ func TestClusterEndpoint(t *testing.T) {
 			Coordinators: apiv1.Counts{Total: 1, Healthy: 1, Ready: 1},
 			Workers:      apiv1.Counts{Total: 5, Healthy: 2, Degraded: 1, Unhealthy: 1, Unknown: 1, Ready: 4},
 		},
-		Timing: apiv1.Timing{HeartbeatIntervalMs: 100, UnhealthyAfterMs: 300, LeaseTTLMs: 600},
+		Timing: apiv1.Timing{HeartbeatIntervalMs: 100, UnhealthyAfterMs: 60000, LeaseTTLMs: 120000},
 	}
 	if fmt.Sprintf("%+v", c) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("cluster\n got %+v\nwant %+v", c, want)
@@ -128,9 +129,11 @@ func TestNodesEndpointFields(t *testing.T) {
 		}
 	}
 
-	// Lateness: after the unhealthy-after time without an update a worker
-	// is unhealthy whatever it reported, with its age.
+	// Lateness: once a coordinator has proposed a worker late (here the
+	// test, 400ms after its last update) it is unhealthy whatever it
+	// reported, with its age.
 	e.clock.Advance(400 * time.Millisecond)
+	e.transition(t, "w2", state.TransitionLate)
 	var n apiv1.NodeResponse
 	r = e.get(t, apiv1.PathNodes+"/w2")
 	r.decode(t, &n)
@@ -143,8 +146,8 @@ func TestNodesEndpointFields(t *testing.T) {
 func TestNodeEndpointNotFoundAndAmbiguous(t *testing.T) {
 	e := startCoordinator(t, envOptions{admin: exposeAll()})
 	e.put(t, workerRecord("w1", nil), testTiming.LeaseTTL)
-	// A record the store still lists (long lease) but whose age is past
-	// the lease TTL is expired for readers.
+	// A record whose lease is long but that a coordinator proposed expired
+	// (below) is gone from the store and so from the API.
 	e.put(t, workerRecord("w-old", nil), time.Hour)
 	// A worker sharing the coordinator's node ID.
 	e.put(t, workerRecord("coord-a", nil), time.Hour)
@@ -192,9 +195,10 @@ func TestNodeEndpointNotFoundAndAmbiguous(t *testing.T) {
 		}
 	}
 
-	e.clock.Advance(700 * time.Millisecond)
+	e.transition(t, "w1", state.TransitionExpire)
+	e.transition(t, "w-old", state.TransitionExpire)
 	r := e.get(t, apiv1.PathNodes+"/w-old")
-	if r.status != http.StatusNotFound || !strings.Contains(r.apiError(t).Message, "expired") {
+	if r.status != http.StatusNotFound || r.apiError(t).Message != `node "w-old" is not in cluster "test" (absent, or its lease expired)` {
 		t.Fatalf("expired node: %d %s", r.status, r.body)
 	}
 	var list apiv1.NodeList
@@ -427,18 +431,23 @@ func TestPlacementEndpoint(t *testing.T) {
 		})
 	}
 
-	t.Run("no eligible worker and expired", func(t *testing.T) {
-		// Past the lease: the 600ms-lease workers leave the store, the
-		// 1h-lease ones stay listed by the store but are expired for
-		// placement.
-		e.clock.Advance(700 * time.Millisecond)
+	t.Run("no eligible worker: expired and late", func(t *testing.T) {
+		// Proposed expired, w1 to w5 leave the store (whatever their
+		// lease); proposed late, the 1h-lease w6 to w8 stay listed but
+		// are unhealthy for placement.
+		for _, id := range []string{"w1", "w2", "w3", "w4", "w5"} {
+			e.transition(t, id, state.TransitionExpire)
+		}
+		for _, id := range []string{"w6", "w7", "w8"} {
+			e.transition(t, id, state.TransitionLate)
+		}
 		var p apiv1.Placement
 		r := e.get(t, apiv1.PathPlacement+"?key=k&replicas=2")
 		r.decode(t, &p)
 		if r.status != 200 || p.Outcome != apiv1.OutcomeNoWorkers || len(p.Owners) != 0 || len(p.Candidates) != 0 || p.PlacementVersion != "0000000000000000" {
 			t.Fatalf("%d %+v", r.status, p)
 		}
-		want := []apiv1.Exclusion{ex("w6", "expired", "unhealthy"), ex("w7", "expired", "unhealthy"), ex("w8", "expired", "unhealthy")}
+		want := []apiv1.Exclusion{ex("w6", "unhealthy", "unhealthy"), ex("w7", "unhealthy", "unhealthy"), ex("w8", "unhealthy", "unhealthy")}
 		if !slices.Equal(p.Excluded, want) {
 			t.Fatalf("excluded %+v, want %+v", p.Excluded, want)
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/worker"
@@ -45,9 +46,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const clusterID = "test"
 
-// testTiming is short so that tests about lateness and expiry are quick;
-// the store runs on a fake clock, so records age only when a test says so.
-var testTiming = cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: 300 * time.Millisecond, LeaseTTL: 600 * time.Millisecond}
+// testTiming heartbeats quickly (the recovery hold is heartbeat-interval +
+// request-timeout) but makes records late only long after any test ends:
+// the coordinator never proposes a seeded record late or expired by
+// itself, and the store runs on a fake clock, so its leases run out only
+// when a test says so. Tests about lateness and expiry propose the
+// transition themselves (env.transition), as a coordinator would.
+var testTiming = cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
 
 // exposeAll turns every group on, with no tokens.
 func exposeAll() config.AdminConfig {
@@ -217,6 +222,26 @@ func (e *env) put(t testing.TB, rec *cluster.Record, ttl time.Duration) {
 	t.Helper()
 	if _, err := e.store.UpsertNode(context.Background(), rec, ttl); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// transition proposes tr for the worker id at the version the store holds
+// now, as a coordinator that watched it go unchanged would, and fails t
+// unless the store accepts it.
+func (e *env) transition(t testing.TB, id string, tr state.Transition) {
+	t.Helper()
+	key := cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id}
+	snap, err := e.store.Snapshot(context.Background(), clusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := snap.Find(key)
+	if rec == nil {
+		t.Fatalf("worker %s is not in the store", id)
+	}
+	res, err := e.store.ProposeTransition(context.Background(), key, rec.IncarnationID, rec.HeartbeatSeq, tr)
+	if err != nil || res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("%s %s: %+v, %v", tr, id, res, err)
 	}
 }
 

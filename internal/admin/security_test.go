@@ -103,7 +103,12 @@ func TestAuthentication(t *testing.T) {
 	})
 	t.Run("readyz reasons only with a token", func(t *testing.T) {
 		e.store.SetFault(fmt.Errorf("test outage of etcd-7.internal: %w", state.ErrUnavailable))
-		defer e.store.ClearFault()
+		defer func() {
+			// After the outage the coordinator answers not_ready for its
+			// recovery hold; the subtests below need it ready.
+			e.store.ClearFault()
+			waitFor(t, "ready again", func() bool { return e.coord.Readiness().Ready })
+		}()
 		waitFor(t, "unready", func() bool { return !e.coord.Readiness().Ready })
 		r := e.get(t, apiv1.PathReadyz)
 		var h apiv1.Health

@@ -19,6 +19,7 @@ import (
 	"github.com/talonhq/talon/internal/cli"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
@@ -33,8 +34,10 @@ const clusterID = "test"
 // t0 is the store's (and every server's) clock when the goldens are taken.
 var t0 = time.Date(2026, time.November, 1, 10, 0, 0, 0, time.UTC)
 
-// testTiming keeps every seeded record visible: ages up to an hour are
-// live, those above ten seconds unhealthy.
+// testTiming keeps every seeded record visible (a lease of an hour on the
+// store's frozen clock). Age alone makes no record unhealthy: the seeded
+// w-5, 45s old, is marked late explicitly, as a coordinator would after
+// ten seconds.
 var testTiming = cluster.Timing{HeartbeatInterval: 200 * time.Millisecond, UnhealthyAfter: 10 * time.Second, LeaseTTL: time.Hour}
 
 // integration skips tests that run a coordinator under -short.
@@ -72,7 +75,10 @@ func startEnv(t *testing.T, o envOptions) *env {
 		ClusterID: clusterID, NodeID: "coord-a", Advertise: "coord-a.test:7400", Labels: map[string]string{"zone": "a"},
 		Timing: testTiming, RequestTimeout: 200 * time.Millisecond, ShutdownTimeout: time.Second,
 		StoreClock: e.clock.Now, Clock: e.clock.Now,
-		Admin: &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: o.tokens},
+		// The seeded records are static and no test here expects recovery
+		// from a store fault: the coordinator proposes nothing by itself.
+		FrozenLiveness: true,
+		Admin:          &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: o.tokens},
 	})
 	e.store, e.url = e.coord.Memory, e.coord.AdminURL
 	e.waitCoordinator(t)
@@ -110,7 +116,7 @@ func gib(n float64) uint64 { return uint64(n * (1 << 30)) }
 //
 //	w-1 healthy, ready, age 0        w-2 healthy, ready, age 3s
 //	w-3 degraded, ready, age 1.5s    w-4 healthy, not ready, age 0
-//	w-5 reported healthy, age 45s: effectively unhealthy
+//	w-5 reported healthy, age 45s, marked late: effectively unhealthy
 func (e *env) seedWorkers(t *testing.T) {
 	t.Helper()
 	ws := []worker{
@@ -140,6 +146,12 @@ func (e *env) seedWorkers(t *testing.T) {
 		rec.IncarnationID = "inc-" + rec.NodeID
 		rec.Address = rec.NodeID + ".data.test:7500"
 		e.put(t, &rec)
+	}
+	// A coordinator that watched w-5 unchanged for unhealthy-after would
+	// have proposed it late.
+	key := cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w-5"}
+	if res, err := e.store.ProposeTransition(context.Background(), key, "inc-w-5", 7, state.TransitionLate); err != nil || res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("marking w-5 late: %+v, %v", res, err)
 	}
 }
 

@@ -186,8 +186,11 @@ func live(t *testing.T, p *proc) bool {
 // things; tls_test.go runs clusters with it.
 var insecureArgs = []string{"--insecure-control-plane"}
 
-// timingArgs are short heartbeat settings for tests (whole-second TTL for etcd).
-var timingArgs = []string{"--heartbeat-interval", "300ms", "--unhealthy-after", "1500ms", "--lease-ttl", "3s", "--request-timeout", "1s", "--drain-delay", "0s", "--shutdown-timeout", "2s"}
+// timingArgs are short heartbeat settings for tests (whole-second TTL for
+// etcd). unhealthy-after 1.5s is the least the timing rule allows for a
+// 250ms interval and a 1s request timeout (2 x 250ms + 1s): one lost
+// heartbeat and its retry never make a live worker late.
+var timingArgs = []string{"--heartbeat-interval", "250ms", "--unhealthy-after", "1500ms", "--lease-ttl", "3s", "--request-timeout", "1s", "--drain-delay", "0s", "--shutdown-timeout", "2s"}
 
 func coordinatorArgs(id, listen, admin string, extra ...string) []string {
 	args := []string{"coordinator", "--cluster-id", "it", "--node-id", id, "--listen", listen, "--admin-listen", admin, "--log-level", "debug"}

@@ -42,8 +42,13 @@ const (
 	waitTimeout = 25 * time.Second
 )
 
-// testTiming keeps records fresh: the store runs on a frozen clock.
-var testTiming = cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 3 * time.Second, LeaseTTL: 10 * time.Second}
+// testTiming keeps records as seeded: the store runs on a frozen clock (no
+// lease runs out), and unhealthy-after is longer than any test, so the
+// coordinator, whose liveness clock is real, never proposes a seeded
+// worker (which never heartbeats) late. A frozen liveness clock would do
+// the same but would also freeze the recovery hold the store-failure
+// tests wait out.
+var testTiming = cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
 
 // chromium returns the Chromium binary, failing the test when there is none.
 func chromium(t *testing.T) string {

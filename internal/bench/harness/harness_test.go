@@ -26,7 +26,9 @@ func TestLookups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a coordinator")
 	}
-	c := coordtest.Start(t, coordtest.Options{ClusterID: "dev", WaitReady: true})
+	// The seeded workers never heartbeat: with a frozen liveness clock the
+	// coordinator never proposes them late while the lookups run.
+	c := coordtest.Start(t, coordtest.Options{ClusterID: "dev", WaitReady: true, FrozenLiveness: true})
 	for _, id := range []string{"w1", "w2", "w3"} {
 		_, err := c.Store.UpsertNode(context.Background(), &cluster.Record{
 			ClusterID: "dev", NodeID: id, Role: cluster.RoleWorker, IncarnationID: "i", Address: "127.0.0.1:1",
