@@ -273,7 +273,9 @@ type Candidate struct {
 // Exclusion is a worker left out of placement.
 type Exclusion struct {
 	NodeID string `json:"nodeId"`
-	// Reason is unhealthy, not_ready or expired.
+	// Reason is unhealthy (reported so, or marked late by the store) or
+	// not_ready. (expired is kept in the enum for clients of older
+	// coordinators; an expired record is no longer in the store at all.)
 	Reason string `json:"reason"`
 	// Health is the worker's effective health when the snapshot was read.
 	Health string `json:"health"`
@@ -283,7 +285,8 @@ type Exclusion struct {
 const (
 	ReasonUnhealthy = "unhealthy"
 	ReasonNotReady  = "not_ready"
-	ReasonExpired   = "expired"
+	// ReasonExpired is no longer produced: expiry removes the record.
+	ReasonExpired = "expired"
 )
 
 // Status is the body of a worker's GET /api/v1/status.

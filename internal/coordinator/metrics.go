@@ -94,9 +94,9 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}, []string{"outcome"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "talon_coordinator_liveness_transitions_total",
-			Help:        "Time-based transitions this coordinator proposed to the store after watching a record go unchanged (transition: late after unhealthy-after, expire after lease-ttl), by outcome (accepted: this proposal applied it; stale: the record moved on first, a heartbeat won; not_found; or an error code).",
+			Help:        "Time-based transitions this coordinator proposed to the store after watching a record go unchanged (operation: late after unhealthy-after, expire after lease-ttl), by outcome (accepted: this proposal applied it; stale: the record moved on first, a heartbeat won; not_found; or an error code).",
 			ConstLabels: constLabels,
-		}, []string{"transition", "outcome"}),
+		}, []string{"operation", "outcome"}),
 		recovering: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "talon_coordinator_recovering",
 			Help:        "1 while the coordinator holds itself unready after a store outage or its own stall, until it has observed the cluster for the recovery hold and the store accepted its own record again.",
