@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,20 @@ import (
 
 // ErrNoCoordinator is returned when no coordinator address could serve a call.
 var ErrNoCoordinator = errors.New("no coordinator reachable")
+
+// Attempt deadlines (Options.AttemptTimeout). A healthy coordinator
+// answers in milliseconds and bounds its own store calls by its
+// request-timeout, after which it answers a retryable code; an attempt
+// that waits much longer is at a hung coordinator, and the next address
+// serves sooner.
+const (
+	// DefaultMinAttemptTimeout is the floor of a derived attempt
+	// deadline: room for a dial, a TLS handshake and an answer.
+	DefaultMinAttemptTimeout = 250 * time.Millisecond
+	// DefaultAttemptTimeout bounds each attempt of a call without a
+	// deadline, which would otherwise wait for a hung coordinator forever.
+	DefaultAttemptTimeout = time.Second
+)
 
 // Placement is a lookup answer.
 type Placement struct {
@@ -35,7 +50,7 @@ type Placement struct {
 // Options configures a Client.
 type Options struct {
 	// Coordinators are control addresses host:port, tried in order; the
-	// one that last answered is tried first.
+	// one that last answered (anything but a refusal) is tried first.
 	Coordinators []string
 	// Dial opens a connection; default net.Dialer.DialContext.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -50,9 +65,22 @@ type Options struct {
 	MaxCacheEntries int
 	// MaxIdleConns bounds pooled connections per coordinator; default 4.
 	MaxIdleConns int
-	// Retries is how many further attempts a retryable failure gets,
-	// with jittered backoff; default 3.
+	// Retries is how many further passes over the addresses a retryable
+	// failure gets, with jittered backoff between passes; default 3, and
+	// -1 means one pass. Within a pass, a connection failure, an attempt
+	// that outlives its deadline and a refusal (not_ready, draining,
+	// unavailable) move on to the next address at once.
 	Retries int
+	// AttemptTimeout, when positive, is the deadline of every attempt at
+	// one address (dial, TLS handshake, request and answer). Zero derives
+	// it per attempt: a third of what remains of the call's deadline, at
+	// least MinAttemptTimeout; DefaultAttemptTimeout when the call has no
+	// deadline. The call's own deadline still bounds the whole, and the
+	// last attempt of a call (last address, last pass) gets all of it.
+	AttemptTimeout time.Duration
+	// MinAttemptTimeout is the floor of a derived attempt deadline;
+	// default DefaultMinAttemptTimeout.
+	MinAttemptTimeout time.Duration
 	// WatchProbeInterval is how long a placement watch waits in silence
 	// before it pings its coordinator; a coordinator that does not answer
 	// the subscription or a ping within WatchProbeTimeout is left for the
@@ -115,6 +143,9 @@ func New(opts Options) (*Client, error) {
 	} else if opts.Retries == 0 {
 		opts.Retries = 3
 	}
+	if opts.MinAttemptTimeout <= 0 {
+		opts.MinAttemptTimeout = DefaultMinAttemptTimeout
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -163,7 +194,7 @@ func (c *Client) Lookup(ctx context.Context, key string, replicas int) (Placemen
 	c.mu.Lock()
 	before := c.changes
 	c.mu.Unlock()
-	resp, err := c.call(ctx, &protocol.PlacementLookup{Key: []byte(key), Replicas: uint16(replicas)})
+	resp, err := c.call(ctx, &protocol.PlacementLookup{Key: []byte(key), Replicas: uint16(replicas)}, CallOptions{})
 	if err != nil {
 		return Placement{}, err
 	}
@@ -241,9 +272,27 @@ func (c *Client) Invalidate(key string) {
 }
 
 // Call sends one request to a coordinator, failing over across addresses
-// on connection errors and retrying retryable errors with jittered backoff.
+// on connection errors, attempt deadlines and refusals, and retrying
+// retryable errors with jittered backoff between passes.
 func (c *Client) Call(ctx context.Context, req protocol.Message) (protocol.Message, error) {
-	return c.call(ctx, req)
+	return c.call(ctx, req, CallOptions{})
+}
+
+// CallOptions adjusts one call (CallWith).
+type CallOptions struct {
+	// First, when set, is tried first in every pass instead of the
+	// preferred address (a caller spreading its requests over the
+	// coordinators in turn); the pass goes on over the other addresses.
+	// It need not be one of Options.Coordinators.
+	First string
+	// AttemptTimeout, when positive, replaces Options.AttemptTimeout for
+	// this call.
+	AttemptTimeout time.Duration
+}
+
+// CallWith is Call adjusted by o.
+func (c *Client) CallWith(ctx context.Context, req protocol.Message, o CallOptions) (protocol.Message, error) {
+	return c.call(ctx, req, o)
 }
 
 // Retry schedules: a request's retries across coordinators, and a placement
@@ -254,22 +303,27 @@ var (
 	watchBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.5}
 )
 
-func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Message, error) {
+// refusal reports whether a coordinator's error is its own refusal to
+// serve now (another coordinator may serve at once), as opposed to an
+// answer about the request or the shared store.
+func refusal(pe *protocol.Error) bool {
+	return pe.Code == protocol.CodeDraining || pe.Code == protocol.CodeNotReady || pe.Code == protocol.CodeUnavailable
+}
+
+func (c *Client) call(ctx context.Context, req protocol.Message, o CallOptions) (protocol.Message, error) {
 	var lastErr error
 	retry := backoff.New(retryBackoff)
-	n := len(c.opts.Coordinators)
-	for attempt := 0; attempt <= c.opts.Retries; attempt++ {
-		c.mu.Lock()
-		first := c.prefer
-		c.mu.Unlock()
-		for i := range n {
-			idx := (first + i) % n
-			addr := c.opts.Coordinators[idx]
-			resp, err := c.callOne(ctx, addr, req)
+	for pass := 0; pass <= c.opts.Retries; pass++ {
+		order := c.order(o.First)
+		for i, addr := range order {
+			final := pass == c.opts.Retries && i == len(order)-1
+			resp, err := c.attempt(ctx, addr, req, c.attemptTimeout(ctx, o.AttemptTimeout, final))
+			var pe *protocol.Error
+			isPE := errors.As(err, &pe)
+			if err == nil || (isPE && !refusal(pe)) {
+				c.preferAddr(addr) // it answered
+			}
 			if err == nil {
-				c.mu.Lock()
-				c.prefer = idx
-				c.mu.Unlock()
 				return resp, nil
 			}
 			lastErr = err
@@ -281,18 +335,18 @@ func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Messa
 				// before the context's own timer fired.
 				return nil, context.DeadlineExceeded
 			}
-			var pe *protocol.Error
-			if errors.As(err, &pe) {
+			if isPE {
 				if !pe.Retryable {
 					return nil, err
 				}
-				if pe.Code != protocol.CodeDraining && pe.Code != protocol.CodeNotReady && pe.Code != protocol.CodeUnavailable {
+				if !refusal(pe) {
 					break // retryable but not this coordinator's fault: back off first
 				}
 			}
-			// Connection failure, draining or not-ready coordinator: try the next one.
+			// Connection failure, attempt deadline, or a refusal: try the
+			// next address now.
 		}
-		if attempt == c.opts.Retries {
+		if pass == c.opts.Retries {
 			break
 		}
 		if err := backoff.Sleep(ctx, retry.Next()); err != nil {
@@ -306,40 +360,156 @@ func (c *Client) call(ctx context.Context, req protocol.Message) (protocol.Messa
 	return nil, fmt.Errorf("%w: %w", ErrNoCoordinator, lastErr)
 }
 
-// callOne makes one call on a pooled connection to addr.
-func (c *Client) callOne(ctx context.Context, addr string, req protocol.Message) (protocol.Message, error) {
-	cn, err := c.get(ctx, addr)
-	if err != nil {
-		return nil, c.hint(addr, err)
+// order returns one pass's addresses: first (when set), then the
+// coordinators from the preferred one on, in their configured order.
+func (c *Client) order(first string) []string {
+	c.mu.Lock()
+	prefer := c.prefer
+	c.mu.Unlock()
+	n := len(c.opts.Coordinators)
+	order := make([]string, 0, n+1)
+	if first != "" {
+		order = append(order, first)
 	}
+	for i := range n {
+		if a := c.opts.Coordinators[(prefer+i)%n]; a != first {
+			order = append(order, a)
+		}
+	}
+	return order
+}
+
+// preferAddr makes addr, which answered, the first address of later calls.
+func (c *Client) preferAddr(addr string) {
+	i := slices.Index(c.opts.Coordinators, addr)
+	if i < 0 {
+		return
+	}
+	c.mu.Lock()
+	c.prefer = i
+	c.mu.Unlock()
+}
+
+// attemptTimeout is the deadline of the next attempt: fixed when set
+// (this call's, then the client's), otherwise a third of what remains of
+// the call, at least MinAttemptTimeout; never past the call's deadline,
+// and all of it for the final attempt, after which nothing is tried.
+func (c *Client) attemptTimeout(ctx context.Context, fixed time.Duration, final bool) time.Duration {
+	if fixed <= 0 {
+		fixed = c.opts.AttemptTimeout
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		if fixed > 0 {
+			return fixed
+		}
+		return DefaultAttemptTimeout
+	}
+	left := time.Until(dl)
+	if final {
+		return left
+	}
+	if fixed <= 0 {
+		fixed = max(left/3, c.opts.MinAttemptTimeout)
+	}
+	return min(fixed, left)
+}
+
+// attempt makes one call to addr within d. A pooled connection that fails
+// at once as a closed one does (the coordinator behind it restarted or
+// closed it while it idled) is no verdict on the coordinator: that
+// address's idle pool is dropped and the request redialled once, within
+// the same deadline.
+func (c *Client) attempt(ctx context.Context, addr string, req protocol.Message, d time.Duration) (protocol.Message, error) {
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	cn, pooled, err := c.get(actx, addr)
+	if err != nil {
+		return nil, c.attemptErr(ctx, addr, d, err)
+	}
+	resp, err := c.send(actx, addr, cn, req)
+	if err != nil && pooled && stale(err) {
+		c.dropIdle(addr)
+		c.log.Debug("pooled coordinator connection was closed while idle; redialling", "coordinator", addr, "error", err)
+		if cn, err = c.dial(actx, addr); err != nil {
+			return nil, c.attemptErr(ctx, addr, d, err)
+		}
+		resp, err = c.send(actx, addr, cn, req)
+	}
+	if err != nil {
+		return nil, c.attemptErr(ctx, addr, d, err)
+	}
+	return resp, nil
+}
+
+// send makes one call on cn and pools it again unless it broke.
+func (c *Client) send(ctx context.Context, addr string, cn *protocol.Conn, req protocol.Message) (protocol.Message, error) {
 	resp, err := cn.Call(ctx, req)
 	var pe *protocol.Error
 	if err != nil && !errors.As(err, &pe) {
 		_ = cn.Close() // broken or abandoned mid-call: do not reuse
-		return nil, c.hint(addr, err)
+		return nil, err
 	}
 	c.put(addr, cn)
 	return resp, err
 }
 
-func (c *Client) get(ctx context.Context, addr string) (*protocol.Conn, error) {
+// stale reports whether err is what a connection the peer closed gives on
+// its first use: EOF, a reset or a broken pipe.
+func stale(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// attemptErr explains an attempt's failure: its own deadline (the call's
+// still runs), or the hints for a connection error.
+func (c *Client) attemptErr(ctx context.Context, addr string, d time.Duration, err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("coordinator %s did not answer within the attempt deadline %s: %w", addr, d.Round(time.Millisecond), err)
+	}
+	return c.hint(addr, err)
+}
+
+// get returns an idle pooled connection to addr (pooled true) or dials one.
+func (c *Client) get(ctx context.Context, addr string) (cn *protocol.Conn, pooled bool, err error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errors.New("client: closed")
+		return nil, false, errors.New("client: closed")
 	}
 	if p := c.pools[addr]; len(p) > 0 {
 		cn := p[len(p)-1]
 		c.pools[addr] = p[:len(p)-1]
 		c.mu.Unlock()
-		return cn, nil
+		return cn, true, nil
 	}
 	c.mu.Unlock()
+	cn, err = c.dial(ctx, addr)
+	return cn, false, err
+}
+
+func (c *Client) dial(ctx context.Context, addr string) (*protocol.Conn, error) {
 	nc, err := c.opts.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	return protocol.NewConn(nc, protocol.ConnOptions{}), nil
+}
+
+// dropIdle closes addr's idle connections: one was found closed, and the
+// others idled as long, to the same process.
+func (c *Client) dropIdle(addr string) {
+	c.mu.Lock()
+	idle := c.pools[addr]
+	delete(c.pools, addr)
+	c.mu.Unlock()
+	for _, cn := range idle {
+		_ = cn.Close()
+	}
 }
 
 func (c *Client) put(addr string, cn *protocol.Conn) {

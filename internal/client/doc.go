@@ -17,6 +17,23 @@
 //     failure, a wrong owner or a missing object for it (Invalidate). A
 //     worker's version (in a wrong-owner answer) is never observed: only
 //     coordinators speak for the membership.
+//   - Failover. A call makes passes over the coordinator addresses, from
+//     the preferred one (the last that answered anything but a refusal),
+//     at most Options.Retries+1 passes with jittered backoff between
+//     passes only. Within a pass the next address is tried at once after
+//     a connection failure, an attempt that outlived its own deadline, or
+//     a refusal (not_ready, draining, unavailable); another retryable
+//     answer (the shared store's: timeout, conflict, no_workers) ends the
+//     pass, and a non-retryable one ends the call. Every attempt has a
+//     deadline (Options.AttemptTimeout: by default a third of what
+//     remains of the call's, at least 250 ms, 1 s for a call without a
+//     deadline), so a hung coordinator costs one attempt deadline, not
+//     the call; the last attempt gets whatever remains. A pooled
+//     connection that fails at once as a closed one does (EOF, reset,
+//     broken pipe: its coordinator restarted or closed it while it idled)
+//     is no failure of that coordinator: the address's idle pool is
+//     closed and the request redialled once, within the same attempt. So
+//     one pass survives a restart, a death or a hang of one coordinator.
 //   - Domain types at the edge. Answers carry placement.Owner and
 //     placement.Version; the wire form (protocol.Owner, the u64 version)
 //     is converted in one place, placementFrom.

@@ -9,9 +9,14 @@
 //     and grows by one with every attempt, whether or not an earlier attempt
 //     was answered, so a retried or delayed heartbeat can never move the
 //     record backward.
-//   - Failover: a worker knows every coordinator address and moves to the
-//     next on a connection error, a draining or not-ready coordinator;
-//     other retryable errors are retried with jittered backoff.
+//   - Failover: a worker knows every coordinator address and sends each
+//     registration or heartbeat through the failover client (package
+//     client) within min(request-timeout, interval/2), at least 500 ms
+//     when request-timeout allows, half of it per coordinator attempt: a
+//     connection error, an attempt deadline or a refusal (draining,
+//     not_ready, unavailable) moves to the next address within the same
+//     write, so one hung or dying coordinator costs no heartbeat; other
+//     retryable errors are retried with jittered backoff.
 //   - Lifecycle: Run reports unready (one more heartbeat carries
 //     ready=false), keeps serving data for DrainDelay, drains in-flight
 //     data requests within ShutdownTimeout, deregisters and returns. Every

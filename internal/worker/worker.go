@@ -40,9 +40,9 @@ type Options struct {
 	Advertise    string
 	AdminAddress string
 	Coordinators []string
-	// Rotate sends each heartbeat to the next coordinator in turn, as a
-	// load balancer spreading connections would (used by tests and by
-	// deployments without a service address).
+	// Rotate sends each heartbeat to the next coordinator in turn first,
+	// as a load balancer spreading connections would (used by tests and by
+	// deployments without a service address); Client fails over from it.
 	Rotate bool
 
 	Timing          cluster.Timing
@@ -79,8 +79,8 @@ type Options struct {
 	// DataTLS, when set, serves the data listener over mutual TLS (see
 	// package pki); nil serves plain HTTP (insecure-control-plane).
 	DataTLS *tls.Config
-	// ControlTLS is the client configuration of the per-coordinator
-	// clients of Rotate (Client carries its own).
+	// ControlTLS is unused: Rotate sends through Client, which carries
+	// its own TLS configuration. Kept until its callers drop it.
 	ControlTLS *tls.Config
 }
 
@@ -102,7 +102,6 @@ type Worker struct {
 	startUnixMs int64
 	advertise   string
 	metrics     *workerMetrics
-	perCoord    []*client.Client // for Rotate
 	server      *http.Server
 	dataLn      net.Listener  // DataListener behind the connection cap
 	next        atomic.Uint64 // rotation index
@@ -158,15 +157,6 @@ func New(opts Options) (*Worker, error) {
 		return nil, err
 	}
 	w.hb = hb
-	if opts.Rotate {
-		for _, a := range opts.Coordinators {
-			c, err := client.New(client.Options{Coordinators: []string{a}, Retries: -1, Logger: opts.Logger, TLS: opts.ControlTLS})
-			if err != nil {
-				return nil, err
-			}
-			w.perCoord = append(w.perCoord, c)
-		}
-	}
 	lim := opts.DataLimits.withDefaults()
 	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: m.refusedConn, timeout: m.timeout}
 	if opts.DataTLS != nil {
@@ -291,9 +281,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopHB()
 	<-hbDone
 	w.deregister()
-	for _, c := range w.perCoord {
-		_ = c.Close()
-	}
 	w.log.Info("worker stopped")
 	return err
 }
@@ -346,9 +333,9 @@ func (w *Worker) newHeartbeatLoop() (*membership.Loop, error) {
 		Incarnation: w.incarnation,
 		Write:       w.writeRecord,
 		Interval:    w.opts.Timing.HeartbeatInterval,
-		// One call and, when that coordinator fails, its retry on the
-		// failover client.
-		RequestTimeout: 2 * w.opts.RequestTimeout,
+		// The bound of one write; call narrows it to the heartbeat budget
+		// of the interval in effect (which the cluster may set).
+		RequestTimeout: w.opts.RequestTimeout,
 		RetryInitial:   min(250*time.Millisecond, w.opts.Timing.HeartbeatInterval),
 		Adopt:          true,
 		Logger:         w.log,
@@ -401,23 +388,34 @@ func (w *Worker) writeRecord(ctx context.Context, a membership.Attempt) (members
 	return ans, nil
 }
 
-// call sends msg to the next coordinator (Rotate) or through the failover
-// client, and once more through the failover client when the first fails.
+// minHeartbeatBudget is the least heartbeatBudget gives, request-timeout
+// permitting: two attempts at the client's attempt floor.
+const minHeartbeatBudget = 2 * client.DefaultMinAttemptTimeout
+
+// heartbeatBudget is the deadline of one registration or heartbeat write:
+// min(request-timeout, interval/2), but at least minHeartbeatBudget when
+// request-timeout allows. Within it each of two attempts (one coordinator,
+// then the next) gets half, so a hung or dying coordinator costs half the
+// budget and the next one still answers within the same interval: the
+// heartbeat lands at most interval/2 late and is never lost. Never past
+// request-timeout, which unhealthy-after already allows for (unhealthy-after
+// >= 2 x heartbeat-interval + request-timeout).
+func heartbeatBudget(requestTimeout, interval time.Duration) time.Duration {
+	return min(requestTimeout, max(interval/2, minHeartbeatBudget))
+}
+
+// call sends msg through the failover client within the heartbeat budget
+// of the interval in effect, each attempt at one coordinator bounded by
+// half of it; with Rotate the pass starts at the next coordinator in turn.
 func (w *Worker) call(ctx context.Context, msg protocol.Message) (protocol.Message, error) {
-	c := w.opts.Client
-	if len(w.perCoord) > 0 {
-		c = w.perCoord[w.next.Add(1)%uint64(len(w.perCoord))]
+	budget := heartbeatBudget(w.opts.RequestTimeout, w.hb.Status().Interval)
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	o := client.CallOptions{AttemptTimeout: budget / 2}
+	if w.opts.Rotate {
+		o.First = w.opts.Coordinators[w.next.Add(1)%uint64(len(w.opts.Coordinators))]
 	}
-	cctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
-	resp, err := c.Call(cctx, msg)
-	cancel()
-	if err != nil && len(w.perCoord) > 0 && ctx.Err() == nil {
-		// This coordinator failed: fall back to the failover client.
-		cctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
-		resp, err = w.opts.Client.Call(cctx, msg)
-		cancel()
-	}
-	return resp, err
+	return w.opts.Client.CallWith(ctx, msg, o)
 }
 
 // accepted applies an accepted record: the degradation signals it carried

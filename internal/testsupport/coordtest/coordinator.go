@@ -79,6 +79,10 @@ type Options struct {
 	UI http.Handler
 	// TLS is the control listener's mutual TLS (coordinator.Options.TLS).
 	TLS *tls.Config
+	// Listener, when set, is the control listener (a test restarting a
+	// coordinator on the same address listens there again); nil listens on
+	// 127.0.0.1:0. The coordinator owns it.
+	Listener net.Listener
 }
 
 // Coordinator is a coordinator that Start runs until the test ends.
@@ -146,9 +150,11 @@ func Start(t testing.TB, o Options) *Coordinator {
 	if c.Process, err = metrics.NewProcess(o.Registry, "coordinator"); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ln := o.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.ControlAddr = ln.Addr().String()
 	c.Coordinator, err = coordinator.New(coordinator.Options{
