@@ -91,7 +91,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: ds, Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
-		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: ptls.server(), ControlTLS: ptls.toCoordinators(),
+		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: ptls.server(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,

@@ -79,9 +79,6 @@ type Options struct {
 	// DataTLS, when set, serves the data listener over mutual TLS (see
 	// package pki); nil serves plain HTTP (insecure-control-plane).
 	DataTLS *tls.Config
-	// ControlTLS is unused: Rotate sends through Client, which carries
-	// its own TLS configuration. Kept until its callers drop it.
-	ControlTLS *tls.Config
 }
 
 // DiskErrorStreak is how many accepted heartbeats in a row with new cache
