@@ -50,13 +50,10 @@ func TestTrackerRecoveryHold(t *testing.T) {
 			tr := newTracker(time.Second, 3*time.Second)
 			tr.good(1, at(0), v)
 			tr.selfWritten(at(0))
-			seq := uint64(2)
-			start := at(time.Second)
+			seq, start := uint64(2), at(10*time.Second) // gap: 10 s without a read
 			if cause == "failure" {
 				tr.failed(2, errors.New("down"))
 				seq, start = 3, at(2*time.Second)
-			} else {
-				start = at(10 * time.Second) // 10 s without a read
 			}
 			a := tr.good(seq, start, v)
 			if a.recovered != (cause == "failure") || a.gap != (cause == "gap") {

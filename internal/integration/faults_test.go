@@ -156,16 +156,6 @@ func (c *liveCluster) worker(id string, ctls []string, lt liveTiming) *proc {
 	return start(c.t, id, args...)
 }
 
-// eligible returns the eligible worker count coordinator p answers with,
-// or -1 when it does not answer 200.
-func eligible(t *testing.T, p *proc) int {
-	cl, err := p.api(t).Cluster(context.Background())
-	if err != nil {
-		return -1
-	}
-	return cl.EligibleWorkers
-}
-
 // waitEligible waits until every coordinator answers 200 with n eligible
 // workers and the same PlacementVersion.
 func waitEligible(t *testing.T, timeout time.Duration, n int, coords ...*proc) {

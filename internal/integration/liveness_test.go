@@ -237,7 +237,7 @@ func TestStoreFaultsEtcd(t *testing.T) {
 		t.Errorf("leader kill: %d answers short of live workers, %d no_workers, records recreated %v, all back %v; want 0, 0, none, true", f.Dropped, f.NoWorkers, recreated, ok)
 	}
 
-	f, recreated, ok = phase("quorum loss 15s", func() string {
+	f, _, ok = phase("quorum loss 15s", func() string {
 		out := c.etcd.LoseQuorum(t, 15*time.Second, testenv.FaultPause)
 		return fmt.Sprintf("paused m%v for %v, healthy %v later", out.Members, out.Down.Round(time.Millisecond), out.Recovery.Round(time.Millisecond))
 	})
