@@ -16,45 +16,9 @@ import (
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
-
-// hungListener accepts connections on loopback and never answers them, as
-// a stopped (SIGSTOP) coordinator's kernel does; accepted counts them.
-func hungListener(t *testing.T) (addr string, accepted *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.7:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = new(atomic.Int32)
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String(), accepted
-}
 
 // startOn runs coordinator "c" of cluster "t" over store on ln, with
 // mutual TLS when srv is set.
@@ -178,7 +142,7 @@ func TestHungCoordinatorFirst(t *testing.T) {
 	for _, retries := range []int{-1, 0} {
 		t.Run(fmt.Sprintf("retries=%d", retries), func(t *testing.T) {
 			addr, _ := coord(t, "w1")
-			hung, _ := hungListener(t)
+			hung, _ := testsupport.HungListener(t, "127.0.0.7")
 			c, err := client.New(client.Options{Coordinators: []string{hung, addr}, Retries: retries})
 			if err != nil {
 				t.Fatal(err)
@@ -201,7 +165,7 @@ func TestHungCoordinatorFirst(t *testing.T) {
 func TestPreferenceMovesToWhoeverAnswered(t *testing.T) {
 	t.Run("hung", func(t *testing.T) {
 		addr, _ := coord(t, "w1")
-		hung, accepted := hungListener(t)
+		hung, accepted := testsupport.HungListener(t, "127.0.0.7")
 		c, err := client.New(client.Options{Coordinators: []string{hung, addr}})
 		if err != nil {
 			t.Fatal(err)

@@ -2,9 +2,7 @@ package worker_test
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,44 +10,10 @@ import (
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 	"github.com/talonhq/talon/internal/worker"
 )
-
-// hungCoordinator accepts connections on loopback and never answers, as
-// a stopped (SIGSTOP) coordinator's kernel does.
-func hungCoordinator(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.7:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // TestHungCoordinatorCostsNoHeartbeat: a worker whose first coordinator
 // accepts and never answers loses no heartbeat over 20 intervals, whether
@@ -75,7 +39,7 @@ func TestHungCoordinatorCostsNoHeartbeat(t *testing.T) {
 				ShutdownTimeout: time.Second, Store: store, Logger: discard(), WaitReady: true,
 			}).ControlAddr
 			reg := prometheus.NewRegistry()
-			w := newWorkerOpts(t, []string{hungCoordinator(t), live}, rotate, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
+			w := newWorkerOpts(t, []string{hungAddr(t), live}, rotate, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
 				o.Timing, o.RequestTimeout, o.Registerer = tm, requestTimeout, reg
 			})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -142,4 +106,10 @@ func TestHungCoordinatorCostsNoHeartbeat(t *testing.T) {
 				len(beats), beats[0].seq, beats[len(beats)-1].seq, maxGap.Round(time.Millisecond), interval)
 		})
 	}
+}
+
+// hungAddr is a coordinator address that accepts and never answers.
+func hungAddr(t *testing.T) string {
+	addr, _ := testsupport.HungListener(t, "127.0.0.7")
+	return addr
 }
