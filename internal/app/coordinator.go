@@ -53,10 +53,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		p.close()
 		return nil, err
 	}
-	adminAddr := ""
-	if adminLn != nil {
-		adminAddr = advertise(cfg.AdminAdvertise, adminLn.Addr(), log, "admin-advertise")
-	}
+	adminAddr := adminAdvertise(cfg.AdminAdvertise, adminLn, log)
 	p.coord, err = coordinator.New(coordinator.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,

@@ -148,3 +148,12 @@ func advertise(configured string, bound net.Addr, log *slog.Logger, setting stri
 
 // uiHandler returns the embedded web UI.
 func uiHandler() http.Handler { return ui.Handler() }
+
+// adminAdvertise is the advertised admin address: the admin-advertise
+// setting, else the admin listener's address; "" without an admin listener.
+func adminAdvertise(configured string, adminLn net.Listener, log *slog.Logger) string {
+	if adminLn == nil {
+		return ""
+	}
+	return advertise(configured, adminLn.Addr(), log, "admin-advertise")
+}

@@ -81,10 +81,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		return nil, err
 	}
 	p.adminLn = adminLn
-	adminAddr := ""
-	if adminLn != nil {
-		adminAddr = advertise(cfg.AdminAdvertise, adminLn.Addr(), log, "admin-advertise")
-	}
+	adminAddr := adminAdvertise(cfg.AdminAdvertise, adminLn, log)
 	p.worker, err = worker.New(worker.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,

@@ -42,21 +42,7 @@ func mutualTLS(t *testing.T) (srv, cli *tls.Config) {
 	if err := ca.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	source := func(id pki.Identity) *pki.Source {
-		is, err := ca.Issue(id, nil, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := pki.Layout(dir, id)
-		if err := is.WriteFiles(f.CertFile, f.KeyFile); err != nil {
-			t.Fatal(err)
-		}
-		s, err := pki.Load(f, pki.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	source := func(id pki.Identity) *pki.Source { return testsupport.PKISource(t, ca, dir, id) }
 	srv = source(pki.Identity{Role: pki.RoleCoordinator, NodeID: "c"}).ServerConfig(pki.Expect{})
 	cli = source(pki.Identity{Role: pki.RoleClient, NodeID: "cli"}).ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
 	return srv, cli

@@ -14,6 +14,7 @@ import (
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state/memory"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
@@ -33,20 +34,7 @@ func benchPKI(b *testing.B) (*pki.CA, string) {
 
 func benchSource(b *testing.B, ca *pki.CA, dir string, role pki.Role, node string) *pki.Source {
 	b.Helper()
-	id := pki.Identity{Role: role, NodeID: node}
-	is, err := ca.Issue(id, nil, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := pki.Layout(dir, id)
-	if err := is.WriteFiles(f.CertFile, f.KeyFile); err != nil {
-		b.Fatal(err)
-	}
-	s, err := pki.Load(f, pki.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s
+	return testsupport.PKISource(b, ca, dir, pki.Identity{Role: role, NodeID: node})
 }
 
 // BenchmarkControlPlaneTLS measures the control plane with mutual TLS off
