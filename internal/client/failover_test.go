@@ -18,6 +18,7 @@ import (
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
+	"github.com/talonhq/talon/internal/testsupport/pkitest"
 )
 
 // startOn runs coordinator "c" of cluster "t" over store on ln, with
@@ -42,7 +43,7 @@ func mutualTLS(t *testing.T) (srv, cli *tls.Config) {
 	if err := ca.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	source := func(id pki.Identity) *pki.Source { return testsupport.PKISource(t, ca, dir, id) }
+	source := func(id pki.Identity) *pki.Source { return pkitest.Source(t, ca, dir, id) }
 	srv = source(pki.Identity{Role: pki.RoleCoordinator, NodeID: "c"}).ServerConfig(pki.Expect{})
 	cli = source(pki.Identity{Role: pki.RoleClient, NodeID: "cli"}).ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
 	return srv, cli

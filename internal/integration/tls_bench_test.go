@@ -14,8 +14,8 @@ import (
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state/memory"
-	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
+	"github.com/talonhq/talon/internal/testsupport/pkitest"
 )
 
 // benchPKI is testPKI for benchmarks.
@@ -34,7 +34,7 @@ func benchPKI(b *testing.B) (*pki.CA, string) {
 
 func benchSource(b *testing.B, ca *pki.CA, dir string, role pki.Role, node string) *pki.Source {
 	b.Helper()
-	return testsupport.PKISource(b, ca, dir, pki.Identity{Role: role, NodeID: node})
+	return pkitest.Source(b, ca, dir, pki.Identity{Role: role, NodeID: node})
 }
 
 // BenchmarkControlPlaneTLS measures the control plane with mutual TLS off

@@ -1,4 +1,6 @@
-package testsupport
+// Package pkitest issues test credentials with package pki (apart from
+// testsupport, which pki's own tests import).
+package pkitest
 
 import (
 	"testing"
@@ -7,9 +9,9 @@ import (
 	"github.com/talonhq/talon/internal/pki"
 )
 
-// PKISource issues a one-hour certificate for id from ca, writes it under
+// Source issues a one-hour certificate for id from ca, writes it under
 // dir in the pki.Layout, and loads it as a pki.Source.
-func PKISource(tb testing.TB, ca *pki.CA, dir string, id pki.Identity) *pki.Source {
+func Source(tb testing.TB, ca *pki.CA, dir string, id pki.Identity) *pki.Source {
 	tb.Helper()
 	is, err := ca.Issue(id, nil, time.Hour)
 	if err != nil {
