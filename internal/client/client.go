@@ -416,10 +416,12 @@ func (c *Client) attemptTimeout(ctx context.Context, fixed time.Duration, final 
 }
 
 // attempt makes one call to addr within d. A pooled connection that fails
-// at once as a closed one does (the coordinator behind it restarted or
-// closed it while it idled) is no verdict on the coordinator: that
-// address's idle pool is dropped and the request redialled once, within
-// the same deadline.
+// at once as a closed one does, or that holds a drain notice (the
+// coordinator behind it restarted, or closed it while it idled), is no
+// verdict on the coordinator at that address now: that address's idle
+// pool is dropped and the request redialled once, within the same
+// deadline. A coordinator that is gone refuses the dial, and the call
+// moves to the next address.
 func (c *Client) attempt(ctx context.Context, addr string, req protocol.Message, d time.Duration) (protocol.Message, error) {
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -428,7 +430,7 @@ func (c *Client) attempt(ctx context.Context, addr string, req protocol.Message,
 		return nil, c.attemptErr(ctx, addr, d, err)
 	}
 	resp, err := c.send(actx, addr, cn, req)
-	if err != nil && pooled && stale(err) {
+	if err != nil && pooled && (stale(err) || drained(err)) {
 		c.dropIdle(addr)
 		c.log.Debug("pooled coordinator connection was closed while idle; redialling", "coordinator", addr, "error", err)
 		if cn, err = c.dial(actx, addr); err != nil {
@@ -442,16 +444,30 @@ func (c *Client) attempt(ctx context.Context, addr string, req protocol.Message,
 	return resp, nil
 }
 
-// send makes one call on cn and pools it again unless it broke.
+// send makes one call on cn and pools it again unless it broke. A
+// coordinator's drain notice (the draining code pushed on the connection)
+// also closes the address's other idle connections: they belong to the
+// same process, which is about to close them.
 func (c *Client) send(ctx context.Context, addr string, cn *protocol.Conn, req protocol.Message) (protocol.Message, error) {
 	resp, err := cn.Call(ctx, req)
 	var pe *protocol.Error
-	if err != nil && !errors.As(err, &pe) {
-		_ = cn.Close() // broken or abandoned mid-call: do not reuse
+	if err != nil && (!errors.As(err, &pe) || errors.Is(err, protocol.ErrConnBroken)) {
+		_ = cn.Close() // broken, told to go, or abandoned mid-call: do not reuse
+		if pe != nil && pe.Code == protocol.CodeDraining {
+			c.dropIdle(addr)
+		}
 		return nil, err
 	}
 	c.put(addr, cn)
 	return resp, err
+}
+
+// drained reports whether err is a coordinator's drain notice on the
+// connection (a push, not an answer): the process that sent it is going,
+// but a pooled connection's process may already have been replaced by a
+// new one on the same address.
+func drained(err error) bool {
+	return errors.Is(err, protocol.ErrConnBroken) && protocol.IsCode(err, protocol.CodeDraining)
 }
 
 // stale reports whether err is what a connection the peer closed gives on
@@ -528,6 +544,7 @@ func (c *Client) put(addr string, cn *protocol.Conn) {
 func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
 	retry := backoff.New(watchBackoff)
 	n := len(c.opts.Coordinators)
+	drained := false // the last interruption was a drain notice
 	for i := 0; ctx.Err() == nil; i++ {
 		addr := c.opts.Coordinators[i%n]
 		began := time.Now()
@@ -539,6 +556,11 @@ func (c *Client) Watch(ctx context.Context, onChange func(uint64)) {
 			retry.Reset() // it was healthy: start over
 		}
 		c.log.Debug("placement watch interrupted", "coordinator", addr, "error", err)
+		if protocol.IsCode(err, protocol.CodeDraining) && !drained {
+			drained = true
+			continue // told to go elsewhere: the next address now (once in a row)
+		}
+		drained = false
 		if backoff.Sleep(ctx, retry.Next()) != nil {
 			return
 		}

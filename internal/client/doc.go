@@ -32,8 +32,12 @@
 //     connection that fails at once as a closed one does (EOF, reset,
 //     broken pipe: its coordinator restarted or closed it while it idled)
 //     is no failure of that coordinator: the address's idle pool is
-//     closed and the request redialled once, within the same attempt. So
-//     one pass survives a restart, a death or a hang of one coordinator.
+//     closed and the request redialled once, within the same attempt. The
+//     same holds for a pooled connection that carries a coordinator's
+//     drain notice (the draining code pushed before it closes its
+//     connections); on a connection in use, the notice is a refusal and
+//     the call moves on. So one pass survives a restart, a drain, a death
+//     or a hang of one coordinator.
 //   - Domain types at the edge. Answers carry placement.Owner and
 //     placement.Version; the wire form (protocol.Owner, the u64 version)
 //     is converted in one place, placementFrom.

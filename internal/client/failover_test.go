@@ -226,3 +226,63 @@ func TestRefusalsPassOverEveryAddress(t *testing.T) {
 		t.Fatalf("asked %d and %d times with Retries 2, want 3 each (once per pass)", a, b)
 	}
 }
+
+// TestDrainingCoordinatorCostsNoCall: callers keep calling while the
+// coordinator they prefer drains (a drain delay, then the drain notice on
+// every connection, then the close). Every call is served, by it or by
+// the next address, with one pass (Retries -1) as with the default; and
+// no connection told to go is used again.
+func TestDrainingCoordinatorCostsNoCall(t *testing.T) {
+	for _, tc := range []struct {
+		retries int
+		tls     bool
+	}{{-1, false}, {-1, true}, {0, true}} {
+		t.Run(fmt.Sprintf("retries=%d/tls=%t", tc.retries, tc.tls), func(t *testing.T) {
+			var srv, cli *tls.Config
+			if tc.tls {
+				srv, cli = mutualTLS(t)
+			}
+			store := memory.New(memory.Options{})
+			t.Cleanup(func() { store.Close() })
+			upsert(t, store, "w1", "127.0.0.1:1")
+			var addrs []string
+			var coords []*coordtest.Coordinator
+			for _, id := range []string{"a", "b"} {
+				ln, err := net.Listen("tcp", "127.0.0.7:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				coords = append(coords, coordtest.Start(t, coordtest.Options{
+					ClusterID: "t", NodeID: id, Timing: cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute},
+					RequestTimeout: time.Second, ShutdownTimeout: time.Second, DrainDelay: 300 * time.Millisecond,
+					Store: store, Listener: ln, WaitReady: true, TLS: srv,
+				}))
+				addrs = append(addrs, ln.Addr().String())
+			}
+			c, err := client.New(client.Options{Coordinators: addrs, Retries: tc.retries, MaxIdleConns: 4, TLS: cli})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if failed := lookups(c, 40, 4); len(failed) > 0 {
+				t.Fatalf("before the drain: %d failed lookups, first %v", len(failed), failed[0])
+			}
+			stopped := make(chan struct{})
+			go func() { defer close(stopped); coords[0].Stop() }()
+			var failed []error
+			for n := 0; ; n++ {
+				select {
+				case <-stopped:
+				default:
+					failed = append(failed, lookups(c, 8, 4)...)
+					continue
+				}
+				break
+			}
+			failed = append(failed, lookups(c, 40, 4)...)
+			if len(failed) > 0 {
+				t.Fatalf("during and after the drain of the preferred coordinator: %d lookups failed, first %v", len(failed), failed[0])
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/membership"
@@ -167,6 +168,8 @@ type Coordinator struct {
 	view        *tracker                // the view, readiness of the store, recovery
 	evidence    *evidence               // what this coordinator observed, for proposals
 	subs        *subscribers
+	readyLog    readinessLog
+	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	self        *membership.Loop
 	bg          sync.WaitGroup // background goroutines: batched reads, loops
 	connWG      sync.WaitGroup // connection goroutines
@@ -230,6 +233,8 @@ func New(opts Options) (*Coordinator, error) {
 		view:        newTracker(opts.RecoveryHold, maxReadGap(opts)),
 		evidence:    newEvidence(opts.Timing),
 		subs:        newSubscribers(),
+		readyLog:    readinessLog{log: opts.Logger.With("component", "coordinator")},
+		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
 		proposals:   make(chan proposal, maxQueuedProposals),
@@ -309,8 +314,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 }
 
 // shutdown drains: unready, serve for DrainDelay, stop accepting, wait for
-// in-flight requests up to ShutdownTimeout, close connections, stop
-// heartbeats and deregister.
+// in-flight requests up to ShutdownTimeout, tell every connection it is
+// draining (notifyDrain), close connections, stop heartbeats and
+// deregister.
 func (c *Coordinator) shutdown(stopHeartbeats func()) {
 	c.mu.Lock()
 	c.draining = true
@@ -330,6 +336,7 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 	case <-time.After(c.opts.ShutdownTimeout):
 		c.log.Warn("shutdown timeout passed with requests in flight; closing connections", "shutdown_timeout", c.opts.ShutdownTimeout)
 	}
+	c.notifyDrain()
 	c.mu.Lock()
 	for cn := range c.conns {
 		_ = cn.nc.Close()
@@ -346,6 +353,45 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 		c.log.Warn("could not remove own record; it expires with its lease", "error", err)
 	}
 	c.log.Info("coordinator stopped")
+}
+
+// drainLinger is how long a connection stays open after its drain notice:
+// a request already on the wire gets the draining answer, and a peer that
+// reads the notice closes first, instead of finding a reset.
+const drainLinger = 200 * time.Millisecond
+
+// notifyDrain sends every open connection the drain notice and waits up
+// to drainLinger (within ShutdownTimeout) for their peers to close them.
+func (c *Coordinator) notifyDrain() {
+	c.mu.Lock()
+	conns := make([]*conn, 0, len(c.conns))
+	for cn := range c.conns {
+		conns = append(conns, cn)
+	}
+	c.mu.Unlock()
+	if len(conns) == 0 {
+		return
+	}
+	for _, cn := range conns {
+		cn.drainNotice()
+	}
+	c.log.Info("told connected clients and workers to use another coordinator", "connections", len(conns))
+	deadline := time.After(min(drainLinger, c.opts.ShutdownTimeout))
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c.mu.Lock()
+		open := len(c.conns)
+		c.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // ownKey is the slot of this coordinator's own record.
@@ -375,13 +421,18 @@ func (c *Coordinator) Readiness() Readiness {
 	if r := c.view.recoveryReason(c.mono()); r != "" && vs.storeOK {
 		reasons = append(reasons, r)
 	}
+	if r := c.unconfirmedReason(); r != "" {
+		reasons = append(reasons, r)
+	}
 	switch st := c.self.Status(); {
 	case st.Refusal != "":
 		reasons = append(reasons, "own record refused: "+st.Refusal)
 	case !st.Registered:
 		reasons = append(reasons, "warming up: own record not yet accepted by the store")
 	}
-	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
+	r := Readiness{Ready: len(reasons) == 0, Reasons: reasons}
+	c.readyLog.note(r)
+	return r
 }
 
 func (c *Coordinator) updateReadyMetric() {

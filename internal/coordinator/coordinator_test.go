@@ -72,6 +72,12 @@ func startTimed(t *testing.T, store state.Store, drain time.Duration, limits Lim
 // "test" on a loopback listener over store.
 func newTestCoordinator(t *testing.T, store state.Store, timing cluster.Timing, drain time.Duration, limits Limits) (*Coordinator, *prometheus.Registry, string) {
 	t.Helper()
+	return newTestCoordinatorRT(t, store, timing, 200*time.Millisecond, drain, limits)
+}
+
+// newTestCoordinatorRT is newTestCoordinator with its own request timeout.
+func newTestCoordinatorRT(t *testing.T, store state.Store, timing cluster.Timing, requestTimeout, drain time.Duration, limits Limits) (*Coordinator, *prometheus.Registry, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +89,7 @@ func newTestCoordinator(t *testing.T, store state.Store, timing cluster.Timing, 
 	}
 	c, err := New(Options{
 		ClusterID: "test", NodeID: "coord-a", Timing: timing,
-		RequestTimeout: 200 * time.Millisecond, DrainDelay: drain, ShutdownTimeout: time.Second,
+		RequestTimeout: requestTimeout, DrainDelay: drain, ShutdownTimeout: time.Second,
 		Store: store, Listener: ln, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Clock: time.Now, Registerer: reg, Process: proc, Limits: limits,
 	})
@@ -396,6 +402,36 @@ func TestDrain(t *testing.T) {
 	}
 }
 
+// TestDrainNotice: after the drain delay, a connection that idled through
+// it (a client's pooled one) and a subscriber learn from the coordinator
+// itself that it is draining: their next call, or their poll, ends with
+// the retryable draining code, not a reset or an end of stream.
+func TestDrainNotice(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 100*time.Millisecond)
+	idle := dial(t, f.addr)
+	if _, err := idle.Call(context.Background(), &protocol.Ping{}); err != nil {
+		t.Fatal(err)
+	}
+	sub := dial(t, f.addr)
+	if _, err := sub.Call(context.Background(), &protocol.Subscribe{}); err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		polled <- sub.Poll(ctx)
+	}()
+	f.stop()
+	_, err := idle.Call(context.Background(), &protocol.Ping{})
+	if !protocol.IsCode(err, protocol.CodeDraining) || !protocol.Retryable(err) {
+		t.Fatalf("call on a connection that idled through the drain: %v, want the retryable draining code", err)
+	}
+	if err := <-polled; !protocol.IsCode(err, protocol.CodeDraining) {
+		t.Fatalf("subscriber's poll: %v, want the draining code", err)
+	}
+}
+
 func TestUnsupportedRecordVersion(t *testing.T) {
 	f := start(t, memory.New(memory.Options{}), 0)
 	cn := dial(t, f.addr)
@@ -686,5 +722,87 @@ func TestUnreadyAnswersAtOnce(t *testing.T) {
 	// request timeout; anything below it answered without a read.
 	if slowest >= 200*time.Millisecond {
 		t.Fatalf("not_ready took up to %s: the lookup waited for a read of its own", slowest)
+	}
+}
+
+// TestUnreadyWithinRequestTimeoutOfAHungStore: when the store stops
+// answering (reads hang, as on an etcd that lost quorum), readiness turns
+// unready and lookups answer not_ready at once within one request timeout
+// of the last read that succeeded, before any hanging read has failed,
+// not a refresh period plus a request timeout later.
+func TestUnreadyWithinRequestTimeoutOfAHungStore(t *testing.T) {
+	timing := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 4 * time.Second, LeaseTTL: 8 * time.Second}
+	const rt = 1500 * time.Millisecond
+	store := memory.New(memory.Options{})
+	c, _, _ := newTestCoordinatorRT(t, store, timing, rt, 0, Limits{})
+	runUntilCleanup(t, c)
+	waitFor(t, "coordinator ready", func() bool { return c.Readiness().Ready })
+	store.SetFault(fmt.Errorf("test: %w", state.ErrTimeout))
+	t.Cleanup(store.ClearFault)
+	faulted := time.Now()
+	deadline := faulted.Add(3 * rt)
+	var r Readiness
+	for r = c.Readiness(); r.Ready; r = c.Readiness() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still ready %s after the store stopped answering (request timeout %s)", time.Since(faulted), rt)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	unreadyAfter := time.Since(faulted)
+	failedReads := testutil.ToFloat64(c.m.storeErrors.WithLabelValues("snapshot", "timeout"))
+	if !contains(r.Reasons, "store not answering") || failedReads != 0 {
+		t.Fatalf("unready after %s with reasons %q and %v failed reads: want the view unconfirmed before any hanging read failed", unreadyAfter, r.Reasons, failedReads)
+	}
+	began := time.Now()
+	_, _, err := c.Lookup(context.Background(), "k", 1)
+	took := time.Since(began)
+	if !protocol.IsCode(err, protocol.CodeNotReady) || took > rt/2 {
+		t.Fatalf("lookup while unconfirmed: %v after %s, want not_ready without waiting for a read", err, took)
+	}
+	t.Logf("unready %s after the store stopped answering (request timeout %s); not_ready lookup in %s", unreadyAfter.Round(time.Millisecond), rt, took)
+	store.ClearFault()
+	waitFor(t, "ready again", func() bool { return c.Readiness().Ready })
+}
+
+// denyingStore refuses upserts of the nodes in deny (all nodes when all
+// is set) with state.ErrPermissionDenied, as an API server does while its
+// RBAC caches sync at startup, or for good for a key the rules leave out.
+type denyingStore struct {
+	*memory.Store
+	all  atomic.Bool
+	deny string
+}
+
+func (s *denyingStore) UpsertNode(ctx context.Context, rec *cluster.Record, ttl time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
+	if s.all.Load() || rec.NodeID == s.deny {
+		return state.WriteResult{}, fmt.Errorf("test store upsert %s: %w", rec.NodeID, state.ErrPermissionDenied)
+	}
+	return s.Store.UpsertNode(ctx, rec, ttl, opts...)
+}
+
+// TestTransientAuthorizationIsRetryable: while the store refuses the
+// coordinator's own writes too, a worker's write gets the retryable
+// not_ready (go elsewhere, retry); once its own writes pass, a refusal of
+// the worker's write is permanent and names what is missing.
+func TestTransientAuthorizationIsRetryable(t *testing.T) {
+	store := &denyingStore{Store: memory.New(memory.Options{}), deny: "w2"}
+	store.all.Store(true)
+	c, _, addr := newTestCoordinator(t, store, testTiming, 0, Limits{})
+	runUntilCleanup(t, c)
+	waitFor(t, "first view", func() bool { return c.current() })
+	cn := dial(t, addr)
+	_, err := register(t, cn, workerRecord("w1", "i", 0))
+	if !protocol.IsCode(err, protocol.CodeNotReady) || !protocol.Retryable(err) {
+		t.Fatalf("register while the store refuses the coordinator's own writes: %v, want retryable not_ready", err)
+	}
+	store.all.Store(false)
+	waitFor(t, "coordinator ready", func() bool { return c.Readiness().Ready })
+	if _, err := register(t, cn, workerRecord("w1", "i", 1)); err != nil {
+		t.Fatalf("register once the store accepts writes: %v", err)
+	}
+	_, err = register(t, cn, workerRecord("w2", "i", 0))
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodePermissionDenied || pe.Retryable || !strings.Contains(pe.Message, "w2") || !strings.Contains(pe.Message, "lacks permission") {
+		t.Fatalf("register refused for its key alone: %v, want a permanent permission_denied naming w2 and what is missing", err)
 	}
 }

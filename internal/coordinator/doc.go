@@ -26,6 +26,13 @@
 //   - Fail closed: when no snapshot can be had within RequestTimeout the
 //     coordinator turns unready, placement lookups fail with a retryable
 //     not_ready error and writes fail with the store's retryable error.
+//     It does not wait for the hanging read to fail: once no read that
+//     started within RequestTimeout has succeeded (the refresh loop starts
+//     one at least three times per RequestTimeout), the view is
+//     unconfirmed, readiness says so and lookups answer not_ready at once.
+//     A store refusing a client's write for authorization while it also
+//     refuses this coordinator's own record is this coordinator's
+//     condition (a store still starting): not_ready, not permission_denied.
 //     After the store answers again, or after a gap in its own reads, it
 //     stays unready and answers not_ready for RecoveryHold and until the
 //     store accepted its own record again (tracker.go); writes are served
@@ -33,7 +40,10 @@
 //     good view is kept only for diagnostics (LastGood).
 //   - Lifecycle: Run serves until ctx ends, then reports unready, keeps
 //     serving for DrainDelay, stops accepting, lets in-flight requests
-//     finish within ShutdownTimeout, removes its own record and returns.
+//     finish within ShutdownTimeout, sends every connection the drain
+//     notice (the draining code under the push request ID, so clients and
+//     workers move on without a failed call) and closes them after a short
+//     linger, removes its own record and returns.
 //     Every goroutine it starts has ended when Run returns.
 //
 // Concurrency: a Coordinator is safe for concurrent use. Each concern has

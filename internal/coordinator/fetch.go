@@ -49,7 +49,24 @@ func (c *Coordinator) unready() error {
 	if vs := c.view.state(); vs.synced && !vs.storeOK {
 		return fmt.Errorf("%w: the store did not answer the last read: %w", ErrNotReady, vs.lastErr)
 	}
+	if r := c.unconfirmedReason(); r != "" {
+		return fmt.Errorf("%w: %s", ErrNotReady, r)
+	}
 	return nil
+}
+
+// unconfirmedReason says why the view is no longer known to be current:
+// no read that started within the request timeout has succeeded. It is ""
+// otherwise. The refresh loop starts a read at least three times per
+// request timeout (refreshEvery), so a store that answers never leaves
+// the view unconfirmed; one that stops answering does within one request
+// timeout, before the hanging read itself fails.
+func (c *Coordinator) unconfirmedReason() string {
+	age, stale := c.view.unconfirmed(c.mono(), c.opts.RequestTimeout)
+	if !stale {
+		return ""
+	}
+	return fmt.Sprintf("store not answering: no read confirmed the view for %s (request timeout %s)", age.Round(time.Millisecond), c.opts.RequestTimeout)
 }
 
 // LastGood returns the last view successfully read, for diagnostics only:

@@ -11,18 +11,24 @@ import (
 
 // refreshEvery is how often the refresh loop reads the view without being
 // asked: at least once a second, so the evidence of a silent record grows
-// and readiness and pushes follow the store when no lookup arrives.
-func refreshEvery(o Options) time.Duration { return min(o.Timing.HeartbeatInterval, time.Second) }
+// and readiness and pushes follow the store when no lookup arrives; and at
+// least three times per request timeout, so that a store that stops
+// answering leaves the view unconfirmed (unready, see Readiness) within
+// one request timeout of its last answer.
+func refreshEvery(o Options) time.Duration {
+	return min(o.Timing.HeartbeatInterval, time.Second, o.RequestTimeout/3)
+}
 
-// minRefreshGap is the least time between two background view reads.
-const minRefreshGap = 200 * time.Millisecond
+// minRefreshGap is the least time between two background view reads: a
+// fifth of the request timeout, at most 200 ms.
+func minRefreshGap(o Options) time.Duration { return min(200*time.Millisecond, o.RequestTimeout/5) }
 
 // maxReadGap is the longest expected time between the starts of two
 // successful reads: a read's timeout plus two refresh periods and the
 // minimum gap. A longer gap means this coordinator was not observing (its
 // process stalled, or its reads did), so it recovers before answering.
 func maxReadGap(o Options) time.Duration {
-	return o.RequestTimeout + 2*refreshEvery(o) + minRefreshGap
+	return o.RequestTimeout + 2*refreshEvery(o) + minRefreshGap(o)
 }
 
 // requestRefresh asks the refresh loop for a new view without waiting.
@@ -41,7 +47,7 @@ func (c *Coordinator) refreshLoop(ctx context.Context) {
 		_, _ = c.views.Load().get(ctx)
 		// A minimum gap keeps a burst of membership changes from turning
 		// into back-to-back store reads (a full LIST on Kubernetes).
-		if backoff.Sleep(ctx, minRefreshGap) != nil {
+		if backoff.Sleep(ctx, minRefreshGap(c.opts)) != nil {
 			return
 		}
 		select {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/talonhq/talon/internal/pki"
@@ -34,6 +35,31 @@ type conn struct {
 	// peer is the verified identity of a TLS peer, set by serveConn
 	// before the first request; nil on a plain (insecure) listener.
 	peer *pki.Identity
+
+	// serving is set once the connection may carry frames (after the TLS
+	// handshake): only then may shutdown write the drain notice to it.
+	serving atomic.Bool
+}
+
+// drainNotice tells the peer, under the push request ID, that this
+// coordinator is shutting down, then half-closes: the peer's protocol.Conn
+// fails its pending and next call with the retryable draining code (a
+// refusal: the client goes to the next address at once, without counting
+// a failure) instead of finding a connection that ends mid-call. Requests
+// that still arrive are answered draining until the connection closes.
+func (cn *conn) drainNotice() {
+	if !cn.serving.Load() {
+		_ = cn.nc.Close() // still handshaking: nothing of ours was sent yet
+		return
+	}
+	err := cn.write(0, protocol.NewError(protocol.CodeDraining, "coordinator %s is shutting down; use another coordinator", cn.c.opts.NodeID))
+	if err != nil {
+		_ = cn.nc.Close()
+		return
+	}
+	if cw, ok := cn.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
 }
 
 func (cn *conn) write(requestID uint64, m protocol.Message) error {
@@ -133,6 +159,7 @@ func (c *Coordinator) serveConn(cn *conn) {
 	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
 		return
 	}
+	cn.serving.Store(true)
 	br := bufio.NewReaderSize(cn.nc, 4096)
 	dec := protocol.NewDecoder(br)
 	for {

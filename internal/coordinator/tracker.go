@@ -154,6 +154,21 @@ func (t *tracker) recoveryReasonLocked(now time.Time) string {
 	return fmt.Sprintf("recovering: observing the cluster for %s more before answering (re-registering workers come back)", left.Round(time.Millisecond))
 }
 
+// unconfirmed reports how long ago the last applied successful read
+// started, when that is longer than limit while the store counts as
+// answering: reads have been hanging (a store that lost quorum answers
+// nothing until the request timeout), so the view is no longer known to
+// be current.
+func (t *tracker) unconfirmed(now time.Time, limit time.Duration) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.synced || !t.storeOK || t.lastReadAt.IsZero() {
+		return 0, false
+	}
+	age := now.Sub(t.lastReadAt)
+	return age, age > limit
+}
+
 // isRecovering reports whether the recovery hold is on.
 func (t *tracker) isRecovering() bool {
 	t.mu.Lock()

@@ -89,8 +89,9 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("upsert", 0, err)
-		c.m.writes.WithLabelValues(op, wireCode(err).String()).Inc()
-		return storeErrorReply(err)
+		reply := c.storeWriteReply(op, rec.Key(), err)
+		c.m.writes.WithLabelValues(op, reply.Code.String()).Inc()
+		return reply
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
 	if op == "heartbeat" && res.Outcome == state.OutcomeAccepted && res.Record != nil {
@@ -127,8 +128,9 @@ func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Dere
 	c.m.storeDuration.WithLabelValues("remove").Observe(c.now().Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("remove", 0, err)
-		c.m.writes.WithLabelValues("deregister", wireCode(err).String()).Inc()
-		return storeErrorReply(err)
+		reply := c.storeWriteReply("deregister", m.Key(), err)
+		c.m.writes.WithLabelValues("deregister", reply.Code.String()).Inc()
+		return reply
 	}
 	c.m.writes.WithLabelValues("deregister", res.Outcome.String()).Inc()
 	if res.Outcome == state.OutcomeAccepted {
@@ -164,4 +166,28 @@ func (c *Coordinator) noteRegistered(key cluster.Key) {
 		started = b.started()
 	}
 	c.view.noteRegistered(key, started)
+}
+
+// storeWriteReply is the answer to a client's write that the store
+// failed. An authorization failure (permission_denied, unauthenticated)
+// while this coordinator's own record is not accepted either, or its own
+// last write failed too, is the coordinator's condition, not the
+// request's: a store still starting (an API server syncing its RBAC
+// caches) or a credential being rotated. That is answered not_ready, a
+// refusal the client takes to the next coordinator and retries. Otherwise
+// the failure is permanent for this request and says what is missing;
+// the backend's own text (which can name endpoints and users) goes to the
+// log, rate-limited by the store-error counter's Debug line.
+func (c *Coordinator) storeWriteReply(op string, key cluster.Key, err error) *protocol.Error {
+	code := wireCode(err)
+	if code != protocol.CodePermissionDenied && code != protocol.CodeUnauthenticated {
+		return storeErrorReply(err)
+	}
+	if st := c.self.Status(); !st.Registered || st.Err != nil {
+		return protocol.NewError(protocol.CodeNotReady, "coordinator %s cannot write to the state store yet (%s for its own record too: the store may still be starting); retry, possibly elsewhere", c.opts.NodeID, code)
+	}
+	if c.authzLog.Allow() {
+		c.log.Warn("the state store refused a write the coordinator's own writes pass (logged at most once per 10s)", "op", op, "node", string(key.Role)+"/"+key.NodeID, "code", code.String(), "error", err)
+	}
+	return protocol.NewError(code, "%s of %s/%s: the state store refused the coordinator's write (%s): its store credential lacks permission to write this node's record (the %s backend's rules for the key or Lease of %s); the coordinator's log names the rule", op, key.Role, key.NodeID, code, c.opts.Store.Backend(), key.NodeID)
 }

@@ -44,9 +44,11 @@ type Options struct {
 	// Timing defaults to heartbeats every 100ms, unhealthy after 400ms, a
 	// lease of 800ms.
 	Timing cluster.Timing
-	// RequestTimeout defaults to 200ms, ShutdownTimeout to 1s.
+	// RequestTimeout defaults to 200ms, ShutdownTimeout to 1s; DrainDelay
+	// to none.
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
+	DrainDelay      time.Duration
 
 	// Store is the coordinator's store, owned by the caller. Nil: Start
 	// creates a memory store on StoreClock (default the wall clock) and
@@ -159,7 +161,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 	c.ControlAddr = ln.Addr().String()
 	c.Coordinator, err = coordinator.New(coordinator.Options{
 		ClusterID: o.ClusterID, NodeID: o.NodeID, Advertise: o.Advertise, Labels: o.Labels,
-		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout,
+		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout, DrainDelay: o.DrainDelay,
 		Store: c.Store, Listener: ln, Logger: o.Logger, Clock: o.Clock, LivenessClock: o.LivenessClock, Registerer: o.Registry, Process: c.Process,
 		TLS: o.TLS,
 	})
