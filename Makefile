@@ -93,17 +93,21 @@ SKIP ?=
 release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/
 	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SKIP),--skip=$(SKIP))
 
-# The HA fault and agreement tests (issue 24) on their own: real processes
-# with mutual TLS on a 3-member etcd and a kube-apiserver. `make test` runs
-# them too; this prints only their figures (one line per fault: operations
-# attempted and failed by code, max latency, live workers dropped, wrong
-# answers).
-FAULTS_RUN ?= ^(TestLiveness|TestStoreFaultsEtcd$$|TestStoreOutageKube$$|TestCrashLoop|TestTimingMismatch$$)
-faults: ## run the HA fault and agreement tests (3-member etcd, kube-apiserver) and print their figures
-	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver \
-	  $(GO) test -count=1 -v -run '$(FAULTS_RUN)' -timeout 30m ./internal/integration > bin/faults.log 2>&1; rc=$$?; \
-	  grep -E 'liveness_test.go|^(--- |ok|FAIL)' bin/faults.log | grep -v 'offset ' ; echo "full log: bin/faults.log"; exit $$rc
+# The HA fault, agreement and fault-schedule tests on their own: real
+# processes with mutual TLS on a 3-member etcd and a kube-apiserver, with
+# the full schedule (TALON_FAULTS=full: ten rolling restarts per backend, a
+# 20 s SIGSTOP, a 15 s quorum loss). `make test` runs them too, with the
+# short schedule. This prints their figures (one line per fault) and the
+# fault-schedule table the README shows (bin/faults-table.md).
+FAULTS_RUN ?= ^(TestLiveness|TestStoreFaultsEtcd$$|TestStoreOutageKube$$|TestCrashLoop|TestTimingMismatch$$|TestFaultSchedule)
+faults: ## run the HA fault tests and the full fault schedule (3-member etcd, kube-apiserver); print their figures and table
+	@mkdir -p bin && rm -f bin/faults-table.md && dir=$$(bash internal/testenv/build-servers.sh) && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_FAULTS=full TALON_FAULT_TABLE=$(CURDIR)/bin/faults-table.md \
+	  $(GO) test -count=1 -v -run '$(FAULTS_RUN)' -timeout 45m ./internal/integration > bin/faults.log 2>&1; rc=$$?; \
+	  grep -E 'liveness_test.go|^(--- |ok|FAIL)' bin/faults.log | grep -v 'offset ' ; \
+	  echo; echo "| backend | schedule | fault | client operations | failed by code | max latency | heartbeats lost | 200s short of live workers | wrong answers | worker records lost |"; \
+	  echo "|---|---|---|---|---|---|---|---|---|---|"; cat bin/faults-table.md 2>/dev/null; \
+	  echo "full log: bin/faults.log"; exit $$rc
 
 bench: ## run the Go benchmarks (see README for the figures)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \

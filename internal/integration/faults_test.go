@@ -81,6 +81,9 @@ type liveCluster struct {
 	replicas int
 	// client is the credential the poller's lookups use.
 	client *tls.Config
+	// coordExtra are flags added to every coordinator's (after the
+	// timing flags, so they override them).
+	coordExtra []string
 
 	etcd *testenv.EtcdCluster   // nil on Kubernetes
 	kube *testenv.KubeAPIServer // nil on etcd
@@ -136,6 +139,7 @@ func (c *liveCluster) coordinator(id string) *proc {
 	args := []string{"coordinator", "--cluster-id", "it", "--node-id", id, "--listen", ctl, "--admin-listen", admin, "--log-level", "info",
 		"--ha", "--coordinator-replicas", fmt.Sprint(c.replicas)}
 	args = append(args, c.timing.args()...)
+	args = append(args, c.coordExtra...)
 	args = append(args, c.store...)
 	args = append(args, c.pki.args(c.t, pki.RoleCoordinator, id)...)
 	return start(c.t, id, args...)
@@ -422,6 +426,10 @@ func (pl *poller) lookup(tg target, cn *protocol.Conn) (sample, *protocol.Conn) 
 		s.Status, s.Version = 200, apiv1.FormatU64(resp.(*protocol.PlacementResponse).Version)
 	case errors.As(err, &pe):
 		s.Code = pe.Code.String()
+		if errors.Is(err, protocol.ErrConnBroken) { // a drain notice: the connection is done
+			cn.Close()
+			cn = nil
+		}
 	default:
 		s.Code = "transport"
 		cn.Close()

@@ -37,10 +37,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// talon builds the talon binary once and returns its path.
+// talon builds the talon binary once and returns its path. With
+// TALON_TEST_BINARY set, the tests run that binary instead (an older
+// build, to show that a test fails on the code before a fix).
 func talon(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if p := os.Getenv("TALON_TEST_BINARY"); p != "" {
+			talonBin = p
+			return
+		}
 		talonBin = filepath.Join(binDir, "talon")
 		out, err := exec.Command("go", "build", "-o", talonBin, "github.com/talonhq/talon/cmd/talon").CombinedOutput()
 		if err != nil {
