@@ -8,7 +8,8 @@ import (
 
 // readinessLog logs each change of readiness once, with its cause: the
 // first time the coordinator is ready, every ready-to-unready change (at
-// warn, with the reasons) and every return to ready. Readiness is computed
+// warn, with the reasons; at info for the drain, which was asked for) and
+// every return to ready. Readiness is computed
 // on every probe and every view; only the changes reach the log, so an
 // outage costs two lines, not one per /readyz request.
 type readinessLog struct {
@@ -39,6 +40,8 @@ func (l *readinessLog) note(r Readiness) {
 			l.log.Info("coordinator ready")
 		}
 		l.everUp = true
+	case l.everUp && strings.HasPrefix(reasons, "draining"):
+		l.log.Info("coordinator unready: draining", "reasons", reasons) // asked for, no outage
 	case l.everUp:
 		l.log.Warn("coordinator unready", "reasons", reasons)
 	case !wasKnown:
