@@ -168,15 +168,18 @@ func (s *faultSuite) run(name string, fault func() (detail string, outage time.T
 	samples := s.pl.since(from)
 	r.Dropped = summarize(samples, constant(scheduleWorkers)).Dropped
 	if !outage.IsZero() {
+		var lat []time.Duration
 		for _, sm := range samples {
 			if sm.Kind == kindLookup && sm.Code == protocol.CodeNotReady.String() && sm.At.After(outage.Add(s.c.timing.Request)) && sm.At.Before(outage.Add(s.c.timing.Request*10)) {
-				r.NotReadyN++
-				r.NotReadyMax = max(r.NotReadyMax, sm.Latency)
+				lat = append(lat, sm.Latency)
 			}
 		}
-	}
-	if r.NotReadyN > 0 {
-		detail += fmt.Sprintf("; not_ready answered in at most %v (%d direct lookups during the outage)", r.NotReadyMax.Round(time.Millisecond), r.NotReadyN)
+		if r.NotReadyN = len(lat); r.NotReadyN > 0 {
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			r.NotReadyMax = lat[len(lat)-1]
+			detail += fmt.Sprintf("; not_ready answered in p50 %v, p99 %v, max %v (%d direct lookups during the outage)", lat[len(lat)/2].Round(100*time.Microsecond),
+				lat[len(lat)*99/100].Round(100*time.Microsecond), r.NotReadyMax.Round(100*time.Microsecond), r.NotReadyN)
+		}
 	}
 	line := fmt.Sprintf("| %s | %s | %s | %d | %s | %v | %d | %d | %d | %d |", s.backend, name, detail, r.Attempted, r.failedString(),
 		r.MaxLatency.Round(time.Millisecond), r.LostHeartbeats, r.Dropped, r.Wrong, len(r.RecordsLost))
