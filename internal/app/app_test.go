@@ -128,7 +128,7 @@ func TestPKICommands(t *testing.T) {
 	if code, _, errOut := run(t, nil, "pki", "init", "--dir", dir); code != ExitUsage || !strings.Contains(errOut, "refusing to replace a CA") {
 		t.Fatalf("pki init again: %d %s", code, errOut)
 	}
-	code, out, errOut := run(t, nil, "pki", "issue", "--dir", dir, "--role", "worker", "--node-id", "w1")
+	code, out, errOut := run(t, nil, "pki", "issue", "--dir", dir, "--role", "worker", "--node-id", "w1", "--cluster-id", "c1")
 	if code != 0 {
 		t.Fatalf("pki issue: %d %s", code, errOut)
 	}
@@ -136,7 +136,7 @@ func TestPKICommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, err := src.Identity(); err != nil || id != (pki.Identity{Role: pki.RoleWorker, NodeID: "w1"}) || !strings.Contains(out, "tls-cert-file: "+filepath.Join(dir, "worker-w1.crt")) {
+	if id, err := src.Identity(); err != nil || id != (pki.Identity{Role: pki.RoleWorker, NodeID: "w1", Cluster: "c1"}) || !strings.Contains(out, "tls-cert-file: "+filepath.Join(dir, "worker-w1.crt")) {
 		t.Fatalf("issued identity %v %v; output %s", id, err, out)
 	}
 	for _, tc := range []struct {
@@ -145,20 +145,27 @@ func TestPKICommands(t *testing.T) {
 	}{
 		{[]string{"--role", "admin", "--node-id", "x"}, `--role "admin"`},
 		{[]string{"--role", "worker", "--node-id", ""}, "--node-id"},
-		{[]string{"--role", "worker", "--node-id", "w1", "--validity", "100000h"}, "--validity"},
+		{[]string{"--role", "worker", "--node-id", "w1", "--cluster-id", "c1", "--validity", "100000h"}, "--validity"},
+		{[]string{"--role", "worker", "--node-id", "w1"}, "--cluster-id: required"},
+		{[]string{"--role", "worker", "--node-id", "w1", "--cluster-id", "no/slash"}, `--cluster-id`},
 	} {
 		code, _, errOut := run(t, nil, append([]string{"pki", "issue", "--dir", dir}, tc.args...)...)
 		if code != ExitUsage || !strings.Contains(errOut, tc.want) {
 			t.Fatalf("pki issue %v: %d %s", tc.args, code, errOut)
 		}
 	}
-	// A worker refuses to start with another node's certificate.
+	// A worker refuses to start with another node's certificate, or
+	// with its own node's certificate of another cluster.
 	f := pki.Layout(dir, pki.Identity{Role: pki.RoleWorker, NodeID: "w1"})
-	cfg := &config.Config{Role: cluster.RoleWorker, NodeID: "w2", TLS: config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}}
+	cfg := &config.Config{Role: cluster.RoleWorker, ClusterID: "c1", NodeID: "w2", TLS: config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}}
 	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "names worker/w1 but this process is worker/w2") {
 		t.Fatalf("worker with another node's certificate: %v", err)
 	}
-	cfg.Role, cfg.NodeID = cluster.RoleCoordinator, "w1"
+	cfg.NodeID, cfg.ClusterID = "w1", "c2"
+	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `bound to cluster "c1", but this process serves cluster "c2"`) {
+		t.Fatalf("worker with its certificate of another cluster: %v", err)
+	}
+	cfg.Role, cfg.NodeID, cfg.ClusterID = cluster.RoleCoordinator, "w1", "c1"
 	if _, err := loadPlaneTLS(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "this process is coordinator/w1") {
 		t.Fatalf("coordinator with a worker's certificate: %v", err)
 	}

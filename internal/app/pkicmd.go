@@ -70,7 +70,7 @@ restart. Keep ca.key off the machines that run Talon.`,
 	initCmd.Flags().StringVar(&dir, "dir", "", "directory for ca.crt and ca.key (created, mode 0700)")
 	initCmd.Flags().DurationVar(&caValidity, "validity", 10*365*24*time.Hour, "how long the CA is valid")
 
-	var role, node string
+	var role, node, clusterID string
 	var hosts []string
 	var validity time.Duration
 	issueCmd := &cobra.Command{
@@ -88,6 +88,12 @@ restart. Keep ca.key off the machines that run Talon.`,
 			if err := cluster.ValidateID("--node-id", node); err != nil {
 				return &usageError{err}
 			}
+			if clusterID == "" {
+				return &usageError{errors.New("--cluster-id: required: a certificate is bound to one cluster (the --cluster-id of the processes that use it), and processes of other clusters refuse it")}
+			}
+			if err := cluster.ValidateID("--cluster-id", clusterID); err != nil {
+				return &usageError{err}
+			}
 			if validity <= 0 || validity > maxCertValidity {
 				return &usageError{fmt.Errorf("--validity %s: must be positive and at most %s", validity, maxCertValidity)}
 			}
@@ -95,7 +101,7 @@ restart. Keep ca.key off the machines that run Talon.`,
 			if err != nil {
 				return &usageError{fmt.Errorf("--dir %q: no CA (run talon pki init first): %w", dir, err)}
 			}
-			id := pki.Identity{Role: r, NodeID: node}
+			id := pki.Identity{Role: r, NodeID: node, Cluster: clusterID}
 			is, err := ca.Issue(id, hosts, validity)
 			if err != nil {
 				return err
@@ -111,6 +117,7 @@ restart. Keep ca.key off the machines that run Talon.`,
 	issueCmd.Flags().StringVar(&dir, "dir", "", "directory of the CA (from talon pki init)")
 	issueCmd.Flags().StringVar(&role, "role", "", "coordinator, worker or client")
 	issueCmd.Flags().StringVar(&node, "node-id", "", "node ID of the process (a client's name for a client)")
+	issueCmd.Flags().StringVar(&clusterID, "cluster-id", "", "cluster the certificate is bound to (required; its SPIFFE ID is spiffe://talon/talon/CLUSTER/ROLE/NODE)")
 	issueCmd.Flags().StringSliceVar(&hosts, "host", nil, "DNS names or IP addresses for the subject alternative names (for tools that check host names; Talon checks identities)")
 	issueCmd.Flags().DurationVar(&validity, "validity", 90*24*time.Hour, "how long the certificate is valid")
 	cmd.AddCommand(initCmd, issueCmd)

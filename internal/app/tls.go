@@ -16,15 +16,16 @@ type planeTLS struct {
 }
 
 // loadPlaneTLS loads cfg's credential and checks that it names this
-// process: role and node ID, so one process's certificate cannot be
-// mounted into another by mistake. Without TLS it logs the insecure
+// process: cluster, role and node ID, so one process's certificate cannot
+// be mounted into another by mistake, and a certificate of another
+// cluster sharing the CA is refused, here and from every peer. Without TLS it logs the insecure
 // choice once.
 func loadPlaneTLS(cfg *config.Config, log *slog.Logger) (planeTLS, error) {
 	if !cfg.TLS.Enabled() {
 		log.Warn("insecure-control-plane: the control and data ports run without TLS; anyone who can reach them can register, heartbeat or deregister any worker and read cached data (not for production)")
 		return planeTLS{}, nil
 	}
-	src, err := pki.Load(pki.Files{CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}, pki.Options{Logger: log.With("component", "tls")})
+	src, err := pki.Load(pki.Files{CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}, pki.Options{ClusterID: cfg.ClusterID, Logger: log.With("component", "tls")})
 	if err != nil {
 		return planeTLS{}, &usageError{err}
 	}
@@ -32,9 +33,9 @@ func loadPlaneTLS(cfg *config.Config, log *slog.Logger) (planeTLS, error) {
 	if err != nil {
 		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q: %w", cfg.TLS.CertFile, err)}
 	}
-	want := pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID}
+	want := pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID, Cluster: cfg.ClusterID}
 	if id != want {
-		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q names %s but this process is %s: each process needs its own certificate (CN = node ID, OU = role)", cfg.TLS.CertFile, id, want)}
+		return planeTLS{}, &usageError{fmt.Errorf("tls-cert-file %q names %s but this process is %s: each process needs its own certificate (CN = node ID, OU = role, and the SPIFFE ID of its cluster: talon pki issue --cluster-id %s)", cfg.TLS.CertFile, id, want, cfg.ClusterID)}
 	}
 	return planeTLS{src: src}, nil
 }

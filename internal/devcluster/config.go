@@ -8,6 +8,10 @@ import (
 	"github.com/talonhq/talon/internal/config"
 )
 
+// ClusterID is the cluster ID of a dev cluster; its certificates are bound
+// to it.
+const ClusterID = "dev"
+
 // Config returns a validated configuration of role for a process of a dev
 // cluster (cluster ID "dev", loopback host, short timing, no drain): it
 // runs without TLS unless mutate configures it. The in-process
@@ -18,7 +22,7 @@ func Config(role cluster.Role, nodeID, host string, mutate func(c *config.Config
 		return nil, err
 	}
 	c := l.Config
-	c.ClusterID = "dev"
+	c.ClusterID = ClusterID
 	c.NodeID = nodeID
 	c.Listen = net.JoinHostPort(host, "0")
 	c.AdminListen = net.JoinHostPort(host, "0")

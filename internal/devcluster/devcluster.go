@@ -99,7 +99,7 @@ func prepare(dir string, opts Options) (*devDir, error) {
 	if d.ca, err = loadCA(dir); err != nil {
 		return nil, err
 	}
-	if d.clientFiles, err = credential(d.ca, dir, pki.Identity{Role: pki.RoleClient, NodeID: ClientID}, nil); err != nil {
+	if d.clientFiles, err = credential(d.ca, dir, pki.Identity{Role: pki.RoleClient, NodeID: ClientID, Cluster: ClusterID}, nil); err != nil {
 		return nil, err
 	}
 	if opts.AdminAuth {
@@ -121,7 +121,7 @@ func (d *devDir) config(role cluster.Role, nodeID string, mutate func(c *config.
 	var credErr error
 	cfg, err := Config(role, nodeID, d.opts.ListenHost, func(c *config.Config) {
 		mutate(c)
-		f, err := credential(d.ca, d.dir, pki.Identity{Role: pki.Role(c.Role), NodeID: c.NodeID}, []string{d.opts.ListenHost, "localhost"})
+		f, err := credential(d.ca, d.dir, pki.Identity{Role: pki.Role(c.Role), NodeID: c.NodeID, Cluster: c.ClusterID}, []string{d.opts.ListenHost, "localhost"})
 		c.TLS = config.TLSConfig{CAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}
 		c.InsecureControlPlane = false
 		credErr = err

@@ -71,7 +71,7 @@ func TestDirLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, err := src.Identity(); err != nil || id != (pki.Identity{Role: pki.RoleClient, NodeID: ClientID}) {
+	if id, err := src.Identity(); err != nil || id != (pki.Identity{Role: pki.RoleClient, NodeID: ClientID, Cluster: ClusterID}) {
 		t.Fatalf("client identity %v %v", id, err)
 	}
 	token, err := os.ReadFile(filepath.Join(dir, AdminTokenFile))

@@ -75,7 +75,7 @@ func Join(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("dev-dir %q: not a `talon dev` directory: %w", cfg.DevDir, err)
 	}
-	f, err := credential(ca, cfg.DevDir, pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID}, []string{"127.0.0.1", "localhost"})
+	f, err := credential(ca, cfg.DevDir, pki.Identity{Role: pki.Role(cfg.Role), NodeID: cfg.NodeID, Cluster: cfg.ClusterID}, []string{"127.0.0.1", "localhost"})
 	if err != nil {
 		return err
 	}

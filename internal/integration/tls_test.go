@@ -24,10 +24,12 @@ import (
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
-// testPKI is a CA in a temporary directory that issues credentials.
+// testPKI is a CA in a temporary directory that issues credentials, bound
+// to cluster "it" (the tests' --cluster-id) unless cluster says otherwise.
 type testPKI struct {
-	dir string
-	ca  *pki.CA
+	dir     string
+	ca      *pki.CA
+	cluster string
 }
 
 func newTestPKI(t *testing.T) *testPKI {
@@ -40,13 +42,13 @@ func newTestPKI(t *testing.T) *testPKI {
 	if err := ca.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	return &testPKI{dir: dir, ca: ca}
+	return &testPKI{dir: dir, ca: ca, cluster: "it"}
 }
 
 // files issues (again) the credential of role/node and returns its files.
 func (p *testPKI) files(t *testing.T, role pki.Role, node string) pki.Files {
 	t.Helper()
-	id := pki.Identity{Role: role, NodeID: node}
+	id := pki.Identity{Role: role, NodeID: node, Cluster: p.cluster}
 	is, err := p.ca.Issue(id, []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +215,47 @@ func TestControlPlaneAttacksRefused(t *testing.T) {
 			}
 			if err == nil {
 				t.Fatal("a TLS client without a certificate was served")
+			}
+
+			// Certificates of another cluster from the same CA (a shared
+			// issuer): a worker of cluster "other" named worker-1 cannot
+			// register or heartbeat here, and a client of "other" reads
+			// no data; nor can a certificate bound to no cluster.
+			for _, addr := range []string{ctl, w1.addr} { // the probe itself: this cluster's client is served
+				if err := refusedAfterHandshake(addr, p.source(t, pki.RoleClient, "reader").ClientConfig(pki.Expect{})); err != nil {
+					t.Fatalf("a client of this cluster at %s: %v", addr, err)
+				}
+			}
+			foreignPKI := func(cluster string) *testPKI {
+				dir := t.TempDir()
+				if err := p.ca.Write(dir); err != nil {
+					t.Fatal(err)
+				}
+				return &testPKI{dir: dir, ca: p.ca, cluster: cluster}
+			}
+			for _, foreign := range []*testPKI{foreignPKI("other"), foreignPKI("")} {
+				for _, tc := range []struct {
+					addr string
+					role pki.Role
+					node string
+				}{{ctl, pki.RoleWorker, "worker-1"}, {w1.addr, pki.RoleClient, "reader"}} {
+					src := foreign.source(t, tc.role, tc.node)
+					want := pki.RoleCoordinator
+					if tc.addr == w1.addr {
+						want = pki.RoleWorker
+					}
+					// The client side accepts any cluster here, so that
+					// the server's refusal is what is tested.
+					cfg := src.ClientConfig(pki.Expect{Roles: []pki.Role{want}})
+					cfg.VerifyConnection = nil
+					err := refusedAfterHandshake(tc.addr, cfg)
+					if err == nil {
+						t.Fatalf("%s/%s of cluster %q was served at %s", tc.role, tc.node, foreign.cluster, tc.addr)
+					}
+				}
+			}
+			if after := workerRecordOf(t, coord, "worker-1"); after.IncarnationID != before.IncarnationID {
+				t.Fatalf("worker-1's record changed after another cluster's certificate tried it: %+v", after)
 			}
 
 			// Slowloris: connections that never finish a handshake are
@@ -395,4 +438,26 @@ func TestTalonGetNeedsCredential(t *testing.T) {
 		t.Fatalf("get --dir of nothing: exit %d %s", cmd.code, cmd.stderr)
 	}
 	_ = os.RemoveAll(dir)
+}
+
+// refusedAfterHandshake dials addr with cfg, sends a Ping (a control
+// port) or an HTTP request (a data port) and reads: it returns nil only
+// when the server answered anything. With TLS 1.3 the server verifies a
+// client certificate after the client's side of the handshake is done, so
+// its refusal shows on the first read.
+func refusedAfterHandshake(addr string, cfg *tls.Config) error {
+	cfg.InsecureSkipVerify = true
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	cn := protocol.NewConn(c, protocol.ConnOptions{})
+	_, err = cn.Call(context.Background(), &protocol.Ping{})
+	var pe *protocol.Error
+	if errors.As(err, &pe) || errors.Is(err, protocol.ErrBadMagic) || (err != nil && strings.Contains(err.Error(), "HTTP")) {
+		return nil // an answer of some kind: it was served
+	}
+	return err
 }

@@ -11,10 +11,13 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
 )
 
 // CA file names in a directory written by WriteCA and Issue.
@@ -137,6 +140,11 @@ func (ca *CA) Issue(id Identity, hosts []string, validity time.Duration) (*Issue
 	if id.NodeID == "" {
 		return nil, errors.New("node ID: must not be empty")
 	}
+	if id.Cluster != "" {
+		if err := cluster.ValidateID("cluster ID", id.Cluster); err != nil {
+			return nil, err
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -152,6 +160,9 @@ func (ca *CA) Issue(id Identity, hosts []string, validity time.Duration) (*Issue
 	}
 	if id.Role != RoleClient {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	if id.Cluster != "" {
+		tmpl.URIs = []*url.URL{id.URI()}
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -1,10 +1,18 @@
 package pki
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"io"
+	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +115,7 @@ func dialID(addr string, cfg *tls.Config) (peer string, resumed bool, err error)
 func TestIdentityOf(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, dir)
-	for _, id := range []Identity{{RoleWorker, "w1"}, {RoleCoordinator, "c-1"}, {RoleClient, "ops"}} {
+	for _, id := range []Identity{{Role: RoleWorker, NodeID: "w1"}, {Role: RoleCoordinator, NodeID: "c-1"}, {Role: RoleClient, NodeID: "ops"}, {Role: RoleWorker, NodeID: "w2", Cluster: "prod-eu"}} {
 		f := issue(t, ca, dir, id)
 		s := load(t, f, nil)
 		got, err := s.Identity()
@@ -123,9 +131,9 @@ func TestIdentityOf(t *testing.T) {
 func TestMutualTLSChecksChainAndIdentity(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, dir)
-	coord := load(t, issue(t, ca, dir, Identity{RoleCoordinator, "c1"}), nil)
-	worker := load(t, issue(t, ca, dir, Identity{RoleWorker, "w1"}), nil)
-	client := load(t, issue(t, ca, dir, Identity{RoleClient, "cli"}), nil)
+	coord := load(t, issue(t, ca, dir, Identity{Role: RoleCoordinator, NodeID: "c1"}), nil)
+	worker := load(t, issue(t, ca, dir, Identity{Role: RoleWorker, NodeID: "w1"}), nil)
+	client := load(t, issue(t, ca, dir, Identity{Role: RoleClient, NodeID: "cli"}), nil)
 
 	addr := serve(t, coord.ServerConfig(Expect{}))
 	got, _, err := dialID(addr, worker.ClientConfig(Expect{Roles: []Role{RoleCoordinator}}))
@@ -144,7 +152,7 @@ func TestMutualTLSChecksChainAndIdentity(t *testing.T) {
 
 	// A credential from another CA is refused by the server.
 	odir := t.TempDir()
-	other := load(t, issue(t, newCA(t, odir), odir, Identity{RoleWorker, "w1"}), nil)
+	other := load(t, issue(t, newCA(t, odir), odir, Identity{Role: RoleWorker, NodeID: "w1"}), nil)
 	_, _, err = dialID(addr, other.ClientConfig(Expect{}))
 	if err == nil {
 		t.Fatal("a certificate from another CA was accepted")
@@ -159,8 +167,8 @@ func TestMutualTLSChecksChainAndIdentity(t *testing.T) {
 func TestOldVersionsAndWeakSuitesRefused(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, dir)
-	srv := load(t, issue(t, ca, dir, Identity{RoleCoordinator, "c1"}), nil)
-	cli := load(t, issue(t, ca, dir, Identity{RoleClient, "cli"}), nil)
+	srv := load(t, issue(t, ca, dir, Identity{Role: RoleCoordinator, NodeID: "c1"}), nil)
+	cli := load(t, issue(t, ca, dir, Identity{Role: RoleClient, NodeID: "cli"}), nil)
 	addr := serve(t, srv.ServerConfig(Expect{}))
 
 	old := cli.ClientConfig(Expect{})
@@ -184,8 +192,8 @@ func TestOldVersionsAndWeakSuitesRefused(t *testing.T) {
 func TestSessionsResume(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, dir)
-	srv := load(t, issue(t, ca, dir, Identity{RoleCoordinator, "c1"}), nil)
-	cli := load(t, issue(t, ca, dir, Identity{RoleWorker, "w1"}), nil)
+	srv := load(t, issue(t, ca, dir, Identity{Role: RoleCoordinator, NodeID: "c1"}), nil)
+	cli := load(t, issue(t, ca, dir, Identity{Role: RoleWorker, NodeID: "w1"}), nil)
 	addr := serve(t, srv.ServerConfig(Expect{}))
 	cfg := cli.ClientConfig(Expect{Roles: []Role{RoleCoordinator}})
 	resumed := false
@@ -205,7 +213,7 @@ func TestReloadOnChange(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, dir)
 	clock := testsupport.NewFakeClock(time.Now())
-	id := Identity{RoleCoordinator, "c1"}
+	id := Identity{Role: RoleCoordinator, NodeID: "c1"}
 	f := issue(t, ca, dir, id)
 	s := load(t, f, clock.Now)
 	first := s.Certificate().Leaf
@@ -247,7 +255,7 @@ func TestReloadOnChange(t *testing.T) {
 func TestLoadErrorsNameTheSetting(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, dir)
-	f := issue(t, ca, dir, Identity{RoleWorker, "w1"})
+	f := issue(t, ca, dir, Identity{Role: RoleWorker, NodeID: "w1"})
 	cases := []struct {
 		name  string
 		files Files
@@ -267,14 +275,112 @@ func TestLoadErrorsNameTheSetting(t *testing.T) {
 	}
 	// A certificate from another CA is refused at load.
 	odir := t.TempDir()
-	of := issue(t, newCA(t, odir), odir, Identity{RoleWorker, "w1"})
+	of := issue(t, newCA(t, odir), odir, Identity{Role: RoleWorker, NodeID: "w1"})
 	_, err := Load(Files{CAFile: f.CAFile, CertFile: of.CertFile, KeyFile: of.KeyFile}, Options{})
 	if err == nil || !strings.Contains(err.Error(), "is not valid under tls-ca-file") {
 		t.Fatalf("foreign certificate: %v", err)
 	}
-	if !errors.Is(Expect{NodeID: "x"}.Check(Identity{RoleWorker, "y"}), ErrIdentity) {
+	if !errors.Is(Expect{NodeID: "x"}.Check(Identity{Role: RoleWorker, NodeID: "y"}), ErrIdentity) {
 		t.Fatal("Expect.Check does not wrap ErrIdentity")
 	}
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// signed returns a certificate the CA signed from tmpl (a forger's
+// request that the CA's issuer accepted).
+func signed(t *testing.T, ca *CA, tmpl *x509.Certificate) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestOneIdentityPerCertificate: a certificate names exactly one identity;
+// several common names (the last used to win), units or Talon SPIFFE IDs,
+// or a SPIFFE ID that disagrees with the subject, are refused.
+func TestOneIdentityPerCertificate(t *testing.T) {
+	ca := newCA(t, t.TempDir())
+	cn := asn1.ObjectIdentifier{2, 5, 4, 3}
+	uri := func(s string) *url.URL {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for name, tc := range map[string]struct {
+		tmpl *x509.Certificate
+		want string
+	}{
+		"two common names": {&x509.Certificate{Subject: pkix.Name{OrganizationalUnit: []string{"worker"}, ExtraNames: []pkix.AttributeTypeAndValue{{Type: cn, Value: "w1"}, {Type: cn, Value: "w2"}}}}, "2 common names"},
+		"two units":        {&x509.Certificate{Subject: pkix.Name{CommonName: "w1", OrganizationalUnit: []string{"worker", "ops"}}}, "2 organizational units"},
+		"two SPIFFE IDs": {&x509.Certificate{Subject: pkix.Name{CommonName: "w1", OrganizationalUnit: []string{"worker"}},
+			URIs: []*url.URL{uri("spiffe://talon/talon/a/worker/w1"), uri("spiffe://talon/talon/b/worker/w1")}}, "2 Talon SPIFFE IDs"},
+		"SPIFFE ID of another node": {&x509.Certificate{Subject: pkix.Name{CommonName: "w1", OrganizationalUnit: []string{"worker"}},
+			URIs: []*url.URL{uri("spiffe://talon/talon/a/worker/w2")}}, "does not name the subject's worker/w1"},
+		"SPIFFE ID of another role": {&x509.Certificate{Subject: pkix.Name{CommonName: "w1", OrganizationalUnit: []string{"worker"}},
+			URIs: []*url.URL{uri("spiffe://talon/talon/a/coordinator/w1")}}, "does not name the subject's"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if id, err := IdentityOf(signed(t, ca, tc.tmpl)); err == nil || !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("IdentityOf = %v, %v; want an identity error containing %q", id, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestClusterBinding: a Source bound to a cluster refuses its own
+// certificate of another cluster or of none, and refuses peers of another
+// cluster or of none in the handshake, on both sides; a client whose
+// certificate names a cluster talks to that cluster only.
+func TestClusterBinding(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, dir)
+	bound := func(id Identity, cluster string) (*Source, error) {
+		return Load(issue(t, ca, dir, id), Options{ClusterID: cluster})
+	}
+	if _, err := bound(Identity{Role: RoleWorker, NodeID: "w1", Cluster: "a"}, "b"); err == nil || !strings.Contains(err.Error(), `bound to cluster "a", but this process serves cluster "b"`) {
+		t.Fatalf("own certificate of another cluster: %v", err)
+	}
+	if _, err := bound(Identity{Role: RoleWorker, NodeID: "w1"}, "b"); err == nil || !strings.Contains(err.Error(), "names no cluster") || !strings.Contains(err.Error(), "--cluster-id b") {
+		t.Fatalf("own certificate of no cluster: %v", err)
+	}
+	srv, err := bound(Identity{Role: RoleCoordinator, NodeID: "c1", Cluster: "a"}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, srv.ServerConfig(Expect{}))
+	dialAs := func(id Identity) error {
+		cli := load(t, issue(t, ca, dir, id), nil)
+		_, _, err := dialID(addr, cli.ClientConfig(Expect{Roles: []Role{RoleCoordinator}}))
+		return err
+	}
+	if err := dialAs(Identity{Role: RoleWorker, NodeID: "w1", Cluster: "a"}); err != nil {
+		t.Fatalf("a worker of the cluster: %v", err)
+	}
+	for _, id := range []Identity{{Role: RoleWorker, NodeID: "w2", Cluster: "b"}, {Role: RoleWorker, NodeID: "w3"}} {
+		if err := dialAs(id); err == nil {
+			t.Fatalf("a worker of cluster %q was served by a coordinator of cluster a", id.Cluster)
+		}
+	}
+	// The other way round: a client of cluster b refuses cluster a's
+	// coordinator itself.
+	cliB := load(t, issue(t, ca, dir, Identity{Role: RoleClient, NodeID: "ops", Cluster: "b"}), nil)
+	open := serve(t, load(t, issue(t, ca, dir, Identity{Role: RoleCoordinator, NodeID: "c2", Cluster: "a"}), nil).ServerConfig(Expect{}))
+	if _, _, err := dialID(open, cliB.ClientConfig(Expect{Roles: []Role{RoleCoordinator}})); err == nil || !strings.Contains(err.Error(), `bound to cluster "a"; this process serves cluster "b"`) {
+		t.Fatalf("client of cluster b dialling a coordinator of cluster a: %v", err)
+	}
+}

@@ -54,8 +54,13 @@ type Options struct {
 	// CheckInterval bounds how often the files are looked at; default
 	// DefaultCheckInterval.
 	CheckInterval time.Duration
-	Logger        *slog.Logger
-	Clock         func() time.Time
+	// ClusterID binds the Source to a cluster: its own certificate must
+	// name it (a reload that names another is refused) and so must every
+	// peer's. Empty: the cluster the own certificate names, if any (a
+	// client's credential then talks to its cluster only).
+	ClusterID string
+	Logger    *slog.Logger
+	Clock     func() time.Time
 }
 
 // material is one consistent load of the files.
@@ -76,6 +81,9 @@ type fileStamp struct {
 type Source struct {
 	files Files
 	opts  Options
+	// cluster is the cluster every peer must name; "" checks none (a
+	// certificate issued without a cluster, used without ClusterID).
+	cluster string
 
 	cur     atomic.Pointer[material]
 	reloads atomic.Uint64
@@ -110,6 +118,10 @@ func Load(files Files, opts Options) (*Source, error) {
 	}
 	s.cur.Store(m)
 	s.lastCheck = opts.Clock()
+	s.cluster = opts.ClusterID
+	if s.cluster == "" && m.idErr == nil {
+		s.cluster = m.id.Cluster
+	}
 	return s, nil
 }
 
@@ -153,6 +165,12 @@ func (s *Source) load() (*material, error) {
 	}
 	m := &material{cert: &pair, stamp: st}
 	m.id, m.idErr = IdentityOf(pair.Leaf)
+	if want := s.opts.ClusterID; want != "" && m.idErr == nil && m.id.Cluster != want {
+		if m.id.Cluster == "" {
+			return nil, fmt.Errorf("%s-cert-file %q names no cluster: this process serves cluster %q; issue it again with talon pki issue --cluster-id %s (it then carries the SPIFFE ID spiffe://%s/talon/%s/%s/%s)", set, s.files.CertFile, want, want, TrustDomain, want, m.id.Role, m.id.NodeID)
+		}
+		return nil, fmt.Errorf("%s-cert-file %q is bound to cluster %q, but this process serves cluster %q", set, s.files.CertFile, m.id.Cluster, want)
+	}
 	if s.files.CAFile != "" {
 		caPEM, err := os.ReadFile(s.files.CAFile)
 		if err != nil {
@@ -303,6 +321,12 @@ func (s *Source) verifyPeer(cs tls.ConnectionState, usage x509.ExtKeyUsage, expe
 	id, err := IdentityOf(leaf)
 	if err != nil {
 		return Identity{}, err
+	}
+	if s.cluster != "" && id.Cluster != s.cluster {
+		if id.Cluster == "" {
+			return Identity{}, fmt.Errorf("%w: peer %s names no cluster; this process serves cluster %q (certificates are bound to a cluster: talon pki issue --cluster-id)", ErrIdentity, id, s.cluster)
+		}
+		return Identity{}, fmt.Errorf("%w: peer %s is bound to cluster %q; this process serves cluster %q", ErrIdentity, id, id.Cluster, s.cluster)
 	}
 	return id, expect.Check(id)
 }

@@ -86,6 +86,14 @@ talon.roleConfig: the merged config file of one role; call with
 (list $ "coordinator"). Chart-managed keys win over user values (the schema
 refuses them in user values anyway).
 */}}
+{{/*
+talon.clusterId: the cluster ID every process gets (config.cluster-id, else
+the release name); certificates are bound to it.
+*/}}
+{{- define "talon.clusterId" -}}
+{{- index .Values.config "cluster-id" | default .Release.Name -}}
+{{- end -}}
+
 {{- define "talon.roleConfig" -}}
 {{- $ := index . 0 -}}{{- $role := index . 1 -}}
 {{- $roleValues := index $.Values $role -}}
@@ -216,7 +224,8 @@ priorityClassName: {{ . }}
 {{- $issuer := include "talon.issuerRef" $ | fromYaml }}
 - name: tls
   # One certificate per pod from cert-manager's csi-driver: CN = pod name
-  # (the node ID), OU = role; renewed in place, and talon reloads it.
+  # (the node ID), OU = role, and the SPIFFE ID that binds it to this
+  # cluster; renewed in place, and talon reloads it.
   csi:
     driver: csi.cert-manager.io
     readOnly: true
@@ -226,6 +235,7 @@ priorityClassName: {{ . }}
       csi.cert-manager.io/issuer-group: {{ $issuer.group }}
       csi.cert-manager.io/common-name: "${POD_NAME}"
       csi.cert-manager.io/organizationalunits: {{ $role }}
+      csi.cert-manager.io/uri-sans: "spiffe://talon/talon/{{ include "talon.clusterId" $ }}/{{ $role }}/${POD_NAME}"
       csi.cert-manager.io/key-usages: "digital signature,key encipherment,client auth,server auth"
       csi.cert-manager.io/duration: {{ $.Values.tls.duration }}
       csi.cert-manager.io/renew-before: {{ $.Values.tls.renewBefore }}
