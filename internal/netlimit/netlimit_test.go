@@ -1,0 +1,158 @@
+package netlimit
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// server accepts on a limited loopback listener bound to 127.0.0.1 and
+// keeps every connection until the test ends; promote says which to
+// promote (by accept order).
+type server struct {
+	l       *Listener
+	mu      sync.Mutex
+	conns   []net.Conn
+	refused map[string]int
+	wg      sync.WaitGroup
+}
+
+func serve(t *testing.T, lim Limits) *server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{refused: map[string]int{}}
+	s.l = Wrap(ln, lim, func(r string) { s.mu.Lock(); s.refused[r]++; s.mu.Unlock() })
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := s.l.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		s.l.Close()
+		s.wg.Wait()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	})
+	return s
+}
+
+// dialFrom connects from local address src and reports whether the server
+// kept the connection (a refused one is closed at once: EOF).
+func dialFrom(t *testing.T, src, addr string) (net.Conn, bool) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_, err = c.Read(make([]byte, 1))
+	kept := err != io.EOF
+	return c, kept
+}
+
+func (s *server) waitConns(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		got := len(s.conns)
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server accepted %d connections, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFloodLeavesRoomForOthers: one address's pending connections stop at
+// its per-address limit, many addresses' at the pending limit, and a peer
+// from another address still gets in; a promoted connection no longer
+// counts as pending, and a closed one gives its slot back.
+func TestFloodLeavesRoomForOthers(t *testing.T) {
+	s := serve(t, Limits{Max: 20, MaxPerAddress: 10, MaxPending: 8, MaxPendingPerAddress: 4})
+	addr := s.l.Addr().String()
+	kept := 0
+	for range 10 {
+		if _, ok := dialFrom(t, "127.0.0.2", addr); ok {
+			kept++
+		}
+	}
+	if kept != 4 || s.refused[ReasonMaxPendingPerAddress] != 6 {
+		t.Fatalf("flood from one address: %d kept, refusals %v; want 4 kept and 6 pending_per_address", kept, s.refused)
+	}
+	// Other addresses fill the pending budget (8) ...
+	for _, src := range []string{"127.0.0.3", "127.0.0.4"} {
+		for range 2 {
+			if _, ok := dialFrom(t, src, addr); !ok {
+				t.Fatalf("a first connection from %s was refused: %v", src, s.refused)
+			}
+		}
+	}
+	if _, ok := dialFrom(t, "127.0.0.5", addr); ok || s.refused[ReasonMaxPending] != 1 {
+		t.Fatalf("past the pending budget: kept %v, refusals %v", ok, s.refused)
+	}
+	// ... and a peer that authenticated frees its pending slot.
+	s.waitConns(t, 8)
+	s.mu.Lock()
+	first := s.conns[0]
+	s.mu.Unlock()
+	Promote(first)
+	if c := s.l.Counts(); c.Open != 8 || c.Pending != 7 {
+		t.Fatalf("after one promotion: %+v, want 8 open, 7 pending", c)
+	}
+	if _, ok := dialFrom(t, "127.0.0.5", addr); !ok {
+		t.Fatalf("a connection after a promotion was refused: %v", s.refused)
+	}
+	first.Close()
+	first.Close() // twice: counted once
+	if c := s.l.Counts(); c.Open != 8 || c.Pending != 8 {
+		t.Fatalf("after closing the promoted one: %+v, want 8 open, 8 pending", c)
+	}
+}
+
+// TestEstablishedPerAddressAndTotal: promoted connections count against
+// the per-address and the total limits.
+func TestEstablishedPerAddressAndTotal(t *testing.T) {
+	s := serve(t, Limits{Max: 6, MaxPerAddress: 4})
+	addr := s.l.Addr().String()
+	for i := range 5 {
+		_, ok := dialFrom(t, "127.0.0.2", addr)
+		if ok != (i < 4) {
+			t.Fatalf("connection %d from one address kept %v", i, ok)
+		}
+	}
+	for i := range 3 {
+		_, ok := dialFrom(t, "127.0.0.3", addr)
+		if ok != (i < 2) {
+			t.Fatalf("connection %d from a second address kept %v (total limit 6)", i, ok)
+		}
+	}
+	if s.refused[ReasonMaxPerAddress] != 1 || s.refused[ReasonMax] != 1 {
+		t.Fatalf("refusals %v, want one per-address and one total", s.refused)
+	}
+}
