@@ -68,7 +68,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	// given the runtime once it exists.
 	gate := &servingGate{}
 	ds, err := dataserver.New(dataserver.Config{
-		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.RequestTimeout), Stats: p.Stats,
+		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
 		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: proc.Observe,
 	})
 	if err != nil {
