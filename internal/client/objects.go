@@ -372,11 +372,19 @@ func (r *ObjectReader) readBlocks(ctx context.Context, st *readState, block int6
 		}
 		all.tried = append(all.tried, a.tried...)
 		all.verifyErrs = append(all.verifyErrs, a.verifyErrs...)
+		if len(a.verifyErrs) > 0 {
+			if r.VerifyFailures != nil {
+				r.VerifyFailures.Inc()
+			}
+			if r.OnVerifyFailure != nil && (r.Source == nil || !a.disagreed) {
+				r.OnVerifyFailure(object, block, a.verifyErrs[0].Error())
+			}
+		}
 		switch {
 		case a.disagreed && r.Source != nil:
 			return r.fromSource(ctx, st, block, buf, w, &all)
 		case a.disagreed:
-			return nil, 0, fmt.Errorf("read %s block %d: %w", object, block, errors.Join(a.verifyErrs...))
+			return nil, 0, fmt.Errorf("read %s block %d: %w; without the store (talon get --source) it cannot be told which side is right", object, block, a.verifyErrs[0])
 		case a.changed:
 			if r.Source != nil {
 				// The store is the authority on versions: ask it.
@@ -446,7 +454,7 @@ func (r *ObjectReader) fromSource(ctx context.Context, st *readState, block int6
 			if errors.As(e, &dis) {
 				wrong := dis.contradicted(truth)
 				if r.OnVerifyFailure != nil && len(wrong) > 0 {
-					r.OnVerifyFailure(st.object, block, fmt.Sprintf("the store's bytes contradict workers %s (their bytes or digests differ from the store's); read the block from the store", strings.Join(wrong, ", ")))
+					r.OnVerifyFailure(st.object, block, fmt.Sprintf("%v; the store's bytes contradict workers %s (their bytes or digests differ from the store's); read the block from the store", dis, strings.Join(wrong, ", ")))
 				}
 				break
 			}
@@ -509,10 +517,10 @@ func (d *disagreement) Error() string {
 	slices.Sort(keys)
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s say sha256 %s", strings.Join(d.sides[k], ", "), k[:12]))
+		nodes := slices.Sorted(slices.Values(d.sides[k]))
+		parts = append(parts, fmt.Sprintf("%s: sha256 %s", strings.Join(nodes, ", "), k[:12]))
 	}
-	return fmt.Sprintf("%s block %d: workers disagree (%s; %d asked); without the store (talon get --source) it cannot be told which is right",
-		d.object, d.block, strings.Join(parts, "; "), d.asked)
+	return fmt.Sprintf("%s block %d: workers disagree (%s; %d asked)", d.object, d.block, strings.Join(parts, "; "), d.asked)
 }
 
 func (d *disagreement) Unwrap() error { return ErrVerification }
@@ -575,9 +583,6 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 	if len(sides) == 1 && agree >= 2 && 2*agree > len(owners) {
 		return nil
 	}
-	if r.VerifyFailures != nil {
-		r.VerifyFailures.Inc()
-	}
 	var err error
 	if len(sides) > 1 {
 		err = &disagreement{object: req.Object, block: block, sides: sides, asked: len(owners)}
@@ -590,9 +595,6 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 			why += ": " + errors.Join(errs...).Error()
 		}
 		err = fmt.Errorf("%w: cannot verify %s block %d: %s", ErrVerification, req.Object, block, why)
-	}
-	if r.OnVerifyFailure != nil {
-		r.OnVerifyFailure(req.Object, block, err.Error())
 	}
 	return err
 }
