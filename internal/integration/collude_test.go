@@ -33,11 +33,6 @@ import (
 // other.
 func colluder(t *testing.T, p *testPKI, ctl, node, blobs string) {
 	t.Helper()
-	src := p.source(t, pki.RoleWorker, node)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig(pki.Expect{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	param := func(r *http.Request, name string, def int64) int64 {
 		v, err := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
 		if err != nil {
@@ -45,7 +40,7 @@ func colluder(t *testing.T, p *testPKI, ctl, node, blobs string) {
 		}
 		return v
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, digest := strings.CutPrefix(r.URL.Path, datav1.DigestPrefix)
 		if !digest {
 			key = strings.TrimPrefix(r.URL.Path, datav1.PathPrefix)
@@ -68,7 +63,20 @@ func colluder(t *testing.T, p *testPKI, ctl, node, blobs string) {
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		_, _ = w.Write(body)
-	})}
+	})
+	rogueWorker(t, p, ctl, node, h)
+}
+
+// rogueWorker registers node as a worker with a valid credential, keeps
+// its record alive, and serves its data port with h.
+func rogueWorker(t *testing.T, p *testPKI, ctl, node string, h http.Handler) {
+	t.Helper()
+	src := p.source(t, pki.RoleWorker, node)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig(pki.Expect{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -76,13 +84,13 @@ func colluder(t *testing.T, p *testPKI, ctl, node, blobs string) {
 
 	cn := p.dialAs(t, ctl, pki.RoleWorker, node)
 	rec := &cluster.Record{ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: node + "-1",
-		Address: ln.Addr().String(), Version: "colluder", StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
+		Address: ln.Addr().String(), Version: "rogue", StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
 	msg, err := protocol.NewRegister(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cn.Call(ctx, msg); err != nil {
-		t.Fatalf("colluder registration: %v", err)
+		t.Fatalf("%s registration: %v", node, err)
 	}
 	go func() {
 		defer close(done)
