@@ -5,6 +5,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +57,18 @@ func (c *Cache) stat(ctx context.Context, object string, fresh bool) (blob.Info,
 	select {
 	case r := <-ch:
 		if r.Err != nil {
+			if errors.Is(r.Err, blob.ErrBackend) {
+				// The store is failing: the last answer it gave (even
+				// past its TTL, or asked to be revalidated) keeps blocks
+				// already cached readable; a reader that pinned another
+				// version still gets version_changed, never these bytes.
+				c.mu.Lock()
+				se, ok := c.sizes[object]
+				c.mu.Unlock()
+				if ok {
+					return se.info, nil
+				}
+			}
 			return blob.Info{}, r.Err
 		}
 		return r.Val.(blob.Info), nil
