@@ -36,7 +36,7 @@ if command -v flock >/dev/null 2>&1; then
 	flock 9
 fi
 if [[ ! -x "$out/versitygw" ]]; then
-	note=" (a cold build took about 2 minutes on a 2-core machine)"
+	note=" (a cold build took about 2.5 minutes on a 2-core machine)"
 	echo "build-s3.sh: building versitygw into $out$note" >&2
 	tmp="$out/.versitygw.tmp.$$"
 	start=$SECONDS
