@@ -281,7 +281,7 @@ func (c *running) banner(stdout io.Writer) {
 	}
 	fmt.Fprintf(stdout, "Try:\n  %s nodes list\n  %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
 		ctl, ctl, d.dir, samples[2].Name, d.dir)
-	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store %s --cache-dir %s --listen %s --admin-listen %s\n\n",
+	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store '%s' --cache-dir %s --listen %s --admin-listen %s\n\n",
 		d.dir, c.cfg.ClusterID, d.opts.Workers+1, control, cmp.Or(config.RedactURL(d.opts.BlobStore), "file://"+d.blobs), filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", d.opts.Workers+1)),
 		net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0"))
 }
