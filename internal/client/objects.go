@@ -115,7 +115,7 @@ var refreshBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: time.Se
 var digestBackoff = backoff.Policy{Initial: 200 * time.Millisecond, Max: 1500 * time.Millisecond, Jitter: 0.3}
 
 // maxDigestTries bounds the tries of one digest refused with rate_limited.
-const maxDigestTries = 4
+const maxDigestTries = 6
 
 // ReadResult describes a finished read.
 type ReadResult struct {

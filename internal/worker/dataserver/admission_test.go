@@ -32,7 +32,7 @@ func TestClientCannotFillAnotherWorkersCache(t *testing.T) {
 	}
 	var limited error
 	served := 0
-	for i := range 64 {
+	for i := range 400 {
 		d, err := datav1.FetchDigest(ctx, e.client, datav1.Request{Addr: e.addr, Object: "obj", Offset: int64(i%8) * bs, Length: bs, Replicas: datav1.MaxReplicas})
 		if err != nil {
 			limited = err
@@ -46,7 +46,7 @@ func TestClientCannotFillAnotherWorkersCache(t *testing.T) {
 	if capy, _ := e.st.Status(); capy.Blocks != 0 || capy.ResidentBytes != 0 {
 		t.Fatalf("after %d digests and a read of blocks it does not own, the worker caches %d blocks (%d bytes); want none", served, capy.Blocks, capy.ResidentBytes)
 	}
-	if !errors.Is(limited, datav1.ErrRateLimited) || served < 2 || served >= 64 {
+	if !errors.Is(limited, datav1.ErrRateLimited) || served < 2 || served >= 400 {
 		t.Fatalf("%d unowned digests served, then %v; want the per-client limit to refuse some with rate_limited", served, limited)
 	}
 	e.settle(t, int64(served)+2)

@@ -44,7 +44,7 @@ type Ownership interface {
 // Defaults of the digest limit.
 const (
 	// DefaultUnownedDigestRate is the default Config.UnownedDigestRate.
-	DefaultUnownedDigestRate = 16
+	DefaultUnownedDigestRate = 64
 	// maxLimiters bounds the per-client limiters kept; past it they are
 	// all forgotten (a client then starts with a full burst again).
 	maxLimiters = 4096
