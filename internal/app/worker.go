@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -118,6 +119,9 @@ func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger) (*cache.Ca
 		}
 	}
 	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
+	if errors.Is(err, blob.ErrInvalidURL) {
+		return nil, &usageError{fmt.Errorf("blob-store: %w", err)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("blob-store: %w", err)
 	}

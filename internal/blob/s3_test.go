@@ -211,3 +211,41 @@ func TestS3Failures(t *testing.T) {
 		t.Logf("two requests through 4 SlowDown answers in %v", time.Since(start))
 	})
 }
+
+// TestHTTPVersions: the http(s) backend names versions by strong ETag and
+// makes ranged reads conditional on it.
+func TestHTTPVersions(t *testing.T) {
+	etag := `"v1"`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if im := r.Header.Get("If-Match"); im != "" && im != etag {
+			w.WriteHeader(http.StatusPreconditionFailed)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		http.ServeContent(w, r, "obj", time.Unix(1, 0), strings.NewReader("hello world"))
+	}))
+	defer srv.Close()
+	s, err := blob.Open(srv.URL, blob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.(blob.Versioned)
+	ctx := context.Background()
+	info, err := v.Stat(ctx, "obj")
+	if err != nil || info.Size != 11 || info.Version != `etag:"v1"` {
+		t.Fatalf("Stat = %+v, %v", info, err)
+	}
+	rc, err := v.ReadVersion(ctx, "obj", info.Version, 6, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "world" {
+		t.Fatalf("ReadVersion = %q", b)
+	}
+	etag = `"v2"`
+	if _, err := v.ReadVersion(ctx, "obj", info.Version, 0, 5); !errors.Is(err, blob.ErrVersionChanged) {
+		t.Fatalf("ReadVersion after a change = %v, want ErrVersionChanged", err)
+	}
+}
