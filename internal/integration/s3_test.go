@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +58,8 @@ func randomBytes(n int, seed uint64) []byte {
 // directory): cold reads checked against the store's SHA-256, hits, range
 // reads across block boundaries, a missing object, a same-size rewrite, a
 // store that is down (the read fails with the retryable backend error,
-// the workers stay healthy and keep serving what they cache), and a
+// the workers stay healthy and keep serving what they cache), a store
+// that throttles (503 SlowDown: the worker backs off and retries), and a
 // worker with a wrong secret (the read fails and no credential shows in
 // its log, its metrics or get's errors).
 func TestS3BlobStore(t *testing.T) {
@@ -198,6 +204,45 @@ func TestS3BlobStore(t *testing.T) {
 		res, got := get(t, "big.bin")
 		if res.code != 0 || !bytes.Equal(got, big) {
 			t.Fatalf("get of a cached object with the store down: exit %d\n%s", res.code, res.stderr)
+		}
+	})
+	t.Run("throttled", func(t *testing.T) {
+		// A proxy in front of the real server answers 503 SlowDown to two
+		// requests of every three: a worker behind it backs off and
+		// retries, and get succeeds.
+		target, _ := url.Parse(s3.Endpoint)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		var seen, throttled atomic.Int64
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if seen.Add(1)%3 != 0 {
+				throttled.Add(1)
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		defer front.Close()
+		throttledURL := "s3://talon/data?use_path_style=true&max_attempts=5&endpoint=" + url.QueryEscape(front.URL)
+		ctl3 := freeAddr(t)
+		coord3 := start(t, "coordinator-3", coordinatorArgs("coord-3", ctl3, freeAddr(t), "--placement-replicas", "1")...)
+		testsupport.WaitFor(t, 20*time.Second, "coordinator-3 ready", func() bool { return ready(t, coord3) })
+		args := workerArgs("worker-slow", freeAddr(t), freeAddr(t), []string{ctl3}, "/unused", t.TempDir(), "--placement-replicas", "1")
+		args[slices.Index(args, "--blob-store")+1] = throttledURL
+		startWithEnv(t, "worker-slow", env, args...)
+		testsupport.WaitFor(t, 30*time.Second, "worker-slow eligible", func() bool {
+			cl, err := coord3.api(t).Cluster(context.Background())
+			return err == nil && cl.EligibleWorkers == 1
+		})
+		out := filepath.Join(t.TempDir(), "out")
+		res := runTalon(t, env, "get", "dir/small.bin", "-o", out, "--coordinators", ctl3, "--block-size", "1MiB", "--insecure-control-plane",
+			"--replicas", "1", "--verify=false", "--timeout", "40s")
+		got, _ := os.ReadFile(out)
+		if res.code != 0 || !bytes.Equal(got, small) {
+			t.Fatalf("get through a throttling store: exit %d\n%s", res.code, res.stderr)
+		}
+		if throttled.Load() < 2 {
+			t.Fatalf("only %d throttled answers: the test proves nothing", throttled.Load())
 		}
 	})
 	t.Run("wrong credentials", func(t *testing.T) {
