@@ -23,9 +23,10 @@ build: ## build bin/talon and bin/talonctl with version, commit and date stamped
 demo: build ## run a local cluster (coordinator + 3 workers, memory backend) until Ctrl-C
 	./bin/talon dev --demo-load
 
-testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver and helm used by integration tests
+testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver, helm and S3 server used by integration tests
 	@bash internal/testenv/build-servers.sh >/dev/null
 	@bash internal/testenv/build-helm.sh >/dev/null
+	@bash internal/testenv/build-s3.sh >/dev/null
 
 test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool)
 	@bash .ci/ensure-chromium.sh
@@ -33,8 +34,9 @@ test: ## run every test, integration tests included (real etcd, kube-apiserver, 
 	  promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
-	  echo "test servers: $$dir, helm: $$helm" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool \
+	  s3=$$(bash internal/testenv/build-s3.sh) && \
+	  echo "test servers: $$dir, helm: $$helm, s3: $$s3" && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)

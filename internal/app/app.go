@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
@@ -198,6 +199,12 @@ func newConfigCmd(env Env) *cobra.Command {
 					return &usageError{err}
 				}
 				if verb == "validate" {
+					if role == cluster.RoleWorker && strings.HasPrefix(loaded.Config.BlobStore, "s3:") {
+						// The URL's parameters are the backend's to check.
+						if _, err := blob.NewS3(loaded.Config.BlobStore, blob.Options{}); err != nil {
+							return &usageError{fmt.Errorf("blob-store: %w", err)}
+						}
+					}
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s configuration is valid\n", role)
 					return err
 				}

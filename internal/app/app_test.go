@@ -107,6 +107,20 @@ func TestConfigValidate(t *testing.T) {
 	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
 		t.Fatalf("validate worker = %d %q", code, out)
 	}
+	// An s3:// URL's parameters are checked, naming the parameter, its
+	// value and the rule.
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	for url, want := range map[string]string{
+		"s3://b/p?region=eu-west-1&use_path_style=true": "",
+		"s3://b/p?regoin=x":                             `unknown parameter "regoin"`,
+		"s3://b/p?max_attempts=99":                      `max_attempts="99": must be an integer from 1 to 20`,
+		"s3://key:secret@b/p":                           "must not carry credentials",
+	} {
+		code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane", "--blob-store", url)
+		if want == "" && code != 0 || want != "" && (code != ExitUsage || !strings.Contains(errOut, want)) || strings.Contains(errOut, "secret") {
+			t.Errorf("validate worker --blob-store %s = %d %q, want %q", url, code, errOut, want)
+		}
+	}
 	// Without TLS files, running without TLS must be chosen explicitly.
 	if code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1"); code != ExitUsage || !strings.Contains(errOut, "insecure-control-plane=true") {
 		t.Fatalf("validate worker without TLS = %d %q", code, errOut)

@@ -47,6 +47,7 @@ stay plain HTTP on loopback, without a token unless --admin-auth.`,
 	cmd.Flags().BoolVar(&opts.DemoLoad, "demo-load", false, "generate light background reads so the views show traffic")
 	cmd.Flags().StringVar(&opts.ListenHost, "host", "127.0.0.1", "loopback host to bind")
 	cmd.Flags().BoolVar(&opts.AdminAuth, "admin-auth", false, "require a bearer token on the admin listeners; it is generated and written to <dir>/admin-token")
+	cmd.Flags().StringVar(&opts.BlobStore, "blob-store", "", "the workers' blob store URL, such as s3://bucket/prefix?endpoint=... (default: the sample objects in <dir>/blobs)")
 	return cmd
 }
 

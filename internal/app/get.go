@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -32,6 +33,7 @@ type getOptions struct {
 	timeout      time.Duration
 	verbose      bool
 	verify       bool
+	source       string
 	tls          clientTLS
 	creds        *pki.Source // resolved from tls; nil for an insecure cluster
 }
@@ -43,12 +45,27 @@ func newGetCmd(env Env) *cobra.Command {
 		Short: "Read an object through the cluster's caches",
 		Long: `get reads OBJECT through the workers that own its blocks: for each block it
 asks a coordinator for the owners (failing over across --coordinators), reads
-from the first owner and falls back to the next replica when one fails. The
-length of every block and of the whole object is verified, and (--verify, on
-by default) every block's SHA-256 is checked against a digest computed by a
-second worker: a worker that serves wrong bytes cannot make get succeed. With -o the object
-is written to a temporary file that is renamed into place only when the read
-succeeded; without it, to standard output.
+from the first owner and falls back to the next owner when one fails (a
+connection failure, an error, not found, a failed check). The length of every
+block and of the whole object is verified, and (--verify, on by default)
+every block's SHA-256 must be vouched for by a strict majority of the workers
+placement names for it (--replicas + 2, at least two), with no worker that
+answered disagreeing. A read never mixes versions of the object: it reads the
+version its first answer (or the store) names, and fails, or with -o starts
+over, when the object changes meanwhile. With -o the object is written to a
+temporary file that is renamed into place only when the read succeeded;
+without it, to standard output.
+
+--source gives the blob store's URL (as the workers' --blob-store, with the
+same credential chain: for s3:// the AWS environment, shared config and
+profiles, or web identity). get then takes the object's size, version and
+checksum from the store itself, checks the assembled object against the
+store's checksum (S3 full-object SHA-256, CRC-64/NVME or CRC-32C, or an ETag
+that is an MD5), reads from the store any block no worker can serve or that
+workers disagree about, and names the workers the store contradicts. With -o,
+an object that fails the store's checksum is read again from the store alone.
+No set of colluding workers smaller than all of them can then make get exit 0
+with wrong bytes. get says on standard error what it verified.
 
 --block-size must equal the workers' block size (default 4MiB): placement is
 per block.
@@ -79,7 +96,8 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 	f.StringVar(&opts.blockSize, "block-size", "4MiB", "block size of the workers")
 	f.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "report replica fallbacks on standard error")
-	f.BoolVar(&opts.verify, "verify", true, "check every block's SHA-256 against a digest from a second worker; a block that fails is discarded and the next owner tried")
+	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees")
+	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
 	opts.tls.register(f)
 	return cmd
 }
@@ -100,6 +118,12 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 			return &usageError{err}
 		}
 	}
+	var src blob.Store
+	if opts.source != "" {
+		if src, err = blob.Open(opts.source, blob.Options{}); err != nil {
+			return &usageError{fmt.Errorf("--source: %w", err)}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
 	copts := client.Options{Coordinators: opts.coordinators, CacheTTL: time.Minute}
@@ -116,11 +140,10 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	defer cl.Close()
 	r := &client.ObjectReader{
 		Client: cl, HTTP: &http.Client{Timeout: time.Minute, Transport: tr}, BlockSize: int64(bs), Replicas: opts.replicas,
-		TLS: opts.creds != nil, Verify: opts.verify,
-		OnVerifyFailure: func(object string, block int64, worker string, disagree []string) {
-			// Always reported: a worker served bytes no other worker's
-			// digest confirms.
-			fmt.Fprintf(env.Stderr, "talon: block %d of %s from worker %s failed verification (digests of %s disagree); discarded\n", block, object, worker, strings.Join(disagree, ", "))
+		TLS: opts.creds != nil, Verify: opts.verify, Source: src,
+		OnVerifyFailure: func(object string, block int64, msg string) {
+			// Always reported: workers disagree about the bytes.
+			fmt.Fprintf(env.Stderr, "talon: block %d of %s failed verification: %s\n", block, object, msg)
 		},
 	}
 	if opts.verbose {
@@ -130,21 +153,26 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	}
 	if opts.output == "" {
 		w := bufio.NewWriterSize(env.Stdout, 1<<20)
-		if _, err := r.ReadObject(ctx, object, w); err != nil {
+		res, err := r.Read(ctx, object, w)
+		if err != nil {
+			if errors.Is(err, client.ErrChecksum) {
+				// The bytes are out already: say so plainly.
+				return fmt.Errorf("%w (the bytes written to standard output are wrong; use -o to have get read the object again from the store)", err)
+			}
 			return err
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stderr, "talon: verified: %s\n", res.Describe(opts.verify, src != nil))
+		return nil
 	}
 	tmp, err := createPart(opts.output)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	n, err := r.ReadObject(ctx, object, w)
-	if err == nil {
-		err = w.Flush()
-	}
+	res, err := readToFile(ctx, env, r, object, tmp)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -154,8 +182,51 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	if err := os.Rename(tmp.Name(), opts.output); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "talon: wrote %s (%s) to %s\n", object, format.Bytes(uint64(n)), opts.output)
+	fmt.Fprintf(env.Stderr, "talon: wrote %s (%s) to %s; verified: %s\n", object, format.Bytes(uint64(res.N)), opts.output, res.Describe(opts.verify, src != nil))
 	return nil
+}
+
+// maxObjectReads bounds how often get starts a read over because the
+// object changed during it.
+const maxObjectReads = 3
+
+// readToFile reads the object into f, starting over (truncating f) when
+// the object changed during the read, and reading it from the store alone
+// when the workers' bytes fail the store's checksum.
+func readToFile(ctx context.Context, env Env, r *client.ObjectReader, object string, f *os.File) (*client.ReadResult, error) {
+	restart := func() error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		return f.Truncate(0)
+	}
+	for try := 1; ; try++ {
+		w := bufio.NewWriterSize(f, 1<<20)
+		res, err := r.Read(ctx, object, w)
+		if err == nil {
+			return res, w.Flush()
+		}
+		switch {
+		case errors.Is(err, client.ErrChecksum) && r.Source != nil:
+			fmt.Fprintf(env.Stderr, "talon: %v; reading the object again from the store alone\n", err)
+			if err := restart(); err != nil {
+				return nil, err
+			}
+			w = bufio.NewWriterSize(f, 1<<20)
+			res, err = r.ReadFromSource(ctx, object, w)
+			if err != nil {
+				return nil, err
+			}
+			return res, w.Flush()
+		case errors.Is(err, client.ErrObjectChanged) && try < maxObjectReads:
+			fmt.Fprintf(env.Stderr, "talon: %v; starting over\n", err)
+			if err := restart(); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, err
+		}
+	}
 }
 
 func lookupEnv(environ []string, key string) string {

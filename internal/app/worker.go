@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -68,7 +69,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	// given the runtime once it exists.
 	gate := &servingGate{}
 	ds, err := dataserver.New(dataserver.Config{
-		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.RequestTimeout), Stats: p.Stats,
+		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
 		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: proc.Observe,
 	})
 	if err != nil {
@@ -118,6 +119,9 @@ func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger) (*cache.Ca
 		}
 	}
 	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
+	if errors.Is(err, blob.ErrInvalidURL) {
+		return nil, &usageError{fmt.Errorf("blob-store: %w", err)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("blob-store: %w", err)
 	}

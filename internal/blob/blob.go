@@ -2,6 +2,8 @@ package blob
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +34,70 @@ var (
 	ErrInvalidURL = errors.New("invalid blob store url")
 	// ErrInvalidRange: a negative offset or length.
 	ErrInvalidRange = errors.New("invalid range")
+	// ErrVersionChanged: the object is no longer at the version a read
+	// asked for (it was rewritten or deleted and recreated). Stat again.
+	ErrVersionChanged = errors.New("object version changed")
 )
+
+// MaxVersionBytes bounds Info.Version. A store's version token longer than
+// this (S3 version IDs may be long) is replaced by its SHA-256 in hex,
+// prefixed "sha256:", which names the same version as uniquely.
+const MaxVersionBytes = 128
+
+// Info describes an object at one version.
+type Info struct {
+	// Size is the object's length in bytes.
+	Size int64
+	// Version names the object's content: the S3 version ID or ETag, the
+	// HTTP ETag or Last-Modified, a file's size and modification time. Two
+	// contents of one key never share a version (a same-size rewrite of a
+	// file within one mtime tick is the exception the file backend cannot
+	// see). "" when the store cannot tell.
+	Version string
+	// Checksum is the store's own checksum of the whole object, when it
+	// keeps one; the zero value when it does not.
+	Checksum Checksum
+}
+
+// Versioned is implemented by every backend of this package; a Store that
+// lacks it (a test double) is read without versions (see Stat and
+// ReadVersion).
+type Versioned interface {
+	// Stat returns the object's size, version and checksum.
+	Stat(ctx context.Context, object string) (Info, error)
+	// ReadVersion is ReadRange of the object at version: when the store
+	// holds another version it fails with ErrVersionChanged rather than
+	// return bytes of another content. An empty version reads whatever is
+	// there.
+	ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error)
+}
+
+// Stat returns s's Info for object: Versioned.Stat, or only the size.
+func Stat(ctx context.Context, s Store, object string) (Info, error) {
+	if v, ok := s.(Versioned); ok {
+		return v.Stat(ctx, object)
+	}
+	n, err := s.Size(ctx, object)
+	return Info{Size: n}, err
+}
+
+// ReadVersion reads [off, off+length) of object at version from s
+// (Versioned.ReadVersion, or ReadRange for a store without versions).
+func ReadVersion(ctx context.Context, s Store, object, version string, off, length int64) (io.ReadCloser, error) {
+	if v, ok := s.(Versioned); ok {
+		return v.ReadVersion(ctx, object, version, off, length)
+	}
+	return s.ReadRange(ctx, object, off, length)
+}
+
+// normVersion bounds a store's version token (see MaxVersionBytes).
+func normVersion(v string) string {
+	if len(v) <= MaxVersionBytes && utf8.ValidString(v) && !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // Store reads objects. Implementations are safe for concurrent use.
 type Store interface {
@@ -123,7 +188,8 @@ type Options struct {
 // DefaultMaxDiscardBytes is the default Options.MaxDiscardBytes.
 const DefaultMaxDiscardBytes = 64 << 20
 
-// Open returns the Store the URL names: file:///dir or http(s)://host/prefix.
+// Open returns the Store the URL names: file:///dir, http(s)://host/prefix
+// or s3://bucket/prefix (see NewS3 for its parameters).
 // It does no I/O except checking that a file store's directory exists.
 // Errors wrap ErrInvalidURL and name the URL (with any password redacted)
 // and the rule.
@@ -145,10 +211,12 @@ func Open(rawURL string, opts Options) (Store, error) {
 		return NewFile(u.Path)
 	case "http", "https":
 		return NewHTTP(rawURL, opts)
+	case "s3":
+		return NewS3(rawURL, opts)
 	case "":
-		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir or http(s)://host/prefix", ErrInvalidURL, u.Redacted())
+		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix or s3://bucket/prefix", ErrInvalidURL, u.Redacted())
 	default:
-		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https", ErrInvalidURL, u.Redacted(), u.Scheme)
+		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https, s3", ErrInvalidURL, u.Redacted(), u.Scheme)
 	}
 }
 

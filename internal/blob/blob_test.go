@@ -89,7 +89,7 @@ func TestOpen(t *testing.T) {
 		{"file host", "file://host/dir", "host must be empty"},
 		{"file empty", "file://", "directory is empty"},
 		{"no scheme", dir, "no scheme"},
-		{"bad scheme", "s3://bucket/x", `scheme "s3"`},
+		{"bad scheme", "gs://bucket/x", `scheme "gs" is not one of file, http, https, s3`},
 		{"creds", "https://user:hunter2@example.com/x", "credentials"},
 		{"query", "https://example.com/x?sig=1", "query"},
 		{"no host", "http:///x", "no host"},

@@ -5,7 +5,28 @@
 //	file:///var/lib/talon/blobs      objects are regular files below the directory
 //	http://host/prefix               objects are GET host/prefix/<escaped key>,
 //	https://host/prefix              read with Range requests
+//	s3://bucket/prefix?...           objects are keys <prefix>/<key> of an S3 bucket
+//	                                 (AWS or S3-compatible), read with ranged GetObject
 //
+// The s3:// backend uses aws-sdk-go-v2 (chosen over gocloud.dev/blob, which
+// wraps the same SDK, because reads must be conditional on an ETag or a
+// version ID and Stat must read S3's full-object checksums, both of which
+// gocloud.dev's portable API hides). Its URL parameters: region, endpoint
+// (an S3-compatible store), use_path_style, profile (named as gocloud.dev
+// names them), ca_file (PEM roots for the endpoint's TLS), request_timeout
+// (one request, body included; default 60s) and max_attempts (retries with
+// jittered exponential backoff, throttling such as 503 SlowDown included;
+// default 5). Credentials come from the SDK's default chain (environment,
+// shared config files and profiles, web identity / IRSA, container and
+// instance roles) and never from the URL.
+//
+// Versions: every backend here implements Versioned. Stat gives an
+// object's size, version (S3 version ID or ETag; HTTP strong ETag or
+// Last-Modified; a file's size and modification time) and the store's own
+// checksum where it keeps one (S3 full-object SHA-256, CRC-64/NVME,
+// CRC-32C, or an ETag that is an MD5); ReadVersion refuses with
+// ErrVersionChanged to return bytes of another version (If-Match, the
+// version ID, If-Unmodified-Since, or the open file's metadata).
 // Reads are ranges: Size gives an object's length and ReadRange streams
 // [off, off+length) of it. ReadRange returns an io.ReadCloser rather than
 // filling a caller's buffer (io.ReaderAt style) so that the cache can stream
@@ -31,9 +52,12 @@
 //   - Stores keep no per-object state and are safe for concurrent use.
 //
 // Errors: ErrInvalidKey (the key broke a rule; *KeyError names the key and
-// the rule), ErrNotFound (no such object, HTTP 404 or 410), ErrBackend (the
-// store failed: I/O error, HTTP 5xx or other unexpected status, timeout of
-// the HTTP client, malformed response), ErrRangeNotSupported (wraps
-// ErrBackend too). When the caller's ctx ends, the error wraps ctx.Err()
+// the rule), ErrNotFound (no such object, HTTP 404 or 410), ErrVersionChanged
+// (HTTP 412: the object is no longer at the version asked for), ErrBackend
+// (the store failed: I/O error, HTTP 5xx or other unexpected status, 403
+// of wrong credentials, timeout of the HTTP client, malformed response),
+// ErrRangeNotSupported (wraps ErrBackend too). S3 errors keep only the
+// status and the error code: an S3 message may quote the request, and no
+// credential may reach a log, a record or a client. When the caller's ctx ends, the error wraps ctx.Err()
 // and not ErrBackend: a caller that gave up is not a backend failure.
 package blob

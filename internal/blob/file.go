@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"syscall"
 )
 
@@ -42,26 +43,70 @@ func (s *File) String() string { return "file://" + s.dir }
 // refuses paths and symlinks that resolve outside it) and checks that it
 // is a regular file.
 func (s *File) open(ctx context.Context, object string) (*os.File, int64, error) {
-	if err := ValidateKey(object); err != nil {
+	f, fi, err := s.openInfo(ctx, object)
+	if err != nil {
 		return nil, 0, err
 	}
+	return f, fi.Size(), nil
+}
+
+func (s *File) openInfo(ctx context.Context, object string) (*os.File, fs.FileInfo, error) {
+	if err := ValidateKey(object); err != nil {
+		return nil, nil, err
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	f, err := os.OpenInRoot(s.dir, object)
 	if err != nil {
-		return nil, 0, s.mapErr(object, err)
+		return nil, nil, s.mapErr(object, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, s.mapErr(object, err)
+		return nil, nil, s.mapErr(object, err)
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, 0, fmt.Errorf("%w: object %q in %s: not a regular file", ErrNotFound, object, s)
+		return nil, nil, fmt.Errorf("%w: object %q in %s: not a regular file", ErrNotFound, object, s)
 	}
-	return f, fi.Size(), nil
+	return f, fi, nil
+}
+
+// fileVersion names a file's content by its size and modification time
+// in nanoseconds.
+func fileVersion(fi fs.FileInfo) string {
+	return "f" + strconv.FormatInt(fi.Size(), 10) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+}
+
+// Stat returns the file's size and version (size and modification time).
+// Files have no checksum.
+func (s *File) Stat(ctx context.Context, object string) (Info, error) {
+	f, fi, err := s.openInfo(ctx, object)
+	if err != nil {
+		return Info{}, err
+	}
+	f.Close()
+	return Info{Size: fi.Size(), Version: fileVersion(fi)}, nil
+}
+
+// ReadVersion is ReadRange of the file when its size and modification
+// time are still version's. The check is made on the open descriptor, so
+// a file replaced by a rename after the check is read as it was; an
+// in-place rewrite during the read is not detected.
+func (s *File) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
+	if err := checkRange(object, off, length); err != nil {
+		return nil, err
+	}
+	f, fi, err := s.openInfo(ctx, object)
+	if err != nil {
+		return nil, err
+	}
+	if version != "" && fileVersion(fi) != version {
+		f.Close()
+		return nil, fmt.Errorf("%w: object %q in %s is at version %s, not %s", ErrVersionChanged, object, s, fileVersion(fi), version)
+	}
+	return &fileReader{ctx: ctx, f: f, r: io.NewSectionReader(f, off, length), name: object, store: s}, nil
 }
 
 func (s *File) mapErr(object string, err error) error {

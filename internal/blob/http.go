@@ -75,13 +75,16 @@ func (s *HTTP) URL(object string) string {
 	return b.String()
 }
 
-func (s *HTTP) do(ctx context.Context, method, object, rng string) (*http.Response, error) {
+func (s *HTTP) do(ctx context.Context, method, object, rng string, hdr ...string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, s.URL(object), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: object %q: build request: %w", ErrBackend, object, err)
 	}
 	if rng != "" {
 		req.Header.Set("Range", rng)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -114,53 +117,94 @@ func drainClose(body io.ReadCloser) {
 // Content-Length it asks for the first byte and reads the total from
 // Content-Range.
 func (s *HTTP) Size(ctx context.Context, object string) (int64, error) {
+	info, err := s.Stat(ctx, object)
+	return info.Size, err
+}
+
+// Stat is Size, with the version from the answer's strong ETag (a weak
+// one names no exact bytes) or, without one, its Last-Modified. HTTP
+// servers keep no checksum Talon can trust.
+func (s *HTTP) Stat(ctx context.Context, object string) (Info, error) {
 	if err := ValidateKey(object); err != nil {
-		return 0, err
+		return Info{}, err
 	}
 	resp, err := s.do(ctx, http.MethodHead, object, "")
 	if err != nil {
-		return 0, err
+		return Info{}, err
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK && resp.ContentLength >= 0:
 		resp.Body.Close()
-		return resp.ContentLength, nil
+		return Info{Size: resp.ContentLength, Version: httpVersion(resp.Header)}, nil
 	case resp.StatusCode == http.StatusOK, resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusNotImplemented:
 		resp.Body.Close()
-		return s.sizeByRange(ctx, object)
+		return s.statByRange(ctx, object)
 	default:
-		return 0, s.statusErr(resp, http.MethodHead, object)
+		return Info{}, s.statusErr(resp, http.MethodHead, object)
 	}
 }
 
-func (s *HTTP) sizeByRange(ctx context.Context, object string) (int64, error) {
+// httpVersion is the version an answer names: "etag:" and a strong ETag,
+// "lm:" and Last-Modified, or "".
+func httpVersion(h http.Header) string {
+	if et := h.Get("ETag"); et != "" && !strings.HasPrefix(et, "W/") {
+		return normVersion("etag:" + et)
+	}
+	if lm := h.Get("Last-Modified"); lm != "" {
+		if _, err := http.ParseTime(lm); err == nil {
+			return normVersion("lm:" + lm)
+		}
+	}
+	return ""
+}
+
+// conditions are the request headers that make a read answer 412 unless
+// the object is still at version.
+func conditions(version string) []string {
+	if et, ok := strings.CutPrefix(version, "etag:"); ok {
+		return []string{"If-Match", et}
+	}
+	if lm, ok := strings.CutPrefix(version, "lm:"); ok {
+		return []string{"If-Unmodified-Since", lm}
+	}
+	return nil
+}
+
+func (s *HTTP) statByRange(ctx context.Context, object string) (Info, error) {
 	resp, err := s.do(ctx, http.MethodGet, object, "bytes=0-0")
 	if err != nil {
-		return 0, err
+		return Info{}, err
 	}
 	switch resp.StatusCode {
 	case http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
 		drainClose(resp.Body)
 		_, _, total, err := parseContentRange(resp.Header.Get("Content-Range"))
 		if err != nil || total < 0 {
-			return 0, fmt.Errorf("%w: GET object %q at %s: no object size in Content-Range %q", ErrBackend, object, s, resp.Header.Get("Content-Range"))
+			return Info{}, fmt.Errorf("%w: GET object %q at %s: no object size in Content-Range %q", ErrBackend, object, s, resp.Header.Get("Content-Range"))
 		}
-		return total, nil
+		return Info{Size: total, Version: httpVersion(resp.Header)}, nil
 	case http.StatusOK:
 		// The server ignored Range and is sending the whole object: its
 		// length is what we want; do not read the body.
 		resp.Body.Close()
 		if resp.ContentLength < 0 {
-			return 0, fmt.Errorf("%w: GET object %q at %s: no Content-Length and no range support", ErrBackend, object, s)
+			return Info{}, fmt.Errorf("%w: GET object %q at %s: no Content-Length and no range support", ErrBackend, object, s)
 		}
-		return resp.ContentLength, nil
+		return Info{Size: resp.ContentLength, Version: httpVersion(resp.Header)}, nil
 	default:
-		return 0, s.statusErr(resp, http.MethodGet, object)
+		return Info{}, s.statusErr(resp, http.MethodGet, object)
 	}
 }
 
 // ReadRange streams [off, off+length) with one Range request.
 func (s *HTTP) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
+	return s.ReadVersion(ctx, object, "", off, length)
+}
+
+// ReadVersion is ReadRange made conditional on version (If-Match for an
+// ETag, If-Unmodified-Since for a Last-Modified): a 412 answer, or an
+// answer naming another version, is ErrVersionChanged.
+func (s *HTTP) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
 	if err := ValidateKey(object); err != nil {
 		return nil, err
 	}
@@ -171,11 +215,20 @@ func (s *HTTP) ReadRange(ctx context.Context, object string, off, length int64) 
 		return io.NopCloser(strings.NewReader("")), nil
 	}
 	last := off + length - 1
-	resp, err := s.do(ctx, http.MethodGet, object, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(last, 10))
+	resp, err := s.do(ctx, http.MethodGet, object, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(last, 10), conditions(version)...)
 	if err != nil {
 		return nil, err
 	}
+	if version != "" && resp.StatusCode != http.StatusPreconditionFailed && resp.StatusCode/100 == 2 {
+		if got := httpVersion(resp.Header); got != "" && got != version {
+			drainClose(resp.Body)
+			return nil, fmt.Errorf("%w: object %q at %s is at version %s, not %s", ErrVersionChanged, object, s, got, version)
+		}
+	}
 	switch resp.StatusCode {
+	case http.StatusPreconditionFailed:
+		drainClose(resp.Body)
+		return nil, fmt.Errorf("%w: object %q at %s is no longer at version %s", ErrVersionChanged, object, s, version)
 	case http.StatusPartialContent:
 		first, end, _, err := parseContentRange(resp.Header.Get("Content-Range"))
 		if err != nil || first != off || end > last || end < first {

@@ -57,9 +57,18 @@
 //     reached the error wraps ErrNoCoordinator and the last connection
 //     error; context errors are returned as they are. ObjectReader's
 //     errors name the object and block and wrap the cause: ErrVerification
-//     when no owner's bytes matched a second worker's digest, the lookup's
-//     error, or the last owner's (datav1's sentinels, such as
-//     datav1.ErrWrongOwner) when every owner failed.
+//     when workers disagree about a block (and no Source settles it) or
+//     too few vouched for it, ErrChecksum when the object fails the store's
+//     checksum, ErrObjectChanged when the object changed during the read,
+//     the lookup's error, or, when nothing could serve a block, every
+//     source tried and the last cause (datav1's sentinels, such as
+//     datav1.ErrNotFound).
+//   - Verification (ObjectReader.Verify, Source): a block is accepted
+//     when a strict majority of the workers placement names (at least
+//     two) vouch for its SHA-256 and none that answered disagrees; with a
+//     Source, disputed or unservable blocks are read from the store and
+//     the object is checked against the store's checksum. A worker is
+//     named as wrong only when the store's bytes contradict it.
 //   - Layering. The package links neither runtime: no worker, coordinator
 //     or state import (internal/deptest enforces it).
 package client

@@ -238,6 +238,9 @@ func (c *Config) validateKube() error {
 }
 
 func (c *Config) validateWorker() error {
+	if c.PlacementReplicas < 1 || c.PlacementReplicas > 16 {
+		return fmt.Errorf("placement-replicas %d: must be from 1 to 16", c.PlacementReplicas)
+	}
 	if len(c.Coordinators) == 0 {
 		return fmt.Errorf("coordinators is empty: a worker needs at least one coordinator address")
 	}
@@ -247,11 +250,11 @@ func (c *Config) validateWorker() error {
 		}
 	}
 	if c.BlobStore == "" {
-		return fmt.Errorf("blob-store is empty: set a file:// or http(s):// URL")
+		return fmt.Errorf("blob-store is empty: set a file://, http(s):// or s3:// URL")
 	}
 	u, err := url.Parse(c.BlobStore)
-	if err != nil || !oneOf(u.Scheme, "file", "http", "https") {
-		return fmt.Errorf("blob-store %q: must be a file://, http:// or https:// URL", RedactURL(c.BlobStore))
+	if err != nil || !oneOf(u.Scheme, "file", "http", "https", "s3") {
+		return fmt.Errorf("blob-store %q: must be a file://, http://, https:// or s3:// URL", RedactURL(c.BlobStore))
 	}
 	if u.User != nil {
 		return fmt.Errorf("blob-store %q: must not carry credentials (user info): the blob store is read without them", u.Redacted())

@@ -40,6 +40,13 @@ var (
 	ErrProtocol = errors.New("invalid data server response")
 	// ErrIdentity: over TLS, the worker's certificate names another node.
 	ErrIdentity = errors.New("data server identity")
+	// ErrVersionChanged: 412, the store holds another version of the
+	// object than the request's (the *Error's ObjectVersion is the current
+	// one), or an answer was of another version than the one asked for.
+	ErrVersionChanged = errors.New("object version changed")
+	// ErrRateLimited: 429, too many digests of blocks the worker does not
+	// own. Ask another worker, or later.
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // Error is a data server's error answer.
@@ -52,7 +59,10 @@ type Error struct {
 	// (always with ErrWrongOwner).
 	Version    uint64
 	HasVersion bool
-	kind       error
+	// ObjectVersion is the object's current version (with
+	// ErrVersionChanged).
+	ObjectVersion string
+	kind          error
 }
 
 func (e *Error) Error() string {
@@ -74,6 +84,12 @@ type Request struct {
 	Replicas int
 	// Version is the PlacementVersion the placement lookup returned.
 	Version uint64
+	// ObjectVersion, when set, is the only object version the answer may
+	// be of (the version parameter).
+	ObjectVersion string
+	// Fresh asks the worker to revalidate the object's version with the
+	// store first (the fresh parameter).
+	Fresh bool
 	// TLS selects https (the http.Client's transport carries the mutual
 	// TLS configuration). Node, when set with TLS, is the node ID the
 	// worker's certificate must name: an answer from any other identity is
@@ -92,6 +108,8 @@ type Result struct {
 	ObjectSize int64
 	// Version is the worker's placement version.
 	Version uint64
+	// ObjectVersion is the object version the bytes are of.
+	ObjectVersion string
 }
 
 // URL returns the request URL of req.
@@ -115,6 +133,13 @@ func (req *Request) url(prefix string) string {
 	}
 	replicas := max(req.Replicas, 1)
 	fmt.Fprintf(&b, "?offset=%d&length=%d&replicas=%d", req.Offset, req.Length, replicas)
+	if req.ObjectVersion != "" {
+		b.WriteString("&version=")
+		b.WriteString(url.QueryEscape(req.ObjectVersion))
+	}
+	if req.Fresh {
+		b.WriteString("&fresh=1")
+	}
 	return b.String()
 }
 
@@ -147,6 +172,9 @@ func (req *Request) check() error {
 	}
 	if req.Replicas < 0 || req.Replicas > MaxReplicas {
 		return fmt.Errorf("%w: replicas %d: must be from 1 to %d", ErrBadRequest, req.Replicas, MaxReplicas)
+	}
+	if len(req.ObjectVersion) > MaxVersionBytes {
+		return fmt.Errorf("%w: object version of %d bytes: at most %d", ErrBadRequest, len(req.ObjectVersion), MaxVersionBytes)
 	}
 	return nil
 }
@@ -198,6 +226,9 @@ func FetchDigest(ctx context.Context, hc *http.Client, req Request) (*Digest, er
 	if d.Object != req.Object || d.Offset != req.Offset || d.Length != max(min(req.Length, d.ObjectSize-req.Offset), 0) || len(d.SHA256) != 64 {
 		return nil, protocolErr(req, "digest answer for %q offset %d length %d (object size %d, sha256 %q) does not match the request", d.Object, d.Offset, d.Length, d.ObjectSize, d.SHA256)
 	}
+	if req.ObjectVersion != "" && d.Version != req.ObjectVersion {
+		return nil, fmt.Errorf("%w: digest of %q from %s is of version %q, not %q", ErrVersionChanged, req.Object, req.Addr, d.Version, req.ObjectVersion)
+	}
 	return &d, nil
 }
 
@@ -217,6 +248,10 @@ func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Res
 	res.ObjectSize, err = strconv.ParseInt(resp.Header.Get(ObjectSizeHeader), 10, 64)
 	if err != nil || res.ObjectSize < 0 {
 		return nil, protocolErr(req, "header %s is %q", ObjectSizeHeader, resp.Header.Get(ObjectSizeHeader))
+	}
+	res.ObjectVersion = resp.Header.Get(ObjectVersionHeader)
+	if req.ObjectVersion != "" && res.ObjectVersion != req.ObjectVersion {
+		return nil, fmt.Errorf("%w: %q from %s is of version %q, not %q", ErrVersionChanged, req.Object, req.Addr, res.ObjectVersion, req.ObjectVersion)
 	}
 	want := max(min(req.Length, res.ObjectSize-req.Offset), 0)
 	if resp.ContentLength != want {
@@ -288,6 +323,11 @@ func answerError(addr string, resp *http.Response) *Error {
 		e.kind = ErrUnavailable
 	case http.StatusBadGateway:
 		e.kind = ErrBackend
+	case http.StatusPreconditionFailed:
+		e.kind = ErrVersionChanged
+		e.ObjectVersion = resp.Header.Get(ObjectVersionHeader)
+	case http.StatusTooManyRequests:
+		e.kind = ErrRateLimited
 	default:
 		e.kind = ErrServer
 	}

@@ -14,6 +14,10 @@ const (
 	VersionHeader = "X-Talon-Placement-Version"
 	// ObjectSizeHeader carries the object's size in a 200 answer.
 	ObjectSizeHeader = "X-Talon-Object-Size"
+	// ObjectVersionHeader carries the object's version (blob.Info.Version:
+	// an opaque token, compared only for equality) in a 200 answer and in
+	// a version_changed error; empty when the store has no versions.
+	ObjectVersionHeader = "X-Talon-Object-Version"
 )
 
 // Limits.
@@ -21,6 +25,8 @@ const (
 	// MaxReplicas bounds the replicas parameter (the control protocol's
 	// PlacementLookup limit; a test checks they agree).
 	MaxReplicas = 16
+	// MaxVersionBytes bounds the version parameter (blob.MaxVersionBytes).
+	MaxVersionBytes = 128
 )
 
 // Error codes: the "code" of a JSON error and the outcome label of the
@@ -37,6 +43,8 @@ const (
 	CodeNotReady            = "not_ready"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
+	CodeVersionChanged      = "version_changed"
+	CodeRateLimited         = "rate_limited"
 	// CodeCanceled is only an outcome: the client left before the answer.
 	CodeCanceled = "canceled"
 	// CodeAborted is only an outcome: the body failed after it started.
@@ -69,4 +77,6 @@ type Digest struct {
 	Length     int64  `json:"length"` // bytes hashed: min(requested, objectSize-offset)
 	ObjectSize int64  `json:"objectSize"`
 	SHA256     string `json:"sha256"` // lowercase hex
+	// Version is the object version the bytes hashed are of.
+	Version string `json:"version,omitempty"`
 }

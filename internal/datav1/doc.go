@@ -21,13 +21,32 @@
 //     object, as HTTP ranges are, so asking for (i*BlockSize, BlockSize)
 //     returns block i whole, the last one short.
 //   - replicas: how many owners the client asked placement for, 1 to 16;
-//     default 1. The worker serves a block when it is among the first
-//     replicas owners of the block's placement key, BlockKey(key, index).
+//     default 1. Diagnostics only: the worker serves a block when it is
+//     among the first placement-replicas owners (the cluster's setting,
+//     never the client's) of the block's placement key, BlockKey(key,
+//     index).
+//   - version: the object version the client reads (from an earlier
+//     answer's X-Talon-Object-Version, or from the store itself), at most
+//     MaxVersionBytes. The worker answers only with bytes of that version:
+//     when the store holds another it answers 412 version_changed. A read
+//     that pins the version of its first answer never mixes versions.
+//   - fresh=1: the worker asks the store for the object's current version
+//     instead of answering from its short-lived cache of object sizes and
+//     versions (a client's first request of a read).
 //
 // A 200 answer carries Content-Length (exactly the bytes of the cut
 // range), Content-Type application/octet-stream, X-Talon-Object-Size (the
-// object's size) and X-Talon-Placement-Version (the worker's current
-// version). HEAD answers the same headers without a body and without
+// object's size), X-Talon-Object-Version (the object's version) and
+// X-Talon-Placement-Version (the worker's current version).
+//
+//	GET /v1/digests/<key>?offset=N&length=M[&version=V]
+//
+// answers the SHA-256 of the same range as JSON (Digest): a second source
+// a client checks another worker's bytes against. An owner of the blocks
+// answers from its cache; any other worker reads the blocks from the
+// store without caching them (a client cannot fill a cache it does not
+// own), at most a few such answers per second for each client (429
+// rate_limited with Retry-After beyond). HEAD answers the same headers without a body and without
 // loading blocks. An empty object answers offset 0 with 200 and no body.
 //
 // Errors are JSON {"error":{"code":..., "message":...}} with:
@@ -40,6 +59,9 @@
 //	    its current placement; X-Talon-Placement-Version carries the
 //	    worker's version (also in the body as placementVersion). Clients
 //	    refresh placement and retry elsewhere.
+//	412 version_changed (the store holds another version than the one asked
+//	    for; X-Talon-Object-Version carries the current one)
+//	429 rate_limited (too many digests of blocks this worker does not own)
 //	502 backend_error (the blob store failed)
 //	503 not_ready (starting or draining; Retry-After), unavailable (cache closed)
 //	500 internal (the cache's own disk failed)

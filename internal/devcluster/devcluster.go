@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -32,6 +33,9 @@ type Options struct {
 	// AdminAuth requires a generated bearer token on the admin listeners
 	// (written to <dir>/admin-token).
 	AdminAuth bool
+	// BlobStore, if set, is the workers' blob store URL (an s3:// bucket,
+	// say) instead of the sample directory <dir>/blobs.
+	BlobStore string
 }
 
 // MaxWorkers is the most workers a dev cluster runs.
@@ -196,7 +200,7 @@ func (d *devDir) build(coord Coordinator, roles Roles, log *slog.Logger) (worker
 	for i := 1; i <= d.opts.Workers; i++ {
 		wcfg, err := d.config(cluster.RoleWorker, fmt.Sprintf("worker-%d", i), func(c *config.Config) {
 			c.Coordinators = []string{control}
-			c.BlobStore = "file://" + d.blobs
+			c.BlobStore = cmp.Or(d.opts.BlobStore, "file://"+d.blobs)
 			c.CacheDir = filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", i))
 			c.CacheCapacity = 64 << 20
 			c.Labels = map[string]string{"zone": fmt.Sprintf("dev-%c", 'a'+rune((i-1)%3))}
@@ -269,7 +273,7 @@ func (c *running) banner(stdout io.Writer) {
 	for _, w := range c.workers {
 		fmt.Fprintf(stdout, "  %-20s data %s  admin http://%s\n", w.Worker().NodeID(), w.Worker().DataAddress(), w.AdminAddr())
 	}
-	fmt.Fprintf(stdout, "  blobs                %s\n", d.blobs)
+	fmt.Fprintf(stdout, "  blobs                %s\n", cmp.Or(config.RedactURL(d.opts.BlobStore), d.blobs))
 	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n\n", filepath.Join(d.dir, TLSDir))
 	ctl := "bin/talonctl --server " + adminURL
 	if d.adminToken != "" {
@@ -277,8 +281,8 @@ func (c *running) banner(stdout io.Writer) {
 	}
 	fmt.Fprintf(stdout, "Try:\n  %s nodes list\n  %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
 		ctl, ctl, d.dir, samples[2].Name, d.dir)
-	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store file://%s --cache-dir %s --listen %s --admin-listen %s\n\n",
-		d.dir, c.cfg.ClusterID, d.opts.Workers+1, control, d.blobs, filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", d.opts.Workers+1)),
+	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store '%s' --cache-dir %s --listen %s --admin-listen %s\n\n",
+		d.dir, c.cfg.ClusterID, d.opts.Workers+1, control, cmp.Or(config.RedactURL(d.opts.BlobStore), "file://"+d.blobs), filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", d.opts.Workers+1)),
 		net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0"))
 }
 

@@ -49,9 +49,12 @@ func lyingWorker(t *testing.T, p *testPKI, ctl, node string, objectSize int64) {
 		off, length := param(r, "offset", 0), param(r, "length", blockSize)
 		body := wrong(off, length)
 		w.Header().Set(datav1.ObjectSizeHeader, strconv.FormatInt(objectSize, 10))
+		// It claims whatever object version it is asked for.
+		version := r.URL.Query().Get("version")
+		w.Header().Set(datav1.ObjectVersionHeader, version)
 		if key, ok := strings.CutPrefix(r.URL.Path, datav1.DigestPrefix); ok {
 			sum := sha256.Sum256(body)
-			_ = json.NewEncoder(w).Encode(datav1.Digest{Object: key, Offset: off, Length: int64(len(body)), ObjectSize: objectSize, SHA256: hex.EncodeToString(sum[:])})
+			_ = json.NewEncoder(w).Encode(datav1.Digest{Object: key, Offset: off, Length: int64(len(body)), ObjectSize: objectSize, SHA256: hex.EncodeToString(sum[:]), Version: version})
 			return
 		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -92,8 +95,10 @@ func lyingWorker(t *testing.T, p *testPKI, ctl, node string, objectSize int64) {
 
 // TestLyingWorkerNeverYieldsWrongBytes: a worker that owns blocks and
 // serves wrong bytes (and lies about their digest) cannot make `talon get`
-// exit 0 with wrong data. Without verification it does (the review's
-// attack), which shows the test bites.
+// exit 0 with wrong data: without the store, get fails reporting the
+// disagreement; with --source it reads the disputed blocks from the store.
+// Without verification the liar wins (the review's attack), which shows
+// the test bites.
 func TestLyingWorkerNeverYieldsWrongBytes(t *testing.T) {
 	skipShort(t)
 	p := newTestPKI(t)
@@ -137,7 +142,8 @@ func TestLyingWorkerNeverYieldsWrongBytes(t *testing.T) {
 		insecure bool // without verification: the attack works
 	}{
 		{"one replica", []string{"--replicas", "1"}, true, false, false},
-		{"two replicas", []string{"--replicas", "2"}, false, true, false},
+		{"two replicas", []string{"--replicas", "2"}, true, false, false},
+		{"two replicas with the store", []string{"--replicas", "2", "--source", "file://" + blobs}, false, true, false},
 		{"verification off", []string{"--replicas", "1", "--verify=false"}, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,7 +163,7 @@ func TestLyingWorkerNeverYieldsWrongBytes(t *testing.T) {
 			case res.code != 0 && !(tc.mayFail && strings.Contains(res.stderr, "liar")):
 				t.Fatalf("talon get failed without naming the liar: exit %d\n%s", res.code, res.stderr)
 			}
-			if !tc.insecure && !strings.Contains(res.stderr, "from worker liar failed verification") {
+			if !tc.insecure && !strings.Contains(res.stderr, "failed verification") {
 				t.Fatalf("no verification failure reported:\n%s", res.stderr)
 			}
 		})

@@ -1,5 +1,5 @@
-// Package testenv starts real etcd and kube-apiserver processes on loopback
-// for Talon's integration tests. It is imported only from _test.go files.
+// Package testenv starts real etcd, kube-apiserver and S3 (versitygw)
+// processes on loopback for Talon's integration tests. It is imported only from _test.go files.
 //
 // The binaries are built from source by build-servers.sh (nested modules
 // etcdbin/ and kubebin/, so server dependencies stay out of Talon's go.mod)
@@ -8,7 +8,9 @@
 // the script itself on first use, which costs several minutes when the cache
 // is cold and a fraction of a second when it is warm. The helm binary that
 // the chart tests in deploy/ run is built the same way by build-helm.sh
-// (nested module helmbin/, env TALON_HELM_BIN), with a cache key of its own.
+// (nested module helmbin/, env TALON_HELM_BIN), with a cache key of its own,
+// and so is versitygw, the S3 server the blob store tests run (StartS3), by
+// build-s3.sh (nested module s3bin/, env TALON_S3_BIN).
 //
 // Invariants:
 //

@@ -22,9 +22,10 @@ import (
 // perhaps not from its preferred owner, and refusing would turn a
 // management-plane outage into a data-path outage.
 type Ownership struct {
-	client  *client.Client
-	self    string
-	timeout time.Duration
+	client   *client.Client
+	self     string
+	replicas int // the cluster's placement-replicas
+	timeout  time.Duration
 	// openUntil is when a recent lookup failure stops short-circuiting
 	// checks (Unix nanoseconds): while coordinators are unreachable, every
 	// check fails open at once instead of each waiting for a timeout.
@@ -34,19 +35,22 @@ type Ownership struct {
 // failOpenFor is how long one failed lookup makes checks fail open.
 const failOpenFor = 5 * time.Second
 
-// NewOwnership returns the ownership checker of worker nodeID.
-func NewOwnership(c *client.Client, nodeID string, timeout time.Duration) *Ownership {
-	return &Ownership{client: c, self: nodeID, timeout: timeout}
+// NewOwnership returns the ownership checker of worker nodeID: a block is
+// its own when it is among the first replicas owners (the cluster's
+// placement-replicas; never a count a client sends, which would let any
+// client make any worker cache any block).
+func NewOwnership(c *client.Client, nodeID string, replicas int, timeout time.Duration) *Ownership {
+	return &Ownership{client: c, self: nodeID, replicas: max(replicas, 1), timeout: timeout}
 }
 
 // Owns implements dataserver.Ownership.
-func (o *Ownership) Owns(object string, block int64, replicas int) (bool, uint64) {
+func (o *Ownership) Owns(object string, block int64) (bool, uint64) {
 	if time.Now().UnixNano() < o.openUntil.Load() {
 		return true, 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	p, err := o.client.Lookup(ctx, datav1.BlockKey(object, block), replicas)
+	p, err := o.client.Lookup(ctx, datav1.BlockKey(object, block), o.replicas)
 	if err != nil {
 		o.openUntil.Store(time.Now().Add(failOpenFor).UnixNano())
 		return true, 0

@@ -82,6 +82,7 @@ type entry struct {
 	dataOff  int64
 	dataLen  int64
 	objSize  int64
+	version  string
 	sum      uint64
 	mtime    time.Time
 
@@ -207,6 +208,7 @@ type Block struct {
 	dataOff int64
 	size    int64
 	objSize int64
+	version string
 	// seek serializes WriteRange: sendfile(2) reads from the file offset,
 	// which is the descriptor's, shared by every goroutine using b.
 	seek sync.Mutex
@@ -217,6 +219,9 @@ func (b *Block) Size() int64 { return b.size }
 
 // ObjectSize returns the object's size when the block was loaded.
 func (b *Block) ObjectSize() int64 { return b.objSize }
+
+// Version returns the object version the block was loaded from.
+func (b *Block) Version() string { return b.version }
 
 // ReadAt reads block data at off (relative to the block), like io.ReaderAt.
 func (b *Block) ReadAt(p []byte, off int64) (int, error) {
@@ -265,19 +270,53 @@ func (b *Block) Close() error {
 // of the object), blob.ErrNotFound, blob.ErrBackend (the load failed),
 // ErrIO, ErrClosed, or ctx's error.
 func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Block, error) {
-	size, err := c.Size(ctx, object)
+	info, err := c.Stat(ctx, object)
 	if err != nil {
 		return nil, err
 	}
-	if blockLen(c.cfg.BlockSize, size, index) == 0 {
-		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, size, c.cfg.BlockSize)
+	return c.ReadBlockOf(ctx, object, info, index)
+}
+
+// ReadBlockOf is ReadBlock of the object at info's size and version (a
+// Stat or Revalidate answer): a resident block of another version is
+// dropped, never returned, and a load reads that version from the store
+// (blob.ErrVersionChanged when the store holds another by then).
+func (c *Cache) ReadBlockOf(ctx context.Context, object string, info blob.Info, index int64) (*Block, error) {
+	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 {
+		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
 	}
 	id := blockID{object, index}
 	c.mu.Lock()
-	if b, err := c.hitLocked(id, size); b != nil || err != nil {
+	if b, err := c.hitLocked(id, info); b != nil || err != nil {
 		return b, err
 	}
-	return c.missLocked(ctx, id, size)
+	return c.missLocked(ctx, id, info)
+}
+
+// Peek returns block index of the object at info's version when it is
+// resident, and otherwise reads it from the blob store into memory
+// without caching it: for answers about blocks this worker does not own,
+// which must not take the place of blocks it does. Neither counts a hit
+// or a miss, nor changes the eviction order.
+func (c *Cache) Peek(ctx context.Context, object string, info blob.Info, index int64) (*Block, error) {
+	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 {
+		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
+	}
+	id := blockID{object, index}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := c.entries[id]
+	verified := e != nil && e.verified
+	c.mu.Unlock()
+	if e != nil && e.objSize == info.Size && e.version == info.Version {
+		if f, err := c.openBlock(e, verified); err == nil && f != nil {
+			return newBlock(f, e), nil
+		}
+	}
+	return c.readThrough(ctx, id, info)
 }
 
 // hitLocked serves block id of an object of size bytes from its file,
@@ -285,15 +324,15 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 // failed verification, up to maxAttempts times. It is called with c.mu
 // held. On a miss it returns (nil, nil) with c.mu still held, for
 // missLocked; with a block or an error it returns with c.mu released.
-func (c *Cache) hitLocked(id blockID, size int64) (*Block, error) {
+func (c *Cache) hitLocked(id blockID, info blob.Info) (*Block, error) {
 	for attempt := 0; ; attempt++ {
 		if c.closed {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
 		e := c.entries[id]
-		if e != nil && e.objSize != size {
-			// The object changed size: the block is stale.
+		if e != nil && (e.objSize != info.Size || e.version != info.Version) {
+			// The object changed: the block is of another version.
 			c.removeLocked(e, false, true)
 			e = nil
 		}
@@ -326,14 +365,14 @@ func (c *Cache) hitLocked(id blockID, size int64) (*Block, error) {
 // it if none runs), then takes the descriptor the load handed to its
 // waiters; when the cache directory failed it reads through to the blob
 // store instead. It is called with c.mu held and releases it.
-func (c *Cache) missLocked(ctx context.Context, id blockID, size int64) (*Block, error) {
+func (c *Cache) missLocked(ctx context.Context, id blockID, info blob.Info) (*Block, error) {
 	c.cfg.Stats.Miss()
 	l := c.loads[id]
 	if l == nil {
 		l = &load{done: make(chan struct{})}
 		c.loads[id] = l
 		c.wg.Add(1)
-		go c.load(id, size, l)
+		go c.load(id, info, l)
 	}
 	l.waiters++
 	c.mu.Unlock()
@@ -360,7 +399,7 @@ func (c *Cache) missLocked(ctx context.Context, id blockID, size int64) (*Block,
 			// The disk error is counted; the worker reports it (degraded,
 			// then unready past a threshold).
 			c.cfg.Stats.DiskError()
-			return c.readThrough(ctx, id, size)
+			return c.readThrough(ctx, id, info)
 		}
 		return nil, lerr
 	}
@@ -398,11 +437,12 @@ func (c *Cache) Probe() error {
 
 // readThrough reads block id straight from the blob store into memory,
 // bypassing the cache directory.
-func (c *Cache) readThrough(ctx context.Context, id blockID, objSize int64) (*Block, error) {
+func (c *Cache) readThrough(ctx context.Context, id blockID, info blob.Info) (*Block, error) {
+	objSize := info.Size
 	n := blockLen(c.cfg.BlockSize, objSize, id.index)
 	buf := bytes.NewBuffer(make([]byte, 0, n))
 	start := time.Now()
-	got, err := c.copyFromSource(ctx, id, n, buf)
+	got, err := c.copyFromSource(ctx, id, info.Version, n, buf)
 	c.cfg.Stats.BackendFetch(stats.BackendRead, time.Since(start), backendFailure(ctx, err))
 	if err != nil {
 		return nil, err
@@ -411,10 +451,10 @@ func (c *Cache) readThrough(ctx context.Context, id blockID, objSize int64) (*Bl
 		c.forgetSize(id.object)
 		return nil, fmt.Errorf("%w: object %q ended after %d of the %d bytes of block %d: it changed during the read", blob.ErrBackend, id.object, got, n, id.index)
 	}
-	return &Block{mem: buf.Bytes(), size: n, objSize: objSize}, nil
+	return &Block{mem: buf.Bytes(), size: n, objSize: objSize, version: info.Version}, nil
 }
 
 func newBlock(f *os.File, e *entry) *Block {
 	// These fields never change after the entry is published.
-	return &Block{f: f, dataOff: e.dataOff, size: e.dataLen, objSize: e.objSize}
+	return &Block{f: f, dataOff: e.dataOff, size: e.dataLen, objSize: e.objSize, version: e.version}
 }

@@ -78,7 +78,7 @@ func (c *Cache) restore() error {
 				}
 				found = append(found, &entry{
 					id: blockID{h.key, h.index}, path: path, fileSize: size,
-					dataOff: headerLen(h.key), dataLen: h.dataLen, objSize: h.objSize, sum: h.sum, mtime: mtime,
+					dataOff: headerLen(h.key, h.version), dataLen: h.dataLen, objSize: h.objSize, version: h.version, sum: h.sum, mtime: mtime,
 				})
 			default:
 				foreign++
@@ -108,10 +108,11 @@ func (c *Cache) restore() error {
 // add and the temporary file, and its reservation stands (commitLocked
 // takes it over); on failure it has released the reservation and deleted
 // the temporary file.
-func (c *Cache) fetch(ctx context.Context, id blockID, objSize int64) (e *entry, tmpPath string, err error) {
+func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info) (e *entry, tmpPath string, err error) {
+	objSize := info.Size
 	n := blockLen(c.cfg.BlockSize, objSize, id.index)
-	h := header{key: id.object, blockSize: c.cfg.BlockSize, index: id.index, objSize: objSize, dataLen: n}
-	hlen := headerLen(id.object)
+	h := header{key: id.object, version: info.Version, blockSize: c.cfg.BlockSize, index: id.index, objSize: objSize, dataLen: n}
+	hlen := headerLen(id.object, info.Version)
 	need := hlen + n
 	if err := c.reserve(ctx, need); err != nil {
 		return nil, "", err
@@ -124,6 +125,9 @@ func (c *Cache) fetch(ctx context.Context, id blockID, objSize int64) (e *entry,
 		if err != nil {
 			if tmpPath != "" {
 				c.unlink(tmpPath)
+			}
+			if errors.Is(err, blob.ErrVersionChanged) {
+				c.forgetSize(id.object)
 			}
 			c.release(need)
 		}
@@ -145,7 +149,7 @@ func (c *Cache) fetch(ctx context.Context, id blockID, objSize int64) (e *entry,
 
 	start := time.Now()
 	hash := xxh3.New()
-	got, err := c.copyFromSource(ctx, id, n, io.MultiWriter(tmp, hash))
+	got, err := c.copyFromSource(ctx, id, info.Version, n, io.MultiWriter(tmp, hash))
 	// A load's ctx ends only on Close (not a backend failure) or on
 	// LoadTimeout (a backend failure).
 	c.cfg.Stats.BackendFetch(stats.BackendRead, time.Since(start), backendFailure(c.loadCtx, err) && !errors.Is(err, ErrIO))
@@ -170,7 +174,7 @@ func (c *Cache) fetch(ctx context.Context, id blockID, objSize int64) (e *entry,
 	}
 	return &entry{
 		id: id, path: filepath.Join(dir, name), fileSize: need, dataOff: hlen, dataLen: n,
-		objSize: objSize, sum: h.sum, verified: true, mtime: c.now(),
+		objSize: objSize, version: info.Version, sum: h.sum, verified: true, mtime: c.now(),
 	}, tmpPath, nil
 }
 

@@ -96,10 +96,22 @@
 // Files in the directory that do not look like the cache's own are left
 // alone and never deleted.
 //
-// Objects are assumed immutable. A block remembers the size of its object
-// when it was loaded; when the object's size (cached for Config.SizeTTL)
-// differs, the block is dropped and reloaded. Rewriting an object in place
-// with the same size is not detected.
+// # Versions
+//
+// A block remembers the size and the version (blob.Info.Version) of its
+// object when it was loaded, in its file's header. ReadBlockOf serves a
+// block only for that size and version: an entry of another is dropped
+// and reloaded, and the load reads exactly the version asked for from the
+// store (blob.ReadVersion), failing with blob.ErrVersionChanged when the
+// store holds another by then. Object infos (size, version, checksum) are
+// cached for Config.SizeTTL; Revalidate asks the store at once (a reader
+// that must see the current version). When the store fails (ErrBackend),
+// the last info it gave is used, so blocks already cached stay readable
+// through an outage. Peek serves a resident block or reads one from the
+// store into memory without admitting it (digests of blocks the worker
+// does not own). A store without versions (a Store that is not
+// blob.Versioned) is read as before: a same-size rewrite is then not
+// detected.
 //
 // # Concurrency
 //

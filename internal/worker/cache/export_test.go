@@ -17,7 +17,7 @@ func (c *Cache) BlockPath(object string, index int64) string {
 }
 
 // HeaderLen is the header length of a block of object.
-func HeaderLen(object string) int64 { return headerLen(object) }
+func HeaderLen(object string) int64 { return headerLen(object, "") }
 
 // FailCreate makes the next n temporary-file creations fail with err.
 func (c *Cache) FailCreate(n int, err error) {

@@ -19,23 +19,29 @@ import (
 // On-disk format of a block file, little endian:
 //
 //	off   size  field
-//	0     8     magic "TALONBLK"
-//	8     2     format version (1)
-//	10    2     key length k
-//	12    8     block size of the cache that wrote it
-//	20    8     block index
-//	28    8     object size when the block was loaded
-//	36    8     data length
-//	44    8     xxh3-64 of the data
-//	52    k     object key
-//	52+k  8     xxh3-64 of bytes [0, 52+k)
-//	60+k  ...   data
+//	0       8     magic "TALONBLK"
+//	8       2     format version (2)
+//	10      2     key length k
+//	12      8     block size of the cache that wrote it
+//	20      8     block index
+//	28      8     object size when the block was loaded
+//	36      8     data length
+//	44      8     xxh3-64 of the data
+//	52      2     object version length v
+//	54      k     object key
+//	54+k    v     object version (blob.Info.Version) the block was loaded from
+//	54+k+v  8     xxh3-64 of bytes [0, 54+k+v)
+//	62+k+v  ...   data
+//
+// Files of format version 1 (no object version) are deleted at Open like
+// any invalid block file: their content cannot be tied to a version.
 const (
 	magic         = "TALONBLK"
-	formatVersion = 1
-	fixedHeader   = 52
-	// MaxHeaderBytes is the largest block file header (the longest key).
-	MaxHeaderBytes = fixedHeader + blob.MaxKeyBytes + 8
+	formatVersion = 2
+	fixedHeader   = 54
+	// MaxHeaderBytes is the largest block file header (the longest key
+	// and version).
+	MaxHeaderBytes = fixedHeader + blob.MaxKeyBytes + blob.MaxVersionBytes + 8
 
 	blocksDir = "blocks"
 	lockFile  = "LOCK"
@@ -46,6 +52,7 @@ const (
 // header is the decoded header of a block file.
 type header struct {
 	key       string
+	version   string
 	blockSize int64
 	index     int64
 	objSize   int64
@@ -53,10 +60,12 @@ type header struct {
 	sum       uint64
 }
 
-func headerLen(key string) int64 { return fixedHeader + int64(len(key)) + 8 }
+func headerLen(key, version string) int64 {
+	return fixedHeader + int64(len(key)) + int64(len(version)) + 8
+}
 
 func (h *header) encode() []byte {
-	b := make([]byte, headerLen(h.key))
+	b := make([]byte, headerLen(h.key, h.version))
 	copy(b, magic)
 	binary.LittleEndian.PutUint16(b[8:], formatVersion)
 	binary.LittleEndian.PutUint16(b[10:], uint16(len(h.key)))
@@ -65,8 +74,10 @@ func (h *header) encode() []byte {
 	binary.LittleEndian.PutUint64(b[28:], uint64(h.objSize))
 	binary.LittleEndian.PutUint64(b[36:], uint64(h.dataLen))
 	binary.LittleEndian.PutUint64(b[44:], h.sum)
+	binary.LittleEndian.PutUint16(b[52:], uint16(len(h.version)))
 	copy(b[fixedHeader:], h.key)
-	end := fixedHeader + len(h.key)
+	copy(b[fixedHeader+len(h.key):], h.version)
+	end := fixedHeader + len(h.key) + len(h.version)
 	binary.LittleEndian.PutUint64(b[end:], xxh3.Hash(b[:end]))
 	return b
 }
@@ -83,9 +94,10 @@ func decodeHeader(b []byte) (*header, error) {
 		return nil, fmt.Errorf("%w: format version %d, want %d", errBadHeader, v, formatVersion)
 	}
 	k := int(binary.LittleEndian.Uint16(b[10:]))
-	end := fixedHeader + k
-	if k > blob.MaxKeyBytes || len(b) < end+8 {
-		return nil, fmt.Errorf("%w: key length %d", errBadHeader, k)
+	v := int(binary.LittleEndian.Uint16(b[52:]))
+	end := fixedHeader + k + v
+	if k > blob.MaxKeyBytes || v > blob.MaxVersionBytes || len(b) < end+8 {
+		return nil, fmt.Errorf("%w: key length %d, version length %d", errBadHeader, k, v)
 	}
 	if binary.LittleEndian.Uint64(b[end:]) != xxh3.Hash(b[:end]) {
 		return nil, fmt.Errorf("%w: header checksum mismatch", errBadHeader)
@@ -96,7 +108,8 @@ func decodeHeader(b []byte) (*header, error) {
 		objSize:   int64(binary.LittleEndian.Uint64(b[28:])),
 		dataLen:   int64(binary.LittleEndian.Uint64(b[36:])),
 		sum:       binary.LittleEndian.Uint64(b[44:]),
-		key:       string(b[fixedHeader:end]),
+		key:       string(b[fixedHeader : fixedHeader+k]),
+		version:   string(b[fixedHeader+k : end]),
 	}
 	if err := blob.ValidateKey(h.key); err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadHeader, err)
@@ -180,7 +193,7 @@ func readBlockHeader(path string, blockSize int64) (*header, int64, error) {
 	if want := blockLen(blockSize, h.objSize, h.index); h.dataLen != want {
 		return nil, 0, fmt.Errorf("%w: data length %d, want %d for block %d of a %d-byte object", errBadHeader, h.dataLen, want, h.index, h.objSize)
 	}
-	if want := headerLen(h.key) + h.dataLen; fi.Size() != want {
+	if want := headerLen(h.key, h.version) + h.dataLen; fi.Size() != want {
 		return nil, 0, fmt.Errorf("%w: file is %d bytes, want %d (truncated or padded)", errBadHeader, fi.Size(), want)
 	}
 	return h, fi.Size(), nil

@@ -12,6 +12,7 @@ func FuzzDecodeHeader(f *testing.F) {
 	good := (&header{key: "dir/obj", blockSize: 4096, index: 3, objSize: 20000, dataLen: 3616, sum: 42}).encode()
 	f.Add(good)
 	f.Add(good[:len(good)-1])
+	f.Add((&header{key: "a/b", version: `etag:"9b2cf535f27731c974343645a3985328"`, blockSize: 4096, index: 0, objSize: 10, dataLen: 10, sum: 7}).encode())
 	f.Add([]byte("TALONBLK"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

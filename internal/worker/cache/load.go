@@ -42,21 +42,21 @@ func (l *load) take() *os.File {
 	return f
 }
 
-// load loads block id of an object of objSize bytes and ends l.
-func (c *Cache) load(id blockID, objSize int64, l *load) {
+// load loads block id of the object at info's version and ends l.
+func (c *Cache) load(id blockID, info blob.Info, l *load) {
 	defer c.wg.Done()
 	c.cfg.Stats.LoadStarted()
 	defer c.cfg.Stats.LoadDone()
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
 	defer cancel()
-	e, tmpPath, err := c.fetch(ctx, id, objSize)
+	e, tmpPath, err := c.fetch(ctx, id, info)
 	if errors.Is(err, syscall.ENOSPC) {
 		// The disk is fuller than the configured capacity assumed (other
 		// files share it): make room by evicting, then try once more.
-		need := 4 * (headerLen(id.object) + c.cfg.BlockSize)
+		need := 4 * (headerLen(id.object, info.Version) + c.cfg.BlockSize)
 		if freed := c.evictBytes(need); freed > 0 {
 			c.log.Warn("cache disk full: evicted blocks to make room", "freed_bytes", freed, "object", id.object, "block", id.index)
-			e, tmpPath, err = c.fetch(ctx, id, objSize)
+			e, tmpPath, err = c.fetch(ctx, id, info)
 		}
 	}
 	switch {
@@ -97,10 +97,11 @@ func (l *load) openFilesLocked(e *entry) error {
 	return nil
 }
 
-// copyFromSource copies the n bytes of block id from the blob store to w.
-// Write errors are ErrIO; read errors come from the store.
-func (c *Cache) copyFromSource(ctx context.Context, id blockID, n int64, w io.Writer) (int64, error) {
-	rc, err := c.cfg.Source.ReadRange(ctx, id.object, id.index*c.cfg.BlockSize, n)
+// copyFromSource copies the n bytes of block id of the object at version
+// from the blob store to w. Write errors are ErrIO; read errors come from
+// the store (blob.ErrVersionChanged when the object is at another version).
+func (c *Cache) copyFromSource(ctx context.Context, id blockID, version string, n int64, w io.Writer) (int64, error) {
+	rc, err := blob.ReadVersion(ctx, c.cfg.Source, id.object, version, id.index*c.cfg.BlockSize, n)
 	if err != nil {
 		return 0, err
 	}
@@ -129,7 +130,7 @@ func (w *ioErrWriter) Write(p []byte) (int, error) {
 // gave up.
 func backendFailure(ctx context.Context, err error) bool {
 	switch {
-	case err == nil, errors.Is(err, blob.ErrNotFound), errors.Is(err, blob.ErrInvalidKey), errors.Is(err, blob.ErrInvalidRange):
+	case err == nil, errors.Is(err, blob.ErrNotFound), errors.Is(err, blob.ErrInvalidKey), errors.Is(err, blob.ErrInvalidRange), errors.Is(err, blob.ErrVersionChanged):
 		return false
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return false

@@ -5,6 +5,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,37 +14,66 @@ import (
 )
 
 type sizeEntry struct {
-	size    int64
+	info    blob.Info
 	expires time.Time
 }
 
-// Size returns the size of object, from the size cache when a lookup
-// younger than SizeTTL answered. Concurrent lookups of one object share
-// one call to the blob store (singleflight), which is bounded by
-// LoadTimeout and Close, not by ctx: a caller whose ctx ends stops waiting.
+// Size returns the size of object (Stat's).
 func (c *Cache) Size(ctx context.Context, object string) (int64, error) {
+	info, err := c.Stat(ctx, object)
+	return info.Size, err
+}
+
+// Stat returns the size, version and checksum of object, from the size
+// cache when a lookup younger than SizeTTL answered. Concurrent lookups of
+// one object share one call to the blob store (singleflight), which is
+// bounded by LoadTimeout and Close, not by ctx: a caller whose ctx ends
+// stops waiting.
+func (c *Cache) Stat(ctx context.Context, object string) (blob.Info, error) {
+	return c.stat(ctx, object, false)
+}
+
+// Revalidate is Stat that asks the blob store even when the size cache
+// holds an answer (a reader that must see the current version).
+func (c *Cache) Revalidate(ctx context.Context, object string) (blob.Info, error) {
+	return c.stat(ctx, object, true)
+}
+
+func (c *Cache) stat(ctx context.Context, object string, fresh bool) (blob.Info, error) {
 	if err := blob.ValidateKey(object); err != nil {
-		return 0, err
+		return blob.Info{}, err
 	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return 0, ErrClosed
+		return blob.Info{}, ErrClosed
 	}
-	if se, ok := c.sizes[object]; ok && c.now().Before(se.expires) {
+	if se, ok := c.sizes[object]; ok && !fresh && c.now().Before(se.expires) {
 		c.mu.Unlock()
-		return se.size, nil
+		return se.info, nil
 	}
 	c.mu.Unlock()
 	ch := c.sizeCalls.DoChan(object, func() (any, error) { return c.lookupSize(object) })
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			return 0, r.Err
+			if errors.Is(r.Err, blob.ErrBackend) {
+				// The store is failing: the last answer it gave (even
+				// past its TTL, or asked to be revalidated) keeps blocks
+				// already cached readable; a reader that pinned another
+				// version still gets version_changed, never these bytes.
+				c.mu.Lock()
+				se, ok := c.sizes[object]
+				c.mu.Unlock()
+				if ok {
+					return se.info, nil
+				}
+			}
+			return blob.Info{}, r.Err
 		}
-		return r.Val.(int64), nil
+		return r.Val.(blob.Info), nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return blob.Info{}, ctx.Err()
 	}
 }
 
@@ -51,11 +81,11 @@ func (c *Cache) Size(ctx context.Context, object string) (int64, error) {
 // answer. It runs once per object at a time, in the singleflight group's
 // goroutine; Close waits for it (the wg.Add is made under mu while the
 // cache is open, so it happens before Close's Wait).
-func (c *Cache) lookupSize(object string) (int64, error) {
+func (c *Cache) lookupSize(object string) (blob.Info, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return 0, ErrClosed
+		return blob.Info{}, ErrClosed
 	}
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -63,15 +93,15 @@ func (c *Cache) lookupSize(object string) (int64, error) {
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
 	defer cancel()
 	start := time.Now()
-	size, err := c.cfg.Source.Size(ctx, object)
+	info, err := blob.Stat(ctx, c.cfg.Source, object)
 	c.cfg.Stats.BackendFetch(stats.BackendSize, time.Since(start), backendFailure(c.loadCtx, err))
 	switch {
 	case err != nil && c.loadCtx.Err() != nil:
-		return 0, fmt.Errorf("%w: %w", ErrClosed, err)
+		return blob.Info{}, fmt.Errorf("%w: %w", ErrClosed, err)
 	case err != nil && ctx.Err() != nil:
-		return 0, fmt.Errorf("%w: size of object %q timed out after %v: %w", blob.ErrBackend, object, c.cfg.LoadTimeout, err)
+		return blob.Info{}, fmt.Errorf("%w: size of object %q timed out after %v: %w", blob.ErrBackend, object, c.cfg.LoadTimeout, err)
 	case err != nil:
-		return 0, err
+		return blob.Info{}, err
 	}
 	c.mu.Lock()
 	if c.cfg.SizeTTL > 0 {
@@ -79,10 +109,10 @@ func (c *Cache) lookupSize(object string) (int64, error) {
 		if len(c.sizes) >= maxSizeEntries {
 			c.trimSizesLocked(now)
 		}
-		c.sizes[object] = sizeEntry{size: size, expires: now.Add(c.cfg.SizeTTL)}
+		c.sizes[object] = sizeEntry{info: info, expires: now.Add(c.cfg.SizeTTL)}
 	}
 	c.mu.Unlock()
-	return size, nil
+	return info, nil
 }
 
 // trimSizesLocked makes room in the size cache: expired entries first,

@@ -18,6 +18,22 @@
 // fetch. Clients reading per block (the normal case: consecutive blocks
 // usually have different owners) touch one block per request.
 //
+// Ownership is the cluster's (Ownership.Owns: the first placement-replicas
+// owners), never the request's replicas parameter: no client can make a
+// worker load a block it does not own. Digests are the one answer about
+// blocks a worker does not own: those blocks are read from the store
+// without caching them (cache.Peek), at most Config.UnownedDigestRate per
+// second for each client (429 rate_limited beyond), and counted with
+// operation "digest" and outcome "uncached" or "rate_limited".
+//
+// # Versions
+//
+// Every answer names the object version its bytes are of
+// (X-Talon-Object-Version). A request with version=V is answered only from
+// V: the worker revalidates with the store when its cached info names
+// another, and answers 412 version_changed when the store does too; fresh=1
+// revalidates first (a client's first request of a read).
+//
 // # Whole answer or nothing
 //
 // Every block of the range is opened through the cache before the status

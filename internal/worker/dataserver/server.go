@@ -10,10 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/datav1"
@@ -30,11 +34,21 @@ const DefaultMaxRangeBlocks = 16
 // it; it must be safe for concurrent use and cheap (it is called for every
 // block of every request).
 type Ownership interface {
-	// Owns reports whether this worker is among the first replicas owners
-	// of datav1.BlockKey(object, block), and the PlacementVersion the answer was
-	// computed from.
-	Owns(object string, block int64, replicas int) (owned bool, version uint64)
+	// Owns reports whether this worker is among the owners of
+	// datav1.BlockKey(object, block) under the cluster's placement (its
+	// placement-replicas setting, never a count a client sends), and the
+	// PlacementVersion the answer was computed from.
+	Owns(object string, block int64) (owned bool, version uint64)
 }
+
+// Defaults of the digest limit.
+const (
+	// DefaultUnownedDigestRate is the default Config.UnownedDigestRate.
+	DefaultUnownedDigestRate = 64
+	// maxLimiters bounds the per-client limiters kept; past it they are
+	// all forgotten (a client then starts with a full burst again).
+	maxLimiters = 4096
+)
 
 // Config configures New.
 type Config struct {
@@ -51,6 +65,11 @@ type Config struct {
 	// MaxRangeBlocks bounds the length parameter to this many blocks;
 	// 0 means DefaultMaxRangeBlocks.
 	MaxRangeBlocks int
+	// UnownedDigestRate bounds the digests of blocks this worker does not
+	// own (read from the store, never cached) per second for each client
+	// (the certificate's node ID over TLS, else the remote host), with a
+	// burst of twice that; 0 means DefaultUnownedDigestRate.
+	UnownedDigestRate float64
 }
 
 // Server is the data listener's handler. It is safe for concurrent use and
@@ -60,6 +79,9 @@ type Server struct {
 	log       *slog.Logger
 	blockSize int64
 	maxLength int64
+
+	limMu    sync.Mutex // guards limiters
+	limiters map[string]*rate.Limiter
 }
 
 // New returns the handler.
@@ -70,7 +92,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRangeBlocks <= 0 {
 		cfg.MaxRangeBlocks = DefaultMaxRangeBlocks
 	}
+	if cfg.UnownedDigestRate <= 0 {
+		cfg.UnownedDigestRate = DefaultUnownedDigestRate
+	}
 	return &Server{
+		limiters:  make(map[string]*rate.Limiter),
 		cfg:       cfg,
 		log:       cfg.Logger.With("component", "dataserver"),
 		blockSize: cfg.Cache.BlockSize(),
@@ -86,6 +112,8 @@ type apiError struct {
 	// version is sent (header and body) with wrong_owner.
 	version    uint64
 	hasVersion bool
+	// objectVersion is sent (header) with version_changed.
+	objectVersion string
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
@@ -100,6 +128,10 @@ type request struct {
 	offset   int64
 	length   int64
 	replicas int
+	// version is the object version asked for ("": any); fresh asks
+	// for a revalidation with the store first.
+	version string
+	fresh   bool
 	// clientVersion is the client's placement version ("" if not sent):
 	// diagnostics only, ownership decides.
 	clientVersion string
@@ -109,13 +141,19 @@ type request struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.cfg.Stats.Request()
-	outcome := "ok"
+	outcome, operation := "ok", "get"
+	if strings.HasPrefix(r.URL.Path, datav1.DigestPrefix) {
+		operation = "digest"
+	}
 	defer func() {
 		if s.cfg.Observe != nil {
-			s.cfg.Observe("get", outcome, time.Since(start))
+			s.cfg.Observe(operation, outcome, time.Since(start))
 		}
 	}()
 	n, err := s.serve(w, r)
+	if ue, ok := err.(uncachedDigest); ok {
+		outcome, err = "uncached", ue.error
+	}
 	s.cfg.Stats.Served(n)
 	if err == nil {
 		return
@@ -150,6 +188,9 @@ func writeError(w http.ResponseWriter, ae *apiError) {
 		v := placement.Version(ae.version).String()
 		body.Error.PlacementVersion = v
 		w.Header().Set(datav1.VersionHeader, v)
+	}
+	if ae.code == datav1.CodeVersionChanged {
+		w.Header().Set(datav1.ObjectVersionHeader, ae.objectVersion)
 	}
 	b, _ := json.Marshal(body)
 	h := w.Header()
@@ -186,31 +227,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	}
 	ctx := r.Context()
 	if digest {
-		return 0, s.serveDigest(ctx, w, req)
+		return 0, s.serveDigest(ctx, w, r, req)
 	}
 
 	// Ownership of every block the request touches, before any I/O.
 	first, last := req.offset/s.blockSize, (req.offset+req.length-1)/s.blockSize
 	var version uint64
 	for i := first; i <= last; i++ {
-		owned, v := s.cfg.Ownership.Owns(req.key, i, req.replicas)
+		owned, v := s.cfg.Ownership.Owns(req.key, i)
 		if i == first {
 			version = v
 		}
 		if !owned {
 			return 0, &apiError{
 				status: http.StatusMisdirectedRequest, code: datav1.CodeWrongOwner, version: v, hasVersion: true,
-				msg: fmt.Sprintf("this worker does not own block %d of object %q (placement key %q, replicas %d) under placement version %s (the request used %s): refresh placement",
-					i, req.key, datav1.BlockKey(req.key, i), req.replicas, placement.Version(v), cmp.Or(req.clientVersion, "none")),
+				msg: fmt.Sprintf("this worker does not own block %d of object %q (placement key %q) under placement version %s (the request used %s): refresh placement",
+					i, req.key, datav1.BlockKey(req.key, i), placement.Version(v), cmp.Or(req.clientVersion, "none")),
 			}
 		}
 	}
 	w.Header().Set(datav1.VersionHeader, placement.Version(version).String())
 
-	size, err := s.cfg.Cache.Size(ctx, req.key)
-	if err != nil {
-		return 0, s.mapErr(ctx, req.key, err)
+	info, aerr := s.stat(ctx, req)
+	if aerr != nil {
+		return 0, aerr
 	}
+	size := info.Size
 	if req.offset > size || (req.offset == size && size > 0) {
 		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
 		return 0, errorf(http.StatusRequestedRangeNotSatisfiable, datav1.CodeRangeNotSatisfiable,
@@ -222,13 +264,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Length", strconv.FormatInt(end-req.offset, 10))
 	h.Set(datav1.ObjectSizeHeader, strconv.FormatInt(size, 10))
+	h.Set(datav1.ObjectVersionHeader, info.Version)
 	if r.Method == http.MethodHead || end == req.offset {
 		w.WriteHeader(http.StatusOK)
 		return 0, nil
 	}
 
 	// Open every block first: a failure is still an error status.
-	blocks, aerr := s.openBlocks(ctx, req.key, req.offset, end, size)
+	blocks, aerr := s.openBlocks(ctx, req.key, info, req.offset, end, nil)
 	defer closeBlocks(blocks)
 	if aerr != nil {
 		return 0, aerr
@@ -237,19 +280,50 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	return s.writeRange(w, blocks, req.offset, end)
 }
 
-// openBlocks opens the blocks holding bytes [off, end) of an object of
-// size bytes. The caller closes them (also on error).
-func (s *Server) openBlocks(ctx context.Context, key string, off, end, size int64) ([]*cache.Block, *apiError) {
+// stat returns the object's size and version for req: revalidated with
+// the store when the client asked for it (fresh) or asked for a version
+// the worker's cached answer does not name; 412 when the store holds
+// another version than the one asked for.
+func (s *Server) stat(ctx context.Context, req *request) (blob.Info, *apiError) {
+	var info blob.Info
+	var err error
+	if req.fresh {
+		info, err = s.cfg.Cache.Revalidate(ctx, req.key)
+	} else if info, err = s.cfg.Cache.Stat(ctx, req.key); err == nil && req.version != "" && info.Version != req.version {
+		info, err = s.cfg.Cache.Revalidate(ctx, req.key)
+	}
+	if err != nil {
+		return info, s.mapErr(ctx, req.key, err)
+	}
+	if req.version != "" && info.Version != req.version {
+		return info, &apiError{status: http.StatusPreconditionFailed, code: datav1.CodeVersionChanged, objectVersion: info.Version,
+			msg: fmt.Sprintf("object %q is at version %q in the store, not %q: read it again", req.key, info.Version, req.version)}
+	}
+	return info, nil
+}
+
+// openBlocks opens the blocks holding bytes [off, end) of the object at
+// info's version, through the cache, or, for a block owned reports false
+// for, with Cache.Peek (nothing cached). The caller closes them (also on
+// error).
+func (s *Server) openBlocks(ctx context.Context, key string, info blob.Info, off, end int64, owned func(int64) bool) ([]*cache.Block, *apiError) {
 	first, lastBlock := off/s.blockSize, (end-1)/s.blockSize
 	blocks := make([]*cache.Block, 0, lastBlock-first+1)
 	for i := first; i <= lastBlock; i++ {
-		b, err := s.cfg.Cache.ReadBlock(ctx, key, i)
+		var b *cache.Block
+		var err error
+		if owned == nil || owned(i) {
+			b, err = s.cfg.Cache.ReadBlockOf(ctx, key, info, i)
+		} else {
+			b, err = s.cfg.Cache.Peek(ctx, key, info, i)
+		}
 		if err != nil {
 			return blocks, s.mapErr(ctx, key, err)
 		}
 		blocks = append(blocks, b)
-		if b.ObjectSize() != size {
-			return blocks, errorf(http.StatusBadGateway, datav1.CodeBackend, "object %q changed size during the request (%d, then %d bytes): retry", key, size, b.ObjectSize())
+		if b.ObjectSize() != info.Size || b.Version() != info.Version {
+			return blocks, &apiError{status: http.StatusPreconditionFailed, code: datav1.CodeVersionChanged, objectVersion: b.Version(),
+				msg: fmt.Sprintf("object %q changed during the request (version %q, %d bytes, then %q, %d bytes): read it again", key, info.Version, info.Size, b.Version(), b.ObjectSize())}
 		}
 	}
 	return blocks, nil
@@ -279,22 +353,45 @@ func (s *Server) writeRange(w io.Writer, blocks []*cache.Block, off, end int64) 
 	return sent, nil
 }
 
+// uncachedDigest marks a digest answered with blocks read from the store
+// for a block this worker does not own (the "uncached" outcome).
+type uncachedDigest struct{ error }
+
 // serveDigest answers the SHA-256 of the range: the second source a
-// client checks another worker's bytes against. Any worker answers,
-// without an ownership check, reading through its cache as a read would.
-func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, req *request) error {
-	size, err := s.cfg.Cache.Size(ctx, req.key)
-	if err != nil {
-		return s.mapErr(ctx, req.key, err)
+// client checks another worker's bytes against. Blocks this worker owns
+// are read through its cache as a read would; others are read from the
+// store without caching them (Cache.Peek), at most UnownedDigestRate per
+// second for each client, so no client can fill a cache it does not own.
+func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) error {
+	info, aerr := s.stat(ctx, req)
+	if aerr != nil {
+		return aerr
 	}
+	size := info.Size
 	if req.offset > size || (req.offset == size && size > 0) {
 		return errorf(http.StatusRequestedRangeNotSatisfiable, datav1.CodeRangeNotSatisfiable,
 			"offset %d is not before the end of object %q (%d bytes)", req.offset, req.key, size)
 	}
 	end := min(req.offset+req.length, size)
 	h := sha256.New()
+	var ret error
 	if end > req.offset {
-		blocks, aerr := s.openBlocks(ctx, req.key, req.offset, end, size)
+		first, last := req.offset/s.blockSize, (end-1)/s.blockSize
+		unowned := map[int64]bool{}
+		for i := first; i <= last; i++ {
+			if owned, _ := s.cfg.Ownership.Owns(req.key, i); !owned {
+				unowned[i] = true
+			}
+		}
+		if len(unowned) > 0 {
+			if !s.allow(r, len(unowned)) {
+				w.Header().Set("Retry-After", "1")
+				return errorf(http.StatusTooManyRequests, datav1.CodeRateLimited,
+					"digests of blocks this worker does not own are limited to %g per second for each client: ask an owner", s.cfg.UnownedDigestRate)
+			}
+			ret = uncachedDigest{}
+		}
+		blocks, aerr := s.openBlocks(ctx, req.key, info, req.offset, end, func(i int64) bool { return !unowned[i] })
 		defer closeBlocks(blocks)
 		if aerr != nil {
 			return aerr
@@ -303,13 +400,35 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, req *re
 			return s.mapErr(ctx, req.key, err)
 		}
 	}
-	b, _ := json.Marshal(datav1.Digest{Object: req.key, Offset: req.offset, Length: end - req.offset, ObjectSize: size, SHA256: hex.EncodeToString(h.Sum(nil))})
+	b, _ := json.Marshal(datav1.Digest{Object: req.key, Offset: req.offset, Length: end - req.offset, ObjectSize: size, SHA256: hex.EncodeToString(h.Sum(nil)), Version: info.Version})
 	hd := w.Header()
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-	return nil
+	return ret
+}
+
+// allow takes n tokens of the client's unowned-digest limiter.
+func (s *Server) allow(r *http.Request, n int) bool {
+	who, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		who = r.RemoteAddr
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		who = "cn:" + r.TLS.PeerCertificates[0].Subject.CommonName
+	}
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	l := s.limiters[who]
+	if l == nil {
+		if len(s.limiters) >= maxLimiters {
+			clear(s.limiters)
+		}
+		l = rate.NewLimiter(rate.Limit(s.cfg.UnownedDigestRate), int(max(2*s.cfg.UnownedDigestRate, 1)))
+		s.limiters[who] = l
+	}
+	return l.AllowN(time.Now(), n)
 }
 
 // parse validates the key and the parameters.
@@ -340,6 +459,19 @@ func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 		return v, true
 	}
 	req.offset, _ = param("offset", 0, 1<<62)
+	fresh, _ := param("fresh", 0, 1)
+	req.fresh = fresh == 1
+	if vals, ok := q["version"]; ok && aerr == nil {
+		switch {
+		case len(vals) != 1:
+			aerr = errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "parameter version is given %d times: give it once", len(vals))
+		case len(vals[0]) == 0 || len(vals[0]) > datav1.MaxVersionBytes:
+			aerr = errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "parameter version is %d bytes: must be 1 to %d", len(vals[0]), datav1.MaxVersionBytes)
+		}
+		if aerr == nil {
+			req.version = vals[0]
+		}
+	}
 	length, haveLength := param("length", 1, s.maxLength)
 	replicas, haveReplicas := param("replicas", 1, datav1.MaxReplicas)
 	if aerr != nil {
@@ -366,6 +498,9 @@ func (s *Server) mapErr(ctx context.Context, key string, err error) *apiError {
 	switch {
 	case ctx.Err() != nil:
 		return errorf(499, datav1.CodeCanceled, "client left: %v", err)
+	case errors.Is(err, blob.ErrVersionChanged):
+		return &apiError{status: http.StatusPreconditionFailed, code: datav1.CodeVersionChanged,
+			msg: fmt.Sprintf("object %q changed in the store during the request: read it again", key)}
 	case errors.Is(err, blob.ErrNotFound):
 		return errorf(http.StatusNotFound, datav1.CodeNotFound, "object %q not found", key)
 	case errors.Is(err, blob.ErrInvalidKey):

@@ -1,0 +1,355 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// Defaults and limits of the s3:// backend's URL parameters.
+const (
+	// DefaultS3MaxAttempts is how many times one S3 request is tried
+	// (the first attempt and retries with jittered exponential backoff)
+	// when the URL has no max_attempts.
+	DefaultS3MaxAttempts = 5
+	// MaxS3MaxAttempts bounds max_attempts.
+	MaxS3MaxAttempts = 20
+	// DefaultS3RequestTimeout bounds one S3 request, body included, when
+	// the URL has no request_timeout.
+	DefaultS3RequestTimeout = 60 * time.Second
+	// s3MaxBackoff caps the backoff between two attempts.
+	s3MaxBackoff = 5 * time.Second
+)
+
+// s3Params are the URL parameters the s3:// backend accepts. region,
+// endpoint, use_path_style and profile are named as gocloud.dev's s3blob
+// names them.
+var s3Params = []string{"region", "endpoint", "use_path_style", "profile", "ca_file", "request_timeout", "max_attempts"}
+
+// S3 is the s3:// backend: object k is key <prefix>k in the bucket, read
+// with ranged GetObject requests through aws-sdk-go-v2. Credentials come
+// from the SDK's default chain (environment, shared config and profiles,
+// web identity / IRSA, container and instance roles); they are never in
+// the URL, and no error, log line or String of this type carries them.
+// Safe for concurrent use.
+type S3 struct {
+	bucket string
+	prefix string // "" or ending in "/"
+	desc   string // s3://bucket/prefix, for errors and logs
+	client *s3.Client
+}
+
+// NewS3 returns the store of the objects below rawURL,
+// s3://bucket[/prefix][?region=R&endpoint=URL&use_path_style=true&profile=P&ca_file=PATH&request_timeout=D&max_attempts=N].
+// It reads the SDK's shared configuration files but makes no request.
+func NewS3(rawURL string, opts Options) (*S3, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", ErrInvalidURL)
+	}
+	// Errors name the URL without its query (a parameter could carry a
+	// password) and the parameter at fault.
+	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: blob-store %q: %s", ErrInvalidURL, shown.String(), fmt.Sprintf(format, args...))
+	}
+	switch {
+	case u.Scheme != "s3":
+		return nil, bad("scheme %q is not s3", u.Scheme)
+	case u.User != nil:
+		return nil, bad("must not carry credentials (user info): S3 credentials come from the environment, the shared config files or the web identity token")
+	case u.Host == "":
+		return nil, bad("no bucket: write s3://bucket/prefix")
+	case u.Fragment != "":
+		return nil, bad("must not have a fragment")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, bad("query does not parse")
+	}
+	for k, v := range q {
+		if !slices.Contains(s3Params, k) {
+			return nil, bad("unknown parameter %q: the parameters are %s", k, strings.Join(s3Params, ", "))
+		}
+		if len(v) != 1 {
+			return nil, bad("parameter %s is given %d times: give it once", k, len(v))
+		}
+	}
+	prefix := strings.TrimPrefix(u.Path, "/")
+	if prefix != "" {
+		prefix = strings.TrimSuffix(prefix, "/")
+		if err := ValidateKey(prefix); err != nil {
+			return nil, bad("prefix: %v", err)
+		}
+		prefix += "/"
+	}
+	pathStyle := false
+	if v := q.Get("use_path_style"); v != "" {
+		if pathStyle, err = strconv.ParseBool(v); err != nil {
+			return nil, bad("use_path_style=%q: must be true or false", v)
+		}
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint != "" {
+		eu, err := url.Parse(endpoint)
+		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
+			return nil, bad("endpoint=%q: must be an http:// or https:// URL without credentials or query", redactParam(endpoint))
+		}
+	}
+	timeout := DefaultS3RequestTimeout
+	if v := q.Get("request_timeout"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout < 100*time.Millisecond || timeout > time.Hour {
+			return nil, bad("request_timeout=%q: must be a duration from 100ms to 1h", v)
+		}
+	}
+	attempts := DefaultS3MaxAttempts
+	if v := q.Get("max_attempts"); v != "" {
+		if attempts, err = strconv.Atoi(v); err != nil || attempts < 1 || attempts > MaxS3MaxAttempts {
+			return nil, bad("max_attempts=%q: must be an integer from 1 to %d", v, MaxS3MaxAttempts)
+		}
+	}
+	var caPEM []byte
+	if ca := q.Get("ca_file"); ca != "" {
+		if caPEM, err = os.ReadFile(ca); err != nil {
+			return nil, bad("ca_file=%q: %v", ca, errors.Unwrap(err))
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(caPEM) {
+			return nil, bad("ca_file=%q: holds no PEM certificate", ca)
+		}
+	}
+	var hc awsconfig.HTTPClient = opts.HTTPClient
+	if opts.HTTPClient == nil {
+		// The SDK's buildable client, so that a CA bundle (ca_file, or
+		// AWS_CA_BUNDLE in the environment) can be added to it.
+		hc = awshttp.NewBuildableClient().WithTimeout(timeout).WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConnsPerHost = 32
+		})
+	}
+	loadOpts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithHTTPClient(hc),
+		awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = attempts
+				o.MaxBackoff = s3MaxBackoff
+				// Every request gets its attempts: a retry budget
+				// shared by the process would fail reads at once after
+				// an outage instead of backing off.
+				o.RateLimiter = ratelimit.None
+			})
+		}),
+	}
+	if r := q.Get("region"); r != "" {
+		loadOpts = append(loadOpts, awsconfig.WithRegion(r))
+	}
+	if caPEM != nil {
+		loadOpts = append(loadOpts, awsconfig.WithCustomCABundle(bytes.NewReader(caPEM)))
+	}
+	if p := q.Get("profile"); p != "" {
+		loadOpts = append(loadOpts, awsconfig.WithSharedConfigProfile(p))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(context.Background(), loadOpts...)
+	if err != nil {
+		// The SDK's text names files and profiles, never secrets.
+		return nil, bad("load the AWS configuration: %v", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // S3-compatible stores ignore it; AWS redirects
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.UsePathStyle = pathStyle
+		// Checksums of uploads and of whole-object downloads are the
+		// reader's business (client.ObjectReader checks them against
+		// Stat's); range reads carry none.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	desc := "s3://" + u.Host + "/" + prefix
+	return &S3{bucket: u.Host, prefix: prefix, desc: desc, client: client}, nil
+}
+
+// redactParam hides a password in a URL given as a parameter.
+func redactParam(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable)"
+}
+
+// String describes the store for logs: s3://bucket/prefix.
+func (s *S3) String() string { return s.desc }
+
+// Size returns the object's length.
+func (s *S3) Size(ctx context.Context, object string) (int64, error) {
+	info, err := s.Stat(ctx, object)
+	return info.Size, err
+}
+
+// Stat asks HeadObject with checksum mode on. The version is the version
+// ID on a versioned bucket, otherwise the ETag. The checksum is the
+// object's full-object checksum (SHA-256, CRC-64/NVME or CRC-32C, in that
+// order of preference) when S3 keeps one, otherwise the ETag when it has
+// the form of an MD5 (a single-part upload without SSE-KMS); a composite
+// checksum of a multipart upload is no checksum of the object.
+func (s *S3) Stat(ctx context.Context, object string) (Info, error) {
+	if err := ValidateKey(object); err != nil {
+		return Info{}, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + object), ChecksumMode: types.ChecksumModeEnabled,
+	})
+	if err != nil {
+		return Info{}, s.mapErr(ctx, "HEAD", object, err)
+	}
+	info := Info{Size: aws.ToInt64(out.ContentLength)}
+	etag := aws.ToString(out.ETag)
+	switch vid := aws.ToString(out.VersionId); {
+	case vid != "" && vid != "null":
+		info.Version = normVersion("vid:" + vid)
+	case etag != "":
+		info.Version = normVersion("etag:" + etag)
+	}
+	if out.ChecksumType != types.ChecksumTypeComposite {
+		for _, c := range []struct {
+			alg string
+			v   *string
+		}{{SHA256, out.ChecksumSHA256}, {CRC64NVME, out.ChecksumCRC64NVME}, {CRC32C, out.ChecksumCRC32C}} {
+			if b, err := base64.StdEncoding.DecodeString(aws.ToString(c.v)); err == nil && len(b) == checksumLen[c.alg] {
+				info.Checksum = Checksum{Algorithm: c.alg, Value: b}
+				break
+			}
+		}
+	}
+	if info.Checksum.IsZero() {
+		if b, err := hex.DecodeString(strings.Trim(etag, `"`)); err == nil && len(b) == checksumLen[MD5] {
+			info.Checksum = Checksum{Algorithm: MD5, Value: b}
+		}
+	}
+	return info, nil
+}
+
+// ReadRange streams [off, off+length) of the object's current version.
+func (s *S3) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
+	return s.ReadVersion(ctx, object, "", off, length)
+}
+
+// ReadVersion streams [off, off+length) with one ranged GetObject, of the
+// version ID, or If-Match the ETag, that version names: S3 answers 412
+// (ErrVersionChanged) rather than bytes of another content.
+func (s *S3) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
+	if err := ValidateKey(object); err != nil {
+		return nil, err
+	}
+	if err := checkRange(object, off, length); err != nil {
+		return nil, err
+	}
+	if length == 0 {
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	in := &s3.GetObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + object),
+		Range: aws.String("bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+length-1, 10)),
+	}
+	if vid, ok := strings.CutPrefix(version, "vid:"); ok {
+		in.VersionId = aws.String(vid)
+	} else if et, ok := strings.CutPrefix(version, "etag:"); ok {
+		in.IfMatch = aws.String(et)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		if statusOf(err) == http.StatusRequestedRangeNotSatisfiable {
+			return io.NopCloser(strings.NewReader("")), nil // at or past the end
+		}
+		return nil, s.mapErr(ctx, "GET", object, err)
+	}
+	return &s3Body{ctx: ctx, body: out.Body, r: io.LimitReader(out.Body, length), object: object, store: s}, nil
+}
+
+// s3Body maps read errors to ErrBackend or the caller's ctx error.
+type s3Body struct {
+	ctx    context.Context
+	body   io.ReadCloser
+	r      io.Reader
+	object string
+	store  *S3
+}
+
+func (b *s3Body) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		if cerr := ctxErr(b.ctx, err); cerr != nil {
+			return n, fmt.Errorf("read object %q: %w", b.object, cerr)
+		}
+		return n, fmt.Errorf("%w: read object %q at %s: %w", ErrBackend, b.object, b.store, err)
+	}
+	return n, err
+}
+
+func (b *s3Body) Close() error { return b.body.Close() }
+
+// statusOf returns the HTTP status of an S3 answer error, or 0.
+func statusOf(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// mapErr maps an SDK error onto the sentinels. An answer error keeps only
+// the status and the S3 error code: an S3 message can quote the request
+// (SignatureDoesNotMatch echoes the string to sign and the access key
+// ID), so it never reaches a log or a client.
+func (s *S3) mapErr(ctx context.Context, op, object string, err error) error {
+	if cerr := ctxErr(ctx, err); cerr != nil {
+		return fmt.Errorf("%s object %q at %s: %w", op, object, s, cerr)
+	}
+	status := statusOf(err)
+	code := ""
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	switch {
+	case status == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
+		return fmt.Errorf("%w: object %q at %s", ErrNotFound, object, s)
+	case status == http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: object %q at %s changed since it was stat'ed", ErrVersionChanged, object, s)
+	case status != 0:
+		what := code
+		if what == "" {
+			what = http.StatusText(status)
+		}
+		hint := ""
+		if status == http.StatusForbidden || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" {
+			hint = ": check the worker's S3 credentials and its permission to read the bucket"
+		}
+		return fmt.Errorf("%w: %s object %q at %s: HTTP %d %s%s", ErrBackend, op, object, s, status, what, hint)
+	}
+	// No answer: connection failures, timeouts, credential lookups. The
+	// SDK's text names endpoints and causes, not secrets.
+	return fmt.Errorf("%w: %s object %q at %s: %w", ErrBackend, op, object, s, err)
+}
