@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/talonhq/talon/internal/netlimit"
 )
 
 // adminMetrics are the admin listener's request metrics. Labels: operation
@@ -13,6 +15,8 @@ import (
 type adminMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// refused counts connections closed at accept by a netlimit reason.
+	refused *prometheus.CounterVec
 }
 
 func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
@@ -26,6 +30,10 @@ func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
 			Help:    "Time to answer a request to the administration listener, by route (operation).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"operation"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_admin_connections_refused_total",
+			Help: "Admin connections closed at accept, by limit: connections (MaxConnections), connections_per_address (half of it from one address), pending (a quarter of it without a first request yet), pending_per_address (32 such from one address).",
+		}, []string{"limit"}),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -33,6 +41,12 @@ func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
 	}
 	if m.duration, err = register(reg, m.duration); err != nil {
 		return nil, err
+	}
+	if m.refused, err = register(reg, m.refused); err != nil {
+		return nil, err
+	}
+	for _, r := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress} {
+		m.refused.WithLabelValues(r)
 	}
 	return m, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/worker"
 )
@@ -61,8 +62,11 @@ type UsageSource interface {
 // Server limits and defaults.
 const (
 	DefaultShutdownTimeout = 5 * time.Second
-	readHeaderTimeout      = 5 * time.Second
-	readTimeout            = 15 * time.Second
+	// DefaultMaxConnections is the admin listener's budget: probes,
+	// scrapes, talonctl and browsers need tens.
+	DefaultMaxConnections = 1024
+	readHeaderTimeout     = 5 * time.Second
+	readTimeout           = 15 * time.Second
 	// writeTimeout leaves room for a View that waits out the store's
 	// request timeout and for a large /metrics or node page.
 	writeTimeout   = 60 * time.Second
@@ -105,6 +109,10 @@ type Options struct {
 	Process *metrics.Process
 	Logger  *slog.Logger
 	Clock   func() time.Time
+	// MaxConnections bounds the admin listener's connections (its
+	// descriptor budget, see netlimit.Defaults); default
+	// DefaultMaxConnections.
+	MaxConnections int
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after ctx ends; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -142,6 +150,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
 	}
 	s := &Server{
 		opts:    opts,
@@ -201,6 +212,11 @@ func (s *Server) AuthRequired() bool { return s.auth.enabled() }
 // after that component's Run returned, so /readyz reports the drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	proc := s.opts.Process
+	// The admin listener has its own descriptor budget: a flood of idle
+	// or slow connections here cannot take the control or data ports'
+	// descriptors, and one address or connections that never sent a
+	// request cannot take all of this one's.
+	ln = netlimit.Wrap(ln, netlimit.Defaults(s.opts.MaxConnections), func(reason string) { s.m.refused.WithLabelValues(reason).Inc() })
 	srv := &http.Server{
 		Handler:           s.handler,
 		TLSConfig:         s.tls,
@@ -211,8 +227,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		// TLS handshake failures and the like from scanners: debug only.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ConnState: func(_ net.Conn, st http.ConnState) {
+		ConnState: func(c net.Conn, st http.ConnState) {
 			switch st {
+			case http.StateActive:
+				netlimit.Promote(c) // it sent a request (after its TLS handshake)
 			case http.StateNew:
 				proc.ConnOpened("admin")
 			case http.StateClosed, http.StateHijacked:

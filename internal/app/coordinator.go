@@ -54,13 +54,14 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		return nil, err
 	}
 	adminAddr := adminAdvertise(cfg.AdminAdvertise, adminLn, log)
+	fds := descriptorBudgets(cfg.Limits.MaxConnections, log)
 	p.coord, err = coordinator.New(coordinator.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		Store: store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
 		Limits: coordinator.Limits{
-			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
+			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
 			MaxInflightWrites: cfg.Limits.MaxInflightWrites,
 		},
@@ -71,7 +72,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		p.close()
 		return nil, err
 	}
-	err = p.newAdmin(cfg, admin.Options{Coordinator: p.coord, UI: ui, Gatherer: reg, Registerer: reg, Process: proc, Logger: log})
+	err = p.newAdmin(cfg, admin.Options{Coordinator: p.coord, UI: ui, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, MaxConnections: fds.Admin})
 	if err != nil {
 		ln.Close()
 		p.close()

@@ -83,6 +83,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	}
 	p.adminLn = adminLn
 	adminAddr := adminAdvertise(cfg.AdminAdvertise, adminLn, log)
+	fds := descriptorBudgets(cfg.Limits.MaxConnections, log)
 	p.worker, err = worker.New(worker.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
@@ -91,7 +92,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		DataListener: ln, DataHandler: ds, Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
 		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: ptls.server(),
 		DataLimits: worker.DataLimits{
-			MaxConnections: cfg.Limits.MaxConnections, IdleTimeout: cfg.Limits.IdleTimeout,
+			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
 		},
 	})
@@ -101,7 +102,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		return nil, err
 	}
 	gate.set(p.worker)
-	err = p.newAdmin(cfg, admin.Options{Worker: p.worker, WorkerUsage: p.Stats, Gatherer: reg, Registerer: reg, Process: proc, Logger: log})
+	err = p.newAdmin(cfg, admin.Options{Worker: p.worker, WorkerUsage: p.Stats, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, MaxConnections: fds.Admin})
 	if err != nil {
 		ln.Close()
 		p.close()

@@ -17,6 +17,7 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/membership"
 	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -83,7 +84,11 @@ type Options struct {
 // talon_coordinator_limit_refusals_total by limit.
 type Limits struct {
 	// MaxConnections caps concurrent control connections; more are closed
-	// at accept. Default DefaultMaxConnections.
+	// at accept. Default DefaultMaxConnections. Of them, half may come from
+	// one source address, a quarter may be still in the TLS handshake, and
+	// 32 of those from one address (netlimit.Defaults): connections without
+	// credentials cannot take the slots of peers that authenticated. A
+	// handshake must finish within min(FrameTimeout, MaxHandshakeTime).
 	MaxConnections int
 	// IdleTimeout closes a connection that sends nothing for this long
 	// (subscribers ping well within it). Default DefaultIdleTimeout.
@@ -118,6 +123,10 @@ const (
 	// heartbeats of a large cluster.
 	DefaultMaxInflightWrites = 512
 	DefaultAdmissionWait     = 100 * time.Millisecond
+	// MaxHandshakeTime bounds a TLS handshake on the control listener: a
+	// healthy peer needs milliseconds, even on a loaded machine well under
+	// a second.
+	MaxHandshakeTime = 3 * time.Second
 )
 
 func (l Limits) withDefaults() Limits {
@@ -171,13 +180,14 @@ type Coordinator struct {
 	readyLog    readinessLog
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	self        *membership.Loop
-	bg          sync.WaitGroup // background goroutines: batched reads, loops
-	connWG      sync.WaitGroup // connection goroutines
-	inflight    sync.WaitGroup // requests being served
-	kick        chan struct{}  // asks the refresh loop for a new view now
-	selfKick    chan struct{}  // asks the own-record loop to write now
-	proposals   chan proposal  // transitions for the proposer
-	writeSlots  chan struct{}  // one token per store write in flight (Limits.MaxInflightWrites)
+	bg          sync.WaitGroup     // background goroutines: batched reads, loops
+	connWG      sync.WaitGroup     // connection goroutines
+	inflight    sync.WaitGroup     // requests being served
+	kick        chan struct{}      // asks the refresh loop for a new view now
+	selfKick    chan struct{}      // asks the own-record loop to write now
+	proposals   chan proposal      // transitions for the proposer
+	writeSlots  chan struct{}      // one token per store write in flight (Limits.MaxInflightWrites)
+	ln          *netlimit.Listener // the control listener within Limits.MaxConnections
 
 	lookups       atomic.Uint64
 	lookupErrors  atomic.Uint64
@@ -220,6 +230,7 @@ func New(opts Options) (*Coordinator, error) {
 	if advertise == "" {
 		advertise = opts.Listener.Addr().String()
 	}
+
 	c := &Coordinator{
 		opts:        opts,
 		log:         opts.Logger.With("component", "coordinator"),
@@ -241,6 +252,12 @@ func New(opts Options) (*Coordinator, error) {
 		conns:       map[*conn]struct{}{},
 	}
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
+	lim := netlimit.Defaults(c.opts.Limits.MaxConnections)
+	if opts.TLS == nil {
+		// No credentials to wait for: nothing is ever pending.
+		lim.MaxPending, lim.MaxPendingPerAddress = 0, 0
+	}
+	c.ln = netlimit.Wrap(opts.Listener, lim, func(reason string) { m.limitRefusals.WithLabelValues(reason).Inc() })
 	if c.self, err = c.newSelfLoop(); err != nil {
 		return nil, err
 	}
@@ -272,7 +289,7 @@ func (o *Options) validate() error {
 
 // Close releases a coordinator that will not be run: it closes the
 // listener. Run closes it itself; do not call Close after Run.
-func (c *Coordinator) Close() error { return c.opts.Listener.Close() }
+func (c *Coordinator) Close() error { return c.ln.Close() }
 
 // Addr returns the control listener's address.
 func (c *Coordinator) Addr() net.Addr { return c.opts.Listener.Addr() }
@@ -328,7 +345,7 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
-	_ = c.opts.Listener.Close()
+	_ = c.ln.Close()
 	done := make(chan struct{})
 	go func() { c.inflight.Wait(); close(done) }()
 	select {

@@ -40,15 +40,21 @@ func (c *Coordinator) openConns() int {
 func TestConnectionCap(t *testing.T) {
 	f := startLimited(t, memory.New(memory.Options{}), 0, Limits{MaxConnections: 5})
 	var held []*protocol.Conn
-	for range 5 {
-		cn := dial(t, f.addr)
+	// Half the cap (2) from one address: five from three addresses.
+	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3", "127.0.0.4"} {
+		nc, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cn := protocol.NewConn(nc, protocol.ConnOptions{})
+		t.Cleanup(func() { cn.Close() })
 		if _, err := cn.Call(context.Background(), &protocol.Ping{}); err != nil {
 			t.Fatalf("a connection within the cap: %v", err)
 		}
 		held = append(held, cn)
 	}
 	for i := range 20 {
-		nc, err := net.Dial("tcp", f.addr)
+		nc, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}).Dial("tcp", f.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,5 +253,35 @@ func TestHeartbeatAgeHistogram(t *testing.T) {
 	h := m.GetHistogram()
 	if h.GetSampleCount() != 1 || h.GetSampleSum() < 0.1 || h.GetSampleSum() > 10 {
 		t.Fatalf("heartbeat age histogram: %d samples, sum %gs; want one of about 0.15s", h.GetSampleCount(), h.GetSampleSum())
+	}
+}
+
+// TestPerAddressCap: one source address gets half of max-connections;
+// another address is still served.
+func TestPerAddressCap(t *testing.T) {
+	f := startLimited(t, memory.New(memory.Options{}), 0, Limits{MaxConnections: 8})
+	from := func(src string) (*protocol.Conn, error) {
+		nc, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cn := protocol.NewConn(nc, protocol.ConnOptions{})
+		t.Cleanup(func() { cn.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = cn.Call(ctx, &protocol.Ping{})
+		return cn, err
+	}
+	for i := range 6 {
+		_, err := from("127.0.0.2")
+		if (err == nil) != (i < 4) {
+			t.Fatalf("connection %d from one address: %v", i, err)
+		}
+	}
+	if _, err := from("127.0.0.3"); err != nil {
+		t.Fatalf("another address after one address's flood: %v", err)
+	}
+	if n := refusals(f, "connections_per_address"); n != 2 {
+		t.Fatalf("per-address refusals %v, want 2", n)
 	}
 }

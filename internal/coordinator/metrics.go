@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/talonhq/talon/internal/netlimit"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,7 +83,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_limit_refusals_total",
-			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes).",
+			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), connections_per_address (half of it from one source address), pending (a quarter of it not yet through the TLS handshake), pending_per_address (32 such from one address), handshake_timeout, idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes).",
 		}, []string{"limit"}),
 		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_auth_refusals_total",
@@ -116,7 +117,8 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 	for _, r := range []string{"handshake", "permission_denied"} {
 		m.authRefusals.WithLabelValues(r)
 	}
-	for _, l := range []string{"connections", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes"} {
+	for _, l := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress,
+		"handshake_timeout", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes"} {
 		m.limitRefusals.WithLabelValues(l)
 	}
 	// The store errors an outage brings exist from the start, so the first

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 )
@@ -107,7 +108,7 @@ func (cn *conn) pusher(done <-chan struct{}) {
 
 func (c *Coordinator) acceptLoop() {
 	for {
-		nc, err := c.opts.Listener.Accept()
+		nc, err := c.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -123,12 +124,6 @@ func (c *Coordinator) acceptLoop() {
 		c.mu.Lock()
 		if c.closing {
 			c.mu.Unlock()
-			_ = nc.Close()
-			continue
-		}
-		if len(c.conns) >= c.opts.Limits.MaxConnections {
-			c.mu.Unlock()
-			c.m.limitRefusals.WithLabelValues("connections").Inc()
 			_ = nc.Close()
 			continue
 		}
@@ -159,6 +154,7 @@ func (c *Coordinator) serveConn(cn *conn) {
 	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
 		return
 	}
+	netlimit.Promote(cn.nc) // authenticated (or a plain listener): no longer pending
 	cn.serving.Store(true)
 	br := bufio.NewReaderSize(cn.nc, 4096)
 	dec := protocol.NewDecoder(br)
@@ -249,12 +245,17 @@ func (c *Coordinator) frameError(cn *conn, f protocol.Frame, err error) {
 	}
 }
 
-// handshake completes a TLS handshake within FrameTimeout and records the
+// handshake completes a TLS handshake within min(FrameTimeout,
+// MaxHandshakeTime) and records the
 // peer's identity (the listener's configuration verified the chain).
 func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Limits.FrameTimeout)
+	limit := min(c.opts.Limits.FrameTimeout, MaxHandshakeTime)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	err := tc.HandshakeContext(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		c.m.limitRefusals.WithLabelValues("handshake_timeout").Inc()
+	}
 	var id pki.Identity
 	if err == nil {
 		cs := tc.ConnectionState()

@@ -7,16 +7,18 @@
 // two classes: pending (accepted, the peer not yet authenticated) and
 // established (Promote was called, after a TLS handshake that verified the
 // peer, or the first request on a listener without client
-// authentication). At accept it closes, and counts through OnRefuse, a
-// connection that would pass any of:
+// authentication). At accept:
 //
-//   - Limits.Max connections in all (the descriptor budget of the
-//     listener);
-//   - Limits.MaxPerAddress from one source IP address;
-//   - Limits.MaxPending pending connections in all: the rest of Max is
-//     reserved for established ones, so a flood of handshakes from many
-//     addresses still leaves room for authenticated peers;
-//   - Limits.MaxPendingPerAddress pending connections from one address.
+//   - a connection from an address that holds Limits.MaxPerAddress, or
+//     Limits.MaxPendingPerAddress pending, is closed and counted through
+//     OnRefuse;
+//   - when Limits.MaxPending are pending, or Limits.Max are open, the
+//     oldest pending connection of the address with the most pending is
+//     closed (counted as "pending") to make room. A peer that completes
+//     its handshake in milliseconds is never the one waiting longest at
+//     the heaviest address, so floods of connections that never
+//     authenticate cannot keep fresh authenticated peers out; when every
+//     connection is established, a new one past Max is refused.
 //
 // The server bounds how long a connection may stay pending (its handshake
 // deadline); this package only counts. A Listener is safe for concurrent
@@ -25,6 +27,7 @@
 package netlimit
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -60,35 +63,51 @@ type Listener struct {
 	// onRefuse, when set, is called with the reason of every refusal.
 	onRefuse func(reason string)
 
-	mu        sync.Mutex // guards the fields below
-	open      int
-	pending   int
-	byAddr    map[netip.Addr]int
-	pendingBy map[netip.Addr]int
+	mu      sync.Mutex // guards the fields below and every Conn's state
+	open    int
+	pending int
+	byAddr  map[netip.Addr]int
+	// pendingBy holds each address's pending connections, oldest first.
+	pendingBy map[netip.Addr][]*Conn
+	seq       uint64 // connections admitted
 }
 
 // Wrap returns ln limited by lim; onRefuse (optional) hears every refusal.
 func Wrap(ln net.Listener, lim Limits, onRefuse func(reason string)) *Listener {
-	return &Listener{Listener: ln, lim: lim, onRefuse: onRefuse, byAddr: map[netip.Addr]int{}, pendingBy: map[netip.Addr]int{}}
+	return &Listener{Listener: ln, lim: lim, onRefuse: onRefuse, byAddr: map[netip.Addr]int{}, pendingBy: map[netip.Addr][]*Conn{}}
 }
 
 // Accept returns the next connection within the limits, closing and
-// counting the ones past them.
+// counting the ones past them. When the pending budget (or the whole
+// budget) is full, the oldest pending connection of the address that has
+// the most pending is closed to make room: a peer that completes its
+// handshake in milliseconds is never the one waiting longest at the
+// heaviest address, so floods from a few addresses cannot starve it, and
+// a flood from many addresses costs each of them its oldest connection.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		addr := sourceOf(c)
-		if reason := l.admit(addr); reason != "" {
+		lc := &Conn{Conn: c, l: l, addr: sourceOf(c)}
+		reason, evicted := l.admit(lc)
+		if evicted != nil {
+			_ = evicted.Conn.Close()
+			l.refused(ReasonMaxPending)
+		}
+		if reason != "" {
 			_ = c.Close()
-			if l.onRefuse != nil {
-				l.onRefuse(reason)
-			}
+			l.refused(reason)
 			continue
 		}
-		return &Conn{Conn: c, l: l, addr: addr}, nil
+		return lc, nil
+	}
+}
+
+func (l *Listener) refused(reason string) {
+	if l.onRefuse != nil {
+		l.onRefuse(reason)
 	}
 }
 
@@ -101,25 +120,64 @@ func sourceOf(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// admit counts a new pending connection from addr, or returns why not.
-func (l *Listener) admit(addr netip.Addr) string {
+// admit counts c as pending, or returns why not; evicted is a pending
+// connection it took the place of (already uncounted; the caller closes
+// it).
+func (l *Listener) admit(c *Conn) (reason string, evicted *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.lim.Max > 0 && l.open >= l.lim.Max:
-		return ReasonMax
-	case l.lim.MaxPerAddress > 0 && l.byAddr[addr] >= l.lim.MaxPerAddress:
-		return ReasonMaxPerAddress
-	case l.lim.MaxPending > 0 && l.pending >= l.lim.MaxPending:
-		return ReasonMaxPending
-	case l.lim.MaxPendingPerAddress > 0 && l.pendingBy[addr] >= l.lim.MaxPendingPerAddress:
-		return ReasonMaxPendingPerAddress
+	case l.lim.MaxPerAddress > 0 && l.byAddr[c.addr] >= l.lim.MaxPerAddress:
+		return ReasonMaxPerAddress, nil
+	case l.lim.MaxPendingPerAddress > 0 && len(l.pendingBy[c.addr]) >= l.lim.MaxPendingPerAddress:
+		return ReasonMaxPendingPerAddress, nil
 	}
+	full := l.lim.Max > 0 && l.open >= l.lim.Max
+	if full || (l.lim.MaxPending > 0 && l.pending >= l.lim.MaxPending) {
+		if evicted = l.victimLocked(); evicted == nil {
+			return ReasonMax, nil // every connection authenticated: refuse
+		}
+		l.forgetLocked(evicted)
+	}
+	l.seq++
+	c.seq = l.seq
 	l.open++
 	l.pending++
-	l.byAddr[addr]++
-	l.pendingBy[addr]++
-	return ""
+	l.byAddr[c.addr]++
+	l.pendingBy[c.addr] = append(l.pendingBy[c.addr], c)
+	return "", evicted
+}
+
+// victimLocked returns the oldest pending connection of the address with
+// the most pending, or nil when none is pending.
+func (l *Listener) victimLocked() *Conn {
+	var worst []*Conn
+	for _, q := range l.pendingBy {
+		if len(q) > len(worst) || (len(q) == len(worst) && len(q) > 0 && q[0].seq < worst[0].seq) {
+			worst = q
+		}
+	}
+	if len(worst) == 0 {
+		return nil
+	}
+	return worst[0]
+}
+
+// forgetLocked uncounts c, pending or not, and marks it closed.
+func (l *Listener) forgetLocked(c *Conn) {
+	switch c.state {
+	case stateClosed:
+		return
+	case statePending:
+		l.forgetPendingLocked(c)
+	}
+	l.open--
+	if l.byAddr[c.addr] <= 1 {
+		delete(l.byAddr, c.addr)
+	} else {
+		l.byAddr[c.addr]--
+	}
+	c.state = stateClosed
 }
 
 // Counts are a listener's connections now.
@@ -132,56 +190,69 @@ func (l *Listener) Counts() Counts {
 	return Counts{Open: l.open, Pending: l.pending}
 }
 
+// Connection states, guarded by the Listener's mu.
+const (
+	statePending = iota
+	statePromoted
+	stateClosed
+)
+
 // Conn is a connection a Listener counts until it is closed.
 type Conn struct {
 	net.Conn
 	l    *Listener
 	addr netip.Addr
-
-	mu       sync.Mutex // guards the fields below
-	promoted bool
-	closed   bool
+	seq  uint64 // accept order, for the choice of a victim
+	// state is statePending, statePromoted or stateClosed; guarded by l.mu.
+	state int
 }
 
 // Promote moves c from pending to established: its peer authenticated.
 func (c *Conn) Promote() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.promoted || c.closed {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.state != statePending {
 		return
 	}
-	c.promoted = true
-	c.l.mu.Lock()
-	c.l.pending--
-	decr(c.l.pendingBy, c.addr)
-	c.l.mu.Unlock()
+	c.l.forgetPendingLocked(c)
+	c.state = statePromoted
+}
+
+func (l *Listener) forgetPendingLocked(c *Conn) {
+	l.pending--
+	q := l.pendingBy[c.addr]
+	for i, x := range q {
+		if x == c {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(l.pendingBy, c.addr)
+	} else {
+		l.pendingBy[c.addr] = q
+	}
 }
 
 // Close closes the connection and gives its slot back.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		c.l.mu.Lock()
-		c.l.open--
-		decr(c.l.byAddr, c.addr)
-		if !c.promoted {
-			c.l.pending--
-			decr(c.l.pendingBy, c.addr)
-		}
-		c.l.mu.Unlock()
-	}
-	c.mu.Unlock()
+	c.l.mu.Lock()
+	c.l.forgetLocked(c)
+	c.l.mu.Unlock()
 	return c.Conn.Close()
 }
 
-func decr(m map[netip.Addr]int, a netip.Addr) {
-	if m[a] <= 1 {
-		delete(m, a)
-		return
+// ReadFrom passes to the connection beneath when it has one, so a
+// *net.TCPConn keeps its sendfile and splice paths.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
 	}
-	m[a]--
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
+
+// NetConn returns the connection beneath.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // Promote promotes c when it is (or wraps, as a *tls.Conn does) a
 // Listener's Conn; anything else is left alone.

@@ -23,7 +23,7 @@ type server struct {
 	wg      sync.WaitGroup
 }
 
-func serve(t *testing.T, lim Limits) *server {
+func serve(t *testing.T, lim Limits, promote bool) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,6 +38,9 @@ func serve(t *testing.T, lim Limits) *server {
 			c, err := s.l.Accept()
 			if err != nil {
 				return
+			}
+			if promote {
+				Promote(c)
 			}
 			s.mu.Lock()
 			s.conns = append(s.conns, c)
@@ -90,20 +93,21 @@ func (s *server) waitConns(t *testing.T, n int) {
 }
 
 // TestFloodLeavesRoomForOthers: one address's pending connections stop at
-// its per-address limit, many addresses' at the pending limit, and a peer
-// from another address still gets in; a promoted connection no longer
-// counts as pending, and a closed one gives its slot back.
+// its per-address limit; when the pending budget is full, a newcomer takes
+// the place of the oldest pending connection of the heaviest address; a
+// promoted connection no longer counts as pending, and a closed one gives
+// its slot back.
 func TestFloodLeavesRoomForOthers(t *testing.T) {
-	s := serve(t, Limits{Max: 20, MaxPerAddress: 10, MaxPending: 8, MaxPendingPerAddress: 4})
+	s := serve(t, Limits{Max: 20, MaxPerAddress: 10, MaxPending: 8, MaxPendingPerAddress: 4}, false)
 	addr := s.l.Addr().String()
-	kept := 0
+	var flood []net.Conn
 	for range 10 {
-		if _, ok := dialFrom(t, "127.0.0.2", addr); ok {
-			kept++
+		if c, ok := dialFrom(t, "127.0.0.2", addr); ok {
+			flood = append(flood, c)
 		}
 	}
-	if kept != 4 || s.refused[ReasonMaxPendingPerAddress] != 6 {
-		t.Fatalf("flood from one address: %d kept, refusals %v; want 4 kept and 6 pending_per_address", kept, s.refused)
+	if len(flood) != 4 || s.refused[ReasonMaxPendingPerAddress] != 6 {
+		t.Fatalf("flood from one address: %d kept, refusals %v; want 4 kept and 6 pending_per_address", len(flood), s.refused)
 	}
 	// Other addresses fill the pending budget (8) ...
 	for _, src := range []string{"127.0.0.3", "127.0.0.4"} {
@@ -113,32 +117,40 @@ func TestFloodLeavesRoomForOthers(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := dialFrom(t, "127.0.0.5", addr); ok || s.refused[ReasonMaxPending] != 1 {
-		t.Fatalf("past the pending budget: kept %v, refusals %v", ok, s.refused)
+	// ... and a newcomer still gets in, in place of the flood's oldest.
+	if _, ok := dialFrom(t, "127.0.0.5", addr); !ok || s.refused[ReasonMaxPending] != 1 {
+		t.Fatalf("past the pending budget: kept %v, refusals %v; want kept, one pending eviction", ok, s.refused)
 	}
-	// ... and a peer that authenticated frees its pending slot.
-	s.waitConns(t, 8)
+	_ = flood[0].SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := flood[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the oldest connection of the heaviest address: read %v, want EOF (evicted)", err)
+	}
+	if c := s.l.Counts(); c.Open != 8 || c.Pending != 8 {
+		t.Fatalf("after the eviction: %+v, want 8 open, 8 pending", c)
+	}
+	s.waitConns(t, 9)
 	s.mu.Lock()
-	first := s.conns[0]
+	promoted := s.conns[5] // one from 127.0.0.3
 	s.mu.Unlock()
-	Promote(first)
+	Promote(promoted)
 	if c := s.l.Counts(); c.Open != 8 || c.Pending != 7 {
 		t.Fatalf("after one promotion: %+v, want 8 open, 7 pending", c)
 	}
-	if _, ok := dialFrom(t, "127.0.0.5", addr); !ok {
-		t.Fatalf("a connection after a promotion was refused: %v", s.refused)
+	if _, ok := dialFrom(t, "127.0.0.6", addr); !ok || s.refused[ReasonMaxPending] != 1 {
+		t.Fatalf("a connection after a promotion: kept %v, refusals %v; want kept without an eviction", ok, s.refused)
 	}
-	first.Close()
-	first.Close() // twice: counted once
+	promoted.Close()
+	promoted.Close() // twice: counted once
 	if c := s.l.Counts(); c.Open != 8 || c.Pending != 8 {
 		t.Fatalf("after closing the promoted one: %+v, want 8 open, 8 pending", c)
 	}
 }
 
 // TestEstablishedPerAddressAndTotal: promoted connections count against
-// the per-address and the total limits.
+// the per-address and the total limits; with none pending, a connection
+// past the total is refused.
 func TestEstablishedPerAddressAndTotal(t *testing.T) {
-	s := serve(t, Limits{Max: 6, MaxPerAddress: 4})
+	s := serve(t, Limits{Max: 6, MaxPerAddress: 4}, true)
 	addr := s.l.Addr().String()
 	for i := range 5 {
 		_, ok := dialFrom(t, "127.0.0.2", addr)

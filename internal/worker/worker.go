@@ -21,6 +21,7 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/membership"
 	"github.com/talonhq/talon/internal/metrics"
+	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/protocol"
 )
 
@@ -155,7 +156,11 @@ func New(opts Options) (*Worker, error) {
 	}
 	w.hb = hb
 	lim := opts.DataLimits.withDefaults()
-	w.dataLn = &limitListener{Listener: opts.DataListener, max: int64(lim.MaxConnections), refused: m.refusedConn, timeout: m.timeout}
+	// Within MaxConnections, half from one address and a quarter before
+	// a first request (after the TLS handshake): connections without a
+	// credential cannot take the slots of readers that have one.
+	limited := netlimit.Wrap(opts.DataListener, netlimit.Defaults(lim.MaxConnections), func(string) { m.refusedConn() })
+	w.dataLn = &limitListener{Listener: limited, timeout: m.timeout}
 	if opts.DataTLS != nil {
 		// Outside the cap, so http.Server sees *tls.Conn: it bounds the
 		// handshake by the header timeout and fills Request.TLS.
@@ -171,8 +176,10 @@ func New(opts Options) (*Worker, error) {
 		IdleTimeout:       lim.IdleTimeout,
 		WriteTimeout:      lim.WriteTimeout,
 		MaxHeaderBytes:    16 << 10,
-		ConnState: func(_ net.Conn, s http.ConnState) {
+		ConnState: func(c net.Conn, s http.ConnState) {
 			switch s {
+			case http.StateActive:
+				netlimit.Promote(c) // a first request: no longer pending
 			case http.StateNew:
 				opts.Process.ConnOpened("data")
 			case http.StateClosed, http.StateHijacked:
@@ -492,41 +499,24 @@ func (l DataLimits) withDefaults() DataLimits {
 	return l
 }
 
-// limitListener closes connections past max at accept, so a flood of
-// connections cannot hold the worker's descriptors or memory. (netutil's
-// LimitListener would queue them instead, invisibly.)
+// limitListener reports the deadlines that end its connections' reads
+// and writes (netlimit, beneath it, counts and caps them).
 type limitListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused func()
 	timeout func(reason string)
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			_ = c.Close()
-			if l.refused != nil {
-				l.refused()
-			}
-			continue
-		}
-		return &limitedConn{Conn: c, release: func() { l.open.Add(-1) }, timeout: l.timeout}, nil
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
+	return &limitedConn{Conn: c, timeout: l.timeout}, nil
 }
 
-// limitedConn gives its slot back once, on the first Close, and reports
-// the first deadline that ends a read or a write.
+// limitedConn reports the first deadline that ends a read or a write.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
 	timeout func(reason string)
 	// readDeadline is the last read deadline set (Unix ns): net/http also
 	// sets one in the past to stop a background read, which is no timeout.
@@ -537,10 +527,9 @@ type limitedConn struct {
 // aborted is before any real deadline: net/http's "a long time ago".
 var aborted = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
-func (c *limitedConn) Close() error {
-	c.once.Do(c.release)
-	return c.Conn.Close()
-}
+// NetConn returns the connection beneath (netlimit.Promote finds its own
+// through it).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
 
 func (c *limitedConn) SetDeadline(t time.Time) error {
 	c.readDeadline.Store(t.UnixNano())

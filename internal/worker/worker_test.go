@@ -293,16 +293,17 @@ func TestDegradedSurvivesFailedHeartbeats(t *testing.T) {
 	<-done
 }
 
-// TestDataPortLimits: the data listener closes connections past its cap at
-// accept, and closes connections that send a partial request header or
-// nothing at all within the frame timeout (the old data port had no idle
-// or write timeout and no cap).
+// TestDataPortLimits: the data listener closes connections past its caps
+// at accept (here the 4 of 16 that may be pending, without a first
+// request, from one address), and closes connections that send a partial
+// request header or nothing at all within the frame timeout (the old data
+// port had no idle or write timeout and no cap).
 func TestDataPortLimits(t *testing.T) {
 	store := memory.New(memory.Options{})
 	a := runCoordinator(t, store, "coord-a")
 	reg := prometheus.NewRegistry()
 	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
-		o.DataLimits = worker.DataLimits{MaxConnections: 4, FrameTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+		o.DataLimits = worker.DataLimits{MaxConnections: 16, FrameTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
 		o.Registerer = reg
 	})
 	refused := func() float64 { return counterValue(t, reg, "talon_worker_data_connections_refused_total") }
