@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -41,12 +43,19 @@ func parseString(raw any) (any, error) {
 	return nil, errors.New("must be a string")
 }
 
+// durationSyntax is what time.ParseDuration reads.
+var durationSyntax = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // parseDuration accepts only a string with a unit: a bare YAML number is
 // ambiguous.
 func parseDuration(raw any) (any, error) {
 	str, ok := raw.(string)
-	d, err := time.ParseDuration(strings.TrimSpace(str))
+	str = strings.TrimSpace(str)
+	d, err := time.ParseDuration(str)
 	switch {
+	case ok && err != nil && durationSyntax.MatchString(str):
+		// Well formed, but past what a duration holds.
+		return nil, fmt.Errorf("too large: a duration is at most %s", time.Duration(math.MaxInt64))
 	case !ok || err != nil:
 		return nil, errors.New("must be a duration with a unit, such as 500ms, 5s or 1m")
 	case d < 0:

@@ -78,7 +78,29 @@ func (c *Config) validateAddresses() error {
 	return nil
 }
 
+// durationRanges bound every duration setting: beyond them a value is a
+// typo (9999999h) or a load no store should take (a 1 ns heartbeat
+// interval wrote 17,000 records a second), and the message says so rather
+// than a rule between two settings.
+var durationRanges = []struct {
+	name     string
+	min, max time.Duration
+	get      func(*Config) time.Duration
+}{
+	{"heartbeat-interval", 100 * time.Millisecond, 10 * time.Minute, func(c *Config) time.Duration { return c.HeartbeatInterval }},
+	{"unhealthy-after", 100 * time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.UnhealthyAfter }},
+	{"lease-ttl", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.LeaseTTL }},
+	{"request-timeout", time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.RequestTimeout }},
+	{"shutdown-timeout", time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.ShutdownTimeout }},
+	{"drain-delay", 0, 10 * time.Minute, func(c *Config) time.Duration { return c.DrainDelay }},
+}
+
 func (c *Config) validateTimeouts() error {
+	for _, r := range durationRanges {
+		if v := r.get(c); v < r.min || v > r.max {
+			return fmt.Errorf("%s %s: must be from %s to %s", r.name, v, r.min, r.max)
+		}
+	}
 	if err := c.Timing().Validate(); err != nil {
 		return err
 	}
@@ -107,8 +129,8 @@ func (c *Config) validateLimits() error {
 		name string
 		v    time.Duration
 	}{{"idle-timeout", l.IdleTimeout}, {"frame-timeout", l.FrameTimeout}} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s %s: must be positive", d.name, d.v)
+		if d.v <= 0 || d.v > 24*time.Hour {
+			return fmt.Errorf("%s %s: must be from 1ns to 24h0m0s", d.name, d.v)
 		}
 	}
 	if l.MaxConnections < 1 || l.MaxConnections > 1<<20 {
@@ -117,8 +139,8 @@ func (c *Config) validateLimits() error {
 	if l.FrameTimeout > l.IdleTimeout {
 		return fmt.Errorf("frame-timeout %s must not exceed idle-timeout %s", l.FrameTimeout, l.IdleTimeout)
 	}
-	if c.Role == cluster.RoleWorker && l.WriteTimeout <= 0 {
-		return fmt.Errorf("write-timeout %s: must be positive", l.WriteTimeout)
+	if c.Role == cluster.RoleWorker && (l.WriteTimeout <= 0 || l.WriteTimeout > 24*time.Hour) {
+		return fmt.Errorf("write-timeout %s: must be from 1ns to 24h0m0s", l.WriteTimeout)
 	}
 	if c.Role == cluster.RoleCoordinator && (l.MaxRecords < 1 || l.MaxRecords > 1_000_000) {
 		return fmt.Errorf("max-records %d: must be from 1 to 1000000", l.MaxRecords)

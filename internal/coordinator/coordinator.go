@@ -179,6 +179,7 @@ type Coordinator struct {
 	subs        *subscribers
 	readyLog    readinessLog
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
+	rates       *writeRates   // per-node write rates
 	self        *membership.Loop
 	bg          sync.WaitGroup     // background goroutines: batched reads, loops
 	connWG      sync.WaitGroup     // connection goroutines
@@ -246,6 +247,7 @@ func New(opts Options) (*Coordinator, error) {
 		subs:        newSubscribers(),
 		readyLog:    readinessLog{log: opts.Logger.With("component", "coordinator")},
 		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
+		rates:       newWriteRates(opts.Timing.HeartbeatInterval, opts.Limits.MaxRecords),
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
 		proposals:   make(chan proposal, maxQueuedProposals),

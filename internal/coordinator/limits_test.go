@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,5 +284,44 @@ func TestPerAddressCap(t *testing.T) {
 	}
 	if n := refusals(f, "connections_per_address"); n != 2 {
 		t.Fatalf("per-address refusals %v, want 2", n)
+	}
+}
+
+// TestWriteRatePerNode: one node writing far faster than its heartbeat
+// interval is refused past its burst with a retryable resource_exhausted
+// naming the wait, and counted; another node is not affected, and the
+// node is served again once its bucket refills.
+func TestWriteRatePerNode(t *testing.T) {
+	f := start(t, memory.New(memory.Options{}), 0)
+	cn := dial(t, f.addr)
+	if _, err := register(t, cn, workerRecord("w1", "i", 0)); err != nil {
+		t.Fatal(err)
+	}
+	accepted, refused := 0, 0
+	var last error
+	for seq := uint64(1); seq <= 200; seq++ {
+		_, err := heartbeat(t, cn, workerRecord("w1", "i", seq))
+		switch {
+		case err == nil:
+			accepted++
+		case protocol.IsCode(err, protocol.CodeResourceExhausted) && protocol.Retryable(err):
+			refused++
+			last = err
+		default:
+			t.Fatalf("heartbeat %d: %v", seq, err)
+		}
+	}
+	if accepted > writeBurst+20 || refused < 100 || !strings.Contains(last.Error(), "retry in") {
+		t.Fatalf("200 heartbeats at once: %d accepted, %d refused (last %v); want about the burst of %d accepted, the rest refused with a wait", accepted, refused, last, writeBurst)
+	}
+	if n := refusals(f, "write_rate"); int(n) != refused {
+		t.Fatalf("write_rate refusals counted %v, want %d", n, refused)
+	}
+	if _, err := register(t, cn, workerRecord("w2", "i", 0)); err != nil {
+		t.Fatalf("another node while w1 is limited: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // 5 tokens
+	if _, err := heartbeat(t, cn, workerRecord("w1", "i", 1000)); err != nil {
+		t.Fatalf("w1 after its bucket refilled: %v", err)
 	}
 }

@@ -33,10 +33,29 @@ func (c *Coordinator) admitted(op string, write func() protocol.Message) protoco
 }
 
 // authorizeWrite allows a Register, Heartbeat or Deregister for key only
-// from the worker whose certificate names key's node: identity binds
-// writes. Without TLS (insecure-control-plane) everything is allowed. A
-// refusal is a permission_denied Error; nothing is stored.
+// from the worker whose certificate names key's node (identity binds
+// writes; without TLS, insecure-control-plane, every identity passes), and
+// within the node's write rate. A refusal is a permission_denied Error, or
+// a retryable resource_exhausted one with the time to wait past the rate;
+// nothing is stored.
 func (c *Coordinator) authorizeWrite(cn *conn, op string, key cluster.Key) *protocol.Error {
+	if e := c.authorizeIdentity(cn, op, key); e != nil {
+		return e
+	}
+	if ok, wait := c.rates.allow(key.NodeID, c.mono()); !ok {
+		c.m.limitRefusals.WithLabelValues("write_rate").Inc()
+		c.m.writes.WithLabelValues(op, protocol.CodeResourceExhausted.String()).Inc()
+		e := protocol.NewError(protocol.CodeResourceExhausted, "%s of %s/%s: over the write rate of %d per heartbeat-interval %s (burst %d); retry in %s",
+			op, key.Role, key.NodeID, writesPerInterval, c.opts.Timing.HeartbeatInterval, writeBurst, wait.Round(time.Millisecond))
+		e.Retryable = true
+		return e
+	}
+	return nil
+}
+
+// authorizeIdentity allows a write for key only from the worker whose
+// certificate names key's node.
+func (c *Coordinator) authorizeIdentity(cn *conn, op string, key cluster.Key) *protocol.Error {
 	if cn.peer == nil {
 		return nil
 	}

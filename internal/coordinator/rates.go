@@ -1,0 +1,76 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Write rates per node: a live worker writes once per heartbeat interval;
+// a retry, a re-registration after an outage, a failover or a crash loop
+// of restarts (each a registration of a new incarnation) add some. More
+// than writesPerInterval per interval sustained, past a burst of
+// writeBurst, is a bug or an attack (a 1 ns heartbeat interval wrote
+// 17,000 a second), and each such write would be a store write: it is
+// refused before the store with a retryable error.
+const (
+	writesPerInterval = 10
+	writeBurst        = 60
+)
+
+// writeRates is a token bucket per node ID. Buckets idle for pruneAfter
+// are dropped when the map passes its bound, so it holds about as many
+// entries as the cluster has writing nodes.
+type writeRates struct {
+	every      rate.Limit
+	pruneAfter time.Duration
+	bound      int
+
+	mu      sync.Mutex // guards the fields below
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	used time.Time
+}
+
+func newWriteRates(interval time.Duration, maxRecords int) *writeRates {
+	return &writeRates{
+		every:      rate.Every(interval / writesPerInterval),
+		pruneAfter: 10 * interval,
+		bound:      2 * maxRecords,
+		buckets:    map[string]*bucket{},
+	}
+}
+
+// allow takes a token of node's bucket at now; when none is left it
+// returns false and how long until one is.
+func (w *writeRates) allow(node string, now time.Time) (bool, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.buckets[node]
+	if b == nil {
+		if len(w.buckets) >= w.bound {
+			w.pruneLocked(now)
+		}
+		b = &bucket{lim: rate.NewLimiter(w.every, writeBurst)}
+		w.buckets[node] = b
+	}
+	b.used = now
+	r := b.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+func (w *writeRates) pruneLocked(now time.Time) {
+	for k, b := range w.buckets {
+		if now.Sub(b.used) > w.pruneAfter {
+			delete(w.buckets, k)
+		}
+	}
+}
