@@ -14,8 +14,8 @@ import (
 
 // clientIdentity tells who sent a request (ADR 0001 section 11): the TCP
 // peer, unless the peer is a configured trusted proxy, in which case the
-// nearest untrusted address of its forwarding chain (X-Forwarded-For, or
-// Forwarded's for=). Forwarded headers from any other peer are ignored:
+// nearest untrusted address of its forwarding chain (X-Forwarded-For or
+// Forwarded's for=; see client for both). Forwarded headers from any other peer are ignored:
 // never logged as the client, never used for rate limiting.
 type clientIdentity struct {
 	trusted []netip.Prefix
@@ -32,16 +32,42 @@ func (ci clientIdentity) isTrusted(a netip.Addr) bool {
 
 // client returns the address a request is attributed to and whether it
 // came through a trusted proxy's https (X-Forwarded-Proto / proto=).
+//
+// From a trusted proxy, each forwarding header gives a chain of hops; the
+// client is the right-most hop that is not itself a trusted proxy: the
+// hops to its left are the client's own claims. A proxy writes one of the
+// two headers and passes the other through from its client, so when both
+// are present and name different clients, one of them is the client's
+// forgery and nothing tells which: the request is attributed to the
+// proxy itself. (Before, X-Forwarded-For won, and a client behind a
+// proxy that writes Forwarded rotated its own X-Forwarded-For past the
+// rate limit.)
 func (ci clientIdentity) client(r *http.Request) (addr netip.Addr, forwardedTLS bool) {
 	peer := peerAddr(r.RemoteAddr)
 	if !peer.IsValid() || !ci.isTrusted(peer) {
 		return peer, false
 	}
-	chain := forwardedFor(r.Header)
-	addr = peer
-	// Walk from the nearest hop back: the first address that is not a
-	// trusted proxy is the client; earlier entries are the client's own
-	// claims and cannot be trusted.
+	xff, fwd := ci.nearestUntrusted(peer, xffHops(r.Header)), ci.nearestUntrusted(peer, forwardedHops(r.Header))
+	switch {
+	case len(r.Header.Values("X-Forwarded-For")) == 0:
+		addr = fwd
+	case len(r.Header.Values("Forwarded")) == 0, xff == fwd:
+		addr = xff
+	default:
+		addr = peer // two headers, two different clients: trust neither
+	}
+	proto := r.Header.Get("X-Forwarded-Proto")
+	if proto == "" {
+		proto = forwardedParam(r.Header, "proto")
+	}
+	return addr, strings.EqualFold(strings.TrimSpace(proto), "https")
+}
+
+// nearestUntrusted walks chain from the nearest hop back and returns the
+// first address that is not a trusted proxy (peer when the chain is empty
+// or a hop does not parse).
+func (ci clientIdentity) nearestUntrusted(peer netip.Addr, chain []netip.Addr) netip.Addr {
+	addr := peer
 	for i := len(chain) - 1; i >= 0; i-- {
 		a := chain[i]
 		if !a.IsValid() {
@@ -52,11 +78,7 @@ func (ci clientIdentity) client(r *http.Request) (addr netip.Addr, forwardedTLS 
 			break
 		}
 	}
-	proto := r.Header.Get("X-Forwarded-Proto")
-	if proto == "" {
-		proto = forwardedParam(r.Header, "proto")
-	}
-	return addr, strings.EqualFold(strings.TrimSpace(proto), "https")
+	return addr
 }
 
 func peerAddr(remote string) netip.Addr {
@@ -68,19 +90,21 @@ func peerAddr(remote string) netip.Addr {
 	return a.Unmap()
 }
 
-// forwardedFor returns the addresses of X-Forwarded-For (all headers, in
-// order), or of Forwarded's for= parameters when there is none. Entries
-// that do not parse are returned invalid, which ends the walk.
-func forwardedFor(h http.Header) []netip.Addr {
+// xffHops returns the hops of X-Forwarded-For (all headers, in order);
+// forwardedHops those of Forwarded's for= parameters. Entries that do not
+// parse are returned invalid, which ends the walk.
+func xffHops(h http.Header) []netip.Addr {
 	var out []netip.Addr
-	if xff := h.Values("X-Forwarded-For"); len(xff) > 0 {
-		for _, v := range xff {
-			for _, part := range strings.Split(v, ",") {
-				out = append(out, parseHop(part))
-			}
+	for _, v := range h.Values("X-Forwarded-For") {
+		for part := range strings.SplitSeq(v, ",") {
+			out = append(out, parseHop(part))
 		}
-		return out
 	}
+	return out
+}
+
+func forwardedHops(h http.Header) []netip.Addr {
+	var out []netip.Addr
 	for k, val := range forwardedPairs(h) {
 		if strings.EqualFold(k, "for") {
 			out = append(out, parseHop(val))

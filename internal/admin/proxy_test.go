@@ -19,14 +19,23 @@ import (
 // X-Forwarded-For, and returns how many were rate limited.
 func forgedGets(t *testing.T, e *env, path string, n int, wantHSTS bool) int {
 	t.Helper()
+	return forwardedGets(t, e, path, n, wantHSTS, func(h http.Header, i int) {
+		h.Set("X-Forwarded-For", "203.0.113."+itoa(i+1))
+		h.Set("Forwarded", "for=198.51.100."+itoa(i+1))
+	})
+}
+
+// forwardedGets sends n GETs of path with the forwarding headers set(i)
+// writes, and returns how many were rate limited.
+func forwardedGets(t *testing.T, e *env, path string, n int, wantHSTS bool, set func(h http.Header, i int)) int {
+	t.Helper()
 	limited := 0
 	for i := range n {
 		req, err := http.NewRequest(http.MethodGet, e.url+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("X-Forwarded-For", "203.0.113."+itoa(i+1))
-		req.Header.Set("Forwarded", "for=198.51.100."+itoa(i+1))
+		set(req.Header, i)
 		req.Header.Set("X-Forwarded-Proto", "https")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -79,11 +88,34 @@ func TestForwardedHeadersFromATrustedProxy(t *testing.T) {
 	adminCfg.RateLimit = 5
 	adminCfg.TrustedProxies = []string{"127.0.0.1"}
 	e := startCoordinator(t, envOptions{admin: adminCfg})
-	if limited := forgedGets(t, e, apiv1.PathCluster, 30, true); limited != 0 {
-		t.Fatalf("%d of 30 requests of 30 distinct forwarded clients limited, want 0", limited)
+	for name, set := range map[string]func(h http.Header, i int){
+		"X-Forwarded-For": func(h http.Header, i int) { h.Set("X-Forwarded-For", "203.0.113."+itoa(i+1)) },
+		"Forwarded":       func(h http.Header, i int) { h.Set("Forwarded", "for=203.0.113."+itoa(100+i)) },
+	} {
+		if limited := forwardedGets(t, e, apiv1.PathCluster, 30, true, set); limited != 0 {
+			t.Fatalf("%s: %d of 30 requests of 30 distinct forwarded clients limited, want 0", name, limited)
+		}
 	}
 	if !strings.Contains(e.logs.String(), "client=203.0.113.") {
 		t.Fatal("the forwarded client is not logged as the client")
+	}
+}
+
+// TestForgedForwardingBesideTheProxysHeader: a trusted proxy writes
+// Forwarded for its one client, who adds an X-Forwarded-For of its own,
+// another address each time: the requests are one client's, limited as
+// such (the old code took X-Forwarded-For first: 400 of 400 got 200).
+func TestForgedForwardingBesideTheProxysHeader(t *testing.T) {
+	adminCfg := exposeAll()
+	adminCfg.RateLimit = 5 // burst 10
+	adminCfg.TrustedProxies = []string{"127.0.0.1"}
+	e := startCoordinator(t, envOptions{admin: adminCfg})
+	limited := forwardedGets(t, e, apiv1.PathCluster, 30, true, func(h http.Header, i int) {
+		h.Set("Forwarded", "for=203.0.113.5")
+		h.Set("X-Forwarded-For", "198.51.100."+itoa(i+1))
+	})
+	if limited < 15 {
+		t.Fatalf("%d of 30 requests with a rotating forged X-Forwarded-For limited, want at least 15: one client's bucket", limited)
 	}
 }
 
@@ -102,6 +134,9 @@ func TestClientIdentity(t *testing.T) {
 		{"Forwarded", "10.1.1.1:5000", map[string]string{"Forwarded": `for="[2001:db8::7]:443";proto=https`}, "2001:db8::7", true},
 		{"garbage stops the walk at the proxy", "10.1.1.1:5000", map[string]string{"X-Forwarded-For": "not-an-ip"}, "10.1.1.1", false},
 		{"no header", "10.1.1.1:5000", nil, "10.1.1.1", false},
+		{"both headers naming one client", "10.1.1.1:5000", map[string]string{"Forwarded": "for=203.0.113.9", "X-Forwarded-For": "203.0.113.9"}, "203.0.113.9", false},
+		{"a forged X-Forwarded-For beside the proxy's Forwarded", "10.1.1.1:5000", map[string]string{"Forwarded": "for=203.0.113.9", "X-Forwarded-For": "198.51.100.77"}, "10.1.1.1", false},
+		{"a forged Forwarded beside the proxy's X-Forwarded-For", "10.1.1.1:5000", map[string]string{"Forwarded": "for=198.51.100.77", "X-Forwarded-For": "203.0.113.9"}, "10.1.1.1", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,8 +242,8 @@ func FuzzForwardedPairs(f *testing.F) {
 		if n > strings.Count(s, "=") {
 			t.Fatalf("%d pairs from %d '=' in %q", n, strings.Count(s, "="), s)
 		}
-		if got := len(forwardedFor(h)); got != fors {
-			t.Fatalf("forwardedFor found %d hops, want %d (for= pairs of %q)", got, fors, s)
+		if got := len(forwardedHops(h)); got != fors {
+			t.Fatalf("forwardedHops found %d hops, want %d (for= pairs of %q)", got, fors, s)
 		}
 		seen := 0
 		for range forwardedPairs(h) {
@@ -219,4 +254,20 @@ func FuzzForwardedPairs(f *testing.F) {
 			t.Fatal("forwardedPairs yielded after yield returned false")
 		}
 	})
+}
+
+// TestWideTrustedProxiesWarned: a trusted range wider than a /8 (or ::/32),
+// 0.0.0.0/0 above all, is warned about at start; a narrow one is not.
+func TestWideTrustedProxiesWarned(t *testing.T) {
+	for _, tc := range []struct {
+		ranges []string
+		warn   bool
+	}{{[]string{"0.0.0.0/0"}, true}, {[]string{"::/0"}, true}, {[]string{"10.0.0.0/7"}, true}, {[]string{"10.0.0.0/8", "192.168.1.10", "2001:db8::/48"}, false}} {
+		adminCfg := exposeAll()
+		adminCfg.TrustedProxies = tc.ranges
+		e := startCoordinator(t, envOptions{admin: adminCfg})
+		if got := strings.Contains(e.logs.String(), "admin-trusted-proxies names a range wider"); got != tc.warn {
+			t.Errorf("trusted %v: warned %v, want %v", tc.ranges, got, tc.warn)
+		}
+	}
 }

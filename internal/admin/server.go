@@ -167,6 +167,12 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.ident = clientIdentity{trusted: trusted}
+	for _, p := range trusted {
+		if wide := (p.Addr().Is4() && p.Bits() < 8) || (!p.Addr().Is4() && p.Bits() < 32); wide {
+			s.log.Warn("admin-trusted-proxies names a range wider than a /8 (IPv4) or a /32 (IPv6): every host in it may claim to forward for any client, choosing the address logged and rate limited",
+				"range", p.String())
+		}
+	}
 	cfg := opts.Config
 	switch {
 	case cfg.TLSCertFile != "" && cfg.TLSKeyFile != "":
