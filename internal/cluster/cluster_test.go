@@ -46,7 +46,10 @@ func TestValidateLimits(t *testing.T) {
 		{"incarnation empty", func(r *Record) { r.IncarnationID = "" }, "incarnationId"},
 		{"version at limit", func(r *Record) { r.Version = strings.Repeat("v", MaxVersionBytes) }, ""},
 		{"version one past", func(r *Record) { r.Version = strings.Repeat("v", MaxVersionBytes+1) }, "version of 257 bytes: must be at most 256 bytes"},
-		{"address at limit", func(r *Record) { r.Address = strings.Repeat("h", MaxAddressBytes-5) + ":7500" }, ""},
+		{"address at limit", func(r *Record) { r.Address = longHost("h", MaxAddressBytes-5) + ":7500" }, ""},
+		{"address with markup", func(r *Record) { r.Address = "<script>alert(1)</script>:80" }, "host must be an IP address or a DNS name"},
+		{"address with a label past 63", func(r *Record) { r.Address = strings.Repeat("h", 64) + ":80" }, "host must be an IP address or a DNS name"},
+		{"IPv6 address", func(r *Record) { r.Address = "[2001:db8::1]:7500" }, ""},
 		{"address one past", func(r *Record) { r.Address = strings.Repeat("h", MaxAddressBytes-4) + ":7500" }, "address of 257 bytes: must be at most 256 bytes"},
 		{"admin address one past", func(r *Record) { r.AdminAddress = strings.Repeat("h", MaxAddressBytes-4) + ":7501" }, "adminAddress of 257 bytes"},
 		{"address without port", func(r *Record) { r.Address = "host" }, "must be host:port"},
@@ -105,8 +108,8 @@ func maxRecord() *Record {
 	r.ClusterID = strings.Repeat("c", MaxIDBytes)
 	r.IncarnationID = strings.Repeat("i", MaxIDBytes)
 	r.Version = strings.Repeat("v", MaxVersionBytes)
-	r.Address = strings.Repeat("a", MaxAddressBytes-5) + ":7500"
-	r.AdminAddress = strings.Repeat("b", MaxAddressBytes-5) + ":7501"
+	r.Address = longHost("a", MaxAddressBytes-5) + ":7500"
+	r.AdminAddress = longHost("b", MaxAddressBytes-5) + ":7501"
 	r.Labels = map[string]string{}
 	for i := range MaxLabels {
 		k := fmt.Sprintf("%02d", i) + strings.Repeat("k", MaxLabelKeyBytes-2)
@@ -477,4 +480,16 @@ func TestValidateTolerance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// longHost returns a DNS name of n bytes of c: labels of 63, dot-separated.
+func longHost(c string, n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(strings.Repeat(c, min(63, n-b.Len())))
+	}
+	return b.String()
 }

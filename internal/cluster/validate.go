@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"regexp"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -165,10 +167,27 @@ func ValidateAddress(field, s string, required bool) error {
 	if host == "" {
 		return fieldErr(field, quote(s), "must name a host (an advertised address cannot be a wildcard)")
 	}
+	if !ValidHost(host) {
+		return fieldErr(field, quote(s), "host must be an IP address or a DNS name (letters, digits, '-' and '_' in dot-separated labels of at most 63)")
+	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
 		return fieldErr(field, quote(s), "port must be a number from 1 to 65535")
 	}
 	return validateText(field, s, MaxAddressBytes, required)
+}
+
+// dnsName is a host name: dot-separated labels of letters, digits, '-'
+// and '_' (seen in internal names), each 1..63 and not starting or ending
+// with '-', optionally with a final dot.
+var dnsName = regexp.MustCompile(`^([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$`)
+
+// ValidHost reports whether host is an IP address (IPv6 with an optional
+// zone) or a DNS name of at most 253 bytes.
+func ValidHost(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return len(host) <= 253 && dnsName.MatchString(host)
 }
 
 // ValidateLabelKey checks a deployment label key: 1..63 bytes, letters,

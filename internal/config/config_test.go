@@ -3,11 +3,13 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,6 +150,9 @@ func TestErrors(t *testing.T) {
 		{"bad int", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "three"}, []string{"coordinator-replicas", "whole number"}},
 		{"heartbeat over unhealthy", cluster.RoleCoordinator, "", nil, []string{"--heartbeat-interval", "20s"}, []string{"heartbeat-interval 20s", "unhealthy-after 15s"}},
 		{"unhealthy over ttl", cluster.RoleCoordinator, "", nil, []string{"--unhealthy-after", "40s"}, []string{"unhealthy-after 40s", "lease-ttl 30s"}},
+		{"label value a list", cluster.RoleCoordinator, "labels:\n  rack: [1, 2]\n", nil, nil, []string{"labels", `value of "rack" must be a string, not a list`}},
+		{"listen host markup", cluster.RoleWorker, "", nil, []string{"--listen", "<script>:80"}, []string{`listen "<script>:80": host must be empty (every interface), an IP address or a DNS name`}},
+		{"advertise host markup", cluster.RoleWorker, "", nil, []string{"--advertise", "<script>alert(1)</script>:80"}, []string{"advertise", "host must be an IP address or a DNS name"}},
 		{"heartbeat flood", cluster.RoleWorker, "", nil, []string{"--heartbeat-interval", "1ns"}, []string{"heartbeat-interval 1ns: must be from 100ms to 10m0s", "from flag --heartbeat-interval"}},
 		{"lease ttl typo", cluster.RoleCoordinator, "", nil, []string{"--lease-ttl", "9999999h"}, []string{`lease-ttl "9999999h" (from flag --lease-ttl): too large: a duration is at most 2562047h47m16.854775807s`}},
 		{"lease ttl too long", cluster.RoleCoordinator, "", nil, []string{"--lease-ttl", "48h"}, []string{"lease-ttl 48h0m0s: must be from 1s to 24h0m0s"}},
@@ -344,5 +349,33 @@ func TestLabelsFlagAndDeprecatedAlias(t *testing.T) {
 	RegisterFlags(fs, cluster.RoleWorker)
 	if f := fs.Lookup("label"); f == nil || f.Deprecated == "" {
 		t.Fatal("--label is not a deprecated alias")
+	}
+}
+
+// TestConfigFileMustBeRegular: a config file that is not a regular file
+// (a FIFO would block, /dev/zero never end) or is over the size limit is
+// refused before it is read, naming the file and the rule.
+func TestConfigFileMustBeRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := writeFile(t, "big.yaml", "# "+strings.Repeat("x", MaxConfigFileBytes)+"\n")
+	for path, want := range map[string]string{
+		fifo:        "must be a regular file, not a named pipe",
+		"/dev/zero": "must be a regular file, not a character device",
+		t.TempDir(): "must be a regular file, not a directory",
+		big:         fmt.Sprintf("must be at most %d", MaxConfigFileBytes),
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := load(t, cluster.RoleWorker, path, nil); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("config file %s: %v, want an error naming it and %q", path, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("config file %s: Load still reading after 10s", path)
+		}
 	}
 }

@@ -159,6 +159,9 @@ func (l *loader) applyFile(path string) error {
 	if path == "" {
 		return nil
 	}
+	if err := checkConfigFile(path); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	fk := koanf.New(delim)
 	if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
 		return fmt.Errorf("%w: config file %s: %v", ErrInvalid, path, err)
@@ -307,4 +310,40 @@ func settingNames() []string {
 		out[i] = s.name
 	}
 	return out
+}
+
+// MaxConfigFileBytes bounds a config file: the largest useful one is a few
+// kilobytes.
+const MaxConfigFileBytes = 1 << 20
+
+// checkConfigFile refuses, before reading, a config file that is not a
+// regular file (a FIFO or /dev/zero would block or never end) or is larger
+// than MaxConfigFileBytes.
+func checkConfigFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("config file %s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("config file %s: must be a regular file, not a %s", path, fileKind(fi.Mode()))
+	case fi.Size() > MaxConfigFileBytes:
+		return fmt.Errorf("config file %s: %d bytes: must be at most %d", path, fi.Size(), MaxConfigFileBytes)
+	}
+	return nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
 }

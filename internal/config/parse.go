@@ -154,7 +154,12 @@ func parseMap(raw any) (any, error) {
 	case map[string]any:
 		out := make(map[string]string, len(v))
 		for key, val := range v {
-			out[key] = fmt.Sprint(val) // YAML may have typed the value: rack: 12
+			switch val.(type) {
+			case string, int, int64, uint64, float64, bool:
+				out[key] = fmt.Sprint(val) // YAML may have typed the value: rack: 12
+			default:
+				return nil, fmt.Errorf("value of %q must be a string, not %s", key, yamlKind(val))
+			}
 		}
 		return out, nil
 	case string, []string, []any:
@@ -190,4 +195,17 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// yamlKind names the YAML kind of a decoded value for messages.
+func yamlKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "empty"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%T", v)
 }

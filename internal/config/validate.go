@@ -300,9 +300,12 @@ func validateListen(name, addr string, required bool) error {
 		}
 		return nil
 	}
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%s %q: must be host:port", name, addr)
+	}
+	if host != "" && !cluster.ValidHost(host) {
+		return fmt.Errorf("%s %q: host must be empty (every interface), an IP address or a DNS name", name, addr)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("%s %q: port must be a number from 0 to 65535", name, addr)

@@ -58,7 +58,9 @@ func typicalRecord(clusterID, node string) *cluster.Record {
 // JSON escaping, so it is the largest valid record that fields at their
 // limits can make.
 func maximalRecord(clusterID string) *cluster.Record {
-	host := strings.Repeat("h", cluster.MaxAddressBytes-len(":65535"))
+	// A DNS name of 250 bytes: labels of 63, dot-separated.
+	label := strings.Repeat("h", 63)
+	host := label + "." + label + "." + label + "." + strings.Repeat("h", cluster.MaxAddressBytes-len(":65535")-3*64)
 	r := &cluster.Record{
 		ClusterID:       clusterID,
 		NodeID:          strings.Repeat("n", cluster.MaxIDBytes),
