@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -482,4 +483,31 @@ func TestHTTPErrors(t *testing.T) {
 			t.Fatalf("ReadRange = %v, want ErrBackend for the client's own timeout", err)
 		}
 	})
+}
+
+// TestFileFIFORefusedAtOnce: a FIFO in the store (which blocks an open
+// until a writer comes) is refused as not found at once, pinning no
+// goroutine or descriptor; a symlink to a device likewise.
+func TestFileFIFORefusedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := blob.Open("file://"+dir, blob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	go func() { _, err := s.Size(context.Background(), "fifo"); done <- err }()
+	go func() { _, err := readAll(t, s, "fifo", 0, 10); done <- err }()
+	for range 2 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, blob.ErrNotFound) || !strings.Contains(err.Error(), "not a regular file") {
+				t.Fatalf("a FIFO: %v, want not found, not a regular file", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a FIFO in the store blocked the read")
+		}
+	}
 }

@@ -39,9 +39,9 @@ func (s *File) Dir() string { return s.dir }
 // String describes the store for logs.
 func (s *File) String() string { return "file://" + s.dir }
 
-// open opens object for reading without leaving dir (os.OpenInRoot
-// refuses paths and symlinks that resolve outside it) and checks that it
-// is a regular file.
+// open opens object for reading without leaving dir (os.Root refuses
+// paths and symlinks that resolve outside it) and checks that it is a
+// regular file before anything reads it.
 func (s *File) open(ctx context.Context, object string) (*os.File, int64, error) {
 	f, fi, err := s.openInfo(ctx, object)
 	if err != nil {
@@ -57,7 +57,15 @@ func (s *File) openInfo(ctx context.Context, object string) (*os.File, fs.FileIn
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	f, err := os.OpenInRoot(s.dir, object)
+	root, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return nil, nil, s.mapErr(object, err)
+	}
+	// Non-blocking, so that opening a FIFO (which blocks until a writer
+	// comes) returns at once and the regular-file check below refuses it;
+	// regular files read the same either way.
+	f, err := root.OpenFile(object, os.O_RDONLY|openNonBlock, 0)
+	root.Close()
 	if err != nil {
 		return nil, nil, s.mapErr(object, err)
 	}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package blob
+
+const openNonBlock = 0
