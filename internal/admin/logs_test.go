@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -31,5 +32,24 @@ func TestFailClosedDoesNotFloodTheLog(t *testing.T) {
 	}
 	if warns != 0 {
 		t.Fatalf("%d warning lines for %d answers of 503", warns, 2*n)
+	}
+}
+
+// TestRefusalsLoggedOncePerClient: 1,000 requests without a token (401)
+// log one line for the client, not 1,000 (the old listener logged each at
+// info).
+func TestRefusalsLoggedOncePerClient(t *testing.T) {
+	adminCfg := exposeAll()
+	adminCfg.Tokens = []config.Secret{"s3cret-token-value"}
+	e := startCoordinator(t, envOptions{admin: adminCfg})
+	const n = 1000
+	for range n {
+		if r := e.get(t, apiv1.PathNodes); r.status != http.StatusUnauthorized {
+			t.Fatalf("without a token: %d, want 401", r.status)
+		}
+	}
+	lines := strings.Count(e.logs.String(), "admin request refused")
+	if lines != 1 {
+		t.Fatalf("%d log lines for %d refused requests of one client, want 1", lines, n)
 	}
 }

@@ -121,17 +121,19 @@ type Options struct {
 // Server is the administration listener. Create it with New, serve it
 // with Serve (once) or mount Handler.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	now     func() time.Time
-	auth    *authenticator
-	tls     *tls.Config // nil: plain HTTP
-	m       *adminMetrics
-	metrics http.Handler
-	handler http.Handler
-	router  *http.ServeMux // finds routes; see newRouter
-	ident   clientIdentity // who a request is from (trusted proxies)
-	limiter *clientLimiter // per client; nil when off
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+	auth *authenticator
+	tls  *tls.Config // nil: plain HTTP
+	m    *adminMetrics
+	// refusals logs refused requests, at most once per client per interval.
+	refusals *refusalLog
+	metrics  http.Handler
+	handler  http.Handler
+	router   *http.ServeMux // finds routes; see newRouter
+	ident    clientIdentity // who a request is from (trusted proxies)
+	limiter  *clientLimiter // per client; nil when off
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -167,6 +169,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.ident = clientIdentity{trusted: trusted}
+	s.refusals = newRefusalLog(s.log, s.now)
 	for _, p := range trusted {
 		if wide := (p.Addr().Is4() && p.Bits() < 8) || (!p.Addr().Is4() && p.Bits() < 32); wide {
 			s.log.Warn("admin-trusted-proxies names a range wider than a /8 (IPv4) or a /32 (IPv6): every host in it may claim to forward for any client, choosing the address logged and rate limited",
@@ -429,7 +432,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case rec.status() >= 500:
 		s.log.Warn("admin request failed", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client, "error", err)
 	case rec.status() == http.StatusTooManyRequests || rec.status() == http.StatusUnauthorized:
-		s.log.Info("admin request refused", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client)
+		s.refusals.note(client, "operation", label.name, "method", r.Method, "status", rec.status())
 	default:
 		s.log.Debug("admin request", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client)
 	}
