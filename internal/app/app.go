@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
@@ -199,11 +198,10 @@ func newConfigCmd(env Env) *cobra.Command {
 					return &usageError{err}
 				}
 				if verb == "validate" {
-					if role == cluster.RoleWorker && strings.HasPrefix(loaded.Config.BlobStore, "s3:") {
-						// The URL's parameters are the backend's to check.
-						if _, err := blob.NewS3(loaded.Config.BlobStore, blob.Options{}); err != nil {
-							return &usageError{fmt.Errorf("blob-store: %w", err)}
-						}
+					// The checks start-up makes before the network:
+					// TLS material loaded and matched, the blob store.
+					if err := preflight(loaded.Config); err != nil {
+						return err
 					}
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s configuration is valid\n", role)
 					return err

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/spf13/pflag"
 	"go.uber.org/goleak"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -104,8 +106,18 @@ func TestConfigPrintRedactsAndLogsRedact(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if code, out, _ := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane"); code != 0 || !strings.Contains(out, "worker configuration is valid") {
-		t.Fatalf("validate worker = %d %q", code, out)
+	blobs := "file://" + t.TempDir()
+	if code, out, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane", "--blob-store", blobs); code != 0 || !strings.Contains(out, "worker configuration is valid") {
+		t.Fatalf("validate worker = %d %q %s", code, out, errOut)
+	}
+	// A blob store start-up could not open fails validation too.
+	if code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane", "--blob-store", "file:///no/such/dir"); code != ExitUsage || !strings.Contains(errOut, "directory /no/such/dir does not exist") {
+		t.Fatalf("validate worker with a missing blob directory = %d %q", code, errOut)
+	}
+	// A signed URL's secrets never reach a message.
+	signed := "https://blobs.example/b?X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=0123456789abcdef"
+	if code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane", "--blob-store", signed); code != ExitUsage || strings.Contains(errOut, "0123456789abcdef") || strings.Contains(errOut, "AKIAEXAMPLE") {
+		t.Fatalf("validate worker with a signed blob URL = %d %q: want a usage error without the signature", code, errOut)
 	}
 	// An s3:// URL's parameters are checked, naming the parameter, its
 	// value and the rule.
@@ -117,6 +129,7 @@ func TestConfigValidate(t *testing.T) {
 		"s3://key:secret@b/p":                           "must not carry credentials",
 	} {
 		code, _, errOut := run(t, nil, "config", "validate", "worker", "--node-id", "w1", "--insecure-control-plane", "--blob-store", url)
+		_ = blobs
 		if want == "" && code != 0 || want != "" && (code != ExitUsage || !strings.Contains(errOut, want)) || strings.Contains(errOut, "secret") {
 			t.Errorf("validate worker --blob-store %s = %d %q, want %q", url, code, errOut, want)
 		}
@@ -246,5 +259,64 @@ func TestGetOutputPath(t *testing.T) {
 	fi, err := f.Stat()
 	if err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("part file mode %v %v, want 0644 under umask 022", fi.Mode().Perm(), err)
+	}
+}
+
+// TestValidateMatchesStartUp: what start-up refuses about TLS material,
+// validate refuses too, with the same message and exit code: a garbage
+// certificate, a key of another certificate, a certificate naming another
+// node (validate used to say "valid").
+func TestValidateMatchesStartUp(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("t", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	issue := func(node string) pki.Files {
+		id := pki.Identity{Role: pki.RoleCoordinator, NodeID: node, Cluster: "default"}
+		is, err := ca.Issue(id, nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := pki.Layout(dir, id)
+		if err := is.WriteFiles(f.CertFile, f.KeyFile); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	c1, c2 := issue("c1"), issue("c2")
+	garbage := filepath.Join(dir, "garbage.crt")
+	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		cert, key, want string
+	}{
+		"garbage certificate":         {garbage, c1.KeyFile, "tls-cert-file"},
+		"key of another certificate":  {c1.CertFile, c2.KeyFile, "private key does not match public key"},
+		"certificate of another node": {c2.CertFile, c2.KeyFile, "names coordinator/c2 but this process is coordinator/c1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			flags := []string{"--node-id", "c1", "--tls-ca-file", c1.CAFile, "--tls-cert-file", tc.cert, "--tls-key-file", tc.key}
+			vcode, _, verr := run(t, nil, append([]string{"config", "validate", "coordinator"}, flags...)...)
+			// Start-up proper (the test's runners stand in for it in run).
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			config.RegisterFlags(fs, cluster.RoleCoordinator)
+			if err := fs.Parse(flags); err != nil {
+				t.Fatal(err)
+			}
+			loaded, err := config.Load(cluster.RoleCoordinator, config.Options{Flags: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, serr := NewCoordinator(context.Background(), loaded.Config, nil, nil, slog.New(slog.DiscardHandler))
+			var ue *usageError
+			if vcode != ExitUsage || !errors.As(serr, &ue) || !strings.Contains(verr, tc.want) || serr == nil || !strings.Contains(verr, serr.Error()) {
+				t.Fatalf("validate: %d %q; start-up: %v; want both the usage error %q", vcode, verr, serr, tc.want)
+			}
+		})
 	}
 }

@@ -28,6 +28,9 @@ type CoordinatorProcess struct {
 // NewCoordinator builds (binds, connects) a coordinator process from cfg.
 // store may be nil to open the configured one; a given store is not closed.
 func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger) (*CoordinatorProcess, error) {
+	if err := preflight(cfg); err != nil {
+		return nil, err
+	}
 	p := &CoordinatorProcess{}
 	ptls, err := loadPlaneTLS(cfg, log)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +37,9 @@ type WorkerProcess struct {
 
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
+	if err := preflight(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.DevDir != "" {
 		if err := devcluster.Join(cfg); err != nil {
 			return nil, err
@@ -114,10 +115,8 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 // openCache opens the blob store and the cache in front of it. A file://
 // blob store must be an existing directory (a usage error otherwise).
 func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger) (*cache.Cache, error) {
-	if u, err := url.Parse(cfg.BlobStore); err == nil && u.Scheme == "file" {
-		if fi, err := os.Stat(u.Path); err != nil || !fi.IsDir() {
-			return nil, &usageError{fmt.Errorf("blob-store %q: directory %s does not exist or is not a directory: create it, or point blob-store at the directory that holds the objects", cfg.BlobStore, u.Path)}
-		}
+	if err := checkBlobStore(cfg.BlobStore); err != nil {
+		return nil, err
 	}
 	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
 	if errors.Is(err, blob.ErrInvalidURL) {

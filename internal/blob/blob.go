@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/talonhq/talon/internal/redact"
 )
 
 // MaxKeyBytes is the longest object key, in bytes. It leaves room for the
@@ -203,10 +205,10 @@ func Open(rawURL string, opts Options) (Store, error) {
 	switch u.Scheme {
 	case "file":
 		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("%w: blob-store %q: file URL host must be empty or localhost, got %q (write file:///abs/dir)", ErrInvalidURL, u.Redacted(), u.Host)
+			return nil, fmt.Errorf("%w: blob-store %q: file URL host must be empty or localhost, got %q (write file:///abs/dir)", ErrInvalidURL, redact.URL(u.String()), u.Host)
 		}
 		if u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%w: blob-store %q: file URL must not have a query or fragment", ErrInvalidURL, u.Redacted())
+			return nil, fmt.Errorf("%w: blob-store %q: file URL must not have a query or fragment", ErrInvalidURL, redact.URL(u.String()))
 		}
 		return NewFile(u.Path)
 	case "http", "https":
@@ -214,9 +216,9 @@ func Open(rawURL string, opts Options) (Store, error) {
 	case "s3":
 		return NewS3(rawURL, opts)
 	case "":
-		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix or s3://bucket/prefix", ErrInvalidURL, u.Redacted())
+		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix or s3://bucket/prefix", ErrInvalidURL, redact.URL(u.String()))
 	default:
-		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https, s3", ErrInvalidURL, u.Redacted(), u.Scheme)
+		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https, s3", ErrInvalidURL, redact.URL(u.String()), u.Scheme)
 	}
 }
 

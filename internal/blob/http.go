@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/talonhq/talon/internal/redact"
 )
 
 // DefaultHTTPTimeout bounds each request of the default HTTP client,
@@ -32,14 +34,14 @@ func NewHTTP(rawURL string, opts Options) (*HTTP, error) {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not http or https", ErrInvalidURL, u.Redacted(), u.Scheme)
+		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not http or https", ErrInvalidURL, redact.URL(u.String()), u.Scheme)
 	case u.Host == "":
-		return nil, fmt.Errorf("%w: blob-store %q: no host", ErrInvalidURL, u.Redacted())
+		return nil, fmt.Errorf("%w: blob-store %q: no host", ErrInvalidURL, redact.URL(u.String()))
 	case u.User != nil:
 		// Credentials in the URL would end up in logs and config dumps.
-		return nil, fmt.Errorf("%w: blob-store %q: must not carry credentials (user info)", ErrInvalidURL, u.Redacted())
+		return nil, fmt.Errorf("%w: blob-store %q: must not carry credentials (user info)", ErrInvalidURL, redact.URL(u.String()))
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("%w: blob-store %q: must not have a query or fragment", ErrInvalidURL, u.Redacted())
+		return nil, fmt.Errorf("%w: blob-store %q: must not have a query or fragment", ErrInvalidURL, redact.URL(u.String()))
 	}
 	client := opts.HTTPClient
 	if client == nil {

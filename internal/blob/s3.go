@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/talonhq/talon/internal/redact"
 )
 
 // Defaults and limits of the s3:// backend's URL parameters.
@@ -193,8 +195,8 @@ func NewS3(rawURL string, opts Options) (*S3, error) {
 
 // redactParam hides a password in a URL given as a parameter.
 func redactParam(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
+	if _, err := url.Parse(s); err == nil {
+		return redact.URL(s)
 	}
 	return "(unparsable)"
 }

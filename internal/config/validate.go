@@ -5,10 +5,10 @@ import (
 	"net"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/redact"
 )
 
 // Limits on settings that have no natural bound elsewhere.
@@ -279,7 +279,7 @@ func (c *Config) validateWorker() error {
 		return fmt.Errorf("blob-store %q: must be a file://, http://, https:// or s3:// URL", RedactURL(c.BlobStore))
 	}
 	if u.User != nil {
-		return fmt.Errorf("blob-store %q: must not carry credentials (user info): the blob store is read without them", u.Redacted())
+		return fmt.Errorf("blob-store %q: must not carry credentials (user info): the blob store is read without them", RedactURL(u.String()))
 	}
 	if c.CacheDir == "" {
 		return fmt.Errorf("cache-dir is empty: set a directory for the block cache")
@@ -319,7 +319,7 @@ func validateEndpoint(e string) error {
 		case u.User != nil:
 			// The etcd client ignores credentials in an endpoint: refuse
 			// them rather than run unauthenticated by surprise.
-			return fmt.Errorf("etcd-endpoints %q: credentials in an endpoint URL are not used; set etcd-username and etcd-password-file (or TALON_ETCD_PASSWORD)", u.Redacted())
+			return fmt.Errorf("etcd-endpoints %q: credentials in an endpoint URL are not used; set etcd-username and etcd-password-file (or TALON_ETCD_PASSWORD)", RedactURL(u.String()))
 		case u.Host == "":
 			return fmt.Errorf("etcd-endpoints %q: URL has no host", RedactURL(e))
 		}
@@ -331,22 +331,9 @@ func validateEndpoint(e string) error {
 	return nil
 }
 
-// RedactURL returns s with the password of a URL's userinfo replaced by
-// "xxxxx" (url.URL.Redacted); anything that is not such a URL is returned
-// unchanged. Everything that prints a configured URL uses it.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		if i := strings.Index(s, "://"); i >= 0 {
-			if at := strings.LastIndex(s, "@"); at > i {
-				// Unparseable but shaped like scheme://user:pass@host.
-				return s[:i+3] + "xxxxx@" + s[at+1:]
-			}
-		}
-		return s
-	}
-	return u.Redacted()
-}
+// RedactURL returns s with its credentials hidden (package redact: the
+// userinfo password and every query value not known to be harmless).
+func RedactURL(s string) string { return redact.URL(s) }
 
 func wholeSeconds(ttl time.Duration) error {
 	if ttl%time.Second != 0 {
