@@ -37,6 +37,9 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	if err := ptls.registerDenials(reg); err != nil {
+		return nil, err
+	}
 	if store == nil {
 		s, err := openStore(ctx, cfg, log.With("component", "store"), reg)
 		if err != nil {
@@ -68,7 +71,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
 			MaxInflightWrites: cfg.Limits.MaxInflightWrites,
 		},
-		TLS: ptls.server(), PlacementReplicas: cfg.PlacementReplicas,
+		TLS: ptls.server(), Revoked: ptls.revoked(), PlacementReplicas: cfg.PlacementReplicas,
 	})
 	if err != nil {
 		ln.Close()

@@ -110,7 +110,8 @@ restart. Keep ca.key off the machines that run Talon.`,
 			if err := is.WriteFiles(f.CertFile, f.KeyFile); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tls-ca-file: %s\ntls-cert-file: %s\ntls-key-file: %s\n", f.CAFile, f.CertFile, f.KeyFile)
+			fmt.Fprintf(cmd.OutOrStdout(), "tls-ca-file: %s\ntls-cert-file: %s\ntls-key-file: %s\nserial: %s (for tls-deny-file: serial:%s)\nnot-after: %s\n",
+				f.CAFile, f.CertFile, f.KeyFile, is.Serial(), is.Serial(), is.NotAfter().UTC().Format(time.RFC3339))
 			return nil
 		},
 	}
@@ -119,7 +120,7 @@ restart. Keep ca.key off the machines that run Talon.`,
 	issueCmd.Flags().StringVar(&node, "node-id", "", "node ID of the process (a client's name for a client)")
 	issueCmd.Flags().StringVar(&clusterID, "cluster-id", "", "cluster the certificate is bound to (required; its SPIFFE ID is spiffe://talon/talon/CLUSTER/ROLE/NODE)")
 	issueCmd.Flags().StringSliceVar(&hosts, "host", nil, "DNS names or IP addresses for the subject alternative names (for tools that check host names; Talon checks identities)")
-	issueCmd.Flags().DurationVar(&validity, "validity", 90*24*time.Hour, "how long the certificate is valid")
+	issueCmd.Flags().DurationVar(&validity, "validity", 30*24*time.Hour, "how long the certificate is valid (short, so a leaked one expires soon: re-issue and replace the files before it does; processes reload them without a restart)")
 	cmd.AddCommand(initCmd, issueCmd)
 	_ = env
 	return cmd

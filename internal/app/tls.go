@@ -2,7 +2,11 @@ package app
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 
 	"github.com/talonhq/talon/internal/config"
@@ -25,7 +29,7 @@ func loadPlaneTLS(cfg *config.Config, log *slog.Logger) (planeTLS, error) {
 		log.Warn("insecure-control-plane: the control and data ports run without TLS; anyone who can reach them can register, heartbeat or deregister any worker and read cached data (not for production)")
 		return planeTLS{}, nil
 	}
-	src, err := pki.Load(pki.Files{CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}, pki.Options{ClusterID: cfg.ClusterID, Logger: log.With("component", "tls")})
+	src, err := pki.Load(pki.Files{CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, DenyFile: cfg.TLS.DenyFile}, pki.Options{ClusterID: cfg.ClusterID, Logger: log.With("component", "tls")})
 	if err != nil {
 		return planeTLS{}, &usageError{err}
 	}
@@ -56,4 +60,41 @@ func (p planeTLS) toCoordinators() *tls.Config {
 		return nil
 	}
 	return p.src.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
+}
+
+// revoked reports whether a verified peer's certificate is on the deny
+// list now; nil without TLS.
+func (p planeTLS) revoked() func(*x509.Certificate) bool {
+	if p.src == nil {
+		return nil
+	}
+	return p.src.Denied
+}
+
+// registerDenials exports the deny list's refusals on reg.
+func (p planeTLS) registerDenials(reg prometheus.Registerer) error {
+	if p.src == nil {
+		return nil
+	}
+	return reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "talon_tls_denied_total",
+		Help: "Peers refused because their certificate is on tls-deny-file: handshakes on every port and requests on connections established before the entry.",
+	}, func() float64 { return float64(p.src.Denials()) }))
+}
+
+// denyGuard refuses, with 403 and the connection closed, a request whose
+// TLS peer is on the deny list (a connection established before the
+// entry was added); nil revoked passes every request.
+func denyGuard(next http.Handler, revoked func(*x509.Certificate) bool) http.Handler {
+	if revoked == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && revoked(r.TLS.PeerCertificates[0]) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "credential revoked: the certificate is on this worker's deny list", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -50,6 +50,9 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	if err := ptls.registerDenials(reg); err != nil {
+		return nil, err
+	}
 	proc, err := metrics.NewProcess(reg, "worker")
 	if err != nil {
 		return nil, err
@@ -90,7 +93,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
-		DataListener: ln, DataHandler: ds, Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+		DataListener: ln, DataHandler: denyGuard(ds, ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
 		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: ptls.server(),
 		DataLimits: worker.DataLimits{
 			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,

@@ -101,6 +101,8 @@ type TLSConfig struct {
 	CAFile   string
 	CertFile string
 	KeyFile  string
+	// DenyFile is the deny list of revoked credentials (optional).
+	DenyFile string
 }
 
 // Enabled reports whether any TLS file is set.

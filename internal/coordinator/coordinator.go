@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,11 @@ type Options struct {
 	// certificate names. Nil serves plain TCP and authorizes nothing
 	// (insecure-control-plane).
 	TLS *tls.Config
+	// Revoked, when set, reports whether a peer's certificate is on the
+	// deny list now: checked at every request, so a connection
+	// established before its entry was added is refused (permission
+	// denied, then closed) at its next request.
+	Revoked func(*x509.Certificate) bool
 }
 
 // Limits bound what peers can hold on the control listener and how many

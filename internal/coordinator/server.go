@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -33,9 +34,11 @@ type conn struct {
 	// version waiting to be pushed. pusher, started on Subscribe, writes it.
 	bumps chan uint64
 
-	// peer is the verified identity of a TLS peer, set by serveConn
-	// before the first request; nil on a plain (insecure) listener.
-	peer *pki.Identity
+	// peer is the verified identity of a TLS peer, and peerCert its
+	// certificate, set by serveConn before the first request; nil on a
+	// plain (insecure) listener.
+	peer     *pki.Identity
+	peerCert *x509.Certificate
 
 	// serving is set once the connection may carry frames (after the TLS
 	// handshake): only then may shutdown write the drain notice to it.
@@ -181,6 +184,11 @@ func (c *Coordinator) serveConn(cn *conn) {
 			}
 			continue
 		}
+		if cn.peerCert != nil && c.opts.Revoked != nil && c.opts.Revoked(cn.peerCert) {
+			c.m.authRefusals.WithLabelValues("revoked").Inc()
+			_ = cn.write(f.RequestID, protocol.NewError(protocol.CodePermissionDenied, "credential %s revoked: its certificate is on the deny list", cn.peer))
+			return // and close: a revoked credential keeps no connection
+		}
 		resp := c.serveRequest(cn, f.Type, msg)
 		if err := cn.write(f.RequestID, resp); err != nil {
 			return
@@ -267,6 +275,7 @@ func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
 		return false
 	}
 	cn.peer = &id
+	cn.peerCert = tc.ConnectionState().PeerCertificates[0]
 	return true
 }
 

@@ -185,6 +185,33 @@ func (ca *CA) Issue(id Identity, hosts []string, validity time.Duration) (*Issue
 	}, nil
 }
 
+// Serial returns the certificate's serial number in hexadecimal, the form
+// a tls-deny-file entry takes.
+func (is *Issued) Serial() string {
+	c, err := is.parse()
+	if err != nil {
+		return ""
+	}
+	return c.SerialNumber.Text(16)
+}
+
+// NotAfter returns when the certificate expires.
+func (is *Issued) NotAfter() time.Time {
+	c, err := is.parse()
+	if err != nil {
+		return time.Time{}
+	}
+	return c.NotAfter
+}
+
+func (is *Issued) parse() (*x509.Certificate, error) {
+	b, _ := pem.Decode(is.CertPEM)
+	if b == nil {
+		return nil, errors.New("no PEM certificate")
+	}
+	return x509.ParseCertificate(b.Bytes)
+}
+
 // WriteFiles writes the certificate and key to certFile (0644) and keyFile
 // (0600), each through a temporary file and a rename so a reader never sees
 // half a file.

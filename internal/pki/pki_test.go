@@ -384,3 +384,68 @@ func TestClusterBinding(t *testing.T) {
 		t.Fatalf("client of cluster b dialling a coordinator of cluster a: %v", err)
 	}
 }
+
+// TestDenyList: entries by serial, node and identity refuse the matching
+// peers in the handshake and through Denied; a change of the file takes
+// effect at the next check; a malformed file names the line.
+func TestDenyList(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, dir)
+	deny := filepath.Join(dir, "deny")
+	if err := os.WriteFile(deny, []byte("# none yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock := testsupport.NewFakeClock(time.Now())
+	srvFiles := issue(t, ca, dir, Identity{Role: RoleCoordinator, NodeID: "c1"})
+	srvFiles.DenyFile = deny
+	srv, err := Load(srvFiles, Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, srv.ServerConfig(Expect{}))
+	w1 := load(t, issue(t, ca, dir, Identity{Role: RoleWorker, NodeID: "w1"}), nil)
+	w2 := load(t, issue(t, ca, dir, Identity{Role: RoleWorker, NodeID: "w2"}), nil)
+	ops := load(t, issue(t, ca, dir, Identity{Role: RoleClient, NodeID: "ops"}), nil)
+	served := func(s *Source) bool {
+		_, _, err := dialID(addr, s.ClientConfig(Expect{Roles: []Role{RoleCoordinator}}))
+		return err == nil
+	}
+	for _, s := range []*Source{w1, w2, ops} {
+		if !served(s) {
+			t.Fatal("a peer refused before any entry")
+		}
+	}
+	serialW1 := w1.Certificate().Leaf.SerialNumber.Text(16)
+	entries := "serial:" + serialW1 + "\nnode:w2 # any role\nclient/ops\n"
+	if err := os.WriteFile(deny, []byte(entries), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !served(w1) {
+		t.Fatal("the change took effect before the next check was due")
+	}
+	clock.Advance(2 * DefaultCheckInterval)
+	for name, s := range map[string]*Source{"serial": w1, "node": w2, "identity": ops} {
+		if served(s) {
+			t.Errorf("a peer denied by %s was served", name)
+		}
+		if !srv.Denied(s.Certificate().Leaf) {
+			t.Errorf("Denied(%s entry) = false", name)
+		}
+	}
+	if n := srv.Denials(); n < 6 {
+		t.Errorf("%d denials counted, want at least 6", n)
+	}
+	for content, want := range map[string]string{
+		"serial:xyz\n":   "deny:1: serial \"xyz\": must be hexadecimal",
+		"\nadmin/x\n":    "deny:2: \"admin/x\": want serial:<hex>, node:<node-id> or <role>/<node-id>",
+		"node:a b\n":     "node",
+		"worker/w1 ok\n": "deny:1",
+	} {
+		if err := os.WriteFile(deny, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(srvFiles, Options{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "tls-deny-file") {
+			t.Errorf("deny file %q: %v, want an error containing %q", content, err, want)
+		}
+	}
+}

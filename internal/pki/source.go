@@ -44,6 +44,10 @@ type Files struct {
 	CAFile   string
 	CertFile string
 	KeyFile  string
+	// DenyFile, when set, is a deny list (see parseDenyList) that every
+	// peer's certificate is checked against; reloaded on change like the
+	// rest.
+	DenyFile string
 }
 
 // Options configure a Source.
@@ -69,6 +73,7 @@ type material struct {
 	id    Identity // zero when the certificate names none (admin)
 	idErr error
 	pool  *x509.CertPool // nil without a CA file
+	deny  *denyList      // nil without a deny file
 	stamp []fileStamp
 }
 
@@ -92,6 +97,51 @@ type Source struct {
 	mu        sync.Mutex // guards the fields below; serialises reloads
 	lastCheck time.Time
 	lastErr   string // the last reload failure logged
+
+	denials    atomic.Uint64
+	deniedMu   sync.Mutex      // guards deniedSeen
+	deniedSeen map[string]bool // identities whose refusal was logged
+}
+
+// Denied reports whether cert, a verified peer's leaf, is on the current
+// deny list (reloaded when due): for connections established before the
+// entry was added, which the handshake check no longer sees.
+func (s *Source) Denied(cert *x509.Certificate) bool {
+	m := s.current()
+	if m.deny == nil || cert == nil {
+		return false
+	}
+	id, err := IdentityOf(cert)
+	if err != nil {
+		return false
+	}
+	entry, denied := m.deny.denies(cert, id)
+	if denied {
+		s.noteDenied(id, cert, entry)
+	}
+	return denied
+}
+
+// Denials counts peers refused by the deny list (handshakes and
+// established connections).
+func (s *Source) Denials() uint64 { return s.denials.Load() }
+
+// noteDenied counts a refusal and logs the first for each identity.
+func (s *Source) noteDenied(id Identity, cert *x509.Certificate, entry string) {
+	s.denials.Add(1)
+	key := id.String() + "/" + cert.SerialNumber.Text(16)
+	s.deniedMu.Lock()
+	if s.deniedSeen == nil {
+		s.deniedSeen = map[string]bool{}
+	}
+	first := !s.deniedSeen[key]
+	if first && len(s.deniedSeen) < 10000 {
+		s.deniedSeen[key] = true
+	}
+	s.deniedMu.Unlock()
+	if first {
+		s.opts.Logger.Warn("refused a peer on the deny list (logged once per certificate)", "peer", id.String(), "serial", cert.SerialNumber.Text(16), "entry", entry)
+	}
 }
 
 // Load reads the files once. An error names the setting and file at fault.
@@ -129,6 +179,9 @@ func (s *Source) paths() []string {
 	p := []string{s.files.CertFile, s.files.KeyFile}
 	if s.files.CAFile != "" {
 		p = append(p, s.files.CAFile)
+	}
+	if s.files.DenyFile != "" {
+		p = append(p, s.files.DenyFile)
 	}
 	return p
 }
@@ -170,6 +223,11 @@ func (s *Source) load() (*material, error) {
 			return nil, fmt.Errorf("%s-cert-file %q names no cluster: this process serves cluster %q; issue it again with talon pki issue --cluster-id %s (it then carries the SPIFFE ID spiffe://%s/talon/%s/%s/%s)", set, s.files.CertFile, want, want, TrustDomain, want, m.id.Role, m.id.NodeID)
 		}
 		return nil, fmt.Errorf("%s-cert-file %q is bound to cluster %q, but this process serves cluster %q", set, s.files.CertFile, m.id.Cluster, want)
+	}
+	if s.files.DenyFile != "" {
+		if m.deny, err = parseDenyList(s.files.DenyFile); err != nil {
+			return nil, fmt.Errorf("%s-deny-file: %w", set, err)
+		}
 	}
 	if s.files.CAFile != "" {
 		caPEM, err := os.ReadFile(s.files.CAFile)
@@ -321,6 +379,10 @@ func (s *Source) verifyPeer(cs tls.ConnectionState, usage x509.ExtKeyUsage, expe
 	id, err := IdentityOf(leaf)
 	if err != nil {
 		return Identity{}, err
+	}
+	if entry, denied := m.deny.denies(leaf, id); denied {
+		s.noteDenied(id, leaf, entry)
+		return Identity{}, fmt.Errorf("%w: peer %s (serial %s) is on the deny list (%s)", ErrIdentity, id, leaf.SerialNumber.Text(16), entry)
 	}
 	if s.cluster != "" && id.Cluster != s.cluster {
 		if id.Cluster == "" {
