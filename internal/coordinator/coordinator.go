@@ -70,6 +70,9 @@ type Options struct {
 	Process    *metrics.Process
 	// Limits bound the control listener; zero fields take the defaults.
 	Limits Limits
+	// EventCapacity is how many events (Events) the coordinator keeps in
+	// memory; default DefaultEventCapacity.
+	EventCapacity int
 	// TLS, when set, is the control listener's server configuration
 	// (mutual TLS, see package pki): every connection must present a
 	// certificate, and a write is allowed only for the worker node its
@@ -169,6 +172,7 @@ type Coordinator struct {
 	evidence    *evidence               // what this coordinator observed, for proposals
 	subs        *subscribers
 	readyLog    readinessLog
+	events      *eventLog     // what this coordinator observed, bounded, in memory
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	self        *membership.Loop
 	bg          sync.WaitGroup // background goroutines: batched reads, loops
@@ -233,13 +237,14 @@ func New(opts Options) (*Coordinator, error) {
 		view:        newTracker(opts.RecoveryHold, maxReadGap(opts)),
 		evidence:    newEvidence(opts.Timing),
 		subs:        newSubscribers(),
-		readyLog:    readinessLog{log: opts.Logger.With("component", "coordinator")},
+		events:      newEventLog(opts.EventCapacity, opts.Clock),
 		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
 		proposals:   make(chan proposal, maxQueuedProposals),
 		conns:       map[*conn]struct{}{},
 	}
+	c.readyLog.log, c.readyLog.events = c.log, c.events
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	if c.self, err = c.newSelfLoop(); err != nil {
 		return nil, err

@@ -318,7 +318,7 @@ func newClient(conn *cmdutil.Connection, attempt time.Duration) (*apiv1.Client, 
 		UserAgent:  "talonctl/" + buildinfo.Version,
 	})
 	if err != nil {
-		return nil, nil, cmdutil.UsageErrorf("servers %s: %w", strings.Join(conn.Servers, ","), err)
+		return nil, nil, cmdutil.UsageErrorf("--server: %w", err)
 	}
 	rec.bases = client.BaseURLs()
 	return client, rec, nil
