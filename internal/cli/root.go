@@ -21,6 +21,8 @@ import (
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cli/completion"
 	"github.com/talonhq/talon/internal/cli/config"
+	"github.com/talonhq/talon/internal/cli/coordinators"
+	"github.com/talonhq/talon/internal/cli/events"
 	"github.com/talonhq/talon/internal/cli/nodes"
 	"github.com/talonhq/talon/internal/cli/placement"
 	"github.com/talonhq/talon/internal/cli/top"
@@ -139,6 +141,8 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 	root.AddCommand(
 		cluster.NewCmdCluster(f),
 		nodes.NewCmdNodes(f),
+		coordinators.NewCmdCoordinators(f),
+		events.NewCmdEvents(f, nil),
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
 		top.NewCmdTop(f, nil),
