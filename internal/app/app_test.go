@@ -227,3 +227,32 @@ func TestGetOutputPath(t *testing.T) {
 		t.Fatalf("part file mode %v %v, want 0644 under umask 022", fi.Mode().Perm(), err)
 	}
 }
+
+// TestConfigPrintInvalid: an invalid configuration is printed whole, each
+// problem marked below the settings it names, and the exit code is 2.
+func TestConfigPrintInvalid(t *testing.T) {
+	code, out, errOut := run(t, nil, "config", "print", "worker", "--node-id", "w1", "--heartbeat-interval", "10s", "--unhealthy-after", "5s")
+	if code != ExitUsage {
+		t.Fatalf("exit %d, want %d\n%s", code, ExitUsage, errOut)
+	}
+	for _, want := range []string{
+		"# INVALID: 2 problem(s), marked below the settings they name\n",
+		"heartbeat-interval: 10s  # flag --heartbeat-interval\n# ^ problem 1: heartbeat-interval 10s must be less than unhealthy-after 5s",
+		"unhealthy-after: 5s  # flag --unhealthy-after\n# ^ problem 1 (above)\n",
+		"tls-ca-file: \"\"  # default\n# ^ problem 2: tls-ca-file, tls-cert-file and tls-key-file are not set",
+		"tls-cert-file: \"\"  # default\n# ^ problem 2 (above)\n",
+		"cache-dir: ", // the rest is printed too
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "2 problem(s), marked in the output above") {
+		t.Errorf("stderr: %s", errOut)
+	}
+	// A valid one prints no problem and exits 0.
+	code, out, _ = run(t, nil, "config", "print", "worker", "--node-id", "w1", "--insecure-control-plane")
+	if code != 0 || strings.Contains(out, "problem") {
+		t.Fatalf("valid: exit %d\n%s", code, out)
+	}
+}

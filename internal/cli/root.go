@@ -99,9 +99,12 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "talonctl",
 		Short: "Operate a Talon cluster through the coordinators' /api/v1",
-		Long: `talonctl shows a Talon cluster's state, lists its nodes and explains placement,
-talking only to the coordinators' management API (/api/v1) on their admin
-listeners.
+		Long: `talonctl shows a Talon cluster's state, lists its nodes, their events and every
+coordinator's own view, explains placement, and cordons and drains workers.
+It reads the coordinators' management API (/api/v1) on their admin listeners,
+which is read-only; nodes cordon, uncordon and drain ask the worker itself,
+at the admin address its record advertises, with the same token and TLS
+settings.
 
 Connection: --server (repeat or comma-separate to fail over in order; env
 TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file

@@ -45,6 +45,33 @@ func (c *Config) Validate() error {
 	return c.validatePlaneTLS()
 }
 
+// problems is Validate that goes on past the first error: the first error
+// of each group of checks.
+func (c *Config) problems() []error {
+	var out []error
+	for _, check := range []func() error{c.validateIdentity, c.validateAddresses, c.validateTimeouts, c.validateLogAndTLS} {
+		if err := check(); err != nil {
+			out = append(out, err)
+		}
+	}
+	switch c.Role {
+	case cluster.RoleCoordinator:
+		if err := c.validateCoordinator(); err != nil {
+			out = append(out, err)
+		}
+	case cluster.RoleWorker:
+		if err := c.validateWorker(); err != nil {
+			out = append(out, err)
+		}
+	default:
+		out = append(out, fmt.Errorf("role %q: must be coordinator or worker", c.Role))
+	}
+	if err := c.validatePlaneTLS(); err != nil {
+		out = append(out, err)
+	}
+	return out
+}
+
 func (c *Config) validateIdentity() error {
 	if err := cluster.ValidateID("cluster-id", c.ClusterID); err != nil {
 		return err
