@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,50 @@ func TestCredentialsNeverPrinted(t *testing.T) {
 		if !strings.Contains(r.stderr, "--server") {
 			t.Errorf("%v: the message does not name --server: %s", args, r.stderr)
 		}
+	}
+}
+
+// TestKubectlParity: the kubectl habits of issue 27, each against the
+// real coordinator: an unwrapped single object, node/ID names, JSONPath
+// sorting (ascending), -L and --show-labels, -o completion of the
+// template forms, and placement explain's warning for too few owners.
+func TestKubectlParity(t *testing.T) {
+	e := startEnv(t, envOptions{seed: true})
+	server := []string{"TALONCTL_SERVER=" + e.url}
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"parity-get-jsonpath", []string{"nodes", "get", "w-1", "-o", "jsonpath={.nodeId} {.labels.zone}"}},
+		{"parity-get-name", []string{"nodes", "get", "w-1", "-o", "name"}},
+		{"parity-sort-jsonpath", []string{"nodes", "list", "--role", "worker", "--sort-by", ".capacity.residentBytes", "-L", "zone,tier"}},
+		{"parity-sort-jsonpath-desc", []string{"nodes", "list", "--role", "worker", "--sort-by=-{.counters.hitsTotal}", "--show-labels"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := talonctl(t, run{args: tt.args, env: server})
+			if r.code != 0 || r.stderr != "" {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			golden(t, tt.name, r.stdout)
+		})
+	}
+	r := talonctl(t, run{args: []string{"nodes", "get", "w-1", "-o", "jsonpath={.nodeId}"}, env: server})
+	if r.stdout != "w-1" {
+		t.Errorf("jsonpath {.nodeId} of one node: %q", r.stdout)
+	}
+	cands, directive, _ := completions(t, server, "nodes", "list", "-o", "")
+	for _, want := range []string{"json", "jsonpath=", "go-template=", "custom-columns=", "custom-columns-file="} {
+		if !slices.Contains(cands, want) {
+			t.Errorf("-o completion lacks %q: %v", want, cands)
+		}
+	}
+	if cands, directive, _ = completions(t, server, "nodes", "get", "w-1", "-o", "go-"); !slices.Contains(cands, "go-template=") || directive != ":6" {
+		t.Errorf("-o go- completes %v %s, want go-template= without a space (:6)", cands, directive)
+	}
+	// 9 owners of 3 eligible workers: a warning, and the outcome says so.
+	r = talonctl(t, run{args: []string{"placement", "explain", "k", "--replicas", "9"}, env: server})
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: only 3 of the 9 owners asked for: 3 workers are eligible") ||
+		!strings.Contains(r.stdout, "ok, but only 3 of 9 owners (3 eligible workers)") {
+		t.Errorf("explain --replicas 9: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
