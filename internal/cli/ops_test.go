@@ -229,13 +229,13 @@ func TestKubectlParity(t *testing.T) {
 	if r.stdout != "w-1" {
 		t.Errorf("jsonpath {.nodeId} of one node: %q", r.stdout)
 	}
-	cands, directive, _ := completions(t, server, "nodes", "list", "-o", "")
+	cands, _, _ := completions(t, server, "nodes", "list", "-o", "")
 	for _, want := range []string{"json", "jsonpath=", "go-template=", "custom-columns=", "custom-columns-file="} {
 		if !slices.Contains(cands, want) {
 			t.Errorf("-o completion lacks %q: %v", want, cands)
 		}
 	}
-	if cands, directive, _ = completions(t, server, "nodes", "get", "w-1", "-o", "go-"); !slices.Contains(cands, "go-template=") || directive != ":6" {
+	if cands, directive, _ := completions(t, server, "nodes", "get", "w-1", "-o", "go-"); !slices.Contains(cands, "go-template=") || directive != ":6" {
 		t.Errorf("-o go- completes %v %s, want go-template= without a space (:6)", cands, directive)
 	}
 	// 9 owners of 3 eligible workers: a warning, and the outcome says so.
