@@ -147,7 +147,7 @@ func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordina
 
 // cordon answers a worker's POST (cordon, persist=true to keep it across
 // restarts) and DELETE (uncordon) of /api/v1/cordon, and logs an audit
-// line for each.
+// line for each (at warn: an audit line must survive any log level).
 func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
 	q, err := parseQuery(r.URL.RawQuery, []string{apiv1.ParamPersist}, nil)
 	if err != nil {
@@ -176,7 +176,9 @@ func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
 		return fmt.Errorf("%s: %w", action, err)
 	}
 	cordoned, persisted := wk.Cordoned()
-	s.log.Info("audit: worker "+action, "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "changed", changed, "client", client)
+	// At warn, so that no log level (log-level=warn, talon dev's quieted
+	// processes) drops an audit line.
+	s.log.Warn("audit: worker "+action, "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "changed", changed, "client", client)
 	writeJSON(w, http.StatusOK, apiv1.Cordon{NodeID: wk.NodeID(), Cordoned: cordoned, Persisted: persisted, Changed: changed})
 	return nil
 }
