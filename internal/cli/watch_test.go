@@ -136,3 +136,29 @@ func TestWatchPrintsChangedRows(t *testing.T) {
 		t.Fatalf("after w-4 turned ready: exit %d, added %q", r.code, added)
 	}
 }
+
+// TestWatchWakesOnEvents: with a long --interval, a node that joins is
+// listed at once: the watch long-polls the coordinator's events between
+// listings (a server-side watch).
+func TestWatchWakesOnEvents(t *testing.T) {
+	e := startEnv(t, envOptions{seed: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := &testsupport.SyncBuffer{}
+	done := make(chan result, 1)
+	go func() {
+		done <- talonctl(t, run{args: []string{"nodes", "list", "-w", "--interval", "20s", "--role", "worker"}, env: []string{"TALONCTL_SERVER=" + e.url}, ctx: ctx, out: out})
+	}()
+	testsupport.WaitFor(t, 10*time.Second, "the first table", func() bool { return strings.Contains(out.String(), "w-5") })
+	time.Sleep(300 * time.Millisecond) // the watch is waiting
+	rec := cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w-8", IncarnationID: "inc-w-8", Address: "w-8.data.test:7500",
+		Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true}
+	e.put(t, &rec)
+	start := time.Now()
+	testsupport.WaitFor(t, 5*time.Second, "w-8 listed before the 20s interval", func() bool { return strings.Contains(out.String(), "w-8 ") })
+	t.Logf("w-8 listed %s after it joined (interval 20s)", time.Since(start).Round(time.Millisecond))
+	cancel()
+	if r := <-done; r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+}

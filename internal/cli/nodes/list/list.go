@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,10 +74,13 @@ page. An empty result is not an error.
 
 ` + cmdutil.TemplateFormatsHelp + `
 
-With --watch the list is fetched again every --interval: redrawn in place on
-a terminal; piped, the table is printed once and then only the rows that
-changed (a node that left is named on stderr), like kubectl get -w; -o json
-and -o yaml print every listing. It runs until interrupted; failures to
+With --watch the list is fetched again every --interval, and at once when
+the answering coordinator observes a node joining, leaving or changing
+health or readiness (its events are long-polled between listings; an
+interval under 1s only polls): redrawn in place on a terminal; piped, the
+table is printed once and then only the rows that changed (a node that left
+is named on stderr), like kubectl get -w; -o json and -o yaml print every
+listing. It runs until interrupted; failures to
 reach the cluster are shown and retried; an authentication failure ends it.`,
 		Example: `  talonctl nodes list
   talonctl nodes list --role worker --health unhealthy
@@ -339,6 +343,7 @@ func watch(ctx context.Context, client *apiv1.Client, opts *ListOptions) error {
 	io := opts.IO
 	tty := io.IsStdoutTTY()
 	changes := &changedRows{last: map[string]string{}}
+	cursor := eventCursor{}
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	for i := 0; ctx.Err() == nil; i++ {
@@ -379,10 +384,7 @@ func watch(ctx context.Context, client *apiv1.Client, opts *ListOptions) error {
 		} else if err := changes.print(opts, list, i == 0); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
+		waitChange(ctx, client, t.C, opts.Interval, &cursor)
 	}
 	return nil
 }
@@ -432,4 +434,55 @@ func (c *changedRows) print(opts *ListOptions, list *listing, first bool) error 
 	}
 	p.NoHeaders = opts.NoHeaders || !first
 	return p.Write(io.Out, changed, list.ObservedAtUnixMs)
+}
+
+// eventCursor is where a watch's event long poll continues.
+type eventCursor struct {
+	seq         uint64
+	incarnation string
+	off         bool // the server has no events endpoint (an older one): poll only
+	primed      bool // seq is the newest event of incarnation: wait for the next
+}
+
+// waitChange waits for the next listing: the interval's tick, or earlier
+// when the answering coordinator observes a membership change (its
+// events endpoint, long-polled: a server-side watch). Heartbeats that
+// change only counters produce no event; the tick lists those.
+func waitChange(ctx context.Context, client *apiv1.Client, tick <-chan time.Time, interval time.Duration, cur *eventCursor) {
+	if cur.off || interval < time.Second {
+		select {
+		case <-ctx.Done():
+		case <-tick:
+		}
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, interval)
+	defer cancel()
+	for wctx.Err() == nil {
+		left := time.Until(deadlineOf(wctx))
+		page, err := client.Events(wctx, apiv1.EventFilter{After: cur.seq, Watch: cur.primed, WatchSeconds: max(1, int(left/time.Second)), Limit: 1})
+		switch {
+		case errors.Is(err, apiv1.ErrNotFound):
+			cur.off = true
+		case err == nil && cur.primed && page.Incarnation == cur.incarnation && len(page.Items) > 0:
+			cur.seq = page.LastSeq
+			return // a change: list now
+		case err == nil:
+			// The first call, or a coordinator that restarted (or
+			// another one answering): watch from its newest event.
+			cur.seq, cur.incarnation, cur.primed = page.LastSeq, page.Incarnation, true
+			continue
+		}
+		break // an error: wait out the interval
+	}
+	select {
+	case <-ctx.Done():
+	case <-wctx.Done():
+	}
+}
+
+// deadlineOf is ctx's deadline (it has one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
