@@ -256,3 +256,23 @@ func TestConfigPrintInvalid(t *testing.T) {
 		t.Fatalf("valid: exit %d\n%s", code, out)
 	}
 }
+
+// TestDashboardURLSetting: admin-ui-dashboard-url takes an http(s) URL and
+// refuses anything else naming the setting, and a password in it is never
+// echoed.
+func TestDashboardURLSetting(t *testing.T) {
+	base := []string{"config", "validate", "--node-id", "c1", "--insecure-control-plane"}
+	if code, _, errOut := run(t, nil, append(base, "--admin-ui-dashboard-url", "https://grafana.example/d/talon")...); code != 0 {
+		t.Fatalf("https URL refused: %s", errOut)
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"javascript:alert(1)", "must be an absolute http:// or https:// URL"},
+		{"grafana.example/d", "must be an absolute http:// or https:// URL"},
+		{"https://admin:PLANTED-PW@grafana.example/", "must not carry credentials"},
+	} {
+		code, out, errOut := run(t, nil, append(base, "--admin-ui-dashboard-url", tc.value)...)
+		if code != ExitUsage || !strings.Contains(errOut, "admin-ui-dashboard-url") || !strings.Contains(errOut, tc.want) || strings.Contains(out+errOut, "PLANTED-PW") {
+			t.Errorf("%q: exit %d, %s", tc.value, code, errOut)
+		}
+	}
+}

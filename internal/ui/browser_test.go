@@ -673,3 +673,30 @@ func TestBrowserRatesEventsCoordinators(t *testing.T) {
 	}
 	b.screenshot("rates-events-coordinators")
 }
+
+// TestBrowserDashboardLink: with admin-ui-dashboard-url set, the header
+// links it (a new tab, no referrer); without, there is no link.
+func TestBrowserDashboardLink(t *testing.T) {
+	bin := chromium(t)
+	adm := exposeAll()
+	c := coordtest.Start(t, coordtest.Options{
+		ClusterID: clusterID, NodeID: "coord-a", Timing: testTiming, RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
+		WaitReady: true, Admin: &adm, UI: HandlerWith(Options{DashboardURL: "https://grafana.example/d/talon"}),
+	})
+	b := newBrowser(t, bin)
+	b.do("opening the page", chromedp.Navigate(c.AdminURL+"/"))
+	b.waitFor("the dashboard link", `!document.getElementById("dashboard").hidden`)
+	if got := eval[string](b, `document.getElementById("dashboard").href`); got != "https://grafana.example/d/talon" {
+		t.Errorf("link %q", got)
+	}
+	if got := eval[string](b, `document.getElementById("dashboard").rel`); got != "noopener noreferrer" {
+		t.Errorf("rel %q", got)
+	}
+	e := startEnv(t, exposeAll())
+	b2 := newBrowser(t, bin)
+	b2.do("opening the page without a dashboard", chromedp.Navigate(e.url))
+	b2.waitRows([]string{"coordinator/coord-a"})
+	if eval[bool](b2, `!document.getElementById("dashboard").hidden`) {
+		t.Error("a dashboard link without the setting")
+	}
+}

@@ -740,7 +740,24 @@
 
   // ---- wiring ------------------------------------------------------------
 
+  // loadUIConfig reads the deployment's UI options once: a dashboard link.
+  async function loadUIConfig() {
+    try {
+      const res = await fetch("ui-config.json", { cache: "no-store", credentials: "omit", redirect: "error" });
+      if (!res.ok) return;
+      const cfg = await res.json();
+      const u = cfg && typeof cfg.dashboardUrl === "string" ? cfg.dashboardUrl : "";
+      if (!/^https?:\/\//.test(u)) return;
+      const a = $("dashboard");
+      a.href = u;
+      a.hidden = false;
+    } catch (_) {
+      // No options: no link.
+    }
+  }
+
   function init() {
+    loadUIConfig();
     renderNodeHead();
     readHash();
     window.addEventListener("hashchange", () => {
