@@ -741,3 +741,20 @@ func TestEventsPane(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinatorsPane: a 200×60 terminal shows each coordinator, the
+// answering one with its own view; 120×40 has no room for it.
+func TestCoordinatorsPane(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
+	send(m, tea.WindowSizeMsg{Width: 200, Height: 60})
+	v := view(m)
+	if !strings.Contains(v, "COORDINATORS as their records show them") || !strings.Contains(v, "answering: revision 4200") {
+		t.Errorf("200x60: no coordinators pane:\n%s", v)
+	}
+	send(m, tea.WindowSizeMsg{Width: 120, Height: 40})
+	if v := view(m); strings.Contains(v, "COORDINATORS as") {
+		t.Errorf("120x40: a coordinators pane:\n%s", v)
+	}
+}

@@ -61,7 +61,7 @@ func (m *Model) render(all bool) string {
 	}
 	bottom := m.bottomLines(w)
 	if !m.detail {
-		bottom = append(m.eventLines(w, h, now), bottom...)
+		bottom = append(append(m.coordinatorLines(w, h), m.eventLines(w, h, now)...), bottom...)
 	}
 	n := max(h-len(lines)-len(bottom), 1)
 	var body []string
@@ -89,13 +89,61 @@ func (m *Model) tableRows() int {
 	now := m.opts.Now()
 	chrome := len(m.topLines(w, now)) + len(m.bottomLines(w)) + 1 // +1: column header
 	if !m.detail {
-		chrome += len(m.eventLines(w, h, now))
+		chrome += len(m.coordinatorLines(w, h)) + len(m.eventLines(w, h, now))
 	}
 	return max(h-chrome, 1)
 }
 
 // eventsMinHeight is the terminal height from which the events pane shows.
 const eventsMinHeight = 40
+
+// Sizes from which the coordinators pane shows.
+const (
+	coordinatorsMinWidth  = 160
+	coordinatorsMinHeight = 50
+)
+
+// coordinatorLines is the coordinators pane of a large terminal: each
+// coordinator as its record shows it, with the answering one's own view
+// (revision, PlacementVersion, eligible); talonctl coordinators list asks
+// each for its view.
+func (m *Model) coordinatorLines(w, h int) []string {
+	if w < coordinatorsMinWidth || h < coordinatorsMinHeight || m.poll == nil {
+		return nil
+	}
+	c := &m.poll.Cluster
+	var rows []string
+	for _, n := range m.poll.Nodes {
+		if n.Role != "coordinator" {
+			continue
+		}
+		ready := "ready"
+		if !n.Ready {
+			ready = "NOT READY"
+			if n.NotReadyReason != "" {
+				ready += " (" + n.NotReadyReason + ")"
+			}
+		}
+		store := "reads the store"
+		if !n.Capacity.StoreHealthy {
+			store = "STORE READ FAILING"
+		}
+		view := ""
+		if n.NodeID == c.ServedBy {
+			view = fmt.Sprintf("answering: revision %s, placement %s, %d eligible", orDash(c.Revision), orDash(c.PlacementVersion), c.EligibleWorkers)
+		}
+		rows = append(rows, m.st.header.Render(strings.TrimRight(fit(fmt.Sprintf("   %-16s %-24s %-20s %-12s hb %-7s %s",
+			format.Text(n.NodeID), ready, store, format.Text(n.Version), formatAgeMs(n.HeartbeatAgeMs), view), w), " ")))
+		if len(rows) == 6 {
+			break
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	title := m.st.colHeader.Render(fit("   COORDINATORS as their records show them (talonctl coordinators list asks each for its own view)", w))
+	return append([]string{title}, rows...)
+}
 
 // eventLines is the events pane of a tall terminal: a title and the
 // newest events that fit in a quarter of the height; none below

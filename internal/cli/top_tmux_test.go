@@ -99,6 +99,9 @@ func TestTopInTmux(t *testing.T) {
 			if size.h >= 40 && !strings.Contains(s, "EVENTS of coord-a") {
 				t.Errorf("no events pane at %dx%d:\n%s", size.w, size.h, s)
 			}
+			if wide := size.w >= 160 && size.h >= 50; wide != strings.Contains(s, "COORDINATORS as their records show them") {
+				t.Errorf("coordinators pane at %dx%d: shown %v, want %v:\n%s", size.w, size.h, !wide, wide, s)
+			}
 			// The help overlay fits: every key's description is on screen.
 			sock := fmt.Sprintf("talon-top-%d-%d", os.Getpid(), size.w)
 			if err := exec.Command(tmux, "-L", sock, "send-keys", "-t", "top", "?").Run(); err != nil {
@@ -121,7 +124,7 @@ func TestTopInTmux(t *testing.T) {
 			// coordinator answering again.
 			c.Memory.SetFault(fmt.Errorf("%w: injected outage", state.ErrUnavailable))
 			testsupport.WaitFor(t, 15*time.Second, "STALE", func() bool { return strings.Contains(screen(), "STALE") })
-			time.Sleep(5 * time.Second)
+			time.Sleep(8 * time.Second) // an exponential backoff would reach 4-8 s
 			c.Memory.SetFault(nil)
 			api := c.AdminURL
 			testsupport.WaitFor(t, 15*time.Second, "the coordinator answering again", func() bool {

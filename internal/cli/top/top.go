@@ -94,7 +94,9 @@ exits, with or without a terminal; it takes two samples one heartbeat
 interval apart (at most 10s), so that it shows rates.
 
 A terminal of 40 rows or more shows the answering coordinator's last events
-(joins, health and readiness changes) below the table.`,
+(joins, health and readiness changes) below the table; one of 160 columns
+and 50 rows or more also shows the coordinators as their records show them,
+with the answering one's own view (talonctl coordinators list asks each).`,
 		Example: `  talonctl top
   talonctl top --refresh 5s
   talonctl top --once | less -S`,
