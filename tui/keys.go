@@ -10,6 +10,10 @@ type keyMap struct {
 	Filter, SortNext, SortPrev, Order       key.Binding
 	Coordinators, Workers, Problems         key.Binding
 	Detail, Back, Refresh, Help, Quit       key.Binding
+	// Command (:) switches the view, k9s style: :nodes, :events,
+	// :coordinators. SortBy are Shift+letter sorts by one column.
+	Command key.Binding
+	SortBy  key.Binding
 	// short are the compact forms the one-line footer shows.
 	short []key.Binding
 	// width is the terminal's: FullHelp lays the keys out in as many
@@ -39,6 +43,8 @@ func newKeyMap() keyMap {
 		Refresh:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh now")),
 		Help:         key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:         key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Command:      key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "view :nodes :events :coord")),
+		SortBy:       key.NewBinding(key.WithKeys("N", "H", "A", "V", "R", "B"), key.WithHelp("N H A V R B", "sort by that column")),
 	}
 	// Display only: never matched. A binding without keys counts as disabled.
 	help := func(keys, desc string) key.Binding {
@@ -57,16 +63,17 @@ func newKeyMap() keyMap {
 func (k keyMap) ShortHelp() []key.Binding { return k.short }
 
 // FullHelp is the help shown by ?: four columns on a wide terminal, two
-// below 110 columns and one below 56, so that it always fits.
+// below 130 columns and one below 56, so that it always fits.
 func (k keyMap) FullHelp() [][]key.Binding {
 	nav := []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Left, k.Right}
 	sorting := []key.Binding{k.Filter, k.SortNext, k.SortPrev, k.Order}
 	views := []key.Binding{k.Coordinators, k.Workers, k.Problems, k.Detail, k.Back}
-	misc := []key.Binding{k.Refresh, k.Help, k.Quit}
+	misc := []key.Binding{k.Command, k.Refresh, k.Help, k.Quit}
+	sorting = append(sorting, k.SortBy)
 	switch {
 	case k.width > 0 && k.width < 56:
 		return [][]key.Binding{append(append(append(append([]key.Binding{}, misc...), sorting...), views...), nav...)}
-	case k.width > 0 && k.width < 110:
+	case k.width > 0 && k.width < 130:
 		return [][]key.Binding{append(append([]key.Binding{}, misc...), nav...), append(append([]key.Binding{}, sorting...), views...)}
 	}
 	return [][]key.Binding{nav, sorting, views, misc}

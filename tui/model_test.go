@@ -758,3 +758,44 @@ func TestCoordinatorsPane(t *testing.T) {
 		t.Errorf("120x40: a coordinators pane:\n%s", v)
 	}
 }
+
+// TestCommandViewsAndShiftSort: ":ev" enter shows the events as the body,
+// ":co" the coordinators, esc returns to the nodes; Shift+letter sorts by
+// a column at once.
+func TestCommandViewsAndShiftSort(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	p.Events = []apiv1.Event{{Seq: 1, TimeUnixMs: t0.UnixMilli(), Type: "node_joined", Coordinator: "coord-a", Role: "worker", NodeID: "w-01", New: "healthy"}}
+	send(m, PollMsg{Seq: 1, Poll: p}, tea.WindowSizeMsg{Width: 100, Height: 24})
+	typeKeys := func(s string) {
+		for _, r := range s {
+			send(m, tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+	}
+	typeKeys(":ev")
+	if v := view(m); !strings.Contains(v, ":ev█") {
+		t.Fatalf("no command line:\n%s", v)
+	}
+	send(m, tea.KeyPressMsg{Code: tea.KeyEnter})
+	if v := view(m); !strings.Contains(v, "EVENTS of coord-a") || !strings.Contains(v, "worker/w-01") || strings.Contains(v, "RESIDENT/CAP") {
+		t.Fatalf(":events view:\n%s", v)
+	}
+	typeKeys(":co")
+	send(m, tea.KeyPressMsg{Code: tea.KeyEnter})
+	if v := view(m); !strings.Contains(v, "COORDINATORS as their records show them") {
+		t.Fatalf(":coordinators view:\n%s", v)
+	}
+	send(m, tea.KeyPressMsg{Code: tea.KeyEscape})
+	if v := view(m); !strings.Contains(v, "RESIDENT/CAP") {
+		t.Fatalf("esc did not return to the nodes:\n%s", v)
+	}
+	typeKeys("A")
+	if m.sortCol != colAge {
+		t.Errorf("Shift+A sorts by %s, want HB AGE", m.sortCol.name())
+	}
+	typeKeys("N")
+	if m.sortCol != colNode {
+		t.Errorf("Shift+N sorts by %s, want NODE", m.sortCol.name())
+	}
+}

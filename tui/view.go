@@ -60,14 +60,22 @@ func (m *Model) render(all bool) string {
 		return strings.Join(lines, "\n") + "\n"
 	}
 	bottom := m.bottomLines(w)
-	if !m.detail {
+	if !m.detail && m.view == viewNodes {
 		bottom = append(append(m.coordinatorLines(w, h), m.eventLines(w, h, now)...), bottom...)
 	}
 	n := max(h-len(lines)-len(bottom), 1)
 	var body []string
-	if m.detail {
+	switch {
+	case m.view == viewEvents:
+		body = m.eventLines(w, (n+1)*4, now) // the whole body
+	case m.view == viewCoordinators:
+		body = m.coordinatorLines(coordinatorsMinWidth, coordinatorsMinHeight)
+		if len(body) == 0 {
+			body = []string{"no coordinator records"}
+		}
+	case m.detail:
 		body = m.detailLines(w, n, now)
-	} else {
+	default:
 		start := max(min(m.offset, len(m.visible)-(n-1)), 0)
 		end := min(start+n-1, len(m.visible))
 		body = m.tableLines(w, start, end, true)
@@ -88,7 +96,7 @@ func (m *Model) tableRows() int {
 	w, h := m.size()
 	now := m.opts.Now()
 	chrome := len(m.topLines(w, now)) + len(m.bottomLines(w)) + 1 // +1: column header
-	if !m.detail {
+	if !m.detail && m.view == viewNodes {
 		chrome += len(m.coordinatorLines(w, h)) + len(m.eventLines(w, h, now))
 	}
 	return max(h-chrome, 1)
@@ -539,6 +547,12 @@ func pad(b *strings.Builder, s string, w int, right bool) {
 // bottomLines are the status line and the help.
 func (m *Model) bottomLines(w int) []string {
 	var parts []string
+	switch {
+	case m.commanding:
+		parts = append(parts, m.st.filterS.Render(":"+m.command+"█")+" (nodes, events, coordinators; enter switch, esc cancel)")
+	case m.view != viewNodes:
+		parts = append(parts, ":"+views[m.view].name+" (: switch, esc back to nodes)")
+	}
 	switch {
 	case m.filtering:
 		parts = append(parts, m.st.filterS.Render("/"+m.filter+"█")+" (enter keep, esc clear)")

@@ -85,9 +85,11 @@ footer counts the hidden ones, and left and right (h, l) scroll through them
 with ROLE, NODE and HEALTH pinned. Sizes, rates and hit ratios are formatted as in
 talonctl nodes list.
 
-Keys: / filter, s and S sort column, o reverse order, c and w show or hide
-coordinators and workers, u problem nodes only, enter node detail, left and
-right scroll columns, r refresh now, ? all keys, q quit.
+Keys: / filter, s and S sort column (Shift+N, H, A, V, R, B sort by node,
+health, age, version, req/s, bytes/s at once), o reverse order, c and w show
+or hide coordinators and workers, u problem nodes only, enter node detail,
+left and right scroll columns, : switch the view (:nodes, :events,
+:coordinators, any prefix), r refresh now, ? all keys, q quit.
 
 top needs a terminal. --once prints one frame of every node to stdout and
 exits, with or without a terminal; it takes two samples one heartbeat
