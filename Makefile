@@ -28,15 +28,16 @@ testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver, hel
 	@bash internal/testenv/build-helm.sh >/dev/null
 	@bash internal/testenv/build-s3.sh >/dev/null
 
-test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool)
+test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool, tmux)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-tool.sh openssl openssl TALON_OPENSSL) && \
 	  promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
+	  tmux=$$(bash .ci/ensure-tool.sh tmux tmux TALON_TMUX) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  s3=$$(bash internal/testenv/build-s3.sh) && \
 	  echo "test servers: $$dir, helm: $$helm, s3: $$s3" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_TMUX=$$tmux \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)

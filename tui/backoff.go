@@ -8,7 +8,10 @@ import (
 
 // Backoff defaults.
 const (
-	// DefaultBackoffMax caps the delay between attempts while the API fails.
+	// DefaultBackoffMax is no longer the cap: the cap defaults to the
+	// refresh interval (see Backoff.Max), so that top is current within
+	// one interval of the coordinators' recovery. It bounds an explicit
+	// Max that is larger.
 	DefaultBackoffMax = 30 * time.Second
 	// DefaultBackoffMultiplier is the growth factor per consecutive failure.
 	DefaultBackoffMultiplier = 2.0
@@ -22,8 +25,10 @@ type Backoff struct {
 	// Initial is the delay after the first failure; default the refresh
 	// interval.
 	Initial time.Duration
-	// Max caps every delay, jitter included; default DefaultBackoffMax, and
-	// never below Initial.
+	// Max caps every delay, jitter included; default the refresh
+	// interval (a retry is never further away than the next refresh
+	// would be, so the view is current within one interval of the API's
+	// return), at most DefaultBackoffMax, and never below Initial.
 	Max time.Duration
 	// Multiplier is the growth per consecutive failure; default
 	// DefaultBackoffMultiplier. Values below 1 are treated as 1.
@@ -39,9 +44,9 @@ func (b Backoff) withDefaults(refresh time.Duration) Backoff {
 		b.Initial = refresh
 	}
 	if b.Max <= 0 {
-		b.Max = DefaultBackoffMax
+		b.Max = refresh
 	}
-	b.Max = max(b.Max, b.Initial)
+	b.Max = max(min(b.Max, DefaultBackoffMax), b.Initial)
 	if b.Multiplier == 0 {
 		b.Multiplier = DefaultBackoffMultiplier
 	}

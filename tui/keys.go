@@ -10,8 +10,15 @@ type keyMap struct {
 	Filter, SortNext, SortPrev, Order       key.Binding
 	Coordinators, Workers, Problems         key.Binding
 	Detail, Back, Refresh, Help, Quit       key.Binding
+	// Command (:) switches the view, k9s style: :nodes, :events,
+	// :coordinators. SortBy are Shift+letter sorts by one column.
+	Command key.Binding
+	SortBy  key.Binding
 	// short are the compact forms the one-line footer shows.
 	short []key.Binding
+	// width is the terminal's: FullHelp lays the keys out in as many
+	// columns as fit (0: all four).
+	width int
 }
 
 func newKeyMap() keyMap {
@@ -36,14 +43,18 @@ func newKeyMap() keyMap {
 		Refresh:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh now")),
 		Help:         key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:         key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Command:      key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "view :nodes :events :coord")),
+		SortBy:       key.NewBinding(key.WithKeys("N", "H", "A", "V", "R", "B"), key.WithHelp("N H A V R B", "sort by that column")),
 	}
 	// Display only: never matched. A binding without keys counts as disabled.
 	help := func(keys, desc string) key.Binding {
 		return key.NewBinding(key.WithKeys(keys), key.WithHelp(keys, desc))
 	}
+	// ? and q first: a narrow footer cuts from the right, and these two
+	// must always show.
 	k.short = []key.Binding{
-		help("/", "filter"), help("s/S", "sort column"), help("o", "order"), help("c/w", "roles"),
-		help("u", "problems"), help("enter", "detail"), help("r", "refresh"), help("?", "help"), help("q", "quit"),
+		help("?", "help"), help("q", "quit"), help("/", "filter"), help("s/S", "sort"), help("o", "order"),
+		help("c/w", "roles"), help("u", "problems"), help("enter", "detail"), help("r", "refresh"),
 	}
 	return k
 }
@@ -51,12 +62,19 @@ func newKeyMap() keyMap {
 // ShortHelp is the footer's one-line help.
 func (k keyMap) ShortHelp() []key.Binding { return k.short }
 
-// FullHelp is the help shown by ?.
+// FullHelp is the help shown by ?: four columns on a wide terminal, two
+// below 130 columns and one below 56, so that it always fits.
 func (k keyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Left, k.Right},
-		{k.Filter, k.SortNext, k.SortPrev, k.Order},
-		{k.Coordinators, k.Workers, k.Problems, k.Detail, k.Back},
-		{k.Refresh, k.Help, k.Quit},
+	nav := []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Left, k.Right}
+	sorting := []key.Binding{k.Filter, k.SortNext, k.SortPrev, k.Order}
+	views := []key.Binding{k.Coordinators, k.Workers, k.Problems, k.Detail, k.Back}
+	misc := []key.Binding{k.Command, k.Refresh, k.Help, k.Quit}
+	sorting = append(sorting, k.SortBy)
+	switch {
+	case k.width > 0 && k.width < 56:
+		return [][]key.Binding{append(append(append(append([]key.Binding{}, misc...), sorting...), views...), nav...)}
+	case k.width > 0 && k.width < 130:
+		return [][]key.Binding{append(append([]key.Binding{}, misc...), nav...), append(append([]key.Binding{}, sorting...), views...)}
 	}
+	return [][]key.Binding{nav, sorting, views, misc}
 }

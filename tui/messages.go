@@ -24,7 +24,14 @@ type Poll struct {
 	// Server is the base URL that answered, when the fetcher knows it;
 	// Cluster.ServedBy names the coordinator either way.
 	Server string
+	// Events are the answering coordinator's newest events, oldest first
+	// (at most MaxEvents); nil when it gave none. A tall terminal shows
+	// them below the table.
+	Events []apiv1.Event
 }
+
+// MaxEvents is how many events a Poll carries at most.
+const MaxEvents = 50
 
 // PollMsg delivers the result of a successful fetch.
 type PollMsg struct {

@@ -109,6 +109,11 @@ type Model struct {
 
 	detail       bool
 	detailOffset int
+	// view is the body shown: the node table, the events or the
+	// coordinators (k9s-style :view); commanding/command edit it.
+	view       bodyView
+	commanding bool
+	command    string
 	// hscroll is how far the table is scrolled right, in columns of
 	// scrollable; 0 shows the columns that fit by priority.
 	hscroll int
@@ -160,6 +165,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		m.help.SetWidth(msg.Width)
+		m.keys.width = msg.Width
 		m.fixOffset()
 		return m, nil
 	case PollMsg:
@@ -303,6 +309,10 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.editFilter(msg)
 		return m, nil
 	}
+	if m.commanding {
+		m.editCommand(msg)
+		return m, nil
+	}
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -312,6 +322,12 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.fixOffset()
 	case key.Matches(msg, k.Refresh):
 		return m, m.fetch()
+	case key.Matches(msg, k.Command):
+		m.commanding, m.command = true, ""
+	case m.view != viewNodes:
+		if key.Matches(msg, k.Back) {
+			m.view = viewNodes
+		}
 	case m.detail:
 		m.detailKey(msg)
 	default:
@@ -336,6 +352,8 @@ func (m *Model) tableKey(msg tea.KeyPressMsg) {
 	case key.Matches(msg, k.Order):
 		m.sortDesc = !m.sortDesc
 		m.reorder()
+	case key.Matches(msg, k.SortBy):
+		m.setSort(map[string]column{"N": colNode, "H": colHealth, "A": colAge, "V": colVersion, "R": colReqs, "B": colBytes}[msg.String()])
 	case key.Matches(msg, k.Coordinators):
 		m.hideCoordinators = !m.hideCoordinators
 		m.reorder()
@@ -477,4 +495,43 @@ func (m *Model) VisibleNodes() []string {
 		ids[i] = m.rows[ri].node.NodeID
 	}
 	return ids
+}
+
+// bodyView is the body top shows.
+type bodyView int
+
+const (
+	viewNodes bodyView = iota
+	viewEvents
+	viewCoordinators
+)
+
+// views are the :commands, by every prefix a user may type.
+var views = []struct {
+	name string
+	v    bodyView
+}{{"nodes", viewNodes}, {"events", viewEvents}, {"coordinators", viewCoordinators}}
+
+// editCommand edits the : line: enter switches to the view it names (any
+// prefix: :ev, :co), esc cancels.
+func (m *Model) editCommand(msg tea.KeyPressMsg) {
+	switch {
+	case msg.Code == tea.KeyEnter:
+		m.commanding = false
+		c := strings.ToLower(strings.TrimSpace(m.command))
+		for _, v := range views {
+			if c != "" && strings.HasPrefix(v.name, c) {
+				m.view, m.detail = v.v, false
+				return
+			}
+		}
+	case msg.Code == tea.KeyEscape:
+		m.commanding = false
+	case msg.Code == tea.KeyBackspace:
+		if r := []rune(m.command); len(r) > 0 {
+			m.command = string(r[:len(r)-1])
+		}
+	case msg.Text != "" && msg.Mod&^tea.ModShift == 0:
+		m.command += msg.Text
+	}
 }

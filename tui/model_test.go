@@ -175,7 +175,7 @@ func TestOneTimer(t *testing.T) {
 }
 
 func TestBackoffDelay(t *testing.T) {
-	b := Backoff{}.withDefaults(2 * time.Second)
+	b := Backoff{Max: DefaultBackoffMax}.withDefaults(2 * time.Second) // an explicit, longer cap
 	for _, tc := range []struct {
 		failures int
 		r        float64
@@ -200,6 +200,16 @@ func TestBackoffDelay(t *testing.T) {
 			}
 		})
 	}
+	t.Run("default cap is the refresh", func(t *testing.T) {
+		d := Backoff{}.withDefaults(2 * time.Second)
+		for _, f := range []int{1, 2, 5, 50} {
+			for _, r := range []float64{0, 0.5, 0.999999} {
+				if got := d.Delay(f, r); got > 2*time.Second {
+					t.Errorf("Delay(%d, %v) = %v, more than the 2s refresh", f, r, got)
+				}
+			}
+		}
+	})
 	t.Run("defaults", func(t *testing.T) {
 		got := Backoff{}.withDefaults(time.Minute)
 		want := Backoff{Initial: time.Minute, Max: time.Minute, Multiplier: 2, Jitter: 0.2}
@@ -216,6 +226,7 @@ func TestBackoffSchedule(t *testing.T) {
 	f := &fetchRecorder{}
 	opts := testOptions(c)
 	opts.Fetch = f.fetch
+	opts.Backoff.Max = DefaultBackoffMax // an explicit, longer cap than the refresh
 	m := newModel(t, opts)
 	m.Init()
 	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
@@ -622,7 +633,7 @@ func TestDataAgeIgnoresClockSkew(t *testing.T) {
 	s.Cluster.GeneratedAtUnixMs = t0.Add(time.Hour + 2*time.Second).UnixMilli()
 	send(m, PollMsg{Seq: 1, Poll: s})
 	c.Advance(5 * time.Second)
-	if v := view(m); !strings.Contains(v, "(7.0s ago)") {
+	if v := view(m); !strings.Contains(v, "observed 7.0s ago") {
 		t.Errorf("data age is not 7.0s:\n%s", v)
 	}
 }
@@ -646,5 +657,145 @@ func TestLongErrorWraps(t *testing.T) {
 	}
 	if len(errLines) != 2 || !strings.Contains(errLines[1], "connect") || !strings.HasSuffix(strings.TrimRight(errLines[1], " ┃"), "…") {
 		t.Errorf("error lines %q, want two with the second cut with …\n%s", errLines, v)
+	}
+}
+
+// TestHeaderWhileFailing: once fetches fail, the header no longer says the
+// store is healthy, and the banner gives the flag, not the API parameter.
+func TestHeaderWhileFailing(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
+	if v := view(m); !strings.Contains(v, "store etcd healthy") {
+		t.Fatalf("fresh view: %s", v)
+	}
+	err := &apiv1.APIError{HTTPStatus: http.StatusServiceUnavailable, Code: apiv1.CodeNotReady,
+		Message: "no current cluster snapshot: the shared store could not be read in time (failing closed); retry, or add allowStale=true for the last good snapshot marked stale"}
+	send(m, FetchErrorMsg{Seq: 2, Err: err})
+	v := view(m)
+	if strings.Contains(v, "store etcd healthy") || !strings.Contains(v, "store etcd UNKNOWN") {
+		t.Errorf("failing view still says the store is healthy:\n%s", v)
+	}
+	if strings.Contains(v, "allowStale=true") || !strings.Contains(v, "--allow-stale") {
+		t.Errorf("the banner names the API parameter:\n%s", v)
+	}
+	stale := fixture(1)
+	stale.Cluster.Stale, stale.Cluster.Store.Healthy = true, false
+	send(m, PollMsg{Seq: 3, Poll: stale})
+	if v := view(m); strings.Contains(v, "store etcd healthy") || !strings.Contains(v, "UNHEALTHY") {
+		t.Errorf("stale answer:\n%s", v)
+	}
+}
+
+// TestRecoveryWithinOneRefresh: however many fetches failed, the next
+// one is due within one refresh interval, so the view is current within
+// one interval of the API's return.
+func TestRecoveryWithinOneRefresh(t *testing.T) {
+	c := newClock()
+	f := &fetchRecorder{}
+	opts := testOptions(c)
+	opts.Fetch = f.fetch
+	m := newModel(t, opts)
+	m.Init()
+	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
+	unavailable := fmt.Errorf("%w: connection refused", apiv1.ErrUnavailable)
+	for i := range 20 {
+		send(m, refreshMsg{gen: m.timerGen})
+		send(m, FetchErrorMsg{Seq: f.seqs[len(f.seqs)-1], Err: unavailable})
+		if got := m.NextFetch().Sub(c.Now()); got > DefaultRefresh {
+			t.Fatalf("after %d failures the next fetch is %s away, more than the %s refresh", i+1, got, DefaultRefresh)
+		}
+	}
+}
+
+// TestEventsPane: a terminal of 40 rows or more shows the newest events
+// below the table; a 24-row one does not (the table needs the rows).
+func TestEventsPane(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	for i := range 30 {
+		p.Events = append(p.Events, apiv1.Event{Seq: uint64(i + 1), TimeUnixMs: t0.UnixMilli(), Type: "node_readiness_changed", Coordinator: "coord-a",
+			Role: "worker", NodeID: fmt.Sprintf("w-%02d", i), Old: "ready", New: "not_ready", Reason: "cordoned"})
+	}
+	send(m, PollMsg{Seq: 1, Poll: p})
+	for _, tc := range []struct {
+		w, h int
+		want bool
+	}{{80, 24, false}, {120, 40, true}, {200, 60, true}} {
+		send(m, tea.WindowSizeMsg{Width: tc.w, Height: tc.h})
+		v := view(m)
+		if got := strings.Contains(v, "EVENTS of coord-a"); got != tc.want {
+			t.Errorf("%dx%d: events pane shown = %v, want %v:\n%s", tc.w, tc.h, got, tc.want, v)
+		}
+		if lines := strings.Split(v, "\n"); len(lines) != tc.h {
+			t.Errorf("%dx%d: %d lines", tc.w, tc.h, len(lines))
+		}
+		if tc.want && !strings.Contains(v, "worker/w-29") {
+			t.Errorf("%dx%d: the newest event is missing:\n%s", tc.w, tc.h, v)
+		}
+		for _, must := range []string{"observed", "? help", "q quit", "w-01"} {
+			if !strings.Contains(v, must) {
+				t.Errorf("%dx%d: lacks %q", tc.w, tc.h, must)
+			}
+		}
+	}
+}
+
+// TestCoordinatorsPane: a 200×60 terminal shows each coordinator, the
+// answering one with its own view; 120×40 has no room for it.
+func TestCoordinatorsPane(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	send(m, PollMsg{Seq: 1, Poll: fixture(0)})
+	send(m, tea.WindowSizeMsg{Width: 200, Height: 60})
+	v := view(m)
+	if !strings.Contains(v, "COORDINATORS as their records show them") || !strings.Contains(v, "answering: revision 4200") {
+		t.Errorf("200x60: no coordinators pane:\n%s", v)
+	}
+	send(m, tea.WindowSizeMsg{Width: 120, Height: 40})
+	if v := view(m); strings.Contains(v, "COORDINATORS as") {
+		t.Errorf("120x40: a coordinators pane:\n%s", v)
+	}
+}
+
+// TestCommandViewsAndShiftSort: ":ev" enter shows the events as the body,
+// ":co" the coordinators, esc returns to the nodes; Shift+letter sorts by
+// a column at once.
+func TestCommandViewsAndShiftSort(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	p.Events = []apiv1.Event{{Seq: 1, TimeUnixMs: t0.UnixMilli(), Type: "node_joined", Coordinator: "coord-a", Role: "worker", NodeID: "w-01", New: "healthy"}}
+	send(m, PollMsg{Seq: 1, Poll: p}, tea.WindowSizeMsg{Width: 100, Height: 24})
+	typeKeys := func(s string) {
+		for _, r := range s {
+			send(m, tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+	}
+	typeKeys(":ev")
+	if v := view(m); !strings.Contains(v, ":ev█") {
+		t.Fatalf("no command line:\n%s", v)
+	}
+	send(m, tea.KeyPressMsg{Code: tea.KeyEnter})
+	if v := view(m); !strings.Contains(v, "EVENTS of coord-a") || !strings.Contains(v, "worker/w-01") || strings.Contains(v, "RESIDENT/CAP") {
+		t.Fatalf(":events view:\n%s", v)
+	}
+	typeKeys(":co")
+	send(m, tea.KeyPressMsg{Code: tea.KeyEnter})
+	if v := view(m); !strings.Contains(v, "COORDINATORS as their records show them") {
+		t.Fatalf(":coordinators view:\n%s", v)
+	}
+	send(m, tea.KeyPressMsg{Code: tea.KeyEscape})
+	if v := view(m); !strings.Contains(v, "RESIDENT/CAP") {
+		t.Fatalf("esc did not return to the nodes:\n%s", v)
+	}
+	typeKeys("A")
+	if m.sortCol != colAge {
+		t.Errorf("Shift+A sorts by %s, want HB AGE", m.sortCol.name())
+	}
+	typeKeys("N")
+	if m.sortCol != colNode {
+		t.Errorf("Shift+N sorts by %s, want NODE", m.sortCol.name())
 	}
 }

@@ -60,11 +60,22 @@ func (m *Model) render(all bool) string {
 		return strings.Join(lines, "\n") + "\n"
 	}
 	bottom := m.bottomLines(w)
+	if !m.detail && m.view == viewNodes {
+		bottom = append(append(m.coordinatorLines(w, h), m.eventLines(w, h, now)...), bottom...)
+	}
 	n := max(h-len(lines)-len(bottom), 1)
 	var body []string
-	if m.detail {
+	switch {
+	case m.view == viewEvents:
+		body = m.eventLines(w, (n+1)*4, now) // the whole body
+	case m.view == viewCoordinators:
+		body = m.coordinatorLines(coordinatorsMinWidth, coordinatorsMinHeight)
+		if len(body) == 0 {
+			body = []string{"no coordinator records"}
+		}
+	case m.detail:
 		body = m.detailLines(w, n, now)
-	} else {
+	default:
 		start := max(min(m.offset, len(m.visible)-(n-1)), 0)
 		end := min(start+n-1, len(m.visible))
 		body = m.tableLines(w, start, end, true)
@@ -83,8 +94,98 @@ func (m *Model) render(all bool) string {
 // tableRows is how many node rows fit under the chrome.
 func (m *Model) tableRows() int {
 	w, h := m.size()
-	chrome := len(m.topLines(w, m.opts.Now())) + len(m.bottomLines(w)) + 1 // +1: column header
+	now := m.opts.Now()
+	chrome := len(m.topLines(w, now)) + len(m.bottomLines(w)) + 1 // +1: column header
+	if !m.detail && m.view == viewNodes {
+		chrome += len(m.coordinatorLines(w, h)) + len(m.eventLines(w, h, now))
+	}
 	return max(h-chrome, 1)
+}
+
+// eventsMinHeight is the terminal height from which the events pane shows.
+const eventsMinHeight = 40
+
+// Sizes from which the coordinators pane shows.
+const (
+	coordinatorsMinWidth  = 160
+	coordinatorsMinHeight = 50
+)
+
+// coordinatorLines is the coordinators pane of a large terminal: each
+// coordinator as its record shows it, with the answering one's own view
+// (revision, PlacementVersion, eligible); talonctl coordinators list asks
+// each for its view.
+func (m *Model) coordinatorLines(w, h int) []string {
+	if w < coordinatorsMinWidth || h < coordinatorsMinHeight || m.poll == nil {
+		return nil
+	}
+	c := &m.poll.Cluster
+	var rows []string
+	for _, n := range m.poll.Nodes {
+		if n.Role != "coordinator" {
+			continue
+		}
+		ready := "ready"
+		if !n.Ready {
+			ready = "NOT READY"
+			if n.NotReadyReason != "" {
+				ready += " (" + n.NotReadyReason + ")"
+			}
+		}
+		store := "reads the store"
+		if !n.Capacity.StoreHealthy {
+			store = "STORE READ FAILING"
+		}
+		view := ""
+		if n.NodeID == c.ServedBy {
+			view = fmt.Sprintf("answering: revision %s, placement %s, %d eligible", orDash(c.Revision), orDash(c.PlacementVersion), c.EligibleWorkers)
+		}
+		rows = append(rows, m.st.header.Render(strings.TrimRight(fit(fmt.Sprintf("   %-16s %-24s %-20s %-12s hb %-7s %s",
+			format.Text(n.NodeID), ready, store, format.Text(n.Version), formatAgeMs(n.HeartbeatAgeMs), view), w), " ")))
+		if len(rows) == 6 {
+			break
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	title := m.st.colHeader.Render(fit("   COORDINATORS as their records show them (talonctl coordinators list asks each for its own view)", w))
+	return append([]string{title}, rows...)
+}
+
+// eventLines is the events pane of a tall terminal: a title and the
+// newest events that fit in a quarter of the height; none below
+// eventsMinHeight rows or without events.
+func (m *Model) eventLines(w, h int, now time.Time) []string {
+	if h < eventsMinHeight || m.poll == nil || len(m.poll.Events) == 0 {
+		return nil
+	}
+	n := min(len(m.poll.Events), h/4-1)
+	evs := m.poll.Events[len(m.poll.Events)-n:]
+	lines := []string{m.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(m.poll.Cluster.ServedBy)), w))}
+	loc := m.opts.Location
+	for _, e := range evs {
+		node := "-"
+		if e.NodeID != "" {
+			node = format.Text(e.Role) + "/" + format.Text(e.NodeID)
+		}
+		change := e.New
+		if e.Old != "" {
+			change = e.Old + " -> " + e.New
+		}
+		text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(e.TimeUnixMs).In(loc), now.In(loc)), e.Type, node, change, format.Text(e.Reason))
+		st := m.st.header
+		switch e.Type {
+		case "node_expired_or_removed", "coordinator_unready", "store_unreachable":
+			st = m.st.bad
+		case "node_health_changed", "node_readiness_changed":
+			if e.New != "healthy" && e.New != "ready" {
+				st = m.st.warn
+			}
+		}
+		lines = append(lines, st.Render(strings.TrimRight(fit(text, w), " ")))
+	}
+	return lines
 }
 
 // topLines are the header, the summary and the banner.
@@ -94,51 +195,102 @@ func (m *Model) topLines(w int, now time.Time) []string {
 	if m.Stale() {
 		data = m.st.dim
 	}
-	lines := []string{
-		m.st.title.Render(fit(l1, w)),
-		data.Render(fit(l2, w)),
-		data.Render(fit(l3, w)),
+	// On a wide terminal each group of parts is one line; a narrow one
+	// packs the parts into as many lines as the width needs, so that at
+	// 80 columns nothing (the observation age least of all) is cut off.
+	var texts []string
+	if w >= wideHeader {
+		for _, parts := range [][]string{l1, l2, l3} {
+			texts = append(texts, pack(parts, w)...)
+		}
+	} else {
+		texts = pack(append(append(slices.Clone(l1), l2...), l3...), w)
+	}
+	lines := make([]string, 0, len(texts)+4)
+	for i, t := range texts {
+		st := data
+		if i == 0 {
+			st = m.st.title
+		}
+		lines = append(lines, st.Render(fit(t, w)))
 	}
 	return append(lines, m.bannerLines(w, now)...)
 }
 
-func (m *Model) headerText(now time.Time) (l1, l2, l3 string) {
+// wideHeader is the width from which the header keeps its three lines
+// and names the server's URL.
+const wideHeader = 120
+
+// pack joins parts with " · " into lines of at most w cells, starting a
+// new line where the next part would not fit.
+func pack(parts []string, w int) []string {
+	var lines []string
+	cur := ""
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		switch {
+		case cur == "":
+			cur = p
+		case ansi.StringWidth(cur)+3+ansi.StringWidth(p) <= w:
+			cur += " · " + p
+		default:
+			lines = append(lines, cur)
+			cur = p
+		}
+	}
+	if cur != "" || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
+// headerText returns the parts of the three header lines: who answered,
+// the snapshot (its age first), and the counts.
+func (m *Model) headerText(now time.Time) (l1, l2, l3 []string) {
 	refresh := "refresh " + formatInterval(m.opts.Refresh)
 	if m.poll == nil {
-		l2 = "waiting for the first snapshot"
+		l2 = []string{"waiting for the first snapshot"}
 		if m.err != nil {
-			l2 = "no snapshot yet"
+			l2 = []string{"no snapshot yet"}
 		}
-		return "talon top · " + refresh, l2, ""
+		return []string{"talon top", refresh}, l2, nil
 	}
 	c := &m.poll.Cluster
 	served := "served by " + orDash(c.ServedBy)
-	if m.poll.Server != "" {
+	if w, _ := m.size(); m.poll.Server != "" && w >= wideHeader {
 		served += " (" + m.poll.Server + ")"
 	}
-	l1 = strings.Join([]string{"talon top", "cluster " + orDash(c.ClusterID), served, refresh}, " · ")
+	l1 = []string{"talon top", "cluster " + orDash(c.ClusterID), served, refresh}
 
-	store := "store " + orDash(c.Store.Backend) + " healthy"
-	if !c.Store.Healthy {
+	// The store is healthy only as of a fresh answer: while fetches fail
+	// (or the answer is the last good snapshot) the header says so.
+	var store string
+	switch {
+	case m.err != nil:
+		store = "store " + orDash(c.Store.Backend) + " UNKNOWN (no current answer)"
+	case !c.Store.Healthy || c.Stale:
 		store = "store " + orDash(c.Store.Backend) + " UNHEALTHY"
 		if c.Store.ErrorCode != "" {
 			store += " (" + c.Store.ErrorCode + ")"
 		}
+	default:
+		store = "store " + orDash(c.Store.Backend) + " healthy"
 	}
 	observed := m.observedAt()
-	l2 = strings.Join([]string{
+	l2 = []string{
+		fmt.Sprintf("observed %s ago (%s)", formatAge(m.dataAge(now)), formatClock(observed, now.In(m.opts.Location))),
 		store,
 		"revision " + orDash(c.Revision),
 		"placement " + orDash(c.PlacementVersion),
-		fmt.Sprintf("observed %s (%s ago)", formatClock(observed, now.In(m.opts.Location)), formatAge(m.dataAge(now))),
-	}, " · ")
-
-	l3 = strings.Join([]string{
+	}
+	l3 = []string{
 		"coordinators " + countsText(c.Nodes.Coordinators),
 		"workers " + countsText(c.Nodes.Workers),
 		fmt.Sprintf("eligible %d", c.EligibleWorkers),
 		fmt.Sprintf("late heartbeats (>%s) %d", formatInterval(m.threshold), m.lateCount),
-	}, " · ")
+	}
 	return l1, l2, l3
 }
 
@@ -192,7 +344,7 @@ func (m *Model) bannerLines(w int, now time.Time) []string {
 	inner := max(w-4, 10) // border and padding
 	text := []string{m.st.bannerTitle.Render(title) + " " + fit(what, inner-len(title)-1)}
 	if m.err != nil {
-		text = append(text, wrap("error: "+oneLine(m.err.Error()), inner, 2)...)
+		text = append(text, wrap("error: "+flagWords(oneLine(m.err.Error())), inner, 2)...)
 		since := formatClock(m.failingAt.In(m.opts.Location), now.In(m.opts.Location))
 		retry := "retrying now"
 		if !m.nextAt.IsZero() {
@@ -291,11 +443,14 @@ func (m *Model) columnWidths() [numColumns]int {
 // dropOrder is the order in which columns leave a table too wide for the
 // terminal: identity and rates stay longest, since they are what top is
 // for; ROLE and NODE never leave.
-var dropOrder = []column{colAddress, colVersion, colAge, colReady, colResident, colEvict, colBytes, colHealth, colHit, colReqs}
+var dropOrder = []column{colAddress, colVersion, colAge, colReady, colResident, colEvict, colBytes, colHit, colReqs}
+
+// pinned are the columns that never leave or scroll: who and how it is.
+var pinned = []column{colRole, colNode, colHealth}
 
 // scrollable are the columns that horizontal scrolling moves through, in
-// display order; ROLE and NODE stay pinned on the left.
-var scrollable = []column{colHealth, colReady, colAge, colVersion, colAddress, colReqs, colHit, colBytes, colEvict, colResident}
+// display order; ROLE, NODE and HEALTH stay pinned on the left.
+var scrollable = []column{colReady, colAge, colVersion, colAddress, colReqs, colHit, colBytes, colEvict, colResident}
 
 // lineWidth is the width of a table line with cols.
 func lineWidth(widths [numColumns]int, cols []column) int {
@@ -337,7 +492,7 @@ func (m *Model) layout(w int) []column {
 		}
 		return cols()
 	}
-	cols := []column{colRole, colNode}
+	cols := slices.Clone(pinned)
 	for i, c := range scrollable[min(m.hscroll, len(scrollable)-1):] {
 		if i > 0 && lineWidth(widths, append(cols, c)) > w {
 			break
@@ -392,6 +547,12 @@ func pad(b *strings.Builder, s string, w int, right bool) {
 // bottomLines are the status line and the help.
 func (m *Model) bottomLines(w int) []string {
 	var parts []string
+	switch {
+	case m.commanding:
+		parts = append(parts, m.st.filterS.Render(":"+m.command+"█")+" (nodes, events, coordinators; enter switch, esc cancel)")
+	case m.view != viewNodes:
+		parts = append(parts, ":"+views[m.view].name+" (: switch, esc back to nodes)")
+	}
 	switch {
 	case m.filtering:
 		parts = append(parts, m.st.filterS.Render("/"+m.filter+"█")+" (enter keep, esc clear)")
@@ -553,6 +714,12 @@ func wrap(s string, w, n int) []string {
 		lines = lines[:n]
 	}
 	return lines
+}
+
+// flagWords names the command line's flag where an API message names its
+// query parameter: top's --allow-stale, not allowStale=true.
+func flagWords(s string) string {
+	return strings.ReplaceAll(s, "add allowStale=true", "rerun with --allow-stale")
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }

@@ -323,6 +323,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, _ bool) error {
 		Ready:         rd.Ready,
 		Reasons:       append([]string{}, rd.Reasons...),
 	}
+	out.Cordoned, _ = wk.Cordoned()
+	out.InflightRequests = wk.InflightRequests()
 	if rec != nil {
 		// The worker's own view: its reported health (only readers of the
 		// shared store apply lateness; an age of zero is fresh under any

@@ -41,6 +41,10 @@ type Coordinator interface {
 	NodeID() string
 	Backend() string
 	Timing() cluster.Timing
+	// Events returns the coordinator's kept events matching q and a
+	// channel closed at the next one.
+	Events(q coordinator.EventQuery) (coordinator.EventPage, <-chan struct{})
+	Incarnation() string
 }
 
 // Worker is what the admin listener reads from a worker (*worker.Worker
@@ -51,6 +55,12 @@ type Worker interface {
 	DataAddress() string
 	Readiness() worker.Readiness
 	LastAccepted() (*cluster.Record, string)
+	// SetCordon cordons (on) or uncordons the worker; persist keeps a
+	// cordon across restarts. changed is false when it already was so.
+	SetCordon(ctx context.Context, on, persist bool) (changed bool, err error)
+	Cordoned() (cordoned, persisted bool)
+	// InflightRequests is how many data requests are being served.
+	InflightRequests() int64
 }
 
 // UsageSource reads a worker's live capacity and counters
@@ -134,6 +144,7 @@ type Server struct {
 	router   *http.ServeMux // finds routes; see newRouter
 	ident    clientIdentity // who a request is from (trusted proxies)
 	limiter  *clientLimiter // per client; nil when off
+	watches  chan struct{}  // one token per open event watch (MaxWatches)
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -163,6 +174,7 @@ func New(opts Options) (*Server, error) {
 		auth:    newAuthenticator(opts.Config.Tokens),
 		router:  newRouter(opts.Coordinator != nil),
 		limiter: newClientLimiter(opts.Config.RateLimit, opts.Clock),
+		watches: make(chan struct{}, MaxWatches),
 	}
 	trusted, err := config.ParsePrefixes("admin-trusted-proxies", opts.Config.TrustedProxies)
 	if err != nil {
@@ -301,7 +313,10 @@ type route struct {
 	group group
 	auth  authMode
 	api   bool // JSON API: Cache-Control no-store, JSON errors
-	serve func(s *Server, w http.ResponseWriter, r *http.Request, authed bool) error
+	// methods are the methods the route takes besides GET and HEAD
+	// (which every other route takes alone).
+	methods []string
+	serve   func(s *Server, w http.ResponseWriter, r *http.Request, authed bool) error
 }
 
 // Routes. Node is matched by prefix; the UI takes what nothing else does.
@@ -315,6 +330,12 @@ var (
 	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, api: true, serve: (*Server).node}
 	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, api: true, serve: (*Server).placement}
 	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, api: true, serve: (*Server).openAPI}
+	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, api: true, serve: (*Server).events}
+	// The cordon is the one write of the admin listener: a worker's own
+	// readiness, asked of the worker itself (the coordinators' API stays
+	// read-only, ADR 0001). It takes no GET: reading it is /api/v1/status.
+	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, api: true, serve: (*Server).cordon,
+		methods: []string{http.MethodPost, http.MethodDelete}}
 	// The UI's assets are static and hold no cluster data; the page asks
 	// for a token when /api/v1 answers 401 (see Options.UI).
 	routeUI = &route{name: "ui", group: groupUI, auth: authNone, serve: (*Server).ui}
@@ -347,9 +368,11 @@ func newRouter(coordinator bool) *http.ServeMux {
 		routes[apiv1.PathNodes] = routeNodes
 		routes[apiv1.PathNodes+"/"] = routeNode
 		routes[apiv1.PathPlacement] = routePlacement
+		routes[apiv1.PathEvents] = routeEvents
 		routes["/"] = routeUI
 	} else {
 		routes[apiv1.PathStatus] = routeStatus
+		routes[apiv1.PathCordon] = routeCordon
 	}
 	for pattern, rt := range routes {
 		mux.Handle(pattern, rt)
@@ -451,9 +474,13 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route) err
 			return errUnauthenticated
 		}
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		return fmt.Errorf("%w: %s; only GET and HEAD are served", errMethodNotAllowed, quoteShort(r.Method))
+	allowed := []string{http.MethodGet, http.MethodHead}
+	if rt.methods != nil {
+		allowed = rt.methods
+	}
+	if !contains(allowed, r.Method) {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		return fmt.Errorf("%w: %s; only %s are served", errMethodNotAllowed, quoteShort(r.Method), strings.Join(allowed, " and "))
 	}
 	if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
 		return errBodyNotAccepted

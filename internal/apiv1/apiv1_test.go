@@ -27,7 +27,7 @@ func TestOpenAPIDocumentValidates(t *testing.T) {
 	if err := doc.Validate(context.Background()); err != nil {
 		t.Fatalf("validate: %v", err)
 	}
-	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics, PathStatus, PathCluster, PathNodes, PathNodes + "/{nodeId}", PathPlacement, PathOpenAPI} {
+	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics, PathStatus, PathCluster, PathNodes, PathNodes + "/{nodeId}", PathPlacement, PathOpenAPI, PathEvents, PathCordon} {
 		if doc.Paths.Find(p) == nil {
 			t.Errorf("document has no path %s", p)
 		}
@@ -60,6 +60,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"Health": Health{}, "Error": ErrorResponse{}, "Capacity": Capacity{}, "Counters": Counters{},
 		"Node": Node{}, "Counts": Counts{}, "Cluster": Cluster{}, "NodeList": NodeList{},
 		"NodeResponse": NodeResponse{}, "Placement": Placement{}, "Usage": Usage{}, "Status": Status{},
+		"Event": Event{}, "EventList": EventList{}, "Cordon": Cordon{},
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -92,6 +93,8 @@ func jsonFields(t *testing.T, v any) []string {
 	switch v.(type) {
 	case Health:
 		keys = append(keys, "reasons")
+	case Event:
+		keys = append(keys, "role", "nodeId", "old", "new", "reason", "revision")
 	}
 	slices.Sort(keys)
 	return keys

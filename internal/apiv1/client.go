@@ -80,7 +80,7 @@ func NewClient(baseURLs []string, opts ClientOptions) (*Client, error) {
 	for i, raw := range baseURLs {
 		b, err := normalizeBase(raw, opts.TLS != nil)
 		if err != nil {
-			return nil, fmt.Errorf("apiv1 client: base URL %d %w", i, err)
+			return nil, fmt.Errorf("server URL %d of %d: %w", i+1, len(baseURLs), err)
 		}
 		c.bases = append(c.bases, b)
 	}
@@ -124,17 +124,49 @@ func normalizeBase(raw string, tls bool) (string, error) {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%q: %v", raw, errors.Unwrap(err))
+		return "", fmt.Errorf("%q: %v", RedactUserInfo(raw), RedactUserInfo(fmt.Sprint(errors.Unwrap(err))))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("%q: scheme must be http or https", raw)
+		return "", fmt.Errorf("%q: scheme must be http or https", redactURL(u))
 	case u.Host == "":
-		return "", fmt.Errorf("%q: must name a host", raw)
+		return "", fmt.Errorf("%q: must name a host", redactURL(u))
 	case u.User != nil:
-		return "", errors.New("must not carry credentials; pass the token in ClientOptions.Token")
+		return "", fmt.Errorf("%q: must not carry credentials (a user name or password): send a bearer token instead", redactURL(u))
 	case u.RawQuery != "" || u.Fragment != "":
-		return "", fmt.Errorf("%q: must not have a query or fragment", raw)
+		return "", fmt.Errorf("%q: must not have a query or fragment", redactURL(u))
 	}
 	return strings.TrimRight(u.Scheme+"://"+u.Host+u.EscapedPath(), "/"), nil
+}
+
+// redactURL is u without its user information, for messages: a URL
+// with credentials is refused without repeating them.
+func redactURL(u *url.URL) string {
+	r := *u
+	r.User = nil
+	return r.Scheme + "://" + r.Host + r.EscapedPath()
+}
+
+// RedactUserInfo removes what looks like user information (user:password@)
+// from the authority of every URL in s, for messages that quote what a
+// user typed, which may not parse.
+func RedactUserInfo(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, "/?# \t\"'")
+		if end < 0 {
+			end = len(s)
+		}
+		if at := strings.LastIndex(s[:end], "@"); at >= 0 {
+			b.WriteString("REDACTED@")
+			s = s[at+1:]
+		}
+	}
 }
 
 // BaseURLs returns the normalized base URLs in failover order.
@@ -291,6 +323,103 @@ func (c *Client) Placement(ctx context.Context, key string, replicas int, opts .
 	return &out, nil
 }
 
+// EventFilter selects events in Events. Zero fields do not filter.
+type EventFilter struct {
+	NodeID string
+	Types  []string
+	// After returns only events with a larger sequence number.
+	After uint64
+	// SinceUnixMs returns only events at or after this time.
+	SinceUnixMs int64
+	// Limit bounds the page; 0 means the server's DefaultEventLimit.
+	Limit int
+	// Watch makes the server wait up to WatchSeconds (0: its default) for
+	// a matching event after After when none is kept yet: a long poll.
+	Watch        bool
+	WatchSeconds int
+}
+
+// watchKey carries a long poll's wait into attempt, which extends the
+// attempt's timeout by it.
+type watchKey struct{}
+
+// Events returns one page of the answering coordinator's events. Events
+// are per coordinator: to see every coordinator's, use one client per
+// coordinator.
+func (c *Client) Events(ctx context.Context, f EventFilter, opts ...CallOption) (*EventList, error) {
+	q := url.Values{}
+	if f.NodeID != "" {
+		q.Set(ParamNode, f.NodeID)
+	}
+	for _, t := range f.Types {
+		q.Add(ParamType, t)
+	}
+	if f.After != 0 {
+		q.Set(ParamAfter, strconv.FormatUint(f.After, 10))
+	}
+	if f.SinceUnixMs != 0 {
+		q.Set(ParamSince, strconv.FormatInt(f.SinceUnixMs, 10))
+	}
+	if f.Limit != 0 {
+		q.Set(ParamLimit, strconv.Itoa(f.Limit))
+	}
+	if f.Watch {
+		q.Set(ParamWatch, "true")
+		wait := f.WatchSeconds
+		if wait == 0 {
+			wait = DefaultWatchSeconds
+		}
+		q.Set(ParamTimeout, strconv.Itoa(wait))
+		ctx = context.WithValue(ctx, watchKey{}, time.Duration(wait)*time.Second)
+	}
+	var out EventList
+	q, raw := applyOptions(q, opts)
+	if err := c.getJSON(ctx, PathEvents, q, raw, &out); err != nil {
+		return nil, err
+	}
+	if out.Items == nil {
+		out.Items = []Event{}
+	}
+	return &out, nil
+}
+
+// Cordon asks a worker (its admin listener) to report itself not ready
+// with reason cordoned until Uncordon; persist keeps the cordon across a
+// restart of the worker.
+func (c *Client) Cordon(ctx context.Context, persist bool) (*Cordon, error) {
+	q := url.Values{}
+	if persist {
+		q.Set(ParamPersist, "true")
+	}
+	return c.cordon(ctx, http.MethodPost, q)
+}
+
+// Uncordon lifts a worker's cordon, persisted or not.
+func (c *Client) Uncordon(ctx context.Context) (*Cordon, error) {
+	return c.cordon(ctx, http.MethodDelete, nil)
+}
+
+func (c *Client) cordon(ctx context.Context, method string, q url.Values) (*Cordon, error) {
+	var out Cordon
+	err := c.doMethod(ctx, method, PathCordon, q, false, func(resp *http.Response, base string) error {
+		body, err := readBody(resp)
+		if err != nil {
+			return fmt.Errorf("admin api %s: reading %s: %w", base, PathCordon, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return c.apiError(resp, body, base)
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			return fmt.Errorf("admin api %s: decoding %s: %w", base, PathCordon, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Status returns a worker's own status (workers only).
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var out Status
@@ -378,16 +507,21 @@ func (c *Client) getJSON(ctx context.Context, path string, q url.Values, raw fun
 // do runs one GET with failover. handle reads the response of a server
 // that answered; it is not called for the 503s that fail over.
 func (c *Client) do(ctx context.Context, path string, q url.Values, failover503 bool, handle func(*http.Response, string) error) error {
+	return c.doMethod(ctx, http.MethodGet, path, q, failover503, handle)
+}
+
+// doMethod is do for any method without a body.
+func (c *Client) doMethod(ctx context.Context, method, path string, q url.Values, failover503 bool, handle func(*http.Response, string) error) error {
 	n := len(c.bases)
 	first := int(c.prefer.Load())
 	var errs []error
 	for i := range n {
 		idx := (first + i) % n
 		base := c.bases[idx]
-		resp, cancel, err := c.attempt(ctx, base, path, q)
+		resp, cancel, err := c.attempt(ctx, method, base, path, q)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("admin api: GET %s: %w", path, ctx.Err())
+				return fmt.Errorf("admin api: %s %s: %w", method, path, ctx.Err())
 			}
 			errs = append(errs, err)
 			continue
@@ -403,18 +537,22 @@ func (c *Client) do(ctx context.Context, path string, q url.Values, failover503 
 		cancel()
 		return err
 	}
-	return fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, errors.Join(errs...))
+	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, method, path, errors.Join(errs...))
 }
 
 // attempt sends one request to base. On success the caller closes the body
 // by calling cancel after reading it.
-func (c *Client) attempt(ctx context.Context, base, path string, q url.Values) (*http.Response, context.CancelFunc, error) {
+func (c *Client) attempt(ctx context.Context, method, base, path string, q url.Values) (*http.Response, context.CancelFunc, error) {
 	u := base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	actx, cancel := context.WithTimeout(ctx, c.tmo)
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, u, nil)
+	tmo := c.tmo
+	if w, ok := ctx.Value(watchKey{}).(time.Duration); ok {
+		tmo += w // a watch waits up to w before it answers
+	}
+	actx, cancel := context.WithTimeout(ctx, tmo)
+	req, err := http.NewRequestWithContext(actx, method, u, nil)
 	if err != nil {
 		cancel()
 		return nil, nil, fmt.Errorf("%s: %w", base, err)

@@ -33,6 +33,7 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 		Health:          string(r.EffectiveHealth()),
 		ReportedHealth:  string(r.Health),
 		Ready:           r.Ready,
+		NotReadyReason:  r.NotReadyReason,
 		Labels:          labels,
 		Capacity:        CapacityFrom(r.Capacity),
 		Counters:        CountersFrom(r.Counters),

@@ -15,6 +15,10 @@ const (
 	PathNodes     = "/api/v1/nodes"
 	PathPlacement = "/api/v1/placement"
 	PathOpenAPI   = "/api/v1/openapi.json"
+	// PathEvents is a coordinator's list (and watch) of what it observed.
+	PathEvents = "/api/v1/events"
+	// PathCordon is a worker's cordon: POST cordons, DELETE uncordons.
+	PathCordon = "/api/v1/cordon"
 )
 
 // Pagination of GET /api/v1/nodes.
@@ -51,7 +55,83 @@ const (
 	ParamKey           = "key"
 	ParamReplicas      = "replicas"
 	ParamAllowStale    = "allowStale"
+	// Events.
+	ParamNode    = "node"
+	ParamType    = "type"
+	ParamAfter   = "after"
+	ParamSince   = "sinceUnixMs"
+	ParamWatch   = "watch"
+	ParamTimeout = "timeoutSeconds"
+	// Cordon.
+	ParamPersist = "persist"
 )
+
+// Limits of GET /api/v1/events.
+const (
+	// DefaultEventLimit is the page size of an events request without limit.
+	DefaultEventLimit = 100
+	// MaxEventLimit is the largest limit an events request may give.
+	MaxEventLimit = 1000
+	// DefaultWatchSeconds is how long a watch waits for an event when the
+	// request gives no timeoutSeconds.
+	DefaultWatchSeconds = 30
+	// MaxWatchSeconds is the longest a watch waits (within the admin
+	// listener's write timeout).
+	MaxWatchSeconds = 50
+	// MaxEventTypes bounds how many type parameters a request gives.
+	MaxEventTypes = 16
+)
+
+// Event is one thing a coordinator observed: a node joining, changing
+// health or readiness, restarting or leaving, a PlacementVersion change,
+// or its own readiness and store changes. Each coordinator keeps its own
+// bounded list in memory; nothing is stored in the shared store.
+type Event struct {
+	// Seq numbers this coordinator's events from 1 within one incarnation.
+	Seq         uint64 `json:"seq"`
+	TimeUnixMs  int64  `json:"timeUnixMs"`
+	Type        string `json:"type"`
+	Coordinator string `json:"coordinator"`
+	// Role and NodeID name the node; empty for the coordinator's own events.
+	Role   string `json:"role,omitempty"`
+	NodeID string `json:"nodeId,omitempty"`
+	Old    string `json:"old,omitempty"`
+	New    string `json:"new,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Revision is the store revision of the view that showed the change.
+	Revision string `json:"revision,omitempty"`
+}
+
+// EventList is the body of GET /api/v1/events: the matching events kept
+// after the `after` sequence number, oldest first.
+type EventList struct {
+	Meta
+	// Coordinator is the node ID of the coordinator whose events these are.
+	Coordinator string `json:"coordinator"`
+	// Incarnation is its incarnation: after a restart sequence numbers
+	// start again at 1.
+	Incarnation string  `json:"incarnation"`
+	Items       []Event `json:"items"`
+	// LastSeq is the newest event kept; pass it as after to watch.
+	LastSeq uint64 `json:"lastSeq"`
+	// OldestSeq is the oldest event kept (older ones were dropped to bound
+	// memory); 0 when none is kept.
+	OldestSeq uint64 `json:"oldestSeq"`
+	// Continue is the `after` value of the next page; empty when this
+	// page holds every matching event kept.
+	Continue string `json:"continue"`
+}
+
+// Cordon is the body of a worker's answer to POST and DELETE /api/v1/cordon.
+type Cordon struct {
+	NodeID   string `json:"nodeId"`
+	Cordoned bool   `json:"cordoned"`
+	// Persisted is whether the cordon survives a restart (stored in the
+	// worker's cache directory).
+	Persisted bool `json:"persisted"`
+	// Changed is false when the worker already was in the state asked for.
+	Changed bool `json:"changed"`
+}
 
 // Meta is carried by every successful /api/v1 response, inlined at the top
 // level of the JSON object.
@@ -123,6 +203,10 @@ type Node struct {
 	ReportedHealth string `json:"reportedHealth"`
 	// Ready is the readiness the process last reported.
 	Ready bool `json:"ready"`
+	// NotReadyReason is why the process reported itself not ready
+	// ("cordoned", "draining: shutting down", ...); empty when ready or
+	// when the process gave no reason.
+	NotReadyReason string `json:"notReadyReason"`
 	// Labels are the deployment labels (never null).
 	Labels   map[string]string `json:"labels"`
 	Capacity Capacity          `json:"capacity"`
@@ -303,6 +387,12 @@ type Status struct {
 	Ready      bool `json:"ready"`
 	// Reasons says why the worker is not ready (never null).
 	Reasons []string `json:"reasons"`
+	// Cordoned is whether an operator took the worker out of service
+	// (talonctl nodes cordon); it is then not ready with reason cordoned.
+	Cordoned bool `json:"cordoned"`
+	// InflightRequests is how many data requests the worker is serving
+	// now; a drain waits for it to reach zero.
+	InflightRequests int64 `json:"inflightRequests"`
 	// Node is the last record a coordinator accepted, with heartbeatAgeMs
 	// measured at generation time; null before the first acceptance.
 	Node *Node `json:"node"`
@@ -340,7 +430,7 @@ const (
 	CodeInvalidArgument  = "invalid_argument"   // 400: a query parameter breaks a rule
 	CodeUnauthenticated  = "unauthenticated"    // 401: missing or wrong bearer token
 	CodeNotFound         = "not_found"          // 404: no such resource, node or endpoint (or not exposed)
-	CodeMethodNotAllowed = "method_not_allowed" // 405: only GET and HEAD are served
+	CodeMethodNotAllowed = "method_not_allowed" // 405: the resource does not take this method
 	CodeTooLarge         = "too_large"          // 413: a request with a body (none is accepted)
 	CodeNotReady         = "not_ready"          // 503, retryable: no current snapshot (fail closed)
 	CodeRateLimited      = "rate_limited"       // 429, retryable: this client sent more than admin-rate-limit requests per second

@@ -193,6 +193,9 @@ func newConfigCmd(env Env) *cobra.Command {
 					}
 					role = r
 				}
+				if verb == "print" {
+					return printConfig(cmd, env, role)
+				}
 				loaded, err := loadConfig(cmd, env, role)
 				if err != nil {
 					return &usageError{err}
@@ -213,6 +216,28 @@ func newConfigCmd(env Env) *cobra.Command {
 		cmd.AddCommand(sub)
 	}
 	return cmd
+}
+
+// printConfig prints the effective configuration, valid or not: an invalid
+// one is printed with each problem marked beside the settings it names,
+// and the command then exits non-zero (usage error) naming the count.
+func printConfig(cmd *cobra.Command, env Env, role cluster.Role) error {
+	loaded, err := config.LoadUnvalidated(role, config.Options{
+		ConfigFile: config.FileFromFlags(cmd.Flags()),
+		Environ:    env.Environ,
+		Flags:      cmd.Flags(),
+	})
+	if err != nil {
+		return &usageError{err}
+	}
+	problems := loaded.Problems()
+	if err := loaded.PrintProblems(cmd.OutOrStdout(), problems); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return &usageError{fmt.Errorf("%w: %d problem(s), marked in the output above; the first: %w", config.ErrInvalid, len(problems), problems[0])}
+	}
+	return nil
 }
 
 // NewLogger returns the process logger for cfg's level and format.

@@ -318,5 +318,51 @@ func TestValidateMatchesStartUp(t *testing.T) {
 				t.Fatalf("validate: %d %q; start-up: %v; want both the usage error %q", vcode, verr, serr, tc.want)
 			}
 		})
+// TestConfigPrintInvalid: an invalid configuration is printed whole, each
+// problem marked below the settings it names, and the exit code is 2.
+func TestConfigPrintInvalid(t *testing.T) {
+	code, out, errOut := run(t, nil, "config", "print", "worker", "--node-id", "w1", "--heartbeat-interval", "10s", "--unhealthy-after", "5s")
+	if code != ExitUsage {
+		t.Fatalf("exit %d, want %d\n%s", code, ExitUsage, errOut)
+	}
+	for _, want := range []string{
+		"# INVALID: 2 problem(s), marked below the settings they name\n",
+		"heartbeat-interval: 10s  # flag --heartbeat-interval\n# ^ problem 1: heartbeat-interval 10s must be less than unhealthy-after 5s",
+		"unhealthy-after: 5s  # flag --unhealthy-after\n# ^ problem 1 (above)\n",
+		"tls-ca-file: \"\"  # default\n# ^ problem 2: tls-ca-file, tls-cert-file and tls-key-file are not set",
+		"tls-cert-file: \"\"  # default\n# ^ problem 2 (above)\n",
+		"cache-dir: ", // the rest is printed too
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "2 problem(s), marked in the output above") {
+		t.Errorf("stderr: %s", errOut)
+	}
+	// A valid one prints no problem and exits 0.
+	code, out, _ = run(t, nil, "config", "print", "worker", "--node-id", "w1", "--insecure-control-plane")
+	if code != 0 || strings.Contains(out, "problem") {
+		t.Fatalf("valid: exit %d\n%s", code, out)
+	}
+}
+
+// TestDashboardURLSetting: admin-ui-dashboard-url takes an http(s) URL and
+// refuses anything else naming the setting, and a password in it is never
+// echoed.
+func TestDashboardURLSetting(t *testing.T) {
+	base := []string{"config", "validate", "--node-id", "c1", "--insecure-control-plane"}
+	if code, _, errOut := run(t, nil, append(base, "--admin-ui-dashboard-url", "https://grafana.example/d/talon")...); code != 0 {
+		t.Fatalf("https URL refused: %s", errOut)
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"javascript:alert(1)", "must be an absolute http:// or https:// URL"},
+		{"grafana.example/d", "must be an absolute http:// or https:// URL"},
+		{"https://admin:PLANTED-PW@grafana.example/", "must not carry credentials"},
+	} {
+		code, out, errOut := run(t, nil, append(base, "--admin-ui-dashboard-url", tc.value)...)
+		if code != ExitUsage || !strings.Contains(errOut, "admin-ui-dashboard-url") || !strings.Contains(errOut, tc.want) || strings.Contains(out+errOut, "PLANTED-PW") {
+			t.Errorf("%q: exit %d, %s", tc.value, code, errOut)
+		}
 	}
 }

@@ -118,7 +118,7 @@ func (p *CoordinatorProcess) Run(ctx context.Context) error {
 
 // RunCoordinator runs a coordinator process from cfg until ctx ends.
 func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	p, err := NewCoordinator(ctx, cfg, nil, uiHandler(), log)
+	p, err := NewCoordinator(ctx, cfg, nil, uiHandler(cfg), log)
 	if err != nil {
 		return err
 	}

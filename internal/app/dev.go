@@ -62,7 +62,7 @@ func runDev(ctx context.Context, opts devcluster.Options, stdout io.Writer, log 
 func devRoles() devcluster.Roles {
 	return devcluster.Roles{
 		Coordinator: func(ctx context.Context, cfg *config.Config, store state.Store, log *slog.Logger) (devcluster.Coordinator, error) {
-			p, err := NewCoordinator(ctx, cfg, store, uiHandler(), log)
+			p, err := NewCoordinator(ctx, cfg, store, uiHandler(cfg), log)
 			if err != nil {
 				return nil, err
 			}

@@ -147,7 +147,9 @@ func advertise(configured string, bound net.Addr, log *slog.Logger, setting stri
 }
 
 // uiHandler returns the embedded web UI.
-func uiHandler() http.Handler { return ui.Handler() }
+func uiHandler(cfg *config.Config) http.Handler {
+	return ui.HandlerWith(ui.Options{DashboardURL: cfg.Admin.UIDashboardURL})
+}
 
 // adminAdvertise is the advertised admin address: the admin-advertise
 // setting, else the admin listener's address; "" without an admin listener.

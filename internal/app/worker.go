@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		DataListener: ln, DataHandler: denyGuard(ds, ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
 		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: ptls.server(),
+		CordonFile: filepath.Join(cfg.CacheDir, "cordon"),
 		DataLimits: worker.DataLimits{
 			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,

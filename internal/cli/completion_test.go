@@ -42,7 +42,7 @@ func TestCompletion(t *testing.T) {
 		{"second argument", []string{"nodes", "get", "w-1", "w-"}, []string{"w-2", "w-3", "w-4", "w-5"}},
 		{"roles", []string{"nodes", "list", "--role", ""}, []string{"coordinator", "worker"}},
 		{"health states", []string{"nodes", "list", "--health", ""}, []string{"healthy", "degraded", "unhealthy", "unknown"}},
-		{"output formats", []string{"nodes", "list", "-o", ""}, []string{"table", "wide", "json", "yaml", "name"}},
+		{"output formats", []string{"nodes", "list", "-o", ""}, []string{"table", "wide", "json", "yaml", "name", "jsonpath=", "jsonpath-file=", "go-template=", "go-template-file=", "custom-columns=", "custom-columns-file="}},
 		{"sort keys", []string{"nodes", "list", "--sort-by", "h"}, []string{"name", "role", "health", "ready", "age", "version", "address", "uptime", "capacity", "resident", "hit-ratio"}},
 		{"labels", []string{"nodes", "list", "-l", ""}, []string{"tier=ssd", "zone=a", "zone=b"}},
 		{"labels prefix", []string{"nodes", "list", "-l", "zone="}, []string{"zone=a", "zone=b"}},

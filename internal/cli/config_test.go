@@ -59,7 +59,7 @@ contexts:
 			t.Fatalf("output shows the token:\n%s%s", r.stdout, r.stderr)
 		}
 	}
-	allNodes := "coord-a\nw-1\nw-2\nw-3\nw-4\nw-5\n"
+	allNodes := "node/coord-a\nnode/w-1\nnode/w-2\nnode/w-3\nnode/w-4\nnode/w-5\n"
 
 	t.Run("no current context", func(t *testing.T) {
 		r := ctl(nil, "config", "current-context")
@@ -207,7 +207,7 @@ func TestConfigEdit(t *testing.T) {
 		}
 		// The context works: the first server is down, the token is read from the file.
 		r := talonctl(t, run{args: []string{"nodes", "get", "w-1", "-o", "name"}, env: cfgEnv})
-		if r.code != cli.ExitOK || r.stdout != "w-1\n" {
+		if r.code != cli.ExitOK || r.stdout != "node/w-1\n" {
 			t.Fatalf("nodes get through the new context: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})

@@ -34,7 +34,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "server down", args: []string{"nodes", "list"}, env: []string{"TALONCTL_SERVER=" + down},
 			code: cli.ExitUnavailable, stderrHas: []string{"admin api unavailable", "connection refused", "hint: no server answered"}},
 		{name: "failover to the next server", args: []string{"nodes", "list", "-o", "name", "--server", down + "," + e.url},
-			code: cli.ExitOK, stdout: "coord-a\nw-1\nw-2\nw-3\nw-4\nw-5\n"},
+			code: cli.ExitOK, stdout: "node/coord-a\nnode/w-1\nnode/w-2\nnode/w-3\nnode/w-4\nnode/w-5\n"},
 		{name: "bad role", args: []string{"nodes", "list", "--role", "boss"}, env: []string{server},
 			code: cli.ExitUsage, stderrHas: []string{`--role "boss": must be one of coordinator, worker`, "Run 'talonctl nodes list --help'"}},
 		{name: "bad health", args: []string{"nodes", "list", "--health", "meh"}, env: []string{server},
@@ -42,7 +42,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "bad output", args: []string{"nodes", "list", "-o", "xml"}, env: []string{server},
 			code: cli.ExitUsage, stderrHas: []string{`--output "xml": must be one of table, wide, json, yaml, name`}},
 		{name: "bad sort key", args: []string{"nodes", "list", "--sort-by", "size"}, env: []string{server},
-			code: cli.ExitUsage, stderrHas: []string{`--sort-by "size": must be one of name, role, health`}},
+			code: cli.ExitUsage, stderrHas: []string{`--sort-by "size": must be a JSONPath such as .capacity.residentBytes, or one of name, role, health`}},
 		{name: "bad selector", args: []string{"nodes", "list", "-l", "zone in (a"}, env: []string{server},
 			code: cli.ExitUsage, stderrHas: []string{`--selector "zone in (a": must be a Kubernetes label selector`}},
 		{name: "selector matching nothing", args: []string{"nodes", "list", "-l", "zone=a,zone=b"}, env: []string{server},
@@ -127,7 +127,7 @@ func TestUnavailable503(t *testing.T) {
 			t.Errorf("stale answer not marked:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 		}
 		r = talonctl(t, run{args: []string{"nodes", "list", "--allow-stale", "-o", "name"}, env: []string{server}})
-		if r.code != cli.ExitOK || r.stdout != "coord-a\nw-1\nw-2\nw-3\nw-4\nw-5\n" || !strings.Contains(r.stderr, "warning: stale answer") {
+		if r.code != cli.ExitOK || r.stdout != "node/coord-a\nnode/w-1\nnode/w-2\nnode/w-3\nnode/w-4\nnode/w-5\n" || !strings.Contains(r.stderr, "warning: stale answer") {
 			t.Errorf("nodes list --allow-stale: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})

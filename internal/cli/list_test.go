@@ -26,7 +26,7 @@ func TestListFollowsPagination(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != n || lines[0] != "w-0000" || lines[n-1] != fmt.Sprintf("w-%04d", n-1) {
+	if len(lines) != n || lines[0] != "node/w-0000" || lines[n-1] != fmt.Sprintf("node/w-%04d", n-1) {
 		t.Fatalf("%d names from %q to %q, want %d", len(lines), lines[0], lines[len(lines)-1], n)
 	}
 	r = talonctl(t, run{args: []string{"nodes", "list", "-o", "json"}, env: []string{server}})

@@ -56,7 +56,7 @@ func TestRawOutputKeepsUnknownFields(t *testing.T) {
 	}{
 		{[]string{"nodes", "list", "-o", "json"}, []string{`"shardMap": {`, `"generation": 7`, `"temperatureC": 41`}},
 		{[]string{"nodes", "list", "-o", "yaml"}, []string{"shardMap:\n  generation: 7", "nvme:\n    temperatureC: 41"}},
-		{[]string{"nodes", "get", "w-1", "-o", "json"}, []string{`"shardMap"`, `"temperatureC": 41`}},
+		{[]string{"nodes", "get", "w-1", "-o", "json"}, []string{`"nodeId": "w-1"`, `"temperatureC": 41`}}, // the node itself, like kubectl
 		{[]string{"nodes", "list", "-o", "custom-columns=NODE:.nodeId,TEMP:.nvme.temperatureC", "--role", "worker"}, []string{"NODE   TEMP\nw-1    41\n"}},
 		{[]string{"nodes", "list", "-o", "jsonpath={.shardMap.generation}"}, []string{"7"}},
 		{[]string{"cluster", "status", "-o", "json"}, []string{`"shardMap": {`}},

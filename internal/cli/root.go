@@ -21,6 +21,8 @@ import (
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cli/completion"
 	"github.com/talonhq/talon/internal/cli/config"
+	"github.com/talonhq/talon/internal/cli/coordinators"
+	"github.com/talonhq/talon/internal/cli/events"
 	"github.com/talonhq/talon/internal/cli/nodes"
 	"github.com/talonhq/talon/internal/cli/placement"
 	"github.com/talonhq/talon/internal/cli/top"
@@ -97,9 +99,12 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "talonctl",
 		Short: "Operate a Talon cluster through the coordinators' /api/v1",
-		Long: `talonctl shows a Talon cluster's state, lists its nodes and explains placement,
-talking only to the coordinators' management API (/api/v1) on their admin
-listeners.
+		Long: `talonctl shows a Talon cluster's state, lists its nodes, their events and every
+coordinator's own view, explains placement, and cordons and drains workers.
+It reads the coordinators' management API (/api/v1) on their admin listeners,
+which is read-only; nodes cordon, uncordon and drain ask the worker itself,
+at the admin address its record advertises, with the same token and TLS
+settings.
 
 Connection: --server (repeat or comma-separate to fail over in order; env
 TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file
@@ -139,6 +144,8 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 	root.AddCommand(
 		cluster.NewCmdCluster(f),
 		nodes.NewCmdNodes(f),
+		coordinators.NewCmdCoordinators(f),
+		events.NewCmdEvents(f, nil),
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
 		top.NewCmdTop(f, nil),

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cli"
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // cancelAfter cancels a context once n writes containing marker were seen.
@@ -44,7 +46,7 @@ func TestWatch(t *testing.T) {
 		listings int
 		marker   string
 	}{
-		{"nodes-list-watch", false, []string{"nodes", "list", "-w", "--interval", "20ms", "--role", "worker"}, 2, "NODE"},
+		{"nodes-list-watch", false, []string{"nodes", "list", "-w", "--interval", "20ms", "--role", "worker"}, 1, "NODE"},
 		{"nodes-list-watch-yaml", false, []string{"nodes", "list", "-w", "--interval", "20ms", "--role", "worker", "-l", "tier=ssd", "-o", "yaml"}, 2, "items"},
 		{"nodes-list-watch-tty", true, []string{"nodes", "list", "--watch", "--interval", "20ms", "--role", "worker"}, 2, "NODE"},
 	}
@@ -102,4 +104,61 @@ func TestWatchRetriesAndStops(t *testing.T) {
 			t.Fatalf("exit %d stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// TestWatchPrintsChangedRows: piped, a watch prints the table once, then
+// only the rows that changed (not the heartbeat time), like kubectl -w.
+func TestWatchPrintsChangedRows(t *testing.T) {
+	e := startEnv(t, envOptions{seed: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := &testsupport.SyncBuffer{}
+	done := make(chan result, 1)
+	go func() {
+		done <- talonctl(t, run{args: []string{"nodes", "list", "-w", "--interval", "50ms", "--role", "worker"}, env: []string{"TALONCTL_SERVER=" + e.url}, ctx: ctx, out: out})
+	}()
+	testsupport.WaitFor(t, 10*time.Second, "the first table", func() bool { return strings.Contains(out.String(), "w-5") })
+	time.Sleep(200 * time.Millisecond) // several listings, nothing changed
+	first := out.String()
+	if strings.Count(first, "NODE") != 1 || strings.Count(first, "w-1 ") != 1 {
+		t.Fatalf("unchanged listings were printed again:\n%s", first)
+	}
+	rec := cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w-4", IncarnationID: "inc-w-4", Address: "w-4.data.test:7500",
+		Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true, HeartbeatSeq: 3, StartTimeUnixMs: t0.Add(-30 * time.Second).UnixMilli(),
+		Capacity: cluster.Capacity{CapacityBytes: gib(8)}, Labels: map[string]string{"zone": "b"}}
+	e.put(t, &rec)
+	testsupport.WaitFor(t, 10*time.Second, "the changed row", func() bool { return len(out.String()) > len(first) })
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	r := <-done
+	added := strings.TrimPrefix(r.stdout, first)
+	if r.code != 0 || strings.Contains(added, "NODE") || !strings.HasPrefix(added, "w-4 ") || strings.Count(added, "\n") != 1 || !strings.Contains(added, "true") {
+		t.Fatalf("after w-4 turned ready: exit %d, added %q", r.code, added)
+	}
+}
+
+// TestWatchWakesOnEvents: with a long --interval, a node that joins is
+// listed at once: the watch long-polls the coordinator's events between
+// listings (a server-side watch).
+func TestWatchWakesOnEvents(t *testing.T) {
+	e := startEnv(t, envOptions{seed: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := &testsupport.SyncBuffer{}
+	done := make(chan result, 1)
+	go func() {
+		done <- talonctl(t, run{args: []string{"nodes", "list", "-w", "--interval", "20s", "--role", "worker"}, env: []string{"TALONCTL_SERVER=" + e.url}, ctx: ctx, out: out})
+	}()
+	testsupport.WaitFor(t, 10*time.Second, "the first table", func() bool { return strings.Contains(out.String(), "w-5") })
+	time.Sleep(300 * time.Millisecond) // the watch is waiting
+	rec := cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w-8", IncarnationID: "inc-w-8", Address: "w-8.data.test:7500",
+		Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true}
+	e.put(t, &rec)
+	start := time.Now()
+	testsupport.WaitFor(t, 5*time.Second, "w-8 listed before the 20s interval", func() bool { return strings.Contains(out.String(), "w-8 ") })
+	t.Logf("w-8 listed %s after it joined (interval 20s)", time.Since(start).Round(time.Millisecond))
+	cancel()
+	if r := <-done; r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
 }

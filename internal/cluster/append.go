@@ -43,6 +43,10 @@ func appendRecord(dst []byte, r *Record) []byte {
 	dst = appendString(dst, string(r.Health))
 	dst = append(dst, `,"ready":`...)
 	dst = strconv.AppendBool(dst, r.Ready)
+	if r.NotReadyReason != "" {
+		dst = append(dst, `,"notReadyReason":`...)
+		dst = appendString(dst, r.NotReadyReason)
+	}
 
 	c := &r.Capacity
 	dst = append(dst, `,"capacity":{"capacityBytes":`...)
@@ -133,7 +137,7 @@ func appendLabels(dst []byte, labels map[string]string) []byte {
 // escaping, rounded up: enough for one allocation in the common case.
 func encodedSizeHint(r *Record) int {
 	n := 900 + len(r.ClusterID) + len(r.NodeID) + len(r.IncarnationID) + len(r.Address) +
-		len(r.AdminAddress) + len(r.Version)
+		len(r.AdminAddress) + len(r.Version) + len(r.NotReadyReason)
 	for k, v := range r.Labels {
 		n += len(k) + len(v) + 6
 	}

@@ -81,12 +81,15 @@ type Record struct {
 	HeartbeatSeq    uint64 `json:"heartbeatSeq"`
 	// UpdatedAtUnixMs is the time the store observed the last accepted
 	// update. Stores set it; the value a process sends is ignored.
-	UpdatedAtUnixMs int64             `json:"updatedAtUnixMs"`
-	Health          Health            `json:"health"`
-	Ready           bool              `json:"ready"`
-	Capacity        Capacity          `json:"capacity"`
-	Counters        Counters          `json:"counters"`
-	Labels          map[string]string `json:"labels,omitempty"`
+	UpdatedAtUnixMs int64  `json:"updatedAtUnixMs"`
+	Health          Health `json:"health"`
+	Ready           bool   `json:"ready"`
+	// NotReadyReason says why a process reports Ready false ("cordoned",
+	// "draining: shutting down", ...); empty when ready or unknown.
+	NotReadyReason string            `json:"notReadyReason,omitempty"`
+	Capacity       Capacity          `json:"capacity"`
+	Counters       Counters          `json:"counters"`
+	Labels         map[string]string `json:"labels,omitempty"`
 	// Generation is issued by the store: it grows with every registration
 	// that takes the slot (an insert or a restart) and is kept while the
 	// incarnation heartbeats, so a slot's (Generation, HeartbeatSeq) only

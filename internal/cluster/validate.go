@@ -15,6 +15,7 @@ import (
 const (
 	MaxIDBytes         = 256       // node_id, incarnation_id, cluster_id
 	MaxVersionBytes    = 256       // build version
+	MaxReasonBytes     = 256       // notReadyReason
 	MaxAddressBytes    = 256       // control/data and admin addresses
 	MaxLabels          = 16        // deployment labels per record
 	MaxLabelKeyBytes   = 63        // label key
@@ -267,6 +268,9 @@ func (r *Record) ValidateFields() error {
 		return err
 	}
 	if err := validateText("version", r.Version, MaxVersionBytes, false); err != nil {
+		return err
+	}
+	if err := validateText("notReadyReason", r.NotReadyReason, MaxReasonBytes, false); err != nil {
 		return err
 	}
 	if r.StartTimeUnixMs < 0 {

@@ -153,6 +153,9 @@ type AdminConfig struct {
 	// RateLimit is the requests per second each client may make (burst
 	// twice that); 0 turns the limit off.
 	RateLimit int
+	// UIDashboardURL, when set, is linked from the web UI's header (the
+	// deployment's Grafana, say); an http(s) URL without credentials.
+	UIDashboardURL string
 }
 
 // Timing returns the heartbeat timing settings.

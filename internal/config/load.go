@@ -56,6 +56,7 @@ type Loaded struct {
 	Config  *Config
 	Sources map[string]Source // by setting name
 	values  map[string]any    // parsed value by setting name, for Print
+	loader  *loader           // for the sources of Problems
 }
 
 // Load builds the configuration of role from defaults, the config file,
@@ -63,6 +64,21 @@ type Loaded struct {
 // it. Secrets are read from the environment and from the files named by
 // settings.
 func Load(role cluster.Role, opts Options) (*Loaded, error) {
+	loaded, err := LoadUnvalidated(role, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := loaded.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w%s", ErrInvalid, err, loaded.loader.sourcesOf(err.Error()))
+	}
+	return loaded, nil
+}
+
+// LoadUnvalidated is Load without the validation: for talon config print,
+// which shows an invalid configuration with its Problems marked. Errors
+// are those of reading and parsing (a value that is not a duration, a
+// missing file).
+func LoadUnvalidated(role cluster.Role, opts Options) (*Loaded, error) {
 	l := &loader{role: role, k: koanf.New(delim), sources: map[string]Source{}}
 	if err := l.applyDefaults(); err != nil {
 		return nil, err
@@ -83,10 +99,19 @@ func Load(role cluster.Role, opts Options) (*Loaded, error) {
 	if err := readSecretFiles(c, l.sources); err != nil {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w%s", ErrInvalid, err, l.sourcesOf(err.Error()))
+	return &Loaded{Config: c, Sources: l.sources, values: values, loader: l}, nil
+}
+
+// Problems returns every problem Validate would report, one per group of
+// checks (identity, addresses, timeouts, logging and TLS, the role's own,
+// the control plane's TLS), each naming where the settings it mentions
+// came from.
+func (l *Loaded) Problems() []error {
+	var out []error
+	for _, err := range l.Config.problems() {
+		out = append(out, fmt.Errorf("%w%s", err, l.loader.sourcesOf(err.Error())))
 	}
-	return &Loaded{Config: c, Sources: l.sources, values: values}, nil
+	return out
 }
 
 // sourcesOf names where the settings a validation message mentions came

@@ -16,18 +16,49 @@ import (
 // with its source as a comment. Secrets are redacted; nothing else is
 // hidden.
 func (l *Loaded) Print(w io.Writer) error {
-	if _, err := fmt.Fprintf(w, "# effective %s configuration  # source of each value\n", l.Config.Role); err != nil {
-		return err
+	return l.PrintProblems(w, nil)
+}
+
+// PrintProblems is Print with each problem marked: after the line of
+// every setting it names ("# ^ problem: ..."), and at the top, counted,
+// with the ones that name no setting printed out there.
+func (l *Loaded) PrintProblems(w io.Writer, problems []error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# effective %s configuration  # source of each value\n", l.Config.Role)
+	if len(problems) > 0 {
+		fmt.Fprintf(&b, "# INVALID: %d problem(s), marked below the settings they name\n", len(problems))
 	}
+	marked := make([]bool, len(problems))
+	var lines []string
 	for _, s := range settings {
 		if !s.appliesTo(l.Config.Role) {
 			continue
 		}
-		if _, err := fmt.Fprintf(w, "%s: %s  # %s\n", s.name, l.display(s), l.Sources[s.name]); err != nil {
-			return err
+		lines = append(lines, fmt.Sprintf("%s: %s  # %s\n", s.name, l.display(s), l.Sources[s.name]))
+		for i, p := range problems {
+			// The message names the settings at fault (and, in the
+			// sources appended to it, the ones that bear on it).
+			if !mentions(p.Error(), s.name) {
+				continue
+			}
+			if marked[i] {
+				lines = append(lines, fmt.Sprintf("# ^ problem %d (above)\n", i+1))
+			} else {
+				lines = append(lines, fmt.Sprintf("# ^ problem %d: %s\n", i+1, p.Error()))
+			}
+			marked[i] = true
 		}
 	}
-	return nil
+	for i, p := range problems {
+		if !marked[i] {
+			fmt.Fprintf(&b, "# problem %d: %s\n", i+1, p.Error())
+		}
+	}
+	for _, line := range lines {
+		b.WriteString(line)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // display renders one setting's parsed value as YAML.

@@ -45,6 +45,55 @@ func (c *Config) Validate() error {
 	return c.validatePlaneTLS()
 }
 
+// problems is Validate that goes on past the first error: the first error
+// of each group of checks.
+func (c *Config) problems() []error {
+	var out []error
+	for _, check := range []func() error{c.validateIdentity, c.validateAddresses, c.validateTimeouts, c.validateLogAndTLS} {
+		if err := check(); err != nil {
+			out = append(out, err)
+		}
+	}
+	switch c.Role {
+	case cluster.RoleCoordinator:
+		if err := c.validateCoordinator(); err != nil {
+			out = append(out, err)
+		}
+	case cluster.RoleWorker:
+		if err := c.validateWorker(); err != nil {
+			out = append(out, err)
+		}
+	default:
+		out = append(out, fmt.Errorf("role %q: must be coordinator or worker", c.Role))
+	}
+	if err := c.validatePlaneTLS(); err != nil {
+		out = append(out, err)
+	}
+	return out
+}
+
+// validateDashboardURL checks admin-ui-dashboard-url: empty, or an
+// absolute http(s) URL without credentials (the page links it; a
+// password in it would be shown to every visitor).
+func validateDashboardURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	const name = "admin-ui-dashboard-url"
+	u, err := url.Parse(s)
+	switch {
+	case len(s) > 2048:
+		return fmt.Errorf("%s of %d bytes: must be at most 2048 bytes", name, len(s))
+	case err != nil:
+		return fmt.Errorf("%s %q: must be a URL", name, RedactURL(s))
+	case u.User != nil:
+		return fmt.Errorf("%s %q: must not carry credentials (every visitor of the UI would see them)", name, u.Redacted())
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return fmt.Errorf("%s %q: must be an absolute http:// or https:// URL", name, s)
+	}
+	return nil
+}
+
 func (c *Config) validateIdentity() error {
 	if err := cluster.ValidateID("cluster-id", c.ClusterID); err != nil {
 		return err
@@ -187,6 +236,9 @@ func (c *Config) validatePlaneTLS() error {
 }
 
 func (c *Config) validateCoordinator() error {
+	if err := validateDashboardURL(c.Admin.UIDashboardURL); err != nil {
+		return err
+	}
 	if c.PlacementReplicas < 1 || c.PlacementReplicas > 16 {
 		return fmt.Errorf("placement-replicas %d: must be from 1 to 16", c.PlacementReplicas)
 	}

@@ -72,6 +72,9 @@ type Options struct {
 	Process    *metrics.Process
 	// Limits bound the control listener; zero fields take the defaults.
 	Limits Limits
+	// EventCapacity is how many events (Events) the coordinator keeps in
+	// memory; default DefaultEventCapacity.
+	EventCapacity int
 	// TLS, when set, is the control listener's server configuration
 	// (mutual TLS, see package pki): every connection must present a
 	// certificate, and a write is allowed only for the worker node its
@@ -184,6 +187,7 @@ type Coordinator struct {
 	evidence    *evidence               // what this coordinator observed, for proposals
 	subs        *subscribers
 	readyLog    readinessLog
+	events      *eventLog     // what this coordinator observed, bounded, in memory
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	rates       *writeRates   // per-node write rates
 	self        *membership.Loop
@@ -251,7 +255,7 @@ func New(opts Options) (*Coordinator, error) {
 		view:        newTracker(opts.RecoveryHold, maxReadGap(opts)),
 		evidence:    newEvidence(opts.Timing),
 		subs:        newSubscribers(),
-		readyLog:    readinessLog{log: opts.Logger.With("component", "coordinator")},
+		events:      newEventLog(opts.EventCapacity, opts.Clock),
 		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
 		rates:       newWriteRates(opts.Timing.HeartbeatInterval, opts.Limits.MaxRecords),
 		kick:        make(chan struct{}, 1),
@@ -259,6 +263,7 @@ func New(opts Options) (*Coordinator, error) {
 		proposals:   make(chan proposal, maxQueuedProposals),
 		conns:       map[*conn]struct{}{},
 	}
+	c.readyLog.log, c.readyLog.events = c.log, c.events
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	lim := netlimit.Defaults(c.opts.Limits.MaxConnections)
 	if opts.TLS == nil {

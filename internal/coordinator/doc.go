@@ -52,7 +52,9 @@
 // batcher's mu, and the own-record loop's (package membership). No lock is
 // held across store or network I/O except conn.wmu, which serialises
 // writes to one connection; subscribers.mu may be taken while holding
-// conn.wmu (the Subscribe reply), never the other way round; no other two
+// conn.wmu (the Subscribe reply), never the other way round; eventLog.mu
+// (events.go: the bounded in-memory list of what this coordinator
+// observed) is a leaf, taken with readinessLog.mu held; no other two
 // locks are held at once. Placement-version pushes go through a one-slot
 // mailbox per subscriber, written by that connection's own goroutine, so a
 // slow subscriber never delays a snapshot read.

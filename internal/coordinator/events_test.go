@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
@@ -51,4 +52,67 @@ func TestMembershipEvents(t *testing.T) {
 	// still: the coordinator's proposals do both).
 	testsupport.WaitFor(t, 5*time.Second, "unhealthy logged", has(`msg="node health changed"`, "node=w1", "now=unhealthy"))
 	testsupport.WaitFor(t, 5*time.Second, "expiry logged", has(`msg="node expired or removed"`, "node=w1"))
+
+	// The same changes are events, in order, with the readiness and
+	// placement changes the log does not name one by one.
+	page, _ := c.Events(coordinator.EventQuery{NodeID: "w1"})
+	var types []coordinator.EventType
+	for _, e := range page.Events {
+		types = append(types, e.Type)
+	}
+	want := []coordinator.EventType{coordinator.EventNodeJoined, coordinator.EventNodeHealth, coordinator.EventNodeRemoved}
+	if len(types) != len(want) {
+		t.Fatalf("events of w1: %v, want %v", types, want)
+	}
+	for i := range want {
+		if types[i] != want[i] {
+			t.Fatalf("events of w1: %v, want %v", types, want)
+		}
+	}
+	if h := page.Events[1]; h.Old != "healthy" || h.New != "unhealthy" || h.Reason == "" {
+		t.Fatalf("health event %+v", h)
+	}
+	pv, _ := c.Events(coordinator.EventQuery{Types: []coordinator.EventType{coordinator.EventPlacementVersion}})
+	if len(pv.Events) < 2 || pv.Events[len(pv.Events)-1].Reason != "0 eligible workers" {
+		t.Fatalf("placement version events %+v", pv.Events)
+	}
+	self, _ := c.Events(coordinator.EventQuery{Types: []coordinator.EventType{coordinator.EventSelfReady}})
+	if len(self.Events) == 0 {
+		t.Fatal("no coordinator_ready event")
+	}
+}
+
+// TestReadinessEvents: a worker's readiness change is an event with its
+// reason, and so is a restart (a new incarnation).
+func TestReadinessEvents(t *testing.T) {
+	store := memory.New(memory.Options{})
+	t.Cleanup(func() { store.Close() })
+	timing := cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Second, LeaseTTL: time.Hour}
+	c := coordtest.Start(t, coordtest.Options{Store: store, Timing: timing, WaitReady: true, FrozenLiveness: true})
+	rec := &cluster.Record{ClusterID: "test", NodeID: "w2", Role: cluster.RoleWorker, IncarnationID: "i1", Address: "10.0.0.2:7500", Version: "v", Health: cluster.HealthHealthy, Ready: true}
+	put := func() {
+		t.Helper()
+		if _, err := store.UpsertNode(context.Background(), rec, timing.LeaseTTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	find := func(typ coordinator.EventType) func() bool {
+		return func() bool {
+			_, _, _ = c.Lookup(context.Background(), "k#0", 1)
+			page, _ := c.Events(coordinator.EventQuery{NodeID: "w2", Types: []coordinator.EventType{typ}})
+			return len(page.Events) > 0
+		}
+	}
+	put()
+	testsupport.WaitFor(t, 5*time.Second, "join event", find(coordinator.EventNodeJoined))
+	rec.Ready, rec.NotReadyReason, rec.HeartbeatSeq = false, "cordoned", 1
+	put()
+	testsupport.WaitFor(t, 5*time.Second, "readiness event", find(coordinator.EventNodeReadiness))
+	page, _ := c.Events(coordinator.EventQuery{NodeID: "w2", Types: []coordinator.EventType{coordinator.EventNodeReadiness}})
+	if e := page.Events[0]; e.Old != "ready" || e.New != "not_ready" || e.Reason != "cordoned" || e.Revision == "" {
+		t.Fatalf("readiness event %+v", e)
+	}
+	rec.IncarnationID, rec.HeartbeatSeq = "i2", 0
+	put()
+	testsupport.WaitFor(t, 5*time.Second, "restart event", find(coordinator.EventNodeRestarted))
 }

@@ -174,6 +174,7 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 		c.log.Info("coordinator serving: the store answered", "control", c.advertise, "backend", c.opts.Store.Backend(),
 			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
 	case a.recovered:
+		c.events.add(Event{Type: EventStoreRecovered, Revision: v.Snapshot.Revision.String(), Reason: "the store answered; observing before answering again"})
 		c.log.Info("store answered: observing the cluster before answering again", "revision", v.Snapshot.Revision.String(),
 			"placement_version", v.Version().String(), "hold", c.opts.RecoveryHold)
 	case a.gap:
@@ -205,6 +206,12 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 		if hadOld {
 			c.log.Info("placement version changed", "old", old.String(), "new", v.Version().String(), "eligible_workers", v.Table.Len())
 		}
+		e := Event{Type: EventPlacementVersion, New: v.Version().String(), Revision: v.Snapshot.Revision.String(),
+			Reason: fmt.Sprintf("%d eligible workers", v.Table.Len())}
+		if hadOld {
+			e.Old = old.String()
+		}
+		c.events.add(e)
 		c.m.versionChanges.Inc()
 	}
 }
@@ -214,48 +221,84 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 const maxMembershipEvents = 20
 
 // logMembership logs, one structured line each, the nodes that joined,
-// changed health, or expired or were removed between prev and v.
+// changed health, or expired or were removed between prev and v, and adds
+// the same changes, readiness changes and restarts included, to the
+// event list.
 func (c *Coordinator) logMembership(prev, v *View) {
-	health := func(view *View) map[cluster.Key]cluster.Health {
-		m := make(map[cluster.Key]cluster.Health, len(view.Snapshot.Records))
+	records := func(view *View) map[cluster.Key]*cluster.Record {
+		m := make(map[cluster.Key]*cluster.Record, len(view.Snapshot.Records))
 		for _, r := range view.Snapshot.Records {
-			m[r.Key()] = r.EffectiveHealth()
+			if r != nil {
+				m[r.Key()] = r
+			}
 		}
 		return m
 	}
-	before, after := health(prev), health(v)
+	before, after := records(prev), records(v)
+	rev := v.Snapshot.Revision.String()
 	logged, dropped := 0, 0
-	event := func(level slog.Level, msg string, k cluster.Key, args ...any) {
+	event := func(level slog.Level, msg string, e Event, args ...any) {
 		if logged >= maxMembershipEvents {
 			dropped++
 			return
 		}
 		logged++
-		c.log.Log(context.Background(), level, msg, append([]any{"role", string(k.Role), "node", k.NodeID}, args...)...)
+		e.Revision = rev
+		c.events.add(e)
+		if msg != "" {
+			c.log.Log(context.Background(), level, msg, append([]any{"role", e.Role, "node", e.NodeID}, args...)...)
+		}
 	}
-	for k, h := range after {
+	for k, r := range after {
+		h := r.EffectiveHealth()
+		base := Event{Role: string(k.Role), NodeID: k.NodeID}
 		old, ok := before[k]
-		switch {
-		case !ok:
-			addr := ""
-			if r := v.record(k); r != nil {
-				addr = r.Address
+		if !ok {
+			e := base
+			e.Type, e.New, e.Reason = EventNodeJoined, string(h), "address "+r.Address
+			event(slog.LevelInfo, "node joined", e, "health", string(h), "address", r.Address)
+			continue
+		}
+		if old.IncarnationID != r.IncarnationID {
+			e := base
+			e.Type, e.Reason = EventNodeRestarted, "new incarnation "+r.IncarnationID
+			event(slog.LevelInfo, "", e)
+		}
+		if oh := old.EffectiveHealth(); oh != h {
+			e := base
+			e.Type, e.Old, e.New = EventNodeHealth, string(oh), string(h)
+			if r.Late {
+				e.Reason = "no heartbeat accepted for unhealthy-after (marked late)"
 			}
-			event(slog.LevelInfo, "node joined", k, "health", string(h), "address", addr)
-		case old != h && h == cluster.HealthHealthy:
-			event(slog.LevelInfo, "node recovered", k, "was", string(old))
-		case old != h:
-			event(slog.LevelWarn, "node health changed", k, "was", string(old), "now", string(h))
+			if h == cluster.HealthHealthy {
+				event(slog.LevelInfo, "node recovered", e, "was", string(oh))
+			} else {
+				event(slog.LevelWarn, "node health changed", e, "was", string(oh), "now", string(h))
+			}
+		}
+		if old.Ready != r.Ready || (!r.Ready && old.NotReadyReason != r.NotReadyReason) {
+			e := base
+			e.Type, e.Old, e.New, e.Reason = EventNodeReadiness, readyWord(old.Ready), readyWord(r.Ready), r.NotReadyReason
+			event(slog.LevelInfo, "node readiness changed", e, "was", e.Old, "now", e.New, "reason", r.NotReadyReason)
 		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
-			event(slog.LevelWarn, "node expired or removed", k)
+			event(slog.LevelWarn, "node expired or removed", Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID})
 		}
 	}
 	if dropped > 0 {
+		c.events.add(Event{Type: EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)})
 		c.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
+}
+
+// readyWord is the event value of a readiness.
+func readyWord(ready bool) string {
+	if ready {
+		return "ready"
+	}
+	return "not_ready"
 }
 
 // countNodes sets the live-node gauges and the eligible-worker gauge from v.
@@ -298,6 +341,7 @@ func (c *Coordinator) noteStoreError(op string, seq uint64, err error) {
 	c.storeErrors.Add(1)
 	c.evidence.interrupt()
 	if wasOK {
+		c.events.add(Event{Type: EventStoreUnreachable, Reason: err.Error()})
 		c.log.Warn("store unreachable: failing closed (unready, lookups refused)", "operation", op, "error", err)
 	}
 	if lastGood := c.LastGood(); lastGood != nil {

@@ -13,7 +13,8 @@ import (
 // on every probe and every view; only the changes reach the log, so an
 // outage costs two lines, not one per /readyz request.
 type readinessLog struct {
-	log *slog.Logger
+	log    *slog.Logger
+	events *eventLog // receives each change as an event, like the log
 
 	mu      sync.Mutex // guards the fields below
 	known   bool       // a readiness was noted
@@ -32,6 +33,17 @@ func (l *readinessLog) note(r Readiness) {
 	}
 	wasKnown := l.known
 	l.known, l.ready = true, r.Ready
+	if l.events != nil && (l.everUp || r.Ready) {
+		e := Event{Type: EventSelfReady, Old: "not_ready", New: "ready"}
+		if !r.Ready {
+			e = Event{Type: EventSelfUnready, Old: "ready", New: "not_ready", Reason: reasons}
+		} else if !l.everUp {
+			e.Old = ""
+		} else {
+			e.Reason = "was: " + l.reasons
+		}
+		l.events.add(e)
+	}
 	switch {
 	case r.Ready:
 		if l.everUp {

@@ -353,7 +353,8 @@ func TestBrowserRendersCluster(t *testing.T) {
 		row := func(id string) []string {
 			return eval[[]string](b, fmt.Sprintf(`Array.from(document.querySelector('#nodes tbody tr[data-node="worker/%s"]').cells, c => c.textContent)`, id))
 		}
-		want := []string{"worker", "w1", "healthy", "yes", "1.5 s", "v1.4.2", "10.0.0.11:7500", "21 GiB / 64 GiB (32.8%)", "93.8%"}
+		// Rates need two heartbeats: none yet ("—", no trend).
+		want := []string{"worker", "w1", "healthy", "yes", "1.5 s", "v1.4.2", "10.0.0.11:7500", "21 GiB / 64 GiB (32.8%)", "—", "—", "—", "", "93.8%", "rack=r12, zone=eu-1a"}
 		if got := row("w1"); !slices.Equal(got, want) {
 			t.Errorf("w1 cells\n got %q\nwant %q", got, want)
 		}
@@ -371,7 +372,7 @@ func TestBrowserRendersCluster(t *testing.T) {
 			t.Error("a version string became markup")
 		}
 		headers := eval[[]string](b, `Array.from(document.querySelectorAll("#nodes thead th"), th => th.getAttribute("scope") + ":" + th.textContent.trim())`)
-		if len(headers) != 9 || headers[0] != "col:Role ▲" || headers[1] != "col:Node ID" {
+		if len(headers) != 14 || headers[0] != "col:Role ▲" || headers[1] != "col:Node ID" || headers[13] != "col:Labels" {
 			t.Errorf("headers %q", headers)
 		}
 	})
@@ -604,5 +605,98 @@ func TestBrowserTokenPrompt(t *testing.T) {
 	b.waitFor("the token prompt", `!document.getElementById("auth").hidden`)
 	if got := eval[string](b, `sessionStorage.getItem("talon.adminToken") || ""`); got != "" {
 		t.Errorf("forgotten token still stored: %q", got)
+	}
+}
+
+// TestBrowserRatesEventsCoordinators: after a second heartbeat of w1 the
+// page shows its live hit ratio, requests and bytes per second and a
+// trend; the events panel lists what the coordinator observed; the
+// coordinators panel shows this coordinator's own view.
+func TestBrowserRatesEventsCoordinators(t *testing.T) {
+	bin := chromium(t)
+	e := startEnv(t, exposeAll())
+	e.putWorkers(t)
+	b := newBrowser(t, bin)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitRows(allNodes)
+	// w1 heartbeats 2 s (store clock) later: 1000 requests, 740 hits and
+	// 260 misses (74% now, where the lifetime ratio is 93.8%), 2 MiB.
+	rec := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1", IncarnationID: "inc-w1", Address: "10.0.0.11:7500",
+		Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2", HeartbeatSeq: 1, Labels: map[string]string{"zone": "eu-1a", "rack": "r12"},
+		Capacity: cluster.Capacity{CapacityBytes: 64 << 30, ResidentBytes: 21 << 30},
+		Counters: cluster.Counters{RequestsTotal: 182_311 + 1000, HitsTotal: 171_004 + 740, MissesTotal: 11_307 + 260, BytesServedTotal: 3<<40 + 2<<20, EvictionsTotal: 914}}
+	var before apiv1.NodeResponse
+	e.getJSON(t, apiv1.PathNodes+"/w1", &before)
+	e.clock.Set(time.UnixMilli(before.Node.UpdatedAtUnixMs).Add(2 * time.Second))
+	if _, err := e.store.UpsertNode(context.Background(), rec, testTiming.LeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	cell := func(id string, i int) string {
+		return eval[string](b, fmt.Sprintf(`(tr => tr ? tr.cells[%d].textContent : "")(document.querySelector('#nodes tbody tr[data-node="worker/%s"]'))`, i, id))
+	}
+	b.waitFor("w1's rates", `(tr => !!tr && tr.cells[9].textContent !== "—")(document.querySelector('#nodes tbody tr[data-node="worker/w1"]'))`)
+	if got := cell("w1", 8); got != "74.0%" {
+		t.Errorf("hit ratio now %q, want 74.0%%", got)
+	}
+	if got := cell("w1", 9); got != "500" {
+		t.Errorf("req/s %q, want 500", got)
+	}
+	if got := cell("w1", 10); got != "1.05M" {
+		t.Errorf("bytes/s %q, want 1.05M", got)
+	}
+	if got := cell("w1", 12); got != "93.7%" { // (171004+740) / (182311+1000)
+		t.Errorf("lifetime hit ratio %q", got)
+	}
+	// A third heartbeat draws a trend of two points.
+	rec.HeartbeatSeq, rec.Counters.RequestsTotal = 2, rec.Counters.RequestsTotal+2000
+	e.clock.Advance(2 * time.Second)
+	if _, err := e.store.UpsertNode(context.Background(), rec, testTiming.LeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("w1's trend", `(tr => !!tr && tr.cells[11].textContent.length === 2)(document.querySelector('#nodes tbody tr[data-node="worker/w1"]'))`)
+	if got := cell("w1", 11); got != "▄█" {
+		t.Errorf("trend %q, want ▄█ (500 then 1000 req/s)", got)
+	}
+	b.waitFor("the cluster trend", `document.getElementById("cluster-trend").textContent.startsWith("Cluster req/s")`)
+
+	// Events: the joins the coordinator observed, newest first.
+	b.waitFor("the events panel", `!document.getElementById("events-section").hidden && document.querySelectorAll('#events tbody tr[data-event="node_joined"]').length >= 5`)
+	if got := b.text("#events-h"); got != "Events observed by coord-a" {
+		t.Errorf("events heading %q", got)
+	}
+	// Coordinators: this one, with its own view.
+	row := eval[[]string](b, `Array.from(document.querySelector('#coordinators tbody tr[data-coordinator="coord-a"]').cells, c => c.textContent)`)
+	var c apiv1.Cluster
+	e.getJSON(t, apiv1.PathCluster, &c)
+	if len(row) != 8 || row[0] != "coord-a (this one)" || row[1] != "yes" || row[4] != c.PlacementVersion || row[5] != "3" {
+		t.Errorf("coordinator row %q (placement %s)", row, c.PlacementVersion)
+	}
+	b.screenshot("rates-events-coordinators")
+}
+
+// TestBrowserDashboardLink: with admin-ui-dashboard-url set, the header
+// links it (a new tab, no referrer); without, there is no link.
+func TestBrowserDashboardLink(t *testing.T) {
+	bin := chromium(t)
+	adm := exposeAll()
+	c := coordtest.Start(t, coordtest.Options{
+		ClusterID: clusterID, NodeID: "coord-a", Timing: testTiming, RequestTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second,
+		WaitReady: true, Admin: &adm, UI: HandlerWith(Options{DashboardURL: "https://grafana.example/d/talon"}),
+	})
+	b := newBrowser(t, bin)
+	b.do("opening the page", chromedp.Navigate(c.AdminURL+"/"))
+	b.waitFor("the dashboard link", `!document.getElementById("dashboard").hidden`)
+	if got := eval[string](b, `document.getElementById("dashboard").href`); got != "https://grafana.example/d/talon" {
+		t.Errorf("link %q", got)
+	}
+	if got := eval[string](b, `document.getElementById("dashboard").rel`); got != "noopener noreferrer" {
+		t.Errorf("rel %q", got)
+	}
+	e := startEnv(t, exposeAll())
+	b2 := newBrowser(t, bin)
+	b2.do("opening the page without a dashboard", chromedp.Navigate(e.url))
+	b2.waitRows([]string{"coordinator/coord-a"})
+	if eval[bool](b2, `!document.getElementById("dashboard").hidden`) {
+		t.Error("a dashboard link without the setting")
 	}
 }

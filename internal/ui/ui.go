@@ -11,8 +11,9 @@
 //
 // Invariants:
 //
-//   - Handler serves only the embedded files: the same bytes to every
-//     caller, no cluster data, no templating. The admin listener relies on
+//   - Handler serves only the embedded files and the deployment's static
+//     UI options (/ui-config.json): the same bytes to every caller, no
+//     cluster data, no secrets, no templating. The admin listener relies on
 //     that to serve them without a token.
 //   - Every file carries a strong ETag (a digest of its content) and
 //     Cache-Control: no-cache, so browsers revalidate and get 304 until
@@ -30,6 +31,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -58,11 +60,23 @@ type handler struct {
 	byPath map[string]*asset
 }
 
-// Handler returns the UI's handler. It serves "/" and "/index.html" (the
-// page), "/app.js" and "/app.css" to GET and HEAD, answers conditional
-// requests with 304, and answers 404 for any other path and 405 for any
-// other method.
-func Handler() http.Handler {
+// Options are the deployment's settings the page reads from
+// /ui-config.json: static for the process, the same for every caller,
+// never cluster data or secrets (they are served without a token).
+type Options struct {
+	// DashboardURL is linked from the header when set (validated by the
+	// configuration: an http(s) URL without credentials).
+	DashboardURL string `json:"dashboardUrl"`
+}
+
+// Handler returns the UI's handler without options; see HandlerWith.
+func Handler() http.Handler { return HandlerWith(Options{}) }
+
+// HandlerWith returns the UI's handler. It serves "/" and "/index.html"
+// (the page), "/app.js", "/app.css" and "/ui-config.json" (opts) to GET and
+// HEAD, answers conditional requests with 304, and answers 404 for any
+// other path and 405 for any other method.
+func HandlerWith(opts Options) http.Handler {
 	h := &handler{byPath: make(map[string]*asset, len(contentTypes)+1)}
 	for name, ctype := range contentTypes {
 		b, err := static.ReadFile("static/" + name)
@@ -79,6 +93,12 @@ func Handler() http.Handler {
 		}
 	}
 	h.byPath["/"] = h.byPath["/index.html"]
+	cfg, err := json.Marshal(opts)
+	if err != nil {
+		panic(fmt.Sprintf("ui: options: %v", err)) // strings always marshal
+	}
+	sum := sha256.Sum256(cfg)
+	h.byPath["/ui-config.json"] = &asset{body: cfg, ctype: "application/json; charset=utf-8", etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`}
 	return h
 }
 

@@ -80,6 +80,9 @@ type Options struct {
 	// DataTLS, when set, serves the data listener over mutual TLS (see
 	// package pki); nil serves plain HTTP (insecure-control-plane).
 	DataTLS *tls.Config
+	// CordonFile is where a persisted cordon is kept (cordon.go); empty
+	// refuses persisted cordons. A worker that finds it starts cordoned.
+	CordonFile string
 }
 
 // DiskErrorStreak is how many accepted heartbeats in a row with new cache
@@ -104,7 +107,9 @@ type Worker struct {
 	dataLn      net.Listener  // DataListener behind the connection cap
 	next        atomic.Uint64 // rotation index
 
-	hb *membership.Loop // registration and heartbeats
+	hb       *membership.Loop // registration and heartbeats
+	cordon   *cordon          // an operator's out-of-service request
+	inflight *inflight        // data requests being served
 
 	mu         sync.Mutex // guards the fields below
 	draining   bool
@@ -155,6 +160,13 @@ func New(opts Options) (*Worker, error) {
 		return nil, err
 	}
 	w.hb = hb
+	if w.cordon, err = loadCordon(opts.CordonFile); err != nil {
+		return nil, err
+	}
+	if on, _ := w.cordon.state(); on {
+		w.log.Info("starting cordoned: a persisted cordon was found (talonctl nodes uncordon lifts it)", "file", opts.CordonFile)
+	}
+	w.inflight = &inflight{h: opts.DataHandler}
 	lim := opts.DataLimits.withDefaults()
 	// Within MaxConnections, half from one address and a quarter before
 	// a first request (after the TLS handshake): connections without a
@@ -167,7 +179,7 @@ func New(opts Options) (*Worker, error) {
 		w.dataLn = tls.NewListener(w.dataLn, opts.DataTLS)
 	}
 	w.server = &http.Server{
-		Handler: opts.DataHandler,
+		Handler: w.inflight,
 		// A new connection gets FrameTimeout for its request headers, an
 		// idle keep-alive one IdleTimeout for the next request, and a
 		// response WriteTimeout: a slow reader cannot pin an open block
@@ -210,6 +222,9 @@ func (w *Worker) Readiness() Readiness {
 	var reasons []string
 	if w.draining {
 		reasons = append(reasons, "draining: shutting down")
+	}
+	if on, _ := w.cordon.state(); on {
+		reasons = append(reasons, CordonReason)
 	}
 	if w.diskStreak >= DiskErrorStreak {
 		reasons = append(reasons, fmt.Sprintf("cache directory failing: new disk errors in %d heartbeats in a row", w.diskStreak))
@@ -309,6 +324,7 @@ func (w *Worker) recordLocked(seq uint64) *cluster.Record {
 			health = cluster.HealthDegraded // the cache directory failed (or still fails its probe)
 		}
 	}
+	ready, reason := w.recordReadinessLocked()
 	return &cluster.Record{
 		ClusterID:       w.opts.ClusterID,
 		NodeID:          w.opts.NodeID,
@@ -320,7 +336,8 @@ func (w *Worker) recordLocked(seq uint64) *cluster.Record {
 		StartTimeUnixMs: w.startUnixMs,
 		HeartbeatSeq:    seq,
 		Health:          health,
-		Ready:           !w.draining && w.diskStreak < DiskErrorStreak,
+		Ready:           ready,
+		NotReadyReason:  reason,
 		Capacity:        capy,
 		Counters:        counters,
 		Labels:          w.opts.Labels,

@@ -320,7 +320,7 @@ func TestHintWrongAddress(t *testing.T) {
 		{"data address", &apiv1.APIError{Server: "http://w:7500", HTTPStatus: http.StatusNotFound, Code: "unknown_path",
 			Message: `no resource at "/api/v1/nodes": objects are under /v1/objects/`}, false, "http://w:7500 is a worker's data address; talonctl talks to a coordinator's admin address"},
 		{"worker admin address", &apiv1.APIError{Server: "http://w:7501", HTTPStatus: http.StatusNotFound, Code: apiv1.CodeNotFound,
-			Message: `no resource at "/api/v1/nodes" on this worker`}, false, "http://w:7501 is a worker's admin address, which serves no /api/v1"},
+			Message: `no resource at "/api/v1/nodes" on this worker`}, false, "http://w:7501 is a worker's admin address, which serves only its own /api/v1/status"},
 		{"node not found", &apiv1.APIError{Server: "http://c:7401", HTTPStatus: http.StatusNotFound, Code: apiv1.CodeNotFound,
 			Message: `node "w-9" is not in cluster "test"`}, false, ""},
 		{"503 without --allow-stale", notReady, false, "rerun with --allow-stale"},

@@ -116,7 +116,7 @@ type Connection struct {
 
 // String describes the connection without the token.
 func (c *Connection) String() string {
-	s := "servers " + strings.Join(c.Servers, ",")
+	s := "servers " + apiv1.RedactUserInfo(strings.Join(c.Servers, ","))
 	if c.ContextName != "" {
 		s = "context " + c.ContextName + ", " + s
 	}
@@ -374,7 +374,7 @@ func (c *Connection) NewClient(timeout time.Duration) (*apiv1.Client, *http.Tran
 		UserAgent:  "talonctl/" + buildinfo.Version,
 	})
 	if err != nil {
-		return nil, nil, UsageErrorf("servers %s: %w", strings.Join(c.Servers, ","), err)
+		return nil, nil, UsageErrorf("--server: %w", err)
 	}
 	return cl, tr, nil
 }

@@ -97,7 +97,7 @@ func Message(err error) string {
 }
 
 // adminAddress says where talonctl must point, for the wrong-address hints.
-const adminAddress = "talonctl talks to a coordinator's admin address (" + DefaultServer + " by default, the admin-addr of the coordinator's configuration)"
+const adminAddress = "talonctl talks to a coordinator's admin address (" + DefaultServer + " by default, the admin-listen of the coordinator's configuration)"
 
 // UsageHint is Hint's answer for a usage error.
 const UsageHint = "run with --help for usage"
@@ -149,9 +149,9 @@ func apiHint(ae *apiv1.APIError, allowStale bool) string {
 	case ae.Code == datav1CodeUnknownPath:
 		return ae.Server + " is a worker's data address; " + adminAddress
 	case ae.HTTPStatus == http.StatusNotFound && strings.HasPrefix(ae.Message, "no resource at ") && strings.HasSuffix(ae.Message, " on this worker"):
-		return ae.Server + " is a worker's admin address, which serves no /api/v1; " + adminAddress
+		return ae.Server + " is a worker's admin address, which serves only its own /api/v1/status (and the cordon that talonctl nodes cordon sends it by itself); " + adminAddress
 	case ae.HTTPStatus == http.StatusBadRequest && strings.Contains(ae.Message, "HTTP request to an HTTPS server"):
-		return ae.Server + " is served over https: use " + strings.Replace(ae.Server, "http://", "https://", 1) + " (with --ca-file or --insecure-skip-tls-verify if its certificate is not trusted)"
+		return ae.Server + " is served over https: use " + strings.Replace(ae.Server, "http://", "https://", 1) + " (with --ca-file if its certificate is not trusted); if that server then asks for a client certificate, it is a worker's data port or a control port, not an admin address: " + adminAddress
 	case ae.Code == apiv1.CodeNotReady:
 		if allowStale {
 			return "--allow-stale was given, but this coordinator has no last good snapshot either (it has not read the store since it started): check the store, or ask another coordinator"
@@ -169,6 +169,8 @@ func unreachableHint(msg string) string {
 		return "the server speaks plain http, not https: use an http:// URL in --server"
 	case strings.Contains(msg, ": EOF") || strings.Contains(msg, "malformed HTTP response"):
 		return "the server closed the connection without an HTTP answer: is that a control address (port 7400 by default) or a worker's data address? " + adminAddress
+	case strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate"):
+		return "the server asks for a client certificate (mutual TLS): that is a worker's data port or a control port, not an admin listener; " + adminAddress
 	case strings.Contains(msg, "tls: first record does not look like a TLS handshake"):
 		return "the server does not speak https there: use an http:// URL in --server, or check the port"
 	}

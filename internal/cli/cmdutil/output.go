@@ -33,6 +33,43 @@ func AddOutputFlag(cmd *cobra.Command, p *string, allowed ...string) {
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
 }
 
+// AddTemplateOutputFlag registers -o like AddOutputFlag, and completes it
+// with the template forms too (jsonpath=, go-template=, custom-columns=
+// and their -file= forms), with no space after them so the template
+// follows at once.
+func AddTemplateOutputFlag(cmd *cobra.Command, p *string, allowed ...string) {
+	cmd.Flags().StringVarP(p, "output", "o", allowed[0], "output format: "+strings.Join(allowed, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if strings.Contains(toComplete, "=") {
+			if strings.Contains(toComplete, "-file=") {
+				return nil, cobra.ShellCompDirectiveDefault // a file name
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, a := range allowed {
+			if strings.HasPrefix(a, toComplete) {
+				out = append(out, a)
+			}
+		}
+		// No space after a template form, so the template follows at
+		// once; only when no plain format matches too.
+		plain := len(out) > 0
+		noSpace := false
+		for _, t := range []string{"jsonpath=", "jsonpath-file=", "go-template=", "go-template-file=", "custom-columns=", "custom-columns-file="} {
+			if strings.HasPrefix(t, toComplete) {
+				out = append(out, t)
+				noSpace = !plain
+			}
+		}
+		d := cobra.ShellCompDirectiveNoFileComp
+		if noSpace {
+			d |= cobra.ShellCompDirectiveNoSpace
+		}
+		return out, d
+	})
+}
+
 // WriteJSON writes v as indented JSON with a final newline. The field
 // names are the API's.
 func WriteJSON(w io.Writer, v any) error {

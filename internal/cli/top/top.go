@@ -73,7 +73,8 @@ bytes served/s, evictions/s) and resident bytes over capacity.
 When the API cannot be reached, times out or answers 503, the last good
 snapshot stays on screen, dimmed, under a STALE banner that gives its
 observation time and age, the error and when the next attempt is due
-(exponential backoff with jitter, up to 30s; r retries at once). The banner
+(with jitter, never more than the refresh interval apart, so that top is
+current within one interval of the API's return; r retries at once). The banner
 goes when fresh data arrives. A row whose heartbeat is older than the
 cluster's unhealthy-after time is marked with ! even while the snapshot is
 fresh.
@@ -81,15 +82,23 @@ fresh.
 On a narrow terminal the columns that do not fit leave in this order:
 ADDRESS, VERSION, HB AGE, READY, then the rates and capacity last; the
 footer counts the hidden ones, and left and right (h, l) scroll through them
-with ROLE and NODE pinned. Sizes, rates and hit ratios are formatted as in
+with ROLE, NODE and HEALTH pinned. Sizes, rates and hit ratios are formatted as in
 talonctl nodes list.
 
-Keys: / filter, s and S sort column, o reverse order, c and w show or hide
-coordinators and workers, u problem nodes only, enter node detail, left and
-right scroll columns, r refresh now, ? all keys, q quit.
+Keys: / filter, s and S sort column (Shift+N, H, A, V, R, B sort by node,
+health, age, version, req/s, bytes/s at once), o reverse order, c and w show
+or hide coordinators and workers, u problem nodes only, enter node detail,
+left and right scroll columns, : switch the view (:nodes, :events,
+:coordinators, any prefix), r refresh now, ? all keys, q quit.
 
 top needs a terminal. --once prints one frame of every node to stdout and
-exits, with or without a terminal (rates need two snapshots and show as -).`,
+exits, with or without a terminal; it takes two samples one heartbeat
+interval apart (at most 10s), so that it shows rates.
+
+A terminal of 40 rows or more shows the answering coordinator's last events
+(joins, health and readiness changes) below the table; one of 160 columns
+and 50 rows or more also shows the coordinators as their records show them,
+with the answering one's own view (talonctl coordinators list asks each).`,
 		Example: `  talonctl top
   talonctl top --refresh 5s
   talonctl top --once | less -S`,
@@ -204,7 +213,37 @@ func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, profile c
 	}
 	m.Update(tea.WindowSizeMsg{Width: frameWidth(opts)})
 	m.Update(tui.PollMsg{Seq: 1, Poll: poll}) // the timer it arms is never run
+	// Rates need two heartbeats of each worker: a second sample one
+	// heartbeat interval later (a failed second fetch still prints the
+	// first, rates as -).
+	wait := onceSampleWait(poll)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+	}
+	if second, err := get(ctx); err == nil {
+		m.Update(tui.PollMsg{Seq: 2, Poll: second})
+	} else {
+		fmt.Fprintf(opts.IO.ErrOut, "talonctl: warning: the second sample failed, rates are not shown: %s\n", cmdutil.Message(err))
+	}
 	return m.WriteAll(opts.IO.Out, profile)
+}
+
+// Bounds of the wait between --once's two samples.
+const (
+	minOnceWait = 200 * time.Millisecond
+	maxOnceWait = 10 * time.Second
+)
+
+// onceSampleWait is one heartbeat interval of the cluster (and a little,
+// so that every worker heartbeat once in between), within bounds.
+func onceSampleWait(p *tui.Poll) time.Duration {
+	hb := time.Duration(p.Cluster.Timing.HeartbeatIntervalMs) * time.Millisecond
+	if hb <= 0 {
+		hb = 5 * time.Second
+	}
+	return min(max(hb+hb/10, minOnceWait), maxOnceWait)
 }
 
 // frameWidth is the terminal's width, else COLUMNS, else onceWidth.
@@ -238,7 +277,21 @@ func fetch(ctx context.Context, client *apiv1.Client, timeout time.Duration, cal
 	if err == nil {
 		var nodes *apiv1.NodeList
 		if nodes, err = client.AllNodes(ctx, apiv1.NodeFilter{}, call...); err == nil {
-			return &tui.Poll{Cluster: *c, Nodes: nodes.Items, Server: ans.get()}, nil
+			p := &tui.Poll{Cluster: *c, Nodes: nodes.Items, Server: ans.get()}
+			// The events pane is extra: an older coordinator without
+			// /api/v1/events (404) or a failure leaves it empty.
+			// The newest MaxEvents: the first, one-event page says how
+			// many are kept.
+			if head, err := client.Events(ctx, apiv1.EventFilter{Limit: 1}); err == nil && head.LastSeq > 0 {
+				after := uint64(0)
+				if head.LastSeq > tui.MaxEvents {
+					after = head.LastSeq - tui.MaxEvents
+				}
+				if evs, err := client.Events(ctx, apiv1.EventFilter{After: after, Limit: tui.MaxEvents}); err == nil {
+					p.Events = evs.Items
+				}
+			}
+			return p, nil
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
@@ -318,7 +371,7 @@ func newClient(conn *cmdutil.Connection, attempt time.Duration) (*apiv1.Client, 
 		UserAgent:  "talonctl/" + buildinfo.Version,
 	})
 	if err != nil {
-		return nil, nil, cmdutil.UsageErrorf("servers %s: %w", strings.Join(conn.Servers, ","), err)
+		return nil, nil, cmdutil.UsageErrorf("--server: %w", err)
 	}
 	rec.bases = client.BaseURLs()
 	return client, rec, nil

@@ -33,7 +33,19 @@
     placementError: "",
     timer: 0,
     busy: false,
+    // samples are each node's last two counter readings of one
+    // incarnation (by heartbeat, on the server's clock), rates the rates
+    // between them, history each node's recent request rates and
+    // clusterHistory the cluster's (all in this tab only: nothing is kept
+    // on the server).
+    samples: new Map(),
+    rates: new Map(),
+    history: new Map(),
+    clusterHistory: [],
+    events: null, // {items, coordinator} of this coordinator's newest events; null when not served
   };
+  const HISTORY = 30; // points per sparkline
+  const EVENTS = 20; // newest events shown
 
   // ---- small DOM helpers -------------------------------------------------
 
@@ -186,6 +198,91 @@
     throw new APIError(0, "too_many_pages", "the node list did not end after " + MAX_PAGES + " pages");
   }
 
+  // newestEvents reads this coordinator's newest EVENTS events (an older
+  // coordinator without the endpoint, or a failure, gives none: the
+  // events are an extra, not a reason to go stale).
+  async function newestEvents() {
+    try {
+      const head = await api("api/v1/events?limit=1");
+      const after = Math.max(0, (head.lastSeq || 0) - EVENTS);
+      const page = await api("api/v1/events?limit=" + EVENTS + "&after=" + after);
+      return { items: page.items || [], coordinator: page.coordinator };
+    } catch (_) {
+      return null;
+    }
+  }
+
+  // observeRates turns successive heartbeats into rates: counters move
+  // when a node heartbeats, so a rate is the counters' difference over the
+  // difference of the store's acceptance times, for one incarnation.
+  function observeRates(nodes) {
+    let clusterReq = 0;
+    let known = false;
+    const seen = new Set();
+    for (const n of nodes) {
+      const key = n.role + "/" + n.nodeId;
+      seen.add(key);
+      const prev = state.samples.get(key);
+      const cur = { inc: n.incarnationId, at: n.updatedAtUnixMs, c: n.counters };
+      if (!prev || prev.inc !== cur.inc) {
+        state.samples.set(key, cur);
+        state.rates.delete(key);
+        state.history.delete(key);
+        continue;
+      }
+      if (cur.at > prev.at) {
+        const dt = (cur.at - prev.at) / 1000;
+        const d = (f) => Math.max(0, cur.c[f] - prev.c[f]);
+        const hits = d("hitsTotal");
+        const misses = d("missesTotal");
+        const r = {
+          reqPerSec: d("requestsTotal") / dt,
+          bytesPerSec: d("bytesServedTotal") / dt,
+          hitNow: hits + misses > 0 ? hits / (hits + misses) : null,
+        };
+        state.rates.set(key, r);
+        const h = state.history.get(key) || [];
+        h.push(r.reqPerSec);
+        state.history.set(key, h.slice(-HISTORY));
+        state.samples.set(key, cur);
+      }
+      const r = state.rates.get(key);
+      if (r && n.role === "worker") {
+        clusterReq += r.reqPerSec;
+        known = true;
+      }
+    }
+    for (const key of state.samples.keys()) {
+      if (!seen.has(key)) {
+        state.samples.delete(key);
+        state.rates.delete(key);
+        state.history.delete(key);
+      }
+    }
+    if (known) state.clusterHistory = [...state.clusterHistory, clusterReq].slice(-HISTORY);
+  }
+
+  // sparkline draws values as block characters (text: the CSP allows no
+  // inline drawing, and text needs none).
+  function sparkline(values) {
+    if (!values || values.length < 2) return "";
+    const blocks = "▁▂▃▄▅▆▇█";
+    const top = Math.max(...values);
+    return values.map((v) => blocks[top > 0 ? Math.min(7, Math.floor((v / top) * 7.999)) : 0]).join("");
+  }
+
+  function rateOf(n) {
+    return state.rates.get(n.role + "/" + n.nodeId);
+  }
+
+  function fmtRate(v) {
+    if (v === undefined || v === null) return "—";
+    if (v >= 1e9) return (v / 1e9).toFixed(2) + "G";
+    if (v >= 1e6) return (v / 1e6).toFixed(2) + "M";
+    if (v >= 1e3) return (v / 1e3).toFixed(2) + "k";
+    return v.toFixed(v < 10 ? 1 : 0);
+  }
+
   // ---- refresh loop ------------------------------------------------------
 
   function schedule(ms) {
@@ -201,6 +298,8 @@
       const [cluster, nodes] = await Promise.all([api("api/v1/cluster"), allNodes()]);
       state.cluster = cluster;
       state.nodes = nodes;
+      observeRates(nodes);
+      state.events = await newestEvents();
       state.receivedAt = Date.now();
       state.failure = null;
       state.failures = 0;
@@ -241,6 +340,8 @@
     if (!c) return;
     renderHeader(c);
     renderCounts(c);
+    renderCoordinators();
+    renderEvents();
     renderNodes();
     renderDetail();
     renderPlacement();
@@ -313,6 +414,61 @@
     setText($("eligible"), c.eligibleWorkers + " of " + w.total + " workers eligible for placement.");
   }
 
+  // renderCoordinators lists the coordinators as their records show them,
+  // with this one's own view (revision, PlacementVersion, eligible). The
+  // page may ask only its own coordinator (same origin); talonctl
+  // coordinators list asks each for its view and checks agreement.
+  function renderCoordinators() {
+    const c = state.cluster;
+    const coords = (state.nodes || []).filter((n) => n.role === "coordinator");
+    const rows = coords.map((n) => {
+      const self = n.nodeId === c.servedBy;
+      return el(
+        "tr",
+        { attrs: { "data-coordinator": n.nodeId } },
+        el("th", { attrs: { scope: "row" }, text: n.nodeId + (self ? " (this one)" : "") }),
+        el("td", { text: n.ready ? "yes" : "no" + (n.notReadyReason ? " (" + n.notReadyReason + ")" : "") }),
+        el("td", { text: n.capacity.storeHealthy ? "reads the store" : "store read failing" }),
+        el("td", { className: "mono", text: self ? c.revision : "—" }),
+        el("td", { className: "mono", text: self ? c.placementVersion : "—" }),
+        el("td", { className: "num", text: self ? String(c.eligibleWorkers) : "—" }),
+        el("td", { text: n.version }),
+        el("td", { className: "num", text: fmtDuration(n.heartbeatAgeMs) }),
+      );
+    });
+    if (rows.length === 0) rows.push(el("tr", null, el("td", { attrs: { colspan: "8" }, className: "empty", text: "No coordinator record." })));
+    fill($("coordinators").tBodies[0], rows);
+    const unhealthy = coords.filter((n) => !n.ready || !n.capacity.storeHealthy).length;
+    setText(
+      $("coordinators-note"),
+      coords.length +
+        " coordinators, " +
+        unhealthy +
+        " not ready or not reading the store. Each answers from its own snapshot; run talonctl coordinators list to ask every one and check that those at the same revision agree.",
+    );
+    setText($("cluster-trend"), state.clusterHistory.length > 1 ? "Cluster req/s " + fmtRate(state.clusterHistory[state.clusterHistory.length - 1]) + " " + sparkline(state.clusterHistory) : "");
+  }
+
+  function renderEvents() {
+    const ev = state.events;
+    $("events-section").hidden = !ev;
+    if (!ev) return;
+    setText($("events-h"), "Events observed by " + ev.coordinator);
+    const rows = [...ev.items].reverse().map((e) =>
+      el(
+        "tr",
+        { attrs: { "data-event": e.type } },
+        el("td", { text: fmtTime(e.timeUnixMs) }),
+        el("td", { text: e.type }),
+        el("td", { text: e.nodeId ? e.role + "/" + e.nodeId : "—" }),
+        el("td", { text: e.old && e.new ? e.old + " → " + e.new : e.new || "—" }),
+        el("td", { text: e.reason || "—" }),
+      ),
+    );
+    if (rows.length === 0) rows.push(el("tr", null, el("td", { attrs: { colspan: "5" }, className: "empty", text: "No events yet." })));
+    fill($("events").tBodies[0], rows);
+  }
+
   const HEALTH_RANK = { healthy: 0, degraded: 1, unhealthy: 2, unknown: 3 };
 
   // COLUMNS of the node table: heading, sort value, cell.
@@ -325,8 +481,20 @@
     { key: "version", title: "Version", value: (n) => n.version, cell: (n) => n.version },
     { key: "address", title: "Address", value: (n) => n.address, cell: (n) => el("span", { className: "mono", text: n.address }) },
     { key: "resident", title: "Resident / capacity", num: true, value: (n) => n.capacity.residentBytes, cell: residentCell },
-    { key: "hit", title: "Hit ratio", num: true, value: (n) => hitRatio(n) ?? -1, cell: (n) => fmtRatio(hitRatio(n)) },
+    { key: "hitNow", title: "Hit ratio now", num: true, value: (n) => rateOf(n)?.hitNow ?? -1, cell: (n) => fmtRatio(rateOf(n)?.hitNow ?? null) },
+    { key: "reqs", title: "Req/s", num: true, value: (n) => rateOf(n)?.reqPerSec ?? -1, cell: (n) => fmtRate(rateOf(n)?.reqPerSec) },
+    { key: "bytes", title: "Bytes/s", num: true, value: (n) => rateOf(n)?.bytesPerSec ?? -1, cell: (n) => fmtRate(rateOf(n)?.bytesPerSec) },
+    { key: "trend", title: "Req/s trend", value: (n) => (state.history.get(n.role + "/" + n.nodeId) || []).length, cell: (n) => el("span", { className: "spark", text: sparkline(state.history.get(n.role + "/" + n.nodeId)) }) },
+    { key: "hit", title: "Hit ratio (lifetime)", num: true, value: (n) => hitRatio(n) ?? -1, cell: (n) => fmtRatio(hitRatio(n)) },
+    { key: "labels", title: "Labels", value: (n) => labelText(n), cell: (n) => el("span", { className: "mono", text: labelText(n) }) },
   ];
+
+  function labelText(n) {
+    return Object.keys(n.labels || {})
+      .sort()
+      .map((k) => k + "=" + n.labels[k])
+      .join(", ");
+  }
 
   function nodeLink(n) {
     return el("a", {
@@ -572,7 +740,24 @@
 
   // ---- wiring ------------------------------------------------------------
 
+  // loadUIConfig reads the deployment's UI options once: a dashboard link.
+  async function loadUIConfig() {
+    try {
+      const res = await fetch("ui-config.json", { cache: "no-store", credentials: "omit", redirect: "error" });
+      if (!res.ok) return;
+      const cfg = await res.json();
+      const u = cfg && typeof cfg.dashboardUrl === "string" ? cfg.dashboardUrl : "";
+      if (!/^https?:\/\//.test(u)) return;
+      const a = $("dashboard");
+      a.href = u;
+      a.hidden = false;
+    } catch (_) {
+      // No options: no link.
+    }
+  }
+
   function init() {
+    loadUIConfig();
     renderNodeHead();
     readHash();
     window.addEventListener("hashchange", () => {

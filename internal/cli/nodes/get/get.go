@@ -28,6 +28,9 @@ type GetOptions struct {
 	out        *cmdutil.Output // Output parsed
 	NoHeaders  bool
 	AllowStale bool
+	// LabelColumns (-L) and ShowLabels (--show-labels) add label columns.
+	LabelColumns []string
+	ShowLabels   bool
 }
 
 // NewCmdGet returns the command; runF replaces its run function in tests.
@@ -40,8 +43,10 @@ func NewCmdGet(f *cmdutil.Factory, runF func(*GetOptions) error) *cobra.Command 
 is shown once).
 
 With one ID, a node that is absent or whose lease expired is an error (exit
-code 1), and -o json and -o yaml print the API's answer: the node and the
-snapshot metadata; jsonpath and go-template see that answer ({.node.nodeId}).
+code 1), and -o json, -o yaml, jsonpath and go-template print and see the
+node object itself, like kubectl get ({.nodeId}); the API's answer wraps it
+with the snapshot metadata ({"node": ..., "revision": ...}), which
+talonctl nodes get reports only through --allow-stale's warning.
 
 With several IDs, the table lists every node found; -o json and -o yaml
 print one list object like nodes list's (the metadata of the last answer and
@@ -79,7 +84,9 @@ custom-columns print one row per node (.nodeId, .labels.zone).
 			return getRun(cmd.Context(), opts)
 		},
 	}
-	cmdutil.AddOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmdutil.AddTemplateOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmd.Flags().StringSliceVarP(&opts.LabelColumns, "label-columns", "L", nil, "add a column with the value of each label `KEY` (repeat or comma-separate)")
+	cmd.Flags().BoolVar(&opts.ShowLabels, "show-labels", false, "add a LABELS column to the table")
 	cmd.Flags().Lookup("output").Usage += "; or jsonpath=, go-template=, custom-columns= (TEMPLATE), or their -file=FILE forms"
 	cmd.Flags().BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of table and wide output")
 	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)
@@ -146,12 +153,13 @@ func printAnswers(opts *GetOptions, found []answer) error {
 		nodes[i] = a.resp.Node
 	}
 	last := found[len(found)-1].resp
-	p := &nodetable.Printer{Format: opts.Output, TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme()}
+	p := &nodetable.Printer{Format: opts.Output, TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme(),
+		LabelColumns: opts.LabelColumns, ShowLabels: opts.ShowLabels}
 	return p.Write(io.Out, nodes, last.ObservedAtUnixMs)
 }
 
 // rawObject returns the object the raw formats print and the items of
-// custom-columns. With one node asked for, it is the API's answer; with
+// custom-columns. With one node asked for, it is the node object; with
 // several, the last answer's object with its node replaced by an items
 // array of every node found (the shape of a node list).
 func rawObject(opts *GetOptions, found []answer) ([]byte, [][]byte, error) {
@@ -165,7 +173,7 @@ func rawObject(opts *GetOptions, found []answer) ([]byte, [][]byte, error) {
 		items[i], last = obj.Get("node"), obj
 	}
 	if len(opts.NodeIDs) == 1 {
-		return found[0].raw, items, nil
+		return items[0], items, nil // the object itself, unwrapped, like kubectl
 	}
 	joined := make([]json.RawMessage, len(items))
 	for i, it := range items {

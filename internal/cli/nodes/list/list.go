@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ type ListOptions struct {
 	Watch      bool
 	Interval   time.Duration
 	AllowStale bool
+	// LabelColumns (-L) and ShowLabels (--show-labels) add label columns.
+	LabelColumns []string
+	ShowLabels   bool
 }
 
 // NewCmdList returns the command; runF replaces its run function in tests.
@@ -70,9 +74,14 @@ page. An empty result is not an error.
 
 ` + cmdutil.TemplateFormatsHelp + `
 
-With --watch the list is fetched again every --interval: redrawn in place on
-a terminal, appended otherwise. It runs until interrupted; failures to reach
-the cluster are shown and retried; an authentication failure ends it.`,
+With --watch the list is fetched again every --interval, and at once when
+the answering coordinator observes a node joining, leaving or changing
+health or readiness (its events are long-polled between listings; an
+interval under 1s only polls): redrawn in place on a terminal; piped, the
+table is printed once and then only the rows that changed (a node that left
+is named on stderr), like kubectl get -w; -o json and -o yaml print every
+listing. It runs until interrupted; failures to
+reach the cluster are shown and retried; an authentication failure ends it.`,
 		Example: `  talonctl nodes list
   talonctl nodes list --role worker --health unhealthy
   talonctl nodes list -l topology.kubernetes.io/zone=eu-west-1a -o wide
@@ -134,7 +143,9 @@ the cluster are shown and retried; an authentication failure ends it.`,
 	fl.BoolVar(&ready, "ready", false, "only ready nodes (--ready=false: only nodes that are not ready)")
 	fl.StringArrayVarP(&selectors, "selector", "l", nil, "only nodes whose labels match `SELECTOR`: key=value, key==value, key!=value, 'key in (a,b)', 'key notin (a,b)', key, !key; comma-join or repeat, all must match")
 	fl.StringVar(&fieldSelector, "field-selector", "", FieldSelectorHelp)
-	cmdutil.AddOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmdutil.AddTemplateOutputFlag(cmd, &opts.Output, nodetable.Formats...)
+	cmd.Flags().StringSliceVarP(&opts.LabelColumns, "label-columns", "L", nil, "add a column with the value of each label `KEY` (repeat or comma-separate)")
+	cmd.Flags().BoolVar(&opts.ShowLabels, "show-labels", false, "add a LABELS column to the table")
 	cmd.Flags().Lookup("output").Usage += "; or jsonpath=, go-template=, custom-columns= (TEMPLATE), or their -file=FILE forms"
 	fl.BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of table and wide output")
 	fl.StringVar(&opts.SortBy, "sort-by", "", nodetable.SortHelp)
@@ -319,7 +330,8 @@ func render(opts *ListOptions, list *listing, iteration int) error {
 		}
 		return nil
 	}
-	p := &nodetable.Printer{Format: opts.Output, TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme()}
+	p := &nodetable.Printer{Format: opts.Output, TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme(),
+		LabelColumns: opts.LabelColumns, ShowLabels: opts.ShowLabels}
 	return p.Write(io.Out, list.Items, list.ObservedAtUnixMs)
 }
 
@@ -330,6 +342,8 @@ func render(opts *ListOptions, list *listing, iteration int) error {
 func watch(ctx context.Context, client *apiv1.Client, opts *ListOptions) error {
 	io := opts.IO
 	tty := io.IsStdoutTTY()
+	changes := &changedRows{last: map[string]string{}}
+	cursor := eventCursor{}
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	for i := 0; ctx.Err() == nil; i++ {
@@ -363,13 +377,112 @@ func watch(ctx context.Context, client *apiv1.Client, opts *ListOptions) error {
 			}
 		} else if err != nil {
 			fmt.Fprintf(io.ErrOut, "talonctl: %v (retrying in %s)\n", err, opts.Interval)
-		} else if err := render(opts, list, i); err != nil {
+		} else if list.raw != nil {
+			if err := render(opts, list, i); err != nil {
+				return err
+			}
+		} else if err := changes.print(opts, list, i == 0); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
+		waitChange(ctx, client, t.C, opts.Interval, &cursor)
 	}
 	return nil
+}
+
+// changedRows prints a piped watch's rows: every row the first time, then
+// only the rows that differ from the last listing in anything but the
+// heartbeat time, which moves with every heartbeat (a node that left is
+// named on stderr).
+type changedRows struct {
+	last map[string]string // row text by role/node ID
+}
+
+func (c *changedRows) print(opts *ListOptions, list *listing, first bool) error {
+	io := opts.IO
+	cmdutil.WarnStale(io, list.Meta)
+	p := &nodetable.Printer{Format: opts.Output, TTY: false, Colors: io.ColorScheme(),
+		LabelColumns: opts.LabelColumns, ShowLabels: opts.ShowLabels}
+	now := map[string]string{}
+	var changed []apiv1.Node
+	for _, n := range list.Items {
+		key := n.Role + "/" + n.NodeID
+		cells := p.Row(&n, list.ObservedAtUnixMs)
+		if opts.Output != cmdutil.OutputName {
+			cells = append(cells[:4:4], cells[5:]...) // without HEARTBEAT
+		}
+		now[key] = strings.Join(cells, "\x00")
+		if c.last[key] != now[key] {
+			changed = append(changed, n)
+		}
+	}
+	if !first {
+		for key := range c.last {
+			if _, ok := now[key]; !ok {
+				fmt.Fprintf(io.ErrOut, "talonctl: node/%s left (expired or removed)\n", key[strings.Index(key, "/")+1:])
+			}
+		}
+	}
+	c.last = now
+	if first && len(changed) == 0 {
+		if opts.Output != cmdutil.OutputName {
+			fmt.Fprintln(io.ErrOut, "No nodes found.")
+		}
+		return nil
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	p.NoHeaders = opts.NoHeaders || !first
+	return p.Write(io.Out, changed, list.ObservedAtUnixMs)
+}
+
+// eventCursor is where a watch's event long poll continues.
+type eventCursor struct {
+	seq         uint64
+	incarnation string
+	off         bool // the server has no events endpoint (an older one): poll only
+	primed      bool // seq is the newest event of incarnation: wait for the next
+}
+
+// waitChange waits for the next listing: the interval's tick, or earlier
+// when the answering coordinator observes a membership change (its
+// events endpoint, long-polled: a server-side watch). Heartbeats that
+// change only counters produce no event; the tick lists those.
+func waitChange(ctx context.Context, client *apiv1.Client, tick <-chan time.Time, interval time.Duration, cur *eventCursor) {
+	if cur.off || interval < time.Second {
+		select {
+		case <-ctx.Done():
+		case <-tick:
+		}
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, interval)
+	defer cancel()
+	for wctx.Err() == nil {
+		left := time.Until(deadlineOf(wctx))
+		page, err := client.Events(wctx, apiv1.EventFilter{After: cur.seq, Watch: cur.primed, WatchSeconds: max(1, int(left/time.Second)), Limit: 1})
+		switch {
+		case errors.Is(err, apiv1.ErrNotFound):
+			cur.off = true
+		case err == nil && cur.primed && page.Incarnation == cur.incarnation && len(page.Items) > 0:
+			cur.seq = page.LastSeq
+			return // a change: list now
+		case err == nil:
+			// The first call, or a coordinator that restarted (or
+			// another one answering): watch from its newest event.
+			cur.seq, cur.incarnation, cur.primed = page.LastSeq, page.Incarnation, true
+			continue
+		}
+		break // an error: wait out the interval
+	}
+	select {
+	case <-ctx.Done():
+	case <-wctx.Done():
+	}
+}
+
+// deadlineOf is ctx's deadline (it has one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }

@@ -28,13 +28,21 @@ func TestSort(t *testing.T) {
 		{SortReady, "c,a,b"},
 		{SortAge, "a,c,b"},
 		{SortUptime, "a,b,c"},
-		{SortCapacity, "b,a,c"},
-		{SortResident, "a,c,b"},
-		{SortHitRatio, "b,a,c"},
+		// Quantities ascend, like kubectl (c has none: 0, and no hit
+		// ratio: -1).
+		{SortCapacity, "c,a,b"},
+		{SortResident, "c,b,a"},
+		{SortHitRatio, "c,a,b"},
+		// A JSONPath over the node object, ascending; absent values first.
+		{".capacity.capacityBytes", "c,a,b"},
+		{"{.counters.hitsTotal}", "c,a,b"},
+		{".nodeId", "a,b,c"},
+		{"-.heartbeatAgeMs", "b,c,a"},
+		{".labels.zone", "c,a,b"}, // absent everywhere: the API's order
 		// A leading - reverses the key's order; ties keep the API's order
 		// (c and a are both ready).
 		{"-" + SortName, "c,b,a"},
-		{"-" + SortCapacity, "c,a,b"},
+		{"-" + SortCapacity, "b,a,c"},
 		{"-" + SortHealth, "a,b,c"},
 		{"-" + SortReady, "b,c,a"},
 	}
@@ -61,19 +69,38 @@ func TestHeaders(t *testing.T) {
 		format string
 		tty    bool
 		want   string
+		labels []string
+		show   bool
 	}{
-		{cmdutil.OutputTable, true, "NODE|ROLE|HEALTH|READY|HEARTBEAT AGE|VERSION|ADDRESS"},
-		{cmdutil.OutputTable, false, "NODE|ROLE|HEALTH|READY|LAST HEARTBEAT|VERSION|ADDRESS"},
-		{cmdutil.OutputWide, true, "NODE|ROLE|HEALTH|READY|HEARTBEAT AGE|VERSION|ADDRESS|INCARNATION|UPTIME|CAPACITY|RESIDENT|HIT RATIO|LABELS"},
-		{cmdutil.OutputWide, false, "NODE|ROLE|HEALTH|READY|LAST HEARTBEAT|VERSION|ADDRESS|INCARNATION|STARTED|CAPACITY|RESIDENT|HIT RATIO|LABELS"},
+		// The same headers on a terminal and in a pipe.
+		{cmdutil.OutputTable, true, "NODE|ROLE|HEALTH|READY|HEARTBEAT|VERSION|ADDRESS", nil, false},
+		{cmdutil.OutputTable, false, "NODE|ROLE|HEALTH|READY|HEARTBEAT|VERSION|ADDRESS", nil, false},
+		{cmdutil.OutputWide, true, "NODE|ROLE|HEALTH|READY|HEARTBEAT|VERSION|ADDRESS|INCARNATION|STARTED|CAPACITY|RESIDENT|HIT RATIO|LABELS", nil, false},
+		{cmdutil.OutputWide, false, "NODE|ROLE|HEALTH|READY|HEARTBEAT|VERSION|ADDRESS|INCARNATION|STARTED|CAPACITY|RESIDENT|HIT RATIO|LABELS", nil, false},
+		// -L and --show-labels.
+		{cmdutil.OutputTable, false, "NODE|ROLE|HEALTH|READY|HEARTBEAT|VERSION|ADDRESS|LABELS|ZONE|TIER", []string{"zone", "tier"}, true},
+		{cmdutil.OutputWide, false, "NODE|ROLE|HEALTH|READY|HEARTBEAT|VERSION|ADDRESS|INCARNATION|STARTED|CAPACITY|RESIDENT|HIT RATIO|LABELS|ZONE", []string{"zone"}, true},
 	}
 	for _, tt := range tests {
-		p := &Printer{Format: tt.format, TTY: tt.tty}
+		p := &Printer{Format: tt.format, TTY: tt.tty, LabelColumns: tt.labels, ShowLabels: tt.show}
 		if got := strings.Join(p.Headers(), "|"); got != tt.want {
 			t.Errorf("%s tty=%v: %s, want %s", tt.format, tt.tty, got, tt.want)
 		}
 		if n := len(p.Row(&apiv1.Node{}, 0)); n != len(p.Headers()) {
 			t.Errorf("%s tty=%v: %d cells for %d headers", tt.format, tt.tty, n, len(p.Headers()))
+		}
+	}
+}
+
+func TestCheckSortByPath(t *testing.T) {
+	for _, ok := range []string{".capacity.residentBytes", "-.capacity.residentBytes", "{.labels.zone}", "name", "-hit-ratio"} {
+		if err := CheckSortBy(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{".items[*].nodeId", "{.nodeId", ".", "..a", "size"} {
+		if err := CheckSortBy(bad); err == nil || !strings.Contains(err.Error(), "--sort-by") {
+			t.Errorf("%s: %v, want a usage error naming --sort-by", bad, err)
 		}
 	}
 }

@@ -83,6 +83,10 @@ func explainRun(ctx context.Context, opts *ExplainOptions) error {
 		return err
 	}
 	cmdutil.WarnStale(opts.IO, p.Meta)
+	if p.Outcome == apiv1.OutcomeOK && len(p.Owners) < p.Replicas {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: only %d of the %d owners asked for: %d workers are eligible (a lookup returns fewer owners, not an error)\n",
+			len(p.Owners), p.Replicas, len(p.Candidates))
+	}
 	if opts.Output != cmdutil.OutputTable {
 		return (&cmdutil.Output{Kind: opts.Output}).Print(opts.IO.Out, raw, nil, false)
 	}
@@ -98,8 +102,11 @@ func writeTable(opts *ExplainOptions, p *apiv1.Placement) error {
 		isOwner[o.NodeID] = true
 	}
 	outcome := cs.Green(p.Outcome)
-	if p.Outcome != apiv1.OutcomeOK {
+	switch {
+	case p.Outcome != apiv1.OutcomeOK:
 		outcome = cs.Red(p.Outcome)
+	case len(p.Owners) < p.Replicas:
+		outcome = cs.Yellow(fmt.Sprintf("ok, but only %d of %d owners (%d eligible workers)", len(p.Owners), p.Replicas, len(p.Candidates)))
 	}
 	ownerList := strings.Join(owners, ", ")
 	if ownerList == "" {

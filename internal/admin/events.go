@@ -1,0 +1,184 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/worker"
+)
+
+// MaxWatches bounds the event watches (long polls) one admin listener
+// holds open at once; more are answered 429 at once.
+const MaxWatches = 64
+
+var errTooManyWatches = fmt.Errorf("%w: %d event watches are open on this coordinator (the most it holds); retry later", errRateLimited, MaxWatches)
+
+// eventParams is the parsed query of GET /api/v1/events.
+type eventParams struct {
+	q       coordinator.EventQuery
+	watch   bool
+	timeout time.Duration
+}
+
+func parseEventParams(raw string) (eventParams, error) {
+	q, err := parseQuery(raw, []string{apiv1.ParamNode, apiv1.ParamAfter, apiv1.ParamSince, apiv1.ParamLimit,
+		apiv1.ParamWatch, apiv1.ParamTimeout, apiv1.ParamContinue}, []string{apiv1.ParamType})
+	if err != nil {
+		return eventParams{}, err
+	}
+	var p eventParams
+	if id, ok := q.get(apiv1.ParamNode); ok {
+		if err := cluster.ValidateID(apiv1.ParamNode, id); err != nil {
+			return p, badParam(apiv1.ParamNode, id, "must be a node ID: 1 to %d bytes of [A-Za-z0-9._-], starting with a letter or digit", cluster.MaxIDBytes)
+		}
+		p.q.NodeID = id
+	}
+	types := q.v[apiv1.ParamType]
+	if len(types) > apiv1.MaxEventTypes {
+		return p, badParam(apiv1.ParamType, fmt.Sprint(len(types), " values"), "must be given at most %d times", apiv1.MaxEventTypes)
+	}
+	for _, t := range types {
+		known := false
+		for _, k := range coordinator.EventTypes() {
+			known = known || string(k) == t
+		}
+		if !known {
+			return p, badParam(apiv1.ParamType, t, "must be one of %v", coordinator.EventTypes())
+		}
+		p.q.Types = append(p.q.Types, coordinator.EventType(t))
+	}
+	for _, name := range []string{apiv1.ParamAfter, apiv1.ParamContinue} {
+		if s, ok := q.get(name); ok && s != "" {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return p, badParam(name, s, "must be an event sequence number (a non-negative integer)")
+			}
+			p.q.AfterSeq = max(p.q.AfterSeq, n)
+		}
+	}
+	if s, ok := q.get(apiv1.ParamSince); ok {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return p, badParam(apiv1.ParamSince, s, "must be a time in milliseconds since the Unix epoch")
+		}
+		p.q.Since = time.UnixMilli(n)
+	}
+	if p.q.Limit, err = q.intRange(apiv1.ParamLimit, apiv1.DefaultEventLimit, 1, apiv1.MaxEventLimit); err != nil {
+		return p, err
+	}
+	if p.watch, err = q.boolean(apiv1.ParamWatch, false); err != nil {
+		return p, err
+	}
+	secs, err := q.intRange(apiv1.ParamTimeout, apiv1.DefaultWatchSeconds, 1, apiv1.MaxWatchSeconds)
+	if err != nil {
+		return p, err
+	}
+	p.timeout = time.Duration(secs) * time.Second
+	return p, nil
+}
+
+// events answers GET /api/v1/events: the coordinator's own observations,
+// from memory (they need no store read, so they are served while the
+// coordinator fails closed: that is when an operator reads them). With
+// watch=true and no matching event after `after`, it waits for one up to
+// timeoutSeconds, then answers an empty page (a long poll).
+func (s *Server) events(w http.ResponseWriter, r *http.Request, _ bool) error {
+	p, err := parseEventParams(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	c := s.opts.Coordinator
+	page, changed := c.Events(p.q)
+	if p.watch && len(page.Events) == 0 {
+		select {
+		case s.watches <- struct{}{}:
+		default:
+			return errTooManyWatches
+		}
+		defer func() { <-s.watches }()
+		timer := time.NewTimer(p.timeout)
+		defer timer.Stop()
+		for len(page.Events) == 0 {
+			select {
+			case <-changed:
+			case <-timer.C:
+				return s.writeEvents(w, p, page)
+			case <-r.Context().Done():
+				return nil
+			}
+			page, changed = c.Events(p.q)
+		}
+	}
+	return s.writeEvents(w, p, page)
+}
+
+func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordinator.EventPage) error {
+	c := s.opts.Coordinator
+	now := s.now().UnixMilli()
+	out := apiv1.EventList{
+		Meta:        apiv1.Meta{SchemaVersion: apiv1.SchemaVersion, GeneratedAtUnixMs: now, ObservedAtUnixMs: now},
+		Coordinator: c.NodeID(),
+		Incarnation: c.Incarnation(),
+		Items:       make([]apiv1.Event, 0, len(page.Events)),
+		LastSeq:     page.LastSeq,
+		OldestSeq:   page.OldestSeq,
+	}
+	if lg := c.LastGood(); lg != nil {
+		out.Revision = lg.Snapshot.Revision.String()
+	}
+	for _, e := range page.Events {
+		out.Items = append(out.Items, apiv1.Event{
+			Seq: e.Seq, TimeUnixMs: e.Time.UnixMilli(), Type: string(e.Type), Coordinator: c.NodeID(),
+			Role: e.Role, NodeID: e.NodeID, Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision,
+		})
+	}
+	if page.More && len(page.Events) > 0 {
+		out.Continue = strconv.FormatUint(page.Events[len(page.Events)-1].Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// cordon answers a worker's POST (cordon, persist=true to keep it across
+// restarts) and DELETE (uncordon) of /api/v1/cordon, and logs an audit
+// line for each (at warn: an audit line must survive any log level).
+func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
+	q, err := parseQuery(r.URL.RawQuery, []string{apiv1.ParamPersist}, nil)
+	if err != nil {
+		return err
+	}
+	persist, err := q.boolean(apiv1.ParamPersist, false)
+	if err != nil {
+		return err
+	}
+	wk := s.opts.Worker
+	on := r.Method == http.MethodPost
+	if !on && persist {
+		return badParam(apiv1.ParamPersist, "true", "is a parameter of POST (cordon) only: DELETE lifts any cordon, persisted or not")
+	}
+	client, _ := s.ident.client(r)
+	changed, err := wk.SetCordon(r.Context(), on, persist)
+	action := "uncordon"
+	if on {
+		action = "cordon"
+	}
+	if errors.Is(err, worker.ErrCannotPersist) {
+		return badParam(apiv1.ParamPersist, "true", "%v", err)
+	}
+	if err != nil {
+		s.log.Warn("audit: worker "+action+" failed", "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "client", client, "error", err)
+		return fmt.Errorf("%s: %w", action, err)
+	}
+	cordoned, persisted := wk.Cordoned()
+	// At warn, so that no log level (log-level=warn, talon dev's quieted
+	// processes) drops an audit line.
+	s.log.Warn("audit: worker "+action, "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "changed", changed, "client", client)
+	writeJSON(w, http.StatusOK, apiv1.Cordon{NodeID: wk.NodeID(), Cordoned: cordoned, Persisted: persisted, Changed: changed})
+	return nil
+}

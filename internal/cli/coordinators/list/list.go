@@ -1,0 +1,257 @@
+// Package list implements `talonctl coordinators list`.
+package list
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+)
+
+// Formats are the -o values of `coordinators list`.
+var Formats = []string{cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML}
+
+// ListOptions are the parsed flags of `coordinators list`.
+type ListOptions struct {
+	IO           *cmdutil.IOStreams
+	Coordinators func(context.Context) ([]*cmdutil.Endpoint, error, error)
+	Now          func() time.Time
+
+	Output    string
+	NoHeaders bool
+}
+
+// NewCmdList returns the command; runF replaces its run function in tests.
+func NewCmdList(f *cmdutil.Factory, runF func(*ListOptions) error) *cobra.Command {
+	opts := &ListOptions{IO: &f.IO, Coordinators: f.Coordinators, Now: f.Now}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Ask every coordinator for its own view and mark the ones that disagree",
+		Long: `Ask every coordinator of the cluster for its own view, like etcdctl endpoint
+status --cluster: whether it is ready and why not, its store's health, the
+store revision it read, its PlacementVersion, how many workers it may place
+on, the age of its snapshot and its build version.
+
+The coordinators are the ones whose records advertise an admin address (read
+through --server), and the --server URLs themselves. Each is asked alone.
+
+Coordinators that read the same revision must agree on the PlacementVersion
+and the eligible workers (placement is a function of the records): the
+AGREE column says "yes" when they do, "no" when they do not (a bug or a
+mixed-version cluster), and "-" when no other coordinator read that
+revision (they heartbeat, so revisions move; rerun to compare).
+
+Exit code 1 when any coordinator disagrees or does not answer, so a script
+can alert on it; the table is printed either way.`,
+		Example: `  talonctl coordinators list
+  talonctl coordinators list -o json | jq '.items[] | select(.agree == "no")'`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return listRun(cmd.Context(), opts)
+		},
+	}
+	cmdutil.AddOutputFlag(cmd, &opts.Output, Formats...)
+	cmd.Flags().BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of the table")
+	return cmd
+}
+
+// Row is one coordinator's answer, as -o json and -o yaml print it.
+type Row struct {
+	NodeID string `json:"nodeId"`
+	URL    string `json:"url"`
+	// Reachable is false when the coordinator gave no answer at all.
+	Reachable bool     `json:"reachable"`
+	Error     string   `json:"error,omitempty"`
+	Ready     bool     `json:"ready"`
+	Reasons   []string `json:"reasons"`
+	// StoreHealthy is whether its last store read succeeded (a current
+	// snapshot); false while it fails closed.
+	StoreHealthy     bool   `json:"storeHealthy"`
+	StoreBackend     string `json:"storeBackend,omitempty"`
+	Revision         string `json:"revision,omitempty"`
+	PlacementVersion string `json:"placementVersion,omitempty"`
+	EligibleWorkers  int    `json:"eligibleWorkers"`
+	SnapshotAgeMs    int64  `json:"snapshotAgeMs"`
+	Version          string `json:"version,omitempty"`
+	// Agree is yes, no, or - (no other coordinator read the same revision).
+	Agree string `json:"agree"`
+	// DisagreesWith names the coordinators at the same revision with
+	// another PlacementVersion or eligible count.
+	DisagreesWith []string `json:"disagreesWith,omitempty"`
+}
+
+// RowList is the -o json|yaml object.
+type RowList struct {
+	Items []Row `json:"items"`
+}
+
+func listRun(ctx context.Context, opts *ListOptions) error {
+	eps, listErr, err := opts.Coordinators(ctx)
+	if err != nil {
+		return err
+	}
+	if listErr != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "talonctl: warning: could not list the coordinators' records (%s); asking the --server URLs only\n", cmdutil.Message(listErr))
+	}
+	rows := make([]Row, len(eps))
+	names := make([]string, len(eps))
+	cmdutil.Each(eps, func(i int, ep *cmdutil.Endpoint) {
+		rows[i] = ask(ctx, ep)
+		names[i] = rows[i].NodeID
+	})
+	var kept []Row
+	for _, i := range cmdutil.NameEndpoints(eps, names) {
+		r := rows[i]
+		if r.NodeID == "" {
+			r.NodeID = eps[i].Name()
+		}
+		kept = append(kept, r)
+	}
+	Compare(kept)
+	if opts.Output != cmdutil.OutputTable {
+		if err := cmdutil.WriteData(opts.IO.Out, opts.Output, RowList{Items: kept}); err != nil {
+			return err
+		}
+	} else if err := writeTable(opts.IO, kept, opts.NoHeaders); err != nil {
+		return err
+	}
+	var bad []string
+	for _, r := range kept {
+		switch {
+		case !r.Reachable:
+			bad = append(bad, r.NodeID+" did not answer")
+		case r.Agree == "no":
+			bad = append(bad, r.NodeID+" disagrees with "+strings.Join(r.DisagreesWith, ", "))
+		}
+	}
+	if len(bad) > 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("%d of %d coordinators: %s", len(bad), len(kept), strings.Join(bad, "; "))}
+	}
+	return nil
+}
+
+// ask reads one coordinator's cluster summary (stale allowed: a
+// coordinator failing closed still shows what it last saw) and readiness.
+func ask(ctx context.Context, ep *cmdutil.Endpoint) Row {
+	r := Row{NodeID: ep.NodeID, URL: ep.URL, Version: ep.Version, Reasons: []string{}}
+	c, err := ep.Client.Cluster(ctx, apiv1.AllowStale())
+	if err != nil {
+		r.Reachable = !cmdutil.IsUnreachable(err)
+		r.Error = cmdutil.Message(err)
+		if !r.Reachable {
+			r.Error = cmdutil.NoAnswer(err)
+		}
+		return r
+	}
+	r.Reachable = true
+	if r.NodeID == "" {
+		r.NodeID = c.ServedBy
+	}
+	r.StoreHealthy, r.StoreBackend = c.Store.Healthy, c.Store.Backend
+	r.Revision, r.PlacementVersion, r.EligibleWorkers = c.Revision, c.PlacementVersion, c.EligibleWorkers
+	r.SnapshotAgeMs = max(0, c.GeneratedAtUnixMs-c.ObservedAtUnixMs)
+	h, err := ep.Client.Readyz(ctx)
+	switch {
+	case err != nil:
+		r.Reasons = []string{"readiness unknown: " + cmdutil.Message(err)}
+	default:
+		r.Ready = h.Ready()
+		r.Reasons = append(r.Reasons, h.Reasons...)
+		if !r.Ready && len(r.Reasons) == 0 {
+			r.Reasons = []string{"not ready (the reasons need a token)"}
+		}
+	}
+	return r
+}
+
+// Compare fills in Agree and DisagreesWith: coordinators that answered at
+// the same revision agree when their PlacementVersion and eligible count
+// are the same.
+func Compare(rows []Row) {
+	for i := range rows {
+		r := &rows[i]
+		r.Agree, r.DisagreesWith = "-", nil
+		if !r.Reachable || r.Revision == "" {
+			continue
+		}
+		peers := false
+		for j := range rows {
+			o := rows[j]
+			if i == j || !o.Reachable || o.Revision != r.Revision {
+				continue
+			}
+			peers = true
+			if o.PlacementVersion != r.PlacementVersion || o.EligibleWorkers != r.EligibleWorkers {
+				r.DisagreesWith = append(r.DisagreesWith, o.NodeID)
+			}
+		}
+		switch {
+		case len(r.DisagreesWith) > 0:
+			r.Agree = "no"
+		case peers:
+			r.Agree = "yes"
+		}
+	}
+}
+
+func writeTable(s *cmdutil.IOStreams, rows []Row, noHeaders bool) error {
+	cs := s.ColorScheme()
+	t := cmdutil.NewTable("COORDINATOR", "READY", "STORE", "REVISION", "PLACEMENT-VERSION", "ELIGIBLE", "SNAPSHOT-AGE", "VERSION", "AGREE", "REASON")
+	for _, r := range rows {
+		if !r.Reachable {
+			t.AddRow(r.NodeID, cs.Red("unreachable"), "-", "-", "-", "-", "-", dash(r.Version), "-", r.Error)
+			continue
+		}
+		if r.Revision == "" { // answered with an error, not a view
+			t.AddRow(r.NodeID, cs.Red("error"), "-", "-", "-", "-", "-", dash(r.Version), "-", r.Error)
+			continue
+		}
+		ready := cs.Green("yes")
+		if !r.Ready {
+			ready = cs.Red("no")
+		}
+		store := cs.Green("healthy")
+		if !r.StoreHealthy {
+			store = cs.Red("failing")
+		}
+		agree := r.Agree
+		switch agree {
+		case "no":
+			agree = cs.Red("no")
+		case "yes":
+			agree = cs.Green("yes")
+		}
+		reason := strings.Join(r.Reasons, "; ")
+		if len(r.DisagreesWith) > 0 {
+			reason = strings.TrimPrefix(reason+"; ", "; ") + "disagrees with " + strings.Join(r.DisagreesWith, ", ") + " at the same revision"
+		}
+		t.AddRow(r.NodeID, ready, store, r.Revision, r.PlacementVersion, strconv.Itoa(r.EligibleWorkers),
+			cmdutil.Duration(time.Duration(r.SnapshotAgeMs)*time.Millisecond), dash(r.Version), agree, dash(reason))
+	}
+	var b strings.Builder
+	if err := t.Render(&b, noHeaders); err != nil {
+		return err
+	}
+	_, err := io.WriteString(s.Out, b.String())
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,184 @@
+// Package eventtable gathers the events of every coordinator and renders
+// them for `talonctl events` and `talonctl nodes describe`.
+package eventtable
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cli/cmdutil"
+)
+
+// Result is the events gathered from every coordinator that answered.
+type Result struct {
+	Events []apiv1.Event
+	// Failed lists the coordinators that did not answer, with why.
+	Failed []string
+	// Last is each coordinator's newest sequence number and incarnation,
+	// by endpoint index, for a watch to continue from.
+	Last []Cursor
+}
+
+// Cursor is where a watch of one coordinator continues.
+type Cursor struct {
+	Seq         uint64
+	Incarnation string
+	OK          bool
+}
+
+// Gather reads every endpoint's events matching f (all pages, up to
+// limit events per coordinator; 0 means apiv1.MaxEventLimit) and merges
+// them by time, oldest first.
+func Gather(ctx context.Context, eps []*cmdutil.Endpoint, f apiv1.EventFilter, limit int) Result {
+	if limit <= 0 {
+		limit = apiv1.MaxEventLimit
+	}
+	per := make([][]apiv1.Event, len(eps))
+	errs := make([]error, len(eps))
+	last := make([]Cursor, len(eps))
+	cmdutil.Each(eps, func(i int, ep *cmdutil.Endpoint) {
+		q := f
+		q.Limit = min(limit, apiv1.MaxEventLimit)
+		for len(per[i]) < limit {
+			page, err := ep.Client.Events(ctx, q)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if ep.NodeID == "" {
+				ep.NodeID = page.Coordinator
+			}
+			per[i] = append(per[i], page.Items...)
+			last[i] = Cursor{Seq: page.LastSeq, Incarnation: page.Incarnation, OK: true}
+			if page.Continue == "" || len(page.Items) == 0 {
+				break
+			}
+			q.After = page.Items[len(page.Items)-1].Seq
+		}
+		if len(per[i]) > limit {
+			per[i] = per[i][len(per[i])-limit:]
+		}
+	})
+	var r Result
+	r.Last = last
+	seen := map[string]bool{}
+	for i, evs := range per {
+		if errs[i] != nil {
+			msg := cmdutil.Message(errs[i])
+			if cmdutil.IsUnreachable(errs[i]) {
+				msg = cmdutil.NoAnswer(errs[i])
+			}
+			r.Failed = append(r.Failed, eps[i].Name()+": "+msg)
+			continue
+		}
+		if len(evs) > 0 && seen[evs[0].Coordinator] {
+			continue // one coordinator reached at two addresses
+		}
+		if len(evs) > 0 {
+			seen[evs[0].Coordinator] = true
+		}
+		r.Events = append(r.Events, evs...)
+	}
+	Sort(r.Events)
+	return r
+}
+
+// Sort orders events by time, then coordinator, then sequence.
+func Sort(evs []apiv1.Event) {
+	slices.SortStableFunc(evs, func(a, b apiv1.Event) int {
+		return cmp.Or(cmp.Compare(a.TimeUnixMs, b.TimeUnixMs), strings.Compare(a.Coordinator, b.Coordinator), cmp.Compare(a.Seq, b.Seq))
+	})
+}
+
+// Headers are the table's columns, the same on a terminal and in a pipe.
+var Headers = []string{"TIME", "COORDINATOR", "TYPE", "NODE", "CHANGE", "REASON"}
+
+// Printer renders events as a table.
+type Printer struct {
+	TTY       bool
+	NoHeaders bool
+	Colors    *cmdutil.ColorScheme
+	// Now is the time ages are measured against on a terminal.
+	Now time.Time
+	// NoNode leaves out the NODE column (describe, where it is one node).
+	NoNode bool
+}
+
+// Write renders evs.
+func (p *Printer) Write(w io.Writer, evs []apiv1.Event) error {
+	t := cmdutil.NewTable(p.headers()...)
+	for _, e := range evs {
+		t.AddRow(p.Row(e)...)
+	}
+	var b strings.Builder
+	if err := t.Render(&b, p.NoHeaders); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (p *Printer) headers() []string {
+	if p.NoNode {
+		return slices.DeleteFunc(slices.Clone(Headers), func(h string) bool { return h == "NODE" })
+	}
+	return Headers
+}
+
+// Row is one event's cells.
+func (p *Printer) Row(e apiv1.Event) []string {
+	when := cmdutil.Timestamp(e.TimeUnixMs)
+	if p.TTY {
+		when = cmdutil.Duration(p.Now.Sub(time.UnixMilli(e.TimeUnixMs))) + " ago"
+	}
+	node := "-"
+	if e.NodeID != "" {
+		node = e.Role + "/" + e.NodeID
+	}
+	change := "-"
+	switch {
+	case e.Old != "" && e.New != "":
+		change = e.Old + " -> " + e.New
+	case e.New != "":
+		change = e.New
+	}
+	typ := e.Type
+	if p.Colors != nil && warning(e.Type, e.New) {
+		typ = p.Colors.Yellow(typ)
+	}
+	reason := e.Reason
+	if reason == "" {
+		reason = "-"
+	}
+	cells := []string{when, e.Coordinator, typ, node, change, reason}
+	if p.NoNode {
+		cells = slices.Delete(cells, 3, 4)
+	}
+	return cells
+}
+
+// warning reports whether an event is bad news (shown in yellow).
+func warning(typ, now string) bool {
+	switch typ {
+	case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "events_dropped":
+		return true
+	case "node_health_changed":
+		return now != "healthy"
+	case "node_readiness_changed":
+		return now != "ready"
+	}
+	return false
+}
+
+// WarnFailed tells ErrOut which coordinators did not answer.
+func WarnFailed(w io.Writer, failed []string) {
+	for _, f := range failed {
+		fmt.Fprintf(w, "talonctl: warning: no events from %s\n", f)
+	}
+}

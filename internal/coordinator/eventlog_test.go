@@ -1,0 +1,53 @@
+package coordinator
+
+import (
+	"testing"
+	"time"
+)
+
+// TestEventLogBounded: the list keeps the last capacity events, numbers
+// them without gaps, filters, pages and wakes watchers.
+func TestEventLogBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newEventLog(3, func() time.Time { return now })
+	page, changed := l.query(EventQuery{})
+	if len(page.Events) != 0 || page.LastSeq != 0 || page.OldestSeq != 0 {
+		t.Fatalf("empty log %+v", page)
+	}
+	for i, id := range []string{"a", "b", "c", "a", "b"} {
+		now = time.Unix(1000+int64(i), 0)
+		l.add(Event{Type: EventNodeJoined, NodeID: id})
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("an append did not wake the watcher")
+	}
+	page, _ = l.query(EventQuery{})
+	if len(page.Events) != 3 || page.OldestSeq != 3 || page.LastSeq != 5 || page.Events[0].Seq != 3 || page.Events[2].Seq != 5 {
+		t.Fatalf("bounded log %+v", page)
+	}
+	if got, _ := l.query(EventQuery{NodeID: "a"}); len(got.Events) != 1 || got.Events[0].Seq != 4 {
+		t.Fatalf("node filter %+v", got)
+	}
+	if got, _ := l.query(EventQuery{AfterSeq: 4}); len(got.Events) != 1 || got.Events[0].Seq != 5 {
+		t.Fatalf("after filter %+v", got)
+	}
+	if got, _ := l.query(EventQuery{Since: time.Unix(1004, 0)}); len(got.Events) != 1 || got.Events[0].NodeID != "b" {
+		t.Fatalf("since filter %+v", got)
+	}
+	if got, _ := l.query(EventQuery{Types: []EventType{EventNodeRemoved}}); len(got.Events) != 0 {
+		t.Fatalf("type filter %+v", got)
+	}
+	if got, _ := l.query(EventQuery{Limit: 2}); len(got.Events) != 2 || !got.More || got.Events[1].Seq != 4 {
+		t.Fatalf("limit %+v", got)
+	}
+	long := make([]byte, 1000)
+	for i := range long {
+		long[i] = 'x'
+	}
+	l.add(Event{Type: EventStoreUnreachable, Reason: string(long)})
+	if got, _ := l.query(EventQuery{AfterSeq: 5}); len(got.Events[0].Reason) > maxEventReason+4 {
+		t.Fatalf("reason of %d bytes kept", len(got.Events[0].Reason))
+	}
+}

@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/colorprofile"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cli"
+	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
+)
+
+// opsTiming is slow enough that two coordinators asked at once usually
+// read the same store revision (the agreement check compares those).
+var opsTiming = []string{"--heartbeat-interval", "1s", "--unhealthy-after", "4s", "--lease-ttl", "10s", "--request-timeout", "1s",
+	"--drain-delay", "0s", "--shutdown-timeout", "2s"}
+
+const opsHeartbeat = time.Second
+
+// ctl runs talonctl in-process against the given servers.
+func ctl(t *testing.T, servers []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	f := &cli.Factory{
+		IO:      cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, ColorProfile: colorprofile.NoTTY},
+		Environ: []string{"XDG_CONFIG_HOME=" + t.TempDir(), "TALONCTL_SERVER=" + strings.Join(servers, ",")},
+		Clock:   time.Now,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code = cli.Main(ctx, args, f)
+	return code, out.String(), errOut.String()
+}
+
+// eligibleOn returns the eligible workers of a coordinator's placement
+// (the candidates of any key are every eligible worker).
+func eligibleOn(t *testing.T, p *proc) []string {
+	t.Helper()
+	pl, err := p.api(t).Placement(context.Background(), "k", 1)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, c := range pl.Candidates {
+		ids = append(ids, c.NodeID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestOperatorWorkflows runs two coordinators on one etcd, three workers
+// and a third coordinator with another cluster ID on the same etcd (so
+// its revisions are comparable and its placement differs), and drives
+// coordinators list, cordon, uncordon, drain, events and describe
+// against them.
+func TestOperatorWorkflows(t *testing.T) {
+	skipShort(t)
+	etcd := testenv.StartEtcd(t, testenv.EtcdOptions{})
+	store := []string{"--state-backend", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--ha", "--coordinator-replicas", "2"}
+	coord := func(id, cluster string) *proc {
+		args := []string{"coordinator", "--cluster-id", cluster, "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--log-level", "info"}
+		args = append(append(append(args, opsTiming...), store...), insecureArgs...)
+		return start(t, id, args...)
+	}
+	a, b := coord("coord-a", "it"), coord("coord-b", "it")
+	testsupport.WaitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	blobs := t.TempDir()
+	workers := map[string]*proc{}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("w-%d", i)
+		args := []string{"worker", "--cluster-id", "it", "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t),
+			"--coordinators", a.addr + "," + b.addr, "--blob-store", "file://" + blobs, "--cache-dir", t.TempDir(),
+			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info"}
+		workers[id] = start(t, id, append(append(args, opsTiming...), insecureArgs...)...)
+	}
+	all := []string{"w-1", "w-2", "w-3"}
+	testsupport.WaitFor(t, 30*time.Second, "three eligible workers on both coordinators", func() bool {
+		return slices.Equal(eligibleOn(t, a), all) && slices.Equal(eligibleOn(t, b), all)
+	})
+	servers := []string{"http://" + a.admin}
+
+	t.Run("CoordinatorsListAgree", func(t *testing.T) {
+		// The records name both coordinators; asked at once they usually
+		// read the same revision and must then agree.
+		var out string
+		testsupport.WaitFor(t, 20*time.Second, "both coordinators listed, agreeing at one revision", func() bool {
+			code, stdout, _ := ctl(t, servers, "coordinators", "list", "-o", "json")
+			var rows struct{ Items []map[string]any }
+			if code != 0 || json.Unmarshal([]byte(stdout), &rows) != nil || len(rows.Items) != 2 {
+				return false
+			}
+			out = stdout
+			return rows.Items[0]["agree"] == "yes" && rows.Items[1]["agree"] == "yes"
+		})
+		code, stdout, stderr := ctl(t, servers, "coordinators", "list")
+		if code != 0 || !strings.Contains(stdout, "coord-a") || !strings.Contains(stdout, "coord-b") || !strings.HasPrefix(stdout, "COORDINATOR ") {
+			t.Fatalf("exit %d\n%s\n%s\n(json: %s)", code, stdout, stderr, out)
+		}
+	})
+
+	t.Run("CoordinatorsListDisagreeAndUnreachable", func(t *testing.T) {
+		// coord-x reads the same etcd (same revisions) for another cluster
+		// ID: at a shared revision its PlacementVersion differs.
+		x := coord("coord-x", "other")
+		testsupport.WaitFor(t, 30*time.Second, "coord-x ready", func() bool { return ready(t, x) })
+		withX := []string{"http://" + a.admin, "http://" + x.admin}
+		var stdout, stderr string
+		var code int
+		testsupport.WaitFor(t, 30*time.Second, "coord-x marked as disagreeing", func() bool {
+			code, stdout, stderr = ctl(t, withX, "coordinators", "list")
+			return code == cli.ExitFailure && strings.Contains(stderr, "coord-x disagrees with coord-a")
+		})
+		if !strings.Contains(stdout, "disagrees with coord-a") {
+			t.Fatalf("table does not mark the disagreement:\n%s", stdout)
+		}
+		dead := "http://" + freeAddr(t)
+		code, stdout, stderr = ctl(t, append(servers, dead), "coordinators", "list")
+		if code != cli.ExitFailure || !strings.Contains(stdout, "unreachable") || !strings.Contains(stderr, "did not answer") {
+			t.Fatalf("with an unreachable coordinator: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		x.kill()
+	})
+
+	t.Run("CordonExcludesWithinOneHeartbeat", func(t *testing.T) {
+		code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-1")
+		done := time.Now()
+		if code != 0 || stdout != "node/w-1 cordoned\n" {
+			t.Fatalf("cordon: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		testsupport.WaitFor(t, opsHeartbeat, "w-1 out of placement on both coordinators", func() bool {
+			want := []string{"w-2", "w-3"}
+			return slices.Equal(eligibleOn(t, a), want) && slices.Equal(eligibleOn(t, b), want)
+		})
+		t.Logf("w-1 left placement on both coordinators %s after the cordon returned", time.Since(done).Round(time.Millisecond))
+		n, err := b.api(t).Node(context.Background(), "w-1")
+		if err != nil || n.Node.Ready || n.Node.NotReadyReason != "cordoned" {
+			t.Fatalf("w-1 on coord-b: %+v, %v", n, err)
+		}
+		if code, stdout, _ := ctl(t, servers, "nodes", "cordon", "w-1"); code != 0 || stdout != "node/w-1 already cordoned\n" {
+			t.Fatalf("second cordon: %d %q", code, stdout)
+		}
+		code, stdout, _ = ctl(t, servers, "nodes", "describe", "w-1")
+		if code != 0 || !strings.Contains(stdout, "Ready:") || !strings.Contains(stdout, "false (cordoned)") ||
+			!strings.Contains(stdout, "node_readiness_changed") || !strings.Contains(stdout, "coord-a") || !strings.Contains(stdout, "coord-b") {
+			t.Fatalf("describe w-1: exit %d\n%s", code, stdout)
+		}
+		code, stdout, _ = ctl(t, servers, "events", "--for", "w-1", "--type", "node_readiness_changed", "-o", "json")
+		var evs struct{ Items []apiv1.Event }
+		if code != 0 || json.Unmarshal([]byte(stdout), &evs) != nil || len(evs.Items) < 2 {
+			t.Fatalf("events: exit %d\n%s", code, stdout)
+		}
+		for _, e := range evs.Items {
+			if e.Reason != "cordoned" || e.New != "not_ready" {
+				t.Fatalf("event %+v", e)
+			}
+		}
+		if code, stdout, _ := ctl(t, servers, "nodes", "uncordon", "w-1"); code != 0 || stdout != "node/w-1 uncordoned\n" {
+			t.Fatalf("uncordon: %d %q", code, stdout)
+		}
+		testsupport.WaitFor(t, opsHeartbeat, "w-1 back in placement", func() bool {
+			return slices.Equal(eligibleOn(t, a), all) && slices.Equal(eligibleOn(t, b), all)
+		})
+		out := workers["w-1"].out.String()
+		if !strings.Contains(out, `msg="audit: worker cordon"`) || !strings.Contains(out, `msg="audit: worker uncordon"`) {
+			t.Fatalf("no audit lines in the worker's log:\n%s", tail(out, 3000))
+		}
+	})
+
+	t.Run("DrainReturnsWhenNoCoordinatorPlaces", func(t *testing.T) {
+		code, stdout, stderr := ctl(t, servers, "nodes", "drain", "w-2", "--drain-timeout", "30s")
+		if code != 0 || stdout != "node/w-2 drained\n" || !strings.Contains(stderr, "node/w-2 cordoned") {
+			t.Fatalf("drain: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		// When drain returns, no coordinator places on w-2.
+		for _, p := range []*proc{a, b} {
+			if got := eligibleOn(t, p); slices.Contains(got, "w-2") {
+				t.Fatalf("%s still places on w-2 after drain returned: %v", p.name, got)
+			}
+		}
+		ctl(t, servers, "nodes", "uncordon", "w-2")
+	})
+
+	t.Run("PersistedCordonSurvivesRestart", func(t *testing.T) {
+		if code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-3", "--persist"); code != 0 || !strings.Contains(stdout, "persisted") {
+			t.Fatalf("cordon --persist: %d %q %q", code, stdout, stderr)
+		}
+		w := workers["w-3"]
+		w.kill()
+		w.restart()
+		testsupport.WaitFor(t, 20*time.Second, "w-3 back, cordoned", func() bool {
+			st, err := w.api(t).Status(context.Background())
+			return err == nil && st.Registered && st.Cordoned && !st.Ready
+		})
+		if got := eligibleOn(t, a); slices.Contains(got, "w-3") {
+			t.Fatalf("restarted w-3 placed on while cordoned: %v", got)
+		}
+		// A cordon without --persist does not survive.
+		ctl(t, servers, "nodes", "uncordon", "w-3")
+		ctl(t, servers, "nodes", "cordon", "w-3")
+		w.kill()
+		w.restart()
+		testsupport.WaitFor(t, 20*time.Second, "w-3 back, ready", func() bool {
+			st, err := w.api(t).Status(context.Background())
+			return err == nil && st.Registered && !st.Cordoned && st.Ready
+		})
+	})
+
+	t.Run("CordonRefusesCoordinatorsAndUnknownNodes", func(t *testing.T) {
+		code, _, stderr := ctl(t, servers, "nodes", "cordon", "coord-a")
+		if code != cli.ExitUsage || !strings.Contains(stderr, `"coord-a" is a coordinator: only workers are cordoned`) {
+			t.Fatalf("cordon coord-a: %d %s", code, stderr)
+		}
+		code, _, stderr = ctl(t, servers, "nodes", "cordon", "w-9")
+		if code != cli.ExitFailure || !strings.Contains(stderr, "w-9") {
+			t.Fatalf("cordon w-9: %d %s", code, stderr)
+		}
+	})
+}
