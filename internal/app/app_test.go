@@ -318,6 +318,9 @@ func TestValidateMatchesStartUp(t *testing.T) {
 				t.Fatalf("validate: %d %q; start-up: %v; want both the usage error %q", vcode, verr, serr, tc.want)
 			}
 		})
+	}
+}
+
 // TestConfigPrintInvalid: an invalid configuration is printed whole, each
 // problem marked below the settings it names, and the exit code is 2.
 func TestConfigPrintInvalid(t *testing.T) {
