@@ -47,7 +47,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		return nil, err
 	}
 	p.adminLn = adminLn
-	proc, err := metrics.NewProcess(reg, "coordinator")
+	proc, err := metrics.NewNodeProcess(reg, metrics.Identity{Role: "coordinator", ClusterID: cfg.ClusterID, NodeID: cfg.NodeID})
 	if err != nil {
 		ln.Close()
 		p.close()

@@ -48,7 +48,7 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	proc, err := metrics.NewProcess(reg, "worker")
+	proc, err := metrics.NewNodeProcess(reg, metrics.Identity{Role: "worker", ClusterID: cfg.ClusterID, NodeID: cfg.NodeID})
 	if err != nil {
 		return nil, err
 	}
