@@ -126,7 +126,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 	cases := []struct {
 		name, bad, good, want string
 	}{
-		{"latest tag", "image.tag=latest", "image.tag=1.2.3", "/image/tag"},
+		{"latest tag", "image.tag=latest", "image.tag=1.2.3", `image.tag "latest" is refused`},
 		{"zero workers", "worker.replicas=0", "worker.replicas=1", "/worker/replicas"},
 		{"unknown setting", "config.no-such-setting=1", "config.log-level=debug", "no-such-setting"},
 		{"chart-managed setting", "config.listen=:9000", "config.log-level=warn", "listen"},

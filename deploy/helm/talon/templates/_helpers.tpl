@@ -44,6 +44,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "talon.image" -}}
+{{- if eq .Values.image.tag "latest" -}}
+{{- fail (printf "image.tag %q is refused: a moving tag runs different code on each pod restart; set a released version (the chart's appVersion is %s) or image.digest" .Values.image.tag .Chart.AppVersion) -}}
+{{- end -}}
 {{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
