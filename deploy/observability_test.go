@@ -129,22 +129,41 @@ func TestAlertRulesParse(t *testing.T) {
 	}
 	var tests struct {
 		Tests []struct {
+			InputSeries []struct {
+				Series string `json:"series"`
+			} `json:"input_series"`
 			AlertRuleTest []struct {
 				Alertname string `json:"alertname"`
-				ExpAlerts []any  `json:"exp_alerts"`
+				ExpAlerts []struct {
+					ExpLabels map[string]string `json:"exp_labels"`
+				} `json:"exp_alerts"`
 			} `json:"alert_rule_test"`
 		} `json:"tests"`
 	}
 	if err := yaml.Unmarshal(b, &tests); err != nil {
 		t.Fatal(err)
 	}
-	fires, silent := map[string]bool{}, map[string]bool{}
+	// multi: the alert fires, labelled with its cluster, in a case whose
+	// input holds series of at least two clusters.
+	fires, silent, multi := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	clusterLabel := regexp.MustCompile(`talon_cluster="([^"]*)"`)
 	for _, tc := range tests.Tests {
+		clusters := map[string]bool{}
+		for _, s := range tc.InputSeries {
+			if m := clusterLabel.FindStringSubmatch(s.Series); m != nil {
+				clusters[m[1]] = true
+			}
+		}
 		for _, a := range tc.AlertRuleTest {
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname] = true
 			} else {
 				silent[a.Alertname] = true
+			}
+			for _, e := range a.ExpAlerts {
+				if len(clusters) >= 2 && e.ExpLabels["talon_cluster"] != "" {
+					multi[a.Alertname] = true
+				}
 			}
 		}
 	}
@@ -182,11 +201,56 @@ func TestAlertRulesParse(t *testing.T) {
 		if !fires[r.Alert] || !silent[r.Alert] {
 			t.Errorf("%s: %s needs a case where it fires (%v) and one where it does not (%v)", r.Alert, alertTestsFile, fires[r.Alert], silent[r.Alert])
 		}
+		if !multi[r.Alert] {
+			t.Errorf("%s: %s needs a case with several clusters (talon_cluster) where it fires for one, labelled with it", r.Alert, alertTestsFile)
+		}
 	}
 	runbooks, _ := filepath.Glob(filepath.Join("..", "docs", "runbooks", "*.md"))
 	for _, f := range runbooks {
 		if name := strings.TrimSuffix(filepath.Base(f), ".md"); !seen[name] && name != "README" {
 			t.Errorf("docs/runbooks/%s.md: no alert of that name", name)
+		}
+	}
+}
+
+// clusterLabels are the labels every aggregation and vector match of an
+// alert rule keeps, so that rules stay per cluster when one Prometheus
+// scrapes several (the target label talon_cluster, and namespace on
+// Kubernetes).
+var clusterLabels = []string{"talon_cluster", "namespace"}
+
+var (
+	aggregation = regexp.MustCompile(`\b(sum|min|max|avg|count|topk|bottomk|quantile|stddev|stdvar|group|count_values)\s*(\bby\s*\(([^)]*)\))?\s*\(`)
+	matching    = regexp.MustCompile(`\b(on|by|ignoring|without)\s*\(([^)]*)\)`)
+)
+
+// TestAlertRulesAggregateByCluster: no rule aggregates or matches vectors
+// across clusters. Every aggregation is "by (...)" with the cluster labels,
+// and every on (...) names them, except the empty on () of the
+// nothing-scraped-at-all fallback. (Bare min() and absent() made one
+// cluster's outage invisible behind another's healthy coordinators.)
+func TestAlertRulesAggregateByCluster(t *testing.T) {
+	for _, r := range alertRules(t) {
+		expr := regexp.MustCompile(`"[^"]*"`).ReplaceAllString(r.Expr, `""`)
+		for _, m := range aggregation.FindAllStringSubmatch(expr, -1) {
+			if m[2] == "" {
+				t.Errorf("%s: %s(...) without by (...) aggregates every cluster into one: %q", r.Alert, m[1], m[0])
+			}
+		}
+		for _, m := range matching.FindAllStringSubmatch(expr, -1) {
+			if m[1] == "ignoring" || m[1] == "without" {
+				t.Errorf("%s: %s (...) is not allowed: name the labels kept with on/by", r.Alert, m[1])
+				continue
+			}
+			if m[1] == "on" && strings.TrimSpace(m[2]) == "" {
+				continue
+			}
+			labels := strings.Split(strings.ReplaceAll(m[2], " ", ""), ",")
+			for _, l := range clusterLabels {
+				if !slices.Contains(labels, l) {
+					t.Errorf("%s: %s (%s) drops the cluster label %s", r.Alert, m[1], m[2], l)
+				}
+			}
 		}
 	}
 }
