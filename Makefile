@@ -27,14 +27,15 @@ testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver and 
 	@bash internal/testenv/build-servers.sh >/dev/null
 	@bash internal/testenv/build-helm.sh >/dev/null
 
-test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool)
+test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool, prometheus)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-tool.sh openssl openssl TALON_OPENSSL) && \
 	  promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
+	  prometheus=$$(bash .ci/ensure-tool.sh prometheus prometheus TALON_PROMETHEUS) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  echo "test servers: $$dir, helm: $$helm" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)
