@@ -115,5 +115,5 @@ func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	return p.Run(ctx)
+	return runNotifying(ctx, p.Run, func() bool { return p.coord.Readiness().Ready }, log)
 }

@@ -201,5 +201,5 @@ func RunWorker(ctx context.Context, cfg *config.Config, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	return p.Run(ctx)
+	return runNotifying(ctx, p.Run, func() bool { return p.worker.Readiness().Ready }, log)
 }
