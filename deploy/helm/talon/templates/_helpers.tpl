@@ -72,6 +72,11 @@ group: {{ .Values.tls.issuer.issuerRef.group }}
 {{- end -}}
 {{- end -}}
 
+{{/* talon.clusterID: the cluster-id both roles run with (the release name by default). */}}
+{{- define "talon.clusterID" -}}
+{{- index .Values.config "cluster-id" | default .Release.Name -}}
+{{- end -}}
+
 {{- define "talon.adminScheme" -}}
 {{- if .Values.adminTLS.enabled }}HTTPS{{ else }}HTTP{{ end -}}
 {{- end -}}
@@ -277,14 +282,30 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{/*
+talon.probes: the probes of one role; call with (list $ "worker").
+startupProbe holds liveness off for startupSeconds (a worker's scan of a
+large cache); readiness needs three misses in a row (6 s) so one slow
+answer does not pull a pod out of its Service; liveness restarts a process
+that has not answered /healthz for 30 s.
+*/}}
 {{- define "talon.probes" -}}
-{{- $ := index . 0 -}}
-readinessProbe:
-  httpGet: {path: /readyz, port: admin, scheme: {{ include "talon.adminScheme" $ }}}
+{{- $ := index . 0 -}}{{- $role := index . 1 -}}
+{{- $scheme := include "talon.adminScheme" $ -}}
+startupProbe:
+  httpGet: {path: /healthz, port: admin, scheme: {{ $scheme }}}
   periodSeconds: 2
-  failureThreshold: 1
+  timeoutSeconds: 2
+  failureThreshold: {{ div (add (index $.Values $role).startupSeconds 1) 2 }}
+readinessProbe:
+  httpGet: {path: /readyz, port: admin, scheme: {{ $scheme }}}
+  periodSeconds: 2
+  timeoutSeconds: 2
+  failureThreshold: 3
+  successThreshold: 1
 livenessProbe:
-  httpGet: {path: /healthz, port: admin, scheme: {{ include "talon.adminScheme" $ }}}
+  httpGet: {path: /healthz, port: admin, scheme: {{ $scheme }}}
   periodSeconds: 10
+  timeoutSeconds: 5
   failureThreshold: 3
 {{- end -}}
