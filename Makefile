@@ -68,7 +68,7 @@ bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon)
 
 # The image: linux/amd64 and linux/arm64 binaries packed by internal/tools/image
 # into a multi-arch OCI image layout (no container daemon needed): non-root
-# user 65532, entrypoint /talon, OCI labels. Push or load it with any OCI tool,
+# user 65532, entrypoint /ko-app/talon (as ko's release image), OCI labels. Push or load it with any OCI tool,
 # e.g. `skopeo copy oci:dist/image:$(VERSION) docker://REGISTRY/talon:$(VERSION)`.
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 image: ## build the container image as an OCI layout in dist/image
