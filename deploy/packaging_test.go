@@ -427,3 +427,93 @@ func TestUnitsNotify(t *testing.T) {
 		}
 	}
 }
+
+// cosignBin returns cosign from TALON_COSIGN or PATH, or "" when there is
+// none: building it from github.com/sigstore/cosign/v2 takes minutes and
+// hundreds of modules, so make test does not (see docs/operations.md,
+// "Releases").
+func cosignBin() string {
+	if p := os.Getenv("TALON_COSIGN"); p != "" {
+		return p
+	}
+	p, _ := exec.LookPath("cosign")
+	return p
+}
+
+// TestReleaseSigning: goreleaser.yaml signs checksums.txt and the image
+// with cosign, from a key in the environment (never a file in the
+// repository), and, where cosign is available, the checksum signing
+// command as configured signs a checksums file with a fresh key pair that
+// cosign verify-blob accepts, and rejects once the file changed.
+func TestReleaseSigning(t *testing.T) {
+	var rc struct {
+		Signs []struct {
+			ID        string   `json:"id"`
+			Cmd       string   `json:"cmd"`
+			Artifacts string   `json:"artifacts"`
+			Signature string   `json:"signature"`
+			Args      []string `json:"args"`
+		} `json:"signs"`
+		DockerSigns []struct {
+			Cmd       string   `json:"cmd"`
+			Artifacts string   `json:"artifacts"`
+			Args      []string `json:"args"`
+		} `json:"docker_signs"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, "../goreleaser.yaml"), &rc); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.Signs) != 1 || rc.Signs[0].Cmd != "cosign" || rc.Signs[0].Artifacts != "checksum" || rc.Signs[0].Args[0] != "sign-blob" {
+		t.Fatalf("signs: %+v, want one cosign sign-blob of the checksum file", rc.Signs)
+	}
+	if len(rc.DockerSigns) != 1 || rc.DockerSigns[0].Cmd != "cosign" || rc.DockerSigns[0].Args[0] != "sign" ||
+		!slices.Contains(rc.DockerSigns[0].Args, "${artifact}@${digest}") || (rc.DockerSigns[0].Artifacts != "all" && rc.DockerSigns[0].Artifacts != "manifests") {
+		t.Fatalf("docker_signs: %+v, want cosign sign of the image by digest", rc.DockerSigns)
+	}
+	for _, args := range [][]string{rc.Signs[0].Args, rc.DockerSigns[0].Args} {
+		if !slices.Contains(args, "--key=env://COSIGN_PRIVATE_KEY") || !slices.Contains(args, "--yes") {
+			t.Errorf("cosign %v: want the key from COSIGN_PRIVATE_KEY and --yes (no prompt in CI)", args)
+		}
+	}
+
+	cosign := cosignBin()
+	if cosign == "" {
+		t.Skip("cosign not installed (set TALON_COSIGN): the configuration is checked, the signature round trip is not")
+	}
+	dir := t.TempDir()
+	run := func(env []string, args ...string) ([]byte, error) {
+		cmd := exec.Command(cosign, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.CombinedOutput()
+	}
+	pw := "COSIGN_PASSWORD=talon-test"
+	if out, err := run([]string{pw}, "generate-key-pair"); err != nil {
+		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+	}
+	checksums := filepath.Join(dir, "checksums.txt")
+	if err := os.WriteFile(checksums, []byte("0123abcd  talon_1.2.3_linux_amd64.tar.gz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sig := strings.ReplaceAll(rc.Signs[0].Signature, "${artifact}", checksums)
+	var args []string
+	for _, a := range rc.Signs[0].Args {
+		args = append(args, strings.NewReplacer("${artifact}", checksums, "${signature}", sig).Replace(a))
+	}
+	// Offline: no transparency-log upload here (the release uploads).
+	args = append(args, "--tlog-upload=false")
+	key := string(mustRead(t, filepath.Join(dir, "cosign.key")))
+	if out, err := run([]string{pw, "COSIGN_PRIVATE_KEY=" + key}, args...); err != nil {
+		t.Fatalf("cosign %v (as goreleaser.yaml signs checksums.txt): %v\n%s", args, err, out)
+	}
+	verify := []string{"verify-blob", "--key", "cosign.pub", "--signature", sig, "--insecure-ignore-tlog=true", checksums}
+	if out, err := run(nil, verify...); err != nil {
+		t.Fatalf("cosign verify-blob of the signed checksums: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(checksums, []byte("ffffffff  talon_1.2.3_linux_amd64.tar.gz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(nil, verify...); err == nil {
+		t.Fatalf("cosign verify-blob accepted a changed checksums.txt:\n%s", out)
+	}
+}
