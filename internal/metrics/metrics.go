@@ -29,15 +29,22 @@ import (
 
 // AllowedLabel reports whether Talon metrics may use the label name: the
 // bounded dimensions operation, role, backend, outcome, form, health,
-// listener, limit (a configured bound) and reason (a refusal's cause), and talon_build_info's version, revision, goversion,
-// cluster_id and node_id (one series per process). Tests of every metrics producer fail on any other.
+// listener, limit (a configured bound) and reason (a refusal's cause), and talon_build_info's version, revision and goversion
+// (one series per process). Tests of every metrics producer fail on any other.
 func AllowedLabel(name string) bool {
 	switch name {
 	case "operation", "role", "backend", "outcome", "form", "health", "listener", "limit", "reason",
-		"version", "revision", "goversion", "cluster_id", "node_id":
+		"version", "revision", "goversion":
 		return true
 	}
 	return false
+}
+
+// AllowedLabelOf reports whether metric may carry the label name:
+// AllowedLabel's, and on talon_build_info alone (one series per process)
+// cluster_id and node_id.
+func AllowedLabelOf(metric, name string) bool {
+	return AllowedLabel(name) || (metric == "talon_build_info" && (name == "cluster_id" || name == "node_id"))
 }
 
 // Process holds the metrics common to every process.
@@ -78,10 +85,16 @@ func NewNodeProcess(reg prometheus.Registerer, id Identity) (*Process, error) {
 		}, []string{"listener"}),
 	}
 	info := buildinfo.Get()
+	labels := prometheus.Labels{"version": info.Version, "revision": info.Commit, "goversion": info.GoVersion, "role": id.Role}
+	for k, v := range map[string]string{"cluster_id": id.ClusterID, "node_id": id.NodeID} {
+		if v != "" {
+			labels[k] = v
+		}
+	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "talon_build_info",
 		Help:        "Build information; the value is always 1.",
-		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Commit, "goversion": info.GoVersion, "role": id.Role, "cluster_id": id.ClusterID, "node_id": id.NodeID},
+		ConstLabels: labels,
 	})
 	buildInfo.Set(1)
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -66,7 +66,7 @@ talon_ready 1
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !AllowedLabel(l.GetName()) {
+				if !AllowedLabelOf(mf.GetName(), l.GetName()) {
 					t.Errorf("%s has label %q outside the allowed set", mf.GetName(), l.GetName())
 				}
 			}
@@ -107,5 +107,24 @@ func TestBuildInfoNamesTheNode(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no talon_build_info")
+	}
+}
+
+// TestAllowedLabelOf: the node and cluster ID are allowed on
+// talon_build_info only.
+func TestAllowedLabelOf(t *testing.T) {
+	for _, c := range []struct {
+		metric, label string
+		want          bool
+	}{
+		{"talon_build_info", "node_id", true},
+		{"talon_build_info", "cluster_id", true},
+		{"talon_requests_total", "node_id", false},
+		{"talon_requests_total", "operation", true},
+		{"talon_build_info", "instance_id", false},
+	} {
+		if got := AllowedLabelOf(c.metric, c.label); got != c.want {
+			t.Errorf("AllowedLabelOf(%s, %s) = %v, want %v", c.metric, c.label, got, c.want)
+		}
 	}
 }
