@@ -696,7 +696,7 @@ func TestChartNotes(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"port-forward svc/talon-coordinator 7401:7401", "talonctl --server http://127.0.0.1:7401 nodes list", "secret talon-admin-tokens", "config.blob-store is the example URL"}},
+		{nil, []string{"port-forward svc/talon-coordinator 7401:7401", "talonctl --server http://127.0.0.1:7401 nodes list", "secret talon-admin-tokens", "config.blob-store is the example URL", "helm test talon -n talon"}},
 		{[]string{"-f", haValues}, []string{"talonctl --server https://127.0.0.1:7401", "5 coordinators", "6 workers"}},
 	} {
 		out, err := helm(t, append([]string{"install", release, chartDir, "--namespace", namespace, "--dry-run=client"}, c.args...)...)
