@@ -257,13 +257,15 @@ func TestAlertRulesAggregateByCluster(t *testing.T) {
 
 // metricName matches the metric names a PromQL expression of ours can
 // use: every Talon series, the Go runtime and process collectors' and
-// Prometheus's own up. Label names and values never start with these.
+// Prometheus's own up. Label names and values (talon_cluster) are removed
+// before matching.
 var metricName = regexp.MustCompile(`\b(?:talon|process|go)_[a-zA-Z0-9_]+\b|\bup\b`)
 
 // referencedNames returns the metric names expr uses.
 func referencedNames(expr string) []string {
 	// Drop quoted label values and label-list syntax before matching.
 	expr = regexp.MustCompile(`"[^"]*"`).ReplaceAllString(expr, `""`)
+	expr = regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(expr, `{}`)
 	expr = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`).ReplaceAllString(expr, "")
 	return metricName.FindAllString(expr, -1)
 }
@@ -319,9 +321,18 @@ func dashboardQueries(t *testing.T) map[string]string {
 		}
 	}
 	for _, v := range d.Templating.List {
-		if q, ok := v.Query.(string); ok && strings.Contains(q, "(") {
-			out["variable "+v.Name] = q
+		q, ok := v.Query.(string)
+		if !ok || !strings.Contains(q, "(") {
+			continue
 		}
+		// label_values(SELECTOR, LABEL) is Grafana's, not PromQL: check
+		// its selector.
+		if inner, ok := strings.CutPrefix(q, "label_values("); ok {
+			if i := strings.LastIndex(inner, ","); i > 0 {
+				q = inner[:i]
+			}
+		}
+		out["variable "+v.Name] = q
 	}
 	return out
 }
@@ -389,6 +400,15 @@ func TestExportedMetrics(t *testing.T) {
 		if len(queries) < 10 {
 			t.Fatalf("%s has %d queries", dashboardFile, len(queries))
 		}
+		// Every query of a Talon job is filtered by the cluster variable,
+		// so one dashboard serves a Prometheus with several clusters.
+		for k, q := range queries {
+			for _, job := range []string{`job="$coordinator_job"`, `job="$worker_job"`} {
+				if n := strings.Count(q, job); n != strings.Count(q, job+`,talon_cluster=~"$cluster"`) {
+					t.Errorf("%s: %s: a %s selector without talon_cluster=~\"$cluster\"", dashboardFile, k, job)
+				}
+			}
+		}
 		keys := make([]string, 0, len(queries))
 		for k := range queries {
 			keys = append(keys, k)
@@ -397,7 +417,7 @@ func TestExportedMetrics(t *testing.T) {
 		// Every query must also parse: promtool check rules reads them as
 		// recording rules, with Grafana's variables filled in.
 		vars := strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h",
-			"$coordinator_job", "talon-coordinator", "$worker_job", "talon-worker")
+			"$coordinator_job", "talon-coordinator", "$worker_job", "talon-worker", "$cluster", ".*")
 		var rules strings.Builder
 		rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
 		for i, k := range keys {
@@ -419,7 +439,7 @@ func TestExportedMetrics(t *testing.T) {
 // TestReferencedNames: the name extraction the checks above rely on finds
 // metric names and skips label names, values and functions.
 func TestReferencedNames(t *testing.T) {
-	got := referencedNames(`sum by (instance, talon_x) (rate(talon_requests_total{job="talon-worker",outcome="talon_y"}[5m])) / on (instance) up`)
+	got := referencedNames(`sum by (instance, talon_x) (rate(talon_requests_total{job="talon-worker",talon_cluster=~"$cluster",outcome="talon_y"}[5m])) / on (instance) up`)
 	if want := []string{"talon_requests_total", "up"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
