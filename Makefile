@@ -89,9 +89,14 @@ manifests: ## regenerate deploy/kubernetes from the Helm chart's default values
 	  TALON_HELM_BIN=$$helm $(GO) test -count=1 -run '^TestPlainManifestsUpToDate$$' ./deploy -update
 
 # goreleaser is built from its module (pinned) like staticcheck. SKIP=ko leaves
-# out the image, which needs its base image from a registry.
+# out the image, which needs its base image from a registry. A snapshot is
+# not signed (cosign needs COSIGN_PRIVATE_KEY and the Rekor transparency
+# log) unless SIGN=1.
 GORELEASER ?= github.com/goreleaser/goreleaser/v2@v2.17.0
 SKIP ?=
+SIGN ?=
+comma := ,
+SNAPSHOT_SKIP = $(if $(SIGN),$(SKIP),$(if $(SKIP),$(SKIP)$(comma)sign,sign))
 # cosign is built from its module (pinned; several hundred modules, about 7
 # minutes on 2 cores) into bin/; make test's TestReleaseSigning then signs
 # and verifies with it (TALON_COSIGN), and checks only the configuration
@@ -100,8 +105,8 @@ COSIGN ?= github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5
 cosign: ## build cosign from its pinned module into bin/cosign (for the release signing test)
 	GOFLAGS= GOBIN=$(CURDIR)/bin $(GO) install $(COSIGN)
 
-release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/
-	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SKIP),--skip=$(SKIP))
+release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/; SIGN=1 signs with cosign
+	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SNAPSHOT_SKIP),--skip=$(SNAPSHOT_SKIP))
 
 # The HA fault and agreement tests (issue 24) on their own: real processes
 # with mutual TLS on a 3-member etcd and a kube-apiserver. `make test` runs
