@@ -727,7 +727,8 @@ var kubectlSelector = regexp.MustCompile("kubectl[^`\\n]*?(?:-l|--selector)[ =](
 func TestRunbookSelectorsMatchChart(t *testing.T) {
 	testenv.SkipIfShort(t)
 	var pods []map[string]any
-	for _, w := range append(find(render(t, namespace), "Deployment", ""), find(render(t, namespace), "StatefulSet", "")...) {
+	objs := render(t, namespace)
+	for _, w := range append(find(objs, "Deployment", ""), find(objs, "StatefulSet", "")...) {
 		pods = append(pods, dig(w, "spec", "template", "metadata", "labels").(map[string]any))
 	}
 	files, _ := filepath.Glob(filepath.Join("..", "docs", "runbooks", "*.md"))
