@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint completions man bench bench-report faults clean image manifests release-snapshot
+.PHONY: help build demo test test-short testbins lint completions man bench bench-report faults clean image manifests release-snapshot cosign
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,16 +28,18 @@ testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver, hel
 	@bash internal/testenv/build-helm.sh >/dev/null
 	@bash internal/testenv/build-s3.sh >/dev/null
 
-test: ## run every test, integration tests included (real etcd, kube-apiserver, headless Chromium, promtool, tmux)
+test: ## run every test, integration tests included (real etcd, kube-apiserver, S3 server, headless Chromium, promtool, prometheus, tmux)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-tool.sh openssl openssl TALON_OPENSSL) && \
 	  promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
+	  prometheus=$$(bash .ci/ensure-tool.sh prometheus prometheus TALON_PROMETHEUS) && \
 	  tmux=$$(bash .ci/ensure-tool.sh tmux tmux TALON_TMUX) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  s3=$$(bash internal/testenv/build-s3.sh) && \
 	  echo "test servers: $$dir, helm: $$helm, s3: $$s3" && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_TMUX=$$tmux \
+	  cosign=$${TALON_COSIGN:-$$(test -x bin/cosign && echo $(CURDIR)/bin/cosign || true)} && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus TALON_TMUX=$$tmux TALON_COSIGN=$$cosign \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-short: ## run unit tests only (skips tests that start servers)
@@ -70,7 +72,7 @@ bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon)
 
 # The image: linux/amd64 and linux/arm64 binaries packed by internal/tools/image
 # into a multi-arch OCI image layout (no container daemon needed): non-root
-# user 65532, entrypoint /talon, OCI labels. Push or load it with any OCI tool,
+# user 65532, entrypoint /ko-app/talon (as ko's release image), OCI labels. Push or load it with any OCI tool,
 # e.g. `skopeo copy oci:dist/image:$(VERSION) docker://REGISTRY/talon:$(VERSION)`.
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 image: ## build the container image as an OCI layout in dist/image
@@ -90,11 +92,24 @@ manifests: ## regenerate deploy/kubernetes from the Helm chart's default values
 	  TALON_HELM_BIN=$$helm $(GO) test -count=1 -run '^TestPlainManifestsUpToDate$$' ./deploy -update
 
 # goreleaser is built from its module (pinned) like staticcheck. SKIP=ko leaves
-# out the image, which needs its base image from a registry.
+# out the image, which needs its base image from a registry. A snapshot is
+# not signed (cosign needs COSIGN_PRIVATE_KEY and the Rekor transparency
+# log) unless SIGN=1.
 GORELEASER ?= github.com/goreleaser/goreleaser/v2@v2.17.0
 SKIP ?=
-release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/
-	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SKIP),--skip=$(SKIP))
+SIGN ?=
+comma := ,
+SNAPSHOT_SKIP = $(if $(SIGN),$(SKIP),$(if $(SKIP),$(SKIP)$(comma)sign,sign))
+# cosign is built from its module (pinned; several hundred modules, about 7
+# minutes on 2 cores) into bin/; make test's TestReleaseSigning then signs
+# and verifies with it (TALON_COSIGN), and checks only the configuration
+# without it.
+COSIGN ?= github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5
+cosign: ## build cosign from its pinned module into bin/cosign (for the release signing test)
+	GOFLAGS= GOBIN=$(CURDIR)/bin $(GO) install $(COSIGN)
+
+release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/; SIGN=1 signs with cosign
+	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SNAPSHOT_SKIP),--skip=$(SNAPSHOT_SKIP))
 
 # The HA fault, agreement and fault-schedule tests on their own: real
 # processes with mutual TLS on a 3-member etcd and a kube-apiserver, with

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ensure-tool.sh NAME PACKAGE ENVVAR: ensure a command the tests run (openssl
 # for the TLS listener probes, promtool for the alert-rule and metrics
-# tests).
+# tests, prometheus for the live-Prometheus alert test; the last two come
+# from Debian's prometheus package).
 #
 # Idempotent: when $ENVVAR names an executable, or NAME is on PATH, it prints
 # the path and exits. Otherwise it installs Debian's PACKAGE, which needs root

@@ -35,8 +35,10 @@ var crdKinds = []string{"ServiceMonitor", "PrometheusRule", "Issuer", "Certifica
 // errors), and checks what the server stored: the grace periods exceed
 // drain-delay plus shutdown-timeout as talon loads them, the coordinators' RBAC grants
 // leases in the release namespace and nothing else (asked of the server's
-// own authorizer), both roles have PodDisruptionBudgets, and every container
-// runs non-root with a read-only root filesystem and no capabilities.
+// own authorizer), both roles have PodDisruptionBudgets, both workloads keep
+// their startupProbe, the helm test hook Pods are accepted, and every
+// container, the hooks' included, runs non-root with a read-only root
+// filesystem and no capabilities.
 func TestChartAppliesToAPIServer(t *testing.T) {
 	testenv.SkipIfShort(t)
 	srv := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
@@ -227,6 +229,24 @@ func checkPodSecurity(ctx context.Context, t *testing.T, kc kubernetes.Interface
 	}
 	if len(specs) != 2 {
 		t.Fatalf("want the coordinator Deployment and the worker StatefulSet, got %d workloads", len(specs))
+	}
+	for name, spec := range specs {
+		if sp := spec.Containers[0].StartupProbe; sp == nil || sp.HTTPGet == nil || sp.HTTPGet.Path != "/healthz" {
+			t.Errorf("%s: stored without a startupProbe on /healthz: %+v", name, sp)
+		}
+	}
+	pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 2 {
+		t.Errorf("want the two helm test hook Pods stored, got %d", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if p.Annotations["helm.sh/hook"] != "test" {
+			t.Errorf("Pod %s: not a helm test hook", p.Name)
+		}
+		specs["Pod "+p.Name] = p.Spec
 	}
 	for name, spec := range specs {
 		containers := append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...)

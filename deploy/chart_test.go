@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -126,7 +127,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 	cases := []struct {
 		name, bad, good, want string
 	}{
-		{"latest tag", "image.tag=latest", "image.tag=1.2.3", "/image/tag"},
+		{"latest tag", "image.tag=latest", "image.tag=1.2.3", `image.tag "latest" is refused`},
 		{"zero workers", "worker.replicas=0", "worker.replicas=1", "/worker/replicas"},
 		{"unknown setting", "config.no-such-setting=1", "config.log-level=debug", "no-such-setting"},
 		{"chart-managed setting", "config.listen=:9000", "config.log-level=warn", "listen"},
@@ -187,6 +188,8 @@ func TestChartDefaults(t *testing.T) {
 			t.Errorf("StatefulSet serviceName %v, want the shipped headless Service %q", got, want)
 		}
 	}
+	checkProbes(t, objs, map[string]float64{"coordinator": 60, "worker": 1800})
+	checkTestHooks(t, objs, "http")
 	if d := find(objs, "Deployment", "coordinator"); len(d) == 1 {
 		if got := dig(d[0], "spec", "strategy", "rollingUpdate", "maxUnavailable"); got != float64(0) {
 			t.Errorf("coordinator maxUnavailable %v, want 0", got)
@@ -236,6 +239,19 @@ func TestChartHAValues(t *testing.T) {
 	if dig(ep, "authorization", "credentials", "key") != "metrics" || dig(ep, "scheme") != "https" {
 		t.Errorf("ServiceMonitor endpoint does not present the metrics token over https: %v", ep)
 	}
+	// Admin TLS is verified against the admin Secret's CA, never skipped,
+	// and every target is labelled with its cluster for the alert rules.
+	if dig(ep, "tlsConfig", "insecureSkipVerify") != nil || dig(ep, "tlsConfig", "ca", "secret", "name") != "talon-admin-tls" || dig(ep, "tlsConfig", "ca", "secret", "key") != "ca.crt" {
+		t.Errorf("ServiceMonitor tlsConfig %v, want the CA of Secret talon-admin-tls key ca.crt and no insecureSkipVerify", dig(ep, "tlsConfig"))
+	}
+	if rl, _ := dig(ep, "relabelings").([]any); len(rl) != 1 || dig(rl[0], "targetLabel") != "talon_cluster" || dig(rl[0], "replacement") != "prod-eu1" {
+		t.Errorf("ServiceMonitor relabelings %v, want talon_cluster set to the cluster-id prod-eu1", dig(ep, "relabelings"))
+	}
+	own := find(render(t, namespace, "-f", haValues, "--set", "serviceMonitor.caSecret.name=my-ca,serviceMonitor.caSecret.key=bundle.pem,serviceMonitor.serverName=admin.talon.example"), "ServiceMonitor", "")
+	if ep := dig(own[0], "spec", "endpoints").([]any)[0]; dig(ep, "tlsConfig", "ca", "secret", "name") != "my-ca" || dig(ep, "tlsConfig", "ca", "secret", "key") != "bundle.pem" || dig(ep, "tlsConfig", "serverName") != "admin.talon.example" {
+		t.Errorf("serviceMonitor.caSecret and serverName not rendered: %v", dig(ep, "tlsConfig"))
+	}
+	checkTestHooks(t, objs, "https")
 	rules := find(objs, "PrometheusRule", "")
 	if len(rules) != 1 {
 		t.Fatalf("want one PrometheusRule, got %d", len(rules))
@@ -281,6 +297,57 @@ func TestChartHAValues(t *testing.T) {
 		if dig(csi, "csi.cert-manager.io/common-name") != "${POD_NAME}" || dig(csi, "csi.cert-manager.io/organizationalunits") != w.component() {
 			t.Errorf("%s: per-pod certificate attributes %v, want CN ${POD_NAME} and OU %s", w.name(), csi, w.component())
 		}
+	}
+}
+
+// checkProbes: both workloads have a startupProbe on /healthz that allows
+// at least the role's startupSeconds before liveness applies, and
+// readiness that one slow answer does not fail.
+func checkProbes(t *testing.T, objs []object, startup map[string]float64) {
+	t.Helper()
+	for _, w := range append(find(objs, "Deployment", ""), find(objs, "StatefulSet", "")...) {
+		c := dig(w, "spec", "template", "spec", "containers").([]any)[0]
+		sp := dig(c, "startupProbe")
+		period, _ := dig(sp, "periodSeconds").(float64)
+		failures, _ := dig(sp, "failureThreshold").(float64)
+		if dig(sp, "httpGet", "path") != "/healthz" || period*failures < startup[w.component()] {
+			t.Errorf("%s: startupProbe %v allows %gs, want /healthz for at least %gs", w.name(), sp, period*failures, startup[w.component()])
+		}
+		if f, _ := dig(c, "readinessProbe", "failureThreshold").(float64); f < 2 {
+			t.Errorf("%s: readinessProbe failureThreshold %v: one slow answer takes the pod out of its Service", w.name(), f)
+		}
+	}
+}
+
+// checkTestHooks: the chart's helm test hooks probe /readyz of the
+// coordinator Service and of every worker, and run talonctl cluster status
+// through the Service, with the release's scheme.
+func checkTestHooks(t *testing.T, objs []object, scheme string) {
+	t.Helper()
+	args := map[string][]string{}
+	for _, p := range find(objs, "Pod", "test") {
+		if dig(p, "metadata", "annotations", "helm.sh/hook") != "test" {
+			t.Errorf("Pod %s is not a helm test hook", p.name())
+		}
+		c := dig(p, "spec", "containers").([]any)[0]
+		var a []string
+		for _, v := range dig(c, "args").([]any) {
+			a = append(a, v.(string))
+		}
+		args[a[0]] = a
+	}
+	workers := int(dig(find(objs, "StatefulSet", "worker")[0], "spec", "replicas").(float64))
+	readyz := 0
+	for _, a := range args["probe"] {
+		if strings.HasPrefix(a, scheme+"://") && strings.HasSuffix(a, "/readyz") {
+			readyz++
+		}
+	}
+	if readyz != 1+workers {
+		t.Errorf("helm test probe %v: want the coordinator Service and %d workers' /readyz over %s", args["probe"], workers, scheme)
+	}
+	if c := strings.Join(args["ctl"], " "); !strings.Contains(c, "--server="+scheme+"://talon-coordinator.") || !strings.HasSuffix(c, "cluster status") {
+		t.Errorf("helm test ctl %q: want talonctl cluster status through the coordinator Service", c)
 	}
 }
 
@@ -529,7 +596,9 @@ var plainHeaders = map[string]string{
 // deploy/kubernetes.
 func plainManifests(t *testing.T) map[string][]byte {
 	t.Helper()
-	out, err := helm(t, "template", release, chartDir, "--namespace", namespace)
+	// The helm test hooks are not part of an install: kubectl apply -f
+	// deploy/kubernetes/ would run them once, at the wrong time.
+	out, err := helm(t, "template", release, chartDir, "--namespace", namespace, "--skip-tests")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +696,7 @@ func TestChartNotes(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"port-forward svc/talon-coordinator 7401:7401", "talonctl --server http://127.0.0.1:7401 nodes list", "secret talon-admin-tokens", "config.blob-store is the example URL"}},
+		{nil, []string{"port-forward svc/talon-coordinator 7401:7401", "talonctl --server http://127.0.0.1:7401 nodes list", "secret talon-admin-tokens", "config.blob-store is the example URL", "helm test talon -n talon"}},
 		{[]string{"-f", haValues}, []string{"talonctl --server https://127.0.0.1:7401", "5 coordinators", "6 workers"}},
 	} {
 		out, err := helm(t, append([]string{"install", release, chartDir, "--namespace", namespace, "--dry-run=client"}, c.args...)...)
@@ -642,6 +711,83 @@ func TestChartNotes(t *testing.T) {
 			if !strings.Contains(notes, w) {
 				t.Errorf("%v: NOTES lack %q:\n%s", c.args, w, notes)
 			}
+		}
+	}
+}
+
+// kubectlSelector finds the label selector of a kubectl command in a
+// runbook: -l SEL, -l=SEL, --selector SEL or --selector=SEL.
+var kubectlSelector = regexp.MustCompile("kubectl[^`\\n]*?(?:-l|--selector)[ =]([^ `\\n]+)")
+
+// TestRunbookSelectorsMatchChart: every kubectl label selector in
+// docs/runbooks selects the pods of a workload the chart renders (RELEASE
+// standing for the release name), so a runbook never lists nothing on
+// Kubernetes (they once said app=talon-worker; the chart labels pods
+// app.kubernetes.io/component=worker).
+func TestRunbookSelectorsMatchChart(t *testing.T) {
+	testenv.SkipIfShort(t)
+	var pods []map[string]any
+	objs := render(t, namespace)
+	for _, w := range append(find(objs, "Deployment", ""), find(objs, "StatefulSet", "")...) {
+		pods = append(pods, dig(w, "spec", "template", "metadata", "labels").(map[string]any))
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "docs", "runbooks", "*.md"))
+	checked := 0
+	for _, f := range files {
+		for _, m := range kubectlSelector.FindAllStringSubmatch(string(mustRead(t, f)), -1) {
+			sel := strings.ReplaceAll(m[1], "RELEASE", release)
+			checked++
+			if !slices.ContainsFunc(pods, func(labels map[string]any) bool { return selects(sel, labels) }) {
+				t.Errorf("%s: selector %q matches no pod the chart renders (pod labels: %v)", filepath.Base(f), m[1], pods)
+			}
+		}
+	}
+	if checked < 3 {
+		t.Fatalf("found %d kubectl selectors in docs/runbooks; the pattern no longer finds them", checked)
+	}
+}
+
+// selects reports whether the equality-based selector sel (k=v, k==v,
+// k!=v, k, !k, comma-separated) matches labels.
+func selects(sel string, labels map[string]any) bool {
+	for _, req := range strings.Split(sel, ",") {
+		switch {
+		case strings.Contains(req, "!="):
+			k, v, _ := strings.Cut(req, "!=")
+			if labels[k] == v {
+				return false
+			}
+		case strings.Contains(req, "="):
+			k, v, _ := strings.Cut(strings.Replace(req, "==", "=", 1), "=")
+			if labels[k] != v {
+				return false
+			}
+		case strings.HasPrefix(req, "!"):
+			if _, ok := labels[req[1:]]; ok {
+				return false
+			}
+		default:
+			if _, ok := labels[req]; !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestSelects: the selector matching the runbook check relies on.
+func TestSelects(t *testing.T) {
+	labels := map[string]any{"app.kubernetes.io/component": "worker", "app.kubernetes.io/instance": "talon"}
+	for sel, want := range map[string]bool{
+		"app.kubernetes.io/component=worker":                                  true,
+		"app.kubernetes.io/component=worker,app.kubernetes.io/instance=talon": true,
+		"app=talon-worker":                    false,
+		"app.kubernetes.io/component!=worker": false,
+		"app.kubernetes.io/instance":          true,
+		"!app.kubernetes.io/instance":         false,
+	} {
+		if got := selects(sel, labels); got != want {
+			t.Errorf("selects(%q) = %v, want %v", sel, got, want)
 		}
 	}
 }

@@ -129,22 +129,41 @@ func TestAlertRulesParse(t *testing.T) {
 	}
 	var tests struct {
 		Tests []struct {
+			InputSeries []struct {
+				Series string `json:"series"`
+			} `json:"input_series"`
 			AlertRuleTest []struct {
 				Alertname string `json:"alertname"`
-				ExpAlerts []any  `json:"exp_alerts"`
+				ExpAlerts []struct {
+					ExpLabels map[string]string `json:"exp_labels"`
+				} `json:"exp_alerts"`
 			} `json:"alert_rule_test"`
 		} `json:"tests"`
 	}
 	if err := yaml.Unmarshal(b, &tests); err != nil {
 		t.Fatal(err)
 	}
-	fires, silent := map[string]bool{}, map[string]bool{}
+	// multi: the alert fires, labelled with its cluster, in a case whose
+	// input holds series of at least two clusters.
+	fires, silent, multi := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	clusterLabel := regexp.MustCompile(`talon_cluster="([^"]*)"`)
 	for _, tc := range tests.Tests {
+		clusters := map[string]bool{}
+		for _, s := range tc.InputSeries {
+			if m := clusterLabel.FindStringSubmatch(s.Series); m != nil {
+				clusters[m[1]] = true
+			}
+		}
 		for _, a := range tc.AlertRuleTest {
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname] = true
 			} else {
 				silent[a.Alertname] = true
+			}
+			for _, e := range a.ExpAlerts {
+				if len(clusters) >= 2 && e.ExpLabels["talon_cluster"] != "" {
+					multi[a.Alertname] = true
+				}
 			}
 		}
 	}
@@ -182,6 +201,9 @@ func TestAlertRulesParse(t *testing.T) {
 		if !fires[r.Alert] || !silent[r.Alert] {
 			t.Errorf("%s: %s needs a case where it fires (%v) and one where it does not (%v)", r.Alert, alertTestsFile, fires[r.Alert], silent[r.Alert])
 		}
+		if !multi[r.Alert] {
+			t.Errorf("%s: %s needs a case with several clusters (talon_cluster) where it fires for one, labelled with it", r.Alert, alertTestsFile)
+		}
 	}
 	runbooks, _ := filepath.Glob(filepath.Join("..", "docs", "runbooks", "*.md"))
 	for _, f := range runbooks {
@@ -191,15 +213,59 @@ func TestAlertRulesParse(t *testing.T) {
 	}
 }
 
+// clusterLabels are the labels every aggregation and vector match of an
+// alert rule keeps, so that rules stay per cluster when one Prometheus
+// scrapes several (the target label talon_cluster, and namespace on
+// Kubernetes).
+var clusterLabels = []string{"talon_cluster", "namespace"}
+
+var (
+	aggregation = regexp.MustCompile(`\b(sum|min|max|avg|count|topk|bottomk|quantile|stddev|stdvar|group|count_values)\s*(\bby\s*\(([^)]*)\))?\s*\(`)
+	matching    = regexp.MustCompile(`\b(on|by|ignoring|without)\s*\(([^)]*)\)`)
+)
+
+// TestAlertRulesAggregateByCluster: no rule aggregates or matches vectors
+// across clusters. Every aggregation is "by (...)" with the cluster labels,
+// and every on (...) names them, except the empty on () of the
+// nothing-scraped-at-all fallback. (Bare min() and absent() made one
+// cluster's outage invisible behind another's healthy coordinators.)
+func TestAlertRulesAggregateByCluster(t *testing.T) {
+	for _, r := range alertRules(t) {
+		expr := regexp.MustCompile(`"[^"]*"`).ReplaceAllString(r.Expr, `""`)
+		for _, m := range aggregation.FindAllStringSubmatch(expr, -1) {
+			if m[2] == "" {
+				t.Errorf("%s: %s(...) without by (...) aggregates every cluster into one: %q", r.Alert, m[1], m[0])
+			}
+		}
+		for _, m := range matching.FindAllStringSubmatch(expr, -1) {
+			if m[1] == "ignoring" || m[1] == "without" {
+				t.Errorf("%s: %s (...) is not allowed: name the labels kept with on/by", r.Alert, m[1])
+				continue
+			}
+			if m[1] == "on" && strings.TrimSpace(m[2]) == "" {
+				continue
+			}
+			labels := strings.Split(strings.ReplaceAll(m[2], " ", ""), ",")
+			for _, l := range clusterLabels {
+				if !slices.Contains(labels, l) {
+					t.Errorf("%s: %s (%s) drops the cluster label %s", r.Alert, m[1], m[2], l)
+				}
+			}
+		}
+	}
+}
+
 // metricName matches the metric names a PromQL expression of ours can
 // use: every Talon series, the Go runtime and process collectors' and
-// Prometheus's own up. Label names and values never start with these.
+// Prometheus's own up. Label names and values (talon_cluster) are removed
+// before matching.
 var metricName = regexp.MustCompile(`\b(?:talon|process|go)_[a-zA-Z0-9_]+\b|\bup\b`)
 
 // referencedNames returns the metric names expr uses.
 func referencedNames(expr string) []string {
 	// Drop quoted label values and label-list syntax before matching.
 	expr = regexp.MustCompile(`"[^"]*"`).ReplaceAllString(expr, `""`)
+	expr = regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(expr, `{}`)
 	expr = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`).ReplaceAllString(expr, "")
 	return metricName.FindAllString(expr, -1)
 }
@@ -255,9 +321,18 @@ func dashboardQueries(t *testing.T) map[string]string {
 		}
 	}
 	for _, v := range d.Templating.List {
-		if q, ok := v.Query.(string); ok && strings.Contains(q, "(") {
-			out["variable "+v.Name] = q
+		q, ok := v.Query.(string)
+		if !ok || !strings.Contains(q, "(") {
+			continue
 		}
+		// label_values(SELECTOR, LABEL) is Grafana's, not PromQL: check
+		// its selector.
+		if inner, ok := strings.CutPrefix(q, "label_values("); ok {
+			if i := strings.LastIndex(inner, ","); i > 0 {
+				q = inner[:i]
+			}
+		}
+		out["variable "+v.Name] = q
 	}
 	return out
 }
@@ -325,6 +400,15 @@ func TestExportedMetrics(t *testing.T) {
 		if len(queries) < 10 {
 			t.Fatalf("%s has %d queries", dashboardFile, len(queries))
 		}
+		// Every query of a Talon job is filtered by the cluster variable,
+		// so one dashboard serves a Prometheus with several clusters.
+		for k, q := range queries {
+			for _, job := range []string{`job="$coordinator_job"`, `job="$worker_job"`} {
+				if n := strings.Count(q, job); n != strings.Count(q, job+`,talon_cluster=~"$cluster"`) {
+					t.Errorf("%s: %s: a %s selector without talon_cluster=~\"$cluster\"", dashboardFile, k, job)
+				}
+			}
+		}
 		keys := make([]string, 0, len(queries))
 		for k := range queries {
 			keys = append(keys, k)
@@ -333,7 +417,7 @@ func TestExportedMetrics(t *testing.T) {
 		// Every query must also parse: promtool check rules reads them as
 		// recording rules, with Grafana's variables filled in.
 		vars := strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h",
-			"$coordinator_job", "talon-coordinator", "$worker_job", "talon-worker")
+			"$coordinator_job", "talon-coordinator", "$worker_job", "talon-worker", "$cluster", ".*")
 		var rules strings.Builder
 		rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
 		for i, k := range keys {
@@ -355,7 +439,7 @@ func TestExportedMetrics(t *testing.T) {
 // TestReferencedNames: the name extraction the checks above rely on finds
 // metric names and skips label names, values and functions.
 func TestReferencedNames(t *testing.T) {
-	got := referencedNames(`sum by (instance, talon_x) (rate(talon_requests_total{job="talon-worker",outcome="talon_y"}[5m])) / on (instance) up`)
+	got := referencedNames(`sum by (instance, talon_x) (rate(talon_requests_total{job="talon-worker",talon_cluster=~"$cluster",outcome="talon_y"}[5m])) / on (instance) up`)
 	if want := []string{"talon_requests_total", "up"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}

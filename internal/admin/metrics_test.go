@@ -38,7 +38,7 @@ func scrape(t *testing.T, e *env) (map[string]*dto.MetricFamily, []byte) {
 }
 
 // lintAndCheckLabels fails on any promlint problem and on any label
-// outside metrics.AllowedLabel.
+// outside metrics.AllowedLabelOf.
 func lintAndCheckLabels(t *testing.T, fams map[string]*dto.MetricFamily, body []byte) {
 	t.Helper()
 	problems, err := promlint.New(bytes.NewReader(body)).Lint()
@@ -49,7 +49,7 @@ func lintAndCheckLabels(t *testing.T, fams map[string]*dto.MetricFamily, body []
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 	for _, bad := range forbiddenLabels(fams) {
-		t.Errorf("label outside metrics.AllowedLabel: %s", bad)
+		t.Errorf("label outside metrics.AllowedLabelOf: %s", bad)
 	}
 }
 
@@ -59,7 +59,7 @@ func forbiddenLabels(fams map[string]*dto.MetricFamily) []string {
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !metrics.AllowedLabel(l.GetName()) && !structuralLabels[l.GetName()] {
+				if !metrics.AllowedLabelOf(name, l.GetName()) && !structuralLabels[l.GetName()] {
 					bad = append(bad, name+"{"+l.GetName()+"}")
 				}
 			}

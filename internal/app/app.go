@@ -68,6 +68,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return ExitOK
 	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	fmt.Fprintf(env.Stderr, "talon: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
@@ -110,6 +114,8 @@ environment or from files.`,
 		newBenchCmd(env),
 		newConfigCmd(env),
 		newVersionCmd(env),
+		newProbeCmd(env),
+		newCtlCmd(),
 	)
 	return root
 }

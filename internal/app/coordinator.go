@@ -53,7 +53,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		return nil, err
 	}
 	p.adminLn = adminLn
-	proc, err := metrics.NewProcess(reg, "coordinator")
+	proc, err := metrics.NewNodeProcess(reg, metrics.Identity{Role: "coordinator", ClusterID: cfg.ClusterID, NodeID: cfg.NodeID})
 	if err != nil {
 		ln.Close()
 		p.close()
@@ -122,5 +122,5 @@ func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	return p.Run(ctx)
+	return runNotifying(ctx, p.Run, func() bool { return p.coord.Readiness().Ready }, log)
 }

@@ -15,7 +15,11 @@
 //     built earlier explicitly (the worker runtime to the data server's
 //     readiness gate), never through a closure over an unassigned variable.
 //   - A role's admin listener starts before the role and stops after the
-//     role's Run returned, so /readyz reports the drain while it happens.
+//     role's Run returned, so /readyz reports the drain while it happens. A
+//     standalone worker's (RunWorker) starts before its cache scan, and
+//     /readyz says "starting" until the runtime exists.
+//   - Under systemd (NOTIFY_SOCKET), the standalone roles send READY=1 when
+//     /readyz would first answer 200 and STOPPING=1 when the drain starts.
 //   - Everything New* builds is released on every error path; Close
 //     releases a process that will not run; Run releases the rest (store,
 //     cache, clients) when it returns.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,15 +83,33 @@ func runWithAdmin(ctx context.Context, run func(context.Context) error, srv *adm
 	if srv == nil {
 		return run(ctx)
 	}
-	adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	var adminErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); adminErr = srv.Serve(adminCtx, adminLn) }()
+	a := startAdmin(ctx, srv, adminLn)
 	err := run(ctx)
-	stopAdmin()
-	wg.Wait()
-	return errors.Join(err, adminErr)
+	return errors.Join(err, a.stop())
+}
+
+// adminRun is an admin listener serving in the background.
+type adminRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // set before done is closed
+}
+
+// startAdmin serves srv on ln until stop; ctx's end does not stop it (the
+// listener outlives the role's drain), only its values are kept.
+func startAdmin(ctx context.Context, srv *admin.Server, ln net.Listener) *adminRun {
+	adminCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a := &adminRun{cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(a.done); a.err = srv.Serve(adminCtx, ln) }()
+	return a
+}
+
+// stop ends the listener (in-flight requests get srv's shutdown timeout)
+// and returns Serve's error.
+func (a *adminRun) stop() error {
+	a.cancel()
+	<-a.done
+	return a.err
 }
 
 // process is what both roles share: the admin listener and its server.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/talonhq/talon/internal/admin"
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/client"
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/metrics"
@@ -34,17 +36,43 @@ type WorkerProcess struct {
 	cache     *cache.Cache
 	client    *client.Client // heartbeats
 	ownClient *client.Client // ownership checks and version pushes
+
+	// Set by bindWorker for open: the admin listener's view of the
+	// runtime, the bound data listener and what the runtime is wired with.
+	late  *lateWorker
+	ln    net.Listener
+	reg   *prometheus.Registry
+	proc  *metrics.Process
+	ptls  planeTLS
+	fds   budgets
+	early *adminRun // the admin listener RunWorker started before open; nil otherwise
 }
 
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
 func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
-	if err := preflight(cfg); err != nil {
+	p, err := bindWorker(cfg, log)
+	if err != nil {
 		return nil, err
 	}
+	if err := p.open(cfg, log); err != nil {
+		p.closeAdmin()
+		return nil, err
+	}
+	return p, nil
+}
+
+// bindWorker is the first half of NewWorker: it binds both listeners and
+// builds the admin server, whose view of the worker (lateWorker) is not
+// ready until open has built the runtime. It scans and dials nothing, so
+// RunWorker can serve /healthz and /readyz during the cache scan.
+func bindWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	if cfg.DevDir != "" {
 		if err := devcluster.Join(cfg); err != nil {
 			return nil, err
 		}
+	}
+	if err := preflight(cfg); err != nil {
+		return nil, err
 	}
 	ptls, err := loadPlaneTLS(cfg, log)
 	if err != nil {
@@ -54,20 +82,43 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	if err := ptls.registerDenials(reg); err != nil {
 		return nil, err
 	}
-	proc, err := metrics.NewProcess(reg, "worker")
+	fds := descriptorBudgets(cfg.Limits.MaxConnections, log)
+	proc, err := metrics.NewNodeProcess(reg, metrics.Identity{Role: "worker", ClusterID: cfg.ClusterID, NodeID: cfg.NodeID})
 	if err != nil {
 		return nil, err
 	}
-	p := &WorkerProcess{Stats: stats.New()}
+	p := &WorkerProcess{Stats: stats.New(), late: &lateWorker{nodeID: cfg.NodeID}, reg: reg, proc: proc, ptls: ptls, fds: fds}
 	if err := p.Stats.Register(reg); err != nil {
 		return nil, err
 	}
-	if p.cache, err = openCache(cfg, p.Stats, log); err != nil {
+	if p.ln, p.adminLn, err = listeners(cfg); err != nil {
 		return nil, err
 	}
-	if err := p.openClients(cfg, ptls, log); err != nil {
-		p.cache.Close()
+	err = p.newAdmin(cfg, admin.Options{Worker: p.late, WorkerUsage: p.Stats, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, MaxConnections: fds.Admin})
+	if err != nil {
+		p.ln.Close()
+		p.closeAdmin()
 		return nil, err
+	}
+	return p, nil
+}
+
+// open is the second half of NewWorker: it opens (scans) the cache, builds
+// the clients, the data server and the runtime, and hands the runtime to
+// the admin server's view. On error it closes the data listener and what
+// it opened; the admin listener stays the caller's.
+func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
+	defer func() {
+		if err != nil {
+			p.ln.Close()
+		}
+	}()
+	if p.cache, err = openCache(cfg, p.Stats, log); err != nil {
+		return err
+	}
+	if err := p.openClients(cfg, p.ptls, log); err != nil {
+		p.cache.Close()
+		return err
 	}
 	// The data server answers only while the worker is serving, and the
 	// worker runtime serves the data server: the gate is built first and
@@ -75,46 +126,80 @@ func NewWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	gate := &servingGate{}
 	ds, err := dataserver.New(dataserver.Config{
 		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
-		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: proc.Observe,
+		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: p.proc.Observe,
 	})
 	if err != nil {
-		p.close()
-		return nil, err
+		p.closeClientsAndCache()
+		return err
 	}
-	ln, adminLn, err := listeners(cfg)
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	p.adminLn = adminLn
-	adminAddr := adminAdvertise(cfg.AdminAdvertise, adminLn, log)
-	fds := descriptorBudgets(cfg.Limits.MaxConnections, log)
+	adminAddr := adminAdvertise(cfg.AdminAdvertise, p.adminLn, log)
 	p.worker, err = worker.New(worker.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
-		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
+		Advertise: advertise(cfg.Advertise, p.ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
-		DataListener: ln, DataHandler: denyGuard(ds, ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
-		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: ptls.server(),
+		DataListener: p.ln, DataHandler: denyGuard(ds, p.ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: p.reg, Process: p.proc,
+		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: p.ptls.server(),
 		CordonFile: filepath.Join(cfg.CacheDir, "cordon"),
 		DataLimits: worker.DataLimits{
-			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
+			MaxConnections: p.fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,
 		},
 	})
 	if err != nil {
-		ln.Close()
-		p.close()
-		return nil, err
+		p.closeClientsAndCache()
+		return err
 	}
 	gate.set(p.worker)
-	err = p.newAdmin(cfg, admin.Options{Worker: p.worker, WorkerUsage: p.Stats, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, MaxConnections: fds.Admin})
-	if err != nil {
-		ln.Close()
-		p.close()
-		return nil, err
+	p.late.set(p.worker)
+	return nil
+}
+
+// lateWorker is the admin listener's view of a worker runtime built after
+// the listener (RunWorker serves it during the cache scan): until set it
+// reports not ready, with no incarnation, data address or record.
+type lateWorker struct {
+	nodeID string
+	w      atomic.Pointer[worker.Worker]
+}
+
+func (l *lateWorker) set(w *worker.Worker) { l.w.Store(w) }
+
+// NodeID returns the configured node ID.
+func (l *lateWorker) NodeID() string { return l.nodeID }
+
+// Incarnation returns the runtime's incarnation, "" before it exists.
+func (l *lateWorker) Incarnation() string {
+	if w := l.w.Load(); w != nil {
+		return w.Incarnation()
 	}
-	return p, nil
+	return ""
+}
+
+// DataAddress returns the runtime's advertised data address, "" before it
+// exists.
+func (l *lateWorker) DataAddress() string {
+	if w := l.w.Load(); w != nil {
+		return w.DataAddress()
+	}
+	return ""
+}
+
+// Readiness is the runtime's, or not ready while the cache is opened.
+func (l *lateWorker) Readiness() worker.Readiness {
+	if w := l.w.Load(); w != nil {
+		return w.Readiness()
+	}
+	return worker.Readiness{Reasons: []string{"starting: opening the cache directory (scanning its blocks)"}}
+}
+
+// LastAccepted is the runtime's last accepted record, none before it
+// exists.
+func (l *lateWorker) LastAccepted() (*cluster.Record, string) {
+	if w := l.w.Load(); w != nil {
+		return w.LastAccepted()
+	}
+	return nil, ""
 }
 
 // openCache opens the blob store and the cache in front of it. A file://
@@ -178,6 +263,10 @@ func (p *WorkerProcess) Worker() *worker.Worker { return p.worker }
 // listener, the clients and the cache.
 func (p *WorkerProcess) close() {
 	p.closeAdmin()
+	p.closeClientsAndCache()
+}
+
+func (p *WorkerProcess) closeClientsAndCache() {
 	p.client.Close()
 	p.ownClient.Close()
 	p.cache.Close()
@@ -201,14 +290,60 @@ func (p *WorkerProcess) Run(ctx context.Context) error {
 	// Placement-version pushes keep the ownership checks current.
 	go func() { defer wg.Done(); p.ownClient.Watch(watchCtx, nil) }()
 	defer func() { stopWatch(); wg.Wait() }()
+	if p.early != nil {
+		err := p.worker.Run(ctx)
+		return errors.Join(err, p.early.stop())
+	}
 	return runWithAdmin(ctx, p.worker.Run, p.Admin, p.adminLn)
 }
 
-// RunWorker runs a worker process from cfg until ctx ends.
+// RunWorker runs a worker process from cfg until ctx ends. Its admin
+// listener serves from before the cache scan: /healthz answers 200 and
+// /readyz 503 ("starting") while a large cache is scanned, so probes and
+// scrapes see a live process, not a refused connection.
 func RunWorker(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	p, err := NewWorker(cfg, log)
+	p, err := bindWorker(cfg, log)
 	if err != nil {
 		return err
 	}
-	return p.Run(ctx)
+	if p.Admin != nil {
+		p.early = startAdmin(ctx, p.Admin, p.adminLn)
+	}
+	if err := p.open(cfg, log); err != nil {
+		if p.early != nil {
+			return errors.Join(err, p.early.stop())
+		}
+		p.closeAdmin()
+		return err
+	}
+	return runNotifying(ctx, p.Run, p.late.ready, log)
+}
+
+// ready reports whether the runtime exists and is ready (what /readyz
+// answers 200 for).
+func (l *lateWorker) ready() bool { return l.Readiness().Ready }
+
+// SetCordon cordons or uncordons the runtime; before it exists (the cache
+// is still being scanned) it refuses, to be retried.
+func (l *lateWorker) SetCordon(ctx context.Context, on, persist bool) (bool, error) {
+	if w := l.w.Load(); w != nil {
+		return w.SetCordon(ctx, on, persist)
+	}
+	return false, errors.New("the worker is starting (scanning its cache directory): retry once /readyz answers")
+}
+
+// Cordoned reports the runtime's cordon, none before it exists.
+func (l *lateWorker) Cordoned() (cordoned, persisted bool) {
+	if w := l.w.Load(); w != nil {
+		return w.Cordoned()
+	}
+	return false, false
+}
+
+// InflightRequests is the runtime's, 0 before it exists.
+func (l *lateWorker) InflightRequests() int64 {
+	if w := l.w.Load(); w != nil {
+		return w.InflightRequests()
+	}
+	return 0
 }

@@ -9,8 +9,10 @@
 // with outcome other than "ok".
 //
 // Labels come only from bounded sets: operation, role, backend, outcome,
-// form, health and listener, plus the fixed build labels of
-// talon_build_info. Object names, block IDs, request IDs, error text, peer
+// form, health and listener, plus the fixed labels of talon_build_info:
+// build, role, cluster_id and node_id (one series per process, so the node
+// ID costs no cardinality; alert rules join it onto up to name a target
+// that cannot be scraped). Object names, block IDs, request IDs, error text, peer
 // addresses and node labels never become labels.
 package metrics
 
@@ -27,8 +29,8 @@ import (
 
 // AllowedLabel reports whether Talon metrics may use the label name: the
 // bounded dimensions operation, role, backend, outcome, form, health,
-// listener, limit (a configured bound) and reason (a refusal's cause), and talon_build_info's version, revision and goversion (one
-// series per process). Tests of every metrics producer fail on any other.
+// listener, limit (a configured bound) and reason (a refusal's cause), and talon_build_info's version, revision and goversion
+// (one series per process). Tests of every metrics producer fail on any other.
 func AllowedLabel(name string) bool {
 	switch name {
 	case "operation", "role", "backend", "outcome", "form", "health", "listener", "limit", "reason",
@@ -36,6 +38,13 @@ func AllowedLabel(name string) bool {
 		return true
 	}
 	return false
+}
+
+// AllowedLabelOf reports whether metric may carry the label name:
+// AllowedLabel's, and on talon_build_info alone (one series per process)
+// cluster_id and node_id.
+func AllowedLabelOf(metric, name string) bool {
+	return AllowedLabel(name) || (metric == "talon_build_info" && (name == "cluster_id" || name == "node_id"))
 }
 
 // Process holds the metrics common to every process.
@@ -46,8 +55,20 @@ type Process struct {
 	ready       atomic.Bool
 }
 
-// NewProcess registers the common metrics of a process of role with reg.
+// Identity names a process in talon_build_info.
+type Identity struct {
+	Role, ClusterID, NodeID string
+}
+
+// NewProcess registers the common metrics of a process of role with reg,
+// with no cluster or node ID in talon_build_info (tests, tools).
 func NewProcess(reg prometheus.Registerer, role string) (*Process, error) {
+	return NewNodeProcess(reg, Identity{Role: role})
+}
+
+// NewNodeProcess registers the common metrics of the process id names
+// with reg.
+func NewNodeProcess(reg prometheus.Registerer, id Identity) (*Process, error) {
 	p := &Process{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_requests_total",
@@ -64,10 +85,16 @@ func NewProcess(reg prometheus.Registerer, role string) (*Process, error) {
 		}, []string{"listener"}),
 	}
 	info := buildinfo.Get()
+	labels := prometheus.Labels{"version": info.Version, "revision": info.Commit, "goversion": info.GoVersion, "role": id.Role}
+	for k, v := range map[string]string{"cluster_id": id.ClusterID, "node_id": id.NodeID} {
+		if v != "" {
+			labels[k] = v
+		}
+	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "talon_build_info",
 		Help:        "Build information; the value is always 1.",
-		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Commit, "goversion": info.GoVersion, "role": role},
+		ConstLabels: labels,
 	})
 	buildInfo.Set(1)
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

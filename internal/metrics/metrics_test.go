@@ -66,10 +66,65 @@ talon_ready 1
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !AllowedLabel(l.GetName()) {
+				if !AllowedLabelOf(mf.GetName(), l.GetName()) {
 					t.Errorf("%s has label %q outside the allowed set", mf.GetName(), l.GetName())
 				}
 			}
+		}
+	}
+}
+
+// TestBuildInfoNamesTheNode: talon_build_info carries the cluster and node
+// ID (the alert rules join node_id onto up), and it is the only series
+// that does.
+func TestBuildInfoNamesTheNode(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewNodeProcess(reg, Identity{Role: "worker", ClusterID: "prod-a", NodeID: "worker-7"}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if mf.GetName() == "talon_build_info" {
+				found = true
+				if labels["node_id"] != "worker-7" || labels["cluster_id"] != "prod-a" || labels["role"] != "worker" {
+					t.Errorf("talon_build_info labels %v, want node_id worker-7, cluster_id prod-a, role worker", labels)
+				}
+				continue
+			}
+			if _, ok := labels["node_id"]; ok {
+				t.Errorf("%s has a node_id label: only talon_build_info may (one series per process)", mf.GetName())
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no talon_build_info")
+	}
+}
+
+// TestAllowedLabelOf: the node and cluster ID are allowed on
+// talon_build_info only.
+func TestAllowedLabelOf(t *testing.T) {
+	for _, c := range []struct {
+		metric, label string
+		want          bool
+	}{
+		{"talon_build_info", "node_id", true},
+		{"talon_build_info", "cluster_id", true},
+		{"talon_requests_total", "node_id", false},
+		{"talon_requests_total", "operation", true},
+		{"talon_build_info", "instance_id", false},
+	} {
+		if got := AllowedLabelOf(c.metric, c.label); got != c.want {
+			t.Errorf("AllowedLabelOf(%s, %s) = %v, want %v", c.metric, c.label, got, c.want)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // LintMetrics gathers g and fails tb unless it holds exactly want metric
 // families, each named with prefix, passing promlint, and labelled only
-// from the bounded set metrics.AllowedLabel accepts. It returns the
+// from the bounded set metrics.AllowedLabelOf accepts. It returns the
 // families for further checks.
 func LintMetrics(tb testing.TB, g prometheus.Gatherer, prefix string, want int) []*dto.MetricFamily {
 	tb.Helper()
@@ -37,7 +37,7 @@ func LintMetrics(tb testing.TB, g prometheus.Gatherer, prefix string, want int) 
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !metrics.AllowedLabel(l.GetName()) {
+				if !metrics.AllowedLabelOf(mf.GetName(), l.GetName()) {
 					tb.Errorf("metric %s has label %q outside the bounded set", mf.GetName(), l.GetName())
 				}
 			}

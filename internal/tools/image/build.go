@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -113,11 +114,11 @@ func image(o options, b platformBinary) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = b.platform.OS, b.platform.Architecture
 	cf.Created = v1.Time{Time: o.created}
-	cf.Config.Entrypoint = []string{"/talon"}
+	cf.Config.Entrypoint = []string{"/" + binaryPath}
 	cf.Config.Cmd = nil
 	cf.Config.User = User
 	cf.Config.WorkingDir = "/"
-	cf.Config.Env = []string{"PATH=/"}
+	cf.Config.Env = []string{"PATH=/" + path.Dir(binaryPath)}
 	cf.Config.Labels = o.labels()
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -125,6 +126,12 @@ func image(o options, b platformBinary) (v1.Image, error) {
 	}
 	return mutate.Annotations(img, o.labels()).(v1.Image), nil
 }
+
+// binaryPath is where the talon binary lives in the image, and its
+// entrypoint: where ko (goreleaser's kos, the release image) puts the
+// binary of ./cmd/talon, so both images run the same command line (the
+// chart's args, a docker run override).
+const binaryPath = "ko-app/talon"
 
 // rootfs is the image's only layer: the binary and the user database.
 func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
@@ -138,7 +145,8 @@ func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
 		{"etc/", 0o755, nil},
 		{"etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")},
 		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{"talon", 0o755, bin},
+		{path.Dir(binaryPath) + "/", 0o755, nil},
+		{binaryPath, 0o755, bin},
 		{"tmp/", 0o1777, nil},
 	}
 	for _, f := range files {

@@ -5,18 +5,22 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"sigs.k8s.io/yaml"
 )
 
 // TestImage builds the image from a real executable (this test binary
 // stands in for talon: the image does not depend on what the binary does)
 // for two platforms and reads the OCI layout back as a runtime would.
 func TestImage(t *testing.T) {
+	koEntrypoint := releaseEntrypoint(t)
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +58,8 @@ func TestImage(t *testing.T) {
 		if cf.Config.User != "65532:65532" {
 			t.Errorf("%s: user %q, want 65532:65532 (non-root)", d.Platform.Architecture, cf.Config.User)
 		}
-		if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/talon" {
-			t.Errorf("%s: entrypoint %v, want [/talon]", d.Platform.Architecture, cf.Config.Entrypoint)
+		if len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != koEntrypoint {
+			t.Errorf("%s: entrypoint %v, want [%s], the release image's (ko)", d.Platform.Architecture, cf.Config.Entrypoint, koEntrypoint)
 		}
 		if cf.Architecture != d.Platform.Architecture || cf.OS != "linux" {
 			t.Errorf("config platform %s/%s, index says %s", cf.OS, cf.Architecture, d.Platform.Architecture)
@@ -66,8 +70,8 @@ func TestImage(t *testing.T) {
 			}
 		}
 		files := layerFiles(t, img)
-		if h, ok := files["talon"]; !ok || h.Mode&0o111 == 0 || h.Size == 0 {
-			t.Errorf("%s: /talon missing or not executable: %+v", d.Platform.Architecture, h)
+		if h, ok := files[strings.TrimPrefix(koEntrypoint, "/")]; !ok || h.Mode&0o111 == 0 || h.Size == 0 {
+			t.Errorf("%s: %s missing or not executable: %+v", d.Platform.Architecture, koEntrypoint, h)
 		}
 		for _, shell := range []string{"bin/sh", "bin/bash", "bin/busybox"} {
 			if _, ok := files[shell]; ok {
@@ -142,4 +146,28 @@ func layerFiles(t *testing.T, img v1.Image) map[string]*tar.Header {
 		}
 		out[h.Name] = h
 	}
+}
+
+// releaseEntrypoint is the entrypoint of the release image: ko puts the
+// binary of a kos entry's main package at /ko-app/<last element of its
+// path>, read here from goreleaser.yaml.
+func releaseEntrypoint(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../../goreleaser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Kos []struct {
+			ID   string `json:"id"`
+			Main string `json:"main"`
+		} `json:"kos"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Kos) != 1 || cfg.Kos[0].Main == "" {
+		t.Fatalf("goreleaser.yaml: want one kos entry with a main package, got %+v", cfg.Kos)
+	}
+	return "/ko-app/" + path.Base(cfg.Kos[0].Main)
 }

@@ -1,6 +1,7 @@
 // Command image builds Talon's container image without a container daemon:
 // a multi-platform OCI image layout whose images hold only the static talon
-// binary (as /talon, the entrypoint) and /etc/passwd and /etc/group naming
+// binary (as /ko-app/talon, the entrypoint: the path ko gives it in the
+// release image) and /etc/passwd and /etc/group naming
 // the unprivileged user 65532 (nonroot) that the image runs as. There is no
 // shell and no package manager. TLS roots come from the binary itself
 // (golang.org/x/crypto/x509roots/fallback), so the image needs no CA bundle.
@@ -18,8 +19,8 @@
 //     created time are -created, else $SOURCE_DATE_EPOCH, else the Unix
 //     epoch; tar headers are PAX with fixed modes; nothing reads the clock,
 //     the host's users or the network.
-//   - Fixed contents. Each platform's image has one layer: /talon (the
-//     entrypoint, 0755), /etc/passwd and /etc/group naming root and nonroot
+//   - Fixed contents. Each platform's image has one layer: /ko-app/talon
+//     (the entrypoint, 0755, as in the release image; PATH=/ko-app), /etc/passwd and /etc/group naming root and nonroot
 //     (65532), and /tmp (1777). The user is User; the OCI labels are set on
 //     each image config and as index and manifest annotations, and the
 //     index's ref.name is the version.

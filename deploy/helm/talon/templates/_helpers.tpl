@@ -44,6 +44,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "talon.image" -}}
+{{- if eq .Values.image.tag "latest" -}}
+{{- fail (printf "image.tag %q is refused: a moving tag runs different code on each pod restart; set a released version (the chart's appVersion is %s) or image.digest" .Values.image.tag .Chart.AppVersion) -}}
+{{- end -}}
 {{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
@@ -67,6 +70,11 @@ name: {{ required "tls.issuer.issuerRef.name is required when tls.issuer.create 
 kind: {{ .Values.tls.issuer.issuerRef.kind }}
 group: {{ .Values.tls.issuer.issuerRef.group }}
 {{- end -}}
+{{- end -}}
+
+{{/* talon.clusterID: the cluster-id both roles run with (the release name by default). */}}
+{{- define "talon.clusterID" -}}
+{{- index .Values.config "cluster-id" | default .Release.Name -}}
 {{- end -}}
 
 {{- define "talon.adminScheme" -}}
@@ -284,14 +292,30 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{/*
+talon.probes: the probes of one role; call with (list $ "worker").
+startupProbe holds liveness off for startupSeconds (a worker's scan of a
+large cache); readiness needs three misses in a row (6 s) so one slow
+answer does not pull a pod out of its Service; liveness restarts a process
+that has not answered /healthz for 30 s.
+*/}}
 {{- define "talon.probes" -}}
-{{- $ := index . 0 -}}
-readinessProbe:
-  httpGet: {path: /readyz, port: admin, scheme: {{ include "talon.adminScheme" $ }}}
+{{- $ := index . 0 -}}{{- $role := index . 1 -}}
+{{- $scheme := include "talon.adminScheme" $ -}}
+startupProbe:
+  httpGet: {path: /healthz, port: admin, scheme: {{ $scheme }}}
   periodSeconds: 2
-  failureThreshold: 1
+  timeoutSeconds: 2
+  failureThreshold: {{ div (add (index $.Values $role).startupSeconds 1) 2 }}
+readinessProbe:
+  httpGet: {path: /readyz, port: admin, scheme: {{ $scheme }}}
+  periodSeconds: 2
+  timeoutSeconds: 2
+  failureThreshold: 3
+  successThreshold: 1
 livenessProbe:
-  httpGet: {path: /healthz, port: admin, scheme: {{ include "talon.adminScheme" $ }}}
+  httpGet: {path: /healthz, port: admin, scheme: {{ $scheme }}}
   periodSeconds: 10
+  timeoutSeconds: 5
   failureThreshold: 3
 {{- end -}}
