@@ -69,7 +69,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		Limits: coordinator.Limits{
 			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
-			MaxInflightWrites: cfg.Limits.MaxInflightWrites,
+			MaxInflightWrites: cfg.Limits.MaxInflightWrites, NodeWritesPerInterval: nodeWrites(cfg.Limits.NodeWritesPerInterval),
 		},
 		TLS: ptls.server(), Revoked: ptls.revoked(), PlacementReplicas: cfg.PlacementReplicas,
 	})
@@ -123,4 +123,13 @@ func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) e
 		return err
 	}
 	return runNotifying(ctx, p.Run, func() bool { return p.coord.Readiness().Ready }, log)
+}
+
+// nodeWrites maps max-node-writes-per-interval (0: off) to
+// coordinator.Limits (negative: off, 0: the default).
+func nodeWrites(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

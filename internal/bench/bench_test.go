@@ -13,6 +13,7 @@ import (
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
@@ -98,6 +99,7 @@ func TestHeartbeatsAndLookups(t *testing.T) {
 		t.Skip("runs a coordinator")
 	}
 	c := coordtest.Start(t, coordtest.Options{ClusterID: "bench", RequestTimeout: 5 * time.Second, WaitReady: true,
+		Limits: coordinator.Limits{NodeWritesPerInterval: -1}, // writers heartbeat back to back
 		Timing: cluster.Timing{HeartbeatInterval: 5 * time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}})
 	ctx := context.Background()
 	registered := 0

@@ -93,6 +93,9 @@ type LimitsConfig struct {
 	MaxRecords int
 	// MaxInflightWrites bounds concurrent store writes (coordinator).
 	MaxInflightWrites int
+	// NodeWritesPerInterval bounds one node's writes per heartbeat
+	// interval (coordinator); 0 turns the limit off.
+	NodeWritesPerInterval int
 }
 
 // TLSConfig names the PEM files of the control and data planes' mutual

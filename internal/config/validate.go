@@ -242,6 +242,9 @@ func (c *Config) validateCoordinator() error {
 	if c.PlacementReplicas < 1 || c.PlacementReplicas > 16 {
 		return fmt.Errorf("placement-replicas %d: must be from 1 to 16", c.PlacementReplicas)
 	}
+	if n := c.Limits.NodeWritesPerInterval; n < 0 || n > 10_000 {
+		return fmt.Errorf("max-node-writes-per-interval %d: must be from 0 (off) to 10000", n)
+	}
 	if c.Limits.MaxInflightWrites < 1 || c.Limits.MaxInflightWrites > 1_000_000 {
 		return fmt.Errorf("max-inflight-writes %d: must be from 1 to 1000000", c.Limits.MaxInflightWrites)
 	}

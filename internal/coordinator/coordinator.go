@@ -120,6 +120,13 @@ type Limits struct {
 	// AdmissionWait is how long a write waits for a slot; default
 	// DefaultAdmissionWait.
 	AdmissionWait time.Duration
+	// NodeWritesPerInterval bounds one node's registrations, heartbeats
+	// and deregistrations per heartbeat interval (past a burst of six
+	// intervals' worth); more are refused with a retryable
+	// resource_exhausted naming the wait. Default
+	// DefaultNodeWritesPerInterval; negative turns the limit off (write
+	// benchmarks, which heartbeat back to back).
+	NodeWritesPerInterval int
 }
 
 // Limit defaults (the configuration's defaults too).
@@ -132,6 +139,8 @@ const (
 	// heartbeats of a large cluster.
 	DefaultMaxInflightWrites = 512
 	DefaultAdmissionWait     = 100 * time.Millisecond
+	// DefaultNodeWritesPerInterval is ten times what a live worker writes.
+	DefaultNodeWritesPerInterval = 10
 	// MaxHandshakeTime bounds a TLS handshake on the control listener: a
 	// healthy peer needs milliseconds, even on a loaded machine well under
 	// a second.
@@ -153,6 +162,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxInflightWrites <= 0 {
 		l.MaxInflightWrites = DefaultMaxInflightWrites
+	}
+	if l.NodeWritesPerInterval == 0 {
+		l.NodeWritesPerInterval = DefaultNodeWritesPerInterval
 	}
 	if l.AdmissionWait <= 0 {
 		l.AdmissionWait = DefaultAdmissionWait
@@ -257,7 +269,6 @@ func New(opts Options) (*Coordinator, error) {
 		subs:        newSubscribers(),
 		events:      newEventLog(opts.EventCapacity, opts.Clock),
 		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
-		rates:       newWriteRates(opts.Timing.HeartbeatInterval, opts.Limits.MaxRecords),
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
 		proposals:   make(chan proposal, maxQueuedProposals),
@@ -265,6 +276,7 @@ func New(opts Options) (*Coordinator, error) {
 	}
 	c.readyLog.log, c.readyLog.events = c.log, c.events
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
+	c.rates = newWriteRates(opts.Timing.HeartbeatInterval, c.opts.Limits.NodeWritesPerInterval, c.opts.Limits.MaxRecords)
 	lim := netlimit.Defaults(c.opts.Limits.MaxConnections)
 	if opts.TLS == nil {
 		// No credentials to wait for: nothing is ever pending.

@@ -311,8 +311,8 @@ func TestWriteRatePerNode(t *testing.T) {
 			t.Fatalf("heartbeat %d: %v", seq, err)
 		}
 	}
-	if accepted > writeBurst+20 || refused < 100 || !strings.Contains(last.Error(), "retry in") {
-		t.Fatalf("200 heartbeats at once: %d accepted, %d refused (last %v); want about the burst of %d accepted, the rest refused with a wait", accepted, refused, last, writeBurst)
+	if burst := writeBurstIntervals * DefaultNodeWritesPerInterval; accepted > burst+20 || refused < 100 || !strings.Contains(last.Error(), "retry in") {
+		t.Fatalf("200 heartbeats at once: %d accepted, %d refused (last %v); want about the burst of %d accepted, the rest refused with a wait", accepted, refused, last, writeBurstIntervals*DefaultNodeWritesPerInterval)
 	}
 	if n := refusals(f, "write_rate"); int(n) != refused {
 		t.Fatalf("write_rate refusals counted %v, want %d", n, refused)

@@ -14,18 +14,18 @@ import (
 // writeBurst, is a bug or an attack (a 1 ns heartbeat interval wrote
 // 17,000 a second), and each such write would be a store write: it is
 // refused before the store with a retryable error.
-const (
-	writesPerInterval = 10
-	writeBurst        = 60
-)
+// The burst is writeBurstIntervals intervals' worth.
+const writeBurstIntervals = 6
 
 // writeRates is a token bucket per node ID. Buckets idle for pruneAfter
 // are dropped when the map passes its bound, so it holds about as many
 // entries as the cluster has writing nodes.
 type writeRates struct {
-	every      rate.Limit
-	pruneAfter time.Duration
-	bound      int
+	perInterval int
+	burst       int
+	every       rate.Limit
+	pruneAfter  time.Duration
+	bound       int
 
 	mu      sync.Mutex // guards the fields below
 	buckets map[string]*bucket
@@ -36,18 +36,28 @@ type bucket struct {
 	used time.Time
 }
 
-func newWriteRates(interval time.Duration, maxRecords int) *writeRates {
+// newWriteRates returns the buckets of perInterval writes per interval,
+// nil (no limit) when perInterval is not positive.
+func newWriteRates(interval time.Duration, perInterval, maxRecords int) *writeRates {
+	if perInterval <= 0 {
+		return nil
+	}
 	return &writeRates{
-		every:      rate.Every(interval / writesPerInterval),
-		pruneAfter: 10 * interval,
-		bound:      2 * maxRecords,
-		buckets:    map[string]*bucket{},
+		perInterval: perInterval,
+		burst:       writeBurstIntervals * perInterval,
+		every:       rate.Every(interval / time.Duration(perInterval)),
+		pruneAfter:  10 * interval,
+		bound:       2 * maxRecords,
+		buckets:     map[string]*bucket{},
 	}
 }
 
 // allow takes a token of node's bucket at now; when none is left it
 // returns false and how long until one is.
 func (w *writeRates) allow(node string, now time.Time) (bool, time.Duration) {
+	if w == nil {
+		return true, 0
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b := w.buckets[node]
@@ -55,7 +65,7 @@ func (w *writeRates) allow(node string, now time.Time) (bool, time.Duration) {
 		if len(w.buckets) >= w.bound {
 			w.pruneLocked(now)
 		}
-		b = &bucket{lim: rate.NewLimiter(w.every, writeBurst)}
+		b = &bucket{lim: rate.NewLimiter(w.every, w.burst)}
 		w.buckets[node] = b
 	}
 	b.used = now

@@ -45,8 +45,8 @@ func (c *Coordinator) authorizeWrite(cn *conn, op string, key cluster.Key) *prot
 	if ok, wait := c.rates.allow(key.NodeID, c.mono()); !ok {
 		c.m.limitRefusals.WithLabelValues("write_rate").Inc()
 		c.m.writes.WithLabelValues(op, protocol.CodeResourceExhausted.String()).Inc()
-		e := protocol.NewError(protocol.CodeResourceExhausted, "%s of %s/%s: over the write rate of %d per heartbeat-interval %s (burst %d); retry in %s",
-			op, key.Role, key.NodeID, writesPerInterval, c.opts.Timing.HeartbeatInterval, writeBurst, wait.Round(time.Millisecond))
+		e := protocol.NewError(protocol.CodeResourceExhausted, "%s of %s/%s: over the write rate of %d per heartbeat-interval %s (burst %d, max-node-writes-per-interval); retry in %s",
+			op, key.Role, key.NodeID, c.rates.perInterval, c.opts.Timing.HeartbeatInterval, c.rates.burst, wait.Round(time.Millisecond))
 		e.Retryable = true
 		return e
 	}

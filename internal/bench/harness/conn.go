@@ -304,6 +304,7 @@ func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Confi
 		c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = 5*time.Second, time.Minute, 2*time.Minute
 		c.RequestTimeout = e.opts.RequestTimeout
 		c.Limits.MaxRecords = records + 64
+		c.Limits.NodeWritesPerInterval = 0 // writers heartbeat back to back
 		c.Limits.MaxConnections = max(c.Limits.MaxConnections, records+256)
 		c.Etcd = e.opts.Etcd
 		c.Etcd.Prefix = e.etcdPrefix + "/talon"

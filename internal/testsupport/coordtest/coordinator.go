@@ -49,6 +49,8 @@ type Options struct {
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
 	DrainDelay      time.Duration
+	// Limits are the coordinator's (defaults when zero).
+	Limits coordinator.Limits
 
 	// Store is the coordinator's store, owned by the caller. Nil: Start
 	// creates a memory store on StoreClock (default the wall clock) and
@@ -161,7 +163,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 	c.ControlAddr = ln.Addr().String()
 	c.Coordinator, err = coordinator.New(coordinator.Options{
 		ClusterID: o.ClusterID, NodeID: o.NodeID, Advertise: o.Advertise, Labels: o.Labels,
-		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout, DrainDelay: o.DrainDelay,
+		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout, DrainDelay: o.DrainDelay, Limits: o.Limits,
 		Store: c.Store, Listener: ln, Logger: o.Logger, Clock: o.Clock, LivenessClock: o.LivenessClock, Registerer: o.Registry, Process: c.Process,
 		TLS: o.TLS,
 	})
