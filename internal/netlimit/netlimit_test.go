@@ -75,6 +75,24 @@ func dialFrom(t *testing.T, src, addr string) (net.Conn, bool) {
 	return c, kept
 }
 
+// snapshot copies the refusals counted so far.
+func (s *server) snapshot() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.refused))
+	for k, v := range s.refused {
+		out[k] = v
+	}
+	return out
+}
+
+// refusals returns the refusals counted for reason.
+func (s *server) refusals(reason string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[reason]
+}
+
 func (s *server) waitConns(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -106,20 +124,20 @@ func TestFloodLeavesRoomForOthers(t *testing.T) {
 			flood = append(flood, c)
 		}
 	}
-	if len(flood) != 4 || s.refused[ReasonMaxPendingPerAddress] != 6 {
-		t.Fatalf("flood from one address: %d kept, refusals %v; want 4 kept and 6 pending_per_address", len(flood), s.refused)
+	if len(flood) != 4 || s.refusals(ReasonMaxPendingPerAddress) != 6 {
+		t.Fatalf("flood from one address: %d kept, refusals %v; want 4 kept and 6 pending_per_address", len(flood), s.snapshot())
 	}
 	// Other addresses fill the pending budget (8) ...
 	for _, src := range []string{"127.0.0.3", "127.0.0.4"} {
 		for range 2 {
 			if _, ok := dialFrom(t, src, addr); !ok {
-				t.Fatalf("a first connection from %s was refused: %v", src, s.refused)
+				t.Fatalf("a first connection from %s was refused: %v", src, s.snapshot())
 			}
 		}
 	}
 	// ... and a newcomer still gets in, in place of the flood's oldest.
-	if _, ok := dialFrom(t, "127.0.0.5", addr); !ok || s.refused[ReasonMaxPending] != 1 {
-		t.Fatalf("past the pending budget: kept %v, refusals %v; want kept, one pending eviction", ok, s.refused)
+	if _, ok := dialFrom(t, "127.0.0.5", addr); !ok || s.refusals(ReasonMaxPending) != 1 {
+		t.Fatalf("past the pending budget: kept %v, refusals %v; want kept, one pending eviction", ok, s.snapshot())
 	}
 	_ = flood[0].SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := flood[0].Read(make([]byte, 1)); err != io.EOF {
@@ -136,8 +154,8 @@ func TestFloodLeavesRoomForOthers(t *testing.T) {
 	if c := s.l.Counts(); c.Open != 8 || c.Pending != 7 {
 		t.Fatalf("after one promotion: %+v, want 8 open, 7 pending", c)
 	}
-	if _, ok := dialFrom(t, "127.0.0.6", addr); !ok || s.refused[ReasonMaxPending] != 1 {
-		t.Fatalf("a connection after a promotion: kept %v, refusals %v; want kept without an eviction", ok, s.refused)
+	if _, ok := dialFrom(t, "127.0.0.6", addr); !ok || s.refusals(ReasonMaxPending) != 1 {
+		t.Fatalf("a connection after a promotion: kept %v, refusals %v; want kept without an eviction", ok, s.snapshot())
 	}
 	promoted.Close()
 	promoted.Close() // twice: counted once
@@ -164,7 +182,7 @@ func TestEstablishedPerAddressAndTotal(t *testing.T) {
 			t.Fatalf("connection %d from a second address kept %v (total limit 6)", i, ok)
 		}
 	}
-	if s.refused[ReasonMaxPerAddress] != 1 || s.refused[ReasonMax] != 1 {
-		t.Fatalf("refusals %v, want one per-address and one total", s.refused)
+	if s.refusals(ReasonMaxPerAddress) != 1 || s.refusals(ReasonMax) != 1 {
+		t.Fatalf("refusals %v, want one per-address and one total", s.snapshot())
 	}
 }

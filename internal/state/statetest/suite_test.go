@@ -41,9 +41,13 @@ type mutant struct {
 var mutants = []mutant{
 	{
 		// A proposal that does not compare the sequence it saw: a heartbeat
-		// that lands first is marked late or expired anyway.
+		// that lands first is marked late or expired anyway. The randomized
+		// Concurrency/LinearizableWithExpiry catches it only when its
+		// schedule races a proposal with a heartbeat (most seeds, not
+		// all: seed 8366750735691877980 did not), so the deterministic
+		// case is the one required to fail.
 		name:     "proposal-ignores-sequence",
-		wantFail: []string{"Transition/HeartbeatFirstMakesTheProposalStale", "Concurrency/LinearizableWithExpiry"},
+		wantFail: []string{"Transition/HeartbeatFirstMakesTheProposalStale"},
 		apply: func(h *statetest.Harness, s *memory.Store, _ *testsupport.FakeClock) {
 			h.Store = &proposalIgnoresSeq{Store: s}
 		},
