@@ -23,11 +23,12 @@ import (
 	"github.com/talonhq/talon/internal/testenv"
 )
 
-// crdKinds are served only where the Prometheus Operator's or
-// cert-manager's CRDs are installed; a bare kube-apiserver does not serve
-// them, so they are checked as rendered (TestChartDefaults,
-// TestChartHAValues) and not applied.
-var crdKinds = []string{"ServiceMonitor", "PrometheusRule", "Issuer", "Certificate"}
+// crdKinds are served only where cert-manager's CRDs are installed; a bare
+// kube-apiserver does not serve them, so they are checked as rendered
+// (TestChartDefaults, TestChartHAValues) and not applied. The Prometheus
+// Operator's ServiceMonitor and PrometheusRule are applied: the test
+// installs their CRDs (installPromOperatorCRDs).
+var crdKinds = []string{"Issuer", "Certificate"}
 
 // TestChartAppliesToAPIServer renders the chart with default values and with
 // the HA values, applies every object to a real kube-apiserver (server-side
@@ -51,6 +52,9 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	crdCtx, cancelCRD := context.WithTimeout(context.Background(), 5*time.Minute)
+	installPromOperatorCRDs(crdCtx, t, dyn)
+	cancelCRD()
 	groups, err := restmapper.GetAPIGroupResources(kc.Discovery())
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,9 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 			checkRBAC(ctx, t, kc, ns)
 			checkPDBs(ctx, t, kc, ns)
 			checkPodSecurity(ctx, t, kc, ns)
+			if tc.name == "ha" {
+				checkServiceMonitor(ctx, t, dyn, ns)
+			}
 		})
 	}
 }
@@ -290,4 +297,40 @@ func nonRoot(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) error {
 		return fmt.Errorf("runAsUser is 0")
 	}
 	return nil
+}
+
+// checkServiceMonitor reads back the ServiceMonitor the HA values apply
+// (admin TLS on): Prometheus verifies the admin certificate against a CA
+// (never insecureSkipVerify) and every target carries talon_cluster.
+func checkServiceMonitor(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string) {
+	t.Helper()
+	sms, err := dyn.Resource(schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(sms.Items) == 0 {
+		t.Fatalf("ServiceMonitors stored: %v, %d", err, len(sms.Items))
+	}
+	for _, sm := range sms.Items {
+		eps, _ := dig(sm.Object, "spec", "endpoints").([]any)
+		if len(eps) == 0 {
+			t.Fatalf("ServiceMonitor %s has no endpoints", sm.GetName())
+		}
+		for _, e := range eps {
+			ep, _ := e.(map[string]any)
+			if skip, _ := dig(ep, "tlsConfig", "insecureSkipVerify").(bool); skip {
+				t.Errorf("ServiceMonitor %s skips TLS verification", sm.GetName())
+			}
+			if dig(ep, "tlsConfig", "ca", "secret", "name") == nil {
+				t.Errorf("ServiceMonitor %s endpoint %v verifies no CA", sm.GetName(), ep["port"])
+			}
+			found := false
+			rl, _ := ep["relabelings"].([]any)
+			for _, r := range rl {
+				if m, _ := r.(map[string]any); m["targetLabel"] == "talon_cluster" {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("ServiceMonitor %s endpoint %v sets no talon_cluster label", sm.GetName(), ep["port"])
+			}
+		}
+	}
 }
