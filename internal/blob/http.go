@@ -263,24 +263,25 @@ func (s *HTTP) ReadVersion(ctx context.Context, object, version string, off, len
 	}
 }
 
-func (s *HTTP) body(ctx context.Context, resp *http.Response, object string, n int64) *httpBody {
+func (s *HTTP) body(ctx context.Context, resp *http.Response, object string, n int64) *backendBody {
 	var r io.Reader = resp.Body
 	if n >= 0 {
 		r = io.LimitReader(r, n)
 	}
-	return &httpBody{ctx: ctx, body: resp.Body, r: r, object: object, store: s}
+	return &backendBody{ctx: ctx, body: resp.Body, r: r, object: object, store: s}
 }
 
-// httpBody maps transport errors to ErrBackend or the caller's ctx error.
-type httpBody struct {
+// backendBody is a remote store's response body: read errors become
+// ErrBackend, or the caller's context error when that ended the read.
+type backendBody struct {
 	ctx    context.Context
 	body   io.ReadCloser
 	r      io.Reader
 	object string
-	store  *HTTP
+	store  fmt.Stringer
 }
 
-func (b *httpBody) Read(p []byte) (int, error) {
+func (b *backendBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err != nil && err != io.EOF {
 		if cerr := ctxErr(b.ctx, err); cerr != nil {
@@ -291,7 +292,7 @@ func (b *httpBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *httpBody) Close() error { return b.body.Close() }
+func (b *backendBody) Close() error { return b.body.Close() }
 
 // parseContentRange parses "bytes first-last/total" or "bytes */total"
 // (first and last -1) where total may be "*" (-1).

@@ -287,30 +287,8 @@ func (s *S3) ReadVersion(ctx context.Context, object, version string, off, lengt
 		}
 		return nil, s.mapErr(ctx, "GET", object, err)
 	}
-	return &s3Body{ctx: ctx, body: out.Body, r: io.LimitReader(out.Body, length), object: object, store: s}, nil
+	return &backendBody{ctx: ctx, body: out.Body, r: io.LimitReader(out.Body, length), object: object, store: s}, nil
 }
-
-// s3Body maps read errors to ErrBackend or the caller's ctx error.
-type s3Body struct {
-	ctx    context.Context
-	body   io.ReadCloser
-	r      io.Reader
-	object string
-	store  *S3
-}
-
-func (b *s3Body) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
-		if cerr := ctxErr(b.ctx, err); cerr != nil {
-			return n, fmt.Errorf("read object %q: %w", b.object, cerr)
-		}
-		return n, fmt.Errorf("%w: read object %q at %s: %w", ErrBackend, b.object, b.store, err)
-	}
-	return n, err
-}
-
-func (b *s3Body) Close() error { return b.body.Close() }
 
 // statusOf returns the HTTP status of an S3 answer error, or 0.
 func statusOf(err error) int {

@@ -107,7 +107,13 @@ type proc struct {
 // and its output is logged if the test failed.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, args: args}
+	return startWithEnv(t, name, nil, args...)
+}
+
+// startWithEnv is start with extra environment variables.
+func startWithEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args, env: env}
 	for i, a := range args {
 		switch a {
 		case "--admin-listen":

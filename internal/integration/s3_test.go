@@ -23,28 +23,6 @@ import (
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
-// startWithEnv is start with extra environment variables.
-func startWithEnv(t *testing.T, name string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{t: t, name: name, args: args, env: env}
-	for i, a := range args {
-		switch a {
-		case "--admin-listen":
-			p.admin = args[i+1]
-		case "--listen":
-			p.addr = args[i+1]
-		}
-	}
-	p.run()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("--- output of %s ---\n%s", p.name, tail(p.out.String(), 4000))
-		}
-	})
-	return p
-}
-
 func randomBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, 9))
 	b := make([]byte, n)

@@ -44,23 +44,7 @@ func (s *notifySocket) next(t *testing.T, d time.Duration) string {
 // startNotified starts a talon process with NOTIFY_SOCKET pointing at s.
 func startNotified(t *testing.T, s *notifySocket, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, args: args, env: []string{"NOTIFY_SOCKET=" + s.path}}
-	for i, a := range args {
-		switch a {
-		case "--admin-listen":
-			p.admin = args[i+1]
-		case "--listen":
-			p.addr = args[i+1]
-		}
-	}
-	p.run()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("--- output of %s ---\n%s", p.name, tail(p.out.String(), 4000))
-		}
-	})
-	return p
+	return startWithEnv(t, name, []string{"NOTIFY_SOCKET=" + s.path}, args...)
 }
 
 // TestSystemdNotify: under a (fake) systemd NOTIFY_SOCKET, as the
