@@ -53,7 +53,23 @@ func (c *Cache) stat(ctx context.Context, object string, fresh bool) (blob.Info,
 		return se.info, nil
 	}
 	c.mu.Unlock()
-	ch := c.sizeCalls.DoChan(object, func() (any, error) { return c.lookupSize(object) })
+	key := object
+	if fresh {
+		key = "\x00fresh/" + object // never joins, or is joined by, a call that may answer from the cache
+	}
+	ch := c.sizeCalls.DoChan(key, func() (any, error) {
+		if !fresh {
+			// A call that ended between this caller's cache check and
+			// its DoChan has cached the answer: use it, do not ask again.
+			c.mu.Lock()
+			se, ok := c.sizes[object]
+			c.mu.Unlock()
+			if ok && c.now().Before(se.expires) {
+				return se.info, nil
+			}
+		}
+		return c.lookupSize(object)
+	})
 	select {
 	case r := <-ch:
 		if r.Err != nil {
