@@ -168,6 +168,22 @@ func ValidateKey(key string) error {
 	return nil
 }
 
+// remoteRead checks a remote store's read before any request: the key and
+// the range; an empty range is answered here, with an empty reader. A nil
+// reader and error mean the read must go to the store.
+func remoteRead(object string, off, length int64) (io.ReadCloser, error) {
+	if err := ValidateKey(object); err != nil {
+		return nil, err
+	}
+	if err := checkRange(object, off, length); err != nil {
+		return nil, err
+	}
+	if length == 0 {
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	return nil, nil
+}
+
 func checkRange(object string, off, length int64) error {
 	if off < 0 || length < 0 {
 		return fmt.Errorf("%w: object %q offset %d length %d: must not be negative", ErrInvalidRange, object, off, length)

@@ -207,14 +207,8 @@ func (s *HTTP) ReadRange(ctx context.Context, object string, off, length int64) 
 // ETag, If-Unmodified-Since for a Last-Modified): a 412 answer, or an
 // answer naming another version, is ErrVersionChanged.
 func (s *HTTP) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
-	if err := ValidateKey(object); err != nil {
-		return nil, err
-	}
-	if err := checkRange(object, off, length); err != nil {
-		return nil, err
-	}
-	if length == 0 {
-		return io.NopCloser(strings.NewReader("")), nil
+	if r, err := remoteRead(object, off, length); r != nil || err != nil {
+		return r, err
 	}
 	last := off + length - 1
 	resp, err := s.do(ctx, http.MethodGet, object, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(last, 10), conditions(version)...)

@@ -262,14 +262,8 @@ func (s *S3) ReadRange(ctx context.Context, object string, off, length int64) (i
 // version ID, or If-Match the ETag, that version names: S3 answers 412
 // (ErrVersionChanged) rather than bytes of another content.
 func (s *S3) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
-	if err := ValidateKey(object); err != nil {
-		return nil, err
-	}
-	if err := checkRange(object, off, length); err != nil {
-		return nil, err
-	}
-	if length == 0 {
-		return io.NopCloser(strings.NewReader("")), nil
+	if r, err := remoteRead(object, off, length); r != nil || err != nil {
+		return r, err
 	}
 	in := &s3.GetObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + object),

@@ -33,13 +33,6 @@ import (
 // other.
 func colluder(t *testing.T, p *testPKI, ctl, node, blobs string) {
 	t.Helper()
-	param := func(r *http.Request, name string, def int64) int64 {
-		v, err := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
-		if err != nil {
-			return def
-		}
-		return v
-	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, digest := strings.CutPrefix(r.URL.Path, datav1.DigestPrefix)
 		if !digest {
@@ -51,20 +44,35 @@ func colluder(t *testing.T, p *testPKI, ctl, node, blobs string) {
 			return
 		}
 		size := fi.Size()
-		version := "f" + strconv.FormatInt(size, 10) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
-		off, length := param(r, "offset", 0), param(r, "length", blockSize)
-		body := bytes.Repeat([]byte{0xC0}, int(max(min(length, size-off), 0)))
-		w.Header().Set(datav1.ObjectSizeHeader, strconv.FormatInt(size, 10))
-		w.Header().Set(datav1.ObjectVersionHeader, version)
-		if digest {
-			sum := sha256.Sum256(body)
-			_ = json.NewEncoder(w).Encode(datav1.Digest{Object: key, Offset: off, Length: int64(len(body)), ObjectSize: size, SHA256: hex.EncodeToString(sum[:]), Version: version})
-			return
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		_, _ = w.Write(body)
+		serveForged(w, r, key, digest, size, "f"+strconv.FormatInt(size, 10)+"-"+strconv.FormatInt(fi.ModTime().UnixNano(), 10), 0xC0)
 	})
 	rogueWorker(t, p, ctl, node, h)
+}
+
+// queryInt is r's integer query parameter name, def when absent or bad.
+func queryInt(r *http.Request, name string, def int64) int64 {
+	v, err := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
+	if err != nil {
+		return def
+	}
+	return v
+}
+
+// serveForged answers a data request of object key, a block or (digest)
+// its digest, with bytes of fill from the requested offset, claiming size
+// and version: a worker whose bytes and digests lie consistently.
+func serveForged(w http.ResponseWriter, r *http.Request, key string, digest bool, size int64, version string, fill byte) {
+	off, length := queryInt(r, "offset", 0), queryInt(r, "length", blockSize)
+	body := bytes.Repeat([]byte{fill}, int(max(min(length, size-off), 0)))
+	w.Header().Set(datav1.ObjectSizeHeader, strconv.FormatInt(size, 10))
+	w.Header().Set(datav1.ObjectVersionHeader, version)
+	if digest {
+		sum := sha256.Sum256(body)
+		_ = json.NewEncoder(w).Encode(datav1.Digest{Object: key, Offset: off, Length: int64(len(body)), ObjectSize: size, SHA256: hex.EncodeToString(sum[:]), Version: version})
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
 }
 
 // rogueWorker registers node as a worker with a valid credential, keeps

@@ -3,23 +3,16 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/pki"
-	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
@@ -29,68 +22,12 @@ import (
 // digest with the digest of those wrong bytes.
 func lyingWorker(t *testing.T, p *testPKI, ctl, node string, objectSize int64) {
 	t.Helper()
-	src := p.source(t, pki.RoleWorker, node)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig(pki.Expect{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrong := func(off, length int64) []byte {
-		n := max(min(length, objectSize-off), 0)
-		return bytes.Repeat([]byte{0xEE}, int(n))
-	}
-	param := func(r *http.Request, name string, def int64) int64 {
-		v, err := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
-		if err != nil {
-			return def
-		}
-		return v
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		off, length := param(r, "offset", 0), param(r, "length", blockSize)
-		body := wrong(off, length)
-		w.Header().Set(datav1.ObjectSizeHeader, strconv.FormatInt(objectSize, 10))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, digest := strings.CutPrefix(r.URL.Path, datav1.DigestPrefix)
 		// It claims whatever object version it is asked for.
-		version := r.URL.Query().Get("version")
-		w.Header().Set(datav1.ObjectVersionHeader, version)
-		if key, ok := strings.CutPrefix(r.URL.Path, datav1.DigestPrefix); ok {
-			sum := sha256.Sum256(body)
-			_ = json.NewEncoder(w).Encode(datav1.Digest{Object: key, Offset: off, Length: int64(len(body)), ObjectSize: objectSize, SHA256: hex.EncodeToString(sum[:]), Version: version})
-			return
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		_, _ = w.Write(body)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-
-	cn := p.dialAs(t, ctl, pki.RoleWorker, node)
-	rec := &cluster.Record{ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: "liar-1",
-		Address: ln.Addr().String(), Version: "liar", StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
-	msg, err := protocol.NewRegister(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cn.Call(ctx, msg); err != nil {
-		t.Fatalf("liar registration: %v", err)
-	}
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			rec.HeartbeatSeq++
-			if m, err := protocol.NewHeartbeat(rec); err == nil {
-				_, _ = cn.Call(ctx, m)
-			}
-		}
-	}()
+		serveForged(w, r, key, digest, objectSize, r.URL.Query().Get("version"), 0xEE)
+	})
+	rogueWorker(t, p, ctl, node, h)
 }
 
 // TestLyingWorkerNeverYieldsWrongBytes: a worker that owns blocks and
