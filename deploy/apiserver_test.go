@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,8 +154,48 @@ func checkRBAC(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns st
 			}
 		}
 	}
-	if crs, err := kc.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release}); err != nil || len(crs.Items) != 0 {
-		t.Errorf("chart created ClusterRoleBindings (%v): %v", err, crs)
+	// The one cluster-scoped grant: tokenreviews create, for verifying
+	// workers' attestation tokens.
+	// Cluster-scoped objects of this release's namespace: their names
+	// start with it (several releases share the API server).
+	ours := func(name string) bool { return strings.HasPrefix(name, ns+"-") }
+	crs, err := kc.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roleName string
+	for _, cr := range crs.Items {
+		if !ours(cr.Name) {
+			continue
+		}
+		if roleName != "" {
+			t.Fatalf("chart created more than one ClusterRole in %s: %s and %s", ns, roleName, cr.Name)
+		}
+		roleName = cr.Name
+		for _, r := range cr.Rules {
+			if !slices.Equal(r.APIGroups, []string{"authentication.k8s.io"}) || !slices.Equal(r.Resources, []string{"tokenreviews"}) || !slices.Equal(r.Verbs, []string{"create"}) {
+				t.Errorf("ClusterRole rule %+v grants more than tokenreviews create", r)
+			}
+		}
+	}
+	if roleName == "" {
+		t.Fatalf("chart created no ClusterRole for tokenreviews in %s", ns)
+	}
+	crbs, err := kc.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bindings int
+	for _, b := range crbs.Items {
+		if ours(b.Name) {
+			bindings++
+			if b.RoleRef.Name != roleName {
+				t.Errorf("ClusterRoleBinding %s binds %s, want %s", b.Name, b.RoleRef.Name, roleName)
+			}
+		}
+	}
+	if bindings != 1 {
+		t.Errorf("chart created %d ClusterRoleBindings in %s, want 1", bindings, ns)
 	}
 	sas, err := kc.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
 	if err != nil || len(sas.Items) != 1 {
@@ -174,6 +215,8 @@ func checkRBAC(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns st
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "pods"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "rbac.authorization.k8s.io", Resource: "roles"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, false},
 	} {
 		a := c.attrs
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &a}}

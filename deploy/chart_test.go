@@ -188,6 +188,7 @@ func TestChartDefaults(t *testing.T) {
 			t.Errorf("StatefulSet serviceName %v, want the shipped headless Service %q", got, want)
 		}
 	}
+	checkAttestation(t, objs)
 	checkProbes(t, objs, map[string]float64{"coordinator": 60, "worker": 1800})
 	checkTestHooks(t, objs, "http")
 	if d := find(objs, "Deployment", "coordinator"); len(d) == 1 {
@@ -364,6 +365,7 @@ var chartManaged = []string{
 	"ha", "coordinator-replicas", "kubeconfig", "kube-namespace", "cache-dir",
 	"admin-token-file", "admin-tls-cert-file", "admin-tls-key-file",
 	"tls-ca-file", "tls-cert-file", "tls-key-file", "insecure-control-plane",
+	"worker-attestation", "worker-attestation-service-accounts", "worker-attestation-audience", "attestation-token-file", // attestation.*
 	"dev-dir", // talon dev only: the chart's pods get certificates from cert-manager
 }
 
@@ -569,10 +571,12 @@ func checkGrace(t *testing.T, objs []object, cfgs map[cluster.Role]*config.Confi
 
 // plainFile says which file of deploy/kubernetes an object of the default
 // render goes to. rbac.yaml holds exactly the coordinator's ServiceAccount,
-// Role and RoleBinding (internal/state/kube's contract suite applies it).
+// Role and RoleBinding (internal/state/kube's contract suite applies them)
+// and the ClusterRole and ClusterRoleBinding of tokenreviews create (worker
+// attestation; the attestation integration test applies them).
 func plainFile(o object) string {
 	switch {
-	case o.component() == "coordinator" && (o.kind() == "ServiceAccount" || o.kind() == "Role" || o.kind() == "RoleBinding"):
+	case o.component() == "coordinator" && (o.kind() == "ServiceAccount" || o.kind() == "Role" || o.kind() == "RoleBinding" || o.kind() == "ClusterRole" || o.kind() == "ClusterRoleBinding"):
 		return "rbac.yaml"
 	case o.component() == "coordinator":
 		return "coordinator.yaml"
@@ -585,7 +589,7 @@ func plainFile(o object) string {
 }
 
 var plainHeaders = map[string]string{
-	"rbac.yaml":        "ServiceAccount, Role (coordination.k8s.io leases only) and RoleBinding of the coordinators.",
+	"rbac.yaml":        "ServiceAccount, Role (coordination.k8s.io leases only) and RoleBinding of the coordinators, and their ClusterRole of tokenreviews create (worker attestation).",
 	"coordinator.yaml": "Coordinators: Service, Deployment, PodDisruptionBudget, NetworkPolicy.",
 	"worker.yaml":      "Workers: ServiceAccount, headless Service, StatefulSet, PodDisruptionBudget, NetworkPolicy.",
 	"talon.yaml":       "The config files of both roles (ConfigMap).",
@@ -789,5 +793,41 @@ func TestSelects(t *testing.T) {
 		if got := selects(sel, labels); got != want {
 			t.Errorf("selects(%q) = %v, want %v", sel, got, want)
 		}
+	}
+}
+
+// checkAttestation: by default workers attest with a pod-bound projected
+// token of audience talon, which the coordinators require and verify.
+func checkAttestation(t *testing.T, objs []object) {
+	t.Helper()
+	sts := find(objs, "StatefulSet", "worker")
+	if len(sts) != 1 {
+		t.Fatalf("want one worker StatefulSet")
+	}
+	var found bool
+	for _, v := range dig(sts[0], "spec", "template", "spec", "volumes").([]any) {
+		if dig(v, "name") != "attestation" {
+			continue
+		}
+		src := dig(v, "projected", "sources").([]any)
+		tok := dig(src[0], "serviceAccountToken")
+		found = tok != nil && dig(tok, "audience") == "talon" && dig(tok, "path") == "token"
+	}
+	if !found {
+		t.Errorf("worker pods have no projected serviceAccountToken volume of audience talon")
+	}
+	cm := find(objs, "ConfigMap", "")
+	if len(cm) != 1 {
+		t.Fatalf("want one ConfigMap, got %d", len(cm))
+	}
+	coord, _ := dig(cm[0], "data", "coordinator.yaml").(string)
+	worker, _ := dig(cm[0], "data", "worker.yaml").(string)
+	for _, want := range []string{"worker-attestation: kubernetes", "worker-attestation-audience: talon", "- " + namespace + "/talon-worker"} {
+		if !strings.Contains(coord, want) {
+			t.Errorf("coordinator.yaml lacks %q:\n%s", want, coord)
+		}
+	}
+	if !strings.Contains(worker, "attestation-token-file: /var/run/secrets/talon/attestation/token") {
+		t.Errorf("worker.yaml does not point attestation-token-file at the projected token:\n%s", worker)
 	}
 }

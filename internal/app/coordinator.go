@@ -61,6 +61,12 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 	}
 	adminAddr := adminAdvertise(cfg.AdminAdvertise, adminLn, log)
 	fds := descriptorBudgets(cfg.Limits.MaxConnections, log)
+	attestFn, err := coordinatorAttest(cfg, log.With("component", "attest"))
+	if err != nil {
+		ln.Close()
+		p.close()
+		return nil, err
+	}
 	p.coord, err = coordinator.New(coordinator.Options{
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
@@ -72,6 +78,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 			MaxInflightWrites: cfg.Limits.MaxInflightWrites, NodeWritesPerInterval: nodeWrites(cfg.Limits.NodeWritesPerInterval),
 		},
 		TLS: ptls.server(), Revoked: ptls.revoked(), PlacementReplicas: cfg.PlacementReplicas,
+		Attest: attestFn,
 	})
 	if err != nil {
 		ln.Close()

@@ -31,6 +31,11 @@ func preflight(cfg *config.Config) error {
 		}
 	}
 	if cfg.Role == cluster.RoleWorker {
+		if f := cfg.Attestation.TokenFile; f != "" {
+			if _, err := readToken(f); err != nil {
+				return &usageError{err}
+			}
+		}
 		return checkBlobStore(cfg.BlobStore)
 	}
 	return nil

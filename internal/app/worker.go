@@ -228,7 +228,8 @@ func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger) (*cache.Ca
 // worker.Ownership) and keeps a placement cache that version pushes (Run's
 // Watch) invalidate.
 func (p *WorkerProcess) openClients(cfg *config.Config, ptls planeTLS, log *slog.Logger) error {
-	hb, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log, TLS: ptls.toCoordinators()})
+	hb, err := client.New(client.Options{Coordinators: cfg.Coordinators, Logger: log, TLS: ptls.toCoordinators(),
+		OnConnect: workerAttest(cfg.Attestation.TokenFile, log.With("component", "attest"))})
 	if err != nil {
 		return err
 	}

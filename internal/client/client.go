@@ -87,9 +87,19 @@ type Options struct {
 	// next address. Defaults 10 s and 5 s.
 	WatchProbeInterval time.Duration
 	WatchProbeTimeout  time.Duration
-	Clock              func() time.Time
-	Logger             *slog.Logger
+	// OnConnect, when set, runs on every new request connection before
+	// its first request (a worker attests it: package attest). An error
+	// fails the attempt at that address. A non-zero time is when the
+	// connection's setup stops being valid: a pooled connection is not
+	// reused within ConnRenewMargin of it, a new one is dialled instead.
+	OnConnect func(ctx context.Context, cn *protocol.Conn) (validUntil time.Time, err error)
+	Clock     func() time.Time
+	Logger    *slog.Logger
 }
+
+// ConnRenewMargin is how long before its OnConnect validity ends a pooled
+// connection is retired.
+const ConnRenewMargin = 30 * time.Second
 
 // Client looks up placements.
 type Client struct {
@@ -107,6 +117,9 @@ type Client struct {
 	changes uint64
 	cache   map[cacheKey]entry
 	closed  bool
+	// validUntil holds the OnConnect validity of the open request
+	// connections that have one.
+	validUntil map[*protocol.Conn]time.Time
 }
 
 type cacheKey struct {
@@ -158,7 +171,7 @@ func New(opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{opts: opts, now: opts.Clock, log: opts.Logger, pools: map[string][]*protocol.Conn{}, cache: map[cacheKey]entry{}}, nil
+	return &Client{opts: opts, now: opts.Clock, log: opts.Logger, pools: map[string][]*protocol.Conn{}, cache: map[cacheKey]entry{}, validUntil: map[*protocol.Conn]time.Time{}}, nil
 }
 
 // Close closes pooled connections.
@@ -169,10 +182,19 @@ func (c *Client) Close() error {
 	for addr, conns := range c.pools {
 		for _, cn := range conns {
 			_ = cn.Close()
+			delete(c.validUntil, cn)
 		}
 		delete(c.pools, addr)
 	}
 	return nil
+}
+
+// discard closes a request connection for good.
+func (c *Client) discard(cn *protocol.Conn) {
+	_ = cn.Close()
+	c.mu.Lock()
+	delete(c.validUntil, cn)
+	c.mu.Unlock()
 }
 
 // Lookup returns the owners of key, from the cache when a fresh entry of
@@ -452,7 +474,7 @@ func (c *Client) send(ctx context.Context, addr string, cn *protocol.Conn, req p
 	resp, err := cn.Call(ctx, req)
 	var pe *protocol.Error
 	if err != nil && (!errors.As(err, &pe) || errors.Is(err, protocol.ErrConnBroken)) {
-		_ = cn.Close() // broken, told to go, or abandoned mid-call: do not reuse
+		c.discard(cn) // broken, told to go, or abandoned mid-call: do not reuse
 		if pe != nil && pe.Code == protocol.CodeDraining {
 			c.dropIdle(addr)
 		}
@@ -497,13 +519,21 @@ func (c *Client) get(ctx context.Context, addr string) (cn *protocol.Conn, poole
 		c.mu.Unlock()
 		return nil, false, errors.New("client: closed")
 	}
-	if p := c.pools[addr]; len(p) > 0 {
+	var expired []*protocol.Conn
+	for p := c.pools[addr]; len(p) > 0; p = c.pools[addr] {
 		cn := p[len(p)-1]
 		c.pools[addr] = p[:len(p)-1]
+		if until, ok := c.validUntil[cn]; ok && !c.now().Add(ConnRenewMargin).Before(until) {
+			delete(c.validUntil, cn)
+			expired = append(expired, cn)
+			continue
+		}
 		c.mu.Unlock()
+		closeAll(expired)
 		return cn, true, nil
 	}
 	c.mu.Unlock()
+	closeAll(expired)
 	cn, err = c.dial(ctx, addr)
 	return cn, false, err
 }
@@ -513,7 +543,27 @@ func (c *Client) dial(ctx context.Context, addr string) (*protocol.Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	return protocol.NewConn(nc, protocol.ConnOptions{}), nil
+	cn := protocol.NewConn(nc, protocol.ConnOptions{})
+	if c.opts.OnConnect == nil {
+		return cn, nil
+	}
+	until, err := c.opts.OnConnect(ctx, cn)
+	if err != nil {
+		_ = cn.Close()
+		return nil, err
+	}
+	if !until.IsZero() {
+		c.mu.Lock()
+		c.validUntil[cn] = until
+		c.mu.Unlock()
+	}
+	return cn, nil
+}
+
+func closeAll(conns []*protocol.Conn) {
+	for _, cn := range conns {
+		_ = cn.Close()
+	}
 }
 
 // dropIdle closes addr's idle connections: one was found closed, and the
@@ -524,7 +574,7 @@ func (c *Client) dropIdle(addr string) {
 	delete(c.pools, addr)
 	c.mu.Unlock()
 	for _, cn := range idle {
-		_ = cn.Close()
+		c.discard(cn)
 	}
 }
 
@@ -533,6 +583,7 @@ func (c *Client) put(addr string, cn *protocol.Conn) {
 	defer c.mu.Unlock()
 	if c.closed || len(c.pools[addr]) >= c.opts.MaxIdleConns {
 		_ = cn.Close()
+		delete(c.validUntil, cn)
 		return
 	}
 	c.pools[addr] = append(c.pools[addr], cn)

@@ -66,6 +66,10 @@ type Config struct {
 	// listener (worker).
 	Limits LimitsConfig
 
+	// Attestation is platform attestation of workers' identities
+	// (package attest).
+	Attestation AttestationConfig
+
 	BlobStore     string
 	CacheDir      string
 	CacheCapacity int64
@@ -96,6 +100,32 @@ type LimitsConfig struct {
 	// NodeWritesPerInterval bounds one node's writes per heartbeat
 	// interval (coordinator); 0 turns the limit off.
 	NodeWritesPerInterval int
+}
+
+// Worker attestation modes.
+const (
+	AttestationOff        = "off"
+	AttestationKubernetes = "kubernetes"
+)
+
+// AttestationConfig configures platform attestation: a coordinator with
+// Mode kubernetes accepts a worker's writes only on a connection attested
+// by a projected service account token of that worker's pod; a worker with
+// TokenFile attests each connection with the token in it.
+type AttestationConfig struct {
+	Mode            string   // coordinator: off or kubernetes
+	ServiceAccounts []string // coordinator: accepted worker service accounts, namespace/name
+	Audience        string   // coordinator: the token audience required
+	TokenFile       string   // worker: the projected token, re-read for every connection
+}
+
+// WorkerServiceAccounts returns the accepted worker service accounts: the
+// setting, or kube-namespace/talon-worker when it is empty.
+func (c *Config) WorkerServiceAccounts() []string {
+	if len(c.Attestation.ServiceAccounts) > 0 {
+		return c.Attestation.ServiceAccounts
+	}
+	return []string{c.Kube.Namespace + "/talon-worker"}
 }
 
 // TLSConfig names the PEM files of the control and data planes' mutual

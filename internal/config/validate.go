@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -248,6 +249,9 @@ func (c *Config) validateCoordinator() error {
 	if c.Limits.MaxInflightWrites < 1 || c.Limits.MaxInflightWrites > 1_000_000 {
 		return fmt.Errorf("max-inflight-writes %d: must be from 1 to 1000000", c.Limits.MaxInflightWrites)
 	}
+	if err := c.validateAttestation(); err != nil {
+		return err
+	}
 	if c.CoordinatorReplicas < 1 || c.CoordinatorReplicas > MaxCoordinatorReplicas {
 		return fmt.Errorf("coordinator-replicas %d: must be from 1 to %d", c.CoordinatorReplicas, MaxCoordinatorReplicas)
 	}
@@ -260,6 +264,28 @@ func (c *Config) validateCoordinator() error {
 		return c.validateKube()
 	}
 	return fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", c.StateBackend)
+}
+
+// validateAttestation checks the coordinator's attestation settings.
+func (c *Config) validateAttestation() error {
+	a := c.Attestation
+	switch a.Mode {
+	case AttestationOff:
+		return nil
+	case AttestationKubernetes:
+	default:
+		return fmt.Errorf("worker-attestation %q: must be off or kubernetes", a.Mode)
+	}
+	if a.Audience == "" || len(a.Audience) > 253 {
+		return fmt.Errorf("worker-attestation-audience %q: must be 1 to 253 bytes", a.Audience)
+	}
+	for _, sa := range c.WorkerServiceAccounts() {
+		ns, name, ok := strings.Cut(sa, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") || len(ns) > 63 || len(name) > 253 {
+			return fmt.Errorf("worker-attestation-service-accounts %q: want namespace/name, e.g. talon/talon-worker", sa)
+		}
+	}
+	return nil
 }
 
 // validateMemory refuses the memory backend where several coordinators

@@ -86,7 +86,26 @@ type Options struct {
 	// established before its entry was added is refused (permission
 	// denied, then closed) at its next request.
 	Revoked func(*x509.Certificate) bool
+	// Attest, when set, verifies a worker's platform credential (an
+	// Attest message; package attest, TokenReview on Kubernetes) and
+	// turns attestation on: every worker write must then come on a
+	// connection attested for the record's node, whatever the
+	// certificate says. Errors wrapping ErrAttestationRefused are
+	// refusals; any other error is retryable (the verifier is down).
+	Attest func(ctx context.Context, token []byte) (Attestation, error)
 }
+
+// Attestation is a worker's verified platform credential: the node it is
+// and until when.
+type Attestation struct {
+	NodeID  string
+	Subject string // who vouched, e.g. the service account namespace/name
+	Expires time.Time
+}
+
+// ErrAttestationRefused marks an Attest verdict that the credential does
+// not attest a node (not retryable).
+var ErrAttestationRefused = errors.New("attestation refused")
 
 // Limits bound what peers can hold on the control listener and how many
 // records a cluster accepts. Each refusal is counted in

@@ -87,7 +87,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}, []string{"limit"}),
 		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_auth_refusals_total",
-			Help: "Control connections and requests refused for their credential: handshake (no valid certificate), permission_denied (a write for a node or role the credential does not name), revoked (a request on a connection whose certificate was deny-listed since).",
+			Help: "Control connections and requests refused for their credential: handshake (no valid certificate), permission_denied (a write for a node or role the credential does not name), revoked (a request on a connection whose certificate was deny-listed since), attestation (an Attest the verifier refused), not_attested (a write on a connection without a valid attestation for its node, when worker-attestation is on).",
 		}, []string{"reason"}),
 		selfRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_own_record_refusals_total",
@@ -114,7 +114,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			m.transitions.WithLabelValues(tr, o)
 		}
 	}
-	for _, r := range []string{"handshake", "permission_denied", "revoked"} {
+	for _, r := range []string{"handshake", "permission_denied", "revoked", "attestation", "not_attested"} {
 		m.authRefusals.WithLabelValues(r)
 	}
 	for _, l := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress,

@@ -40,6 +40,11 @@ type conn struct {
 	peer     *pki.Identity
 	peerCert *x509.Certificate
 
+	// attested is the connection's verified platform credential (Attest),
+	// nil before one. Only the connection's serving goroutine reads or
+	// sets it (requests on a connection are served in order).
+	attested *Attestation
+
 	// serving is set once the connection may carry frames (after the TLS
 	// handshake): only then may shutdown write the drain notice to it.
 	serving atomic.Bool
@@ -326,6 +331,8 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	switch m := msg.(type) {
 	case *protocol.Ping:
 		op, resp = "ping", &protocol.Pong{}
+	case *protocol.Attest:
+		op, resp = "attest", c.attest(ctx, cn, m.Token)
 	case *protocol.Register:
 		op = "register"
 		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })

@@ -34,12 +34,16 @@ func (c *Coordinator) admitted(op string, write func() protocol.Message) protoco
 
 // authorizeWrite allows a Register, Heartbeat or Deregister for key only
 // from the worker whose certificate names key's node (identity binds
-// writes; without TLS, insecure-control-plane, every identity passes), and
-// within the node's write rate. A refusal is a permission_denied Error, or
+// writes; without TLS, insecure-control-plane, every identity passes), on
+// a connection attested for that node when attestation is on, and within
+// the node's write rate. A refusal is a permission_denied Error, or
 // a retryable resource_exhausted one with the time to wait past the rate;
 // nothing is stored.
 func (c *Coordinator) authorizeWrite(cn *conn, op string, key cluster.Key) *protocol.Error {
 	if e := c.authorizeIdentity(cn, op, key); e != nil {
+		return e
+	}
+	if e := c.authorizeAttested(cn, op, key); e != nil {
 		return e
 	}
 	if ok, wait := c.rates.allow(key.NodeID, c.mono()); !ok {

@@ -20,6 +20,8 @@ func ResponseType(t Type) (Type, bool) {
 		return TypePong, true
 	case TypeRegister, TypeHeartbeat, TypeDeregister:
 		return TypeAck, true
+	case TypeAttest:
+		return TypeAttested, true
 	case TypeSubscribe:
 		return TypeEpochBump, true
 	case TypePlacementLookup:

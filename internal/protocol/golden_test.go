@@ -27,11 +27,13 @@ func goldenMessages() []Message {
 		&EpochBump{Version: 0x0102030405060708},
 		&PlacementLookup{Key: []byte("k1"), Replicas: 2},
 		&PlacementResponse{Version: 0xa1a2a3a4a5a6a7a8, Owners: []Owner{{NodeID: "w1", DataAddress: "h:1"}}},
+		&Attest{Token: []byte("t1")},
+		&Attested{NodeID: "w1", ExpiresUnixMs: 1700000000000},
 	}
 }
 
 // golden holds the exact bytes of one frame of each type, request IDs 1
-// to 11 in goldenMessages order. Spaces separate the header fields (magic,
+// to 13 in goldenMessages order. Spaces separate the header fields (magic,
 // version, type, flags, length, request ID) and the payload fields. A
 // failure here means the wire format changed: if that is intended, the
 // protocol version must change too.
@@ -47,6 +49,8 @@ var golden = map[Type]string{
 	TypeEpochBump:         "544c4e43 0001 0021 00000000 00000008 0000000000000009  0102030405060708",
 	TypePlacementLookup:   "544c4e43 0001 0022 00000000 00000006 000000000000000a  0002 0002 6b31",
 	TypePlacementResponse: "544c4e43 0001 0023 00000000 00000013 000000000000000b  a1a2a3a4a5a6a7a8 0001 0002 7731 0003 683a31",
+	TypeAttest:            "544c4e43 0001 0014 00000000 00000004 000000000000000c  0002 7431",
+	TypeAttested:          "544c4e43 0001 0015 00000000 0000000c 000000000000000d  0002 7731 0000018bcfe56800",
 }
 
 func TestGoldenFrames(t *testing.T) {

@@ -21,6 +21,8 @@ const (
 	TypeHeartbeat         Type = 17 // request: a node's periodic record
 	TypeDeregister        Type = 18 // request: remove a node's record
 	TypeAck               Type = 19 // response to Register, Heartbeat, Deregister
+	TypeAttest            Type = 20 // request: a platform token that attests the connection's node
+	TypeAttested          Type = 21 // response to Attest
 	TypeSubscribe         Type = 32 // request: receive EpochBump pushes on this connection
 	TypeEpochBump         Type = 33 // response to Subscribe, then pushed with request ID 0
 	TypePlacementLookup   Type = 34 // request: owners of a key
@@ -45,6 +47,10 @@ func (t Type) String() string {
 		return "deregister"
 	case TypeAck:
 		return "ack"
+	case TypeAttest:
+		return "attest"
+	case TypeAttested:
+		return "attested"
 	case TypeSubscribe:
 		return "subscribe"
 	case TypeEpochBump:
@@ -65,6 +71,7 @@ const (
 	MaxRevisionBytes     = 256                    // Ack revision
 	MaxKeyBytes          = 1024                   // PlacementLookup key
 	MaxReplicas          = 16                     // PlacementLookup replicas and PlacementResponse owners
+	MaxAttestTokenBytes  = 8192                   // Attest token (a projected service account token is about 1 KB)
 )
 
 // ErrUnknownType is returned by Decode for a message type this build does
@@ -100,6 +107,10 @@ func NewMessage(t Type) Message {
 		return &Deregister{}
 	case TypeAck:
 		return &Ack{}
+	case TypeAttest:
+		return &Attest{}
+	case TypeAttested:
+		return &Attested{}
 	case TypeSubscribe:
 		return &Subscribe{}
 	case TypeEpochBump:

@@ -131,6 +131,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"deregister node id too long", TypeDeregister, cat(str16("prod"), []byte{2}, u16(257)), ErrFieldTooLarge, "nodeId", "257 bytes exceeds the 256 byte limit"},
 		{"deregister node id slash", TypeDeregister, cat(str16("prod"), []byte{2}, str16("a/b"), str16("i")), ErrInvalidValue, "nodeId", "only letters, digits"},
 		{"deregister incarnation empty", TypeDeregister, cat(str16("prod"), []byte{2}, str16("w1"), str16("")), ErrInvalidValue, "incarnationId", "must not be empty"},
+		{"attest empty token", TypeAttest, u16(0), ErrInvalidValue, "token", "must not be empty"},
+		{"attest token over limit", TypeAttest, u16(MaxAttestTokenBytes + 1), ErrFieldTooLarge, "token", "8193 bytes exceeds the 8192 byte limit"},
+		{"attest trailing", TypeAttest, cat(str16("t"), []byte{0}), ErrTrailingData, "(end)", "1 bytes"},
+		{"attested node id slash", TypeAttested, cat(str16("a/b"), u64), ErrInvalidValue, "nodeId", "only letters, digits"},
+		{"attested expiry zero", TypeAttested, cat(str16("w1"), make([]byte, 8)), ErrInvalidValue, "expiresUnixMs", "0 is not positive"},
 		{"ack outcome zero", TypeAck, ack(0, 0, u64, str16("")), ErrInvalidValue, "outcome", "0 is not an outcome"},
 		{"ack outcome five", TypeAck, ack(5, 0, u64, str16("")), ErrInvalidValue, "outcome", "5 is not an outcome"},
 		{"ack retry not bool", TypeAck, ack(1, 7, u64, str16("")), ErrInvalidValue, "retry", ""},
@@ -167,7 +172,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeUnknownType(t *testing.T) {
-	for _, typ := range []Type{0, 4, 15, 20, 36, 0xffff} {
+	for _, typ := range []Type{0, 4, 15, 22, 31, 36, 0xffff} {
 		_, err := Decode(typ, nil)
 		wantErrIs(t, err, ErrUnknownType)
 		if errors.Is(err, ErrMalformed) {

@@ -165,6 +165,24 @@ func validateNamespace(ns string) error {
 	return nil
 }
 
+// LoadRESTConfig returns the client configuration of a kubeconfig file,
+// or the in-cluster configuration (the pod's service account) when
+// kubeconfig is empty.
+func LoadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %q: %w", kubeconfig, err)
+		}
+		return c, nil
+	}
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kube in-cluster config (set --kubeconfig when running outside a pod): %w", err)
+	}
+	return c, nil
+}
+
 // restConfig returns the client configuration the options select, copied
 // and tuned: rate limits, user agent, protobuf, warnings to the logger, and
 // a transport owned by this store. It never logs the configuration: a
@@ -172,19 +190,12 @@ func validateNamespace(ns string) error {
 // and nothing here prints it).
 func (o Options) restConfig() (*rest.Config, error) {
 	var cfg *rest.Config
-	switch {
-	case o.RESTConfig != nil:
+	if o.RESTConfig != nil {
 		cfg = rest.CopyConfig(o.RESTConfig)
-	case o.Kubeconfig != "":
-		c, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		c, err := LoadRESTConfig(o.Kubeconfig)
 		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %q: %w", o.Kubeconfig, err)
-		}
-		cfg = c
-	default:
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kube in-cluster config (set --kubeconfig when running outside a pod): %w", err)
+			return nil, err
 		}
 		cfg = c
 	}

@@ -83,6 +83,9 @@ type Options struct {
 	UI http.Handler
 	// TLS is the control listener's mutual TLS (coordinator.Options.TLS).
 	TLS *tls.Config
+	// Attest is the coordinator's attestation verifier
+	// (coordinator.Options.Attest); nil leaves attestation off.
+	Attest func(ctx context.Context, token []byte) (coordinator.Attestation, error)
 	// Listener, when set, is the control listener (a test restarting a
 	// coordinator on the same address listens there again); nil listens on
 	// 127.0.0.1:0. The coordinator owns it.
@@ -165,7 +168,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 		ClusterID: o.ClusterID, NodeID: o.NodeID, Advertise: o.Advertise, Labels: o.Labels,
 		Timing: o.Timing, RequestTimeout: o.RequestTimeout, ShutdownTimeout: o.ShutdownTimeout, DrainDelay: o.DrainDelay, Limits: o.Limits,
 		Store: c.Store, Listener: ln, Logger: o.Logger, Clock: o.Clock, LivenessClock: o.LivenessClock, Registerer: o.Registry, Process: c.Process,
-		TLS: o.TLS,
+		TLS: o.TLS, Attest: o.Attest,
 	})
 	if err != nil {
 		ln.Close()

@@ -112,10 +112,18 @@ the release name); certificates are bound to it.
 {{- $_ := set $cfg "coordinator-replicas" (int $roleValues.replicas) -}}
 {{- $_ := set $cfg "ha" (gt (int $roleValues.replicas) 1) -}}
 {{- $_ := set $cfg "kube-namespace" $.Release.Namespace -}}
+{{- if $.Values.attestation.enabled -}}
+{{- $_ := set $cfg "worker-attestation" "kubernetes" -}}
+{{- $_ := set $cfg "worker-attestation-audience" $.Values.attestation.audience -}}
+{{- $_ := set $cfg "worker-attestation-service-accounts" (list (printf "%s/%s" $.Release.Namespace (include "talon.worker" $))) -}}
+{{- end -}}
 {{- else -}}
 {{- $_ := set $cfg "listen" (printf ":%d" (int $roleValues.ports.data)) -}}
 {{- $_ := set $cfg "coordinators" (list (printf "%s.%s.svc:%d" (include "talon.coordinator" $) $.Release.Namespace (int $.Values.coordinator.ports.control))) -}}
 {{- $_ := set $cfg "cache-dir" "/var/cache/talon" -}}
+{{- if $.Values.attestation.enabled -}}
+{{- $_ := set $cfg "attestation-token-file" "/var/run/secrets/talon/attestation/token" -}}
+{{- end -}}
 {{- end -}}
 {{- $_ := set $cfg "admin-listen" (printf ":%d" (int $roleValues.ports.admin)) -}}
 {{- if $.Values.adminAuth.enabled -}}
@@ -249,6 +257,17 @@ priorityClassName: {{ . }}
       csi.cert-manager.io/renew-before: {{ $.Values.tls.renewBefore }}
       csi.cert-manager.io/fs-group: "65532"
 {{- end }}
+{{- if and $.Values.attestation.enabled (eq $role "worker") }}
+- name: attestation
+  # The worker's identity as the platform sees it: a token bound to this
+  # pod, for the coordinators' TokenReview only (audience), never the API.
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: {{ $.Values.attestation.audience }}
+          expirationSeconds: {{ $.Values.attestation.expirationSeconds }}
+          path: token
+{{- end }}
 {{- with (index $.Values $role).extraVolumes }}
 {{ toYaml . }}
 {{- end }}
@@ -266,6 +285,9 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- if $.Values.tls.enabled }}
 - {name: tls, mountPath: /etc/talon/tls, readOnly: true}
+{{- end }}
+{{- if and $.Values.attestation.enabled (eq $role "worker") }}
+- {name: attestation, mountPath: /var/run/secrets/talon/attestation, readOnly: true}
 {{- end }}
 {{- with (index $.Values $role).extraVolumeMounts }}
 {{ toYaml . }}
