@@ -109,7 +109,7 @@ type Kube struct {
 	opts  Options
 	slots chan struct{}
 
-	mu    sync.Mutex            // guards cache
+	mu    sync.Mutex           // guards cache
 	cache map[[32]byte]verdict // guarded by mu
 }
 
