@@ -10,6 +10,11 @@ import (
 	"github.com/talonhq/talon/internal/protocol"
 )
 
+// maxAttests bounds the Attest requests of one connection: a worker
+// attests a connection once (its client dials anew before the attestation
+// ends), so more is someone making the verifier work.
+const maxAttests = 4
+
 // attest verifies an Attest's token and binds the connection to the node
 // it attests. With mutual TLS only a worker credential may attest, and
 // only as the node its certificate names, so the certificate and the
@@ -17,6 +22,10 @@ import (
 func (c *Coordinator) attest(ctx context.Context, cn *conn, token []byte) protocol.Message {
 	if c.opts.Attest == nil {
 		return protocol.NewError(protocol.CodeInvalidArgument, "coordinator %s does not verify attestations (worker-attestation is off)", c.opts.NodeID)
+	}
+	if cn.attests++; cn.attests > maxAttests {
+		c.m.limitRefusals.WithLabelValues("attests").Inc()
+		return protocol.NewError(protocol.CodeResourceExhausted, "attest: at most %d attestations per connection; reconnect", maxAttests)
 	}
 	if cn.peer != nil && cn.peer.Role != pki.RoleWorker {
 		c.m.authRefusals.WithLabelValues("attestation").Inc()

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
+	"github.com/talonhq/talon/internal/testsupport/pkitest"
 )
 
 // TestAttestationBindsWrites: with attestation on, a worker's writes are
@@ -158,4 +161,70 @@ func helpless(t *testing.T, c *coordtest.Coordinator, want string) string {
 	}
 	t.Fatal("no talon_coordinator_auth_refusals_total")
 	return ""
+}
+
+// TestAttestationWithMutualTLS: with mutual TLS the certificate and the
+// token must name the same node, only a worker's certificate may attest,
+// and one connection may attest at most a few times.
+func TestAttestationWithMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("test", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	source := func(id pki.Identity) *pki.Source { return pkitest.Source(t, ca, dir, id) }
+	srv := source(pki.Identity{Role: pki.RoleCoordinator, NodeID: "coord-a", Cluster: "test"}).ServerConfig(pki.Expect{})
+	verify := func(_ context.Context, tok []byte) (coordinator.Attestation, error) {
+		return coordinator.Attestation{NodeID: string(tok), Subject: "talon/talon-worker", Expires: time.Now().Add(time.Hour)}, nil
+	}
+	c := coordtest.Start(t, coordtest.Options{Attest: verify, WaitReady: true, TLS: srv})
+	dial := func(id pki.Identity) *protocol.Conn {
+		cfg := source(id).ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})
+		nc, err := tls.Dial("tcp", c.ControlAddr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cn := protocol.NewConn(nc, protocol.ConnOptions{})
+		t.Cleanup(func() { cn.Close() })
+		return cn
+	}
+	attest := func(cn *protocol.Conn, node string) error {
+		_, err := cn.Call(context.Background(), &protocol.Attest{Token: []byte(node)})
+		return err
+	}
+	code := func(err error) protocol.Code {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return pe.Code
+		}
+		return 0
+	}
+	w1 := dial(pki.Identity{Role: pki.RoleWorker, NodeID: "w1", Cluster: "test"})
+	if err := attest(w1, "w2"); code(err) != protocol.CodePermissionDenied || !strings.Contains(err.Error(), `attests pod "w2" but the certificate names`) {
+		t.Fatalf("w1's certificate with w2's token: %v", err)
+	}
+	if err := attest(w1, "w1"); err != nil {
+		t.Fatalf("w1's certificate with w1's token: %v", err)
+	}
+	msg, err := protocol.NewRegister(&cluster.Record{ClusterID: "test", NodeID: "w1", Role: cluster.RoleWorker, IncarnationID: "i1",
+		Address: "127.0.0.1:9001", Version: "test", Health: cluster.HealthHealthy, Ready: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Call(context.Background(), msg); err != nil {
+		t.Fatalf("w1 attested by both: %v", err)
+	}
+	for range 2 {
+		_ = attest(w1, "w1")
+	}
+	if err := attest(w1, "w1"); code(err) != protocol.CodeResourceExhausted {
+		t.Fatalf("a fifth Attest on one connection: %v, want resource_exhausted", err)
+	}
+	cli := dial(pki.Identity{Role: pki.RoleClient, NodeID: "cli", Cluster: "test"})
+	if err := attest(cli, "cli"); code(err) != protocol.CodePermissionDenied || !strings.Contains(err.Error(), "only workers attest") {
+		t.Fatalf("a client certificate attesting: %v", err)
+	}
 }

@@ -83,7 +83,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_limit_refusals_total",
-			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), connections_per_address (half of it from one source address), pending (a quarter of it not yet through the TLS handshake), pending_per_address (32 such from one address), handshake_timeout, idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes), write_rate (more than 10 writes of one node per heartbeat interval past a burst of 60).",
+			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), connections_per_address (half of it from one source address), pending (a quarter of it not yet through the TLS handshake), pending_per_address (32 such from one address), handshake_timeout, idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes), write_rate (more than 10 writes of one node per heartbeat interval past a burst of 60), attests (more than 4 Attest requests on one connection).",
 		}, []string{"limit"}),
 		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_auth_refusals_total",
@@ -118,7 +118,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		m.authRefusals.WithLabelValues(r)
 	}
 	for _, l := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress,
-		"handshake_timeout", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes", "write_rate"} {
+		"handshake_timeout", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes", "write_rate", "attests"} {
 		m.limitRefusals.WithLabelValues(l)
 	}
 	// The store errors an outage brings exist from the start, so the first

@@ -44,6 +44,8 @@ type conn struct {
 	// nil before one. Only the connection's serving goroutine reads or
 	// sets it (requests on a connection are served in order).
 	attested *Attestation
+	// attests counts the connection's Attest requests (maxAttests).
+	attests int
 
 	// serving is set once the connection may carry frames (after the TLS
 	// handshake): only then may shutdown write the drain notice to it.
