@@ -11,6 +11,9 @@ import (
 
 const benchNodes = 5000
 
+// scaleNodes is the cluster size of issue 30's top row.
+const scaleNodes = 20_000
+
 // benchModel is a model showing a cluster of n nodes in a 200x60
 // terminal, with rates known.
 func benchModel(b *testing.B, n int) *Model {
@@ -22,11 +25,11 @@ func benchModel(b *testing.B, n int) *Model {
 	return m
 }
 
-// BenchmarkView measures one frame of a 5,000-node cluster, fresh and
-// stale (banner, dimmed rows); 500 nodes for comparison: the cost of a
-// frame does not depend on the number of nodes.
+// BenchmarkView measures one frame of a 5,000- and a 20,000-node
+// cluster, fresh and stale (banner, dimmed rows); 500 nodes for
+// comparison: the cost of a frame does not depend on the number of nodes.
 func BenchmarkView(b *testing.B) {
-	for _, n := range []int{500, benchNodes} {
+	for _, n := range []int{500, benchNodes, scaleNodes} {
 		b.Run(fmt.Sprintf("nodes=%d/fresh", n), func(b *testing.B) {
 			m := benchModel(b, n)
 			b.ReportAllocs()
@@ -45,16 +48,20 @@ func BenchmarkView(b *testing.B) {
 	}
 }
 
-// BenchmarkApplyPoll measures the per-poll work at 5,000 nodes:
-// rates, cells, widths, filter and sort.
+// BenchmarkApplyPoll measures the per-poll work (Update with a PollMsg)
+// at 5,000 and 20,000 nodes: rates, cells, widths, filter and sort.
 func BenchmarkApplyPoll(b *testing.B) {
-	m := benchModel(b, benchNodes)
-	polls := []*Poll{bigPoll(benchNodes, 2), bigPoll(benchNodes, 3)}
-	seq := uint64(2)
-	b.ReportAllocs()
-	for b.Loop() {
-		seq++
-		send(m, PollMsg{Seq: seq, Poll: polls[seq%2]})
+	for _, n := range []int{benchNodes, scaleNodes} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			m := benchModel(b, n)
+			polls := []*Poll{bigPoll(n, 2), bigPoll(n, 3)}
+			seq := uint64(2)
+			b.ReportAllocs()
+			for b.Loop() {
+				seq++
+				send(m, PollMsg{Seq: seq, Poll: polls[seq%2]})
+			}
+		})
 	}
 }
 

@@ -91,6 +91,10 @@ type Model struct {
 	cellW     [numColumns]int // widest cell of each column
 	lateCount int
 	threshold time.Duration // late threshold of the current poll
+	// coords are the indices in poll.Nodes of the coordinators, in poll
+	// order: the coordinators pane reads them every frame, which must not
+	// scan every node.
+	coords []int
 
 	// visible are indices into rows that pass the filter and toggles, in
 	// display order; cursor indexes visible and offset is the first
@@ -262,6 +266,12 @@ func (m *Model) rebuild() {
 		}
 	}
 	m.cellW = cellWidths(m.rows)
+	m.coords = m.coords[:0]
+	for i := range m.poll.Nodes {
+		if m.poll.Nodes[i].Role == "coordinator" {
+			m.coords = append(m.coords, i)
+		}
+	}
 	m.reorder()
 }
 

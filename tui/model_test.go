@@ -590,6 +590,50 @@ func TestWindowing(t *testing.T) {
 	}
 }
 
+// TestWindowingAtScale: at 20,000 nodes in a 200x60 terminal (the
+// coordinators pane on) a frame holds the header, the coordinators and
+// exactly the rows that fit, the window's and no other; the coordinators
+// pane finds coordinators wherever the poll lists them (here last, after
+// every worker; the pane keeps their indices per poll rather than
+// scanning every node each frame).
+func TestWindowingAtScale(t *testing.T) {
+	const n = scaleNodes
+	p := bigPoll(n, 0)
+	p.Nodes = append(p.Nodes[3:], p.Nodes[:3]...) // coordinators last
+	m := newModel(t, testOptions(newClock()))
+	send(m, tea.WindowSizeMsg{Width: 200, Height: 60}, PollMsg{Seq: 1, Poll: p})
+	v := view(m)
+	if lines := strings.Count(v, "\n") + 1; lines != 60 {
+		t.Fatalf("view has %d lines, want 60", lines)
+	}
+	if !strings.Contains(v, "COORDINATORS as their records show them") {
+		t.Fatalf("no coordinators pane:\n%s", v)
+	}
+	for _, id := range []string{"coord-0", "coord-1", "coord-2"} {
+		// Once in the table, once in the pane.
+		if got := strings.Count(v, " "+id+" "); got != 2 {
+			t.Errorf("%s shown %d times, want 2 (table and pane):\n%s", id, got, v)
+		}
+	}
+	rows := m.tableRows()
+	if got := strings.Count(v, " 1.4.2 "); got != rows+3 { // +3: the pane's coordinators
+		t.Errorf("view shows %d rows with a version, want %d table rows and 3 in the pane", got, rows)
+	}
+	// The window is the first rows in sort order (role, node ID) and
+	// nothing after it.
+	if last := fmt.Sprintf("w-%05d", rows-1); !strings.Contains(v, last) || strings.Contains(v, fmt.Sprintf("w-%05d", rows)) {
+		t.Errorf("window is not rows 0..%d:\n%s", rows-1, v)
+	}
+	send(m, keys("G")...)
+	v = view(m)
+	if !strings.Contains(v, fmt.Sprintf("w-%05d", n-1)) || strings.Contains(v, "w-00003 ") || strings.Contains(v, fmt.Sprintf("w-%05d", n-1-rows)) {
+		t.Errorf("after G the window is not the last %d rows:\n%s", rows, v)
+	}
+	if got := strings.Count(v, " 1.4.2 "); got != rows+3 {
+		t.Errorf("view at the end shows %d rows with a version, want %d+3", got, rows)
+	}
+}
+
 func TestNoDataYet(t *testing.T) {
 	c := newClock()
 	m := newModel(t, testOptions(c))

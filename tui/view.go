@@ -121,10 +121,8 @@ func (m *Model) coordinatorLines(w, h int) []string {
 	}
 	c := &m.poll.Cluster
 	var rows []string
-	for _, n := range m.poll.Nodes {
-		if n.Role != "coordinator" {
-			continue
-		}
+	for _, i := range m.coords {
+		n := &m.poll.Nodes[i]
 		ready := "ready"
 		if !n.Ready {
 			ready = "NOT READY"

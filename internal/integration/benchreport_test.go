@@ -234,6 +234,9 @@ func finishReport(t *testing.T, rows []reportRow, e *testenv.Etcd) {
 
 	add(cacheHitRow(t))
 	add(rssRow(t, e))
+	for _, r := range scaleRows(t, e) { // issue 30's scale rows (scale_test.go)
+		add(r)
+	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| path | Talon | raw ceiling / limit (same run) | ratio | goal | met |\n|---|---|---|---|---|---|\n")

@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,23 +19,24 @@ import (
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/browsertest"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
-// The browser tests run the page in headless Chromium against a real
-// coordinator and admin listener on loopback. They skip under -short and
-// fail, not skip, when Chromium is missing: run .ci/ensure-chromium.sh.
-// TALON_CHROMIUM names another Chromium binary. TALON_UI_SCREENSHOTS names
-// a directory to save screenshots of the page in (for looking at it).
+// The browser tests run the page in headless Chromium (browsertest)
+// against a real coordinator and admin listener on loopback. They skip
+// under -short and fail, not skip, when Chromium is missing: run
+// .ci/ensure-chromium.sh. TALON_CHROMIUM names another Chromium binary.
+// TALON_UI_SCREENSHOTS names a directory to save screenshots of the page
+// in (for looking at it). Every wait is bounded by
+// browsertest.DefaultTimeout: the page polls every 3 s and backs off to
+// 6 s after a failure, so recovery takes at most ~10 s.
 
 const (
 	clusterID = "ui-test"
 	// xssVersion is a build version that is markup; the page must show it
 	// as text.
 	xssVersion = `<img src=x onerror="window.__xss=1">v1`
-	// waitTimeout bounds every wait for the page. The page polls every 3 s
-	// and backs off to 6 s after a failure, so recovery takes at most ~10 s.
-	waitTimeout = 25 * time.Second
 )
 
 // testTiming keeps records as seeded: the store runs on a frozen clock (no
@@ -50,20 +47,10 @@ const (
 // tests wait out.
 var testTiming = cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
 
-// chromium returns the Chromium binary, failing the test when there is none.
+// chromium returns the Chromium binary (browsertest.Chromium).
 func chromium(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test: runs headless Chromium against a coordinator on loopback")
-	}
-	p := os.Getenv("TALON_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := exec.LookPath(p); err != nil {
-		t.Fatalf("headless Chromium is required for the UI browser tests and %s is not usable (%v): run .ci/ensure-chromium.sh (as root) to install it, or set TALON_CHROMIUM to a Chromium binary", p, err)
-	}
-	return p
+	return browsertest.Chromium(t)
 }
 
 // env is a coordinator over a memory store with an admin listener serving
@@ -135,143 +122,41 @@ func (e *env) getJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// browser is one headless Chromium tab.
+// browser is one headless Chromium tab (browsertest.Browser) with the
+// page-specific helpers below.
 type browser struct {
-	t   *testing.T
-	ctx context.Context
-
-	mu       sync.Mutex // guards problems
-	problems []string   // exceptions, CSP violations, script errors
+	*browsertest.Browser
+	t *testing.T
 }
 
 // newBrowser starts Chromium bin (closed at cleanup). Start it after the
 // environment, so that it is closed before the listener.
 func newBrowser(t *testing.T, bin string) *browser {
 	t.Helper()
-	actx, acancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		// The network is closed: without these Chromium stalls on
-		// background fetches.
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-features", "Translate,MediaRouter,OptimizationHints"),
-		chromedp.WindowSize(1280, 900),
-	)
-	ctx, cancel := chromedp.NewContext(actx)
-	b := &browser{t: t, ctx: ctx}
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		cancel()
-		acancel()
-		t.Fatalf("starting Chromium %s: %v (run .ci/ensure-chromium.sh to install a working one)", bin, err)
-	}
-	msgs := chromedp.Console(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			// Failed API requests (401, 503) are expected and logged by
-			// the browser under "network"; anything from the page's script
-			// or the CSP is a bug.
-			if m.IsException() || m.Source == "security" || m.Source == "javascript" || m.Type == chromedp.ConsoleError && m.Source == "" {
-				b.mu.Lock()
-				b.problems = append(b.problems, m.String())
-				b.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		acancel()
-		<-done
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, p := range b.problems {
-			t.Errorf("browser console: %s", p)
-		}
-	})
-	return b
+	return &browser{Browser: browsertest.New(t, bin), t: t}
 }
 
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		b.t.Fatalf("%s: %v\npage text:\n%s", what, err, b.pageText())
-	}
+	b.Do(what, steps...)
 }
 
 // eval evaluates a JavaScript expression in the page into v.
 func eval[T any](b *browser, expr string) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		b.t.Fatalf("evaluating %s: %v", expr, err)
-	}
-	return v
-}
-
-// pageText is the visible text of the page, for failure messages.
-func (b *browser) pageText() string {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-	if err != nil {
-		return fmt.Sprintf("(unavailable: %v)", err)
-	}
-	return s
+	return browsertest.Eval[T](b.Browser, expr)
 }
 
 // waitFor polls a boolean JavaScript expression until it is true.
 func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("timed out after %s waiting for %s (%s; last error %v)\npage text:\n%s", waitTimeout, what, expr, err, b.pageText())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.WaitFor(what, expr)
 }
 
 // screenshot saves a full-page PNG when TALON_UI_SCREENSHOTS names a directory.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
-	dir := os.Getenv("TALON_UI_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		b.t.Fatalf("screenshot: %v", err)
-	}
-	p := filepath.Join(dir, name+".png")
-	if err := os.WriteFile(p, png, 0o644); err != nil {
-		b.t.Fatal(err)
-	}
-	b.t.Logf("screenshot: %s", p)
+	b.Screenshot(name)
 }
 
 // JavaScript snippets the tests share.
@@ -699,4 +584,79 @@ func TestBrowserDashboardLink(t *testing.T) {
 	if eval[bool](b2, `!document.getElementById("dashboard").hidden`) {
 		t.Error("a dashboard link without the setting")
 	}
+}
+
+// TestBrowserPagesLargeCluster: a cluster larger than a page of the table
+// (TABLE_ROWS, 100) is shown a page at a time: the DOM holds one page of
+// rows, the pager walks through every node exactly once in sort order,
+// a filter or a sort goes back to the first page, and a node opened by
+// URL brings its page.
+func TestBrowserPagesLargeCluster(t *testing.T) {
+	bin := chromium(t)
+	e := startEnv(t, exposeAll())
+	const workers = 250
+	want := []string{"coordinator/coord-a"}
+	for i := range workers {
+		id := fmt.Sprintf("w-%04d", i)
+		r := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id, IncarnationID: "inc-" + id,
+			Address: fmt.Sprintf("10.0.%d.%d:7500", i/256, i%256), Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2"}
+		if _, err := e.store.UpsertNode(context.Background(), r, testTiming.LeaseTTL); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "worker/"+id)
+	}
+	b := newBrowser(t, bin)
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitRows(want[:100])
+	if got := b.text("#page-info"); got != "Rows 1–100 of 251 · page 1 of 3" {
+		t.Errorf("page info %q", got)
+	}
+	if got := b.text("#shown"); got != "251 nodes" {
+		t.Errorf("shown %q", got)
+	}
+	if !eval[bool](b, `document.getElementById("page-prev").disabled && !document.getElementById("page-next").disabled`) {
+		t.Error("on the first page: previous enabled or next disabled")
+	}
+	var seen []string
+	seen = append(seen, eval[[]string](b, jsRows)...)
+	for page := 2; page <= 3; page++ {
+		b.do("next page", chromedp.Click(chromedp.CSS("#page-next")))
+		end := min(page*100, len(want))
+		b.waitRows(want[(page-1)*100 : end])
+		seen = append(seen, eval[[]string](b, jsRows)...)
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("the pages showed %d rows, want every one of the %d nodes once in order", len(seen), len(want))
+	}
+	if got := b.text("#page-info"); got != "Rows 201–251 of 251 · page 3 of 3" {
+		t.Errorf("last page info %q", got)
+	}
+	if !eval[bool](b, `document.getElementById("page-next").disabled`) {
+		t.Error("next enabled on the last page")
+	}
+	b.screenshot("pages")
+	// A filter shows its matches from their first page.
+	b.setFilters("worker", "", "")
+	b.waitRows(want[1:101])
+	if got := b.text("#page-info"); got != "Rows 1–100 of 250 · page 1 of 3" {
+		t.Errorf("filtered page info %q", got)
+	}
+	b.setFilters("", "", "")
+	b.waitRows(want[:100])
+	// A sort goes back to the first page too.
+	b.do("next page", chromedp.Click(chromedp.CSS("#page-next")))
+	b.waitRows(want[100:200])
+	b.do("sorting by node ID, descending", chromedp.Click(chromedp.CSS(`button[data-sort="nodeId"]`)), chromedp.Click(chromedp.CSS(`button[data-sort="nodeId"]`)))
+	desc := slices.Clone(want[1:])
+	slices.Reverse(desc)
+	b.waitRows(desc[:100])
+	b.do("sorting by role", chromedp.Click(chromedp.CSS(`button[data-sort="role"]`)))
+	b.waitRows(want[:100])
+	// A node opened by URL shows its page, selected.
+	b.do("opening w-0240 by URL", chromedp.Navigate(e.url+"#node/worker/w-0240"))
+	b.waitRows(want[200:])
+	if got := eval[string](b, `document.querySelector("#nodes tbody tr.selected").dataset.node`); got != "worker/w-0240" {
+		t.Errorf("selected row %q", got)
+	}
+	b.waitFor("the detail view", `!document.getElementById("detail").hidden`)
 }
