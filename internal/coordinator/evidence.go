@@ -29,6 +29,29 @@ type evidence struct {
 	mu       sync.Mutex // guards the fields below
 	since    time.Time  // start of the current continuous observation; zero: not observing
 	versions map[cluster.Key]seenVersion
+	last     time.Time // start of the read last observed (observeEvery)
+}
+
+// observeEvery is how often observeThrottled looks at a view's records:
+// a tenth of the heartbeat interval, at most 50 ms. Every view read
+// (each batch of lookups, each API page) is not a new observation worth a
+// pass over every record; ages then count from up to this much later,
+// which only ever delays a proposal, by a small part of unhealthy-after.
+func (e *evidence) observeEvery() time.Duration {
+	return min(e.timing.HeartbeatInterval/10, 50*time.Millisecond)
+}
+
+// observeThrottled is observe for a read that started at now, unless a
+// read that started less than observeEvery before was observed (nil
+// then); after interrupt the next read is always observed.
+func (e *evidence) observeThrottled(records []*cluster.Record, now time.Time) []proposal {
+	e.mu.Lock()
+	if !e.since.IsZero() && !e.last.IsZero() && now.Sub(e.last) < e.observeEvery() {
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Unlock()
+	return e.observe(records, now)
 }
 
 // seenVersion is one record version as this coordinator saw it.
@@ -71,6 +94,9 @@ func (e *evidence) observe(records []*cluster.Record, now time.Time) []proposal 
 	defer e.mu.Unlock()
 	if e.since.IsZero() {
 		e.since = now
+	}
+	if now.After(e.last) {
+		e.last = now
 	}
 	observing := now.Sub(e.since) >= e.timing.HeartbeatInterval
 	var due []proposal

@@ -86,3 +86,36 @@ func TestEvidence(t *testing.T) {
 		}
 	})
 }
+
+// TestEvidenceThrottled: reads that start within observeEvery of the last
+// observed one are not observed (no pass over the records, no proposal),
+// the first read after that is, and so is the first after an interrupt.
+func TestEvidenceThrottled(t *testing.T) {
+	tm := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 4 * time.Second, LeaseTTL: 8 * time.Second}
+	e := newEvidence(tm)
+	if got := e.observeEvery(); got != 50*time.Millisecond {
+		t.Fatalf("observeEvery = %s, want 50ms (a tenth of 1s, capped)", got)
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	r1 := []*cluster.Record{{ClusterID: "c", Role: cluster.RoleWorker, NodeID: "w1", IncarnationID: "i1", HeartbeatSeq: 1}}
+	r2 := []*cluster.Record{{ClusterID: "c", Role: cluster.RoleWorker, NodeID: "w1", IncarnationID: "i1", HeartbeatSeq: 2}}
+	e.observeThrottled(r1, t0)
+	if ps := e.observeThrottled(r1, t0.Add(4*time.Second)); len(ps) != 1 {
+		t.Fatalf("4 s later: %v, want the late proposal", ps)
+	}
+	// A new version read 10 ms later is not observed: seq 1 is still the
+	// version seen, first seen at t0.
+	e.observeThrottled(r2, t0.Add(4*time.Second+10*time.Millisecond))
+	if v := e.versions[r1[0].Key()]; v.seq != 1 {
+		t.Fatalf("a read within observeEvery was observed: version %+v", v)
+	}
+	e.observeThrottled(r2, t0.Add(4*time.Second+60*time.Millisecond))
+	if v := e.versions[r1[0].Key()]; v.seq != 2 || !v.firstSeen.Equal(t0.Add(4*time.Second+60*time.Millisecond)) {
+		t.Fatalf("the read after observeEvery was not observed: version %+v", v)
+	}
+	e.interrupt()
+	e.observeThrottled(r1, t0.Add(4*time.Second+61*time.Millisecond))
+	if v := e.versions[r1[0].Key()]; v.seq != 1 {
+		t.Fatalf("the first read after an interrupt was not observed: version %+v", v)
+	}
+}

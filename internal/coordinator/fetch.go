@@ -185,7 +185,7 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 		c.evidence.interrupt()
 		c.kickSelf() // the own record may have expired meanwhile: learn it now
 	}
-	for _, p := range c.evidence.observe(v.Snapshot.Records, start) {
+	for _, p := range c.evidence.observeThrottled(v.Snapshot.Records, start) {
 		select {
 		case c.proposals <- p:
 		default: // the proposer is behind; the next read proposes again
