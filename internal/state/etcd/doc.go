@@ -116,7 +116,11 @@
 // was called (they are at or below T) and is the consistent state at
 // revision C, so the read is linearizable, the technique kube-apiserver
 // uses for consistent reads from its watch cache. While the cache is
-// resynchronising, Snapshot falls back to the range read.
+// listing the prefix (at start, or after losing its watch) Snapshot waits
+// for that listing instead of reading the prefix a second time: at 10,000
+// records two listings in flight at once, with their gRPC buffers, were
+// most of a coordinator's peak memory. While the cache is backing off
+// after a failed listing, Snapshot falls back to the range read.
 //
 // Both paths skip (and count, in Stats, and log at most once a minute)
 // values of an unsupported schema version or otherwise unreadable, and
