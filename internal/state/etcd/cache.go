@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -49,35 +48,8 @@ type watchCache struct {
 	changes  map[string]uint64 // per cluster: entries applied since the last reset
 	changed  chan struct{}     // closed and replaced whenever rev or ready changes
 
-	// log holds the last logSize changes applied, for Watch (see
-	// watchFromCache): change number n is at log[n%logSize], logNext is the
-	// number of the next one, and logFloor the revision up to which changes
-	// may be missing (overwritten, or before the last listing). A watch that
-	// has delivered everything up to revision r can go on from the log
-	// while r >= logFloor.
-	log      []logChange
-	logNext  uint64
-	logFloor int64
-
 	memoMu sync.Mutex          // guards lists; taken under mu (for reading) only
 	lists  map[string]listMemo // per cluster: the record list last built
-}
-
-// logSize is the number of changes the cache keeps for Watch: enough for a
-// watch to start from a snapshot's revision and for a consumer to fall
-// briefly behind. A watch that falls further behind goes on as an etcd
-// watch of its own.
-const logSize = 1024
-
-// logChange is one change of a key under the prefix, as the cache applied
-// it.
-type logChange struct {
-	slot  string
-	key   cluster.Key
-	valid bool   // the key is a record key
-	put   bool   // a put (st is its value), else a delete
-	st    stored // the decoded value of a put
-	rev   int64  // the change's revision
 }
 
 // cacheEntry is one record slot. Entries are replaced in place under the
@@ -98,8 +70,6 @@ func newWatchCache(s *Store) *watchCache {
 		changed:   make(chan struct{}),
 		lists:     make(map[string]listMemo),
 		listing:   true, // run's first listing is about to start
-		log:       make([]logChange, logSize),
-		logFloor:  math.MaxInt64, // nothing to serve before the first listing
 	}
 }
 
@@ -235,9 +205,6 @@ func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.slots, c.clusters, c.rev = slotsMap, clusters, rev
-	// The changes between the last event applied and the listing are not
-	// in the log: watches behind the listing go on from etcd.
-	c.logFloor = rev
 	for id := range c.changes {
 		c.changes[id]++ // a memo built before the reset never matches
 	}
@@ -293,13 +260,6 @@ func (c *watchCache) apply(events []*clientv3.Event) {
 		if ch.rev > c.rev {
 			c.rev = ch.rev
 		}
-		lc := logChange{slot: ch.slot, valid: ch.valid, rev: ch.rev}
-		if ch.put != nil {
-			lc.key, lc.put, lc.st = ch.put.key, true, ch.put.stored
-		} else if ch.valid {
-			lc.key, _ = c.s.keys.parse(ch.slot)
-		}
-		c.appendLogLocked(lc)
 		switch {
 		case !ch.valid:
 		case ch.put != nil:
@@ -332,17 +292,6 @@ func (c *watchCache) apply(events []*clientv3.Event) {
 		}
 	}
 	c.broadcastLocked()
-}
-
-// appendLogLocked adds one change to the log; mu must be held for writing.
-func (c *watchCache) appendLogLocked(lc logChange) {
-	i := c.logNext % logSize
-	if c.logNext >= logSize {
-		// The change overwritten may be the last of its revision in the log.
-		c.logFloor = max(c.logFloor, c.log[i].rev)
-	}
-	c.log[i] = lc
-	c.logNext++
 }
 
 // advance records a progress notification: every change up to rev has

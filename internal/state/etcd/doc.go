@@ -132,7 +132,7 @@
 // # Decoding: once per version
 //
 // Each record version reaches a store up to three times (the answer to its
-// own write, the cache's watch, and each Watch when there is no cache). A small memo keyed by key and
+// own write, the cache's watch, each Watch). A small memo keyed by key and
 // mod revision (and, for a write in flight, by its encoded value) lets
 // them share one decode, and skip it for the store's own writes: per
 // heartbeat the coordinator that handles it decodes the frame once and
@@ -140,24 +140,10 @@
 //
 // # Watches
 //
-// Without the cache, Watch is an etcd watch of the cluster's prefix from
-// after+1; each response (whole revisions) becomes one batch. Compaction
-// ends it with state.ErrCompacted; the caller takes a new Snapshot and
-// watches from its revision. Lease expiry shows up as EventDelete.
-//
-// With the cache, Watch is served from the cache's log of the last 1,024
-// changes it applied (logSize), so a coordinator's own watch opens no
-// second etcd watch stream and decodes nothing a second time. The log holds
-// the cache's watch events as etcd delivered them (whole revisions, in
-// order), so the events, their order and their revisions are those of an
-// etcd watch from the same revision (TestWatchFromCache compares the two).
-// A Watch first reads one key at revision after+1 (count only), so that a
-// compacted revision still fails with state.ErrCompacted. A Watch that
-// starts, or falls, further behind than the log reaches, or that runs while
-// the cache resynchronises, catches up with an etcd watch of its own from
-// the last revision it delivered and returns to the log once the log covers
-// it (Stats.WatchCatchUps). The log pins at most 1,024 record versions the
-// cache has replaced.
+// Watch is an etcd watch of the cluster's prefix from after+1; each
+// response (whole revisions) becomes one batch. Compaction ends it with
+// state.ErrCompacted; the caller takes a new Snapshot and watches from its
+// revision. Lease expiry shows up as EventDelete.
 //
 // # Errors
 //

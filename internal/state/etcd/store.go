@@ -261,11 +261,6 @@ type Stats struct {
 	// committer).
 	GroupCommits uint64
 	GroupedPuts  uint64
-	// CachedWatches counts Watch calls served from the snapshot cache's
-	// log, and WatchCatchUps the etcd watches such a Watch opened to catch
-	// up while the log did not hold every change it had yet to deliver.
-	CachedWatches uint64
-	WatchCatchUps uint64
 }
 
 type statsCounters struct {
@@ -273,7 +268,6 @@ type statsCounters struct {
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
 	decodes, groupCommits, groupedPuts     atomic.Uint64
-	cachedWatches, watchCatchUps           atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
 	transitions                            state.TransitionCounts
 }
@@ -294,8 +288,6 @@ func (s *Store) Stats() Stats {
 		RecordDecodes:      c.decodes.Load(),
 		GroupCommits:       c.groupCommits.Load(),
 		GroupedPuts:        c.groupedPuts.Load(),
-		CachedWatches:      c.cachedWatches.Load(),
-		WatchCatchUps:      c.watchCatchUps.Load(),
 	}
 }
 
