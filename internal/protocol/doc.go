@@ -147,7 +147,7 @@
 // Each frame is one Write; both ends read through a 4 KiB bufio.Reader, so
 // a frame that arrives whole costs one read. Writes are not coalesced: a
 // Conn has at most one request outstanding and a server answers each
-// connection's requests in turn, so no second frame is ever queued behind
-// the one being written (measured on the heartbeat path, issue 30: one
-// write per frame at each end).
+// connection's requests in turn, so, but for a rare EpochBump push, no
+// second frame is queued behind the one being written (measured on the
+// heartbeat path, issue 30: one write per frame at each end).
 package protocol
