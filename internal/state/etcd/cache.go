@@ -34,8 +34,14 @@ type watchCache struct {
 	// request must carry the same, or the client opens another stream.
 	streamCtx context.Context
 
-	mu       sync.RWMutex // guards the fields below; taken before Store.mu
-	ready    bool
+	mu    sync.RWMutex // guards the fields below; taken before Store.mu
+	ready bool
+	// listing is set while a listing of the prefix is in flight, until the
+	// cache is ready or the attempt fails: a snapshot waits for it rather
+	// than reading the prefix a second time (at 10,000 records, two copies
+	// of the listing and of its gRPC buffers are most of the process's peak
+	// memory).
+	listing  bool
 	rev      int64
 	slots    map[string]*cacheEntry // etcd key -> entry
 	clusters map[string][]*cacheEntry
@@ -63,6 +69,7 @@ func newWatchCache(s *Store) *watchCache {
 		changes:   make(map[string]uint64),
 		changed:   make(chan struct{}),
 		lists:     make(map[string]listMemo),
+		listing:   true, // run's first listing is about to start
 	}
 }
 
@@ -97,6 +104,7 @@ func (c *watchCache) run() {
 // synced reports whether the list succeeded.
 func (c *watchCache) syncAndWatch() (synced bool, err error) {
 	s := c.s
+	c.setListing()
 	lctx, cancel := context.WithTimeout(s.lifetime, s.opts.RequestTimeout)
 	lctx, ci := withCallInfo(lctx)
 	listed := s.clock()
@@ -136,6 +144,35 @@ func (c *watchCache) isReady() bool {
 	return c.ready
 }
 
+// setListing marks a listing in flight; setReady and setNotReady end it.
+func (c *watchCache) setListing() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listing = true
+	c.broadcastLocked()
+}
+
+// awaitReady reports whether the cache is ready, waiting first while a
+// listing is in flight (it ends within the request timeout). It returns
+// false at once while the cache is backing off after a failure.
+func (c *watchCache) awaitReady(ctx context.Context) bool {
+	for {
+		c.mu.RLock()
+		ready, listing, changed := c.ready, c.listing, c.changed
+		c.mu.RUnlock()
+		if ready || !listing {
+			return ready
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		case <-c.s.lifetime.Done():
+			return false
+		}
+	}
+}
+
 // broadcastLocked wakes every waiter; mu must be held for writing.
 func (c *watchCache) broadcastLocked() {
 	close(c.changed)
@@ -145,7 +182,7 @@ func (c *watchCache) broadcastLocked() {
 func (c *watchCache) setNotReady() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ready = false
+	c.ready, c.listing = false, false
 	c.broadcastLocked()
 }
 
@@ -180,7 +217,7 @@ func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
 func (c *watchCache) setReady() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ready = true
+	c.ready, c.listing = true, false
 	c.broadcastLocked()
 }
 

@@ -73,6 +73,11 @@
 //     cache of slot+incarnation -> lease remembers the requested TTL; a
 //     lease learned from another coordinator is checked against the TTL
 //     its keepalive reports).
+//   - Every accepted update refreshes, even a lease refreshed a moment ago:
+//     each must restart the full TTL (ADR 0001, "lease_ttl without an
+//     accepted update"), so skipping one would expire the record early by
+//     the time since the last refresh, and granting leases longer to allow
+//     skips would let records outlive their TTL.
 //   - Refreshes use a few long-lived LeaseKeepAlive streams, one request
 //     and one response per refresh (see keeper). clientv3's KeepAliveOnce
 //     would open a stream per call, and with a username the client
@@ -116,7 +121,11 @@
 // was called (they are at or below T) and is the consistent state at
 // revision C, so the read is linearizable, the technique kube-apiserver
 // uses for consistent reads from its watch cache. While the cache is
-// resynchronising, Snapshot falls back to the range read.
+// listing the prefix (at start, or after losing its watch) Snapshot waits
+// for that listing instead of reading the prefix a second time: at 10,000
+// records two listings in flight at once, with their gRPC buffers, were
+// most of a coordinator's peak memory. While the cache is backing off
+// after a failed listing, Snapshot falls back to the range read.
 //
 // Both paths skip (and count, in Stats, and log at most once a minute)
 // values of an unsupported schema version or otherwise unreadable, and
@@ -139,7 +148,10 @@
 // Watch is an etcd watch of the cluster's prefix from after+1; each
 // response (whole revisions) becomes one batch. Compaction ends it with
 // state.ErrCompacted; the caller takes a new Snapshot and watches from its
-// revision. Lease expiry shows up as EventDelete.
+// revision. Lease expiry shows up as EventDelete. A Watch is a stream of its
+// own even beside the cache's: serving it from the cache's events was
+// measured (issue 30) and saved only the second stream's receive, 1-2 µs per
+// change, since the memo already shares each version's decode.
 //
 // # Errors
 //

@@ -18,8 +18,11 @@ import (
 // linearizable count-only read of one key) and waits until the cache has
 // applied every change up to it; the answer is the cache's state at its
 // revision, which is at least the one etcd reported, so the read is
-// linearizable. Without the cache, or while the cache is resynchronising,
-// it reads the cluster's prefix with one linearizable range request.
+// linearizable. While the cache is listing the prefix (at start or after
+// losing its watch) it waits for that listing rather than read the prefix
+// a second time; without the cache, or while the cache is backing off
+// after a failure, it reads the cluster's prefix with one linearizable
+// range request.
 func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
 	if err := cluster.ValidateID("clusterId", clusterID); err != nil {
 		return nil, fmt.Errorf("etcd snapshot: %w: %w", state.ErrInvalidRecord, err)
@@ -30,7 +33,7 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 	}
 	defer cancel()
 	op := "snapshot " + clusterID
-	if s.cache != nil && s.cache.isReady() {
+	if s.cache != nil && s.cache.awaitReady(ctx) {
 		snap, ok, err := s.cachedSnapshot(ctx, clusterID)
 		if err != nil {
 			return nil, s.mapError(op, err, ci)

@@ -220,3 +220,31 @@ func TestCacheConsistentAfterForeignWrites(t *testing.T) {
 		t.Fatalf("stats %+v: want every snapshot from the cache", st)
 	}
 }
+
+// TestSnapshotWaitsForFirstListing checks that a snapshot taken right after
+// New, while the cache's first listing is in flight, waits for that listing
+// and is answered from the cache instead of reading the prefix a second
+// time (two copies of a large listing at once are most of a coordinator's
+// peak memory at start).
+func TestSnapshotWaitsForFirstListing(t *testing.T) {
+	testenv.SkipIfShort(t)
+	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
+	ctx := testCtx(t)
+	cid := uniqueCluster(t)
+	writer := newStore(t, optionsFor(e, false))
+	rec := record(cid, cluster.RoleWorker, "w", "i", 1)
+	if _, err := writer.UpsertNode(ctx, rec, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, optionsFor(e, true))
+	snap, err := s.Snapshot(ctx, cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Records) != 1 || snap.Records[0].NodeID != "w" {
+		t.Fatalf("snapshot %+v, want the one record", snap.Records)
+	}
+	if st := s.Stats(); st.CacheSnapshots != 1 || st.RangeSnapshots != 0 || st.CacheResyncs != 1 {
+		t.Fatalf("stats %+v: want one listing and the snapshot from the cache", st)
+	}
+}
