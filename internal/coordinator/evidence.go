@@ -30,6 +30,7 @@ type evidence struct {
 	since    time.Time  // start of the current continuous observation; zero: not observing
 	versions map[cluster.Key]seenVersion
 	last     time.Time // start of the read last observed (observeEvery)
+	gen      uint64    // observations so far: versions not marked with the latest are no longer listed
 }
 
 // observeEvery is how often observeThrottled looks at a view's records:
@@ -65,6 +66,7 @@ type seenVersion struct {
 	// version stays.
 	proposed   state.Transition
 	proposedAt time.Time
+	gen        uint64 // the observation that last listed it
 }
 
 // proposal is one transition to propose for the version seen.
@@ -100,10 +102,9 @@ func (e *evidence) observe(records []*cluster.Record, now time.Time) []proposal 
 	}
 	observing := now.Sub(e.since) >= e.timing.HeartbeatInterval
 	var due []proposal
-	seen := make(map[cluster.Key]struct{}, len(records))
+	e.gen++
 	for _, r := range records {
 		k := r.Key()
-		seen[k] = struct{}{}
 		v, ok := e.versions[k]
 		if !ok || v.incarnation != r.IncarnationID || v.seq != r.HeartbeatSeq {
 			v = seenVersion{incarnation: r.IncarnationID, seq: r.HeartbeatSeq, firstSeen: now}
@@ -113,11 +114,14 @@ func (e *evidence) observe(records []*cluster.Record, now time.Time) []proposal 
 			v.proposed, v.proposedAt = tr, now
 			due = append(due, proposal{key: k, incarnation: v.incarnation, seq: v.seq, transition: tr})
 		}
+		v.gen = e.gen
 		e.versions[k] = v
 	}
-	for k := range e.versions {
-		if _, ok := seen[k]; !ok {
-			delete(e.versions, k)
+	if len(e.versions) > len(records) { // some are no longer listed
+		for k, v := range e.versions {
+			if v.gen != e.gen {
+				delete(e.versions, k)
+			}
 		}
 	}
 	return due
