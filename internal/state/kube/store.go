@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,10 +69,25 @@ type Store struct {
 	// (UpdatedAtUnixMs), never of liveness.
 	obs *state.Observations
 
-	// decodes counts records decoded from Lease annotations (Stats).
-	decodes atomic.Uint64
+	// snaps is the snapshot cache (nil unless Options.CacheSnapshots); its
+	// goroutine starts with the first Snapshot (startSnaps).
+	snaps      *snapCache
+	startSnaps sync.Once
+	// fenceName is the name of this store's fence Lease (FenceName of
+	// Options.Identity); nonce makes its fence writes differ from those of
+	// other stores of the same identity.
+	fenceName, nonce string
+
+	// stats are the store's counters (Stats); statsMetrics exports them.
+	stats        storeStats
+	statsMetrics prometheus.Collector
 	// pruned is when (unix ns) Snapshot last pruned obs.
 	pruned atomic.Int64
+}
+
+// storeStats are the counters behind Stats.
+type storeStats struct {
+	decodes, cacheSnaps, listSnaps, probes, fences, resyncs atomic.Uint64
 }
 
 // newTransitionCounter is talon_state_kube_transitions_total, with every
@@ -97,19 +114,40 @@ func (s *Store) noteTransition(tr state.Transition, res state.WriteResult, err e
 	s.transitions.WithLabelValues(tr.String(), outcome).Inc()
 }
 
-// Stats are cumulative counters of one store, for tests.
+// Stats are cumulative counters of one store (exported as
+// talon_state_kube_* metrics, and read by tests).
 type Stats struct {
 	// RecordDecodes counts records decoded from Lease annotations. A
-	// heartbeat decided on the write cache decodes none.
+	// heartbeat decided on the write cache decodes none, and the snapshot
+	// cache decodes each Lease version at most once (none it wrote).
 	RecordDecodes uint64
+	// CacheSnapshots and ListSnapshots count snapshots answered from the
+	// snapshot cache and with a LIST of the cluster's Leases.
+	CacheSnapshots, ListSnapshots uint64
+	// RevisionProbes counts the consistent reads of the current revision
+	// the cache's snapshots sent (shared by concurrent snapshots), and
+	// FenceWrites the fence writes (likewise shared).
+	RevisionProbes, FenceWrites uint64
+	// CacheResyncs counts the cache's LISTs of the namespace: one at start,
+	// one after each lost watch.
+	CacheResyncs uint64
 }
 
 // Stats returns the store's counters.
-func (s *Store) Stats() Stats { return Stats{RecordDecodes: s.decodes.Load()} }
+func (s *Store) Stats() Stats {
+	return Stats{
+		RecordDecodes:  s.stats.decodes.Load(),
+		CacheSnapshots: s.stats.cacheSnaps.Load(),
+		ListSnapshots:  s.stats.listSnaps.Load(),
+		RevisionProbes: s.stats.probes.Load(),
+		FenceWrites:    s.stats.fences.Load(),
+		CacheResyncs:   s.stats.resyncs.Load(),
+	}
+}
 
 // decode is decodeLease, counted.
 func (s *Store) decode(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
-	s.decodes.Add(1)
+	s.stats.decodes.Add(1)
 	return decodeLease(l, want)
 }
 
@@ -120,11 +158,16 @@ const (
 	obsKeep          = 10 * time.Minute
 )
 
-// pruneObservations bounds obs by the Leases the store still lists.
+// pruneObservations bounds obs by the Leases the store still lists. The
+// snapshot cache observes a Lease version once, when it arrives, so the
+// Leases it holds are marked as listed first.
 func (s *Store) pruneObservations(now time.Time) {
 	last := s.pruned.Load()
 	if now.UnixNano()-last < int64(obsPruneInterval) || !s.pruned.CompareAndSwap(last, now.UnixNano()) {
 		return
+	}
+	if s.snaps != nil {
+		s.snaps.touch()
 	}
 	s.obs.Prune(now.Add(-obsKeep))
 }
@@ -152,19 +195,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
-	writes := newWriteGate(o.MaxInflightWrites, o.AdmissionWait)
-	transitions := newTransitionCounter()
-	if o.Registerer != nil {
-		collectors := append(writes.collectors(), transitions)
-		for i, c := range collectors {
-			if err := o.Registerer.Register(c); err != nil {
-				for _, r := range collectors[:i] {
-					o.Registerer.Unregister(r)
-				}
-				return nil, fmt.Errorf("kube metrics: %w", err)
-			}
-		}
-	}
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		leases:       cs.CoordinationV1().Leases(o.Namespace),
@@ -177,8 +209,26 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		cancel:       cancel,
 		obs:          state.NewObservations(o.Clock),
 		cache:        newLeaseCache(),
-		writes:       writes,
-		transitions:  transitions,
+		writes:       newWriteGate(o.MaxInflightWrites, o.AdmissionWait),
+		transitions:  newTransitionCounter(),
+		fenceName:    FenceName(o.Identity),
+		nonce:        hex.EncodeToString(nonce),
+	}
+	s.statsMetrics = newStatsCollector(s)
+	if o.CacheSnapshots {
+		s.snaps = newSnapCache(s)
+	}
+	if o.Registerer != nil {
+		collectors := s.collectors()
+		for i, c := range collectors {
+			if err := o.Registerer.Register(c); err != nil {
+				for _, r := range collectors[:i] {
+					o.Registerer.Unregister(r)
+				}
+				cancel()
+				return nil, fmt.Errorf("kube metrics: %w", err)
+			}
+		}
 	}
 	return s, nil
 }
@@ -207,13 +257,45 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.deleteFence()
 	utilnet.CloseIdleConnectionsFor(s.transport)
 	if s.opts.Registerer != nil {
-		for _, c := range append(s.writes.collectors(), s.transitions) {
+		for _, c := range s.collectors() {
 			s.opts.Registerer.Unregister(c)
 		}
 	}
 	return nil
+}
+
+// collectors are the store's metrics.
+func (s *Store) collectors() []prometheus.Collector {
+	return append(s.writes.collectors(), s.transitions, s.statsMetrics)
+}
+
+// goOwned runs fn on a goroutine of the store (Close waits for it), or
+// returns state.ErrClosed after Close.
+func (s *Store) goOwned(fn func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return state.ErrClosed
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return nil
+}
+
+// snapshotCache returns the snapshot cache, starting its goroutine on
+// first use, or nil when Options.CacheSnapshots is off.
+func (s *Store) snapshotCache() *snapCache {
+	if s.snaps == nil {
+		return nil
+	}
+	s.startSnaps.Do(func() { _ = s.goOwned(s.snaps.run) })
+	return s.snaps
 }
 
 func (s *Store) checkOpen() error {
