@@ -242,6 +242,10 @@ func (s *Store) WriteLimit() (maxInflight int, admissionWait time.Duration) {
 	return s.opts.MaxInflightWrites, s.opts.AdmissionWait
 }
 
+// CachesSnapshots reports whether Snapshot answers from the watch-fed
+// cache (Options.CacheSnapshots), and FenceLease names the store's fence.
+func (s *Store) CachesSnapshots() (on bool, fenceLease string) { return s.snaps != nil, s.fenceName }
+
 // Namespace returns the namespace that holds the store's Leases.
 func (s *Store) Namespace() string { return s.opts.Namespace }
 
