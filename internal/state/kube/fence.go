@@ -75,7 +75,7 @@ func fenceLabels() map[string]string {
 // etcd's current revision.
 func (s *Store) probeRevision(ctx context.Context) (uint64, error) {
 	s.stats.probes.Add(1)
-	list, err := s.leases.List(ctx, metav1.ListOptions{
+	list, err := s.cacheLeases.List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", s.fenceName).String(),
 	})
 	if err != nil {
@@ -103,12 +103,12 @@ func (c *snapCache) writeFence(ctx context.Context) (uint64, error) {
 	}
 	var written *coordv1.Lease
 	for attempt := 0; ; attempt++ {
-		written, err = s.leases.Patch(ctx, s.fenceName, types.MergePatchType, patch, metav1.PatchOptions{})
+		written, err = s.cacheLeases.Patch(ctx, s.fenceName, types.MergePatchType, patch, metav1.PatchOptions{})
 		if !apierrors.IsNotFound(err) || attempt > 0 {
 			break
 		}
 		holder := s.opts.Identity
-		written, err = s.leases.Create(ctx, &coordv1.Lease{
+		written, err = s.cacheLeases.Create(ctx, &coordv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: s.fenceName, Namespace: s.opts.Namespace, Labels: fenceLabels(),
 				Annotations: map[string]string{AnnotationFence: value}},
 			Spec: coordv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &stamp, AcquireTime: &stamp},
@@ -132,7 +132,7 @@ func (s *Store) deleteFence() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 	defer cancel()
-	err := s.leases.Delete(ctx, s.fenceName, metav1.DeleteOptions{})
+	err := s.cacheLeases.Delete(ctx, s.fenceName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		s.log.Warn("could not delete the snapshot fence", "lease", s.fenceName, "err", err)
 	}

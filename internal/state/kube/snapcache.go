@@ -45,6 +45,10 @@ func parseRevision(rv string) (uint64, error) {
 // heartbeats keep the cache moving) from writing a fence per snapshot.
 const fenceAfter = 10 * time.Millisecond
 
+// probesInflight bounds the revision probes in flight: two, as the
+// coordinator's snapshot reads (one overlaps the other's round trip).
+const probesInflight = 2
+
 // snapCache mirrors every Talon Lease of the namespace (managedSelector),
 // fed by one watch: a consistent LIST at resourceVersion R, then a watch
 // from R with bookmarks; on any watch failure (410 Gone, a lost stream) it
@@ -107,8 +111,8 @@ func newSnapCache(s *Store) *snapCache {
 		changed:  make(chan struct{}),
 		lists:    make(map[string]listMemo),
 	}
-	c.probes = newSharedCall(s, s.probeRevision)
-	c.fences = newSharedCall(s, c.writeFence)
+	c.probes = newSharedCall(s, probesInflight, s.probeRevision)
+	c.fences = newSharedCall(s, 1, c.writeFence)
 	return c
 }
 
@@ -148,7 +152,7 @@ func (c *snapCache) run() {
 func (c *snapCache) syncAndWatch() (synced bool, err error) {
 	s := c.s
 	listed := s.now()
-	items, rv, err := s.list(s.ctx, managedSelector)
+	items, rv, err := s.list(s.ctx, s.cacheLeases, managedSelector)
 	if err != nil {
 		return false, mapError("kube snapshot cache list", err)
 	}
@@ -165,7 +169,7 @@ func (c *snapCache) syncAndWatch() (synced bool, err error) {
 	first := true
 	for {
 		from := c.revision()
-		w, err := s.startWatch(s.ctx, managedSelector, from)
+		w, err := s.startWatch(s.ctx, s.cacheLeases, managedSelector, from)
 		if err != nil {
 			return true, mapError("kube snapshot cache watch from "+from, err)
 		}

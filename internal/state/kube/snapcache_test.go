@@ -337,7 +337,7 @@ func TestSharedCall(t *testing.T) {
 	var runs atomic.Uint64
 	started := make(chan uint64, 4)
 	release := make(chan struct{})
-	c := newSharedCall(s, func(ctx context.Context) (uint64, error) {
+	c := newSharedCall(s, 1, func(ctx context.Context) (uint64, error) {
 		n := runs.Add(1)
 		started <- n
 		<-release
@@ -366,5 +366,35 @@ func TestSharedCall(t *testing.T) {
 	}
 	if n := runs.Load(); n != 2 {
 		t.Errorf("%d runs, want 2", n)
+	}
+	<-started // run 2's
+
+	// With two in flight, a second caller starts its own run at once; a
+	// third waits for the next.
+	runs.Store(0)
+	release = make(chan struct{})
+	two := newSharedCall(s, 2, func(ctx context.Context) (uint64, error) {
+		n := runs.Add(1)
+		started <- n
+		<-release
+		return n, nil
+	})
+	got := make(chan uint64, 3)
+	go func() { v, _ := two.do(ctx); got <- v }()
+	<-started
+	go func() { v, _ := two.do(ctx); got <- v }()
+	<-started // the second run started while the first is in flight
+	go func() { v, _ := two.do(ctx); got <- v }()
+	time.Sleep(50 * time.Millisecond)
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d runs in flight, want 2", n)
+	}
+	close(release)
+	sum := uint64(0)
+	for range 3 {
+		sum += <-got
+	}
+	if sum != 1+2+3 {
+		t.Errorf("callers got runs summing to %d, want 1+2+3", sum)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -55,7 +56,7 @@ func (s *Store) Snapshot(ctx context.Context, clusterID string) (*state.Snapshot
 
 // listSnapshot is Snapshot with one consistent LIST.
 func (s *Store) listSnapshot(ctx context.Context, op, clusterID string) (*state.Snapshot, error) {
-	items, rv, err := s.list(ctx, clusterSelector(clusterID))
+	items, rv, err := s.list(ctx, s.leases, clusterSelector(clusterID))
 	if err != nil {
 		return nil, mapError(op, err)
 	}
@@ -90,15 +91,15 @@ func (s *Store) listSnapshot(ctx context.Context, op, clusterID string) (*state.
 const maxListRestarts = 3
 
 // list returns every Lease selector selects in the namespace from one
-// consistent LIST, paginated, and the list's resourceVersion.
-func (s *Store) list(ctx context.Context, selector string) ([]coordv1.Lease, string, error) {
+// consistent LIST through lc, paginated, and the list's resourceVersion.
+func (s *Store) list(ctx context.Context, lc coordclient.LeaseInterface, selector string) ([]coordv1.Lease, string, error) {
 	var lastErr error
 	for range maxListRestarts {
 		var items []coordv1.Lease
 		rv, cont := "", ""
 		for {
 			rctx, cancel := s.reqCtx(ctx)
-			page, err := s.leases.List(rctx, metav1.ListOptions{LabelSelector: selector, Limit: s.opts.ListPageSize, Continue: cont})
+			page, err := lc.List(rctx, metav1.ListOptions{LabelSelector: selector, Limit: s.opts.ListPageSize, Continue: cont})
 			cancel()
 			if err != nil {
 				if cont != "" && apierrors.IsResourceExpired(err) {

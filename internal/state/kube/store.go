@@ -38,9 +38,12 @@ var _ state.Store = (*Store)(nil)
 // Watch; Close ends them all and closes the store's idle connections.
 type Store struct {
 	leases coordclient.LeaseInterface
-	opts   Options // with defaults applied; read-only after New
-	log    *slog.Logger
-	now    func() time.Time
+	// cacheLeases is leases without the client-side rate limiter, for the
+	// snapshot cache's probes, fences, list and watch (see New).
+	cacheLeases coordclient.LeaseInterface
+	opts        Options // with defaults applied; read-only after New
+	log         *slog.Logger
+	now         func() time.Time
 	// transport is the store's own HTTP transport, closed by Close.
 	transport http.RoundTripper
 	// watchSession is how long the API server keeps one watch request
@@ -195,11 +198,22 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
+	// The snapshot cache's requests bypass the client-side rate limiter
+	// (on the same connections): at most two probes and one fence are in
+	// flight at a time, so they are bounded by their round trips, and a
+	// burst of lookups must not take the heartbeats' request budget.
+	cacheCfg := rest.CopyConfig(cfg)
+	cacheCfg.QPS, cacheCfg.RateLimiter = -1, nil
+	cacheCS, err := kubernetes.NewForConfigAndClient(cacheCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: %w", err)
+	}
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		leases:       cs.CoordinationV1().Leases(o.Namespace),
+		cacheLeases:  cacheCS.CoordinationV1().Leases(o.Namespace),
 		opts:         o,
 		log:          o.Logger.With("backend", BackendName, "namespace", o.Namespace),
 		now:          o.Clock,
