@@ -35,7 +35,9 @@ var _ state.Store = (*Store)(nil)
 // for the mapping and its invariants).
 //
 // A Store is safe for concurrent use. It owns one goroutine per open
-// Watch; Close ends them all and closes the store's idle connections.
+// Watch, the snapshot cache's goroutine and those of its shared probes and
+// fence writes; Close ends them all, deletes the fence and closes the
+// store's idle connections.
 type Store struct {
 	leases coordclient.LeaseInterface
 	// cacheLeases is leases without the client-side rate limiter, for the
@@ -60,18 +62,6 @@ type Store struct {
 	writes *writeGate
 	// transitions counts ProposeTransition calls by operation and outcome.
 	transitions *prometheus.CounterVec
-
-	// mu guards the fields below. Watch holds it while it adds to wg, so
-	// Close (which sets closed under mu, then waits) never races an Add.
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-
-	// obs remembers when this store first saw each Lease at its current
-	// resourceVersion: the origin of the record ages shown
-	// (UpdatedAtUnixMs), never of liveness.
-	obs *state.Observations
-
 	// snaps is the snapshot cache (nil unless Options.CacheSnapshots); its
 	// goroutine starts with the first Snapshot (startSnaps).
 	snaps      *snapCache
@@ -84,6 +74,19 @@ type Store struct {
 	// stats are the store's counters (Stats); statsMetrics exports them.
 	stats        storeStats
 	statsMetrics prometheus.Collector
+
+	// mu guards the fields below. Watch and goOwned hold it while they add
+	// to wg, so Close (which sets closed under mu, then waits) never races
+	// an Add.
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+
+	// obs remembers when this store first saw each Lease at its current
+	// resourceVersion: the origin of the record ages shown
+	// (UpdatedAtUnixMs), never of liveness.
+	obs *state.Observations
+
 	// pruned is when (unix ns) Snapshot last pruned obs.
 	pruned atomic.Int64
 }
