@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/testenv"
 )
 
@@ -199,6 +200,51 @@ func testSnapshotCache(t *testing.T, k *kubeEnv) {
 		}
 		if st := cached.Stats(); st.CacheResyncs <= resyncs {
 			t.Fatalf("cache resyncs %d, want more than %d: it resumed a compacted watch", st.CacheResyncs, resyncs)
+		}
+	})
+
+	// ObservedTimes: a record's age starts when the store first saw its
+	// version, on the cache's watch or a LIST alike, and survives the
+	// pruning of observations (which the cache marks as still listed
+	// first, since it observes a version once).
+	t.Run("ObservedTimes", func(t *testing.T) {
+		ns := k.namespace(t, "snapcache")
+		c := k.applyRBAC(t, ns)
+		var offset atomic.Int64
+		clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+		cached := k.newStore(t, c.token, ns, func(o *Options) { o.CacheSnapshots = true; o.Clock = clock })
+		plain := k.newStore(t, c.token, ns, nil)
+		ctx := testCtx(t)
+		clusterID := uniqueCluster(t)
+		waitCacheServing(t, cached, clusterID)
+		if _, err := plain.UpsertNode(ctx, record(clusterID, cluster.RoleWorker, "w1", "inc-a", 1), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		seen := func(t *testing.T, list bool) int64 {
+			t.Helper()
+			var snap *state.Snapshot
+			var err error
+			if list {
+				snap, err = cached.listSnapshot(ctx, "test list", clusterID)
+			} else {
+				snap, err = cached.Snapshot(ctx, clusterID)
+			}
+			if err != nil || len(snap.Records) != 1 {
+				t.Fatalf("snapshot: %v, %v", snap, err)
+			}
+			return snap.Records[0].UpdatedAtUnixMs
+		}
+		first := seen(t, false)
+		offset.Store(int64(2 * time.Second))
+		if again, listed := seen(t, false), seen(t, true); again != first || listed != first {
+			t.Fatalf("observed at %d, then %d (cache) and %d (list); want the first sighting every time", first, again, listed)
+		}
+		// Past the prune interval and the observations' keep time.
+		offset.Store(int64(obsKeep + obsPruneInterval + time.Minute))
+		cached.pruned.Store(0)
+		_ = seen(t, false) // prunes
+		if listed := seen(t, true); listed != first {
+			t.Fatalf("after pruning, a LIST observed the unchanged record at %d, want %d", listed, first)
 		}
 	})
 
