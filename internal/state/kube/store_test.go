@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 // two seconds leave the suite's half-lease margin far above any lag.
 const contractLeaseTTL = 2 * time.Second
 
+// contractRequestTimeout is the request timeout of the suite's stores.
+const contractRequestTimeout = 8 * time.Second
+
 // faultRequestTimeout is the request timeout of the store a timeout fault
 // hands the suite: below the suite's three-second deadline, so the store's
 // own bound is what fires.
@@ -58,7 +61,12 @@ func TestContract(t *testing.T) {
 func (k *kubeEnv) harness(t *testing.T, watchCache, cache bool) *statetest.Harness {
 	ns := k.namespace(t, "contract")
 	c := k.applyRBAC(t, ns)
-	withCache := func(o *Options) { o.CacheSnapshots = cache }
+	withCache := func(o *Options) {
+		o.CacheSnapshots = cache
+		// Generous on a loaded machine (a Lease update once took over the
+		// 5 s default at load 11), yet below the suite's 10 s per operation.
+		o.RequestTimeout = contractRequestTimeout
+	}
 	s := k.newStore(t, c.token, ns, withCache)
 	return &statetest.Harness{
 		Store:    s,
