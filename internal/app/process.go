@@ -54,6 +54,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 			Kubeconfig: cfg.Kube.Kubeconfig, Namespace: cfg.Kube.Namespace, RequestTimeout: cfg.RequestTimeout,
 			QPS: float32(cfg.Kube.QPS), Burst: cfg.Kube.Burst,
 			MaxInflightWrites: cfg.Kube.MaxInflightWrites, AdmissionWait: cfg.Kube.AdmissionWait,
+			CacheSnapshots: true, Identity: cfg.NodeID,
 			Registerer: reg, Logger: log,
 		})
 	}

@@ -55,6 +55,10 @@ current-context: x
 	if n, wait := ks.WriteLimit(); n != 7 || wait != 80*time.Millisecond {
 		t.Fatalf("write limit = %d, %s; want 7, 80ms", n, wait)
 	}
+	// Snapshots come from the watch-fed cache, fenced under the node ID.
+	if on, fence := ks.CachesSnapshots(); !on || fence != kube.FenceName("c1") {
+		t.Fatalf("snapshot cache %t, fence %q; want on, %q", on, fence, kube.FenceName("c1"))
+	}
 	if n, err := testutil.GatherAndCount(reg, "talon_state_kube_write_refusals_total", "talon_state_kube_writes_inflight"); err != nil || n != 2 {
 		t.Fatalf("kube metrics in the registry: %d series, %v; want 2", n, err)
 	}

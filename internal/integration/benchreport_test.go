@@ -164,7 +164,7 @@ func TestBenchReport(t *testing.T) {
 		add(reportRow{path: fmt.Sprintf("lookups over the protocol, 1,000 workers, %d callers: etcd (memory as the limit)", callers), talon: fmt.Sprintf("%.0f/s", el.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
 			ratio: fmt.Sprintf("%.2f", el.PerSecond()/ml.PerSecond()), goal: ">=30000/s on etcd", met: el.PerSecond() >= 30000})
 		add(reportRow{path: fmt.Sprintf("lookups over the protocol, 1,000 workers, %d callers: Kubernetes (memory as the limit)", callers), talon: fmt.Sprintf("%.0f/s", kl.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
-			ratio: fmt.Sprintf("%.2f", kl.PerSecond()/ml.PerSecond()), goal: "(no goal)", met: true})
+			ratio: fmt.Sprintf("%.2f", kl.PerSecond()/ml.PerSecond()), goal: ">=0.5x memory", met: kl.PerSecond() >= 0.5*ml.PerSecond()})
 	}
 	finishReport(t, rows, e)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state/kube"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
 )
@@ -195,13 +196,14 @@ func (c *liveCluster) workerKeys(t *testing.T) map[string]int64 {
 	return out
 }
 
-// leaseUIDs returns the UID of every Talon Lease by its node annotation
-// and role: a Lease deleted and created again has a new UID.
+// leaseUIDs returns the UID of every Talon record Lease by its node
+// annotation and role (not the coordinators' snapshot fences): a Lease
+// deleted and created again has a new UID.
 func (c *liveCluster) leaseUIDs(t *testing.T) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := c.cs.CoordinationV1().Leases("talon").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=talon"})
+	list, err := c.cs.CoordinationV1().Leases("talon").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=talon,talon.io/role!=" + kube.FenceRole})
 	if err != nil {
 		t.Fatalf("list leases: %v", err)
 	}

@@ -316,10 +316,10 @@ func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Confi
 	})
 }
 
-// talonLeases counts the Lease objects Talon's store holds in the run's
-// namespace.
+// talonLeases counts the record Leases Talon's store holds in the run's
+// namespace (not the coordinators' snapshot fences).
 func (e *runEnv) talonLeases(ctx context.Context) (int, error) {
-	l, err := e.kube.CoordinationV1().Leases(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelManagedBy + "=" + kube.ManagedByValue})
+	l, err := e.kube.CoordinationV1().Leases(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelManagedBy + "=" + kube.ManagedByValue + "," + kube.LabelRole + "!=" + kube.FenceRole})
 	if err != nil {
 		return 0, err
 	}

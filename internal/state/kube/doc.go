@@ -47,13 +47,17 @@
 //     is never given on it (a restart, removal or expiry since would make
 //     the rule accept), only on a fresh read. The cache keeps the record it
 //     wrote beside the Lease, so a heartbeat decided on it decodes nothing.
-//   - Revisions. A revision is a Kubernetes resourceVersion, kept opaque:
-//     a Snapshot's is its LIST's resourceVersion (a LIST without
+//   - Revisions. A revision is a Kubernetes resourceVersion, kept opaque
+//     to callers: a Snapshot's is the snapshot cache's revision (below) or,
+//     from a LIST, that LIST's resourceVersion (a LIST without
 //     resourceVersion, which the API server serves as a quorum-consistent
 //     read), an event's and a write's the Lease's resourceVersion after the
 //     change, a removal's that of a consistent read after the DELETE. Watch
 //     resumes from any of them; a resourceVersion the API server no longer
 //     has ends the watch with state.ErrCompacted and the caller relists.
+//     Only the snapshot cache compares resourceVersions, as the decimal
+//     etcd revisions every API server backed by etcd returns; when one is
+//     not a decimal integer, snapshots are LISTs.
 //   - Admission. At most Options.MaxInflightWrites Lease writes are in
 //     flight per store: an UpsertNode or RemoveNode holds one slot from its
 //     first request to its last (conflict retries included), so an
@@ -62,7 +66,7 @@
 //     error wrapping state.ErrUnavailable (retryable; the coordinator
 //     answers the wire code unavailable) and nothing is written.
 //     ProposeTransition is admitted like any write. Reads (Snapshot, CheckReady,
-//     Watch) take no slot. Bounding the writes keeps the API server's queue,
+//     Watch) and fence writes take no slot. Bounding the writes keeps the API server's queue,
 //     and so the latency of the writes admitted, short under saturation.
 //   - Errors. Every error wraps a state sentinel where one applies: 401
 //     unauthenticated, 403 permission denied, 410 compacted, 409 after the
@@ -72,9 +76,67 @@
 //     tokens and keys stay inside client-go, whose String method redacts
 //     them.
 //
+// # Snapshots and the watch-fed cache
+//
+// Without the cache (Options.CacheSnapshots off), a Snapshot is one
+// consistent LIST of the cluster's Leases: every Lease, 1.5 KB of status
+// each, read, sent, decoded per lookup batch.
+//
+// With it (the coordinator turns it on), the first Snapshot starts a
+// goroutine that mirrors every Talon Lease of the namespace
+// (app.kubernetes.io/managed-by=talon): a consistent LIST, paginated, at
+// resourceVersion R, then a watch from R with bookmarks, resumed from the
+// last resourceVersion seen when a watch request ends, and a new LIST
+// after any watch failure (410 Gone, a lost stream). The cache's revision
+// C is the resourceVersion of the last event or bookmark applied; a
+// watch delivers events in resourceVersion order, so the mirror is the
+// namespace's Talon Leases as of C. A hand-written loop rather than
+// client-go's reflector: the cache must know the instant its watch breaks
+// (snapshots then fall back to LISTs instead of waiting), list with a
+// consistent read rather than the reflector's resourceVersion "0", and
+// decode each version once into the records snapshots return; the
+// reflector's retries, store and handler queue would hide all three.
+// Each Lease version is decoded once when it arrives (a version this store
+// wrote is taken from its write cache, not decoded) and observed then
+// (its UpdatedAtUnixMs is when this store first saw it; pruning the
+// observations keeps those of every Lease the cache holds).
+//
+// Snapshot then probes the current resourceVersion T with a consistent
+// LIST of the store's fence by name (no resourceVersion: a quorum read; at
+// most one small object, a single key for etcd); concurrent snapshots
+// share probes, each taking the first probe that starts after it asked,
+// at most two in flight. When C >= T it answers with the mirror's records
+// of the cluster at C: every write that completed before the call is at
+// or below T, so the read is linearizable, as kube-apiserver's own
+// consistent reads from its watch cache are. C may stay below T: the
+// revision is etcd's and global, so a write of anything else (another
+// namespace, another resource, the API server's own Leases) advances it
+// without an event here, and bookmarks come about once a minute. So when
+// C has not reached T within 10 ms the store writes its fence, a Lease
+// named FenceName(Options.Identity) with labels managed-by=talon and
+// talon.io/role=fence and no slot annotations (a merge patch of its
+// renewTime and a talon.io/fence value that changes every time; created
+// when missing), and waits, at most RequestTimeout, for the fence's event:
+// its resourceVersion exceeds T, and events arrive in order. Fence writes
+// are shared like probes, one in flight. Fences are never records: no
+// cluster label (no LIST or Watch of a cluster selects one), a role no
+// record has, a name with a '.' that no LeaseName has; Close deletes the
+// store's fence. The probes, fences and the cache's LIST and watch use a
+// client without the client-side rate limiter (they are bounded by their
+// concurrency, and must not take the heartbeats' budget). While the cache
+// is resynchronising, or a fence does not arrive in time, or a fence write
+// fails (say, RBAC without patch), Snapshot falls back to the LIST.
+// Expiry and late marks read Snapshot's records like any other caller, so
+// the cache changes nothing else: ProposeTransition still writes with the
+// resourceVersion the proposer read as precondition. Stats (and the
+// talon_state_kube_* counters) count snapshots by form, probes, fence
+// writes and resyncs.
+//
 // Lifecycle and concurrency: New validates Options and builds the client
 // without contacting the API server. A Store is safe for concurrent use;
-// it owns one goroutine per open Watch, and Close ends them and closes its
-// idle connections. Every request is bounded by
-// Options.RequestTimeout and the caller's context.
+// it owns one goroutine per open Watch, the snapshot cache's goroutine
+// (from the first Snapshot) and those running shared probes and fence
+// writes; Close ends them, deletes the fence and closes its idle
+// connections. Every request is bounded by Options.RequestTimeout and the
+// caller's context.
 package kube

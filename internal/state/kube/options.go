@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,8 +87,20 @@ type Options struct {
 	// slot before they fail with state.ErrUnavailable (--kube-admission-wait);
 	// zero means DefaultAdmissionWait.
 	AdmissionWait time.Duration
-	// Registerer receives the store's metrics (write refusals and writes in
-	// flight); nil registers none.
+	// CacheSnapshots answers Snapshot from a watch-fed cache of the
+	// namespace's Talon Leases after a cheap consistent read of the current
+	// resourceVersion, instead of a LIST of every Lease (see the package
+	// documentation, "Snapshots and the watch-fed cache"). The coordinator
+	// turns it on.
+	CacheSnapshots bool
+	// Identity names this store's fence Lease (FenceName), which the
+	// snapshot cache writes when it must prove it has caught up; the
+	// coordinator passes its node ID. Empty means the host name. Stores of
+	// one identity share a fence, which is safe, merely less tidy.
+	Identity string
+	// Registerer receives the store's metrics (write refusals, writes in
+	// flight, transitions, snapshots and the cache's counters); nil
+	// registers none.
 	Registerer prometheus.Registerer
 	// Clock returns the time used for renewTime and UpdatedAtUnixMs; nil
 	// means time.Now. It decides nothing about liveness.
@@ -145,6 +158,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.AdmissionWait == 0 {
 		o.AdmissionWait = DefaultAdmissionWait
 	}
+	if o.Identity == "" {
+		o.Identity = defaultIdentity()
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -152,6 +168,14 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
+}
+
+// defaultIdentity is the host name (a pod's name), or "talon".
+func defaultIdentity() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "talon"
 }
 
 // validateNamespace checks Options.Namespace.

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,12 +35,17 @@ var _ state.Store = (*Store)(nil)
 // for the mapping and its invariants).
 //
 // A Store is safe for concurrent use. It owns one goroutine per open
-// Watch; Close ends them all and closes the store's idle connections.
+// Watch, the snapshot cache's goroutine and those of its shared probes and
+// fence writes; Close ends them all, deletes the fence and closes the
+// store's idle connections.
 type Store struct {
 	leases coordclient.LeaseInterface
-	opts   Options // with defaults applied; read-only after New
-	log    *slog.Logger
-	now    func() time.Time
+	// cacheLeases is leases without the client-side rate limiter, for the
+	// snapshot cache's probes, fences, list and watch (see New).
+	cacheLeases coordclient.LeaseInterface
+	opts        Options // with defaults applied; read-only after New
+	log         *slog.Logger
+	now         func() time.Time
 	// transport is the store's own HTTP transport, closed by Close.
 	transport http.RoundTripper
 	// watchSession is how long the API server keeps one watch request
@@ -55,9 +62,22 @@ type Store struct {
 	writes *writeGate
 	// transitions counts ProposeTransition calls by operation and outcome.
 	transitions *prometheus.CounterVec
+	// snaps is the snapshot cache (nil unless Options.CacheSnapshots); its
+	// goroutine starts with the first Snapshot (startSnaps).
+	snaps      *snapCache
+	startSnaps sync.Once
+	// fenceName is the name of this store's fence Lease (FenceName of
+	// Options.Identity); nonce makes its fence writes differ from those of
+	// other stores of the same identity.
+	fenceName, nonce string
 
-	// mu guards the fields below. Watch holds it while it adds to wg, so
-	// Close (which sets closed under mu, then waits) never races an Add.
+	// stats are the store's counters (Stats); statsMetrics exports them.
+	stats        storeStats
+	statsMetrics prometheus.Collector
+
+	// mu guards the fields below. Watch and goOwned hold it while they add
+	// to wg, so Close (which sets closed under mu, then waits) never races
+	// an Add.
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
@@ -67,10 +87,13 @@ type Store struct {
 	// (UpdatedAtUnixMs), never of liveness.
 	obs *state.Observations
 
-	// decodes counts records decoded from Lease annotations (Stats).
-	decodes atomic.Uint64
 	// pruned is when (unix ns) Snapshot last pruned obs.
 	pruned atomic.Int64
+}
+
+// storeStats are the counters behind Stats.
+type storeStats struct {
+	decodes, cacheSnaps, listSnaps, probes, fences, resyncs atomic.Uint64
 }
 
 // newTransitionCounter is talon_state_kube_transitions_total, with every
@@ -97,19 +120,40 @@ func (s *Store) noteTransition(tr state.Transition, res state.WriteResult, err e
 	s.transitions.WithLabelValues(tr.String(), outcome).Inc()
 }
 
-// Stats are cumulative counters of one store, for tests.
+// Stats are cumulative counters of one store (exported as
+// talon_state_kube_* metrics, and read by tests).
 type Stats struct {
 	// RecordDecodes counts records decoded from Lease annotations. A
-	// heartbeat decided on the write cache decodes none.
+	// heartbeat decided on the write cache decodes none, and the snapshot
+	// cache decodes each Lease version at most once (none it wrote).
 	RecordDecodes uint64
+	// CacheSnapshots and ListSnapshots count snapshots answered from the
+	// snapshot cache and with a LIST of the cluster's Leases.
+	CacheSnapshots, ListSnapshots uint64
+	// RevisionProbes counts the consistent reads of the current revision
+	// the cache's snapshots sent (shared by concurrent snapshots), and
+	// FenceWrites the fence writes (likewise shared).
+	RevisionProbes, FenceWrites uint64
+	// CacheResyncs counts the cache's LISTs of the namespace: one at start,
+	// one after each lost watch.
+	CacheResyncs uint64
 }
 
 // Stats returns the store's counters.
-func (s *Store) Stats() Stats { return Stats{RecordDecodes: s.decodes.Load()} }
+func (s *Store) Stats() Stats {
+	return Stats{
+		RecordDecodes:  s.stats.decodes.Load(),
+		CacheSnapshots: s.stats.cacheSnaps.Load(),
+		ListSnapshots:  s.stats.listSnaps.Load(),
+		RevisionProbes: s.stats.probes.Load(),
+		FenceWrites:    s.stats.fences.Load(),
+		CacheResyncs:   s.stats.resyncs.Load(),
+	}
+}
 
 // decode is decodeLease, counted.
 func (s *Store) decode(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
-	s.decodes.Add(1)
+	s.stats.decodes.Add(1)
 	return decodeLease(l, want)
 }
 
@@ -120,11 +164,16 @@ const (
 	obsKeep          = 10 * time.Minute
 )
 
-// pruneObservations bounds obs by the Leases the store still lists.
+// pruneObservations bounds obs by the Leases the store still lists. The
+// snapshot cache observes a Lease version once, when it arrives, so the
+// Leases it holds are marked as listed first.
 func (s *Store) pruneObservations(now time.Time) {
 	last := s.pruned.Load()
 	if now.UnixNano()-last < int64(obsPruneInterval) || !s.pruned.CompareAndSwap(last, now.UnixNano()) {
 		return
+	}
+	if s.snaps != nil {
+		s.snaps.touch()
 	}
 	s.obs.Prune(now.Add(-obsKeep))
 }
@@ -152,22 +201,22 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
-	writes := newWriteGate(o.MaxInflightWrites, o.AdmissionWait)
-	transitions := newTransitionCounter()
-	if o.Registerer != nil {
-		collectors := append(writes.collectors(), transitions)
-		for i, c := range collectors {
-			if err := o.Registerer.Register(c); err != nil {
-				for _, r := range collectors[:i] {
-					o.Registerer.Unregister(r)
-				}
-				return nil, fmt.Errorf("kube metrics: %w", err)
-			}
-		}
+	// The snapshot cache's requests bypass the client-side rate limiter
+	// (on the same connections): at most two probes and one fence are in
+	// flight at a time, so they are bounded by their round trips, and a
+	// burst of lookups must not take the heartbeats' request budget.
+	cacheCfg := rest.CopyConfig(cfg)
+	cacheCfg.QPS, cacheCfg.RateLimiter = -1, nil
+	cacheCS, err := kubernetes.NewForConfigAndClient(cacheCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: %w", err)
 	}
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		leases:       cs.CoordinationV1().Leases(o.Namespace),
+		cacheLeases:  cacheCS.CoordinationV1().Leases(o.Namespace),
 		opts:         o,
 		log:          o.Logger.With("backend", BackendName, "namespace", o.Namespace),
 		now:          o.Clock,
@@ -177,8 +226,26 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		cancel:       cancel,
 		obs:          state.NewObservations(o.Clock),
 		cache:        newLeaseCache(),
-		writes:       writes,
-		transitions:  transitions,
+		writes:       newWriteGate(o.MaxInflightWrites, o.AdmissionWait),
+		transitions:  newTransitionCounter(),
+		fenceName:    FenceName(o.Identity),
+		nonce:        hex.EncodeToString(nonce),
+	}
+	s.statsMetrics = newStatsCollector(s)
+	if o.CacheSnapshots {
+		s.snaps = newSnapCache(s)
+	}
+	if o.Registerer != nil {
+		collectors := s.collectors()
+		for i, c := range collectors {
+			if err := o.Registerer.Register(c); err != nil {
+				for _, r := range collectors[:i] {
+					o.Registerer.Unregister(r)
+				}
+				cancel()
+				return nil, fmt.Errorf("kube metrics: %w", err)
+			}
+		}
 	}
 	return s, nil
 }
@@ -191,6 +258,10 @@ func (s *Store) Backend() string { return BackendName }
 func (s *Store) WriteLimit() (maxInflight int, admissionWait time.Duration) {
 	return s.opts.MaxInflightWrites, s.opts.AdmissionWait
 }
+
+// CachesSnapshots reports whether Snapshot answers from the watch-fed
+// cache (Options.CacheSnapshots), and FenceLease names the store's fence.
+func (s *Store) CachesSnapshots() (on bool, fenceLease string) { return s.snaps != nil, s.fenceName }
 
 // Namespace returns the namespace that holds the store's Leases.
 func (s *Store) Namespace() string { return s.opts.Namespace }
@@ -207,13 +278,45 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.deleteFence()
 	utilnet.CloseIdleConnectionsFor(s.transport)
 	if s.opts.Registerer != nil {
-		for _, c := range append(s.writes.collectors(), s.transitions) {
+		for _, c := range s.collectors() {
 			s.opts.Registerer.Unregister(c)
 		}
 	}
 	return nil
+}
+
+// collectors are the store's metrics.
+func (s *Store) collectors() []prometheus.Collector {
+	return append(s.writes.collectors(), s.transitions, s.statsMetrics)
+}
+
+// goOwned runs fn on a goroutine of the store (Close waits for it), or
+// returns state.ErrClosed after Close.
+func (s *Store) goOwned(fn func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return state.ErrClosed
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return nil
+}
+
+// snapshotCache returns the snapshot cache, starting its goroutine on
+// first use, or nil when Options.CacheSnapshots is off.
+func (s *Store) snapshotCache() *snapCache {
+	if s.snaps == nil {
+		return nil
+	}
+	s.startSnaps.Do(func() { _ = s.goOwned(s.snaps.run) })
+	return s.snaps
 }
 
 func (s *Store) checkOpen() error {

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 // two seconds leave the suite's half-lease margin far above any lag.
 const contractLeaseTTL = 2 * time.Second
 
+// contractRequestTimeout is the request timeout of the suite's stores.
+const contractRequestTimeout = 8 * time.Second
+
 // faultRequestTimeout is the request timeout of the store a timeout fault
 // hands the suite: below the suite's three-second deadline, so the store's
 // own bound is what fires.
@@ -31,29 +34,40 @@ const faultRequestTimeout = 1500 * time.Millisecond
 // TestContract runs the whole statetest suite against a real kube-apiserver,
 // every case as the deployment's ServiceAccount holding exactly the Role
 // and RoleBinding of deploy/kubernetes/rbac.yaml, each in a namespace of
-// its own: once with the API server's watch cache on (production's
-// setting: consistent lists and watches are served from the cache) and
-// once with it off (lists and watches read etcd).
+// its own: with the store's snapshot cache (as the coordinator runs it),
+// once with the API server's watch cache on (production's setting:
+// consistent lists and watches are served from the cache) and once with it
+// off (lists and watches read etcd); and with snapshots as LISTs, the
+// watch cache off.
 func TestContract(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		noWatchCache bool
+		cache        bool
 	}{
-		{"watchcache=on", false},
-		{"watchcache=off", true},
+		{"watchcache=on/snapshots=cache", false, true},
+		{"watchcache=off/snapshots=cache", true, true},
+		{"watchcache=off/snapshots=list", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := startKubeWith(t, testenv.KubeOptions{NoWatchCache: tc.noWatchCache})
-			statetest.Run(t, func(t *testing.T) *statetest.Harness { return k.harness(t, !tc.noWatchCache) })
+			statetest.Run(t, func(t *testing.T) *statetest.Harness { return k.harness(t, !tc.noWatchCache, tc.cache) })
 		})
 	}
 }
 
-// harness is one contract case's harness on the shared server.
-func (k *kubeEnv) harness(t *testing.T, watchCache bool) *statetest.Harness {
+// harness is one contract case's harness on the shared server; cache turns
+// the stores' snapshot cache on.
+func (k *kubeEnv) harness(t *testing.T, watchCache, cache bool) *statetest.Harness {
 	ns := k.namespace(t, "contract")
 	c := k.applyRBAC(t, ns)
-	s := k.newStore(t, c.token, ns, nil)
+	withCache := func(o *Options) {
+		o.CacheSnapshots = cache
+		// Generous on a loaded machine (a Lease update once took over the
+		// 5 s default at load 11), yet below the suite's 10 s per operation.
+		o.RequestTimeout = contractRequestTimeout
+	}
+	s := k.newStore(t, c.token, ns, withCache)
 	return &statetest.Harness{
 		Store:    s,
 		Advance:  time.Sleep,
@@ -71,7 +85,10 @@ func (k *kubeEnv) harness(t *testing.T, watchCache bool) *statetest.Harness {
 			}
 		},
 		Peer: func(t testing.TB, offset time.Duration) state.Store {
-			return k.newStore(t, c.token, ns, func(o *Options) { o.Clock = func() time.Time { return time.Now().Add(offset) } })
+			return k.newStore(t, c.token, ns, func(o *Options) {
+				withCache(o)
+				o.Clock = func() time.Time { return time.Now().Add(offset) }
+			})
 		},
 	}
 }
@@ -87,7 +104,10 @@ func (k *kubeEnv) fault(t testing.TB, c *coordinator, s *Store, f statetest.Faul
 		// The API server keeps answering connections but the etcd under it
 		// answers nothing, so every request hangs: a store with a short
 		// request timeout must report ErrTimeout on its own.
-		faulty := k.newStore(t, c.token, c.namespace, func(o *Options) { o.RequestTimeout = faultRequestTimeout })
+		faulty := k.newStore(t, c.token, c.namespace, func(o *Options) {
+			o.RequestTimeout = faultRequestTimeout
+			o.CacheSnapshots = s.opts.CacheSnapshots
+		})
 		k.srv.Etcd().Pause()
 		return faulty, func() {
 			k.srv.Etcd().Resume()

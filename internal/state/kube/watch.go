@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/cluster"
@@ -83,7 +84,7 @@ func (s *Store) watch(ctx context.Context, clusterID, rv string, out chan<- stat
 	op := "kube watch " + clusterID
 	quick := 0
 	for {
-		w, err := s.startWatch(ctx, clusterID, rv)
+		w, err := s.startWatch(ctx, s.leases, clusterSelector(clusterID), rv)
 		if err != nil {
 			if ctx.Err() == nil {
 				send(ctx, out, state.WatchBatch{Err: mapError(op+" from "+rv, err)})
@@ -116,15 +117,16 @@ func (s *Store) watch(ctx context.Context, clusterID, rv string, out chan<- stat
 	}
 }
 
-// startWatch opens one watch request. Establishing it is bounded by
-// RequestTimeout (a paused API server accepts the connection and never
-// answers); the stream itself is not.
-func (s *Store) startWatch(ctx context.Context, clusterID, rv string) (watch.Interface, error) {
+// startWatch opens one watch request through lc of the Leases selector
+// selects, with bookmarks. Establishing it is bounded by RequestTimeout (a paused API
+// server accepts the connection and never answers); the stream itself is
+// not.
+func (s *Store) startWatch(ctx context.Context, lc coordclient.LeaseInterface, selector, rv string) (watch.Interface, error) {
 	wctx, wcancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(s.opts.RequestTimeout, wcancel)
 	secs := int64(s.watchSession / time.Second)
-	w, err := s.leases.Watch(wctx, metav1.ListOptions{
-		LabelSelector:       clusterSelector(clusterID),
+	w, err := lc.Watch(wctx, metav1.ListOptions{
+		LabelSelector:       selector,
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      &secs,
