@@ -132,7 +132,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	logFailures(t, "raw etcd", hb.RawResult)
 	logFailures(t, "talon etcd heartbeats", hb.TalonResult)
-	add(rateRow("etcd heartbeats, 1,000 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.6, 1.5, 0))
+	add(rateRow("etcd heartbeats, 1,000 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.7, 1.3, 0))
 
 	// Kubernetes: raw Lease update (optimistic concurrency on
 	// resourceVersion, the record in an annotation) vs heartbeats through
@@ -145,7 +145,7 @@ func TestBenchReport(t *testing.T) {
 	}
 	logFailures(t, "raw kube", hb.RawResult)
 	logFailures(t, "talon kube heartbeats", hb.TalonResult)
-	add(rateRow("Kubernetes Lease heartbeats, 200 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.6, 0, 250*time.Millisecond))
+	add(rateRow("Kubernetes Lease heartbeats, 200 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.8, 0, 250*time.Millisecond))
 
 	// Lookups with 1,000 workers on memory, etcd and Kubernetes, from 32
 	// and from 128 callers over pooled connections: a coordinator's
@@ -158,11 +158,15 @@ func TestBenchReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		ml, el, kl := lk.Backends[0].Result, lk.Backends[1].Result, lk.Backends[2].Result
+		etcdGoal := ">=0.6x memory"
+		if callers != 32 {
+			etcdGoal = "(no goal)"
+		}
 		for _, b := range lk.Backends {
 			logFailures(t, "lookups on "+b.Backend, b.Result)
 		}
 		add(reportRow{path: fmt.Sprintf("lookups over the protocol, 1,000 workers, %d callers: etcd (memory as the limit)", callers), talon: fmt.Sprintf("%.0f/s", el.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
-			ratio: fmt.Sprintf("%.2f", el.PerSecond()/ml.PerSecond()), goal: ">=30000/s on etcd", met: el.PerSecond() >= 30000})
+			ratio: fmt.Sprintf("%.2f", el.PerSecond()/ml.PerSecond()), goal: etcdGoal, met: callers != 32 || el.PerSecond() >= 0.6*ml.PerSecond()})
 		add(reportRow{path: fmt.Sprintf("lookups over the protocol, 1,000 workers, %d callers: Kubernetes (memory as the limit)", callers), talon: fmt.Sprintf("%.0f/s", kl.PerSecond()), limit: fmt.Sprintf("%.0f/s", ml.PerSecond()),
 			ratio: fmt.Sprintf("%.2f", kl.PerSecond()/ml.PerSecond()), goal: ">=0.5x memory", met: kl.PerSecond() >= 0.5*ml.PerSecond()})
 	}
@@ -404,7 +408,7 @@ func rssRow(t *testing.T, e *testenv.Etcd) reportRow {
 		}
 	}
 	mib := float64(hwm) / 1024
-	return reportRow{path: "coordinator peak RSS, 10,000 workers on etcd, under lookups", talon: fmt.Sprintf("%.0f MiB", mib), limit: "512 MiB", ratio: fmt.Sprintf("%.2f", 512/mib), goal: "<=512 MiB", met: mib > 0 && mib <= 512}
+	return reportRow{path: "coordinator peak RSS, 10,000 workers on etcd, under lookups", talon: fmt.Sprintf("%.0f MiB", mib), limit: "256 MiB", ratio: fmt.Sprintf("%.2f", 256/mib), goal: "<=256 MiB", met: mib > 0 && mib <= 256}
 }
 
 // cpuTime returns the process's user+system CPU time.
