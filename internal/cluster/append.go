@@ -3,6 +3,7 @@ package cluster
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -116,22 +117,34 @@ func appendRecord(dst []byte, r *Record) []byte {
 // appendLabels appends the members of labels sorted by key, as
 // encoding/json orders a map with string keys.
 func appendLabels(dst []byte, labels map[string]string) []byte {
-	var buf [MaxLabels]string // a valid record's keys sort on the stack
-	keys := buf[:0]
-	for k := range labels {
-		keys = append(keys, k)
+	var buf [MaxLabels]label // a valid record's labels sort on the stack
+	kv := buf[:0]
+	for k, v := range labels {
+		kv = append(kv, label{k, v})
 	}
-	slices.Sort(keys)
-	for i, k := range keys {
+	// Insertion sort: at most MaxLabels entries for a valid record, and
+	// no closure call per comparison. (Encode validates before it
+	// appends, so more never reach here from it.)
+	if len(kv) > MaxLabels {
+		slices.SortFunc(kv, func(a, b label) int { return strings.Compare(a.k, b.k) })
+	}
+	for i := 1; i < len(kv); i++ {
+		for j := i; j > 0 && kv[j].k < kv[j-1].k; j-- {
+			kv[j], kv[j-1] = kv[j-1], kv[j]
+		}
+	}
+	for i, l := range kv {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, k)
+		dst = appendString(dst, l.k)
 		dst = append(dst, ':')
-		dst = appendString(dst, labels[k])
+		dst = appendString(dst, l.v)
 	}
 	return dst
 }
+
+type label struct{ k, v string }
 
 // encodedSizeHint is the size of r's encoding when nothing in it needs
 // escaping, rounded up: enough for one allocation in the common case.
@@ -157,6 +170,9 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i += htmlSafePrefix(s[i:]); i == len(s) {
+			break
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
 				i++
