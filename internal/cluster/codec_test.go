@@ -283,9 +283,12 @@ func checkSameDecode(t *testing.T, b []byte) {
 // the same record.
 func checkCanonical(t *testing.T, b []byte) *Record {
 	t.Helper()
-	got := decodeCanonical(b)
+	got, labelsValid := decodeCanonical(b)
 	if got == nil {
 		return nil
+	}
+	if err := ValidateLabels(got.Labels); labelsValid && err != nil {
+		t.Fatalf("decodeCanonical(%q) found the labels valid, ValidateLabels says %v", b, err)
 	}
 	want, err := decodeGeneral(b)
 	if err != nil {

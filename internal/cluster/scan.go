@@ -32,16 +32,19 @@ import (
 // Every string of the record is a substring of one copy of b, so the
 // strings cost one allocation together; Role and Health are the package's
 // constants when they hold a known value.
-func decodeCanonical(b []byte) *Record {
+//
+// labelsValid reports that every label read passed ValidateLabels' rules
+// (so the record's labels do): Decode then skips that pass over the map.
+func decodeCanonical(b []byte) (r *Record, labelsValid bool) {
 	if !bytes.HasPrefix(b, canonicalPrefix) {
-		return nil
+		return nil, false
 	}
-	d := scanner{s: string(b), i: len(canonicalPrefix)}
-	r := &Record{}
+	d := scanner{s: string(b), i: len(canonicalPrefix), labelsValid: true}
+	r = &Record{}
 	if !d.record(r) || d.i != len(d.s) {
-		return nil
+		return nil, false
 	}
-	return r
+	return r, d.labelsValid
 }
 
 // scanner reads the canonical shape from s at i. Every method returns
@@ -49,6 +52,8 @@ func decodeCanonical(b []byte) *Record {
 type scanner struct {
 	s string
 	i int
+	// labelsValid is cleared by a label that breaks a rule.
+	labelsValid bool
 }
 
 // Member names as Encode writes them (appendRecord), quoted and with
@@ -256,6 +261,7 @@ func (d *scanner) labels() (map[string]string, bool) {
 			}
 			kv[n], kv[n+1] = k, v
 			n += 2
+			d.labelsValid = d.labelsValid && validLabel(k, v)
 			end, ok := d.more()
 			if !ok {
 				return nil, false

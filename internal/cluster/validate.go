@@ -290,6 +290,21 @@ func checkSize(n int) error {
 // ValidateFields checks every field rule but the encoded size, which
 // Encode checks on the bytes it produces. It does not marshal.
 func (r *Record) ValidateFields() error {
+	if err := r.validateScalars(); err != nil {
+		return err
+	}
+	return ValidateLabels(r.Labels)
+}
+
+// validLabel reports whether one label passes ValidateLabels' rules.
+func validLabel(k, v string) bool {
+	return ValidateLabelKey(k) == nil && textOK(v, MaxLabelValueBytes, false)
+}
+
+// validateScalars checks every field rule of ValidateFields but the
+// labels, which the codec checks on its own pass over them (Decode while
+// it reads them, Encode while it collects them to sort).
+func (r *Record) validateScalars() error {
 	if err := ValidateID("clusterId", r.ClusterID); err != nil {
 		return err
 	}
@@ -331,5 +346,5 @@ func (r *Record) ValidateFields() error {
 			return textError(fmt.Sprintf("superseded[%d]", i), id, MaxIDBytes, true)
 		}
 	}
-	return ValidateLabels(r.Labels)
+	return nil
 }
