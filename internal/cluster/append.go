@@ -3,6 +3,7 @@ package cluster
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -15,6 +16,12 @@ import (
 // Record must be added here, in the same order and with the same omitempty
 // rule as its tag (TestAppendRecordCoversEveryField checks that).
 func appendRecord(dst []byte, r *Record) []byte {
+	return appendRecordLabels(dst, r, sortLabels(collectLabels(r.Labels, nil)))
+}
+
+// appendRecordLabels is appendRecord with r's labels given as kv, sorted
+// by key.
+func appendRecordLabels(dst []byte, r *Record, kv []label) []byte {
 	dst = append(dst, `{"schemaVersion":`...)
 	dst = strconv.AppendInt(dst, SchemaVersion, 10)
 	dst = append(dst, `,"clusterId":`...)
@@ -88,9 +95,16 @@ func appendRecord(dst []byte, r *Record) []byte {
 	dst = strconv.AppendUint(dst, n.StoreErrorsTotal, 10)
 	dst = append(dst, '}')
 
-	if len(r.Labels) > 0 {
+	if len(kv) > 0 {
 		dst = append(dst, `,"labels":{`...)
-		dst = appendLabels(dst, r.Labels)
+		for i, l := range kv {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, l.k)
+			dst = append(dst, ':')
+			dst = appendString(dst, l.v)
+		}
 		dst = append(dst, '}')
 	}
 	if r.Generation != 0 {
@@ -113,33 +127,58 @@ func appendRecord(dst []byte, r *Record) []byte {
 	return append(dst, '}')
 }
 
-// appendLabels appends the members of labels sorted by key, as
-// encoding/json orders a map with string keys.
-func appendLabels(dst []byte, labels map[string]string) []byte {
-	var buf [MaxLabels]string // a valid record's keys sort on the stack
-	keys := buf[:0]
-	for k := range labels {
-		keys = append(keys, k)
+// label is one member of Record.Labels.
+type label struct{ k, v string }
+
+// collectLabels appends the members of labels to kv.
+func collectLabels(labels map[string]string, kv []label) []label {
+	for k, v := range labels {
+		kv = append(kv, label{k, v})
 	}
-	slices.Sort(keys)
-	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, k)
-		dst = append(dst, ':')
-		dst = appendString(dst, labels[k])
-	}
-	return dst
+	return kv
 }
 
-// encodedSizeHint is the size of r's encoding when nothing in it needs
-// escaping, rounded up: enough for one allocation in the common case.
-func encodedSizeHint(r *Record) int {
+// collectValidLabels appends the members of labels to kv, and reports
+// whether they pass ValidateLabels (and so fit in a buffer of
+// MaxLabels): Encode's one pass over the map.
+func collectValidLabels(labels map[string]string, kv []label) ([]label, bool) {
+	if len(labels) > MaxLabels {
+		return kv, false
+	}
+	ok := true
+	for k, v := range labels {
+		kv = append(kv, label{k, v})
+		ok = ok && validLabel(k, v)
+	}
+	return kv, ok
+}
+
+// sortLabels sorts kv by key, as encoding/json orders a map with string
+// keys, and returns it.
+func sortLabels(kv []label) []label {
+	if len(kv) > MaxLabels {
+		// Not from Encode, which validates first.
+		slices.SortFunc(kv, func(a, b label) int { return strings.Compare(a.k, b.k) })
+		return kv
+	}
+	// Insertion sort: at most MaxLabels entries, and no closure call
+	// per comparison.
+	for i := 1; i < len(kv); i++ {
+		for j := i; j > 0 && kv[j].k < kv[j-1].k; j-- {
+			kv[j], kv[j-1] = kv[j-1], kv[j]
+		}
+	}
+	return kv
+}
+
+// encodedSizeHint is the size of r's encoding, with labels kv, when
+// nothing in it needs escaping, rounded up: enough for one allocation in
+// the common case.
+func encodedSizeHint(r *Record, kv []label) int {
 	n := 900 + len(r.ClusterID) + len(r.NodeID) + len(r.IncarnationID) + len(r.Address) +
 		len(r.AdminAddress) + len(r.Version) + len(r.NotReadyReason)
-	for k, v := range r.Labels {
-		n += len(k) + len(v) + 6
+	for _, l := range kv {
+		n += len(l.k) + len(l.v) + 6
 	}
 	for _, id := range r.Superseded {
 		n += len(id) + 3
@@ -157,6 +196,9 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i += htmlSafePrefix(s[i:]); i == len(s) {
+			break
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
 				i++

@@ -260,6 +260,150 @@ func checkSameDecode(t *testing.T, b []byte) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Decode(%q) =\n %#v\nencoding/json gave\n %#v", b, got, want)
 	}
+	if got == nil {
+		return
+	}
+	// The re-encoding (what a coordinator stores) is encoding/json's.
+	wantEnc := marshalV1(t, want)
+	gotEnc, err := Encode(got)
+	switch {
+	case len(wantEnc) > MaxRecordBytes:
+		if err == nil {
+			t.Fatalf("Encode(Decode(%q)) of %d bytes encoded: no error", b, len(wantEnc))
+		}
+	case err != nil:
+		t.Fatalf("Encode(Decode(%q)): %v", b, err)
+	case !bytes.Equal(gotEnc, wantEnc):
+		t.Fatalf("Encode(Decode(%q)):\n got %s\nwant %s", b, gotEnc, wantEnc)
+	}
+}
+
+// checkCanonical checks the hand-written decoder against the general one
+// on b: when decodeCanonical reads b, decodeGeneral must read it too, to
+// the same record.
+func checkCanonical(t *testing.T, b []byte) *Record {
+	t.Helper()
+	got, labelsValid := decodeCanonical(b)
+	if got == nil {
+		return nil
+	}
+	if err := ValidateLabels(got.Labels); labelsValid && err != nil {
+		t.Fatalf("decodeCanonical(%q) found the labels valid, ValidateLabels says %v", b, err)
+	}
+	want, err := decodeGeneral(b)
+	if err != nil {
+		t.Fatalf("decodeCanonical(%q) read a record, decodeGeneral refused it: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodeCanonical(%q) =\n %#v\ndecodeGeneral gave\n %#v", b, got, want)
+	}
+	return got
+}
+
+// FuzzDecodeCanonical holds the hand-written decoder to the general one
+// (and so to encoding/json, which FuzzDecodeDifferential holds the general
+// one to): on any input it reads, the same record. Mutations of canonical
+// encodings reach the shapes it must leave to the general decoder.
+func FuzzDecodeCanonical(f *testing.F) {
+	for _, r := range codecRecords() {
+		f.Add(appendRecord(nil, r))
+	}
+	for _, s := range decodeCases() {
+		f.Add([]byte(s))
+	}
+	for _, s := range canonicalCases() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkCanonical(t, b)
+		checkSameDecode(t, b)
+	})
+}
+
+// canonicalCases are near misses of the canonical shape: each must be
+// read by the general decoder, or refused by both, with the same answer.
+func canonicalCases() []string {
+	good := string(appendRecord(nil, validRecord()))
+	body := good[len(canonicalPrefix):]
+	rep := func(old, new string) string { return strings.Replace(good, old, new, 1) }
+	return []string{
+		good[:len(good)-1],
+		good + " ",
+		`{"schemaVersion":1,}`,
+		`{"schemaVersion":1,"nodeId":"a"}`,
+		`{"schemaVersion":1,"nodeId":"a","clusterId":"b"}`,
+		`{"schemaVersion":1,"nodeId":"a","nodeId":"b"}`,
+		`{"schemaVersion":1,"capacity":{},"counters":{},"labels":{},"superseded":[]}`,
+		`{"schemaVersion":1,"capacity":{"blocks":1,"capacityBytes":2}}`,
+		`{"schemaVersion":1,"labels":{"a":"1","a":"2"}}`,
+		`{"schemaVersion":1,"labels":{"a":"1",}}`,
+		`{"schemaVersion":1,"superseded":["a",]}`,
+		`{"schemaVersion":1,"superseded":["a","b","c","d","e","f"]}`,
+		`{"schemaVersion":1,"late":truex}`,
+		`{"schemaVersion":1,"late":tru}`,
+		`{"schemaVersion":1,"generation":18446744073709551615}`,
+		`{"schemaVersion":1,"generation":18446744073709551616}`,
+		`{"schemaVersion":1,"generation":99999999999999999999}`,
+		`{"schemaVersion":1,"generation":184467440737095516150}`,
+		`{"schemaVersion":1,"startTimeUnixMs":9223372036854775807}`,
+		`{"schemaVersion":1,"startTimeUnixMs":9223372036854775808}`,
+		`{"schemaVersion":1,"startTimeUnixMs":-1}`,
+		`{"schemaVersion":1,"startTimeUnixMs":-0}`,
+		`{"schemaVersion":1,"generation":00}`,
+		`{"schemaVersion":1,"generation":0}`,
+		`{"schemaVersion":1,"generation":1.5}`,
+		`{"schemaVersion":1,"generation":1e2}`,
+		`{"schemaVersion":1,"generation":null}`,
+		`{"schemaVersion":1,"version":"ab"}`,
+		"{\"schemaVersion\":1,\"version\":\"a\tb\"}",
+		"{\"schemaVersion\":1,\"version\":\"\xc3\"}",
+		"{\"schemaVersion\":1,\"version\":\"\u00e9\u2028\"}",
+		`{"schemaVersion":1,"role":"worker","health":"healthy"}`,
+		`{"schemaVersion":1,"role":"boss","health":"ok"}`,
+		`{"schemaVersion":1,"Role":"worker"}`,
+		`{"schemaVersion":1,"schemaVersion":2}`,
+		`{"schemaVersion":1,"future":1}`,
+		`{"schemaVersion":1,` + body + body,
+		rep(`"labels":{`, `"labels":{"x":"y",`),
+		rep(`,"counters":{`, `,"counters":{"storeErrorsTotal":1,`),
+	}
+}
+
+// TestDecodeCanonicalReadsEncode checks that what Encode writes takes the
+// hand-written path (the heartbeat path's budget depends on it) when no
+// string needs escaping, to the record encoded.
+func TestDecodeCanonicalReadsEncode(t *testing.T) {
+	for name, r := range codecRecords() {
+		t.Run(name, func(t *testing.T) {
+			b := appendRecord(nil, r)
+			got := checkCanonical(t, b)
+			escaped := bytes.IndexByte(b, '\\') >= 0
+			switch {
+			case escaped && got != nil:
+				t.Fatalf("decodeCanonical read an escape in %s", b)
+			case escaped:
+				return
+			case got == nil:
+				t.Fatalf("decodeCanonical left Encode's output to the general decoder: %s", b)
+			}
+			want := r.Clone()
+			if len(want.Labels) == 0 {
+				want.Labels = nil // omitempty
+			}
+			if len(want.Superseded) == 0 {
+				want.Superseded = nil
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeCanonical(Encode(r)) =\n %#v\nwant\n %#v", got, want)
+			}
+		})
+	}
+	for _, s := range canonicalCases() {
+		t.Run(s, func(t *testing.T) {
+			checkCanonical(t, []byte(s))
+			checkSameDecode(t, []byte(s))
+		})
+	}
 }
 
 // FuzzDecodeDifferential checks that Decode accepts and refuses what the
@@ -350,6 +494,62 @@ func FuzzValidateText(f *testing.F) {
 		err := textError("version", s, MaxVersionBytes, required)
 		if ok != (err == nil) {
 			t.Fatalf("textOK(%q) = %v, textError = %v", s, ok, err)
+		}
+	})
+}
+
+// FuzzBytePrefixes holds the word-at-a-time scans to their byte-at-a-time
+// definitions.
+func FuzzBytePrefixes(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text", "0123456789abcdef<", "abcdefgh\x7f", "abcdefg\"h", "abcdefghij\\", "\u00e9t\u00e9", "abcdefgh\x1f", "~~~~~~~~~~~~~~~~\x80"} {
+		f.Add(s)
+	}
+	prefix := func(s string, in func(c byte) bool) int {
+		for i := 0; i < len(s); i++ {
+			if !in(s[i]) {
+				return i
+			}
+		}
+		return len(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := plainPrefix(s), prefix(s, func(c byte) bool { return c >= 0x20 && c < 0x7f }); got != want {
+			t.Errorf("plainPrefix(%q) = %d, want %d", s, got, want)
+		}
+		if got, want := jsonPlainPrefix(s), prefix(s, func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }); got != want {
+			t.Errorf("jsonPlainPrefix(%q) = %d, want %d", s, got, want)
+		}
+		html := func(c byte) bool { return c >= 0x20 && c < 0x80 && !strings.ContainsRune(`"\<>&`, rune(c)) }
+		if got, want := htmlSafePrefix(s), prefix(s, html); got != want {
+			t.Errorf("htmlSafePrefix(%q) = %d, want %d", s, got, want)
+		}
+	})
+}
+
+// FuzzValidateIDs holds the table-driven checks of identifiers and label
+// keys to the rules their errors state.
+func FuzzValidateIDs(f *testing.F) {
+	for _, s := range []string{"", "a", "worker-1", "-a", "a-", "a/b", "topology.kubernetes.io/zone", "a b", "é", strings.Repeat("a", 64)} {
+		f.Add(s)
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	rule := func(s string, max int, extra string, alnumLast bool) bool {
+		if s == "" || len(s) > max || !alnum(s[0]) || (alnumLast && !alnum(s[len(s)-1])) {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			if !alnum(s[i]) && !strings.ContainsRune(extra, rune(s[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if err, want := ValidateID("nodeId", s), rule(s, MaxIDBytes, "._-", false); (err == nil) != want {
+			t.Errorf("ValidateID(%q) = %v, rule says valid %v", s, err, want)
+		}
+		if err, want := ValidateLabelKey(s), rule(s, MaxLabelKeyBytes, "._-/", true); (err == nil) != want {
+			t.Errorf("ValidateLabelKey(%q) = %v, rule says valid %v", s, err, want)
 		}
 	})
 }

@@ -17,8 +17,14 @@
 //     writes it with a hand-written appender for the fixed Record struct
 //     (append.go), which tests and fuzz targets hold to encoding/json's
 //     output; the heartbeat path's budget rules out reflection there.
-//   - Decode reads with github.com/go-json-experiment/json configured with
-//     its v1 options (decodeOptions), so it accepts, refuses and decodes
+//   - Decode reads the shape Encode writes (names in field order, no
+//     whitespace, no escapes) with a hand-written scanner (scan.go), which
+//     returns exactly what the general decoder would (FuzzDecodeCanonical);
+//     the strings of such a record share one copy of the input (one
+//     allocation; a string kept alone keeps that copy, at most
+//     MaxRecordBytes, alive). Anything else goes to the general decoder.
+//   - The general decoder is github.com/go-json-experiment/json configured
+//     with its v1 options (decodeOptions), so it accepts, refuses and decodes
 //     exactly what encoding/json v1 did, which FuzzDecodeDifferential
 //     checks: object names match case-insensitively (strings.EqualFold, so
 //     "NODEID" sets nodeId, but "node_id" does not), a repeated name keeps

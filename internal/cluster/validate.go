@@ -63,6 +63,9 @@ func ValidateID(field, s string) error {
 	if len(s) > MaxIDBytes {
 		return fieldErr(field, fmt.Sprintf("of %d bytes", len(s)), fmt.Sprintf("must be at most %d bytes", MaxIDBytes))
 	}
+	if idOK(s, &idByte) {
+		return nil
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
@@ -74,6 +77,43 @@ func ValidateID(field, s string) error {
 		}
 	}
 	return nil
+}
+
+// Byte classes of identifiers and label keys, for the checks that pass
+// (the common case) without a branch per rule; a value that fails is
+// looked at again byte by byte to name what is wrong.
+var (
+	idByte       = byteClass("._-")
+	labelKeyByte = byteClass("._-/")
+)
+
+// byteClass returns the table of letters, digits and the bytes of extra.
+func byteClass(extra string) (t [256]bool) {
+	for c := range 256 {
+		t[c] = isAlnum(byte(c))
+	}
+	for i := 0; i < len(extra); i++ {
+		t[extra[i]] = true
+	}
+	return t
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// idOK reports whether the non-empty s starts with a letter or digit and
+// holds only bytes of class.
+func idOK(s string, class *[256]bool) bool {
+	if !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !class[s[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // validateText checks a bounded printable field (incarnation, version).
@@ -94,11 +134,9 @@ func textOK(s string, max int, required bool) bool {
 	if len(s) > max {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f {
-			// Not printable ASCII, the common case: check the runes from here.
-			return textRunesOK(s[i:])
-		}
+	if i := plainPrefix(s); i < len(s) {
+		// Not printable ASCII, the common case: check the runes from here.
+		return textRunesOK(s[i:])
 	}
 	return true
 }
@@ -202,6 +240,9 @@ func ValidateLabelKey(k string) error {
 	if len(k) > MaxLabelKeyBytes {
 		return fieldErr(field, fmt.Sprintf("%s of %d bytes", quote(k), len(k)), fmt.Sprintf("must be at most %d bytes", MaxLabelKeyBytes))
 	}
+	if idOK(k, &labelKeyByte) && isAlnum(k[len(k)-1]) {
+		return nil
+	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
@@ -249,6 +290,21 @@ func checkSize(n int) error {
 // ValidateFields checks every field rule but the encoded size, which
 // Encode checks on the bytes it produces. It does not marshal.
 func (r *Record) ValidateFields() error {
+	if err := r.validateScalars(); err != nil {
+		return err
+	}
+	return ValidateLabels(r.Labels)
+}
+
+// validLabel reports whether one label passes ValidateLabels' rules.
+func validLabel(k, v string) bool {
+	return ValidateLabelKey(k) == nil && textOK(v, MaxLabelValueBytes, false)
+}
+
+// validateScalars checks every field rule of ValidateFields but the
+// labels, which the codec checks on its own pass over them (Decode while
+// it reads them, Encode while it collects them to sort).
+func (r *Record) validateScalars() error {
 	if err := ValidateID("clusterId", r.ClusterID); err != nil {
 		return err
 	}
@@ -290,5 +346,5 @@ func (r *Record) ValidateFields() error {
 			return textError(fmt.Sprintf("superseded[%d]", i), id, MaxIDBytes, true)
 		}
 	}
-	return ValidateLabels(r.Labels)
+	return nil
 }

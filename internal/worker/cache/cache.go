@@ -101,11 +101,16 @@ type Cache struct {
 	// createTemp creates a block's temporary file (os.CreateTemp; tests
 	// inject disk failures).
 	createTemp func(dir, pattern string) (*os.File, error)
-	now        func() time.Time
-	lock       *os.File // holds the flock on <dir>/LOCK
-	loadCtx    context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup // block loads
+	// loadBuf is the size of the buffers loads copy through
+	// (loadBufferSize; a test makes it smaller), and loadBufs holds them
+	// as *[]byte between loads.
+	loadBuf  int
+	loadBufs sync.Pool
+	now      func() time.Time
+	lock     *os.File // holds the flock on <dir>/LOCK
+	loadCtx  context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // block loads
 
 	mu         sync.Mutex // guards the fields below
 	entries    map[blockID]*entry
@@ -155,6 +160,7 @@ func Open(cfg Config) (*Cache, error) {
 		cfg:        cfg,
 		root:       root,
 		createTemp: os.CreateTemp,
+		loadBuf:    loadBufferSize,
 		log:        cfg.Logger.With("component", "cache"),
 		now:        cfg.Clock,
 		lock:       lock,

@@ -63,6 +63,9 @@ func crashChild() {
 	if err != nil {
 		fail(err)
 	}
+	// Loads write whole buffers: with the default (a MiB, more than a
+	// block here) the half block would stay in memory.
+	c.SetLoadBuffer(bs / 8)
 	b, err := c.ReadBlock(context.Background(), "fast", 0)
 	if err != nil {
 		fail(err)

@@ -37,3 +37,7 @@ func (c *Cache) FailCreate(n int, err error) {
 		return os.CreateTemp(dir, pattern)
 	}
 }
+
+// SetLoadBuffer sets the size of the buffer loads write block files
+// through, before the first load.
+func (c *Cache) SetLoadBuffer(n int) { c.loadBuf = n }

@@ -106,12 +106,54 @@ func (c *Cache) copyFromSource(ctx context.Context, id blockID, version string, 
 		return 0, err
 	}
 	defer rc.Close()
-	got, err := io.CopyN(&ioErrWriter{w}, rc, n)
+	buf, _ := c.loadBufs.Get().(*[]byte)
+	if buf == nil || len(*buf) != c.loadBuf {
+		b := make([]byte, c.loadBuf)
+		buf = &b
+	}
+	defer c.loadBufs.Put(buf)
+	got, err := copyFull(&ioErrWriter{w}, rc, n, *buf)
 	c.cfg.Stats.BackendBytes(got)
 	if errors.Is(err, io.EOF) {
 		err = nil // short: the caller reports it
 	}
 	return got, err
+}
+
+// loadBufferSize is the most a load writes to a block file at once.
+// Block files are served with sendfile(2) from the page cache, and the
+// size of the writes that filled it decides the size of its folios: the
+// 32 KiB writes of io.Copy cost a hit of a 4 MiB block 15-20% more CPU
+// in the kernel (page cache lookups, more pipe buffers and socket frags)
+// than writes of 1 MiB or more (measured on ext4, Linux 6.18).
+const loadBufferSize = 1 << 20
+
+// copyFull copies up to n bytes from src to dst through buf, writing only
+// whole buffers (but the last): a source that returns a few KiB per read
+// (a socket) still gives the block file large writes. Like io.CopyN it
+// returns io.EOF when src ends before n bytes.
+func copyFull(dst io.Writer, src io.Reader, n int64, buf []byte) (int64, error) {
+	var written int64
+	for written < n {
+		k, rerr := io.ReadFull(src, buf[:min(int64(len(buf)), n-written)])
+		if k > 0 {
+			wk, werr := dst.Write(buf[:k])
+			written += int64(wk)
+			if werr != nil {
+				return written, werr
+			}
+			if wk != k {
+				return written, io.ErrShortWrite
+			}
+		}
+		switch {
+		case errors.Is(rerr, io.ErrUnexpectedEOF):
+			return written, io.EOF
+		case rerr != nil:
+			return written, rerr
+		}
+	}
+	return written, nil
 }
 
 // ioErrWriter marks write errors as the cache's own.

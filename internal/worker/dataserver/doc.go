@@ -44,7 +44,9 @@
 // the block files with io.Copy into the ResponseWriter, which the kernel
 // serves with sendfile on a plain connection: net/http hands the file to
 // the connection's ReadFrom, so a listener that wraps connections must
-// keep that method (the worker's does). Over TLS the body is copied
+// keep that method (the worker's does). The header is flushed before the
+// body, so that all of it goes that way (net/http would otherwise copy
+// the first 512 bytes through user space). Over TLS the body is copied
 // through user space.
 //
 // # Stats

@@ -277,6 +277,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, aerr
 	}
 	w.WriteHeader(http.StatusOK)
+	// Send the header now: net/http's ReadFrom otherwise copies the
+	// body's first 512 bytes through user space (for content sniffing,
+	// which the Content-Type set above makes moot) before it hands the
+	// rest to the connection's sendfile.
+	if err := http.NewResponseController(w).Flush(); err != nil {
+		return 0, err
+	}
 	return s.writeRange(w, blocks, req.offset, end)
 }
 

@@ -87,6 +87,12 @@ type env struct {
 
 func newEnv(t testing.TB, blockSize, capacity int64) *env {
 	t.Helper()
+	return newEnvOn(t, blockSize, capacity, nil)
+}
+
+// newEnvOn is newEnv with the server on ln, when not nil.
+func newEnvOn(t testing.TB, blockSize, capacity int64, ln net.Listener) *env {
+	t.Helper()
 	e := &env{blobDir: t.TempDir(), st: stats.New(), own: &owners{notOwned: map[int64]bool{}, version: 0x0123456789abcdef}}
 	fs, err := blob.NewFile(e.blobDir)
 	if err != nil {
@@ -112,6 +118,10 @@ func newEnv(t testing.TB, blockSize, capacity int64) *env {
 		t.Fatal(err)
 	}
 	e.srv = httptest.NewUnstartedServer(h)
+	if ln != nil {
+		e.srv.Listener.Close()
+		e.srv.Listener = ln
+	}
 	e.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			e.opened.Add(1)
@@ -616,5 +626,78 @@ func TestKeepAlive(t *testing.T) {
 	}
 	if n := e.opened.Load(); n != 1 {
 		t.Fatalf("the reads opened %d connections, want 1 (keep-alive)", n)
+	}
+}
+
+// countingListener hands out connections that count the bytes they send
+// through ReadFrom (sendfile, for a file) and through Write.
+type countingListener struct {
+	net.Listener
+	viaReadFrom, viaWrite atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{TCPConn: c.(*net.TCPConn), l: l}, nil
+}
+
+type countingConn struct {
+	*net.TCPConn
+	l *countingListener
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.TCPConn.Write(p)
+	c.l.viaWrite.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := c.TCPConn.ReadFrom(r)
+	c.l.viaReadFrom.Add(n)
+	return n, err
+}
+
+// TestHitBodyAllThroughReadFrom checks that a hit's body goes to the
+// connection's ReadFrom whole, which sends a block file with sendfile(2):
+// none of it is copied through user space first (net/http copies 512
+// bytes before its ReadFrom unless the header was flushed).
+func TestHitBodyAllThroughReadFrom(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.13:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &countingListener{Listener: raw}
+	e := newEnvOn(t, bs, 16*bs, ln)
+	data := pattern(3, 2*bs+100)
+	e.put(t, "obj", data)
+	requests := int64(0)
+	fetch := func(off, n int64) {
+		t.Helper()
+		requests++
+		// The counters move when the handler has returned, which can be
+		// after the client has the body.
+		defer e.settle(t, requests)
+		var buf bytes.Buffer
+		res, err := datav1.FetchTo(context.Background(), e.client, datav1.Request{Addr: e.addr, Object: "obj", Offset: off, Length: n, Version: e.own.version}, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), data[off:off+res.N]) || res.N != n {
+			t.Fatalf("fetch %d+%d: got %d bytes, not the object's", off, n, res.N)
+		}
+	}
+	for i := range int64(3) {
+		fetch(i*bs, 1) // misses: load the blocks
+	}
+	for _, r := range []struct{ off, n int64 }{{0, bs}, {100, bs - 100}, {bs, bs}, {2 * bs, 100}, {bs - 10, 20}} {
+		before, wrote := ln.viaReadFrom.Load(), ln.viaWrite.Load()
+		fetch(r.off, r.n)
+		if got := ln.viaReadFrom.Load() - before; got != r.n {
+			t.Errorf("hit %d+%d: %d body bytes through ReadFrom (and %d through Write), want all %d", r.off, r.n, got, ln.viaWrite.Load()-wrote, r.n)
+		}
 	}
 }

@@ -1,0 +1,476 @@
+package cluster
+
+import (
+	"bytes"
+	"strings"
+	"unicode/utf8"
+)
+
+// decodeCanonical decodes b when it is in the shape Encode writes, and
+// returns nil for anything else, which Decode then reads with the general
+// decoder. It exists for the heartbeat path's budget: the general decoder
+// (go-json-experiment with encoding/json v1's semantics) costs several
+// times the rest of a heartbeat's record work.
+//
+// It accepts a subset of what the general decoder accepts, and for that
+// subset it must return exactly the record the general decoder returns
+// (FuzzDecodeCanonical checks both halves of that on arbitrary input):
+//
+//   - b starts with canonicalPrefix and holds one object, nothing after it,
+//     no whitespace anywhere;
+//   - object names are spelled exactly as Record's tags (no case folding)
+//     and come in the order of the fields, each at most once (so neither
+//     a repeated name nor a merge of repeated objects arises); any of them
+//     may be missing, leaving the field zero as encoding/json does; no
+//     other name (an unknown or future field) is accepted;
+//   - strings hold no escape sequence, no control character and only
+//     valid UTF-8 (so no U+FFFD replacement arises): every byte between
+//     the quotes is the string's;
+//   - integers are 0 or a digit 1-9 followed by digits, with no sign,
+//     fraction or exponent, within the field's type; no null anywhere.
+//
+// Every string of the record is a substring of one copy of b, so the
+// strings cost one allocation together; Role and Health are the package's
+// constants when they hold a known value.
+//
+// labelsValid reports that every label read passed ValidateLabels' rules
+// (so the record's labels do): Decode then skips that pass over the map.
+func decodeCanonical(b []byte) (r *Record, labelsValid bool) {
+	if !bytes.HasPrefix(b, canonicalPrefix) {
+		return nil, false
+	}
+	d := scanner{s: string(b), i: len(canonicalPrefix), labelsValid: true}
+	r = &Record{}
+	if !d.record(r) || d.i != len(d.s) {
+		return nil, false
+	}
+	return r, d.labelsValid
+}
+
+// scanner reads the canonical shape from s at i. Every method returns
+// false as soon as the input leaves that shape; the caller then gives up.
+type scanner struct {
+	s string
+	i int
+	// labelsValid is cleared by a label that breaks a rule.
+	labelsValid bool
+}
+
+// Member names as Encode writes them (appendRecord), quoted and with
+// their colon, in the order of the fields; schemaVersion is in
+// canonicalPrefix.
+var (
+	recordNames = quoteNames(
+		"clusterId", "nodeId", "role", "incarnationId", "address", "adminAddress", "version",
+		"startTimeUnixMs", "heartbeatSeq", "updatedAtUnixMs", "health", "ready", "notReadyReason",
+		"capacity", "counters", "labels", "generation", "superseded", "late",
+	)
+	capacityNames = quoteNames("capacityBytes", "residentBytes", "blocks", "pages", "inflightLoads", "storeHealthy")
+	counterNames  = quoteNames(
+		"requestsTotal", "errorsTotal", "hitsTotal", "missesTotal", "bytesServedTotal", "backendFetchesTotal",
+		"backendErrorsTotal", "evictionsTotal", "placementLookupsTotal", "placementErrorsTotal", "storeErrorsTotal",
+	)
+)
+
+func quoteNames(names ...string) []string {
+	for i, n := range names {
+		names[i] = `"` + n + `":`
+	}
+	return names
+}
+
+// record reads the members of the top-level object after canonicalPrefix,
+// through its closing brace.
+func (d *scanner) record(r *Record) bool {
+	next := 0
+	for {
+		f := d.name(recordNames, next)
+		if f < 0 {
+			return false
+		}
+		next = f + 1
+		ok := true
+		switch f {
+		case 0:
+			r.ClusterID, ok = d.str()
+		case 1:
+			r.NodeID, ok = d.str()
+		case 2:
+			var s string
+			s, ok = d.str()
+			r.Role = internRole(s)
+		case 3:
+			r.IncarnationID, ok = d.str()
+		case 4:
+			r.Address, ok = d.str()
+		case 5:
+			r.AdminAddress, ok = d.str()
+		case 6:
+			r.Version, ok = d.str()
+		case 7:
+			r.StartTimeUnixMs, ok = d.int64()
+		case 8:
+			r.HeartbeatSeq, ok = d.uint64()
+		case 9:
+			r.UpdatedAtUnixMs, ok = d.int64()
+		case 10:
+			var s string
+			s, ok = d.str()
+			r.Health = internHealth(s)
+		case 11:
+			r.Ready, ok = d.bool()
+		case 12:
+			r.NotReadyReason, ok = d.str()
+		case 13:
+			ok = d.capacity(&r.Capacity)
+		case 14:
+			ok = d.counters(&r.Counters)
+		case 15:
+			r.Labels, ok = d.labels()
+		case 16:
+			r.Generation, ok = d.uint64()
+		case 17:
+			r.Superseded, ok = d.strings()
+		case 18:
+			r.Late, ok = d.bool()
+		}
+		if !ok {
+			return false
+		}
+		if end, ok := d.more(); !ok || end {
+			return ok
+		}
+	}
+}
+
+func (d *scanner) capacity(c *Capacity) bool {
+	if !d.open('{') {
+		return false
+	}
+	if d.peek('}') {
+		d.i++
+		return true
+	}
+	next := 0
+	for {
+		f := d.name(capacityNames, next)
+		if f < 0 {
+			return false
+		}
+		next = f + 1
+		ok := true
+		switch f {
+		case 0:
+			c.CapacityBytes, ok = d.uint64()
+		case 1:
+			c.ResidentBytes, ok = d.uint64()
+		case 2:
+			c.Blocks, ok = d.uint64()
+		case 3:
+			c.Pages, ok = d.uint64()
+		case 4:
+			c.InflightLoads, ok = d.uint64()
+		case 5:
+			c.StoreHealthy, ok = d.bool()
+		}
+		if !ok {
+			return false
+		}
+		if end, ok := d.more(); !ok || end {
+			return ok
+		}
+	}
+}
+
+func (d *scanner) counters(n *Counters) bool {
+	if !d.open('{') {
+		return false
+	}
+	if d.peek('}') {
+		d.i++
+		return true
+	}
+	next := 0
+	for {
+		f := d.name(counterNames, next)
+		if f < 0 {
+			return false
+		}
+		next = f + 1
+		var p *uint64
+		switch f {
+		case 0:
+			p = &n.RequestsTotal
+		case 1:
+			p = &n.ErrorsTotal
+		case 2:
+			p = &n.HitsTotal
+		case 3:
+			p = &n.MissesTotal
+		case 4:
+			p = &n.BytesServedTotal
+		case 5:
+			p = &n.BackendFetchesTotal
+		case 6:
+			p = &n.BackendErrorsTotal
+		case 7:
+			p = &n.EvictionsTotal
+		case 8:
+			p = &n.PlacementLookupsTotal
+		case 9:
+			p = &n.PlacementErrorsTotal
+		case 10:
+			p = &n.StoreErrorsTotal
+		}
+		v, ok := d.uint64()
+		if !ok {
+			return false
+		}
+		*p = v
+		if end, ok := d.more(); !ok || end {
+			return ok
+		}
+	}
+}
+
+// labels reads a JSON object of strings into a new map (empty, not nil,
+// for {}, as encoding/json does). A repeated key keeps its last value, as
+// a map assignment does. An object of more than MaxLabels members is left
+// to the general decoder, so that the map is sized once from a bounded
+// buffer; validation refuses such a record either way.
+func (d *scanner) labels() (map[string]string, bool) {
+	if !d.open('{') {
+		return nil, false
+	}
+	var kv [2 * MaxLabels]string
+	n := 0
+	if d.peek('}') {
+		d.i++
+	} else {
+		for {
+			if n == len(kv) {
+				return nil, false
+			}
+			k, ok := d.str()
+			if !ok || !d.open(':') {
+				return nil, false
+			}
+			v, ok := d.str()
+			if !ok {
+				return nil, false
+			}
+			kv[n], kv[n+1] = k, v
+			n += 2
+			d.labelsValid = d.labelsValid && validLabel(k, v)
+			end, ok := d.more()
+			if !ok {
+				return nil, false
+			}
+			if end {
+				break
+			}
+		}
+	}
+	m := make(map[string]string, n/2)
+	for j := 0; j < n; j += 2 {
+		m[kv[j]] = kv[j+1]
+	}
+	return m, true
+}
+
+// strings reads a JSON array of strings (empty, not nil, for []).
+func (d *scanner) strings() ([]string, bool) {
+	if !d.open('[') {
+		return nil, false
+	}
+	if d.peek(']') {
+		d.i++
+		return []string{}, true
+	}
+	var buf [MaxSuperseded]string
+	out := buf[:0]
+	for {
+		s, ok := d.str()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+		if d.i >= len(d.s) {
+			return nil, false
+		}
+		switch d.s[d.i] {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return append([]string(nil), out...), true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// name reads a member name and its colon and returns the index in names
+// of the name, which must be at index next or later; -1 otherwise. A
+// quoted name with no escape is the name itself, so comparing the bytes
+// with the quoted names is reading the string and comparing it.
+func (d *scanner) name(names []string, next int) int {
+	rest := d.s[d.i:]
+	for j := next; j < len(names); j++ {
+		if strings.HasPrefix(rest, names[j]) {
+			d.i += len(names[j])
+			return j
+		}
+	}
+	return -1
+}
+
+// more reads the separator after a member: a comma (end false) or the
+// object's closing brace (end true).
+func (d *scanner) more() (end, ok bool) {
+	if d.i >= len(d.s) {
+		return false, false
+	}
+	switch d.s[d.i] {
+	case ',':
+		d.i++
+		return false, true
+	case '}':
+		d.i++
+		return true, true
+	}
+	return false, false
+}
+
+// open consumes the byte c.
+func (d *scanner) open(c byte) bool {
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+func (d *scanner) peek(c byte) bool { return d.i < len(d.s) && d.s[d.i] == c }
+
+// str reads a string with no escape, no control character and only
+// valid UTF-8.
+func (d *scanner) str() (string, bool) {
+	s, i := d.s, d.i
+	if i >= len(s) || s[i] != '"' {
+		return "", false
+	}
+	i++
+	start := i
+	ascii := true
+	for {
+		i += jsonPlainPrefix(s[i:])
+		if i >= len(s) {
+			return "", false
+		}
+		c := s[i]
+		if c == '"' {
+			break
+		}
+		if c < utf8.RuneSelf {
+			return "", false // an escape or a control character
+		}
+		ascii = false
+		i++
+	}
+	v := s[start:i]
+	if !ascii && !utf8.ValidString(v) {
+		return "", false // encoding/json would replace the invalid bytes
+	}
+	d.i = i + 1
+	return v, true
+}
+
+// digits reads 0 or a nonzero digit followed by up to maxDigits-1 digits,
+// ending where a member or value ends (a comma, brace or bracket), and
+// returns their value, which fits in a uint64 when maxDigits is at most 19.
+// A 20-digit number is left to uint64 below.
+func (d *scanner) digits(maxDigits int) (uint64, int, bool) {
+	s, i := d.s, d.i
+	start := i
+	var v uint64
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		v = v*10 + uint64(s[i]-'0') // wraps past maxDigits, refused below
+		i++
+	}
+	n := i - start
+	if n == 0 || n > maxDigits || (n > 1 && s[start] == '0') {
+		return 0, 0, false
+	}
+	if i >= len(s) || (s[i] != ',' && s[i] != '}' && s[i] != ']') {
+		return 0, 0, false // a fraction, an exponent, whitespace or anything else
+	}
+	d.i = i
+	return v, n, true
+}
+
+func (d *scanner) int64() (int64, bool) {
+	v, _, ok := d.digits(19)
+	if !ok || v > 1<<63-1 {
+		return 0, false
+	}
+	return int64(v), true
+}
+
+func (d *scanner) uint64() (uint64, bool) {
+	save := d.i
+	v, n, ok := d.digits(20)
+	if !ok {
+		return 0, false
+	}
+	if n == 20 {
+		// v may have wrapped: the value fits only when it is at most
+		// 18446744073709551615, which a string comparison settles.
+		if d.s[save:d.i] > "18446744073709551615" {
+			d.i = save
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+func (d *scanner) bool() (bool, bool) {
+	s := d.s[d.i:]
+	switch {
+	case len(s) >= 4 && s[:4] == "true":
+		d.i += 4
+		return true, true
+	case len(s) >= 5 && s[:5] == "false":
+		d.i += 5
+		return false, true
+	}
+	return false, false
+}
+
+// internRole returns the Role constant spelled s, so that a decoded
+// record's role refers to no input, or s itself when it is unknown
+// (validation refuses it).
+func internRole(s string) Role {
+	switch Role(s) {
+	case RoleWorker:
+		return RoleWorker
+	case RoleCoordinator:
+		return RoleCoordinator
+	}
+	return Role(s)
+}
+
+// internHealth is internRole for Health.
+func internHealth(s string) Health {
+	switch Health(s) {
+	case HealthHealthy:
+		return HealthHealthy
+	case HealthDegraded:
+		return HealthDegraded
+	case HealthUnhealthy:
+		return HealthUnhealthy
+	case HealthUnknown:
+		return HealthUnknown
+	}
+	return Health(s)
+}
