@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/pki"
@@ -97,6 +96,11 @@ type Request struct {
 	// refused with ErrIdentity before its body is read.
 	TLS  bool
 	Node string
+	// Buffer, when not nil, is the scratch buffer FetchTo copies the body
+	// through to a writer that is not a *bytes.Buffer (see CopyBufferSize);
+	// a caller that reads many blocks passes the same one each time. Nil
+	// allocates one per call.
+	Buffer []byte
 }
 
 // Result describes a successful read.
@@ -258,7 +262,7 @@ func fetch(ctx context.Context, hc *http.Client, req Request, w io.Writer) (*Res
 	if resp.ContentLength != want {
 		return nil, protocolErr(req, "Content-Length is %d, want %d (offset %d, length %d, object size %d)", resp.ContentLength, want, req.Offset, req.Length, res.ObjectSize)
 	}
-	n, err := copyBody(w, io.LimitReader(resp.Body, want), want)
+	n, err := copyBody(w, io.LimitReader(resp.Body, want), want, req.Buffer)
 	res.N = n
 	if err != nil {
 		return nil, fmt.Errorf("%w: fetch %q from %s: body ended after %d of %d bytes: %w", ErrProtocol, req.Object, req.Addr, n, want, err)
@@ -277,11 +281,11 @@ const CopyBufferSize = 256 << 10
 
 // copyBody copies the n bytes of body to w. A *bytes.Buffer (Fetch, and
 // client.ObjectReader) reads straight into its own storage, without a
-// buffer in between. Any other writer gets one of CopyBufferSize (smaller
-// for a shorter body), even one with a ReadFrom: an *os.File's ReadFrom
-// can splice only from a socket or a file, and falls back on a 32 KiB
-// buffer for an HTTP body.
-func copyBody(w io.Writer, body io.Reader, n int64) (int64, error) {
+// buffer in between. Any other writer gets buf, or a new buffer of
+// CopyBufferSize (smaller for a shorter body) when buf is nil, even one
+// with a ReadFrom: an *os.File's ReadFrom can splice only from a socket
+// or a file, and falls back on a 32 KiB buffer for an HTTP body.
+func copyBody(w io.Writer, body io.Reader, n int64, buf []byte) (int64, error) {
 	if b, ok := w.(*bytes.Buffer); ok {
 		// ReadFrom wants MinRead bytes free before each read: with the
 		// margin, a last read that returns only EOF (the body's final
@@ -289,24 +293,11 @@ func copyBody(w io.Writer, body io.Reader, n int64) (int64, error) {
 		b.Grow(int(n) + bytes.MinRead)
 		return b.ReadFrom(body)
 	}
-	if n < CopyBufferSize {
-		return io.CopyBuffer(struct{ io.Writer }{w}, body, make([]byte, max(n, 512)))
+	if len(buf) == 0 {
+		buf = make([]byte, max(min(n, CopyBufferSize), 512))
 	}
-	buf, _ := copyBuffers.Get().(*[]byte)
-	if buf == nil {
-		b := make([]byte, CopyBufferSize)
-		buf = &b
-	}
-	defer copyBuffers.Put(buf)
-	return io.CopyBuffer(struct{ io.Writer }{w}, body, *buf)
+	return io.CopyBuffer(struct{ io.Writer }{w}, body, buf)
 }
-
-// copyBuffers holds *[]byte buffers of CopyBufferSize between copies: a
-// fresh 256 KiB buffer per block read cost the client about a tenth of
-// its CPU in allocation, zeroing and garbage collection
-// (BenchmarkHitVsDisk). A free list of scratch buffers, as net/http keeps
-// for its own copies: nothing reads what a previous copy left in one.
-var copyBuffers sync.Pool
 
 func protocolErr(req Request, format string, args ...any) error {
 	return fmt.Errorf("%w: fetch %q from %s: %s", ErrProtocol, req.Object, req.Addr, fmt.Sprintf(format, args...))

@@ -272,8 +272,8 @@ func loadAverage() string {
 // cacheHitRow reads a cached block through a real worker's data listener
 // (keep-alive, one block per request), the same bytes sent with sendfile
 // over a plain loopback TCP connection (the network ceiling, see
-// testsupport.Loopback) and the same bytes read from the file, all three into
-// one reused buffer with ReadFrom (so each is read(2)s straight into it),
+// testsupport.Loopback) and the same bytes read from the file, the two
+// network paths through one 256 KiB buffer into a reused one,
 // in two rounds, so a burst of background load on a shared machine does
 // not fall on one of them only.
 func cacheHitRow(t *testing.T) reportRow {
@@ -304,9 +304,12 @@ func cacheHitRow(t *testing.T) reportRow {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	req := datav1.Request{Addr: w.Worker().DataAddress(), Object: "hot.bin", Offset: 0, Length: 4 << 20, Replicas: 1}
 	var buf bytes.Buffer
+	// Both network paths copy through a CopyBufferSize buffer into buf,
+	// as testsupport.Loopback does: the same client work on each side.
+	req.Buffer = make([]byte, datav1.CopyBufferSize)
 	fetch := func() int64 {
 		buf.Reset()
-		res, err := datav1.FetchTo(context.Background(), hc, req, &buf)
+		res, err := datav1.FetchTo(context.Background(), hc, req, struct{ io.Writer }{&buf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,10 +344,10 @@ func cacheHitRow(t *testing.T) reportRow {
 		ceiling += throughput(loopback) / 2
 		file += throughput(readFile) / 2
 	}
-	ratio := served / file
+	ratio := served / ceiling
 	return reportRow{path: "cache hits through the data listener (4 MiB blocks, keep-alive, plain)", talon: fmt.Sprintf("%.0f MB/s", served/1e6),
-		limit: fmt.Sprintf("%.0f MB/s reading the file; %.0f MB/s raw loopback TCP with sendfile (%.2fx of it)", file/1e6, ceiling/1e6, served/ceiling),
-		ratio: fmt.Sprintf("%.2f", ratio), goal: ">=0.5x the file read", met: ratio >= 0.5}
+		limit: fmt.Sprintf("%.0f MB/s raw loopback TCP with sendfile (reading the file: %.0f MB/s)", ceiling/1e6, file/1e6),
+		ratio: fmt.Sprintf("%.2f", ratio), goal: ">=0.95x raw sendfile", met: ratio >= 0.95}
 }
 
 // throughput runs read for about two seconds and returns bytes/s.

@@ -52,10 +52,11 @@ func BenchmarkHitVsDisk(b *testing.B) {
 	path := filepath.Join(e.blobDir, "bench", "obj")
 	ctx := context.Background()
 
+	scratch := make([]byte, datav1.CopyBufferSize) // as the raw loopback's reader has its own
 	viaServer := func(b *testing.B) {
 		for i := range int64(blocks) {
 			res, err := datav1.FetchTo(ctx, e.client, datav1.Request{
-				Addr: e.addr, Object: "bench/obj", Offset: i * blockSize, Length: blockSize, Version: e.own.version,
+				Addr: e.addr, Object: "bench/obj", Offset: i * blockSize, Length: blockSize, Version: e.own.version, Buffer: scratch,
 			}, sink{})
 			if err != nil || res.N != blockSize {
 				b.Fatalf("block %d: %v", i, err)
