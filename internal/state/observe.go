@@ -44,7 +44,8 @@ type observation struct {
 }
 
 type seenVersion struct {
-	version string
+	version string // an opaque token (See), or "" with rev (SeeRev)
+	rev     int64
 	at      time.Time
 }
 
@@ -64,13 +65,23 @@ func NewObservations(clock func() time.Time) *Observations {
 // or 0: it only feeds the skew estimate, and only when it replaces another
 // version of a slot already known (a change seen as it happened).
 func (o *Observations) See(slot, version string, writerUnixMs int64) time.Time {
+	return o.see(slot, seenVersion{version: version}, writerUnixMs)
+}
+
+// SeeRev is See for a version that is a number (an etcd mod revision),
+// without formatting it.
+func (o *Observations) SeeRev(slot string, rev int64, writerUnixMs int64) time.Time {
+	return o.see(slot, seenVersion{rev: rev}, writerUnixMs)
+}
+
+func (o *Observations) see(slot string, ver seenVersion, writerUnixMs int64) time.Time {
 	now := o.clock()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ob, ok := o.seen[slot]
 	ob.touched = now
 	for _, v := range ob.versions {
-		if v.version == version {
+		if v.version == ver.version && v.rev == ver.rev {
 			o.seen[slot] = ob
 			return v.at
 		}
@@ -81,15 +92,16 @@ func (o *Observations) See(slot, version string, writerUnixMs int64) time.Time {
 	if ok && writerUnixMs > 0 {
 		o.sampleLocked(time.Duration(writerUnixMs-now.UnixMilli()) * time.Millisecond)
 	}
-	o.addLocked(slot, ob, version, now)
+	ver.at = now
+	o.addLocked(slot, ob, ver)
 	return now
 }
 
-func (o *Observations) addLocked(slot string, ob observation, version string, at time.Time) {
+func (o *Observations) addLocked(slot string, ob observation, v seenVersion) {
 	if len(ob.versions) == versionsKept {
 		ob.versions = slices.Delete(ob.versions, 0, 1)
 	}
-	ob.versions = append(ob.versions, seenVersion{version: version, at: at})
+	ob.versions = append(ob.versions, v)
 	o.seen[slot] = ob
 }
 

@@ -78,3 +78,24 @@ func TestObservationsKeepRecentVersions(t *testing.T) {
 		t.Fatalf("a version past the kept ones counts from now, got %v", at)
 	}
 }
+
+// TestObservationsSeeRev: a numeric version is one version of its own
+// (same number, same first sight; another number, a new one), distinct
+// from any string version of the slot.
+func TestObservationsSeeRev(t *testing.T) {
+	t0 := time.Date(2026, 7, 23, 12, 0, 0, 0, time.UTC)
+	clk := testsupport.NewFakeClock(t0)
+	o := NewObservations(clk.Now)
+	o.SeeRev("a", 7, 0)
+	clk.Advance(time.Second)
+	if at := o.SeeRev("a", 7, 0); !at.Equal(t0) {
+		t.Fatalf("revision 7 again: first seen %v, want %v", at, t0)
+	}
+	if at := o.SeeRev("a", 8, 0); !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("revision 8: first seen %v, want now", at)
+	}
+	clk.Advance(time.Second)
+	if at := o.See("a", "7", 0); !at.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf(`string version "7" after revision 7: %v, want a new sighting`, at)
+	}
+}

@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"fmt"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/zeebo/xxh3"
@@ -114,7 +113,7 @@ func (s *Store) stampObserved(slot string, modRev int64, rec *cluster.Record, wr
 	if live {
 		writer = writerMs
 	}
-	at := s.obs.See(slot, strconv.FormatInt(modRev, 10), writer).UnixMilli()
+	at := s.obs.SeeRev(slot, modRev, writer).UnixMilli()
 	if rec.UpdatedAtUnixMs == at {
 		return rec
 	}
