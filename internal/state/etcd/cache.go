@@ -1,11 +1,9 @@
 package etcd
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -41,34 +39,29 @@ type watchCache struct {
 	// than reading the prefix a second time (at 10,000 records, two copies
 	// of the listing and of its gRPC buffers are most of the process's peak
 	// memory).
-	listing  bool
-	rev      int64
-	slots    map[string]*cacheEntry // etcd key -> entry
-	clusters map[string][]*cacheEntry
-	changes  map[string]uint64 // per cluster: entries applied since the last reset
-	changed  chan struct{}     // closed and replaced whenever rev or ready changes
-
-	memoMu sync.Mutex          // guards lists; taken under mu (for reading) only
-	lists  map[string]listMemo // per cluster: the record list last built
+	listing bool
+	rev     int64
+	idx     *state.Mirror[*cacheEntry] // the entries, by etcd key and per cluster
+	changed chan struct{}              // closed and replaced whenever rev or ready changes
 }
 
-// cacheEntry is one record slot. Entries are replaced in place under the
-// write lock; the records they point to are never modified.
+// cacheEntry is one record slot. Entries are replaced, never modified;
+// so are the records they point to.
 type cacheEntry struct {
 	key cluster.Key
 	item
 }
+
+func (e *cacheEntry) MirrorName() string     { return e.slot }
+func (e *cacheEntry) MirrorKey() cluster.Key { return e.key }
 
 func newWatchCache(s *Store) *watchCache {
 	return &watchCache{
 		s:         s,
 		watcher:   clientv3.NewWatcher(s.client),
 		streamCtx: clientv3.WithRequireLeader(s.lifetime),
-		slots:     make(map[string]*cacheEntry),
-		clusters:  make(map[string][]*cacheEntry),
-		changes:   make(map[string]uint64),
+		idx:       state.NewMirror[*cacheEntry](),
 		changed:   make(chan struct{}),
-		lists:     make(map[string]listMemo),
 		listing:   true, // run's first listing is about to start
 	}
 }
@@ -189,28 +182,16 @@ func (c *watchCache) setNotReady() {
 // reset replaces the contents with a full listing at revision rev; the
 // cache is not ready until its watch is set up.
 func (c *watchCache) reset(kvs []*mvccpb.KeyValue, rev int64) {
-	slotsMap := make(map[string]*cacheEntry, len(kvs))
-	clusters := make(map[string][]*cacheEntry)
+	entries := make([]*cacheEntry, 0, len(kvs))
 	for _, kv := range kvs {
-		e := c.entry(kv, false)
-		if e == nil {
-			continue
+		if e := c.entry(kv, false); e != nil {
+			entries = append(entries, e)
 		}
-		slotsMap[e.slot] = e
-		clusters[e.key.ClusterID] = append(clusters[e.key.ClusterID], e)
-	}
-	for _, es := range clusters {
-		slices.SortFunc(es, compareEntries)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.slots, c.clusters, c.rev = slotsMap, clusters, rev
-	for id := range c.changes {
-		c.changes[id]++ // a memo built before the reset never matches
-	}
-	for id := range clusters {
-		c.changes[id]++
-	}
+	c.idx.Reset(entries)
+	c.rev = rev
 	c.broadcastLocked()
 }
 
@@ -263,32 +244,9 @@ func (c *watchCache) apply(events []*clientv3.Event) {
 		switch {
 		case !ch.valid:
 		case ch.put != nil:
-			e := ch.put
-			c.changes[e.key.ClusterID]++
-			if old, ok := c.slots[ch.slot]; ok {
-				old.stored = e.stored
-				continue
-			}
-			c.slots[ch.slot] = e
-			es := c.clusters[e.key.ClusterID]
-			i, _ := slices.BinarySearchFunc(es, e, compareEntries)
-			c.clusters[e.key.ClusterID] = slices.Insert(es, i, e)
+			c.idx.Put(ch.put)
 		default:
-			e, ok := c.slots[ch.slot]
-			if !ok {
-				continue
-			}
-			delete(c.slots, ch.slot)
-			c.changes[e.key.ClusterID]++
-			es := c.clusters[e.key.ClusterID]
-			if i, found := slices.BinarySearchFunc(es, e, compareEntries); found {
-				es = slices.Delete(es, i, i+1)
-			}
-			if len(es) == 0 {
-				delete(c.clusters, e.key.ClusterID)
-			} else {
-				c.clusters[e.key.ClusterID] = es
-			}
+			c.idx.Delete(ch.slot)
 		}
 	}
 	c.broadcastLocked()
@@ -314,7 +272,7 @@ func (c *watchCache) lookup(slot string) (slotView, bool) {
 		return slotView{}, false
 	}
 	v := slotView{asOf: c.rev}
-	if e, ok := c.slots[slot]; ok {
+	if e, ok := c.idx.Get(slot); ok {
 		v.stored = e.stored
 	}
 	return v, true
@@ -390,39 +348,12 @@ func (c *watchCache) snapshot(ctx context.Context, clusterID string, target int6
 	}, true, nil
 }
 
-// listMemo is the record list of one cluster as last built, reused while
-// the cluster's entries are unchanged: under a burst of lookups every
-// snapshot is then O(1) rather than a pass over every record.
-type listMemo struct {
-	changes uint64 // the cluster's change count it was built at
-	recs    []*cluster.Record
-}
-
 // records returns the cluster's usable records. Called with mu held for
-// reading; the memo has its own lock.
+// reading. A list that skipped unreadable values is rebuilt every time, so
+// that every snapshot counts (and may log) what it left out.
 func (c *watchCache) records(clusterID string) []*cluster.Record {
-	changes := c.changes[clusterID]
-	c.memoMu.Lock()
-	m, ok := c.lists[clusterID]
-	c.memoMu.Unlock()
-	if ok && m.changes == changes {
-		return m.recs
-	}
-	es := c.clusters[clusterID]
-	recs, skipped := c.s.usable(len(es), func(i int) *item { return &es[i].item })
-	if !skipped {
-		// A list that skipped unreadable values is rebuilt every time, so
-		// that every snapshot counts (and may log) what it left out.
-		c.memoMu.Lock()
-		c.lists[clusterID] = listMemo{changes: changes, recs: recs}
-		c.memoMu.Unlock()
-	}
-	return recs
-}
-
-func compareEntries(a, b *cacheEntry) int {
-	if c := cmp.Compare(a.key.Role, b.key.Role); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.key.NodeID, b.key.NodeID)
+	return c.idx.Records(clusterID, func(es []*cacheEntry) ([]*cluster.Record, bool) {
+		recs, skipped := c.s.usable(len(es), func(i int) *item { return &es[i].item })
+		return recs, !skipped
+	})
 }

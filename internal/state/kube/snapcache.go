@@ -1,11 +1,9 @@
 package kube
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -73,17 +71,12 @@ type snapCache struct {
 	// warned is when (unix ns) a fallback was last logged.
 	warned atomic.Int64
 
-	mu       sync.RWMutex // guards the fields below
-	ready    bool         // the watch is established: rev advances
-	rev      uint64       // C, the revision of the mirror
-	revStr   string       // C as the API server wrote it
-	leases   map[string]*cachedLease
-	clusters map[string][]*cachedLease // by cluster ID, in snapshot order
-	changes  map[string]uint64         // per cluster: changes applied, for the memo
-	changed  chan struct{}             // closed and replaced when rev or ready changes
-
-	memoMu sync.Mutex          // guards lists; taken under mu (for reading) only
-	lists  map[string]listMemo // per cluster: the record list last built
+	mu      sync.RWMutex                // guards the fields below
+	ready   bool                        // the watch is established: rev advances
+	rev     uint64                      // C, the revision of the mirror
+	revStr  string                      // C as the API server wrote it
+	idx     *state.Mirror[*cachedLease] // by Lease name and per cluster
+	changed chan struct{}               // closed and replaced when rev or ready changes
 }
 
 // cachedLease is the record one Talon Lease holds at one resourceVersion.
@@ -95,21 +88,14 @@ type cachedLease struct {
 	rec  *cluster.Record
 }
 
-// listMemo is the record list of one cluster as last built, reused while
-// the cluster's entries are unchanged.
-type listMemo struct {
-	changes uint64
-	recs    []*cluster.Record
-}
+func (e *cachedLease) MirrorName() string     { return e.name }
+func (e *cachedLease) MirrorKey() cluster.Key { return e.key }
 
 func newSnapCache(s *Store) *snapCache {
 	c := &snapCache{
-		s:        s,
-		leases:   make(map[string]*cachedLease),
-		clusters: make(map[string][]*cachedLease),
-		changes:  make(map[string]uint64),
-		changed:  make(chan struct{}),
-		lists:    make(map[string]listMemo),
+		s:       s,
+		idx:     state.NewMirror[*cachedLease](),
+		changed: make(chan struct{}),
 	}
 	c.probes = newSharedCall(s, probesInflight, s.probeRevision)
 	c.fences = newSharedCall(s, 1, c.writeFence)
@@ -309,28 +295,16 @@ func (c *snapCache) entry(l *coordv1.Lease) *cachedLease {
 // reset replaces the contents with a listing at resourceVersion rv; the
 // cache is not ready until its watch is established.
 func (c *snapCache) reset(items []coordv1.Lease, rv string, rev uint64) {
-	leases := make(map[string]*cachedLease, len(items))
-	clusters := make(map[string][]*cachedLease)
+	entries := make([]*cachedLease, 0, len(items))
 	for i := range items {
-		e := c.entry(&items[i])
-		if e == nil {
-			continue
+		if e := c.entry(&items[i]); e != nil {
+			entries = append(entries, e)
 		}
-		leases[e.name] = e
-		clusters[e.key.ClusterID] = append(clusters[e.key.ClusterID], e)
-	}
-	for _, es := range clusters {
-		slices.SortFunc(es, compareLeases)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.leases, c.clusters, c.rev, c.revStr = leases, clusters, rev, rv
-	for id := range c.changes {
-		c.changes[id]++ // a memo built before the reset never matches
-	}
-	for id := range clusters {
-		c.changes[id]++
-	}
+	c.idx.Reset(entries)
+	c.rev, c.revStr = rev, rv
 	c.broadcastLocked()
 }
 
@@ -343,9 +317,10 @@ func (c *snapCache) apply(changes []change) {
 	defer c.mu.Unlock()
 	for _, ch := range changes {
 		if ch.name != "" {
-			c.removeLocked(ch.name)
 			if ch.put != nil {
-				c.insertLocked(ch.put)
+				c.idx.Put(ch.put)
+			} else {
+				c.idx.Delete(ch.name)
 			}
 		}
 		if ch.rev > c.rev {
@@ -353,40 +328,6 @@ func (c *snapCache) apply(changes []change) {
 		}
 	}
 	c.broadcastLocked()
-}
-
-func (c *snapCache) removeLocked(name string) {
-	e, ok := c.leases[name]
-	if !ok {
-		return
-	}
-	delete(c.leases, name)
-	id := e.key.ClusterID
-	c.changes[id]++
-	es := c.clusters[id]
-	if i, found := slices.BinarySearchFunc(es, e, compareLeases); found {
-		es = slices.Delete(es, i, i+1)
-	}
-	if len(es) == 0 {
-		delete(c.clusters, id)
-	} else {
-		c.clusters[id] = es
-	}
-}
-
-func (c *snapCache) insertLocked(e *cachedLease) {
-	c.leases[e.name] = e
-	id := e.key.ClusterID
-	c.changes[id]++
-	es := c.clusters[id]
-	i, _ := slices.BinarySearchFunc(es, e, compareLeases)
-	c.clusters[id] = slices.Insert(es, i, e)
-}
-
-// compareLeases orders entries as snapshots are: by role, then node ID
-// (then Lease name, should two Leases claim one slot).
-func compareLeases(a, b *cachedLease) int {
-	return cmp.Or(cmp.Compare(a.key.Role, b.key.Role), cmp.Compare(a.key.NodeID, b.key.NodeID), cmp.Compare(a.name, b.name))
 }
 
 // broadcastLocked wakes every waiter; mu must be held for writing.
@@ -430,9 +371,7 @@ func (c *snapCache) touch() {
 	if !c.ready {
 		return
 	}
-	for _, e := range c.leases {
-		c.s.obs.See(e.name, e.rv, 0)
-	}
+	c.idx.Entries(func(e *cachedLease) { c.s.obs.See(e.name, e.rv, 0) })
 }
 
 // waitFor blocks until the cache's revision reaches target (reached), the
@@ -542,22 +481,14 @@ func (c *snapCache) warnFallback(msg string, err error) {
 // be held (for reading at least). The slice is shared by every snapshot
 // of the same contents and must not be modified.
 func (c *snapCache) recordsLocked(clusterID string) []*cluster.Record {
-	changes := c.changes[clusterID]
-	c.memoMu.Lock()
-	m, ok := c.lists[clusterID]
-	c.memoMu.Unlock()
-	if ok && m.changes == changes {
-		return m.recs
-	}
-	var recs []*cluster.Record // nil when empty, as a LIST's
-	if es := c.clusters[clusterID]; len(es) > 0 {
-		recs = make([]*cluster.Record, len(es))
-		for i, e := range es {
-			recs[i] = e.rec
+	return c.idx.Records(clusterID, func(es []*cachedLease) ([]*cluster.Record, bool) {
+		var recs []*cluster.Record // nil when empty, as a LIST's
+		if len(es) > 0 {
+			recs = make([]*cluster.Record, len(es))
+			for i, e := range es {
+				recs[i] = e.rec
+			}
 		}
-	}
-	c.memoMu.Lock()
-	c.lists[clusterID] = listMemo{changes: changes, recs: recs}
-	c.memoMu.Unlock()
-	return recs
+		return recs, true
+	})
 }
