@@ -12,9 +12,10 @@
 //     it is bound to a pod (its pod-name extra is the attested node ID).
 //     Legacy, unbound or other-audience tokens are refused.
 //   - An attestation lasts until the token's exp claim and at most
-//     Options.MaxAge from the review: a deleted pod's token stops working
-//     at the API server, and a connection attested with it must attest
-//     again within MaxAge.
+//     Options.MaxAge from the Review call that returned it (a review, or a
+//     cache hit within CacheTTL of one): a deleted pod's token stops
+//     working at the API server, and a connection attested with it must
+//     attest again within MaxAge.
 //   - Reviews are bounded: at most Options.MaxInflight TokenReviews run at
 //     once (a caller waits for a slot within its context), and results are
 //     cached by the token's SHA-256 (accepted ones for CacheTTL, refused
