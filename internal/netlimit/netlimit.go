@@ -92,13 +92,15 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		lc := &Conn{Conn: c, l: l, addr: sourceOf(c)}
 		reason, evicted := l.admit(lc)
+		// Count a refusal before closing: whoever sees the close (a peer,
+		// a test) then finds it counted.
 		if evicted != nil {
-			_ = evicted.Conn.Close()
 			l.refused(ReasonMaxPending)
+			_ = evicted.Conn.Close()
 		}
 		if reason != "" {
-			_ = c.Close()
 			l.refused(reason)
+			_ = c.Close()
 			continue
 		}
 		return lc, nil
