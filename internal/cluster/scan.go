@@ -82,14 +82,7 @@ func quoteNames(names ...string) []string {
 // record reads the members of the top-level object after canonicalPrefix,
 // through its closing brace.
 func (d *scanner) record(r *Record) bool {
-	next := 0
-	for {
-		f := d.name(recordNames, next)
-		if f < 0 {
-			return false
-		}
-		next = f + 1
-		ok := true
+	return d.members(recordNames, func(f int) (ok bool) {
 		switch f {
 		case 0:
 			r.ClusterID, ok = d.str()
@@ -134,7 +127,23 @@ func (d *scanner) record(r *Record) bool {
 		case 18:
 			r.Late, ok = d.bool()
 		}
-		if !ok {
+		return ok
+	})
+}
+
+// members reads an object's members through its closing brace, its
+// opening brace (or, for the record, canonicalPrefix) already read: each
+// a name of names, in their order and at most once, whose value
+// value(index) reads.
+func (d *scanner) members(names []string, value func(f int) bool) bool {
+	next := 0
+	for {
+		f := d.name(names, next)
+		if f < 0 {
+			return false
+		}
+		next = f + 1
+		if !value(f) {
 			return false
 		}
 		if end, ok := d.more(); !ok || end {
@@ -143,7 +152,8 @@ func (d *scanner) record(r *Record) bool {
 	}
 }
 
-func (d *scanner) capacity(c *Capacity) bool {
+// object reads a whole object of members (see members), {} included.
+func (d *scanner) object(names []string, value func(f int) bool) bool {
 	if !d.open('{') {
 		return false
 	}
@@ -151,14 +161,11 @@ func (d *scanner) capacity(c *Capacity) bool {
 		d.i++
 		return true
 	}
-	next := 0
-	for {
-		f := d.name(capacityNames, next)
-		if f < 0 {
-			return false
-		}
-		next = f + 1
-		ok := true
+	return d.members(names, value)
+}
+
+func (d *scanner) capacity(c *Capacity) bool {
+	return d.object(capacityNames, func(f int) (ok bool) {
 		switch f {
 		case 0:
 			c.CapacityBytes, ok = d.uint64()
@@ -173,64 +180,18 @@ func (d *scanner) capacity(c *Capacity) bool {
 		case 5:
 			c.StoreHealthy, ok = d.bool()
 		}
-		if !ok {
-			return false
-		}
-		if end, ok := d.more(); !ok || end {
-			return ok
-		}
-	}
+		return ok
+	})
 }
 
 func (d *scanner) counters(n *Counters) bool {
-	if !d.open('{') {
-		return false
-	}
-	if d.peek('}') {
-		d.i++
-		return true
-	}
-	next := 0
-	for {
-		f := d.name(counterNames, next)
-		if f < 0 {
-			return false
-		}
-		next = f + 1
-		var p *uint64
-		switch f {
-		case 0:
-			p = &n.RequestsTotal
-		case 1:
-			p = &n.ErrorsTotal
-		case 2:
-			p = &n.HitsTotal
-		case 3:
-			p = &n.MissesTotal
-		case 4:
-			p = &n.BytesServedTotal
-		case 5:
-			p = &n.BackendFetchesTotal
-		case 6:
-			p = &n.BackendErrorsTotal
-		case 7:
-			p = &n.EvictionsTotal
-		case 8:
-			p = &n.PlacementLookupsTotal
-		case 9:
-			p = &n.PlacementErrorsTotal
-		case 10:
-			p = &n.StoreErrorsTotal
-		}
+	return d.object(counterNames, func(f int) bool {
+		p := [...]*uint64{&n.RequestsTotal, &n.ErrorsTotal, &n.HitsTotal, &n.MissesTotal, &n.BytesServedTotal, &n.BackendFetchesTotal,
+			&n.BackendErrorsTotal, &n.EvictionsTotal, &n.PlacementLookupsTotal, &n.PlacementErrorsTotal, &n.StoreErrorsTotal}[f]
 		v, ok := d.uint64()
-		if !ok {
-			return false
-		}
 		*p = v
-		if end, ok := d.more(); !ok || end {
-			return ok
-		}
-	}
+		return ok
+	})
 }
 
 // labels reads a JSON object of strings into a new map (empty, not nil,
