@@ -81,9 +81,11 @@ func TestTopInTmux(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d", size.w, size.h), func(t *testing.T) {
 			screen := tmuxSession(t, tmux, bin, size.w, size.h, env, "top", "--refresh", refresh.String())
 			var s string
-			testsupport.WaitFor(t, 15*time.Second, "top on screen", func() bool {
+			// Wait for a whole frame, footer included: a capture taken while
+			// tmux paints the first one can hold only its top lines.
+			testsupport.WaitFor(t, 15*time.Second, "top on screen, footer included", func() bool {
 				s = screen()
-				return strings.Contains(s, "w-5") && strings.Contains(s, "observed")
+				return strings.Contains(s, "w-5") && strings.Contains(s, "observed") && strings.Contains(s, "q quit")
 			})
 			for _, want := range []string{"observed", "? help", "q quit", "ROLE", "NODE", "HEALTH"} {
 				if !strings.Contains(s, want) {
