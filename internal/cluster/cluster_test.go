@@ -339,11 +339,14 @@ func TestTimingValidate(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", DefaultTiming(), ""},
-		{"tight but ordered", Timing{1 * s, 2 * s, 3 * s}, ""},
-		{"heartbeat equals unhealthy", Timing{15 * s, 15 * s, 30 * s}, "heartbeat-interval 15s must be less than unhealthy-after 15s"},
-		{"heartbeat over unhealthy", Timing{20 * s, 15 * s, 30 * s}, "heartbeat-interval 20s must be less than unhealthy-after 15s"},
-		{"unhealthy equals ttl", Timing{5 * s, 30 * s, 30 * s}, "unhealthy-after 30s must be less than lease-ttl 30s"},
-		{"zero heartbeat", Timing{0, 15 * s, 30 * s}, "heartbeat-interval 0s: must be positive"},
+		{"tight but ordered", Timing{1 * s, 2 * s, 3 * s, 0}, ""},
+		{"heartbeat equals unhealthy", Timing{15 * s, 15 * s, 30 * s, 0}, "heartbeat-interval 15s must be less than unhealthy-after 15s"},
+		{"heartbeat over unhealthy", Timing{20 * s, 15 * s, 30 * s, 0}, "heartbeat-interval 20s must be less than unhealthy-after 15s"},
+		{"unhealthy equals ttl", Timing{5 * s, 30 * s, 30 * s, 0}, "unhealthy-after 30s must be less than lease-ttl 30s"},
+		{"zero heartbeat", Timing{0, 15 * s, 30 * s, 0}, "heartbeat-interval 0s: must be positive"},
+		{"status every heartbeat", Timing{5 * s, 15 * s, 30 * s, 0}, ""},
+		{"status below heartbeat", Timing{5 * s, 15 * s, 30 * s, 2 * s}, "status-interval 2s must be 0 (every heartbeat writes the record) or at least heartbeat-interval 5s"},
+		{"negative status", Timing{5 * s, 15 * s, 30 * s, -s}, "status-interval -1s must be 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -492,4 +495,64 @@ func longHost(c string, n int) string {
 		b.WriteString(strings.Repeat(c, min(63, n-b.Len())))
 	}
 	return b.String()
+}
+
+func TestNeedsStatusWrite(t *testing.T) {
+	stored := validRecord()
+	stored.HeartbeatSeq = 10
+	with := func(f func(r *Record)) *Record {
+		r := stored.Clone()
+		r.HeartbeatSeq = 11
+		f(r)
+		return r
+	}
+	late := stored.Clone()
+	late.Late = true
+	tests := []struct {
+		name        string
+		stored, in  *Record
+		statusEvery uint64
+		want        bool
+	}{
+		{"counters only", stored, with(func(r *Record) { r.Counters.HitsTotal += 9; r.Capacity.ResidentBytes++ }), 12, false},
+		{"every heartbeat writes", stored, with(func(*Record) {}), 0, true},
+		{"status interval reached", stored, with(func(r *Record) { r.HeartbeatSeq = 22 }), 12, true},
+		{"just before the interval", stored, with(func(r *Record) { r.HeartbeatSeq = 21 }), 12, false},
+		{"late mark to clear", late, with(func(*Record) {}), 12, true},
+		{"no record", nil, with(func(*Record) {}), 12, true},
+		{"health", stored, with(func(r *Record) { r.Health = HealthDegraded }), 12, true},
+		{"ready", stored, with(func(r *Record) { r.Ready = !r.Ready }), 12, true},
+		{"reason", stored, with(func(r *Record) { r.NotReadyReason = "cordoned" }), 12, true},
+		{"address", stored, with(func(r *Record) { r.Address = "127.0.0.9:1" }), 12, true},
+		{"admin address", stored, with(func(r *Record) { r.AdminAddress = "127.0.0.9:2" }), 12, true},
+		{"version", stored, with(func(r *Record) { r.Version = "v9" }), 12, true},
+		{"capacity", stored, with(func(r *Record) { r.Capacity.CapacityBytes++ }), 12, true},
+		{"store health", stored, with(func(r *Record) { r.Capacity.StoreHealthy = !r.Capacity.StoreHealthy }), 12, true},
+		{"labels", stored, with(func(r *Record) { r.Labels = map[string]string{"zone": "b"} }), 12, true},
+		{"older sequence", stored, with(func(r *Record) { r.HeartbeatSeq = 9 }), 12, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NeedsStatusWrite(tt.stored, tt.in, tt.statusEvery); got != tt.want {
+				t.Fatalf("NeedsStatusWrite = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStatusEvery(t *testing.T) {
+	s := time.Second
+	for _, tt := range []struct {
+		t    Timing
+		want uint64
+	}{
+		{Timing{5 * s, 15 * s, 30 * s, time.Minute}, 12},
+		{Timing{7 * s, 15 * s, 30 * s, time.Minute}, 9},
+		{Timing{5 * s, 15 * s, 30 * s, 5 * s}, 1},
+		{Timing{5 * s, 15 * s, 30 * s, 0}, 0},
+	} {
+		if got := tt.t.StatusEvery(); got != tt.want {
+			t.Errorf("%+v.StatusEvery() = %d, want %d", tt.t, got, tt.want)
+		}
+	}
 }

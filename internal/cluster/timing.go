@@ -10,6 +10,11 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultUnhealthyAfter    = 15 * time.Second
 	DefaultLeaseTTL          = 30 * time.Second
+	// DefaultStatusInterval is how often a heartbeat that changes nothing
+	// placement, health or an operator's view depends on still writes the
+	// whole record, to refresh the counters; the heartbeats in between
+	// only renew the record's lease (NeedsStatusWrite).
+	DefaultStatusInterval = time.Minute
 )
 
 // Timing holds the heartbeat, unhealthy and lease settings.
@@ -17,6 +22,10 @@ type Timing struct {
 	HeartbeatInterval time.Duration
 	UnhealthyAfter    time.Duration
 	LeaseTTL          time.Duration
+	// StatusInterval is how old the stored counters may grow before a
+	// heartbeat writes the whole record again (NeedsStatusWrite); 0 makes
+	// every heartbeat write it.
+	StatusInterval time.Duration
 }
 
 // DefaultTiming returns the ADR defaults.
@@ -25,6 +34,7 @@ func DefaultTiming() Timing {
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		UnhealthyAfter:    DefaultUnhealthyAfter,
 		LeaseTTL:          DefaultLeaseTTL,
+		StatusInterval:    DefaultStatusInterval,
 	}
 }
 
@@ -39,6 +49,9 @@ func (t Timing) Validate() error {
 	}
 	if t.UnhealthyAfter >= t.LeaseTTL {
 		return fmt.Errorf("unhealthy-after %s must be less than lease-ttl %s (rule: heartbeat-interval < unhealthy-after < lease-ttl)", t.UnhealthyAfter, t.LeaseTTL)
+	}
+	if t.StatusInterval < 0 || (t.StatusInterval > 0 && t.StatusInterval < t.HeartbeatInterval) {
+		return fmt.Errorf("status-interval %s must be 0 (every heartbeat writes the record) or at least heartbeat-interval %s", t.StatusInterval, t.HeartbeatInterval)
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	UnhealthyAfter    time.Duration
 	LeaseTTL          time.Duration
+	StatusInterval    time.Duration
 	RequestTimeout    time.Duration
 	DrainDelay        time.Duration
 	ShutdownTimeout   time.Duration
@@ -193,7 +194,7 @@ type AdminConfig struct {
 
 // Timing returns the heartbeat timing settings.
 func (c *Config) Timing() cluster.Timing {
-	return cluster.Timing{HeartbeatInterval: c.HeartbeatInterval, UnhealthyAfter: c.UnhealthyAfter, LeaseTTL: c.LeaseTTL}
+	return cluster.Timing{HeartbeatInterval: c.HeartbeatInterval, UnhealthyAfter: c.UnhealthyAfter, LeaseTTL: c.LeaseTTL, StatusInterval: c.StatusInterval}
 }
 
 // ParsePrefixes parses CIDRs; a bare IP address is a one-address prefix.

@@ -140,6 +140,7 @@ var durationRanges = []struct {
 	{"heartbeat-interval", 100 * time.Millisecond, 10 * time.Minute, func(c *Config) time.Duration { return c.HeartbeatInterval }},
 	{"unhealthy-after", 100 * time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.UnhealthyAfter }},
 	{"lease-ttl", time.Second, 24 * time.Hour, func(c *Config) time.Duration { return c.LeaseTTL }},
+	{"status-interval", 0, time.Hour, func(c *Config) time.Duration { return c.StatusInterval }},
 	{"request-timeout", time.Millisecond, 5 * time.Minute, func(c *Config) time.Duration { return c.RequestTimeout }},
 	{"shutdown-timeout", time.Millisecond, time.Hour, func(c *Config) time.Duration { return c.ShutdownTimeout }},
 	{"drain-delay", 0, 10 * time.Minute, func(c *Config) time.Duration { return c.DrainDelay }},

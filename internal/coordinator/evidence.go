@@ -148,3 +148,21 @@ func (e *evidence) dueLocked(v seenVersion, now time.Time) state.Transition {
 	}
 	return tr
 }
+
+// renewed notes the store's answer to proposal p that the record's lease
+// was renewed at at (on this coordinator's clock): the version seen is
+// alive as of then, so its age counts from then, and the next proposal
+// for it waits until it could be due again.
+func (e *evidence) renewed(p proposal, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.versions[p.key]
+	if !ok || v.incarnation != p.incarnation || v.seq != p.seq {
+		return
+	}
+	if at.After(v.firstSeen) {
+		v.firstSeen = at
+	}
+	v.proposed, v.proposedAt = 0, time.Time{}
+	e.versions[p.key] = v
+}

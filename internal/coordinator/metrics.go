@@ -19,6 +19,7 @@ type coordMetrics struct {
 	eligible       prometheus.Gauge
 	underRepl      prometheus.Gauge
 	heartbeatAge   prometheus.Histogram
+	renewals       prometheus.Counter
 	placementDur   prometheus.Histogram
 	placementErrs  *prometheus.CounterVec // outcome
 	versionChanges prometheus.Counter
@@ -68,6 +69,10 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			Help:    "At each accepted heartbeat, the age of the node's record in this coordinator's last view (store-observed times): near heartbeat-interval when healthy; the tail shows workers close to unhealthy-after. A histogram rather than a per-node timestamp, so cardinality stays bounded.",
 			Buckets: []float64{.25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60},
 		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "talon_coordinator_heartbeat_renewals_total",
+			Help: "Accepted heartbeats (workers' and this coordinator's own) that only renewed the record's lease: nothing placement or health depends on changed and the status interval had not passed, so the store wrote no record.",
+		}),
 		placementDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "talon_coordinator_placement_duration_seconds",
 			Help:    "Time to answer a placement lookup, snapshot included.",
@@ -104,7 +109,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			ConstLabels: constLabels,
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals, m.transitions, m.recovering} {
+	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.renewals, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals, m.transitions, m.recovering} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -32,7 +32,7 @@ func (c *Coordinator) newSelfLoop() (*membership.Loop, error) {
 func (c *Coordinator) writeSelf(ctx context.Context, a membership.Attempt) (membership.Answer, error) {
 	var opts []state.UpsertOption
 	if !a.Register {
-		opts = append(opts, state.Heartbeat())
+		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.opts.Timing.StatusEvery()))
 	}
 	start := c.now()
 	res, err := c.opts.Store.UpsertNode(ctx, c.selfRecord(a.Seq), c.opts.Timing.LeaseTTL, opts...)
@@ -134,7 +134,7 @@ func (c *Coordinator) propose(ctx context.Context, p proposal) {
 	pctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	start := c.now()
-	res, err := c.opts.Store.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition)
+	res, err := c.opts.Store.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition, state.MinSilence(silenceFor(c.opts.Timing, p.transition)))
 	c.m.storeDuration.WithLabelValues("transition").Observe(c.now().Sub(start).Seconds())
 	outcome := state.Code(err)
 	if err == nil {
@@ -142,12 +142,28 @@ func (c *Coordinator) propose(ctx context.Context, p proposal) {
 	} else {
 		c.noteStoreError("transition", 0, err)
 	}
+	if err == nil && res.Renewed {
+		// The store says the lease was renewed since: heartbeats that only
+		// renew show in no version, so its clock counts from the renewal.
+		outcome = "renewed"
+		c.evidence.renewed(p, c.mono().Add(-res.RenewedAgo))
+	}
 	c.m.transitions.WithLabelValues(p.transition.String(), outcome).Inc()
 	if err == nil && res.Outcome == state.OutcomeAccepted {
 		c.log.Warn("record unchanged for too long: proposed to the store and applied", "transition", p.transition.String(),
 			"role", string(p.key.Role), "node", p.key.NodeID, "incarnation", p.incarnation, "heartbeat_seq", p.seq)
 		c.requestRefresh()
 	}
+}
+
+// silenceFor is how long a record's lease must have gone unrenewed, by
+// the store's clock, for transition tr to apply: the same thresholds the
+// evidence counts on this coordinator's clock.
+func silenceFor(t cluster.Timing, tr state.Transition) time.Duration {
+	if tr == state.TransitionExpire {
+		return t.LeaseTTL
+	}
+	return t.UnhealthyAfter
 }
 
 // retryPolicy is the coordinator's wait between failed background reads.

@@ -101,7 +101,7 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 	}
 	var opts []state.UpsertOption
 	if op == "heartbeat" {
-		opts = append(opts, state.Heartbeat())
+		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.opts.Timing.StatusEvery()))
 	} else if full, n := c.clusterFull(rec.Key()); full {
 		c.m.writes.WithLabelValues(op, protocol.CodeResourceExhausted.String()).Inc()
 		c.m.limitRefusals.WithLabelValues("records").Inc()
@@ -117,7 +117,9 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		return reply
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
-	if op == "heartbeat" && res.Outcome == state.OutcomeAccepted && res.Record != nil {
+	if res.Renewed {
+		c.m.renewals.Inc()
+	} else if op == "heartbeat" && res.Outcome == state.OutcomeAccepted && res.Record != nil {
 		if v := c.LastGood(); v != nil {
 			if prev := v.record(rec.Key()); prev != nil && prev.IncarnationID == rec.IncarnationID && res.Record.UpdatedAtUnixMs >= prev.UpdatedAtUnixMs {
 				c.m.heartbeatAge.Observe(float64(res.Record.UpdatedAtUnixMs-prev.UpdatedAtUnixMs) / 1000)

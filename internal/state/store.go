@@ -30,7 +30,13 @@ type Store interface {
 	// moved on or is already late; nothing changed; Record is what the
 	// slot holds), OutcomeNotFound (no record). Any number of coordinators
 	// may propose the same transition; exactly one applies it.
-	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr Transition) (WriteResult, error)
+	//
+	// A backend whose heartbeats may renew a lease without writing the
+	// record (UpsertOptions.StatusEvery) cannot show them in the record's
+	// version: with MinSilence it applies tr only when its own clock says
+	// the slot's lease went unrenewed for at least that long, and answers
+	// OutcomeStale with WriteResult.Renewed and RenewedAgo otherwise.
+	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr Transition, opts ...ProposeOption) (WriteResult, error)
 	// Snapshot returns every record the store holds for the cluster from
 	// one consistent, linearizable read; no reader's clock filters it.
 	Snapshot(ctx context.Context, clusterID string) (*Snapshot, error)
@@ -124,11 +130,46 @@ type UpsertOption func(*UpsertOptions)
 type UpsertOptions struct {
 	// Update is the kind of update; UpdateRegister by default.
 	Update cluster.Update
+	// StatusEvery is the n of StatusEvery; 0 writes every heartbeat.
+	StatusEvery uint64
+}
+
+// ProposeOption adjusts one ProposeTransition call.
+type ProposeOption func(*ProposeOptions)
+
+// ProposeOptions are the settings of one ProposeTransition call.
+// Backends read them with NewProposeOptions.
+type ProposeOptions struct {
+	// MinSilence is the time the slot's lease must have gone unrenewed,
+	// by the backend's own clock, for the transition to apply (see
+	// ProposeTransition); 0 applies it on the version alone.
+	MinSilence time.Duration
+}
+
+// MinSilence makes a transition apply only to a slot whose lease the
+// backend's own clock says went unrenewed for at least d.
+func MinSilence(d time.Duration) ProposeOption { return func(o *ProposeOptions) { o.MinSilence = d } }
+
+// NewProposeOptions applies opts to the defaults.
+func NewProposeOptions(opts []ProposeOption) ProposeOptions {
+	var o ProposeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // Heartbeat makes an UpsertNode a heartbeat: it only advances the
 // incarnation that holds the slot, and never creates or takes one over.
 func Heartbeat() UpsertOption { return func(o *UpsertOptions) { o.Update = cluster.UpdateHeartbeat } }
+
+// StatusEvery lets an accepted heartbeat that cluster.NeedsStatusWrite
+// finds changes nothing (n: heartbeats per status interval) renew the
+// slot's lease without writing the record, on a backend that can (etcd:
+// a lease keepalive, which adds nothing to the store's history). The
+// answer is then OutcomeAccepted with DecisionAdvance and Renewed set;
+// its Record is the stored one. 0 (the default) writes every heartbeat.
+func StatusEvery(n uint64) UpsertOption { return func(o *UpsertOptions) { o.StatusEvery = n } }
 
 // NewUpsertOptions applies opts to the defaults.
 func NewUpsertOptions(opts []UpsertOption) UpsertOptions {
@@ -165,6 +206,14 @@ type WriteResult struct {
 	// Record is the record the slot holds after the operation (nil after a
 	// removal or when none exists), with the store's UpdatedAtUnixMs.
 	Record *cluster.Record
+	// Renewed reports, for an accepted heartbeat, that only the slot's
+	// lease was renewed and Record is the stored record, unchanged
+	// (UpsertOptions.StatusEvery); for a refused transition, that the
+	// lease was renewed RenewedAgo before (ProposeOptions.MinSilence).
+	Renewed bool
+	// RenewedAgo is, with Renewed on a refused transition, how long ago by
+	// the backend's clock the slot's lease was last renewed.
+	RenewedAgo time.Duration
 }
 
 // Snapshot is one consistent view of a cluster.

@@ -56,6 +56,13 @@ type Change struct {
 	// KeepLease keeps the slot's lease and its deadline as they are
 	// (TransitionLate): the write neither refreshes nor extends it.
 	KeepLease bool
+	// Renew says the stored record may stay as it is: an accepted
+	// heartbeat that changes nothing cluster.NeedsStatusWrite counts. A
+	// backend that can renews only the slot's lease (and answers
+	// Swapped.Renewed); one that cannot writes Record as usual.
+	Renew bool
+	// MinSilence is, for a transition, ProposeOptions.MinSilence.
+	MinSilence time.Duration
 }
 
 // Swapped is a backend's answer to one compare-and-swap.
@@ -70,6 +77,14 @@ type Swapped struct {
 	// Current is, when the compare failed, the slot as the failed request
 	// read it, if the backend got it; nil means read the slot again.
 	Current *Slot
+	// Renewed reports that the backend renewed the lease of the slot's
+	// record instead of writing (Change.Renew); Record is then the stored
+	// record.
+	Renewed bool
+	// Refused is, when not nil, the backend's final answer without a
+	// change (a transition refused because the lease was renewed within
+	// MinSilence).
+	Refused *WriteResult
 }
 
 // Slots is the per-backend primitive of the ordered write: read a slot
@@ -119,8 +134,11 @@ func Write(ctx context.Context, slots Slots, key cluster.Key, attempts int, deci
 		if err != nil {
 			return WriteResult{}, err
 		}
+		if sw.Refused != nil {
+			return *sw.Refused, nil
+		}
 		if sw.Applied {
-			return WriteResult{Outcome: OutcomeAccepted, Decision: ch.Decision, Revision: sw.Revision, Record: sw.Record}, nil
+			return WriteResult{Outcome: OutcomeAccepted, Decision: ch.Decision, Revision: sw.Revision, Record: sw.Record, Renewed: sw.Renewed}, nil
 		}
 		if sw.Current != nil {
 			cur = *sw.Current
@@ -143,7 +161,10 @@ func Write(ctx context.Context, slots Slots, key cluster.Key, attempts int, deci
 // checks every field and the size), a rejected one by ValidateRecord. So a
 // heartbeat costs one check of the record's fields in the store; the
 // caller checks only the key (ValidateKey) before reading the slot.
-func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, now func() time.Time) Decide {
+//
+// With statusEvery (UpsertOptions.StatusEvery), an Advance that
+// cluster.NeedsStatusWrite finds changes nothing is marked Renew.
+func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, statusEvery uint64, now func() time.Time) Decide {
 	return func(cur Slot) (Change, *WriteResult, error) {
 		if cur.Bad != nil && errors.Is(cur.Bad, cluster.ErrUnsupportedVersion) {
 			return Change{}, nil, fmt.Errorf("%w: stored record: %w", ErrUnsupportedVersion, cur.Bad)
@@ -162,7 +183,8 @@ func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, now func()
 		if err != nil {
 			return Change{}, nil, err
 		}
-		return Change{Decision: d, Record: next, Encoded: enc, TTL: ttl}, nil, nil
+		renew := d == cluster.DecisionAdvance && !cluster.NeedsStatusWrite(cur.Record, rec, statusEvery)
+		return Change{Decision: d, Record: next, Encoded: enc, TTL: ttl, Renew: renew}, nil, nil
 	}
 }
 
@@ -202,7 +224,10 @@ func holderOf(cur Slot) (string, *WriteResult, error) {
 // Propose returns the Decide of ProposeTransition: apply tr while the slot
 // holds incarnationID at sequence seq (and, for TransitionLate, is not late
 // yet).
-func Propose(incarnationID string, seq uint64, tr Transition) Decide {
+//
+// minSilence (ProposeOptions.MinSilence) is handed to the backend in the
+// Change, for a backend whose renewals do not show in the version.
+func Propose(incarnationID string, seq uint64, tr Transition, minSilence time.Duration) Decide {
 	return func(cur Slot) (Change, *WriteResult, error) {
 		switch {
 		case cur.Record == nil && cur.Bad == nil:
@@ -216,7 +241,7 @@ func Propose(incarnationID string, seq uint64, tr Transition) Decide {
 			return Change{}, &WriteResult{Outcome: OutcomeStale, Revision: cur.Revision, Record: r.Clone()}, nil
 		}
 		if tr == TransitionExpire {
-			return Change{}, nil, nil
+			return Change{MinSilence: minSilence}, nil, nil
 		}
 		late := r.Clone()
 		late.Late = true
@@ -224,7 +249,7 @@ func Propose(incarnationID string, seq uint64, tr Transition) Decide {
 		if err != nil {
 			return Change{}, nil, err
 		}
-		return Change{Record: late, Encoded: enc, KeepLease: true}, nil, nil
+		return Change{Record: late, Encoded: enc, KeepLease: true, MinSilence: minSilence}, nil, nil
 	}
 }
 

@@ -77,10 +77,10 @@ var (
 func TestWriteUpsert(t *testing.T) {
 	ctx := context.Background()
 	hb := func(s *scripted, rec *cluster.Record) (WriteResult, error) {
-		return Write(ctx, s, testKey, 4, Upsert(rec, cluster.UpdateHeartbeat, time.Minute, testNow))
+		return Write(ctx, s, testKey, 4, Upsert(rec, cluster.UpdateHeartbeat, time.Minute, 0, testNow))
 	}
 	reg := func(s *scripted, rec *cluster.Record) (WriteResult, error) {
-		return Write(ctx, s, testKey, 4, Upsert(rec, cluster.UpdateRegister, time.Minute, testNow))
+		return Write(ctx, s, testKey, 4, Upsert(rec, cluster.UpdateRegister, time.Minute, 0, testNow))
 	}
 
 	t.Run("AcceptedOnACachedReadCostsOneSwap", func(t *testing.T) {
@@ -184,14 +184,14 @@ func TestWriteUpsert(t *testing.T) {
 		if res, err := reg(s, testRecord("a", 0)); err != nil || res.Decision != cluster.DecisionInsert {
 			t.Fatalf("register = %+v, %v; want insert after the fresh read", res, err)
 		}
-		_, _, err := Upsert(testRecord("a", 0), cluster.UpdateRegister, time.Minute, testNow)(Slot{Bad: &cluster.VersionError{Version: 9}, Fresh: true})
+		_, _, err := Upsert(testRecord("a", 0), cluster.UpdateRegister, time.Minute, 0, testNow)(Slot{Bad: &cluster.VersionError{Version: 9}, Fresh: true})
 		if !errors.Is(err, ErrUnsupportedVersion) {
 			t.Fatalf("deciding on a record of schema 9: %v, want ErrUnsupportedVersion", err)
 		}
 	})
 
 	t.Run("UnreadableValueCountsAsEmpty", func(t *testing.T) {
-		_, final, err := Upsert(testRecord("a", 3), cluster.UpdateHeartbeat, time.Minute, testNow)(Slot{Bad: cluster.ErrMalformed, Fresh: true})
+		_, final, err := Upsert(testRecord("a", 3), cluster.UpdateHeartbeat, time.Minute, 0, testNow)(Slot{Bad: cluster.ErrMalformed, Fresh: true})
 		if err != nil || final == nil || final.Outcome != OutcomeNotFound {
 			t.Fatalf("heartbeat over garbage = %+v, %v; want not_found (register again)", final, err)
 		}
@@ -213,15 +213,15 @@ func TestWriteRemoveAndPropose(t *testing.T) {
 		{"RemoveMissing", Slot{}, Remove("a"), OutcomeNotFound, false},
 		{"RemoveUnreadableByHolder", Slot{Bad: cluster.ErrMalformed, Holder: "a"}, Remove("a"), 0, true},
 		{"RemoveUnreadableWithoutHolder", Slot{Bad: cluster.ErrMalformed}, Remove("a"), OutcomeStale, false},
-		{"LateAtSeq", Slot{Record: testRecord("a", 4)}, Propose("a", 4, TransitionLate), 0, false},
-		{"LateAfterAHeartbeat", Slot{Record: testRecord("a", 5)}, Propose("a", 4, TransitionLate), OutcomeStale, false},
-		{"LateOfAnotherIncarnation", Slot{Record: testRecord("b", 4)}, Propose("a", 4, TransitionLate), OutcomeStale, false},
-		{"LateAlreadyLate", Slot{Record: late}, Propose("a", 4, TransitionLate), OutcomeStale, false},
-		{"LateMissing", Slot{}, Propose("a", 4, TransitionLate), OutcomeNotFound, false},
-		{"ExpireAtSeq", Slot{Record: testRecord("a", 4)}, Propose("a", 4, TransitionExpire), 0, true},
-		{"ExpireLate", Slot{Record: late}, Propose("a", 4, TransitionExpire), 0, true},
-		{"ExpireAfterAHeartbeat", Slot{Record: testRecord("a", 5)}, Propose("a", 4, TransitionExpire), OutcomeStale, false},
-		{"ExpireUnreadable", Slot{Bad: cluster.ErrMalformed}, Propose("a", 4, TransitionExpire), OutcomeStale, false},
+		{"LateAtSeq", Slot{Record: testRecord("a", 4)}, Propose("a", 4, TransitionLate, 0), 0, false},
+		{"LateAfterAHeartbeat", Slot{Record: testRecord("a", 5)}, Propose("a", 4, TransitionLate, 0), OutcomeStale, false},
+		{"LateOfAnotherIncarnation", Slot{Record: testRecord("b", 4)}, Propose("a", 4, TransitionLate, 0), OutcomeStale, false},
+		{"LateAlreadyLate", Slot{Record: late}, Propose("a", 4, TransitionLate, 0), OutcomeStale, false},
+		{"LateMissing", Slot{}, Propose("a", 4, TransitionLate, 0), OutcomeNotFound, false},
+		{"ExpireAtSeq", Slot{Record: testRecord("a", 4)}, Propose("a", 4, TransitionExpire, 0), 0, true},
+		{"ExpireLate", Slot{Record: late}, Propose("a", 4, TransitionExpire, 0), 0, true},
+		{"ExpireAfterAHeartbeat", Slot{Record: testRecord("a", 5)}, Propose("a", 4, TransitionExpire, 0), OutcomeStale, false},
+		{"ExpireUnreadable", Slot{Bad: cluster.ErrMalformed}, Propose("a", 4, TransitionExpire, 0), OutcomeStale, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cur.Fresh = true
@@ -281,7 +281,7 @@ func TestUpsertChecksFieldsOnEveryPath(t *testing.T) {
 		"duplicate (rejected)": {Record: testRecord("a", 2), Fresh: true},
 		"unregistered":         {Fresh: true},
 	} {
-		_, final, err := Upsert(bad, cluster.UpdateHeartbeat, time.Minute, testNow)(cur)
+		_, final, err := Upsert(bad, cluster.UpdateHeartbeat, time.Minute, 0, testNow)(cur)
 		if !errors.Is(err, ErrInvalidRecord) || final != nil {
 			t.Errorf("%s: final %+v, error %v; want ErrInvalidRecord", name, final, err)
 		}

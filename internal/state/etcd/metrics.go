@@ -13,7 +13,7 @@ type statsCollector struct {
 
 	leaseRequests, conflicts, groupCommits, groupedPuts *prometheus.Desc
 	decodes, resyncs, snapshots, skipped                *prometheus.Desc
-	transitions                                         *prometheus.Desc
+	transitions, renewals, ttlChecks                    *prometheus.Desc
 }
 
 func newStatsCollector(s *Store) *statsCollector {
@@ -30,13 +30,15 @@ func newStatsCollector(s *Store) *statsCollector {
 		resyncs:       d("cache_resyncs_total", "Full reads of the prefix by the snapshot cache (one at start, one after each lost watch)."),
 		snapshots:     d("snapshots_total", "Snapshots answered, by form of read (cache: the watch-fed cache after a revision probe; range: a range read).", "form"),
 		skipped:       d("skipped_records_total", "Values left out of snapshots and watches, by reason (unsupported schema version, malformed).", "reason"),
+		renewals:      d("renewals_total", "Accepted heartbeats that only renewed their record's lease (no write, nothing in etcd's history): the status interval had not passed and nothing placement or health depends on changed."),
+		ttlChecks:     d("lease_ttl_checks_total", "LeaseTimeToLive reads that check, before a late or expire transition applies, that the record's lease really went unrenewed."),
 		transitions:   d("transitions_total", "ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).", "operation", "outcome"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leaseRequests, c.conflicts, c.groupCommits, c.groupedPuts, c.decodes, c.resyncs, c.snapshots, c.skipped, c.transitions} {
+	for _, d := range []*prometheus.Desc{c.leaseRequests, c.conflicts, c.groupCommits, c.groupedPuts, c.decodes, c.resyncs, c.snapshots, c.skipped, c.transitions, c.renewals, c.ttlChecks} {
 		ch <- d
 	}
 }
@@ -59,6 +61,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.snapshots, st.RangeSnapshots, "range")
 	counter(c.skipped, st.UnsupportedSkipped, "unsupported")
 	counter(c.skipped, st.MalformedSkipped, "malformed")
+	counter(c.renewals, st.Renewals)
+	counter(c.ttlChecks, st.TTLChecks)
 	c.s.stats.transitions.Each(func(tr state.Transition, outcome string, n uint64) {
 		counter(c.transitions, n, tr.String(), outcome)
 	})

@@ -63,7 +63,12 @@ func slotOf(v slotView) state.Slot {
 
 func (e *etcdSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, ch state.Change) (state.Swapped, error) {
 	v, _ := cur.Token.(slotView)
+	if refused, err := e.silence(ctx, cur, ch, v); refused != nil || err != nil {
+		return state.Swapped{Refused: refused}, err
+	}
 	switch {
+	case ch.Renew && e.renewable(v):
+		return e.renew(ctx, v)
 	case ch.Record == nil:
 		return e.remove(ctx, key, v)
 	case ch.KeepLease:

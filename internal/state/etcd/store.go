@@ -261,6 +261,12 @@ type Stats struct {
 	// committer).
 	GroupCommits uint64
 	GroupedPuts  uint64
+	// Renewals counts accepted heartbeats that only renewed their record's
+	// lease (state.StatusEvery): no write, no revision.
+	Renewals uint64
+	// TTLChecks counts LeaseTimeToLive reads of transitions' silence
+	// checks (state.MinSilence).
+	TTLChecks uint64
 }
 
 type statsCounters struct {
@@ -268,6 +274,7 @@ type statsCounters struct {
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
 	decodes, groupCommits, groupedPuts     atomic.Uint64
+	renewals, ttlChecks                    atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
 	transitions                            state.TransitionCounts
 }
@@ -288,6 +295,8 @@ func (s *Store) Stats() Stats {
 		RecordDecodes:      c.decodes.Load(),
 		GroupCommits:       c.groupCommits.Load(),
 		GroupedPuts:        c.groupedPuts.Load(),
+		Renewals:           c.renewals.Load(),
+		TTLChecks:          c.ttlChecks.Load(),
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 // stale view costs a round trip, never correctness.
 type slotView struct {
 	stored
-	asOf  int64 // the slot held this at revision asOf
-	fresh bool  // read from etcd during the current operation
+	asOf   int64 // the slot held this at revision asOf
+	fresh  bool  // read from etcd during the current operation
+	cached bool  // from the watch cache, which sees every writer's changes
 }
 
 // leaseKey names the lease of one incarnation in one slot.
@@ -67,7 +68,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	sl.want = ttlSeconds(leaseTTL)
 	defer s.releaseUnused(ctx, sl.lk, &sl.w)
 	// The writer's stamp: shown raw by etcdctl, feeds others' skew estimates.
-	res, err := state.Write(ctx, sl, key, maxAttempts, state.Upsert(rec, o.Update, leaseTTL, s.clock))
+	res, err := state.Write(ctx, sl, key, maxAttempts, state.Upsert(rec, o.Update, leaseTTL, o.StatusEvery, s.clock))
 	if err != nil {
 		return state.WriteResult{}, s.mapError("upsert "+key.String(), err, ci)
 	}
@@ -92,11 +93,16 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 // seq: a late mark is a transaction comparing the key's mod revision with
 // a put that keeps the key's lease (clientv3.WithIgnoreLease: neither
 // refreshed nor extended), an expiry one with a delete.
-func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+//
+// With MinSilence, the transition applies only when etcd's lessor says the
+// record's lease went unrenewed that long (etcdSlots.silence): heartbeats
+// that only renew the lease change no version a coordinator can watch.
+func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition, opts ...state.ProposeOption) (state.WriteResult, error) {
+	o := state.NewProposeOptions(opts)
 	if err := state.ValidateTransition(key, incarnationID, tr); err != nil {
 		return state.WriteResult{}, fmt.Errorf("etcd propose %s: %w", tr, err)
 	}
-	res, err := s.writeSlot(ctx, "propose "+tr.String(), key, state.Propose(incarnationID, seq, tr))
+	res, err := s.writeSlot(ctx, "propose "+tr.String(), key, state.Propose(incarnationID, seq, tr, o.MinSilence))
 	s.stats.transitions.Note(tr, res.Outcome, err)
 	return res, err
 }
@@ -317,6 +323,7 @@ func (s *Store) view(slotKey string) (slotView, bool) {
 	s.mu.RUnlock()
 	if s.cache != nil {
 		if cv, ok := s.cache.lookup(slotKey); ok && (!hok || cv.asOf >= h.asOf) {
+			cv.cached = true
 			return cv, true
 		}
 	}
@@ -326,7 +333,7 @@ func (s *Store) view(slotKey string) (slotView, bool) {
 
 // remember records a view of a slot unless a newer one is known.
 func (s *Store) remember(slotKey string, v slotView) {
-	v.fresh = false
+	v.fresh, v.cached = false, false
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.hints[slotKey]; ok && old.asOf > v.asOf {

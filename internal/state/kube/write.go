@@ -72,14 +72,15 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	}
 	key := rec.Key()
 	return s.write(ctx, func() string { return "kube upsert " + key.String() }, key, false,
-		state.Upsert(rec, o.Update, leaseTTL, s.now))
+		state.Upsert(rec, o.Update, leaseTTL, o.StatusEvery, s.now))
 }
 
 // ProposeTransition applies tr to slot key's Lease while it holds
 // incarnationID at seq, with the read's resourceVersion as precondition:
 // a late mark is an UPDATE that keeps the Lease's renewTime and duration,
 // an expiry a conditional DELETE.
-func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition, opts ...state.ProposeOption) (state.WriteResult, error) {
+	o := state.NewProposeOptions(opts)
 	if err := s.checkOpen(); err != nil {
 		return state.WriteResult{}, err
 	}
@@ -87,7 +88,7 @@ func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnat
 		return state.WriteResult{}, err
 	}
 	res, err := s.write(ctx, func() string { return "kube propose " + tr.String() + " " + key.String() }, key, true,
-		state.Propose(incarnationID, seq, tr))
+		state.Propose(incarnationID, seq, tr, o.MinSilence))
 	s.noteTransition(tr, res, err)
 	return res, err
 }

@@ -111,6 +111,7 @@ type slot struct {
 	rec       *cluster.Record // immutable once stored
 	modRev    uint64          // revision that wrote rec: the slot's version
 	expiresAt time.Time
+	renewedAt time.Time // the last accepted update or renewal (moved with expiresAt by unobserved time)
 	heapIdx   int
 }
 

@@ -34,7 +34,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 		return state.WriteResult{}, fmt.Errorf("memory store upsert: %w", err)
 	}
 	return s.write(ctx, "upsert", rec.Key(), func(now time.Time) state.Decide {
-		return state.Upsert(rec, o.Update, leaseTTL, func() time.Time { return now })
+		return state.Upsert(rec, o.Update, leaseTTL, o.StatusEvery, func() time.Time { return now })
 	})
 }
 
@@ -55,7 +55,8 @@ func (s *Store) RemoveNode(ctx context.Context, key cluster.Key, incarnationID s
 
 // ProposeTransition applies tr to slot key while it holds incarnationID at
 // seq. A late record keeps its lease deadline.
-func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition, opts ...state.ProposeOption) (state.WriteResult, error) {
+	o := state.NewProposeOptions(opts)
 	if err := s.gate(ctx, "propose "+tr.String()); err != nil {
 		return state.WriteResult{}, err
 	}
@@ -63,7 +64,7 @@ func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnat
 		return state.WriteResult{}, fmt.Errorf("memory store propose %s %s: %w", tr, key, err)
 	}
 	return s.write(ctx, "propose "+tr.String(), key, func(time.Time) state.Decide {
-		return state.Propose(incarnationID, seq, tr)
+		return state.Propose(incarnationID, seq, tr, o.MinSilence)
 	})
 }
 
@@ -107,6 +108,15 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 	if version := slotVersion(sl); version != cur.Version {
 		return state.Swapped{}, fmt.Errorf("memory store: slot %s moved from version %q to %q under mu", key, cur.Version, version)
 	}
+	if refused := l.renewedWithin(sl, cur, ch); refused != nil {
+		return state.Swapped{Refused: refused}, nil
+	}
+	if ch.Renew && sl != nil {
+		// The record stays; only its lease is renewed: no revision, no event.
+		sl.expiresAt, sl.renewedAt = l.now.Add(ch.TTL), l.now
+		heap.Fix(&s.expiry, sl.heapIdx)
+		return state.Swapped{Applied: true, Renewed: true, Revision: s.revTok, Record: sl.rec.Clone()}, nil
+	}
 	if ch.Record == nil {
 		s.deleteLocked(sl)
 		s.appendLocked(state.Event{Type: state.EventDelete, Key: key})
@@ -116,7 +126,7 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 	s.gens[key] = max(s.gens[key], stored.Generation)
 	switch {
 	case sl == nil:
-		sl = &slot{key: key, rec: stored, expiresAt: l.now.Add(ch.TTL)}
+		sl = &slot{key: key, rec: stored, expiresAt: l.now.Add(ch.TTL), renewedAt: l.now}
 		s.slots[key] = sl
 		heap.Push(&s.expiry, sl)
 		v := s.clusters[key.ClusterID]
@@ -128,7 +138,7 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 	default:
 		sl.rec = stored
 		if !ch.KeepLease {
-			sl.expiresAt = l.now.Add(ch.TTL)
+			sl.expiresAt, sl.renewedAt = l.now.Add(ch.TTL), l.now
 			heap.Fix(&s.expiry, sl.heapIdx)
 		}
 		s.clusters[key.ClusterID].put(stored)
@@ -136,6 +146,18 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 	s.appendLocked(state.Event{Type: state.EventPut, Key: key, Record: stored})
 	sl.modRev = s.rev
 	return state.Swapped{Applied: true, Revision: s.revTok, Record: stored.Clone()}, nil
+}
+
+// renewedWithin is the refusal of a transition (ch.MinSilence) on a slot
+// whose lease was renewed less than MinSilence before, or nil.
+func (l lockedSlots) renewedWithin(sl *slot, cur state.Slot, ch state.Change) *state.WriteResult {
+	if sl == nil || ch.MinSilence <= 0 || (ch.Record != nil && !ch.KeepLease) {
+		return nil
+	}
+	if ago := l.now.Sub(sl.renewedAt); ago < ch.MinSilence {
+		return &state.WriteResult{Outcome: state.OutcomeStale, Revision: cur.Revision, Record: sl.rec.Clone(), Renewed: true, RenewedAgo: max(ago, 0)}
+	}
+	return nil
 }
 
 func slotVersion(sl *slot) string {

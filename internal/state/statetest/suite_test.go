@@ -257,20 +257,20 @@ func TestMutant(t *testing.T) {
 // proposalIgnoresSeq proposes for whatever sequence the slot holds.
 type proposalIgnoresSeq struct{ *memory.Store }
 
-func (s *proposalIgnoresSeq) ProposeTransition(ctx context.Context, key cluster.Key, inc string, seq uint64, tr state.Transition) (state.WriteResult, error) {
+func (s *proposalIgnoresSeq) ProposeTransition(ctx context.Context, key cluster.Key, inc string, seq uint64, tr state.Transition, opts ...state.ProposeOption) (state.WriteResult, error) {
 	if snap, err := s.Store.Snapshot(ctx, key.ClusterID); err == nil {
 		if r := snap.Find(key); r != nil && r.IncarnationID == inc {
 			seq = r.HeartbeatSeq
 		}
 	}
-	return s.Store.ProposeTransition(ctx, key, inc, seq, tr)
+	return s.Store.ProposeTransition(ctx, key, inc, seq, tr, opts...)
 }
 
 // lateRefreshes marks a record late by writing it again with a new lease.
 type lateRefreshes struct{ *memory.Store }
 
-func (s *lateRefreshes) ProposeTransition(ctx context.Context, key cluster.Key, inc string, seq uint64, tr state.Transition) (state.WriteResult, error) {
-	res, err := s.Store.ProposeTransition(ctx, key, inc, seq, tr)
+func (s *lateRefreshes) ProposeTransition(ctx context.Context, key cluster.Key, inc string, seq uint64, tr state.Transition, opts ...state.ProposeOption) (state.WriteResult, error) {
+	res, err := s.Store.ProposeTransition(ctx, key, inc, seq, tr, opts...)
 	if err != nil || tr != state.TransitionLate || res.Outcome != state.OutcomeAccepted {
 		return res, err
 	}

@@ -1,0 +1,135 @@
+package statetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// renewTTL is the lease of the renewal cases: long enough for etcd to
+// renew a lease without a write (its minimum is 5 s, whole seconds).
+const renewTTL = 6 * time.Second
+
+// quietHeartbeat is rec's next heartbeat that changes nothing
+// cluster.NeedsStatusWrite counts: only the sequence and the counters
+// (newRecord derives them from it) move.
+func (e *env) quietHeartbeat(node, incarnation string, seq uint64) *cluster.Record {
+	return e.rec(cluster.RoleWorker, node, incarnation, seq)
+}
+
+// renew sends a heartbeat with state.StatusEvery(every) and checks that it
+// was accepted as an advance; the slot then holds either the stored record
+// (Renewed: only its lease was renewed) or rec.
+func (e *env) renew(rec *cluster.Record, stored *cluster.Record, every uint64) state.WriteResult {
+	e.t.Helper()
+	res := e.upsert(rec, renewTTL, state.Heartbeat(), state.StatusEvery(every))
+	holds := rec
+	if res.Renewed {
+		holds = stored
+	}
+	checkWrite(e.t, "quiet heartbeat", res, cluster.DecisionAdvance, holds)
+	mustFind(e.t, e.snapshot(e.cluster), holds)
+	return res
+}
+
+// runRenew checks heartbeats that may only renew a lease
+// (state.StatusEvery) and transitions that must honour the renewals
+// (state.MinSilence). A backend may write the record on every heartbeat;
+// one that renews without writing must keep the lease, the record's
+// content and the ordering rule exactly as a write would.
+func runRenew(t *testing.T, newHarness Factory) {
+	t.Run("QuietHeartbeatKeepsRecordAndRefreshesLease", func(t *testing.T) {
+		e := setup(t, newHarness)
+		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+		stored := rec
+		for seq := uint64(1); seq <= 2; seq++ {
+			if e.h.LeaseExpiry {
+				e.h.Advance(renewTTL * 3 / 4)
+			}
+			hb := e.quietHeartbeat("w1", "inc-a", seq)
+			if res := e.renew(hb, stored, 100); !res.Renewed {
+				stored = hb
+			}
+		}
+		if !e.h.LeaseExpiry {
+			return
+		}
+		// 1.5 leases after the registration: alive only if the renewals
+		// refreshed the lease.
+		mustFind(t, e.snapshot(e.cluster), stored)
+		e.h.Advance(renewTTL)
+		e.eventually("record gone a lease after its last renewal", renewTTL/10, 10, func() bool {
+			return find(t, e.snapshot(e.cluster), rec.Key()) == nil
+		})
+	})
+
+	t.Run("StatusChangeIsWritten", func(t *testing.T) {
+		e := setup(t, newHarness)
+		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+		changed := e.quietHeartbeat("w1", "inc-a", 1)
+		changed.Health, changed.Ready, changed.NotReadyReason = cluster.HealthDegraded, false, "cordoned"
+		if res := e.renew(changed, rec, 100); res.Renewed {
+			t.Fatalf("a heartbeat that changed health and readiness only renewed the lease: the slot holds %s", describe(res.Record))
+		}
+	})
+
+	t.Run("StatusIntervalIsWritten", func(t *testing.T) {
+		e := setup(t, newHarness)
+		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+		stored := rec
+		if res := e.renew(e.quietHeartbeat("w1", "inc-a", 4), rec, 5); !res.Renewed {
+			stored = res.Record
+		}
+		due := e.quietHeartbeat("w1", "inc-a", stored.HeartbeatSeq+5)
+		if res := e.renew(due, stored, 5); res.Renewed {
+			t.Fatalf("a heartbeat a status interval (5) after the stored record (seq %d) only renewed the lease", stored.HeartbeatSeq)
+		}
+	})
+
+	t.Run("HeartbeatClearsLateMark", func(t *testing.T) {
+		e := setup(t, newHarness)
+		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+		e.mustPropose(rec.Key(), "inc-a", 0, state.TransitionLate, state.OutcomeAccepted, lateOf(rec))
+		hb := e.quietHeartbeat("w1", "inc-a", 1)
+		if res := e.renew(hb, rec, 100); res.Renewed {
+			t.Fatal("a heartbeat to a late record only renewed the lease: the mark stays")
+		}
+		if got := find(t, e.snapshot(e.cluster), rec.Key()); got == nil || got.Late {
+			t.Fatalf("after a heartbeat the slot holds %s, want the record without the late mark", describe(got))
+		}
+	})
+
+	t.Run("TransitionsHonourRenewals", func(t *testing.T) {
+		e := setup(t, newHarness)
+		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+		if res := e.renew(e.quietHeartbeat("w1", "inc-a", 1), rec, 100); !res.Renewed {
+			t.Skip("the backend writes every heartbeat: the version moves, and proposals for the old one are stale")
+		}
+		for _, tr := range []state.Transition{state.TransitionLate, state.TransitionExpire} {
+			res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", 0, tr, state.MinSilence(time.Second))
+			if err != nil || res.Outcome != state.OutcomeStale || !res.Renewed || res.RenewedAgo >= time.Second {
+				t.Fatalf("%s proposed right after a renewal, with MinSilence 1s = %+v, %v; want stale, renewed less than 1s ago", tr, res, err)
+			}
+		}
+		if got := mustFind(t, e.snapshot(e.cluster), rec); got.Late {
+			t.Fatal("a refused late proposal marked the record")
+		}
+		// Silent for longer than MinSilence (etcd counts whole seconds and
+		// rounds the silence down): the mark applies.
+		e.h.Advance(2500 * time.Millisecond)
+		res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", 0, state.TransitionLate, state.MinSilence(time.Second))
+		if err != nil || res.Outcome != state.OutcomeAccepted {
+			t.Fatalf("late proposed 2.5s after the last renewal, with MinSilence 1s = %+v, %v; want accepted", res, err)
+		}
+		if got := mustFind(t, e.snapshot(e.cluster), lateOf(rec)); !got.Late {
+			t.Fatal("the applied late proposal left no mark")
+		}
+	})
+}
