@@ -73,7 +73,7 @@ talon_state_etcd_transitions_total{operation="late",outcome="stale"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantTransitions), "talon_state_etcd_transitions_total"); err != nil {
 		t.Fatal(err)
 	}
-	mfs := testsupport.LintMetrics(t, reg, "talon_state_etcd_", 9)
+	mfs := testsupport.LintMetrics(t, reg, "talon_state_etcd_", 11)
 	cacheSnaps := 0.0
 	for _, mf := range mfs {
 		if mf.GetName() != "talon_state_etcd_snapshots_total" {

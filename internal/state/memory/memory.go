@@ -111,7 +111,7 @@ type slot struct {
 	rec       *cluster.Record // immutable once stored
 	modRev    uint64          // revision that wrote rec: the slot's version
 	expiresAt time.Time
-	renewedAt time.Time // the last accepted update or renewal (moved with expiresAt by unobserved time)
+	renewedAt time.Time // the last renewal without a write since rec was written; zero if none (moved with expiresAt by unobserved time)
 	heapIdx   int
 }
 

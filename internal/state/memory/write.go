@@ -126,7 +126,7 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 	s.gens[key] = max(s.gens[key], stored.Generation)
 	switch {
 	case sl == nil:
-		sl = &slot{key: key, rec: stored, expiresAt: l.now.Add(ch.TTL), renewedAt: l.now}
+		sl = &slot{key: key, rec: stored, expiresAt: l.now.Add(ch.TTL)}
 		s.slots[key] = sl
 		heap.Push(&s.expiry, sl)
 		v := s.clusters[key.ClusterID]
@@ -137,8 +137,9 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 		v.put(stored)
 	default:
 		sl.rec = stored
+		sl.renewedAt = time.Time{} // a new version: it shows itself
 		if !ch.KeepLease {
-			sl.expiresAt, sl.renewedAt = l.now.Add(ch.TTL), l.now
+			sl.expiresAt = l.now.Add(ch.TTL)
 			heap.Fix(&s.expiry, sl.heapIdx)
 		}
 		s.clusters[key.ClusterID].put(stored)
@@ -149,9 +150,11 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 }
 
 // renewedWithin is the refusal of a transition (ch.MinSilence) on a slot
-// whose lease was renewed less than MinSilence before, or nil.
+// whose lease was renewed without a write less than MinSilence before, or
+// nil. A slot not renewed since its record was written needs no check:
+// its version shows its last heartbeat, as it does to the proposer.
 func (l lockedSlots) renewedWithin(sl *slot, cur state.Slot, ch state.Change) *state.WriteResult {
-	if sl == nil || ch.MinSilence <= 0 || (ch.Record != nil && !ch.KeepLease) {
+	if sl == nil || sl.renewedAt.IsZero() || ch.MinSilence <= 0 || (ch.Record != nil && !ch.KeepLease) {
 		return nil
 	}
 	if ago := l.now.Sub(sl.renewedAt); ago < ch.MinSilence {
