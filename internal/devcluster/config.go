@@ -28,6 +28,11 @@ func Config(role cluster.Role, nodeID, host string, mutate func(c *config.Config
 	c.AdminListen = net.JoinHostPort(host, "0")
 	c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = time.Second, 3*time.Second, 6*time.Second
 	c.RequestTimeout = time.Second
+	if role == cluster.RoleCoordinator {
+		// The demo shows traffic as it happens; on the memory store a
+		// status write costs nothing (production keeps the 1m default).
+		c.StatusInterval = 2 * time.Second
+	}
 	c.DrainDelay = 0
 	c.ShutdownTimeout = 5 * time.Second
 	c.LogLevel = "warn"
