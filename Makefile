@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint completions man bench bench-report bench-scale faults clean image manifests release-snapshot cosign
+.PHONY: help build demo test test-short testbins lint completions man bench bench-report bench-scale faults soak clean image manifests release-snapshot cosign
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -127,6 +127,20 @@ faults: ## run the HA fault tests and the full fault schedule (3-member etcd, ku
 	  echo; echo "| backend | schedule | fault | client operations | failed by code | max latency | heartbeats lost | 200s short of live workers | wrong answers | worker records lost |"; \
 	  echo "|---|---|---|---|---|---|---|---|---|---|"; cat bin/faults-table.md 2>/dev/null; \
 	  echo "full log: bin/faults.log"; exit $$rc
+
+# The soak: a compressed day (timing 50 times faster than the defaults) on
+# a stock etcd with a 16 MiB quota and on a kube-apiserver, side by side, two
+# coordinators and 10 workers each, with store pauses and coordinator
+# restarts; one row of figures a minute (ready share, fewest eligible
+# against live workers, the store's database size, store bytes per
+# heartbeat, RSS, goroutines and open files). SOAK_DURATION (default 25m)
+# sets its length; `make test` runs it for 90 s.
+SOAK_DURATION ?= 25m
+soak: ## run the soak (SOAK_DURATION, default 25m) on etcd and Kubernetes and print its figures over time
+	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_SOAK=$(SOAK_DURATION) \
+	  $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 3h ./internal/integration > bin/soak.log 2>&1; rc=$$?; \
+	  grep -E 'soak_test.go|^(--- |ok|FAIL)' bin/soak.log; echo "full log: bin/soak.log"; exit $$rc
 
 # The scale rows of bench-report alone: a coordinator process on etcd with
 # 50,000 simulated workers (RSS, snapshots, lookups, talonctl nodes list),

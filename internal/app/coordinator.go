@@ -77,7 +77,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
 			MaxInflightWrites: cfg.Limits.MaxInflightWrites, NodeWritesPerInterval: nodeWrites(cfg.Limits.NodeWritesPerInterval),
 		},
-		TLS: ptls.server(), Revoked: ptls.revoked(), PlacementReplicas: cfg.PlacementReplicas,
+		TLS: ptls.server(), Revoked: ptls.revoked(), DenyRecord: ptls.denyRecord(), PlacementReplicas: cfg.PlacementReplicas,
 		Attest: attestFn,
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/talonhq/talon/internal/cluster"
 	"net/http"
 
 	"fmt"
@@ -69,6 +70,15 @@ func (p planeTLS) revoked() func(*x509.Certificate) bool {
 		return nil
 	}
 	return p.src.Denied
+}
+
+// denyRecord reports whether the deny list refuses a record's
+// credential; nil without TLS.
+func (p planeTLS) denyRecord() func(cluster.Role, string, string) (string, bool) {
+	if p.src == nil {
+		return nil
+	}
+	return p.src.DeniesRecord
 }
 
 // registerDenials exports the deny list's refusals on reg.

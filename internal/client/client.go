@@ -310,6 +310,10 @@ type CallOptions struct {
 	// AttemptTimeout, when positive, replaces Options.AttemptTimeout for
 	// this call.
 	AttemptTimeout time.Duration
+	// Once makes one attempt, at First or the preferred address, with no
+	// failover and no retry: for a request that is only worth asking the
+	// coordinator that just answered (a worker's Instructions).
+	Once bool
 }
 
 // CallWith is Call adjusted by o.
@@ -337,6 +341,9 @@ func (c *Client) call(ctx context.Context, req protocol.Message, o CallOptions) 
 	retry := backoff.New(retryBackoff)
 	for pass := 0; pass <= c.opts.Retries; pass++ {
 		order := c.order(o.First)
+		if o.Once {
+			order = order[:1]
+		}
 		for i, addr := range order {
 			final := pass == c.opts.Retries && i == len(order)-1
 			resp, err := c.attempt(ctx, addr, req, c.attemptTimeout(ctx, o.AttemptTimeout, final))
@@ -368,7 +375,7 @@ func (c *Client) call(ctx context.Context, req protocol.Message, o CallOptions) 
 			// Connection failure, attempt deadline, or a refusal: try the
 			// next address now.
 		}
-		if pass == c.opts.Retries {
+		if pass == c.opts.Retries || o.Once {
 			break
 		}
 		if err := backoff.Sleep(ctx, retry.Next()); err != nil {

@@ -124,6 +124,37 @@ func appendRecordLabels(dst []byte, r *Record, kv []label) []byte {
 	if r.Late {
 		dst = append(dst, `,"late":true`...)
 	}
+	return appendMarks(dst, r)
+}
+
+// appendMarks appends the fields after late and the closing brace.
+func appendMarks(dst []byte, r *Record) []byte {
+	if r.Drained {
+		dst = append(dst, `,"drained":true`...)
+	}
+	if r.CordonedBy != "" {
+		dst = append(dst, `,"cordonedBy":`...)
+		dst = appendString(dst, r.CordonedBy)
+	}
+	if r.CordonedAtUnixMs != 0 {
+		dst = append(dst, `,"cordonedAtUnixMs":`...)
+		dst = strconv.AppendInt(dst, r.CordonedAtUnixMs, 10)
+	}
+	if r.CordonPersist {
+		dst = append(dst, `,"cordonPersist":true`...)
+	}
+	if r.RevokedBy != "" {
+		dst = append(dst, `,"revokedBy":`...)
+		dst = appendString(dst, r.RevokedBy)
+	}
+	if r.RevokedReason != "" {
+		dst = append(dst, `,"revokedReason":`...)
+		dst = appendString(dst, r.RevokedReason)
+	}
+	if r.CredentialSerial != "" {
+		dst = append(dst, `,"credentialSerial":`...)
+		dst = appendString(dst, r.CredentialSerial)
+	}
 	return append(dst, '}')
 }
 

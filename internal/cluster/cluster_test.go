@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -554,5 +555,46 @@ func TestStatusEvery(t *testing.T) {
 		if got := tt.t.StatusEvery(); got != tt.want {
 			t.Errorf("%+v.StatusEvery() = %d, want %d", tt.t, got, tt.want)
 		}
+	}
+}
+
+func TestMarksRoundTripAndCarry(t *testing.T) {
+	r := validRecord()
+	r.Drained, r.CordonedBy, r.CordonedAtUnixMs, r.CordonPersist = true, "token:ops", 1_784_800_000_123, true
+	r.RevokedBy, r.RevokedReason, r.CredentialSerial = "coord-a", "serial:1f", "1f"
+	b, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, r) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
+	}
+	// A heartbeat cannot clear or set the marks; a restart keeps the
+	// cordon and drops the revocation; a new record takes the process's
+	// own (persisted) cordon.
+	hb := validRecord()
+	hb.HeartbeatSeq = r.HeartbeatSeq + 1
+	hb.CordonedBy, hb.RevokedBy = "", ""
+	if n := Next(r, hb, DecisionAdvance, 0); n.CordonedBy != "token:ops" || !n.CordonPersist || n.RevokedBy != "coord-a" {
+		t.Fatalf("advance lost the marks: %+v", n)
+	}
+	rst := validRecord()
+	rst.IncarnationID = "another"
+	if n := Next(r, rst, DecisionRestart, 0); n.CordonedBy != "token:ops" || n.RevokedBy != "" || n.RevokedReason != "" {
+		t.Fatalf("restart: cordon %q revoked %q, want the cordon kept and no revocation", n.CordonedBy, n.RevokedBy)
+	}
+	own := validRecord()
+	own.CordonedBy = "token:ops"
+	if n := Next(nil, own, DecisionInsert, 0); n.CordonedBy != "token:ops" {
+		t.Fatalf("insert dropped the process's persisted cordon: %+v", n)
+	}
+	bad := r.Clone()
+	bad.CordonedBy = strings.Repeat("x", MaxIDBytes+1)
+	if _, err := Encode(bad); err == nil || !strings.Contains(err.Error(), "cordonedBy") {
+		t.Fatalf("Encode of an over-long cordonedBy = %v, want an error naming the field", err)
 	}
 }

@@ -125,6 +125,7 @@ func Next(prev, incoming *Record, d Decision, floor uint64) *Record {
 		prevGen = prev.Generation
 		superseded = prev.Superseded
 	}
+	carryMarks(prev, next, d)
 	switch {
 	case d == DecisionAdvance:
 		next.Generation = prevGen
@@ -145,4 +146,22 @@ func Next(prev, incoming *Record, d Decision, floor uint64) *Record {
 		}
 	}
 	return next
+}
+
+// carryMarks sets next's operator and coordinator marks (SetMarks), which
+// the process does not own: an advance keeps the slot's; a registration
+// keeps the slot's cordon (the node's, whatever its incarnation), or takes
+// the process's own for a new record (a cordon it persisted across a
+// restart), and starts unrevoked (revocation is of an incarnation's
+// credential).
+func carryMarks(prev, next *Record, d Decision) {
+	if d == DecisionAdvance && prev != nil {
+		next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = prev.CordonedBy, prev.CordonedAtUnixMs, prev.CordonPersist
+		next.RevokedBy, next.RevokedReason = prev.RevokedBy, prev.RevokedReason
+		return
+	}
+	next.RevokedBy, next.RevokedReason = "", ""
+	if prev != nil {
+		next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = prev.CordonedBy, prev.CordonedAtUnixMs, prev.CordonPersist
+	}
 }

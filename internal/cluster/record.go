@@ -109,7 +109,42 @@ type Record struct {
 	// every revision that holds it; the process's next accepted update
 	// clears it. Stores set it; the value a process sends is ignored.
 	Late bool `json:"late,omitempty"`
+	// Drained is set by a cordoned worker once it serves no data request
+	// and loads no block; false otherwise (and always for coordinators).
+	Drained bool `json:"drained,omitempty"`
+	// CordonedBy names the operator (the principal a coordinator
+	// authenticated: a token name or a certificate identity) whose cordon
+	// holds the node out of placement; empty when not cordoned. Stores
+	// set it with SetMarks, never the process: an accepted update keeps
+	// it (a registration takes it from the slot's previous record, or,
+	// for a new record, from the process, which persisted its cordon).
+	CordonedBy string `json:"cordonedBy,omitempty"`
+	// CordonedAtUnixMs is when the cordon was set (the coordinator's clock).
+	CordonedAtUnixMs int64 `json:"cordonedAtUnixMs,omitempty"`
+	// CordonPersist says the worker keeps the cordon across restarts.
+	CordonPersist bool `json:"cordonPersist,omitempty"`
+	// RevokedBy names the coordinator that found this incarnation's
+	// credential on its deny list; a revoked record is out of placement on
+	// every coordinator. Stores set it with SetMarks; accepted updates of
+	// the incarnation keep it, a new incarnation starts without it.
+	RevokedBy string `json:"revokedBy,omitempty"`
+	// RevokedReason says which deny-list entry matched.
+	RevokedReason string `json:"revokedReason,omitempty"`
+	// CredentialSerial is the serial number (lower-case hex) of the
+	// certificate the process registered with, as the coordinator that
+	// accepted the registration saw it on the connection; empty without
+	// mutual TLS. Coordinators set it, never the process, so a deny list
+	// entry by serial reaches the record on every coordinator.
+	CredentialSerial string `json:"credentialSerial,omitempty"`
 }
+
+// Cordoned reports whether an operator's cordon holds the node out of
+// placement.
+func (r *Record) Cordoned() bool { return r.CordonedBy != "" }
+
+// Revoked reports whether a coordinator found the incarnation's
+// credential deny-listed.
+func (r *Record) Revoked() bool { return r.RevokedBy != "" }
 
 // Capacity is the bounded gauge snapshot of a process: what it holds now.
 type Capacity struct {

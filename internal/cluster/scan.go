@@ -64,6 +64,7 @@ var (
 		"clusterId", "nodeId", "role", "incarnationId", "address", "adminAddress", "version",
 		"startTimeUnixMs", "heartbeatSeq", "updatedAtUnixMs", "health", "ready", "notReadyReason",
 		"capacity", "counters", "labels", "generation", "superseded", "late",
+		"drained", "cordonedBy", "cordonedAtUnixMs", "cordonPersist", "revokedBy", "revokedReason", "credentialSerial",
 	)
 	capacityNames = quoteNames("capacityBytes", "residentBytes", "blocks", "pages", "inflightLoads", "storeHealthy")
 	counterNames  = quoteNames(
@@ -126,9 +127,32 @@ func (d *scanner) record(r *Record) bool {
 			r.Superseded, ok = d.strings()
 		case 18:
 			r.Late, ok = d.bool()
+		default:
+			ok = d.marks(r, f)
 		}
 		return ok
 	})
+}
+
+// marks reads member f (19 on) of recordNames.
+func (d *scanner) marks(r *Record, f int) (ok bool) {
+	switch f {
+	case 19:
+		r.Drained, ok = d.bool()
+	case 20:
+		r.CordonedBy, ok = d.str()
+	case 21:
+		r.CordonedAtUnixMs, ok = d.int64()
+	case 22:
+		r.CordonPersist, ok = d.bool()
+	case 23:
+		r.RevokedBy, ok = d.str()
+	case 24:
+		r.RevokedReason, ok = d.str()
+	case 25:
+		r.CredentialSerial, ok = d.str()
+	}
+	return ok
 }
 
 // members reads an object's members through its closing brace, its

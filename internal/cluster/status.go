@@ -38,7 +38,7 @@ func StatusChanged(stored, incoming *Record) bool {
 	a, b := stored, incoming
 	return a.IncarnationID != b.IncarnationID || a.Address != b.Address || a.AdminAddress != b.AdminAddress ||
 		a.Version != b.Version || a.StartTimeUnixMs != b.StartTimeUnixMs || a.Health != b.Health ||
-		a.Ready != b.Ready || a.NotReadyReason != b.NotReadyReason ||
+		a.Ready != b.Ready || a.NotReadyReason != b.NotReadyReason || a.Drained != b.Drained || a.CredentialSerial != b.CredentialSerial ||
 		a.Capacity.CapacityBytes != b.Capacity.CapacityBytes || a.Capacity.StoreHealthy != b.Capacity.StoreHealthy ||
 		!maps.Equal(a.Labels, b.Labels)
 }

@@ -346,5 +346,20 @@ func (r *Record) validateScalars() error {
 			return textError(fmt.Sprintf("superseded[%d]", i), id, MaxIDBytes, true)
 		}
 	}
+	return r.validateMarks()
+}
+
+// validateMarks checks the operator and coordinator marks.
+func (r *Record) validateMarks() error {
+	for _, f := range []struct{ name, v string }{
+		{"cordonedBy", r.CordonedBy}, {"revokedBy", r.RevokedBy}, {"revokedReason", r.RevokedReason}, {"credentialSerial", r.CredentialSerial},
+	} {
+		if err := validateText(f.name, f.v, MaxIDBytes, false); err != nil {
+			return err
+		}
+	}
+	if r.CordonedAtUnixMs < 0 {
+		return fieldErr("cordonedAtUnixMs", strconv.FormatInt(r.CordonedAtUnixMs, 10), "must not be negative")
+	}
 	return nil
 }

@@ -86,6 +86,13 @@ type Options struct {
 	// established before its entry was added is refused (permission
 	// denied, then closed) at its next request.
 	Revoked func(*x509.Certificate) bool
+	// DenyRecord, when set, reports whether the deny list refuses the
+	// credential a record names (its role and node ID, and the serial of
+	// the certificate it registered with) and which entry: the
+	// coordinator then marks the record revoked in the store, so every
+	// coordinator leaves it out of placement, not only those the worker
+	// talks to.
+	DenyRecord func(role cluster.Role, nodeID, serial string) (entry string, denied bool)
 	// Attest, when set, verifies a worker's platform credential (an
 	// Attest message; package attest, TokenReview on Kubernetes) and
 	// turns attestation on: every worker write must then come on a
@@ -222,14 +229,18 @@ type Coordinator struct {
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	rates       *writeRates   // per-node write rates
 	self        *membership.Loop
-	bg          sync.WaitGroup     // background goroutines: batched reads, loops
-	connWG      sync.WaitGroup     // connection goroutines
-	inflight    sync.WaitGroup     // requests being served
-	kick        chan struct{}      // asks the refresh loop for a new view now
-	selfKick    chan struct{}      // asks the own-record loop to write now
-	proposals   chan proposal      // transitions for the proposer
-	writeSlots  chan struct{}      // one token per store write in flight (Limits.MaxInflightWrites)
-	ln          *netlimit.Listener // the control listener within Limits.MaxConnections
+	bg          sync.WaitGroup  // background goroutines: batched reads, loops
+	connWG      sync.WaitGroup  // connection goroutines
+	inflight    sync.WaitGroup  // requests being served
+	kick        chan struct{}   // asks the refresh loop for a new view now
+	selfKick    chan struct{}   // asks the own-record loop to write now
+	proposals   chan proposal   // transitions for the proposer
+	revocations chan revocation // deny-listed records for the proposer to mark
+
+	revokeMu      sync.Mutex         // guards revokeChecked; a leaf
+	revokeChecked time.Time          // when the view was last compared with the deny list
+	writeSlots    chan struct{}      // one token per store write in flight (Limits.MaxInflightWrites)
+	ln            *netlimit.Listener // the control listener within Limits.MaxConnections
 
 	lookups       atomic.Uint64
 	lookupErrors  atomic.Uint64
@@ -291,6 +302,7 @@ func New(opts Options) (*Coordinator, error) {
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
 		proposals:   make(chan proposal, maxQueuedProposals),
+		revocations: make(chan revocation, maxQueuedProposals),
 		conns:       map[*conn]struct{}{},
 	}
 	c.readyLog.log, c.readyLog.events = c.log, c.events

@@ -191,6 +191,12 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 		default: // the proposer is behind; the next read proposes again
 		}
 	}
+	for _, r := range c.dueRevocations(v, start) {
+		select {
+		case c.revocations <- r:
+		default: // the next comparison finds it again
+		}
+	}
 	c.updateReadyMetric()
 	c.m.snapshotAge.Set(0)
 	if a.prev == nil || a.prev.Snapshot.Revision != v.Snapshot.Revision {

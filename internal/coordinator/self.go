@@ -126,6 +126,8 @@ func (c *Coordinator) proposeLoop(ctx context.Context) {
 			return
 		case p := <-c.proposals:
 			c.propose(ctx, p)
+		case r := <-c.revocations:
+			c.revoke(ctx, r)
 		}
 	}
 }

@@ -335,6 +335,8 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 		op, resp = "ping", &protocol.Pong{}
 	case *protocol.Attest:
 		op, resp = "attest", c.attest(ctx, cn, m.Token)
+	case *protocol.Instructions:
+		op, resp = "instructions", c.instructions(cn, m)
 	case *protocol.Register:
 		op = "register"
 		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })

@@ -90,6 +90,9 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", rec.ClusterID, c.opts.ClusterID)
 	}
+	// The coordinator's word, not the process's: a deny list by serial
+	// reaches the record on every coordinator.
+	rec.CredentialSerial = cn.credentialSerial()
 	if rec.Role != cluster.RoleWorker {
 		c.m.writes.WithLabelValues(op, protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers register over the control protocol", rec.Role)

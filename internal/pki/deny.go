@@ -89,6 +89,20 @@ func validRole(r Role) bool {
 	return false
 }
 
+// deniesRecord is denies for a record's identity and certificate serial
+// (lower-case hex, "" when unknown).
+func (d *denyList) deniesRecord(id Identity, serialHex string) (string, bool) {
+	switch {
+	case serialHex != "" && d.serials[serialHex]:
+		return "serial:" + serialHex, true
+	case d.nodes[id.NodeID]:
+		return "node:" + id.NodeID, true
+	case d.ids[id.String()]:
+		return id.String(), true
+	}
+	return "", false
+}
+
 // denies reports whether the list refuses cert, which names id, and why.
 func (d *denyList) denies(cert *x509.Certificate, id Identity) (string, bool) {
 	if d == nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/talonhq/talon/internal/cluster"
 	"log/slog"
 	"os"
 	"sync"
@@ -120,6 +121,20 @@ func (s *Source) Denied(cert *x509.Certificate) bool {
 		s.noteDenied(id, cert, entry)
 	}
 	return denied
+}
+
+// DeniesRecord reports whether the current deny list refuses the
+// credential a status record names: its role and node ID, and the serial
+// number (lower-case hex, "" when unknown) of the certificate it
+// registered with; and which entry. A coordinator uses it to revoke a
+// worker in the store for every coordinator, including those the worker
+// never talks to.
+func (s *Source) DeniesRecord(role cluster.Role, nodeID, serialHex string) (string, bool) {
+	m := s.current()
+	if m.deny == nil {
+		return "", false
+	}
+	return m.deny.deniesRecord(Identity{Role: Role(role), NodeID: nodeID}, serialHex)
 }
 
 // Denials counts peers refused by the deny list (handshakes and

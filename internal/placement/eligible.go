@@ -14,12 +14,18 @@ type Reason string
 // Exclusion reasons, in precedence order: a record that qualifies for
 // several carries the first.
 const (
+	// ReasonRevoked: a coordinator found the incarnation's credential on
+	// its deny list (Record.RevokedBy): out of placement everywhere.
+	ReasonRevoked Reason = "revoked"
 	// ReasonUnhealthy: the effective health is unhealthy (reported so, or
 	// marked late by the store: cluster.Record.Late) or unknown.
 	ReasonUnhealthy Reason = "unhealthy"
 	// ReasonNotReady: healthy or degraded but reporting ready=false, that is
 	// deliberately out of service.
 	ReasonNotReady Reason = "not_ready"
+	// ReasonCordoned: an operator's cordon in the store (Record.CordonedBy),
+	// whatever the worker reports.
+	ReasonCordoned Reason = "cordoned"
 )
 
 // Exclusion is a worker left out of placement and why.
@@ -57,10 +63,14 @@ func Eligible(records []*cluster.Record) (eligible []Node, excluded []Exclusion)
 		}
 		health := r.EffectiveHealth()
 		switch {
+		case r.Revoked():
+			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonRevoked, Health: health})
 		case health != cluster.HealthHealthy && health != cluster.HealthDegraded:
 			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonUnhealthy, Health: health})
 		case !r.Ready:
 			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonNotReady, Health: health})
+		case r.Cordoned():
+			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonCordoned, Health: health})
 		default:
 			eligible = append(eligible, Node{ID: r.NodeID, Address: r.Address, Role: r.Role})
 		}

@@ -22,6 +22,8 @@ func ResponseType(t Type) (Type, bool) {
 		return TypeAck, true
 	case TypeAttest:
 		return TypeAttested, true
+	case TypeInstructions:
+		return TypeInstructed, true
 	case TypeSubscribe:
 		return TypeEpochBump, true
 	case TypePlacementLookup:

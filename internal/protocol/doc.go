@@ -47,7 +47,7 @@
 // two's complement; bool is one byte, 0 or 1 (anything else is
 // ErrInvalidValue); str(N) is a u16 byte length then that many bytes of
 // UTF-8, at most N bytes; bytes(N) is the same without the UTF-8 rule.
-// Types not listed (0, 4..15, 22..31, 36..) are unknown: Decode returns
+// Types not listed (0, 4..15, 24..31, 36..) are unknown: Decode returns
 // ErrUnknownType.
 //
 //	type name               direction         payload
@@ -60,13 +60,16 @@
 //	19   Ack                response          outcome u8 | retry bool | heartbeatIntervalMs u32 | leaseTtlMs u32 | updatedAtUnixMs i64 | revision str(256)
 //	20   Attest             request           token bytes(8192), not empty (a secret: never logged or echoed)
 //	21   Attested           response          nodeId str(256) | expiresUnixMs i64 (> 0)
+//	22   Instructions       request           clusterId str(256) | nodeId str(256) | incarnationId str(256)
+//	23   Instructed         response          cordoned bool | persist bool | by str(256) | atUnixMs i64 (>= 0) | revoked bool
 //	32   Subscribe          request           (empty)
 //	33   EpochBump          response or push  version u64
 //	34   PlacementLookup    request           replicas u16 (1..16) | key bytes(1024), not empty
 //	35   PlacementResponse  response          version u64 | count u16 (0..16) | count × (nodeId str(256) | dataAddress str(256))
 //
 // Requests and their successful responses: Ping→Pong;
-// Register, Heartbeat, Deregister→Ack; Attest→Attested; Subscribe→EpochBump;
+// Register, Heartbeat, Deregister→Ack; Attest→Attested;
+// Instructions→Instructed; Subscribe→EpochBump;
 // PlacementLookup→PlacementResponse (see ResponseType). Any request may
 // instead be answered by an Error under its request ID.
 //

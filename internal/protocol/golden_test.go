@@ -29,6 +29,8 @@ func goldenMessages() []Message {
 		&PlacementResponse{Version: 0xa1a2a3a4a5a6a7a8, Owners: []Owner{{NodeID: "w1", DataAddress: "h:1"}}},
 		&Attest{Token: []byte("t1")},
 		&Attested{NodeID: "w1", ExpiresUnixMs: 1700000000000},
+		&Instructions{ClusterID: "c", NodeID: "w1", IncarnationID: "i"},
+		&Instructed{Cordoned: true, Persist: true, By: "ops", AtUnixMs: 1700000000000, Revoked: false},
 	}
 }
 
@@ -51,6 +53,8 @@ var golden = map[Type]string{
 	TypePlacementResponse: "544c4e43 0001 0023 00000000 00000013 000000000000000b  a1a2a3a4a5a6a7a8 0001 0002 7731 0003 683a31",
 	TypeAttest:            "544c4e43 0001 0014 00000000 00000004 000000000000000c  0002 7431",
 	TypeAttested:          "544c4e43 0001 0015 00000000 0000000c 000000000000000d  0002 7731 0000018bcfe56800",
+	TypeInstructions:      "544c4e43 0001 0016 00000000 0000000a 000000000000000e  0001 63 0002 7731 0001 69",
+	TypeInstructed:        "544c4e43 0001 0017 00000000 00000010 000000000000000f  01 01 0003 6f7073 0000018bcfe56800 00",
 }
 
 func TestGoldenFrames(t *testing.T) {

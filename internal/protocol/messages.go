@@ -23,6 +23,8 @@ const (
 	TypeAck               Type = 19 // response to Register, Heartbeat, Deregister
 	TypeAttest            Type = 20 // request: a platform token that attests the connection's node
 	TypeAttested          Type = 21 // response to Attest
+	TypeInstructions      Type = 22 // request: the operator's standing instructions for the sending worker
+	TypeInstructed        Type = 23 // response to Instructions
 	TypeSubscribe         Type = 32 // request: receive EpochBump pushes on this connection
 	TypeEpochBump         Type = 33 // response to Subscribe, then pushed with request ID 0
 	TypePlacementLookup   Type = 34 // request: owners of a key
@@ -51,6 +53,10 @@ func (t Type) String() string {
 		return "attest"
 	case TypeAttested:
 		return "attested"
+	case TypeInstructions:
+		return "instructions"
+	case TypeInstructed:
+		return "instructed"
 	case TypeSubscribe:
 		return "subscribe"
 	case TypeEpochBump:
@@ -111,6 +117,10 @@ func NewMessage(t Type) Message {
 		return &Attest{}
 	case TypeAttested:
 		return &Attested{}
+	case TypeInstructions:
+		return &Instructions{}
+	case TypeInstructed:
+		return &Instructed{}
 	case TypeSubscribe:
 		return &Subscribe{}
 	case TypeEpochBump:

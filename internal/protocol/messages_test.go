@@ -136,6 +136,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"attest trailing", TypeAttest, cat(str16("t"), []byte{0}), ErrTrailingData, "(end)", "1 bytes"},
 		{"attested node id slash", TypeAttested, cat(str16("a/b"), u64), ErrInvalidValue, "nodeId", "only letters, digits"},
 		{"attested expiry zero", TypeAttested, cat(str16("w1"), make([]byte, 8)), ErrInvalidValue, "expiresUnixMs", "0 is not positive"},
+		{"instructions node id slash", TypeInstructions, cat(str16("c"), str16("a/b"), str16("i")), ErrInvalidValue, "nodeId", "only letters, digits"},
+		{"instructions no incarnation", TypeInstructions, cat(str16("c"), str16("w1"), str16("")), ErrInvalidValue, "incarnationId", "must not be empty"},
+		{"instructed negative time", TypeInstructed, cat([]byte{1, 0}, str16("ops"), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, []byte{0}), ErrInvalidValue, "atUnixMs", "-1 is negative"},
+		{"instructed bad bool", TypeInstructed, cat([]byte{2, 0}, str16(""), make([]byte, 8), []byte{0}), ErrInvalidValue, "cordoned", ""},
+		{"instructed trailing", TypeInstructed, cat([]byte{0, 0}, str16(""), make([]byte, 8), []byte{0, 9}), ErrTrailingData, "(end)", "1 bytes"},
 		{"ack outcome zero", TypeAck, ack(0, 0, u64, str16("")), ErrInvalidValue, "outcome", "0 is not an outcome"},
 		{"ack outcome five", TypeAck, ack(5, 0, u64, str16("")), ErrInvalidValue, "outcome", "5 is not an outcome"},
 		{"ack retry not bool", TypeAck, ack(1, 7, u64, str16("")), ErrInvalidValue, "retry", ""},
@@ -172,7 +177,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeUnknownType(t *testing.T) {
-	for _, typ := range []Type{0, 4, 15, 22, 31, 36, 0xffff} {
+	for _, typ := range []Type{0, 4, 15, 24, 31, 36, 0xffff} {
 		_, err := Decode(typ, nil)
 		wantErrIs(t, err, ErrUnknownType)
 		if errors.Is(err, ErrMalformed) {

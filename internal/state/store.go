@@ -37,6 +37,13 @@ type Store interface {
 	// the slot's lease went unrenewed for at least that long, and answers
 	// OutcomeStale with WriteResult.Renewed and RenewedAgo otherwise.
 	ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr Transition, opts ...ProposeOption) (WriteResult, error)
+	// SetMarks applies m to the record in slot key, while incarnation
+	// incarnationID holds it ("" for any), in one compare-and-swap that
+	// keeps the record's lease as it is: an operator's cordon, a
+	// coordinator's revocation. Outcomes: OutcomeAccepted (Record is the
+	// marked record), OutcomeDuplicate (the marks were already so),
+	// OutcomeStale (another incarnation holds the slot), OutcomeNotFound.
+	SetMarks(ctx context.Context, key cluster.Key, incarnationID string, m MarkChange) (WriteResult, error)
 	// Snapshot returns every record the store holds for the cluster from
 	// one consistent, linearizable read; no reader's clock filters it.
 	Snapshot(ctx context.Context, clusterID string) (*Snapshot, error)
@@ -132,6 +139,25 @@ type UpsertOptions struct {
 	Update cluster.Update
 	// StatusEvery is the n of StatusEvery; 0 writes every heartbeat.
 	StatusEvery uint64
+}
+
+// MarkChange is what SetMarks changes on a record (cluster.Record's
+// marks, which no process sets on its own record).
+type MarkChange struct {
+	// SetCordon sets the cordon to Cordon (CordonedBy empty lifts it).
+	SetCordon bool
+	// Cordon holds CordonedBy, CordonedAtUnixMs and CordonPersist.
+	Cordon Cordon
+	// RevokedBy, when not empty, revokes the incarnation; RevokedReason
+	// says why.
+	RevokedBy, RevokedReason string
+}
+
+// Cordon is an operator's cordon as SetMarks stores it.
+type Cordon struct {
+	By       string
+	AtUnixMs int64
+	Persist  bool
 }
 
 // ProposeOption adjusts one ProposeTransition call.

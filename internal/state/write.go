@@ -253,6 +253,54 @@ func Propose(incarnationID string, seq uint64, tr Transition, minSilence time.Du
 	}
 }
 
+// Mark returns the Decide of SetMarks: apply m to the record while
+// incarnationID ("" for any) holds the slot, keeping its lease.
+func Mark(incarnationID string, m MarkChange) Decide {
+	return func(cur Slot) (Change, *WriteResult, error) {
+		holder, final, err := holderOf(cur)
+		if final != nil || err != nil {
+			return Change{}, final, err
+		}
+		if cur.Record == nil || (incarnationID != "" && holder != incarnationID) {
+			return Change{}, &WriteResult{Outcome: OutcomeStale, Revision: cur.Revision, Record: cur.Record.Clone()}, nil
+		}
+		next := cur.Record.Clone()
+		if m.SetCordon {
+			next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = m.Cordon.By, m.Cordon.AtUnixMs, m.Cordon.Persist
+			if m.Cordon.By == "" {
+				next.CordonedAtUnixMs, next.CordonPersist = 0, false
+			}
+		}
+		if m.RevokedBy != "" {
+			next.RevokedBy, next.RevokedReason = m.RevokedBy, m.RevokedReason
+		}
+		if sameMarks(cur.Record, next) {
+			return Change{}, &WriteResult{Outcome: OutcomeDuplicate, Revision: cur.Revision, Record: next}, nil
+		}
+		enc, err := EncodeRecord(next)
+		if err != nil {
+			return Change{}, nil, err
+		}
+		return Change{Record: next, Encoded: enc, KeepLease: true}, nil, nil
+	}
+}
+
+func sameMarks(a, b *cluster.Record) bool {
+	return a.CordonedBy == b.CordonedBy && a.CordonedAtUnixMs == b.CordonedAtUnixMs && a.CordonPersist == b.CordonPersist &&
+		a.RevokedBy == b.RevokedBy && a.RevokedReason == b.RevokedReason
+}
+
+// ValidateMarks checks the arguments of a SetMarks call.
+func ValidateMarks(key cluster.Key, m MarkChange) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if !m.SetCordon && m.RevokedBy == "" {
+		return fmt.Errorf("%w: marks: nothing to change (neither a cordon nor a revocation)", ErrInvalidRecord)
+	}
+	return nil
+}
+
 // ValidateTransition checks the arguments of a ProposeTransition call.
 func ValidateTransition(key cluster.Key, incarnationID string, tr Transition) error {
 	if err := ValidateKey(key); err != nil {

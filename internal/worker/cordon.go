@@ -36,6 +36,8 @@ type cordon struct {
 	mu        sync.Mutex // guards the fields below
 	on        bool
 	persisted bool
+	by        string // the operator's principal, as the coordinators said; "" when unknown
+	atUnixMs  int64
 }
 
 // loadCordon returns the cordon state, cordoned when file exists.
@@ -57,6 +59,20 @@ func (c *cordon) state() (on, persisted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.on, c.persisted
+}
+
+// who returns the operator and time of the cordon, when known.
+func (c *cordon) who() (by string, atUnixMs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by, c.atUnixMs
+}
+
+// noteWho records the operator and time the coordinators report.
+func (c *cordon) noteWho(by string, atUnixMs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.by, c.atUnixMs = by, atUnixMs
 }
 
 // set cordons or uncordons. A persisted cordon writes the file before it

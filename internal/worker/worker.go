@@ -325,7 +325,7 @@ func (w *Worker) recordLocked(seq uint64) *cluster.Record {
 		}
 	}
 	ready, reason := w.recordReadinessLocked()
-	return &cluster.Record{
+	rec := &cluster.Record{
 		ClusterID:       w.opts.ClusterID,
 		NodeID:          w.opts.NodeID,
 		Role:            cluster.RoleWorker,
@@ -342,6 +342,8 @@ func (w *Worker) recordLocked(seq uint64) *cluster.Record {
 		Counters:        counters,
 		Labels:          w.opts.Labels,
 	}
+	w.markRecordLocked(rec)
+	return rec
 }
 
 // newHeartbeatLoop builds the worker's registration and heartbeat loop
@@ -401,6 +403,9 @@ func (w *Worker) writeRecord(ctx context.Context, a membership.Attempt) (members
 	case protocol.OutcomeAccepted, protocol.OutcomeDuplicate:
 		ans.Outcome = membership.Accepted
 		w.accepted(rec, ack)
+		if !a.Register {
+			w.askInstructions(ctx) // a registration is not in any view yet
+		}
 	case protocol.OutcomeNotFound:
 		ans.Outcome = membership.NotFound
 	default:

@@ -302,6 +302,7 @@ func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Confi
 		c.AdminListen = ""
 		c.StateBackend = b
 		c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = 5*time.Second, time.Minute, 2*time.Minute
+		c.StatusInterval = cluster.DefaultStatusInterval // production: one status write in 12 heartbeats
 		c.RequestTimeout = e.opts.RequestTimeout
 		c.Limits.MaxRecords = records + 64
 		c.Limits.NodeWritesPerInterval = 0 // writers heartbeat back to back

@@ -45,6 +45,7 @@ func Run(t *testing.T, newHarness Factory) {
 	t.Run("Lease", func(t *testing.T) { runLease(t, newHarness) })
 	t.Run("Transition", func(t *testing.T) { runTransition(t, newHarness) })
 	t.Run("Renew", func(t *testing.T) { runRenew(t, newHarness) })
+	t.Run("Marks", func(t *testing.T) { runMarks(t, newHarness) })
 	t.Run("Watch", func(t *testing.T) { runWatch(t, newHarness) })
 	t.Run("Compaction", func(t *testing.T) { runCompaction(t, newHarness) })
 	t.Run("Errors", func(t *testing.T) { runErrors(t, newHarness) })
