@@ -15,6 +15,7 @@ import (
 type clientTLS struct {
 	dir                       string
 	caFile, certFile, keyFile string
+	denyFile                  string
 	insecure                  bool
 }
 
@@ -23,6 +24,7 @@ func (c *clientTLS) register(f *pflag.FlagSet) {
 	f.StringVar(&c.caFile, "tls-ca-file", "", "CA bundle the coordinators' and workers' certificates chain to (env TALON_TLS_CA_FILE)")
 	f.StringVar(&c.certFile, "tls-cert-file", "", "client certificate (OU=client) (env TALON_TLS_CERT_FILE)")
 	f.StringVar(&c.keyFile, "tls-key-file", "", "key of --tls-cert-file (env TALON_TLS_KEY_FILE)")
+	f.StringVar(&c.denyFile, "tls-deny-file", "", "deny list of revoked credentials (serial:<hex>, node:<node-id> or <role>/<node-id> per line): a worker or coordinator whose certificate is on it is refused, as the cluster's own processes refuse it (env TALON_TLS_DENY_FILE)")
 	f.BoolVar(&c.insecure, "insecure-control-plane", false, "talk to a cluster that runs without TLS (env TALON_INSECURE_CONTROL_PLANE)")
 }
 
@@ -40,6 +42,7 @@ func (c *clientTLS) resolve(f *pflag.FlagSet, environ []string) (*pki.Source, []
 	env(&c.caFile, "tls-ca-file", "TALON_TLS_CA_FILE")
 	env(&c.certFile, "tls-cert-file", "TALON_TLS_CERT_FILE")
 	env(&c.keyFile, "tls-key-file", "TALON_TLS_KEY_FILE")
+	env(&c.denyFile, "tls-deny-file", "TALON_TLS_DENY_FILE")
 	if !f.Changed("insecure-control-plane") && lookupEnv(environ, "TALON_INSECURE_CONTROL_PLANE") == "true" {
 		c.insecure = true
 	}
@@ -63,7 +66,7 @@ func (c *clientTLS) resolve(f *pflag.FlagSet, environ []string) (*pki.Source, []
 	case c.caFile == "" || c.certFile == "" || c.keyFile == "":
 		return nil, nil, &usageError{fmt.Errorf("--tls-ca-file %q, --tls-cert-file %q, --tls-key-file %q: the cluster's control and data ports need a client credential; give all three, --dir of a `talon dev` cluster, or --insecure-control-plane for a cluster without TLS", c.caFile, c.certFile, c.keyFile)}
 	}
-	src, err := pki.Load(pki.Files{CAFile: c.caFile, CertFile: c.certFile, KeyFile: c.keyFile}, pki.Options{})
+	src, err := pki.Load(pki.Files{CAFile: c.caFile, CertFile: c.certFile, KeyFile: c.keyFile, DenyFile: c.denyFile}, pki.Options{Setting: "tls"})
 	if err != nil {
 		return nil, nil, &usageError{err}
 	}
