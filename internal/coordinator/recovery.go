@@ -26,15 +26,15 @@ import (
 // process is stopped.
 //
 // Records turn late and expire by time alone, never by this coordinator's
-// judgement of the interruption: on etcd and memory the store marks a
-// record late when no heartbeat renewed it for unhealthy-after and deletes
-// it after lease-ttl; on Kubernetes a coordinator proposes either after
-// observing the record's version unchanged for as long, which it cannot
-// begin to observe before the version was written (one that did not
-// notice the interruption keeps its observation across it), and the store
-// applies the proposal only if no heartbeat landed first. Either way a
-// record turns late no sooner than unhealthy-after after its last accepted
-// heartbeat. A process that kept heartbeating through the interruption
+// judgement of the interruption: either the store marks a record late when
+// no heartbeat renewed it for unhealthy-after and deletes it after
+// lease-ttl (its leases), or a coordinator proposes either after observing
+// the record's version unchanged for as long, which it cannot begin to
+// observe before the version was written (one that did not notice the
+// interruption keeps its observation across it), and the store applies
+// the proposal only if no heartbeat landed first. Either way a record
+// turns late no sooner than unhealthy-after after its last accepted
+// heartbeat, and expires no sooner than lease-ttl after it. A process that kept heartbeating through the interruption
 // went without an accepted heartbeat for at most:
 //
 //   - one heartbeat interval before it: the process sends its next
