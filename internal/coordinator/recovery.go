@@ -34,8 +34,9 @@ import (
 // interruption keeps its observation across it), and the store applies
 // the proposal only if no heartbeat landed first. Either way a record
 // turns late no sooner than unhealthy-after after its last accepted
-// heartbeat, and expires no sooner than lease-ttl after it. A process that kept heartbeating through the interruption
-// went without an accepted heartbeat for at most:
+// heartbeat, and expires no sooner than lease-ttl after it. A process
+// that kept heartbeating through the interruption went without an
+// accepted heartbeat for at most:
 //
 //   - one heartbeat interval before it: the process sends its next
 //     heartbeat one interval after each answer (package membership), and
@@ -61,10 +62,12 @@ import (
 // least timing the rule allows it is zero and every interruption holds.
 //
 // After a shorter interruption the first good read is an answer like any
-// other: the store's records are what they would have been without it, so
-// the coordinator answers from it at once. It was unready from noticing
-// the interruption (a failed read, or no read confirmed for a request
+// other: no live process's record is late or gone because of the
+// interruption, nor will turn so before its next heartbeat, so the
+// coordinator answers from it at once. It was unready from noticing the
+// interruption (a failed read, or no read confirmed for a request
 // timeout) to that read's end: never longer than outage.
+//
 // After a longer one, a live worker's record may be late or gone, or turn
 // so before the worker's next heartbeat lands, so the coordinator holds
 // itself unready for the recovery hold (Options.RecoveryHold) while

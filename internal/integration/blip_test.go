@@ -78,15 +78,17 @@ func TestBlipCostKube(t *testing.T) {
 
 // TestBlipCostEtcdDefaultTiming is issue 36's criterion at the default
 // timing: an etcd pause of 2 s costs at most 2 s plus a request timeout of
-// 503s on every coordinator; one of 4 s, past the 3 s tolerance, holds.
-// TALON_FAULTS=full only (it takes a minute).
+// 503s on every coordinator. One of 2.5 s usually measures under the 3 s
+// tolerance too (reported, not asserted: the worst case measures 3.4 s);
+// one of 4 s holds. TALON_FAULTS=full only (it takes a minute).
 func TestBlipCostEtcdDefaultTiming(t *testing.T) {
 	skipShort(t)
 	if !fullSchedule() {
 		t.Skip("default timing: TALON_FAULTS=full only")
 	}
 	c := newEtcdCluster(t, defaultTiming, 2)
-	testBlipCost(t, "etcd", c, []time.Duration{2 * time.Second, 4 * time.Second}, func(d time.Duration) { c.etcd.StopAll(t, d, testenv.FaultPause) })
+	pauses := []time.Duration{2 * time.Second, 2500 * time.Millisecond, 4 * time.Second}
+	testBlipCost(t, "etcd", c, pauses, func(d time.Duration) { c.etcd.StopAll(t, d, testenv.FaultPause) })
 }
 
 // readSpacing is the most a coordinator's measured interruption exceeds
