@@ -115,15 +115,17 @@ release-snapshot: ## goreleaser release --snapshot: archives, packages and (unle
 # The HA fault, agreement and fault-schedule tests on their own: real
 # processes with mutual TLS on a 3-member etcd and a kube-apiserver, with
 # the full schedule (TALON_FAULTS=full: ten rolling restarts per backend, a
-# 20 s SIGSTOP, a 15 s quorum loss). `make test` runs them too, with the
-# short schedule. This prints their figures (one line per fault) and the
-# fault-schedule table the README shows (bin/faults-table.md).
-FAULTS_RUN ?= ^(TestLiveness|TestStoreFaultsEtcd$$|TestStoreOutageKube$$|TestCrashLoop|TestTimingMismatch$$|TestFaultSchedule)
+# 20 s SIGSTOP, a 15 s quorum loss; store pauses of 1, 2, 4, 8 s and 2 x
+# lease-ttl, and 2 and 4 s at the default timing). `make test` runs them
+# too, with the short schedule. This prints their figures (one line per
+# fault, a table per blip test) and the fault-schedule table the README
+# shows (bin/faults-table.md).
+FAULTS_RUN ?= ^(TestLiveness|TestStoreFaultsEtcd$$|TestStoreOutageKube$$|TestCrashLoop|TestTimingMismatch$$|TestFaultSchedule|TestBlipCost)
 faults: ## run the HA fault tests and the full fault schedule (3-member etcd, kube-apiserver); print their figures and table
 	@mkdir -p bin && rm -f bin/faults-table.md && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_FAULTS=full TALON_FAULT_TABLE=$(CURDIR)/bin/faults-table.md \
 	  $(GO) test -count=1 -v -run '$(FAULTS_RUN)' -timeout 45m ./internal/integration > bin/faults.log 2>&1; rc=$$?; \
-	  grep -E 'liveness_test.go|^(--- |ok|FAIL)' bin/faults.log | grep -v 'offset ' ; \
+	  grep -E 'liveness_test.go|blip_test.go|^ +\| |^(--- |ok|FAIL)' bin/faults.log | grep -v 'offset ' ; \
 	  echo; echo "| backend | schedule | fault | client operations | failed by code | max latency | heartbeats lost | 200s short of live workers | wrong answers | worker records lost |"; \
 	  echo "|---|---|---|---|---|---|---|---|---|---|"; cat bin/faults-table.md 2>/dev/null; \
 	  echo "full log: bin/faults.log"; exit $$rc

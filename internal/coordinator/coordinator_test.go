@@ -557,10 +557,11 @@ func TestClockSkewGauge(t *testing.T) {
 }
 
 // TestRecoveryHoldFailsClosedUntilObservedAndReaccepted: after a store
-// outage the coordinator answers not_ready (never an empty or shrunken
-// membership the outage caused) until it has observed the cluster for the
-// recovery hold and the store accepted its own record again; readiness
-// goes from unready to ready once, without flapping.
+// outage long enough for records to expire (a lease TTL) the coordinator
+// answers not_ready (never an empty or shrunken membership the outage
+// caused) until it has observed the cluster for the recovery hold and the
+// store accepted its own record again; readiness goes from unready to
+// ready once, without flapping.
 func TestRecoveryHoldFailsClosedUntilObservedAndReaccepted(t *testing.T) {
 	store := &sheddingStore{Store: memory.New(memory.Options{})}
 	t.Cleanup(func() { store.Close() })
@@ -592,7 +593,8 @@ func TestRecoveryHoldFailsClosedUntilObservedAndReaccepted(t *testing.T) {
 
 	store.SetFault(state.ErrUnavailable)
 	waitFor(t, "fail closed", func() bool { _, err := lookup(); return err != nil })
-	store.shed.Store(true) // the store answers reads again but sheds the coordinator's own writes
+	time.Sleep(testTiming.LeaseTTL) // long enough for records, its own included, to expire
+	store.shed.Store(true)          // the store answers reads again but sheds the coordinator's own writes
 	store.ClearFault()
 	// The refresh loop finds the store back; lookups meanwhile fail at once.
 	waitFor(t, "store answers again", func() bool {

@@ -34,10 +34,14 @@
 //     refuses this coordinator's own record is this coordinator's
 //     condition (a store still starting): not_ready, not permission_denied.
 //     After the store answers again, or after a gap in its own reads, it
-//     stays unready and answers not_ready for RecoveryHold and until the
-//     store accepted its own record again (tracker.go); writes are served
-//     meanwhile, so workers whose records expired re-register. The last
-//     good view is kept only for diagnostics (LastGood).
+//     answers from the first good read at once when the interruption was
+//     too short for any live record to turn late or expire (BlipTolerance:
+//     a blip costs no more than itself); after a longer one it stays
+//     unready and answers not_ready for RecoveryHold and, when its own
+//     record could have expired, until the store accepted that record
+//     again (recovery.go, tracker.go); writes are served meanwhile, so
+//     workers whose records lapsed heartbeat or re-register. The last good
+//     view is kept only for diagnostics (LastGood).
 //   - Lifecycle: Run serves until ctx ends, then reports unready, keeps
 //     serving for DrainDelay, stops accepting, lets in-flight requests
 //     finish within ShutdownTimeout, sends every connection the drain

@@ -124,7 +124,8 @@ func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]p
 func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 	start := c.mono()
 	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
-	c.m.storeDuration.WithLabelValues("snapshot").Observe(c.mono().Sub(start).Seconds())
+	end := c.mono()
+	c.m.storeDuration.WithLabelValues("snapshot").Observe(end.Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("snapshot", seq, err)
 		return nil, err
@@ -134,7 +135,7 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := c.view.good(seq, start, v)
+	a := c.view.good(seq, start, end, v)
 	if !a.ok {
 		if newest := c.view.newest(); newest != nil {
 			return newest, nil
@@ -172,18 +173,10 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 	switch {
 	case a.first:
 		c.log.Info("coordinator serving: the store answered", "control", c.advertise, "backend", c.opts.Store.Backend(),
-			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String())
-	case a.recovered:
-		c.events.add(Event{Type: EventStoreRecovered, Revision: v.Snapshot.Revision.String(), Reason: "the store answered; observing before answering again"})
-		c.log.Info("store answered: observing the cluster before answering again", "revision", v.Snapshot.Revision.String(),
-			"placement_version", v.Version().String(), "hold", c.opts.RecoveryHold)
-	case a.gap:
-		c.log.Warn("no cluster read for longer than expected (this process stalled?): observing again before answering",
-			"revision", v.Snapshot.Revision.String(), "hold", c.opts.RecoveryHold)
-	}
-	if a.recovered || a.gap {
-		c.evidence.interrupt()
-		c.kickSelf() // the own record may have expired meanwhile: learn it now
+			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String(),
+			"blip_tolerance", c.view.tol.late)
+	case a.recovered || a.gap:
+		c.noteRecovery(v, a)
 	}
 	for _, p := range c.evidence.observeThrottled(v.Snapshot.Records, start) {
 		select {

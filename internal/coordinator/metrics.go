@@ -105,7 +105,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}, []string{"operation", "outcome"}),
 		recovering: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "talon_coordinator_recovering",
-			Help:        "1 while the coordinator holds itself unready after a store outage or its own stall, until it has observed the cluster for the recovery hold and the store accepted its own record again.",
+			Help:        "1 while the coordinator holds itself unready after a store outage or its own stall: during it, and after one long enough for a record to lapse until it has observed the cluster for the recovery hold (and, if its own record could have expired, the store accepted it again).",
 			ConstLabels: constLabels,
 		}),
 	}

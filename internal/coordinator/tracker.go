@@ -12,18 +12,23 @@ import (
 // which read was applied last, whether the store answers, and the recovery
 // hold. It has its own lock and does no I/O.
 //
-// Recovery hold (fail closed through recovery): after a failed snapshot
-// read, or a gap between two successful reads longer than maxGap (the
-// coordinator itself was stalled, or its reads were), the coordinator
-// holds itself unready until both a read that started at least hold after
-// the recovery began has been applied and the store accepted a write of
-// its own record that started after the recovery began. Workers whose
-// leases expired during the outage re-register within that hold, so the
-// first answer after it names them; and readiness goes from unready
-// straight to ready, never through a refusal it had not yet noticed.
+// Recovery (fail closed through recovery, recovery.go): after a failed
+// snapshot read, or a gap between two successful reads longer than maxGap
+// (the coordinator itself was stalled, or its reads were), the first good
+// read ends the interruption. When it was too short for any record of a
+// live process to turn late (planRecovery), the coordinator answers from
+// that read at once. Otherwise it holds itself unready until a read that
+// started at least hold after the recovery began has been applied and,
+// when its own record could have expired, the store accepted a write of
+// that record that started after the recovery began. Workers whose
+// records turned late or expired during the outage heartbeat or
+// re-register within that hold, so the first answer after it names them;
+// and readiness goes from unready straight to ready, never through a
+// refusal it had not yet noticed.
 type tracker struct {
 	hold   time.Duration // Options.RecoveryHold
 	maxGap time.Duration
+	tol    tolerances
 
 	mu          sync.Mutex // guards the fields below
 	lastGood    *View
@@ -33,11 +38,14 @@ type tracker struct {
 	lastErr     error
 	storeOK     bool
 	synced      bool // a view has been read at least once
-	// recovering is set from the first failure or gap until the hold ends;
-	// recoverySince is when the coordinator began recovering (the first
-	// good read after the outage or gap).
+	// recovering is set from the first failure or gap until the
+	// recovery ends; recoverySince is when the coordinator began
+	// recovering (the first good read after the outage or gap), zero
+	// while the store does not answer; plan is what the recovery in
+	// progress waits for (zero when none, or not yet decided).
 	recovering    bool
 	recoverySince time.Time
+	plan          recoveryPlan
 	selfAccepted  time.Time // start of the last accepted write of the own record
 	// newSinceView holds the nodes this coordinator registered since
 	// lastGood was read, so max-records counts them before a view does.
@@ -46,8 +54,8 @@ type tracker struct {
 	newSinceView map[cluster.Key]uint64
 }
 
-func newTracker(hold, maxGap time.Duration) *tracker {
-	return &tracker{hold: hold, maxGap: maxGap, newSinceView: map[cluster.Key]uint64{}}
+func newTracker(hold, maxGap time.Duration, tol tolerances) *tracker {
+	return &tracker{hold: hold, maxGap: maxGap, tol: tol, newSinceView: map[cluster.Key]uint64{}}
 }
 
 // applied is what applying a good read changed.
@@ -56,11 +64,17 @@ type applied struct {
 	first     bool // the first view ever
 	recovered bool // the store answers again after failing
 	gap       bool // the reads before this one stopped for longer than maxGap
-	prev      *View
+	// outage is the interruption this read ended (recovered or gap):
+	// from the start of the last good read before it to this read's end;
+	// plan is the recovery decided for it.
+	outage time.Duration
+	plan   recoveryPlan
+	prev   *View
 }
 
-// good applies the successful read seq that started at start and built v.
-func (t *tracker) good(seq uint64, start time.Time, v *View) applied {
+// good applies the successful read seq that started at start, ended at
+// end and built v.
+func (t *tracker) good(seq uint64, start, end time.Time, v *View) applied {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if seq < t.appliedRead {
@@ -69,8 +83,12 @@ func (t *tracker) good(seq uint64, start time.Time, v *View) applied {
 	a := applied{ok: true, first: !t.synced, recovered: t.synced && !t.storeOK, prev: t.lastGood}
 	a.gap = t.synced && t.storeOK && !t.lastReadAt.IsZero() && start.Sub(t.lastReadAt) > t.maxGap
 	if a.recovered || a.gap {
-		// Recovery begins now: nothing observed before counts.
-		t.recovering, t.recoverySince = true, start
+		// Recovery begins now: nothing observed before counts. It holds
+		// only when the interruption could have cost a live record.
+		a.outage = end.Sub(t.lastReadAt)
+		t.plan = planRecovery(a.outage, t.tol, t.plan)
+		a.plan = t.plan
+		t.recovering, t.recoverySince = t.plan.hold, start
 	}
 	t.appliedRead, t.goodRead = seq, seq
 	t.lastGood, t.lastErr, t.storeOK, t.synced, t.lastReadAt = v, nil, true, true, start
@@ -122,14 +140,14 @@ func (t *tracker) selfWritten(start time.Time) {
 }
 
 // maybeEndRecoveryLocked ends the recovery hold once a read that started
-// at now has seen hold of observation and the own record was accepted
-// since recovery began. mu must be held.
+// at now has seen hold of observation and, when the plan says so, the own
+// record was accepted since recovery began. mu must be held.
 func (t *tracker) maybeEndRecoveryLocked(now time.Time) {
 	if !t.recovering || t.recoverySince.IsZero() || !t.storeOK {
 		return
 	}
-	if now.Sub(t.recoverySince) >= t.hold && t.selfAccepted.After(t.recoverySince) {
-		t.recovering = false
+	if now.Sub(t.recoverySince) >= t.hold && (!t.plan.awaitSelf || t.selfAccepted.After(t.recoverySince)) {
+		t.recovering, t.plan = false, recoveryPlan{}
 	}
 }
 
@@ -147,7 +165,7 @@ func (t *tracker) recoveryReasonLocked(now time.Time) string {
 		return ""
 	case t.recoverySince.IsZero():
 		return "recovering: the store is not answering"
-	case !t.selfAccepted.After(t.recoverySince):
+	case t.plan.awaitSelf && !t.selfAccepted.After(t.recoverySince):
 		return "recovering: waiting for the store to accept this coordinator's own record again"
 	}
 	left := max(t.hold-now.Sub(t.recoverySince), 0)

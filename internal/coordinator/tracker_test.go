@@ -14,14 +14,14 @@ import (
 // (or an error when that read failed): no answer carries a view the
 // coordinator did not apply.
 func TestTrackerAppliesReadsInStartOrder(t *testing.T) {
-	tr := newTracker(time.Second, time.Hour)
+	tr := newTracker(time.Second, time.Hour, tolerances{})
 	t0 := time.Unix(1_800_000_000, 0)
 	v1 := &View{Snapshot: &state.Snapshot{Revision: state.NewRevision("1")}}
 	v2 := &View{Snapshot: &state.Snapshot{Revision: state.NewRevision("2")}}
-	if a := tr.good(2, t0.Add(time.Millisecond), v2); !a.ok || !a.first {
+	if a := tr.good(2, t0.Add(time.Millisecond), t0.Add(time.Millisecond), v2); !a.ok || !a.first {
 		t.Fatalf("read 2: %+v", a)
 	}
-	if a := tr.good(1, t0, v1); a.ok {
+	if a := tr.good(1, t0, t0, v1); a.ok {
 		t.Fatal("read 1, started before read 2, was applied after it")
 	}
 	if got := tr.newest(); got != v2 {
@@ -47,15 +47,15 @@ func TestTrackerRecoveryHold(t *testing.T) {
 	v := &View{Snapshot: &state.Snapshot{}}
 	for _, cause := range []string{"failure", "gap"} {
 		t.Run(cause, func(t *testing.T) {
-			tr := newTracker(time.Second, 3*time.Second)
-			tr.good(1, at(0), v)
+			tr := newTracker(time.Second, 3*time.Second, tolerances{})
+			tr.good(1, at(0), at(0), v)
 			tr.selfWritten(at(0))
 			seq, start := uint64(2), at(10*time.Second) // gap: 10 s without a read
 			if cause == "failure" {
 				tr.failed(2, errors.New("down"))
 				seq, start = 3, at(2*time.Second)
 			}
-			a := tr.good(seq, start, v)
+			a := tr.good(seq, start, start, v)
 			if a.recovered != (cause == "failure") || a.gap != (cause == "gap") {
 				t.Fatalf("applied %+v", a)
 			}
@@ -64,21 +64,21 @@ func TestTrackerRecoveryHold(t *testing.T) {
 			}
 			tr.selfWritten(start.Add(100 * time.Millisecond))
 			seq++
-			tr.good(seq, start.Add(500*time.Millisecond), v)
+			tr.good(seq, start.Add(500*time.Millisecond), start.Add(500*time.Millisecond), v)
 			if r := tr.recoveryReason(start.Add(500 * time.Millisecond)); !strings.Contains(r, "observing") {
 				t.Fatalf("reason %q within the hold", r)
 			}
 			seq++
-			tr.good(seq, start.Add(time.Second), v)
+			tr.good(seq, start.Add(time.Second), start.Add(time.Second), v)
 			if tr.isRecovering() {
 				t.Fatalf("still recovering after the hold and an accepted own write: %q", tr.recoveryReason(start.Add(time.Second)))
 			}
 		})
 	}
 	t.Run("reads within maxGap are no gap", func(t *testing.T) {
-		tr := newTracker(time.Second, 3*time.Second)
+		tr := newTracker(time.Second, 3*time.Second, tolerances{})
 		for i := range 10 {
-			if a := tr.good(uint64(i+1), at(time.Duration(i)*2*time.Second), v); a.gap {
+			if a := tr.good(uint64(i+1), at(time.Duration(i)*2*time.Second), at(time.Duration(i)*2*time.Second), v); a.gap {
 				t.Fatalf("read %d two seconds after the last counted as a gap", i)
 			}
 		}

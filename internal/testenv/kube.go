@@ -376,3 +376,19 @@ func (k *KubeAPIServer) Kill() {
 		k.t.Errorf("testenv: kill kube-apiserver: %v", err)
 	}
 }
+
+// Pause freezes the server with SIGSTOP: its connections stay open and
+// nothing is answered, as with a hung host; its etcd keeps running. Safe
+// from any goroutine.
+func (k *KubeAPIServer) Pause() {
+	if err := k.p.setPaused(true); err != nil {
+		k.t.Errorf("testenv: pause kube-apiserver: %v", err)
+	}
+}
+
+// Resume continues a paused server with SIGCONT. Safe from any goroutine.
+func (k *KubeAPIServer) Resume() {
+	if err := k.p.setPaused(false); err != nil {
+		k.t.Errorf("testenv: resume kube-apiserver: %v", err)
+	}
+}
