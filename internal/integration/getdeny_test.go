@@ -13,9 +13,10 @@ import (
 
 // TestTalonGetHonoursDenyList: `talon get --tls-deny-file` refuses a
 // worker whose credential is on the list, as the cluster's processes do:
-// with one of two workers denied the read succeeds from the other, with
-// both denied it fails naming the deny list, and nothing is written. (On
-// the old code talon get had no deny list and read from either.)
+// with one of three workers denied the read succeeds from the others (two
+// of three still vouch for every block), with all denied it fails naming
+// the deny list, and nothing is written. (On the old code talon get had
+// no deny list and read from any.)
 func TestTalonGetHonoursDenyList(t *testing.T) {
 	skipShort(t)
 	p := newTestPKI(t)
@@ -24,10 +25,10 @@ func TestTalonGetHonoursDenyList(t *testing.T) {
 	ctl := freeAddr(t)
 	coord := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t), p.args(t, pki.RoleCoordinator, "coord")...)...)
 	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
-	for _, w := range []string{"w-a", "w-b"} {
+	for _, w := range []string{"w-a", "w-b", "w-c"} {
 		start(t, w, workerArgs(w, freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir(), p.args(t, pki.RoleWorker, w)...)...)
 	}
-	waitEligible(t, 30*time.Second, 2, coord)
+	waitEligible(t, 30*time.Second, 3, coord)
 	f := p.files(t, pki.RoleClient, "reader")
 	dir := t.TempDir()
 	get := func(name, denied string) (result, []byte) {
@@ -36,17 +37,17 @@ func TestTalonGetHonoursDenyList(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(dir, name)
-		res := runTalon(t, nil, "get", "obj.bin", "-o", out, "--coordinators", ctl, "--block-size", "1MiB", "--replicas", "2",
+		res := runTalon(t, nil, "get", "obj.bin", "-o", out, "--coordinators", ctl, "--block-size", "1MiB", "--replicas", "3",
 			"--tls-ca-file", f.CAFile, "--tls-cert-file", f.CertFile, "--tls-key-file", f.KeyFile, "--tls-deny-file", deny, "--timeout", "30s")
 		got, _ := os.ReadFile(out)
 		return res, got
 	}
 	if res, got := get("one-denied", "worker/w-a\n"); res.code != 0 || !bytes.Equal(got, want) {
-		t.Fatalf("one of two workers denied: exit %d, %d right bytes of %d\n%s", res.code, len(got), len(want), res.stderr)
+		t.Fatalf("one of three workers denied: exit %d, %d right bytes of %d\n%s", res.code, len(got), len(want), res.stderr)
 	}
-	res, got := get("both-denied", "node:w-a\nnode:w-b\n")
+	res, got := get("all-denied", "node:w-a\nnode:w-b\nnode:w-c\n")
 	if res.code == 0 || len(got) != 0 {
-		t.Fatalf("both workers denied: exit %d with %d bytes written; want a failure and nothing written\n%s", res.code, len(got), res.stderr)
+		t.Fatalf("every worker denied: exit %d with %d bytes written; want a failure and nothing written\n%s", res.code, len(got), res.stderr)
 	}
 	if !bytes.Contains([]byte(res.stderr), []byte("deny")) {
 		t.Errorf("the failure does not name the deny list:\n%s", res.stderr)
