@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -380,5 +381,26 @@ func TestConfigFileMustBeRegular(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("config file %s: Load still reading after 10s", path)
 		}
+	}
+}
+
+// TestPrintRedactsNestedEndpointCredentials: a password or a session token
+// in the URL of an s3:// endpoint= value is redacted by config print (it
+// was shown: endpoint= was a harmless parameter, whatever its value held).
+func TestPrintRedactsNestedEndpointCredentials(t *testing.T) {
+	store := "s3://bucket/p?region=eu-west-1&endpoint=" + url.QueryEscape("https://minio:PLANTED-pw@h:9000/?X-Amz-Security-Token=PLANTED-tok")
+	l, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1", "--coordinators", "127.0.0.1:7000", "--blob-store", store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := l.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "PLANTED") {
+		t.Fatalf("config print shows a credential nested in endpoint=:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "blob-store: ") || !strings.Contains(out.String(), "minio") {
+		t.Fatalf("config print hides the endpoint itself:\n%s", out.String())
 	}
 }
