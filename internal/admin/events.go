@@ -56,8 +56,8 @@ func parseEventParams(raw string) (eventParams, error) {
 	for _, name := range []string{apiv1.ParamAfter, apiv1.ParamContinue} {
 		if s, ok := q.get(name); ok && s != "" {
 			n, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				return p, badParam(name, s, "must be an event sequence number (a non-negative integer)")
+			if err != nil || n > apiv1.MaxEventSeq {
+				return p, badParam(name, s, "must be an event sequence number (an integer from 0 to %d)", uint64(apiv1.MaxEventSeq))
 			}
 			p.q.AfterSeq = max(p.q.AfterSeq, n)
 		}

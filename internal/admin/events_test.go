@@ -66,6 +66,9 @@ func TestEventsEndpoint(t *testing.T) {
 		{"limit=0", "limit", "must be an integer from 1 to 1000"},
 		{"limit=1001", "limit", "must be an integer from 1 to 1000"},
 		{"after=-1", "after", "must be an event sequence number"},
+		// It wrapped and answered every event (issue 37).
+		{"after=18446744073709551615", "after", "an integer from 0 to 9223372036854775807"},
+		{"continue=9223372036854775808", "continue", "an integer from 0 to 9223372036854775807"},
 		{"timeoutSeconds=51", "timeoutSeconds", "must be an integer from 1 to 50"},
 		{"node=a/b", "node", "must be a node ID"},
 		{"colour=red", "colour", "is not a parameter of this endpoint"},

@@ -80,6 +80,9 @@ const (
 	MaxWatchSeconds = 50
 	// MaxEventTypes bounds how many type parameters a request gives.
 	MaxEventTypes = 16
+	// MaxEventSeq bounds the after and continue parameters: sequence
+	// numbers count from 1 in a uint64, and no coordinator reaches 2^63.
+	MaxEventSeq = 1<<63 - 1
 )
 
 // Event is one thing a coordinator observed: a node joining, changing
