@@ -146,8 +146,8 @@ func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordina
 }
 
 // cordon answers a worker's POST (cordon, persist=true to keep it across
-// restarts) and DELETE (uncordon) of /api/v1/cordon, and logs an audit
-// line for each (at warn: an audit line must survive any log level).
+// restarts) and DELETE (uncordon) of /api/v1/cordon; serveHTTP logs the
+// audit line of each, with the details added here.
 func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
 	q, err := parseQuery(r.URL.RawQuery, []string{apiv1.ParamPersist}, nil)
 	if err != nil {
@@ -162,23 +162,18 @@ func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
 	if !on && persist {
 		return badParam(apiv1.ParamPersist, "true", "is a parameter of POST (cordon) only: DELETE lifts any cordon, persisted or not")
 	}
-	client, _ := s.ident.client(r)
+	aud := auditOf(r.Context())
+	aud.attrs = append(aud.attrs, "persist", persist)
 	changed, err := wk.SetCordon(r.Context(), on, persist)
-	action := "uncordon"
-	if on {
-		action = "cordon"
-	}
 	if errors.Is(err, worker.ErrCannotPersist) {
 		return badParam(apiv1.ParamPersist, "true", "%v", err)
 	}
 	if err != nil {
-		s.log.Warn("audit: worker "+action+" failed", "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "client", client, "error", err)
-		return fmt.Errorf("%s: %w", action, err)
+		aud.attrs = append(aud.attrs, "error", err)
+		return fmt.Errorf("%s: %w", aud.action, err)
 	}
 	cordoned, persisted := wk.Cordoned()
-	// At warn, so that no log level (log-level=warn, talon dev's quieted
-	// processes) drops an audit line.
-	s.log.Warn("audit: worker "+action, "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "changed", changed, "client", client)
+	aud.attrs = append(aud.attrs, "changed", changed)
 	writeJSON(w, http.StatusOK, apiv1.Cordon{NodeID: wk.NodeID(), Cordoned: cordoned, Persisted: persisted, Changed: changed})
 	return nil
 }

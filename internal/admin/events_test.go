@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/config"
 )
 
 // TestEventsEndpoint: a worker joining shows up as events, filters narrow
@@ -154,7 +153,7 @@ func TestEventsWatchCap(t *testing.T) {
 // other API endpoints.
 func TestEventsRequireToken(t *testing.T) {
 	cfg := exposeAll()
-	cfg.Tokens = []config.Secret{config.Secret("tok-events")}
+	cfg.Tokens = scoped(allScopes, "tok-events")
 	e := startCoordinator(t, envOptions{admin: cfg})
 	if r := e.get(t, apiv1.PathEvents); r.status != http.StatusUnauthorized || strings.Contains(string(r.body), "coord-a") {
 		t.Fatalf("without token: %d %s", r.status, r.body)
@@ -170,7 +169,7 @@ func TestEventsRequireToken(t *testing.T) {
 // audit line.
 func TestWorkerCordon(t *testing.T) {
 	cfg := exposeAll()
-	cfg.Tokens = []config.Secret{config.Secret("tok-w")}
+	cfg.Tokens = scoped(allScopes, "tok-w")
 	e := startWorker(t, cfg, nil)
 	if r := e.do(t, http.MethodPost, apiv1.PathCordon, ""); r.status != http.StatusUnauthorized {
 		t.Fatalf("cordon without token: %d", r.status)
@@ -213,10 +212,13 @@ func TestWorkerCordon(t *testing.T) {
 	}
 	waitFor(t, "ready again", func() bool { return e.worker.Readiness().Ready })
 	logs := e.logs.String()
-	for _, want := range []string{`msg="audit: worker cordon" component=admin audit=true action=cordon node=w-real persist=false changed=true client=127.0.0.1`,
-		`msg="audit: worker uncordon" component=admin audit=true action=uncordon node=w-real persist=false changed=true`} {
+	// Each names the principal (the token's name), the action, the node
+	// and the outcome.
+	for _, want := range []string{`msg="audit: cordon ok" component=admin audit=true principal=name-of-tok-w action=cordon node=w-real outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
+		`msg="audit: uncordon ok" component=admin audit=true principal=name-of-tok-w action=uncordon node=w-real outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
+		`msg="audit: cordon invalid_argument" component=admin audit=true principal=name-of-tok-w action=cordon node=w-real outcome=invalid_argument status=400`} {
 		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %q", want)
+			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
 	}
 }

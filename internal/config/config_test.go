@@ -229,8 +229,8 @@ func TestRedaction(t *testing.T) {
 	if l.Config.Etcd.Password.Reveal() != planted {
 		t.Fatalf("password not read from file")
 	}
-	if len(l.Config.Admin.Tokens) != 2 {
-		t.Fatalf("tokens = %d, want 2 (env and file)", len(l.Config.Admin.Tokens))
+	if len(l.Config.Admin.Tokens) != 1 || len(l.Config.Admin.FileTokens) != 1 {
+		t.Fatalf("tokens = %d and %d from the file, want 1 and 1", len(l.Config.Admin.Tokens), len(l.Config.Admin.FileTokens))
 	}
 	var out bytes.Buffer
 	if err := l.Print(&out); err != nil {

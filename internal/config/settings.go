@@ -236,14 +236,10 @@ var settings = []setting{
 		usage: "TLS key of the administration listener",
 		set:   func(c *Config, v any) { c.Admin.TLSKeyFile = v.(string) }},
 	{name: "admin-token", kind: kindString, roles: forBoth, def: constant(""), secret: true,
-		usage: "bearer token required by the administration listener (environment only)",
-		set: func(c *Config, v any) {
-			if s := v.(string); s != "" {
-				c.Admin.Tokens = append(c.Admin.Tokens, Secret(s))
-			}
-		}},
+		usage: "bearer token of the administration listener, as a line of admin-token-file (name:scopes:token, or a bare token: read and metrics) (environment only)",
+		set:   func(c *Config, v any) { c.Admin.EnvToken = Secret(v.(string)) }},
 	{name: "admin-token-file", kind: kindString, roles: forBoth, def: constant(""),
-		usage: "file of accepted bearer tokens, one per line; enables authentication",
+		usage: "file of accepted bearer tokens, one a line as name:scope[,scope]:token (scopes read, operate, metrics; a bare token gets read and metrics); reloaded on change",
 		set:   func(c *Config, v any) { c.Admin.TokenFile = v.(string) }},
 	{name: "admin-expose-health", kind: kindBool, roles: forBoth, def: constant("true"),
 		usage: "serve /healthz and /readyz on the administration listener",

@@ -149,7 +149,9 @@ func (d *devDir) config(role cluster.Role, nodeID string, mutate func(c *config.
 		c.InsecureControlPlane = false
 		credErr = err
 		if d.adminToken != "" {
-			c.Admin.Tokens = []config.Secret{config.Secret(d.adminToken)}
+			// The dev cluster's one token does everything: talonctl's
+			// reads, its cordons, and scrapes.
+			c.Admin.Tokens = []config.AdminToken{{Name: "dev", Scopes: config.ScopeRead | config.ScopeOperate | config.ScopeMetrics, Token: config.Secret(d.adminToken)}}
 		}
 	})
 	return cfg, errors.Join(credErr, err)

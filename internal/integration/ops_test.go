@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,14 +32,28 @@ func ctl(t *testing.T, servers []string, args ...string) (code int, stdout, stde
 	t.Helper()
 	var out, errOut bytes.Buffer
 	f := &cli.Factory{
-		IO:      cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, ColorProfile: colorprofile.NoTTY},
-		Environ: []string{"XDG_CONFIG_HOME=" + t.TempDir(), "TALONCTL_SERVER=" + strings.Join(servers, ",")},
-		Clock:   time.Now,
+		IO: cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, ColorProfile: colorprofile.NoTTY},
+		Environ: []string{"XDG_CONFIG_HOME=" + t.TempDir(), "TALONCTL_SERVER=" + strings.Join(servers, ","),
+			"TALONCTL_TOKEN=" + opsToken},
+		Clock: time.Now,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code = cli.Main(ctx, args, f)
 	return code, out.String(), errOut.String()
+}
+
+// opsToken is talonctl's token in TestOperatorWorkflows.
+const opsToken = "ops-token-4b1e9c07d2"
+
+// workerAPI is a client of a worker's admin listener with opsToken.
+func workerAPI(t *testing.T, p *proc) *apiv1.Client {
+	t.Helper()
+	c, err := apiv1.NewClient([]string{"http://" + p.admin}, apiv1.ClientOptions{Timeout: 2 * time.Second, Token: opsToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // eligibleOn returns the eligible workers of a coordinator's placement
@@ -73,12 +89,18 @@ func TestOperatorWorkflows(t *testing.T) {
 	a, b := coord("coord-a", "it"), coord("coord-b", "it")
 	testsupport.WaitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 	blobs := t.TempDir()
+	// Writes need a token with the operate scope: the workers accept
+	// talonctl's (the coordinators have none: their reads stay open).
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	workers := map[string]*proc{}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("w-%d", i)
 		args := []string{"worker", "--cluster-id", "it", "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t),
 			"--coordinators", a.addr + "," + b.addr, "--blob-store", "file://" + blobs, "--cache-dir", t.TempDir(),
-			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info"}
+			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info", "--admin-token-file", tokens}
 		workers[id] = start(t, id, append(append(args, opsTiming...), insecureArgs...)...)
 	}
 	all := []string{"w-1", "w-2", "w-3"}
@@ -169,7 +191,8 @@ func TestOperatorWorkflows(t *testing.T) {
 			return slices.Equal(eligibleOn(t, a), all) && slices.Equal(eligibleOn(t, b), all)
 		})
 		out := workers["w-1"].out.String()
-		if !strings.Contains(out, `msg="audit: worker cordon"`) || !strings.Contains(out, `msg="audit: worker uncordon"`) {
+		if !strings.Contains(out, `msg="audit: cordon ok" component=admin audit=true principal=ops action=cordon node=w-1 outcome=ok`) ||
+			!strings.Contains(out, `msg="audit: uncordon ok" component=admin audit=true principal=ops action=uncordon node=w-1 outcome=ok`) {
 			t.Fatalf("no audit lines in the worker's log:\n%s", tail(out, 3000))
 		}
 	})
@@ -196,7 +219,7 @@ func TestOperatorWorkflows(t *testing.T) {
 		w.kill()
 		w.restart()
 		testsupport.WaitFor(t, 20*time.Second, "w-3 back, cordoned", func() bool {
-			st, err := w.api(t).Status(context.Background())
+			st, err := workerAPI(t, w).Status(context.Background())
 			return err == nil && st.Registered && st.Cordoned && !st.Ready
 		})
 		if got := eligibleOn(t, a); slices.Contains(got, "w-3") {
@@ -208,7 +231,7 @@ func TestOperatorWorkflows(t *testing.T) {
 		w.kill()
 		w.restart()
 		testsupport.WaitFor(t, 20*time.Second, "w-3 back, ready", func() bool {
-			st, err := w.api(t).Status(context.Background())
+			st, err := workerAPI(t, w).Status(context.Background())
 			return err == nil && st.Registered && !st.Cordoned && st.Ready
 		})
 	})
