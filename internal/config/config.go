@@ -92,6 +92,10 @@ type LimitsConfig struct {
 	FrameTimeout time.Duration
 	// WriteTimeout bounds writing one data response (worker).
 	WriteTimeout time.Duration
+	// StoreReadsPerClient bounds, per second for each client, the data
+	// requests that make a worker ask its blob store (fresh=1, an unknown
+	// version=, an object it has not looked up) (worker).
+	StoreReadsPerClient int
 	// MaxRecords caps the records of a cluster; a registration past it is
 	// refused (coordinator).
 	MaxRecords int

@@ -172,6 +172,7 @@ func TestErrors(t *testing.T) {
 		{"bad listen", cluster.RoleCoordinator, "", nil, []string{"--listen", "7400"}, []string{`listen "7400"`, "host:port"}},
 		{"worker no coordinators", cluster.RoleWorker, "coordinators: []\n", nil, nil, []string{"coordinators is empty"}},
 		{"worker bad blob store", cluster.RoleWorker, "", nil, []string{"--blob-store", "gs://bucket"}, []string{`blob-store "gs://bucket": must be a file://, http://, https:// or s3:// URL`}},
+		{"worker store reads per client", cluster.RoleWorker, "", nil, []string{"--store-reads-per-client", "0"}, []string{"store-reads-per-client 0: must be from 1 to 1000000 a second"}},
 		{"attestation mode", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "spiffe"}, []string{`worker-attestation "spiffe": must be off or kubernetes`}},
 		{"attestation service account", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "kubernetes", "--worker-attestation-service-accounts", "talon-worker"}, []string{`worker-attestation-service-accounts "talon-worker": want namespace/name`}},
 		{"attestation audience", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "kubernetes", "--worker-attestation-audience", ""}, []string{`worker-attestation-audience "": must be 1 to 253 bytes`}},
