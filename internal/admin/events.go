@@ -13,12 +13,6 @@ import (
 	"github.com/talonhq/talon/internal/worker"
 )
 
-// MaxWatches bounds the event watches (long polls) one admin listener
-// holds open at once; more are answered 429 at once.
-const MaxWatches = 64
-
-var errTooManyWatches = fmt.Errorf("%w: %d event watches are open on this coordinator (the most it holds); retry later", errRateLimited, MaxWatches)
-
 // eventParams is the parsed query of GET /api/v1/events.
 type eventParams struct {
 	q       coordinator.EventQuery
@@ -96,12 +90,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ bool) error {
 	c := s.opts.Coordinator
 	page, changed := c.Events(p.q)
 	if p.watch && len(page.Events) == 0 {
-		select {
-		case s.watches <- struct{}{}:
-		default:
-			return errTooManyWatches
+		client, _ := s.ident.client(r)
+		release, err := s.watches.acquire(client)
+		if err != nil {
+			return err
 		}
-		defer func() { <-s.watches }()
+		defer release()
 		timer := time.NewTimer(p.timeout)
 		defer timer.Stop()
 		for len(page.Events) == 0 {

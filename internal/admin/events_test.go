@@ -2,7 +2,9 @@ package admin
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -125,16 +127,19 @@ func TestEventsWatch(t *testing.T) {
 // with 429 at once rather than held.
 func TestEventsWatchCap(t *testing.T) {
 	e := startCoordinator(t, envOptions{admin: exposeAll()})
-	for range MaxWatches {
-		e.srv.watches <- struct{}{} // as if MaxWatches watches were open
+	var releases []func()
+	for i := range MaxWatches {
+		// As if MaxWatches watches of as many clients were open.
+		release, err := e.srv.watches.acquire(netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
 	}
-	var once sync.Once
 	release := func() {
-		once.Do(func() {
-			for range MaxWatches {
-				<-e.srv.watches
-			}
-		})
+		for _, r := range releases {
+			r()
+		}
 	}
 	t.Cleanup(release)
 	start := time.Now()
@@ -147,6 +152,39 @@ func TestEventsWatchCap(t *testing.T) {
 		t.Fatalf("list at the watch cap: %d", r.status)
 	}
 	release()
+}
+
+// TestEventsWatchesPerClient: one client holds at most
+// MaxWatchesPerClient watches, the next refused with 429 at once, while
+// another client still gets a slot (one client held all 64).
+func TestEventsWatchesPerClient(t *testing.T) {
+	e := startCoordinator(t, envOptions{admin: exposeAll()})
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	for range MaxWatchesPerClient {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.get(t, apiv1.PathEvents+"?watch=true&timeoutSeconds=3&node=nobody")
+		}()
+	}
+	waitFor(t, "the client's watches open", func() bool {
+		e.srv.watches.mu.Lock()
+		defer e.srv.watches.mu.Unlock()
+		return e.srv.watches.open == MaxWatchesPerClient
+	})
+	start := time.Now()
+	r := e.get(t, apiv1.PathEvents+"?watch=true&timeoutSeconds=3&node=nobody")
+	if r.status != http.StatusTooManyRequests || time.Since(start) > 2*time.Second || !strings.Contains(r.apiError(t).Message, "the most one client may") {
+		t.Fatalf("a watch past the client's share: %d after %s: %s", r.status, time.Since(start), r.body)
+	}
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	defer other.CloseIdleConnections()
+	start = time.Now()
+	r = doURL(t, other, http.MethodGet, e.url+apiv1.PathEvents+"?watch=true&timeoutSeconds=1&node=nobody", "")
+	if r.status != http.StatusOK || time.Since(start) < time.Second {
+		t.Fatalf("another client's watch: %d after %s: %s", r.status, time.Since(start), r.body)
+	}
 }
 
 // TestEventsRequireToken: the events endpoint is authenticated like the

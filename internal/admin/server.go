@@ -144,7 +144,7 @@ type Server struct {
 	router   *http.ServeMux // finds routes; see newRouter
 	ident    clientIdentity // who a request is from (trusted proxies)
 	limiter  *clientLimiter // per client; nil when off
-	watches  chan struct{}  // one token per open event watch (MaxWatches)
+	watches  *watchSlots    // open event watches (MaxWatches, MaxWatchesPerClient)
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -174,7 +174,7 @@ func New(opts Options) (*Server, error) {
 		auth:    newAuthenticator(opts.Config, opts.Logger.With("component", "admin"), opts.Clock),
 		router:  newRouter(opts.Coordinator != nil),
 		limiter: newClientLimiter(opts.Config.RateLimit, opts.Clock),
-		watches: make(chan struct{}, MaxWatches),
+		watches: newWatchSlots(),
 	}
 	trusted, err := config.ParsePrefixes("admin-trusted-proxies", opts.Config.TrustedProxies)
 	if err != nil {
