@@ -1,13 +1,29 @@
 package dataserver_test
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/worker/cache"
 	"github.com/talonhq/talon/internal/worker/dataserver"
+	"github.com/talonhq/talon/internal/worker/stats"
 )
 
 // TestForcedStoreReadsPerClient: 500 fresh=1 reads from one client cost
@@ -84,5 +100,75 @@ func TestForcedStoreReadsPerClient(t *testing.T) {
 	defer other.CloseIdleConnections()
 	if status, code := get(other, "obj?offset=0&length=10&fresh=1"); status != http.StatusOK {
 		t.Fatalf("another client's fresh read: %d %s", status, code)
+	}
+}
+
+// TestForcedStoreReadsAtS3: the same, counted at a real S3 server (behind
+// a proxy that counts its HEADs): 500 fresh=1 reads from one client cost
+// at most the burst plus the configured rate of HEADs (they were 500).
+func TestForcedStoreReadsAtS3(t *testing.T) {
+	testenv.SkipIfShort(t)
+	srv := testenv.StartS3(t)
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	srv.CreateBucket(t, "talon")
+	data := pattern(3, bs)
+	if _, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("talon"), Key: aws.String("obj"),
+		Body: bytes.NewReader(data), ContentLength: aws.Int64(bs)}); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(srv.Endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var heads atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			heads.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	store, err := blob.Open("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := stats.New()
+	c, err := cache.Open(cache.Config{Dir: t.TempDir(), Capacity: 1 << 20, BlockSize: bs, Source: store, Stats: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const perSecond = 10
+	h, err := dataserver.New(dataserver.Config{Cache: c, Ownership: &owners{notOwned: map[int64]bool{}}, Stats: st, Logger: slog.New(slog.DiscardHandler), StoreReadRate: perSecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	hc := hs.Client()
+	start := time.Now()
+	served, refused := 0, 0
+	for range 500 {
+		resp, err := hc.Get(hs.URL + "/v1/objects/obj?offset=0&length=10&fresh=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			served++
+		case http.StatusTooManyRequests:
+			refused++
+		default:
+			t.Fatalf("answer %d", resp.StatusCode)
+		}
+	}
+	elapsed := time.Since(start)
+	bound := int64(2*perSecond + perSecond*elapsed.Seconds() + 1)
+	t.Logf("500 fresh=1 reads in %s: %d S3 HEADs (bound %d), %d served, %d refused", elapsed.Round(time.Millisecond), heads.Load(), bound, served, refused)
+	if heads.Load() > bound || refused == 0 {
+		t.Fatalf("500 fresh=1 reads cost %d S3 HEADs in %s, want at most %d", heads.Load(), elapsed, bound)
 	}
 }
