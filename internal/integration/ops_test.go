@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,8 +45,33 @@ func ctl(t *testing.T, servers []string, args ...string) (code int, stdout, stde
 	return code, out.String(), errOut.String()
 }
 
-// opsToken is talonctl's token in TestOperatorWorkflows.
-const opsToken = "ops-token-4b1e9c07d2"
+// opsToken is talonctl's token in TestOperatorWorkflows, metricsToken
+// Prometheus's.
+const (
+	opsToken     = "ops-token-4b1e9c07d2"
+	metricsToken = "metrics-token-9a30f1"
+)
+
+// post sends a write to a process's admin listener with the token and
+// headers given, and returns the status and body.
+func post(t *testing.T, p *proc, path, token string, hdr http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.admin+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
 
 // workerAPI is a client of a worker's admin listener with opsToken.
 func workerAPI(t *testing.T, p *proc) *apiv1.Client {
@@ -92,7 +119,7 @@ func TestOperatorWorkflows(t *testing.T) {
 	// Writes need a token with the operate scope: the workers accept
 	// talonctl's (the coordinators have none: their reads stay open).
 	tokens := filepath.Join(t.TempDir(), "admin-tokens")
-	if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\nprometheus:metrics:"+metricsToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	workers := map[string]*proc{}
@@ -234,6 +261,51 @@ func TestOperatorWorkflows(t *testing.T) {
 			st, err := workerAPI(t, w).Status(context.Background())
 			return err == nil && st.Registered && !st.Cordoned && st.Ready
 		})
+	})
+
+	t.Run("WritesNeedOperateAndTheSameSite", func(t *testing.T) {
+		// On real worker processes: the metrics token cannot cordon, a
+		// cross-site request cannot either (token or not), and neither
+		// changes anything; a token removed from the file is refused
+		// within 2 s, with no restart.
+		w := workers["w-1"]
+		evil := http.Header{"Origin": {"http://evil.example"}}
+		for _, tt := range []struct {
+			token string
+			hdr   http.Header
+			want  string
+		}{
+			{metricsToken, http.Header{apiv1.HeaderRequest: {"1"}}, `POST cordon needs scope operate; token \"prometheus\" has metrics`},
+			{opsToken, evil, `Origin \"http://evil.example\" is not this listener`},
+			{"", evil, `Origin \"http://evil.example\" is not this listener`},
+			{opsToken, http.Header{}, "must carry the header X-Talon-Request"},
+		} {
+			if status, body := post(t, w, apiv1.PathCordon+"?persist=true", tt.token, tt.hdr); status != http.StatusForbidden || !strings.Contains(body, tt.want) {
+				t.Fatalf("POST cordon (token %v, %v): %d %s, want 403 with %s", tt.token != "", tt.hdr, status, body, tt.want)
+			}
+		}
+		st, err := workerAPI(t, w).Status(context.Background())
+		if err != nil || st.Cordoned || !st.Ready {
+			t.Fatalf("after refused writes: %+v %v", st, err)
+		}
+		if out := w.out.String(); !strings.Contains(out, `msg="audit: cordon permission_denied" component=admin audit=true principal=prometheus action=cordon node=w-1`) {
+			t.Fatalf("no audit line of the refused cordon:\n%s", tail(out, 3000))
+		}
+		if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		removed := time.Now()
+		testsupport.WaitFor(t, 2*time.Second, "the removed metrics token refused", func() bool {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+w.admin+apiv1.PathMetrics, nil)
+			req.Header.Set("Authorization", "Bearer "+metricsToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+		t.Logf("a worker process refused the removed token %s after the file changed", time.Since(removed).Round(time.Millisecond))
 	})
 
 	t.Run("CordonRefusesCoordinatorsAndUnknownNodes", func(t *testing.T) {
