@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"flag"
@@ -189,6 +190,7 @@ func TestChartDefaults(t *testing.T) {
 		}
 	}
 	checkAttestation(t, objs)
+	checkAdminTokenMounts(t, objs)
 	checkProbes(t, objs, map[string]float64{"coordinator": 60, "worker": 1800})
 	checkTestHooks(t, objs, "http")
 	if d := find(objs, "Deployment", "coordinator"); len(d) == 1 {
@@ -224,6 +226,71 @@ func TestChartDefaults(t *testing.T) {
 		}
 		if dig(attrs, "csi.cert-manager.io/issuer-name") != "talon-ca" || dig(attrs, "csi.cert-manager.io/common-name") != "${POD_NAME}" {
 			t.Errorf("%s: tls volume %v does not ask talon-ca for a per-pod certificate", w.name(), attrs)
+		}
+	}
+}
+
+// checkAdminTokenMounts: coordinators mount the admin Secret's "tokens",
+// workers its "worker-tokens" and nothing else of it: no worker pod holds
+// the operator token (every worker pod held it, and the metrics token
+// cordoned workers).
+func checkAdminTokenMounts(t *testing.T, objs []object) {
+	t.Helper()
+	want := map[string]string{"coordinator": "tokens", "worker": "worker-tokens"}
+	for _, w := range append(find(objs, "Deployment", ""), find(objs, "StatefulSet", "")...) {
+		var keys []string
+		for _, v := range dig(w, "spec", "template", "spec", "volumes").([]any) {
+			if name, _ := dig(v, "secret", "secretName").(string); name != "talon-admin-tokens" {
+				continue
+			}
+			items, _ := dig(v, "secret", "items").([]any)
+			if len(items) == 0 {
+				keys = append(keys, "(the whole Secret)")
+			}
+			for _, it := range items {
+				k, _ := dig(it, "key").(string)
+				keys = append(keys, k)
+			}
+		}
+		if !slices.Equal(keys, []string{want[w.component()]}) {
+			t.Errorf("%s mounts keys %v of the admin Secret, want only %q", w.name(), keys, want[w.component()])
+		}
+	}
+}
+
+// checkGeneratedTokens: the generated token files give the operator token
+// every scope on coordinators only, and the metrics token scope metrics
+// alone; both parse as admin token files.
+func checkGeneratedTokens(t *testing.T, secret object) {
+	t.Helper()
+	decode := func(k string) string {
+		s, _ := dig(secret, "data", k).(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			t.Fatalf("admin Secret key %s: %v", k, err)
+		}
+		return string(b)
+	}
+	operator, metrics := decode("operator"), decode("metrics")
+	for key, want := range map[string]map[string]config.AdminScope{
+		"tokens":        {operator: config.ScopeRead | config.ScopeOperate | config.ScopeMetrics, metrics: config.ScopeMetrics},
+		"worker-tokens": {metrics: config.ScopeMetrics},
+	} {
+		toks, err := config.ParseAdminTokens(decode(key), key)
+		if err != nil {
+			t.Fatalf("generated %s: %v", key, err)
+		}
+		got := map[string]config.AdminScope{}
+		for _, tok := range toks {
+			got[tok.Token.Reveal()] = tok.Scopes
+		}
+		if len(got) != len(want) {
+			t.Errorf("generated %s holds %d tokens, want %d", key, len(got), len(want))
+		}
+		for tok, scopes := range want {
+			if got[tok] != scopes {
+				t.Errorf("generated %s: the %s token has scopes %s, want %s", key, map[bool]string{true: "operator", false: "metrics"}[tok == operator], got[tok], scopes)
+			}
 		}
 	}
 }
@@ -270,11 +337,13 @@ func TestChartHAValues(t *testing.T) {
 	if len(secrets) != 1 {
 		t.Fatalf("want the generated admin token Secret, got %d Secrets", len(secrets))
 	}
-	for _, k := range []string{"tokens", "operator", "metrics"} {
+	for _, k := range []string{"tokens", "worker-tokens", "operator", "metrics"} {
 		if dig(secrets[0], "data", k) == nil {
 			t.Errorf("generated admin Secret lacks key %q", k)
 		}
 	}
+	checkGeneratedTokens(t, secrets[0])
+	checkAdminTokenMounts(t, objs)
 	for _, w := range append(find(objs, "Deployment", ""), find(objs, "StatefulSet", "")...) {
 		spec := dig(w, "spec", "template", "spec")
 		if dig(spec, "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution") == nil {

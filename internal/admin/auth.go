@@ -3,53 +3,123 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/pki"
 )
 
-// authenticator checks bearer tokens. It keeps only SHA-256 digests of the
-// configured tokens: comparing fixed-size digests in constant time hides
+// credential is one accepted token: its name, its scopes and the SHA-256
+// digest of the token. Comparing fixed-size digests in constant time hides
 // the tokens' lengths as well as their contents, and the plaintext is not
 // kept in the server at all.
-type authenticator struct {
-	digests [][sha256.Size]byte // immutable after newAuthenticator
+type credential struct {
+	name   string
+	scopes config.AdminScope
+	digest [sha256.Size]byte
 }
 
-func newAuthenticator(tokens []config.Secret) *authenticator {
-	a := &authenticator{}
+func credentialsOf(tokens []config.AdminToken) []credential {
+	out := make([]credential, 0, len(tokens))
 	for _, t := range tokens {
-		if t.IsSet() {
-			a.digests = append(a.digests, sha256.Sum256([]byte(t.Reveal())))
+		if t.Token.IsSet() {
+			out = append(out, credential{name: t.Name, scopes: t.Scopes, digest: sha256.Sum256([]byte(t.Token.Reveal()))})
 		}
+	}
+	return out
+}
+
+// principal is who a request authenticated as, and what it may do.
+type principal struct {
+	// name is the token's name; anonymous when no token is configured
+	// (reads are open then); "" when a token is required and none valid
+	// was presented.
+	name   string
+	scopes config.AdminScope
+}
+
+// anonymous names a caller of a listener without tokens.
+const anonymous = "(anonymous)"
+
+// openScopes are what anyone may do on a listener without tokens: read,
+// as before scopes. Never operate: a state-changing route always needs a
+// token that holds the operate scope.
+const openScopes = config.ScopeRead | config.ScopeMetrics
+
+// authenticator checks bearer tokens against the static ones
+// (TALON_ADMIN_TOKEN) and those of the token file. It reads the file
+// again when it changed, checked at most once per pki.DefaultCheckInterval
+// on a request, as a pki.Source does its TLS files: a removed token is
+// refused within that interval, with no restart. A file that no longer
+// loads keeps the previous tokens, with a warning (as a TLS file does).
+type authenticator struct {
+	static   []credential // immutable
+	required bool         // immutable: tokens were configured at start
+	file     *tokenFile   // nil without a token file
+}
+
+func newAuthenticator(cfg config.AdminConfig, log *slog.Logger, now func() time.Time) *authenticator {
+	a := &authenticator{static: credentialsOf(cfg.Tokens)}
+	a.required = len(a.static) > 0 || cfg.TokenFile != "" || len(cfg.FileTokens) > 0
+	if cfg.TokenFile != "" {
+		a.file = newTokenFile(cfg.TokenFile, cfg.FileTokens, log, now)
 	}
 	return a
 }
 
 // enabled reports whether tokens are required.
-func (a *authenticator) enabled() bool { return len(a.digests) > 0 }
+func (a *authenticator) enabled() bool { return a.required }
 
-// check reports whether r carries a bearer token (presented) and whether it
-// is one of the configured tokens (ok). Every configured token is compared,
-// whatever matched earlier, so the time taken does not depend on which
-// token matched.
-func (a *authenticator) check(r *http.Request) (ok, presented bool) {
+// canOperate reports whether any credential now holds the operate scope.
+func (a *authenticator) canOperate() bool {
+	for _, c := range a.current() {
+		if c.scopes.Has(config.ScopeOperate) {
+			return true
+		}
+	}
+	return false
+}
+
+// current returns every credential accepted now.
+func (a *authenticator) current() []credential {
+	if a.file == nil {
+		return a.static
+	}
+	return append(a.file.current(), a.static...)
+}
+
+// check returns who r authenticated as, and whether it presented a bearer
+// token at all. Every credential is compared, whatever matched earlier, so
+// the time taken does not depend on which one matched.
+func (a *authenticator) check(r *http.Request) (p principal, presented bool) {
+	if !a.required {
+		return principal{name: anonymous, scopes: openScopes}, r.Header.Get("Authorization") != ""
+	}
 	h := r.Header.Get("Authorization")
 	scheme, token, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return false, h != ""
+		return principal{}, h != ""
 	}
 	token = strings.TrimSpace(token)
 	if token == "" {
-		return false, true
+		return principal{}, true
 	}
 	d := sha256.Sum256([]byte(token))
-	match := 0
-	for i := range a.digests {
-		match |= subtle.ConstantTimeCompare(d[:], a.digests[i][:])
+	creds := a.current()
+	match := -1
+	for i, c := range creds {
+		eq := subtle.ConstantTimeCompare(d[:], c.digest[:])
+		match = subtle.ConstantTimeSelect(eq, i, match)
 	}
-	return match == 1, true
+	if match < 0 {
+		return principal{}, true
+	}
+	return principal{name: creds[match].name, scopes: creds[match].scopes}, true
 }
 
 // challenge is the WWW-Authenticate value of a 401 (RFC 6750).
@@ -58,4 +128,57 @@ func challenge(presented bool) string {
 		return `Bearer realm="talon-admin", error="invalid_token"`
 	}
 	return `Bearer realm="talon-admin"`
+}
+
+// tokenFile is the admin token file, read again when it changes.
+type tokenFile struct {
+	path     string
+	log      *slog.Logger
+	now      func() time.Time
+	interval time.Duration
+
+	cur atomic.Pointer[[]credential]
+
+	mu        sync.Mutex // guards the fields below; serialises reloads
+	lastCheck time.Time
+	stamp     pki.Stamps
+	lastErr   string // the last reload failure logged
+}
+
+func newTokenFile(path string, initial []config.AdminToken, log *slog.Logger, now func() time.Time) *tokenFile {
+	f := &tokenFile{path: path, log: log, now: now, interval: pki.DefaultCheckInterval, lastCheck: now()}
+	creds := credentialsOf(initial)
+	f.cur.Store(&creds)
+	f.stamp, _ = pki.StampFiles(path) // nil on error: the first check reloads
+	return f
+}
+
+// current returns the file's credentials, first reading the file again
+// when a check is due and it changed.
+func (f *tokenFile) current() []credential {
+	cur := *f.cur.Load()
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Sub(f.lastCheck) < f.interval {
+		return cur
+	}
+	f.lastCheck = now
+	st, err := pki.StampFiles(f.path)
+	if err == nil && st.Equal(f.stamp) {
+		return cur
+	}
+	toks, err := config.ReadAdminTokenFile(f.path)
+	if err != nil {
+		if msg := err.Error(); msg != f.lastErr {
+			f.lastErr = msg
+			f.log.Warn("admin-token-file changed but does not load; keeping the previous tokens", "error", err)
+		}
+		return cur
+	}
+	creds := credentialsOf(toks)
+	f.cur.Store(&creds)
+	f.stamp, f.lastErr = st, ""
+	f.log.Info("admin tokens reloaded", "file", f.path, "tokens", len(creds))
+	return creds
 }

@@ -3,17 +3,20 @@
 // metrics, the read-only /api/v1 management API (wire types in
 // internal/apiv1) and, on coordinators, a hook for the embedded UI.
 //
-// Routes (GET and HEAD only; any other method is 405 with Allow):
+// Routes (GET and HEAD only, but for a worker's cordon; any other method is
+// 405 with Allow), and the scope a token needs for each:
 //
 //	/healthz              both roles   group health   no token
-//	/readyz               both roles   group health   no token; reasons only with a valid token
-//	/metrics              both roles   group metrics  token
-//	/api/v1/status        workers      group api      token
-//	/api/v1/cluster       coordinators group api      token
-//	/api/v1/nodes         coordinators group api      token
-//	/api/v1/nodes/{id}    coordinators group api      token
-//	/api/v1/placement     coordinators group api      token
-//	/api/v1/openapi.json  both roles   group api      token
+//	/readyz               both roles   group health   no token; reasons only with scope read
+//	/metrics              both roles   group metrics  metrics
+//	/api/v1/status        workers      group api      read
+//	/api/v1/cordon        workers      group api      operate (POST, DELETE)
+//	/api/v1/cluster       coordinators group api      read
+//	/api/v1/nodes         coordinators group api      read
+//	/api/v1/nodes/{id}    coordinators group api      read
+//	/api/v1/placement     coordinators group api      read
+//	/api/v1/events        coordinators group api      read
+//	/api/v1/openapi.json  both roles   group api      read
 //	/ and below           coordinators group ui       no token; static assets only (Options.UI)
 //
 // Invariants:
@@ -21,20 +24,41 @@
 //   - Exposure: each group is served only when its AdminConfig.Expose*
 //     toggle is on; otherwise, and for a route of the other role, the
 //     answer is 404 as for an unknown path.
-//   - Authentication fails closed: when AdminConfig.Tokens is non-empty, a
-//     "token" route answers a request without a valid bearer token with 401,
-//     WWW-Authenticate and a JSON error that carries no data. Tokens are
-//     compared in constant time against every configured token. /healthz
-//     and /readyz stay open so orchestrator probes work without secrets,
-//     and /readyz then gives the status word only: its reasons can name
-//     store endpoints and error text, so they go to authenticated callers
-//     only. The UI's static assets stay open too, so that a browser can
-//     load the page that asks for the token; they carry no cluster data.
-//     With no tokens configured every route is open (the deployment is
-//     then expected to bind a trusted interface or sit behind an
-//     authenticating proxy, ADR section 11). Proxy identity headers are
-//     never trusted. Tokens never appear in responses, errors, logs or
-//     metrics.
+//   - Authentication fails closed: when tokens are configured
+//     (AdminConfig.Tokens, or a TokenFile), a "token" route answers a
+//     request without a valid bearer token with 401, WWW-Authenticate and
+//     a JSON error that carries no data, and one whose token lacks the
+//     route's scope (config.AdminScope) with 403 permission_denied naming
+//     the route and the scope. Tokens are compared in constant time
+//     against every configured token. /healthz and /readyz stay open so
+//     orchestrator probes work without secrets, and /readyz then gives
+//     the status word only: its reasons can name store endpoints and
+//     error text, so they go to callers with scope read only. The UI's
+//     static assets stay open too, so that a browser can load the page
+//     that asks for the token; they carry no cluster data. With no tokens
+//     configured every read is open (the deployment is then expected to
+//     bind a trusted interface or sit behind an authenticating proxy, ADR
+//     section 11), and every write is refused: a write always needs a
+//     token with scope operate. Proxy identity headers are never trusted.
+//     Tokens never appear in responses, errors, logs or metrics; their
+//     names do. The listener has no client certificates: tokens are its
+//     only credentials.
+//   - Token reload: the token file is read again when it changes (size
+//     or modification time), checked at most once a second on a request,
+//     as pki.Source does with TLS files: a removed token is refused within
+//     a second. A file that no longer parses keeps the previous tokens,
+//     with a warning.
+//   - Writes (any method but GET and HEAD, on any path) are refused with
+//     403 when another site's page could have sent them: without the
+//     X-Talon-Request header (or Content-Type: application/json), which a
+//     form or a simple fetch cannot send and this listener grants no CORS
+//     preflight for, or with an Origin or Sec-Fetch-Site naming another
+//     site. This check comes first, before the route and the token.
+//   - Audit: every write of a token holder, refused or served, logs one
+//     line at warn ("audit: <action> <outcome>") naming the principal (the
+//     token's name), the action, the node and the outcome. Writes of no
+//     one (401, 429, 403 cross-site or without tokens) are refusals,
+//     logged once per client per interval.
 //   - Fail closed (ADR section 8): every /api/v1 answer of a coordinator is
 //     built from a View read after the request arrived. When none can be
 //     had the answer is 503 with Retry-After and a retryable not_ready

@@ -30,6 +30,7 @@ var errorTable = []struct {
 }{
 	{errInvalidParameter, http.StatusBadRequest, apiv1.CodeInvalidArgument, false},
 	{errUnauthenticated, http.StatusUnauthorized, apiv1.CodeUnauthenticated, false},
+	{errForbidden, http.StatusForbidden, apiv1.CodePermissionDenied, false},
 	{errNotFound, http.StatusNotFound, apiv1.CodeNotFound, false},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, apiv1.CodeMethodNotAllowed, false},
 	{errBodyNotAccepted, http.StatusRequestEntityTooLarge, apiv1.CodeTooLarge, false},
@@ -110,11 +111,14 @@ func notFound(format string, args ...any) error {
 func publicMessage(err error, code string) string {
 	var pe *paramError
 	var nf *notFoundError
+	var fe *forbiddenError
 	switch {
 	case errors.As(err, &pe):
 		return pe.Error()
 	case errors.As(err, &nf):
 		return nf.Error()
+	case errors.As(err, &fe):
+		return fe.Error()
 	}
 	switch code {
 	case apiv1.CodeNotReady:

@@ -13,12 +13,6 @@ import (
 	"github.com/talonhq/talon/internal/worker"
 )
 
-// MaxWatches bounds the event watches (long polls) one admin listener
-// holds open at once; more are answered 429 at once.
-const MaxWatches = 64
-
-var errTooManyWatches = fmt.Errorf("%w: %d event watches are open on this coordinator (the most it holds); retry later", errRateLimited, MaxWatches)
-
 // eventParams is the parsed query of GET /api/v1/events.
 type eventParams struct {
 	q       coordinator.EventQuery
@@ -56,8 +50,8 @@ func parseEventParams(raw string) (eventParams, error) {
 	for _, name := range []string{apiv1.ParamAfter, apiv1.ParamContinue} {
 		if s, ok := q.get(name); ok && s != "" {
 			n, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				return p, badParam(name, s, "must be an event sequence number (a non-negative integer)")
+			if err != nil || n > apiv1.MaxEventSeq {
+				return p, badParam(name, s, "must be an event sequence number (an integer from 0 to %d)", uint64(apiv1.MaxEventSeq))
 			}
 			p.q.AfterSeq = max(p.q.AfterSeq, n)
 		}
@@ -96,12 +90,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ bool) error {
 	c := s.opts.Coordinator
 	page, changed := c.Events(p.q)
 	if p.watch && len(page.Events) == 0 {
-		select {
-		case s.watches <- struct{}{}:
-		default:
-			return errTooManyWatches
+		client, _ := s.ident.client(r)
+		release, err := s.watches.acquire(client)
+		if err != nil {
+			return err
 		}
-		defer func() { <-s.watches }()
+		defer release()
 		timer := time.NewTimer(p.timeout)
 		defer timer.Stop()
 		for len(page.Events) == 0 {
@@ -146,8 +140,8 @@ func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordina
 }
 
 // cordon answers a worker's POST (cordon, persist=true to keep it across
-// restarts) and DELETE (uncordon) of /api/v1/cordon, and logs an audit
-// line for each (at warn: an audit line must survive any log level).
+// restarts) and DELETE (uncordon) of /api/v1/cordon; serveHTTP logs the
+// audit line of each, with the details added here.
 func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
 	q, err := parseQuery(r.URL.RawQuery, []string{apiv1.ParamPersist}, nil)
 	if err != nil {
@@ -162,23 +156,18 @@ func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
 	if !on && persist {
 		return badParam(apiv1.ParamPersist, "true", "is a parameter of POST (cordon) only: DELETE lifts any cordon, persisted or not")
 	}
-	client, _ := s.ident.client(r)
+	aud := auditOf(r.Context())
+	aud.attrs = append(aud.attrs, "persist", persist)
 	changed, err := wk.SetCordon(r.Context(), on, persist)
-	action := "uncordon"
-	if on {
-		action = "cordon"
-	}
 	if errors.Is(err, worker.ErrCannotPersist) {
 		return badParam(apiv1.ParamPersist, "true", "%v", err)
 	}
 	if err != nil {
-		s.log.Warn("audit: worker "+action+" failed", "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "client", client, "error", err)
-		return fmt.Errorf("%s: %w", action, err)
+		aud.attrs = append(aud.attrs, "error", err)
+		return fmt.Errorf("%s: %w", aud.action, err)
 	}
 	cordoned, persisted := wk.Cordoned()
-	// At warn, so that no log level (log-level=warn, talon dev's quieted
-	// processes) drops an audit line.
-	s.log.Warn("audit: worker "+action, "audit", true, "action", action, "node", wk.NodeID(), "persist", persist, "changed", changed, "client", client)
+	aud.attrs = append(aud.attrs, "changed", changed)
 	writeJSON(w, http.StatusOK, apiv1.Cordon{NodeID: wk.NodeID(), Cordoned: cordoned, Persisted: persisted, Changed: changed})
 	return nil
 }

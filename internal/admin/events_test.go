@@ -2,14 +2,15 @@ package admin
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/config"
 )
 
 // TestEventsEndpoint: a worker joining shows up as events, filters narrow
@@ -66,6 +67,9 @@ func TestEventsEndpoint(t *testing.T) {
 		{"limit=0", "limit", "must be an integer from 1 to 1000"},
 		{"limit=1001", "limit", "must be an integer from 1 to 1000"},
 		{"after=-1", "after", "must be an event sequence number"},
+		// It wrapped and answered every event (issue 37).
+		{"after=18446744073709551615", "after", "an integer from 0 to 9223372036854775807"},
+		{"continue=9223372036854775808", "continue", "an integer from 0 to 9223372036854775807"},
 		{"timeoutSeconds=51", "timeoutSeconds", "must be an integer from 1 to 50"},
 		{"node=a/b", "node", "must be a node ID"},
 		{"colour=red", "colour", "is not a parameter of this endpoint"},
@@ -123,16 +127,19 @@ func TestEventsWatch(t *testing.T) {
 // with 429 at once rather than held.
 func TestEventsWatchCap(t *testing.T) {
 	e := startCoordinator(t, envOptions{admin: exposeAll()})
-	for range MaxWatches {
-		e.srv.watches <- struct{}{} // as if MaxWatches watches were open
+	var releases []func()
+	for i := range MaxWatches {
+		// As if MaxWatches watches of as many clients were open.
+		release, err := e.srv.watches.acquire(netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
 	}
-	var once sync.Once
 	release := func() {
-		once.Do(func() {
-			for range MaxWatches {
-				<-e.srv.watches
-			}
-		})
+		for _, r := range releases {
+			r()
+		}
 	}
 	t.Cleanup(release)
 	start := time.Now()
@@ -147,11 +154,44 @@ func TestEventsWatchCap(t *testing.T) {
 	release()
 }
 
+// TestEventsWatchesPerClient: one client holds at most
+// MaxWatchesPerClient watches, the next refused with 429 at once, while
+// another client still gets a slot (one client held all 64).
+func TestEventsWatchesPerClient(t *testing.T) {
+	e := startCoordinator(t, envOptions{admin: exposeAll()})
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	for range MaxWatchesPerClient {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.get(t, apiv1.PathEvents+"?watch=true&timeoutSeconds=3&node=nobody")
+		}()
+	}
+	waitFor(t, "the client's watches open", func() bool {
+		e.srv.watches.mu.Lock()
+		defer e.srv.watches.mu.Unlock()
+		return e.srv.watches.open == MaxWatchesPerClient
+	})
+	start := time.Now()
+	r := e.get(t, apiv1.PathEvents+"?watch=true&timeoutSeconds=3&node=nobody")
+	if r.status != http.StatusTooManyRequests || time.Since(start) > 2*time.Second || !strings.Contains(r.apiError(t).Message, "the most one client may") {
+		t.Fatalf("a watch past the client's share: %d after %s: %s", r.status, time.Since(start), r.body)
+	}
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	defer other.CloseIdleConnections()
+	start = time.Now()
+	r = doURL(t, other, http.MethodGet, e.url+apiv1.PathEvents+"?watch=true&timeoutSeconds=1&node=nobody", "")
+	if r.status != http.StatusOK || time.Since(start) < time.Second {
+		t.Fatalf("another client's watch: %d after %s: %s", r.status, time.Since(start), r.body)
+	}
+}
+
 // TestEventsRequireToken: the events endpoint is authenticated like the
 // other API endpoints.
 func TestEventsRequireToken(t *testing.T) {
 	cfg := exposeAll()
-	cfg.Tokens = []config.Secret{config.Secret("tok-events")}
+	cfg.Tokens = scoped(allScopes, "tok-events")
 	e := startCoordinator(t, envOptions{admin: cfg})
 	if r := e.get(t, apiv1.PathEvents); r.status != http.StatusUnauthorized || strings.Contains(string(r.body), "coord-a") {
 		t.Fatalf("without token: %d %s", r.status, r.body)
@@ -167,7 +207,7 @@ func TestEventsRequireToken(t *testing.T) {
 // audit line.
 func TestWorkerCordon(t *testing.T) {
 	cfg := exposeAll()
-	cfg.Tokens = []config.Secret{config.Secret("tok-w")}
+	cfg.Tokens = scoped(allScopes, "tok-w")
 	e := startWorker(t, cfg, nil)
 	if r := e.do(t, http.MethodPost, apiv1.PathCordon, ""); r.status != http.StatusUnauthorized {
 		t.Fatalf("cordon without token: %d", r.status)
@@ -210,10 +250,13 @@ func TestWorkerCordon(t *testing.T) {
 	}
 	waitFor(t, "ready again", func() bool { return e.worker.Readiness().Ready })
 	logs := e.logs.String()
-	for _, want := range []string{`msg="audit: worker cordon" component=admin audit=true action=cordon node=w-real persist=false changed=true client=127.0.0.1`,
-		`msg="audit: worker uncordon" component=admin audit=true action=uncordon node=w-real persist=false changed=true`} {
+	// Each names the principal (the token's name), the action, the node
+	// and the outcome.
+	for _, want := range []string{`msg="audit: cordon ok" component=admin audit=true principal=name-of-tok-w action=cordon node=w-real outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
+		`msg="audit: uncordon ok" component=admin audit=true principal=name-of-tok-w action=uncordon node=w-real outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
+		`msg="audit: cordon invalid_argument" component=admin audit=true principal=name-of-tok-w action=cordon node=w-real outcome=invalid_argument status=400`} {
 		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %q", want)
+			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
 	}
 }

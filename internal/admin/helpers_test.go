@@ -274,6 +274,25 @@ func (e *env) do(t *testing.T, method, path, token string) *response {
 	return doURL(t, http.DefaultClient, method, e.url+path, token)
 }
 
+// doWith is do with exactly the headers hdr besides Authorization: a
+// write without the X-Talon-Request header that do adds as talonctl does.
+func (e *env) doWith(t *testing.T, method, path, token string, hdr http.Header) *response {
+	t.Helper()
+	return doURLWith(t, http.DefaultClient, method, e.url+path, token, hdr)
+}
+
+// scoped returns admin tokens, each named after itself, with scopes.
+func scoped(scopes config.AdminScope, tokens ...string) []config.AdminToken {
+	out := make([]config.AdminToken, len(tokens))
+	for i, tok := range tokens {
+		out[i] = config.AdminToken{Name: "name-of-" + tok[:5], Scopes: scopes, Token: config.Secret(tok)}
+	}
+	return out
+}
+
+// allScopes is every scope.
+const allScopes = config.ScopeRead | config.ScopeOperate | config.ScopeMetrics
+
 func (e *env) get(t *testing.T, path string) *response {
 	t.Helper()
 	return e.do(t, http.MethodGet, path, "")
@@ -281,9 +300,21 @@ func (e *env) get(t *testing.T, path string) *response {
 
 func doURL(t *testing.T, hc *http.Client, method, url, token string) *response {
 	t.Helper()
+	var hdr http.Header
+	if method != http.MethodGet && method != http.MethodHead {
+		hdr = http.Header{apiv1.HeaderRequest: {"1"}} // as talonctl sends
+	}
+	return doURLWith(t, hc, method, url, token, hdr)
+}
+
+func doURLWith(t *testing.T, hc *http.Client, method, url, token string, hdr http.Header) *response {
+	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -40,7 +39,7 @@ func TestFailClosedDoesNotFloodTheLog(t *testing.T) {
 // info).
 func TestRefusalsLoggedOncePerClient(t *testing.T) {
 	adminCfg := exposeAll()
-	adminCfg.Tokens = []config.Secret{"s3cret-token-value"}
+	adminCfg.Tokens = scoped(allScopes, "s3cret-token-value")
 	e := startCoordinator(t, envOptions{admin: adminCfg})
 	const n = 1000
 	for range n {

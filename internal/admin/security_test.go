@@ -22,7 +22,7 @@ const (
 )
 
 func withTokens(c config.AdminConfig) config.AdminConfig {
-	c.Tokens = []config.Secret{tokenA, tokenB}
+	c.Tokens = scoped(allScopes, tokenA, tokenB)
 	return c
 }
 

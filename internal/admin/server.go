@@ -3,13 +3,13 @@ package admin
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -144,7 +144,7 @@ type Server struct {
 	router   *http.ServeMux // finds routes; see newRouter
 	ident    clientIdentity // who a request is from (trusted proxies)
 	limiter  *clientLimiter // per client; nil when off
-	watches  chan struct{}  // one token per open event watch (MaxWatches)
+	watches  *watchSlots    // open event watches (MaxWatches, MaxWatchesPerClient)
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -171,10 +171,10 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		log:     opts.Logger.With("component", "admin"),
 		now:     opts.Clock,
-		auth:    newAuthenticator(opts.Config.Tokens),
+		auth:    newAuthenticator(opts.Config, opts.Logger.With("component", "admin"), opts.Clock),
 		router:  newRouter(opts.Coordinator != nil),
 		limiter: newClientLimiter(opts.Config.RateLimit, opts.Clock),
-		watches: make(chan struct{}, MaxWatches),
+		watches: newWatchSlots(),
 	}
 	trusted, err := config.ParsePrefixes("admin-trusted-proxies", opts.Config.TrustedProxies)
 	if err != nil {
@@ -261,7 +261,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if !s.auth.enabled() && !loopback(ln.Addr()) {
 		// On loopback only this host can connect: no warning (talon dev).
-		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 are open to anyone who can connect; bind a trusted interface or configure admin-token-file", "listen", ln.Addr().String())
+		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 reads are open to anyone who can connect, and every write is refused; bind a trusted interface or configure admin-token-file", "listen", ln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -312,30 +312,39 @@ type route struct {
 	name  string // the operation label
 	group group
 	auth  authMode
+	// scope is what a token needs for the route's reads (authRequired);
+	// every write needs config.ScopeOperate.
+	scope config.AdminScope
 	api   bool // JSON API: Cache-Control no-store, JSON errors
 	// methods are the methods the route takes besides GET and HEAD
-	// (which every other route takes alone).
+	// (which every other route takes alone), and actions the audit name
+	// of each.
 	methods []string
-	serve   func(s *Server, w http.ResponseWriter, r *http.Request, authed bool) error
+	actions map[string]string
+	// serve serves the request; authed is whether the caller may read
+	// (readyz shows its reasons to those only).
+	serve func(s *Server, w http.ResponseWriter, r *http.Request, authed bool) error
 }
 
 // Routes. Node is matched by prefix; the UI takes what nothing else does.
 var (
 	routeHealthz   = &route{name: "healthz", group: groupHealth, auth: authNone, serve: (*Server).healthz}
 	routeReadyz    = &route{name: "readyz", group: groupHealth, auth: authOptional, serve: (*Server).readyz}
-	routeMetrics   = &route{name: "metrics", group: groupMetrics, auth: authRequired, serve: (*Server).serveMetrics}
-	routeStatus    = &route{name: "status", group: groupAPI, auth: authRequired, api: true, serve: (*Server).status}
-	routeCluster   = &route{name: "cluster", group: groupAPI, auth: authRequired, api: true, serve: (*Server).cluster}
-	routeNodes     = &route{name: "nodes", group: groupAPI, auth: authRequired, api: true, serve: (*Server).nodes}
-	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, api: true, serve: (*Server).node}
-	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, api: true, serve: (*Server).placement}
-	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, api: true, serve: (*Server).openAPI}
-	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, api: true, serve: (*Server).events}
+	routeMetrics   = &route{name: "metrics", group: groupMetrics, auth: authRequired, scope: config.ScopeMetrics, serve: (*Server).serveMetrics}
+	routeStatus    = &route{name: "status", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).status}
+	routeCluster   = &route{name: "cluster", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).cluster}
+	routeNodes     = &route{name: "nodes", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).nodes}
+	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).node}
+	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).placement}
+	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).openAPI}
+	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).events}
 	// The cordon is the one write of the admin listener: a worker's own
 	// readiness, asked of the worker itself (the coordinators' API stays
 	// read-only, ADR 0001). It takes no GET: reading it is /api/v1/status.
-	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, api: true, serve: (*Server).cordon,
-		methods: []string{http.MethodPost, http.MethodDelete}}
+	// Like every write it needs a token with the operate scope, always.
+	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: (*Server).cordon,
+		methods: []string{http.MethodPost, http.MethodDelete},
+		actions: map[string]string{http.MethodPost: "cordon", http.MethodDelete: "uncordon"}}
 	// The UI's assets are static and hold no cluster data; the page asks
 	// for a token when /api/v1 answers 401 (see Options.UI).
 	routeUI = &route{name: "ui", group: groupUI, auth: authNone, serve: (*Server).ui}
@@ -427,6 +436,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	client, forwardedTLS := s.ident.client(r)
+	r, aud := s.withAudit(r, rt)
 	if r.TLS != nil || forwardedTLS {
 		// Served over https, directly or by a trusted proxy: browsers
 		// must not fall back to plain http.
@@ -444,49 +454,62 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(rec, r, err)
 	}
-	outcome := codeOfStatus(rec.status())
-	s.m.observe(label.name, outcome, s.now().Sub(start))
+	s.m.observe(label.name, codeOfStatus(rec.status()), s.now().Sub(start))
+	s.logRequest(label.name, r, rec.status(), client, err, aud)
+}
+
+// logRequest logs an answered request: the audit line of a write, a
+// failure, a refusal (once per client per interval), or at debug.
+func (s *Server) logRequest(op string, r *http.Request, status int, client netip.Addr, err error, aud *audit) {
 	switch {
-	case rec.status() == http.StatusServiceUnavailable:
+	case aud != nil && aud.principal != "" && aud.principal != anonymous:
+		// Every write of a token holder, refused or not, is an audit
+		// line. Writes of no one (401, 429, or 403 on a listener
+		// without tokens) are refusals, logged once per client per
+		// interval: a scanner cannot flood the log.
+		s.logAudit(aud, status, client)
+	case status == http.StatusServiceUnavailable:
 		// Fail closed: the coordinator logs the change to unready once,
 		// with its cause; each probe or read answered 503 meanwhile is not
 		// news (an outage would otherwise log a line per request).
-		s.log.Debug("admin request answered unavailable", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client, "error", err)
-	case rec.status() >= 500:
-		s.log.Warn("admin request failed", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client, "error", err)
-	case rec.status() == http.StatusTooManyRequests || rec.status() == http.StatusUnauthorized:
-		s.refusals.note(client, "operation", label.name, "method", r.Method, "status", rec.status())
+		s.log.Debug("admin request answered unavailable", "operation", op, "method", r.Method, "status", status, "client", client, "error", err)
+	case status >= 500:
+		s.log.Warn("admin request failed", "operation", op, "method", r.Method, "status", status, "client", client, "error", err)
+	case status == http.StatusTooManyRequests || status == http.StatusUnauthorized || (aud != nil && status == http.StatusForbidden):
+		s.refusals.note(client, "operation", op, "method", r.Method, "status", status)
 	default:
-		s.log.Debug("admin request", "operation", label.name, "method", r.Method, "status", rec.status(), "client", client)
+		s.log.Debug("admin request", "operation", op, "method", r.Method, "status", status, "client", client)
 	}
 }
 
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route) error {
+	if writes(r.Method) {
+		// Before anything else, on any path: a page of another site
+		// cannot even probe which paths take writes.
+		if err := crossSite(r); err != nil {
+			return err
+		}
+	}
 	if rt == nil {
 		return notFound("no resource at %s on this %s", strings.TrimSpace(quoteShort(r.URL.Path)), s.role())
 	}
-	authed := !s.auth.enabled()
-	if s.auth.enabled() {
-		ok, presented := s.auth.check(r)
-		authed = ok
-		if !ok && rt.auth == authRequired {
-			w.Header().Set("WWW-Authenticate", challenge(presented))
-			return errUnauthenticated
-		}
-	}
-	allowed := []string{http.MethodGet, http.MethodHead}
-	if rt.methods != nil {
-		allowed = rt.methods
-	}
-	if !contains(allowed, r.Method) {
-		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		return fmt.Errorf("%w: %s; only %s are served", errMethodNotAllowed, quoteShort(r.Method), strings.Join(allowed, " and "))
+	p, err := s.admit(w, r, rt)
+	if err != nil {
+		return err
 	}
 	if r.ContentLength > 0 || len(r.TransferEncoding) > 0 {
 		return errBodyNotAccepted
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
-	return rt.serve(s, w, r, authed)
+	return rt.serve(s, w, r, p.scopes.Has(config.ScopeRead))
+}
+
+// nodeID is this process's node ID.
+func (s *Server) nodeID() string {
+	if s.opts.Coordinator != nil {
+		return s.opts.Coordinator.NodeID()
+	}
+	return s.opts.Worker.NodeID()
 }
 
 func (s *Server) role() cluster.Role {
@@ -525,56 +548,4 @@ func (s *Server) retryAfterSeconds() int {
 		return 1
 	}
 	return max(1, int(math.Ceil(s.opts.Coordinator.Timing().HeartbeatInterval.Seconds())))
-}
-
-// writeJSON writes v as the JSON body of a status answer.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// The API types always marshal; this is a bug.
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal","message":"internal error; see the server log","retryable":false}}`)
-	}
-	b = append(b, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// statusRecorder remembers the status a handler wrote.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func (r *statusRecorder) status() int {
-	if r.code == 0 {
-		return http.StatusOK
-	}
-	return r.code
-}
-
-// loopback reports whether a is a loopback TCP address.
-func loopback(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }

@@ -559,6 +559,9 @@ func (c *Client) attempt(ctx context.Context, method, base, path string, q url.V
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.ua)
+	if method != http.MethodGet && method != http.MethodHead {
+		req.Header.Set(HeaderRequest, "1") // a write: proves it is no other site's page
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

@@ -392,3 +392,40 @@ func TestProbes(t *testing.T) {
 		t.Fatalf("readyz ready: %+v, %v", h, err)
 	}
 }
+
+// TestClientMarksWrites: a write carries HeaderRequest, which the admin
+// listener requires of every write (another site's page cannot send it);
+// a read does not need it.
+func TestClientMarksWrites(t *testing.T) {
+	got := map[string]string{}
+	var mu sync.Mutex
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Method] = r.Header.Get(HeaderRequest)
+		mu.Unlock()
+		switch r.URL.Path {
+		case PathCordon:
+			serveJSON(w, 200, Cordon{NodeID: "w1", Cordoned: r.Method == http.MethodPost})
+		case PathStatus:
+			serveJSON(w, 200, Status{})
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	c := newClient(t, []string{s.URL}, ClientOptions{Token: secretToken})
+	ctx := context.Background()
+	if _, err := c.Cordon(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Uncordon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got[http.MethodPost] != "1" || got[http.MethodDelete] != "1" || got[http.MethodGet] != "" {
+		t.Fatalf("%s by method: %v, want 1 on POST and DELETE only", HeaderRequest, got)
+	}
+}

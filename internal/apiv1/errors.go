@@ -72,8 +72,10 @@ func codeForStatus(status int) string {
 	switch status {
 	case http.StatusBadRequest:
 		return CodeInvalidArgument
-	case http.StatusUnauthorized, http.StatusForbidden:
+	case http.StatusUnauthorized:
 		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodePermissionDenied
 	case http.StatusNotFound:
 		return CodeNotFound
 	case http.StatusMethodNotAllowed:

@@ -66,6 +66,12 @@ const (
 	ParamPersist = "persist"
 )
 
+// HeaderRequest must be sent, with any non-empty value ("1"), on every
+// state-changing request (or Content-Type: application/json): another
+// site's page cannot send it without a CORS preflight, which the admin
+// listener never grants, so a browser cannot be made to send a write.
+const HeaderRequest = "X-Talon-Request"
+
 // Limits of GET /api/v1/events.
 const (
 	// DefaultEventLimit is the page size of an events request without limit.
@@ -80,6 +86,9 @@ const (
 	MaxWatchSeconds = 50
 	// MaxEventTypes bounds how many type parameters a request gives.
 	MaxEventTypes = 16
+	// MaxEventSeq bounds the after and continue parameters: sequence
+	// numbers count from 1 in a uint64, and no coordinator reaches 2^63.
+	MaxEventSeq = 1<<63 - 1
 )
 
 // Event is one thing a coordinator observed: a node joining, changing
@@ -434,5 +443,6 @@ const (
 	CodeTooLarge         = "too_large"          // 413: a request with a body (none is accepted)
 	CodeNotReady         = "not_ready"          // 503, retryable: no current snapshot (fail closed)
 	CodeRateLimited      = "rate_limited"       // 429, retryable: this client sent more than admin-rate-limit requests per second
+	CodePermissionDenied = "permission_denied"  // 403: the token lacks the route's scope, or a cross-site write
 	CodeInternal         = "internal"           // 500: a bug
 )

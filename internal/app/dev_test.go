@@ -182,3 +182,29 @@ func TestDevWorkersIsUsageError(t *testing.T) {
 		t.Fatalf("dev --workers 2: exit %d, options %+v", code, got)
 	}
 }
+
+// TestDevHostMustBeLoopback: --host 0.0.0.0 (or any address other hosts
+// reach) exits 2 unless --allow-non-loopback; it used to bind every
+// interface although the help said loopback.
+func TestDevHostMustBeLoopback(t *testing.T) {
+	var got *devcluster.Options
+	var out, errb bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &errb, Runners: Runners{Dev: func(_ context.Context, o devcluster.Options, _ io.Writer, _ *slog.Logger) error {
+		got = &o
+		return nil
+	}}}
+	for _, host := range []string{"0.0.0.0", "::", "192.0.2.7", "talon.example"} {
+		errb.Reset()
+		got = nil
+		code := Main(context.Background(), []string{"dev", "--host", host}, env)
+		if code != ExitUsage || got != nil || !strings.Contains(errb.String(), "--allow-non-loopback") {
+			t.Fatalf("dev --host %s: exit %d, ran %v, stderr %q", host, code, got != nil, errb.String())
+		}
+	}
+	for _, args := range [][]string{{"--host", "127.0.0.23"}, {"--host", "::1"}, {"--host", "localhost"}, {"--host", "0.0.0.0", "--allow-non-loopback"}} {
+		got = nil
+		if code := Main(context.Background(), append([]string{"dev"}, args...), env); code != ExitOK || got == nil {
+			t.Fatalf("dev %v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}

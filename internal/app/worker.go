@@ -127,6 +127,7 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 	ds, err := dataserver.New(dataserver.Config{
 		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
 		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: p.proc.Observe,
+		StoreReadRate: float64(cfg.Limits.StoreReadsPerClient),
 	})
 	if err != nil {
 		p.closeClientsAndCache()

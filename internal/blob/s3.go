@@ -178,6 +178,7 @@ func NewS3(rawURL string, opts Options) (*S3, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // S3-compatible stores ignore it; AWS redirects
 	}
+	cfg.HTTPClient = sameHostRedirects(cfg.HTTPClient)
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -191,6 +192,40 @@ func NewS3(rawURL string, opts Options) (*S3, error) {
 	})
 	desc := "s3://" + u.Host + "/" + prefix
 	return &S3{bucket: u.Host, prefix: prefix, desc: desc, client: client}, nil
+}
+
+// sameHostRedirects returns hc following redirects to the host it asked
+// only (307 and 308, which keep the method, as the SDK's own client does).
+// A redirect to another host is not followed: the store's answer, the
+// 3xx, becomes the error. The SDK's client follows a 307 anywhere,
+// dropping only the session token, so a store (or whoever answers for
+// it) could send a worker's requests, and take its answers, from a host
+// the operator never named. The SDK's client, CA bundle included, is
+// rebuilt as a plain http.Client with this rule; any other HTTPClient is
+// left as given.
+func sameHostRedirects(hc aws.HTTPClient) aws.HTTPClient {
+	var c http.Client
+	switch v := hc.(type) {
+	case *awshttp.BuildableClient:
+		c = http.Client{Transport: v.GetTransport(), Timeout: v.GetTimeout()}
+	case *http.Client:
+		c = *v
+	default:
+		return hc
+	}
+	c.CheckRedirect = checkS3Redirect
+	return &c
+}
+
+// checkS3Redirect follows a 307 or 308 to the same host and nothing else.
+func checkS3Redirect(r *http.Request, via []*http.Request) error {
+	if len(via) >= 10 || !strings.EqualFold(r.URL.Host, via[0].URL.Host) || r.URL.Scheme != via[0].URL.Scheme {
+		return http.ErrUseLastResponse
+	}
+	if resp := r.Response; resp == nil || (resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect) {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // redactParam hides a password in a URL given as a parameter.

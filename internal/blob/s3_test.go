@@ -174,6 +174,38 @@ func TestS3Failures(t *testing.T) {
 		}
 	})
 
+	t.Run("redirect to another host", func(t *testing.T) {
+		// A front answers every request with a 307 to another server
+		// (a real S3 server behind a proxy that counts what reaches it):
+		// the client must not follow it. The SDK's client did, so the
+		// other host got the request and answered it.
+		target, _ := url.Parse(srv.Endpoint)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		var elsewhere atomic.Int64
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			elsewhere.Add(1)
+			proxy.ServeHTTP(w, r)
+		}))
+		defer other.Close()
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		}))
+		defer front.Close()
+		s, err := blob.Open("s3://talon?use_path_style=true&max_attempts=1&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Size(ctx, "obj"); !errors.Is(err, blob.ErrBackend) || !strings.Contains(err.Error(), "307") {
+			t.Fatalf("Size through a redirect to another host = %v, want ErrBackend with HTTP 307", err)
+		}
+		if _, err := readS3(t, s, "obj", 0, 5); !errors.Is(err, blob.ErrBackend) {
+			t.Fatalf("ReadRange through a redirect to another host = %v, want ErrBackend", err)
+		}
+		if n := elsewhere.Load(); n != 0 {
+			t.Fatalf("the other host got %d requests; a redirect to another host must not be followed", n)
+		}
+	})
+
 	t.Run("throttled", func(t *testing.T) {
 		// A proxy in front of the real server answers 503 SlowDown to
 		// the first two requests of each kind: the reads succeed after

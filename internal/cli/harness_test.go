@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -78,7 +79,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 		// The seeded records are static and no test here expects recovery
 		// from a store fault: the coordinator proposes nothing by itself.
 		FrozenLiveness: true,
-		Admin:          &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: o.tokens},
+		Admin:          &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: readTokens(o.tokens)},
 	})
 	e.store, e.url = e.coord.Memory, e.coord.AdminURL
 	e.waitCoordinator(t)
@@ -267,4 +268,13 @@ func golden(t *testing.T, name, got string) {
 	if got != string(want) {
 		t.Errorf("output differs from %s (run with -update after checking the change):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
+}
+
+// readTokens gives each token the read scope, all talonctl's reads need.
+func readTokens(tokens []config.Secret) []config.AdminToken {
+	out := make([]config.AdminToken, len(tokens))
+	for i, tok := range tokens {
+		out[i] = config.AdminToken{Name: fmt.Sprintf("t%d", i), Scopes: config.ScopeRead, Token: tok}
+	}
+	return out
 }

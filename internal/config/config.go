@@ -93,6 +93,10 @@ type LimitsConfig struct {
 	FrameTimeout time.Duration
 	// WriteTimeout bounds writing one data response (worker).
 	WriteTimeout time.Duration
+	// StoreReadsPerClient bounds, per second for each client, the data
+	// requests that make a worker ask its blob store (fresh=1, an unknown
+	// version=, an object it has not looked up) (worker).
+	StoreReadsPerClient int
 	// MaxRecords caps the records of a cluster; a registration past it is
 	// refused (coordinator).
 	MaxRecords int
@@ -172,10 +176,19 @@ type KubeConfig struct {
 type AdminConfig struct {
 	TLSCertFile string
 	TLSKeyFile  string
-	// Tokens are the accepted bearer tokens (from TALON_ADMIN_TOKEN or
-	// TokenFile, one per line). Empty means authentication is off.
-	Tokens        []Secret
+	// Tokens are the accepted bearer tokens and their scopes that do not
+	// come from TokenFile (TALON_ADMIN_TOKEN; see ParseAdminToken). With
+	// no token here nor in the file, no token is asked for reads, and
+	// every state-changing route is refused: no credential holds
+	// ScopeOperate.
+	Tokens []AdminToken
+	// EnvToken is TALON_ADMIN_TOKEN as given; Load parses it into Tokens.
+	EnvToken Secret
+	// TokenFile names the token file (see ParseAdminTokens); FileTokens
+	// is what Load read from it. The admin listener reads it again
+	// whenever it changes, as it does its TLS files.
 	TokenFile     string
+	FileTokens    []AdminToken
 	ExposeHealth  bool
 	ExposeMetrics bool
 	ExposeAPI     bool

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,6 +172,7 @@ func TestErrors(t *testing.T) {
 		{"bad listen", cluster.RoleCoordinator, "", nil, []string{"--listen", "7400"}, []string{`listen "7400"`, "host:port"}},
 		{"worker no coordinators", cluster.RoleWorker, "coordinators: []\n", nil, nil, []string{"coordinators is empty"}},
 		{"worker bad blob store", cluster.RoleWorker, "", nil, []string{"--blob-store", "gs://bucket"}, []string{`blob-store "gs://bucket": must be a file://, http://, https:// or s3:// URL`}},
+		{"worker store reads per client", cluster.RoleWorker, "", nil, []string{"--store-reads-per-client", "0"}, []string{"store-reads-per-client 0: must be from 1 to 1000000 a second"}},
 		{"attestation mode", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "spiffe"}, []string{`worker-attestation "spiffe": must be off or kubernetes`}},
 		{"attestation service account", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "kubernetes", "--worker-attestation-service-accounts", "talon-worker"}, []string{`worker-attestation-service-accounts "talon-worker": want namespace/name`}},
 		{"attestation audience", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "kubernetes", "--worker-attestation-audience", ""}, []string{`worker-attestation-audience "": must be 1 to 253 bytes`}},
@@ -228,8 +230,8 @@ func TestRedaction(t *testing.T) {
 	if l.Config.Etcd.Password.Reveal() != planted {
 		t.Fatalf("password not read from file")
 	}
-	if len(l.Config.Admin.Tokens) != 2 {
-		t.Fatalf("tokens = %d, want 2 (env and file)", len(l.Config.Admin.Tokens))
+	if len(l.Config.Admin.Tokens) != 1 || len(l.Config.Admin.FileTokens) != 1 {
+		t.Fatalf("tokens = %d and %d from the file, want 1 and 1", len(l.Config.Admin.Tokens), len(l.Config.Admin.FileTokens))
 	}
 	var out bytes.Buffer
 	if err := l.Print(&out); err != nil {
@@ -380,5 +382,26 @@ func TestConfigFileMustBeRegular(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("config file %s: Load still reading after 10s", path)
 		}
+	}
+}
+
+// TestPrintRedactsNestedEndpointCredentials: a password or a session token
+// in the URL of an s3:// endpoint= value is redacted by config print (it
+// was shown: endpoint= was a harmless parameter, whatever its value held).
+func TestPrintRedactsNestedEndpointCredentials(t *testing.T) {
+	store := "s3://bucket/p?region=eu-west-1&endpoint=" + url.QueryEscape("https://minio:PLANTED-pw@h:9000/?X-Amz-Security-Token=PLANTED-tok")
+	l, err := load(t, cluster.RoleWorker, "", nil, "--node-id", "w1", "--coordinators", "127.0.0.1:7000", "--blob-store", store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := l.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "PLANTED") {
+		t.Fatalf("config print shows a credential nested in endpoint=:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "blob-store: ") || !strings.Contains(out.String(), "minio") {
+		t.Fatalf("config print hides the endpoint itself:\n%s", out.String())
 	}
 }

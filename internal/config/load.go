@@ -309,23 +309,31 @@ func readSecretFiles(c *Config, sources map[string]Source) error {
 		}
 		c.Etcd.Password = Secret(strings.TrimRight(string(b), "\r\n"))
 	}
-	if c.Admin.TokenFile != "" {
-		b, err := os.ReadFile(c.Admin.TokenFile)
+	if c.Admin.EnvToken.IsSet() {
+		t, err := ParseAdminToken(c.Admin.EnvToken.Reveal(), "env")
 		if err != nil {
-			return fmt.Errorf("%w: admin-token-file %q (from %s): %v", ErrInvalid, c.Admin.TokenFile, sources["admin-token-file"], errors.Unwrap(err))
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, envName("admin-token"), err)
 		}
-		n := 0
-		for _, line := range strings.Split(string(b), "\n") {
-			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-				c.Admin.Tokens = append(c.Admin.Tokens, Secret(line))
-				n++
-			}
+		c.Admin.Tokens = append(c.Admin.Tokens, t)
+	}
+	if c.Admin.TokenFile != "" {
+		toks, err := ReadAdminTokenFile(c.Admin.TokenFile)
+		if err != nil {
+			return fmt.Errorf("%w: %w (from %s)", ErrInvalid, err, sources["admin-token-file"])
 		}
-		if n == 0 {
-			return fmt.Errorf("%w: admin-token-file %q holds no token; authentication would accept nobody", ErrInvalid, c.Admin.TokenFile)
-		}
+		c.Admin.FileTokens = toks
 	}
 	return nil
+}
+
+// ReadAdminTokenFile reads and parses an admin token file (see
+// ParseAdminTokens); errors name the setting and the file.
+func ReadAdminTokenFile(path string) ([]AdminToken, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("admin-token-file %q: %v", path, errors.Unwrap(err))
+	}
+	return ParseAdminTokens(string(b), fmt.Sprintf("admin-token-file %q", path))
 }
 
 // settingNames lists every setting's file key.

@@ -65,7 +65,7 @@ func (l *Loaded) PrintProblems(w io.Writer, problems []error) error {
 func (l *Loaded) display(s setting) string {
 	if s.secret {
 		set := (s.name == "etcd-password" && l.Config.Etcd.Password.IsSet()) ||
-			(s.name == "admin-token" && len(l.Config.Admin.Tokens) > 0)
+			(s.name == "admin-token" && l.Config.Admin.EnvToken.IsSet())
 		if set {
 			return strconv.Quote(redacted)
 		}

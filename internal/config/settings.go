@@ -190,6 +190,9 @@ var settings = []setting{
 	{name: "write-timeout", kind: kindDuration, roles: forWorker, def: constant("2m"),
 		usage: "time allowed to write one data response to a client",
 		set:   func(c *Config, v any) { c.Limits.WriteTimeout = v.(time.Duration) }},
+	{name: "store-reads-per-client", kind: kindInt, roles: forWorker, def: constant("256"),
+		usage: "data requests per second, for each client, that make the worker ask its blob store (fresh=1, a version= it does not know, an object it has not looked up, a missing one), burst twice that; more are answered 429 resource_exhausted",
+		set:   func(c *Config, v any) { c.Limits.StoreReadsPerClient = v.(int) }},
 	{name: "max-records", kind: kindInt, roles: forCoordinator, def: constant("10000"),
 		usage: "records a cluster accepts; a registration of a new node past it is refused",
 		set:   func(c *Config, v any) { c.Limits.MaxRecords = v.(int) }},
@@ -239,14 +242,10 @@ var settings = []setting{
 		usage: "TLS key of the administration listener",
 		set:   func(c *Config, v any) { c.Admin.TLSKeyFile = v.(string) }},
 	{name: "admin-token", kind: kindString, roles: forBoth, def: constant(""), secret: true,
-		usage: "bearer token required by the administration listener (environment only)",
-		set: func(c *Config, v any) {
-			if s := v.(string); s != "" {
-				c.Admin.Tokens = append(c.Admin.Tokens, Secret(s))
-			}
-		}},
+		usage: "bearer token of the administration listener, as a line of admin-token-file (name:scopes:token, or a bare token: read and metrics) (environment only)",
+		set:   func(c *Config, v any) { c.Admin.EnvToken = Secret(v.(string)) }},
 	{name: "admin-token-file", kind: kindString, roles: forBoth, def: constant(""),
-		usage: "file of accepted bearer tokens, one per line; enables authentication",
+		usage: "file of accepted bearer tokens, one a line as name:scope[,scope]:token (scopes read, operate, metrics; a bare token gets read and metrics); reloaded on change",
 		set:   func(c *Config, v any) { c.Admin.TokenFile = v.(string) }},
 	{name: "admin-expose-health", kind: kindBool, roles: forBoth, def: constant("true"),
 		usage: "serve /healthz and /readyz on the administration listener",

@@ -193,6 +193,9 @@ func (c *Config) validateLimits() error {
 	if c.Role == cluster.RoleWorker && (l.WriteTimeout <= 0 || l.WriteTimeout > 24*time.Hour) {
 		return fmt.Errorf("write-timeout %s: must be from 1ns to 24h0m0s", l.WriteTimeout)
 	}
+	if c.Role == cluster.RoleWorker && (l.StoreReadsPerClient < 1 || l.StoreReadsPerClient > 1_000_000) {
+		return fmt.Errorf("store-reads-per-client %d: must be from 1 to 1000000 a second", l.StoreReadsPerClient)
+	}
 	if c.Role == cluster.RoleCoordinator && (l.MaxRecords < 1 || l.MaxRecords > 1_000_000) {
 		return fmt.Errorf("max-records %d: must be from 1 to 1000000", l.MaxRecords)
 	}

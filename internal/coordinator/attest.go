@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -30,6 +31,13 @@ func (c *Coordinator) attest(ctx context.Context, cn *conn, token []byte) protoc
 	if cn.peer != nil && cn.peer.Role != pki.RoleWorker {
 		c.m.authRefusals.WithLabelValues("attestation").Inc()
 		return protocol.NewError(protocol.CodePermissionDenied, "attest: credential %s is not a worker's; only workers attest", cn.peer)
+	}
+	if ok, wait := c.attestRates.allow(attestPeer(cn), c.mono()); !ok {
+		c.m.limitRefusals.WithLabelValues("attests_per_peer").Inc()
+		e := protocol.NewError(protocol.CodeResourceExhausted, "attest: credential %s attested %d times in a row, more than a worker needs (one per connection); retry in %s",
+			peerName(cn), attestBurst, wait.Round(time.Millisecond))
+		e.Retryable = true
+		return e
 	}
 	a, err := c.opts.Attest(ctx, token)
 	switch {
@@ -73,6 +81,19 @@ func (c *Coordinator) authorizeAttested(cn *conn, op string, key cluster.Key) *p
 	c.m.writes.WithLabelValues(op, protocol.CodePermissionDenied.String()).Inc()
 	c.log.Warn("control write refused: not attested for this node", "op", op, "node", string(key.Role)+"/"+key.NodeID, "remote", cn.nc.RemoteAddr().String(), "reason", e.Message)
 	return e
+}
+
+// attestPeer is who an attestation counts against: the TLS identity, or
+// the remote host without TLS.
+func attestPeer(cn *conn) string {
+	if cn.peer != nil {
+		return cn.peer.String()
+	}
+	host, _, err := net.SplitHostPort(cn.nc.RemoteAddr().String())
+	if err != nil {
+		return cn.nc.RemoteAddr().String()
+	}
+	return host
 }
 
 // peerName is the TLS identity of cn, or "(none)".

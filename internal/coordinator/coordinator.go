@@ -125,9 +125,11 @@ var ErrAttestationRefused = errors.New("attestation refused")
 type Limits struct {
 	// MaxConnections caps concurrent control connections; more are closed
 	// at accept. Default DefaultMaxConnections. Of them, half may come from
-	// one source address, a quarter may be still in the TLS handshake, and
-	// 32 of those from one address (netlimit.Defaults): connections without
-	// credentials cannot take the slots of peers that authenticated. A
+	// one source address, a quarter may be held by one credential (the
+	// client certificate's identity, from any addresses), a quarter may be
+	// still in the TLS handshake, and 32 of those from one address
+	// (netlimit.Defaults): connections without credentials cannot take the
+	// slots of peers that authenticated, nor one credential all of them. A
 	// handshake must finish within min(FrameTimeout, MaxHandshakeTime).
 	MaxConnections int
 	// IdleTimeout closes a connection that sends nothing for this long
@@ -233,6 +235,7 @@ type Coordinator struct {
 	events      *eventLog     // what this coordinator observed, bounded, in memory
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	rates       *writeRates   // per-node write rates
+	attestRates *writeRates   // per-peer attestations (TokenReviews)
 	self        *membership.Loop
 	bg          sync.WaitGroup  // background goroutines: batched reads, loops
 	connWG      sync.WaitGroup  // connection goroutines
@@ -313,6 +316,7 @@ func New(opts Options) (*Coordinator, error) {
 	c.readyLog.log, c.readyLog.events = c.log, c.events
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	c.rates = newWriteRates(opts.Timing.HeartbeatInterval, c.opts.Limits.NodeWritesPerInterval, c.opts.Limits.MaxRecords)
+	c.attestRates = newPeerRates(attestEvery, attestBurst, 2*c.opts.Limits.MaxRecords)
 	lim := netlimit.Defaults(c.opts.Limits.MaxConnections)
 	if opts.TLS == nil {
 		// No credentials to wait for: nothing is ever pending.

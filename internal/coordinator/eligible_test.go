@@ -106,7 +106,7 @@ func TestErrorSeriesFromStart(t *testing.T) {
 	c := coordtest.Start(t, coordtest.Options{WaitReady: true})
 	for name, want := range map[string]int{
 		"talon_coordinator_store_errors_total":   8,  // snapshot, upsert, remove, watch x unavailable, timeout
-		"talon_coordinator_limit_refusals_total": 12, // every limit
+		"talon_coordinator_limit_refusals_total": 14, // every limit
 	} {
 		n, err := testutil.GatherAndCount(c.Registry, name)
 		if err != nil {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -32,6 +33,13 @@ func TestEventLogBounded(t *testing.T) {
 	}
 	if got, _ := l.query(EventQuery{AfterSeq: 4}); len(got.Events) != 1 || got.Events[0].Seq != 5 {
 		t.Fatalf("after filter %+v", got)
+	}
+	// The largest AfterSeq means nothing newer: AfterSeq+1 wrapped to 0
+	// and answered every event kept (issue 37).
+	for _, after := range []uint64{5, 6, math.MaxUint64 - 1, math.MaxUint64} {
+		if got, _ := l.query(EventQuery{AfterSeq: after}); len(got.Events) != 0 || got.LastSeq != 5 {
+			t.Fatalf("after %d: %+v, want nothing newer", after, got)
+		}
 	}
 	if got, _ := l.query(EventQuery{Since: time.Unix(1004, 0)}); len(got.Events) != 1 || got.Events[0].NodeID != "b" {
 		t.Fatalf("since filter %+v", got)

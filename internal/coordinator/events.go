@@ -134,6 +134,9 @@ func (l *eventLog) query(q EventQuery) (EventPage, <-chan struct{}) {
 	if last == 0 {
 		page.OldestSeq = 0
 	}
+	if q.AfterSeq >= last {
+		return page, l.changed // nothing newer; AfterSeq+1 would wrap at the largest
+	}
 	from := max(oldest, q.AfterSeq+1)
 	for seq := from; seq <= last; seq++ {
 		e := l.ring[(seq-1)%capy]

@@ -88,7 +88,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		}),
 		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_limit_refusals_total",
-			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), connections_per_address (half of it from one source address), pending (a quarter of it not yet through the TLS handshake), pending_per_address (32 such from one address), handshake_timeout, idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes), write_rate (more than 10 writes of one node per heartbeat interval past a burst of 60), attests (more than 4 Attest requests on one connection).",
+			Help: "Connections closed and requests refused by a control-listener limit: connections (max-connections), connections_per_address (half of it from one source address), connections_per_identity (a quarter of it held by one client certificate), pending (a quarter of it not yet through the TLS handshake), pending_per_address (32 such from one address), handshake_timeout, idle_timeout, frame_timeout, request_id (0 is reserved for pushes), records (max-records), inflight_writes (max-inflight-writes), write_rate (more than 10 writes of one node per heartbeat interval past a burst of 60), attests (more than 4 Attest requests on one connection), attests_per_peer (more than 8 attestations of one credential back to back, then 1 per 10 s).",
 		}, []string{"limit"}),
 		authRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_auth_refusals_total",
@@ -122,8 +122,8 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 	for _, r := range []string{"handshake", "permission_denied", "revoked", "attestation", "not_attested"} {
 		m.authRefusals.WithLabelValues(r)
 	}
-	for _, l := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress,
-		"handshake_timeout", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes", "write_rate", "attests"} {
+	for _, l := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress, netlimit.ReasonMaxPerIdentity,
+		"handshake_timeout", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes", "write_rate", "attests", "attests_per_peer"} {
 		m.limitRefusals.WithLabelValues(l)
 	}
 	// The store errors an outage brings exist from the start, so the first

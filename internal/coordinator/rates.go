@@ -52,6 +52,30 @@ func newWriteRates(interval time.Duration, perInterval, maxRecords int) *writeRa
 	}
 }
 
+// Attestation rates per peer: a worker attests each connection once, when
+// it connects, so a peer (a certificate identity, or an address without
+// TLS) attests attestBurst times back to back (a restart, a failover),
+// then once per attestEvery. Each attestation is a TokenReview at the
+// platform's API server, which one worker certificate drove 310 times a
+// minute by reconnecting.
+const (
+	attestBurst = 8
+	attestEvery = 10 * time.Second
+)
+
+// newPeerRates returns buckets of burst tokens refilled once per every,
+// pruned like the write buckets (idle 10 intervals, past bound entries).
+func newPeerRates(every time.Duration, burst, bound int) *writeRates {
+	return &writeRates{
+		perInterval: 1,
+		burst:       burst,
+		every:       rate.Every(every),
+		pruneAfter:  10 * every,
+		bound:       bound,
+		buckets:     map[string]*bucket{},
+	}
+}
+
 // allow takes a token of node's bucket at now; when none is left it
 // returns false and how long until one is.
 func (w *writeRates) allow(node string, now time.Time) (bool, time.Duration) {

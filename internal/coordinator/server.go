@@ -164,7 +164,18 @@ func (c *Coordinator) serveConn(cn *conn) {
 	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
 		return
 	}
-	netlimit.Promote(cn.nc) // authenticated (or a plain listener): no longer pending
+	// Authenticated (or a plain listener): no longer pending. One
+	// credential may hold a quarter of the connections, from any number
+	// of addresses (netlimit.Defaults), so that it cannot take every
+	// slot and keep fresh peers' handshakes out.
+	identity := "" // a plain listener's peers have none
+	if cn.peer != nil {
+		identity = cn.peer.String()
+	}
+	if !netlimit.PromoteAs(cn.nc, identity) {
+		c.log.Debug("control connection refused: its credential holds its share of connections", "credential", peerName(cn), "remote", cn.nc.RemoteAddr().String())
+		return
+	}
 	cn.serving.Store(true)
 	br := bufio.NewReaderSize(cn.nc, 4096)
 	dec := protocol.NewDecoder(br)

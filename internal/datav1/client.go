@@ -45,7 +45,8 @@ var (
 	// one), or an answer was of another version than the one asked for.
 	ErrVersionChanged = errors.New("object version changed")
 	// ErrRateLimited: 429, too many digests of blocks the worker does not
-	// own. Ask another worker, or later.
+	// own (rate_limited), or too many reads that go to its store
+	// (resource_exhausted). Ask another worker, or later.
 	ErrRateLimited = errors.New("rate limited")
 )
 

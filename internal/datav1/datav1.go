@@ -45,6 +45,7 @@ const (
 	CodeInternal            = "internal"
 	CodeVersionChanged      = "version_changed"
 	CodeRateLimited         = "rate_limited"
+	CodeResourceExhausted   = "resource_exhausted"
 	// CodeCanceled is only an outcome: the client left before the answer.
 	CodeCanceled = "canceled"
 	// CodeAborted is only an outcome: the body failed after it started.

@@ -61,7 +61,11 @@
 //	    refresh placement and retry elsewhere.
 //	412 version_changed (the store holds another version than the one asked
 //	    for; X-Talon-Object-Version carries the current one)
-//	429 rate_limited (too many digests of blocks this worker does not own)
+//	429 rate_limited (too many digests of blocks this worker does not own),
+//	    resource_exhausted (too many reads that make the worker ask the
+//	    store: fresh=1, a version= it does not know, an object it has not
+//	    looked up, a missing one; a few tens a second for each client);
+//	    both with Retry-After
 //	502 backend_error (the blob store failed)
 //	503 not_ready (starting or draining; Retry-After), unavailable (cache closed)
 //	500 internal (the cache's own disk failed)

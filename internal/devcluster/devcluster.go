@@ -10,8 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -30,6 +32,10 @@ type Options struct {
 	DemoLoad bool
 	// ListenHost is the loopback host every process binds.
 	ListenHost string
+	// AllowNonLoopback lets ListenHost be an address other hosts reach
+	// (--allow-non-loopback): the admin listeners then serve the cluster
+	// to them, without a token unless AdminAuth.
+	AllowNonLoopback bool
 	// AdminAuth requires a generated bearer token on the admin listeners
 	// (written to <dir>/admin-token).
 	AdminAuth bool
@@ -46,7 +52,20 @@ func (o Options) Validate() error {
 	if o.Workers < 1 || o.Workers > MaxWorkers {
 		return fmt.Errorf("--workers %d: must be from 1 to %d", o.Workers, MaxWorkers)
 	}
+	if !o.AllowNonLoopback && !IsLoopbackHost(o.ListenHost) {
+		return fmt.Errorf("--host %q: must be a loopback address (127.0.0.0/8, ::1 or localhost); a dev cluster bound elsewhere serves its admin listeners to other hosts: add --allow-non-loopback to mean it", o.ListenHost)
+	}
 	return nil
+}
+
+// IsLoopbackHost reports whether host is "localhost" or a loopback IP
+// address. Any other name may resolve anywhere, so it is not.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // Roles builds the processes of a dev cluster from their configurations.
@@ -130,7 +149,9 @@ func (d *devDir) config(role cluster.Role, nodeID string, mutate func(c *config.
 		c.InsecureControlPlane = false
 		credErr = err
 		if d.adminToken != "" {
-			c.Admin.Tokens = []config.Secret{config.Secret(d.adminToken)}
+			// The dev cluster's one token does everything: talonctl's
+			// reads, its cordons, and scrapes.
+			c.Admin.Tokens = []config.AdminToken{{Name: "dev", Scopes: config.ScopeRead | config.ScopeOperate | config.ScopeMetrics, Token: config.Secret(d.adminToken)}}
 		}
 	})
 	return cfg, errors.Join(credErr, err)

@@ -22,9 +22,20 @@ func TestOptionsValidate(t *testing.T) {
 		workers int
 		want    string
 	}{{0, "--workers 0: must be from 1 to 32"}, {33, "--workers 33: must be from 1 to 32"}, {1, ""}, {32, ""}} {
-		err := Options{Workers: tt.workers}.Validate()
+		err := Options{Workers: tt.workers, ListenHost: "127.0.0.1"}.Validate()
 		if (tt.want == "") != (err == nil) || (err != nil && err.Error() != tt.want) {
 			t.Errorf("Validate with %d workers: %v, want %q", tt.workers, err, tt.want)
+		}
+	}
+	// An empty host binds every interface, as 0.0.0.0 does.
+	for host, ok := range map[string]bool{"": false, "0.0.0.0": false, "::": false, "10.1.2.3": false, "dev.example": false,
+		"127.0.0.1": true, "127.9.8.7": true, "::1": true, "[::1]": true, "localhost": true, "LOCALHOST": true, "::ffff:127.0.0.1": true} {
+		err := Options{Workers: 1, ListenHost: host}.Validate()
+		if (err == nil) != ok {
+			t.Errorf("Validate with host %q: %v, want ok %v", host, err, ok)
+		}
+		if err := (Options{Workers: 1, ListenHost: host, AllowNonLoopback: true}).Validate(); err != nil {
+			t.Errorf("Validate with host %q and AllowNonLoopback: %v", host, err)
 		}
 	}
 }

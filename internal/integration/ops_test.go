@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,14 +34,53 @@ func ctl(t *testing.T, servers []string, args ...string) (code int, stdout, stde
 	t.Helper()
 	var out, errOut bytes.Buffer
 	f := &cli.Factory{
-		IO:      cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, ColorProfile: colorprofile.NoTTY},
-		Environ: []string{"XDG_CONFIG_HOME=" + t.TempDir(), "TALONCTL_SERVER=" + strings.Join(servers, ",")},
-		Clock:   time.Now,
+		IO: cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, ColorProfile: colorprofile.NoTTY},
+		Environ: []string{"XDG_CONFIG_HOME=" + t.TempDir(), "TALONCTL_SERVER=" + strings.Join(servers, ","),
+			"TALONCTL_TOKEN=" + opsToken},
+		Clock: time.Now,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code = cli.Main(ctx, args, f)
 	return code, out.String(), errOut.String()
+}
+
+// opsToken is talonctl's token in TestOperatorWorkflows, metricsToken
+// Prometheus's.
+const (
+	opsToken     = "ops-token-4b1e9c07d2"
+	metricsToken = "metrics-token-9a30f1"
+)
+
+// post sends a write to a process's admin listener with the token and
+// headers given, and returns the status and body.
+func post(t *testing.T, p *proc, path, token string, hdr http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.admin+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// workerAPI is a client of a worker's admin listener with opsToken.
+func workerAPI(t *testing.T, p *proc) *apiv1.Client {
+	t.Helper()
+	c, err := apiv1.NewClient([]string{"http://" + p.admin}, apiv1.ClientOptions{Timeout: 2 * time.Second, Token: opsToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // eligibleOn returns the eligible workers of a coordinator's placement
@@ -73,12 +116,18 @@ func TestOperatorWorkflows(t *testing.T) {
 	a, b := coord("coord-a", "it"), coord("coord-b", "it")
 	testsupport.WaitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 	blobs := t.TempDir()
+	// Writes need a token with the operate scope: the workers accept
+	// talonctl's (the coordinators have none: their reads stay open).
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\nprometheus:metrics:"+metricsToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	workers := map[string]*proc{}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("w-%d", i)
 		args := []string{"worker", "--cluster-id", "it", "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t),
 			"--coordinators", a.addr + "," + b.addr, "--blob-store", "file://" + blobs, "--cache-dir", t.TempDir(),
-			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info"}
+			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info", "--admin-token-file", tokens}
 		workers[id] = start(t, id, append(append(args, opsTiming...), insecureArgs...)...)
 	}
 	all := []string{"w-1", "w-2", "w-3"}
@@ -169,7 +218,8 @@ func TestOperatorWorkflows(t *testing.T) {
 			return slices.Equal(eligibleOn(t, a), all) && slices.Equal(eligibleOn(t, b), all)
 		})
 		out := workers["w-1"].out.String()
-		if !strings.Contains(out, `msg="audit: worker cordon"`) || !strings.Contains(out, `msg="audit: worker uncordon"`) {
+		if !strings.Contains(out, `msg="audit: cordon ok" component=admin audit=true principal=ops action=cordon node=w-1 outcome=ok`) ||
+			!strings.Contains(out, `msg="audit: uncordon ok" component=admin audit=true principal=ops action=uncordon node=w-1 outcome=ok`) {
 			t.Fatalf("no audit lines in the worker's log:\n%s", tail(out, 3000))
 		}
 	})
@@ -196,7 +246,7 @@ func TestOperatorWorkflows(t *testing.T) {
 		w.kill()
 		w.restart()
 		testsupport.WaitFor(t, 20*time.Second, "w-3 back, cordoned", func() bool {
-			st, err := w.api(t).Status(context.Background())
+			st, err := workerAPI(t, w).Status(context.Background())
 			return err == nil && st.Registered && st.Cordoned && !st.Ready
 		})
 		if got := eligibleOn(t, a); slices.Contains(got, "w-3") {
@@ -208,9 +258,54 @@ func TestOperatorWorkflows(t *testing.T) {
 		w.kill()
 		w.restart()
 		testsupport.WaitFor(t, 20*time.Second, "w-3 back, ready", func() bool {
-			st, err := w.api(t).Status(context.Background())
+			st, err := workerAPI(t, w).Status(context.Background())
 			return err == nil && st.Registered && !st.Cordoned && st.Ready
 		})
+	})
+
+	t.Run("WritesNeedOperateAndTheSameSite", func(t *testing.T) {
+		// On real worker processes: the metrics token cannot cordon, a
+		// cross-site request cannot either (token or not), and neither
+		// changes anything; a token removed from the file is refused
+		// within 2 s, with no restart.
+		w := workers["w-1"]
+		evil := http.Header{"Origin": {"http://evil.example"}}
+		for _, tt := range []struct {
+			token string
+			hdr   http.Header
+			want  string
+		}{
+			{metricsToken, http.Header{apiv1.HeaderRequest: {"1"}}, `POST cordon needs scope operate; token \"prometheus\" has metrics`},
+			{opsToken, evil, `Origin \"http://evil.example\" is not this listener`},
+			{"", evil, `Origin \"http://evil.example\" is not this listener`},
+			{opsToken, http.Header{}, "must carry the header X-Talon-Request"},
+		} {
+			if status, body := post(t, w, apiv1.PathCordon+"?persist=true", tt.token, tt.hdr); status != http.StatusForbidden || !strings.Contains(body, tt.want) {
+				t.Fatalf("POST cordon (token %v, %v): %d %s, want 403 with %s", tt.token != "", tt.hdr, status, body, tt.want)
+			}
+		}
+		st, err := workerAPI(t, w).Status(context.Background())
+		if err != nil || st.Cordoned || !st.Ready {
+			t.Fatalf("after refused writes: %+v %v", st, err)
+		}
+		if out := w.out.String(); !strings.Contains(out, `msg="audit: cordon permission_denied" component=admin audit=true principal=prometheus action=cordon node=w-1`) {
+			t.Fatalf("no audit line of the refused cordon:\n%s", tail(out, 3000))
+		}
+		if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		removed := time.Now()
+		testsupport.WaitFor(t, 2*time.Second, "the removed metrics token refused", func() bool {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+w.admin+apiv1.PathMetrics, nil)
+			req.Header.Set("Authorization", "Bearer "+metricsToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+		t.Logf("a worker process refused the removed token %s after the file changed", time.Since(removed).Round(time.Millisecond))
 	})
 
 	t.Run("CordonRefusesCoordinatorsAndUnknownNodes", func(t *testing.T) {

@@ -39,6 +39,7 @@ const (
 	ReasonMaxPerAddress        = "connections_per_address"
 	ReasonMaxPending           = "pending"
 	ReasonMaxPendingPerAddress = "pending_per_address"
+	ReasonMaxPerIdentity       = "connections_per_identity"
 )
 
 // Limits bound one listener. A zero field means no limit of that kind.
@@ -47,13 +48,17 @@ type Limits struct {
 	MaxPerAddress        int
 	MaxPending           int
 	MaxPendingPerAddress int
+	// MaxPerIdentity bounds the established connections of one identity
+	// (see PromoteAs), whatever addresses they come from.
+	MaxPerIdentity int
 }
 
-// Defaults derives the per-address and pending limits from max, the
-// listener's whole budget: a quarter of it may be pending, a half may come
-// from one address, and at most 32 pending from one address.
+// Defaults derives the per-address, per-identity and pending limits from
+// max, the listener's whole budget: a quarter of it may be pending, a half
+// may come from one address, a quarter may be held by one identity, and
+// at most 32 pending from one address.
 func Defaults(max int) Limits {
-	return Limits{Max: max, MaxPerAddress: max / 2, MaxPending: max / 4, MaxPendingPerAddress: min(32, max/4)}
+	return Limits{Max: max, MaxPerAddress: max / 2, MaxPending: max / 4, MaxPendingPerAddress: min(32, max/4), MaxPerIdentity: max / 4}
 }
 
 // Listener wraps a net.Listener with Limits.
@@ -69,12 +74,15 @@ type Listener struct {
 	byAddr  map[netip.Addr]int
 	// pendingBy holds each address's pending connections, oldest first.
 	pendingBy map[netip.Addr][]*Conn
-	seq       uint64 // connections admitted
+	// byIdentity counts the established connections of each identity
+	// (PromoteAs).
+	byIdentity map[string]int
+	seq        uint64 // connections admitted
 }
 
 // Wrap returns ln limited by lim; onRefuse (optional) hears every refusal.
 func Wrap(ln net.Listener, lim Limits, onRefuse func(reason string)) *Listener {
-	return &Listener{Listener: ln, lim: lim, onRefuse: onRefuse, byAddr: map[netip.Addr]int{}, pendingBy: map[netip.Addr][]*Conn{}}
+	return &Listener{Listener: ln, lim: lim, onRefuse: onRefuse, byAddr: map[netip.Addr]int{}, pendingBy: map[netip.Addr][]*Conn{}, byIdentity: map[string]int{}}
 }
 
 // Accept returns the next connection within the limits, closing and
@@ -179,6 +187,13 @@ func (l *Listener) forgetLocked(c *Conn) {
 	} else {
 		l.byAddr[c.addr]--
 	}
+	if c.identity != "" {
+		if l.byIdentity[c.identity] <= 1 {
+			delete(l.byIdentity, c.identity)
+		} else {
+			l.byIdentity[c.identity]--
+		}
+	}
 	c.state = stateClosed
 }
 
@@ -190,6 +205,13 @@ func (l *Listener) Counts() Counts {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Counts{Open: l.open, Pending: l.pending}
+}
+
+// IdentityCount returns the established connections identity holds now.
+func (l *Listener) IdentityCount(identity string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byIdentity[identity]
 }
 
 // Connection states, guarded by the Listener's mu.
@@ -205,19 +227,38 @@ type Conn struct {
 	l    *Listener
 	addr netip.Addr
 	seq  uint64 // accept order, for the choice of a victim
-	// state is statePending, statePromoted or stateClosed; guarded by l.mu.
-	state int
+	// state is statePending, statePromoted or stateClosed, and identity
+	// the one it was promoted as ("" if none); guarded by l.mu.
+	state    int
+	identity string
 }
 
 // Promote moves c from pending to established: its peer authenticated.
-func (c *Conn) Promote() {
-	c.l.mu.Lock()
-	defer c.l.mu.Unlock()
+func (c *Conn) Promote() { c.PromoteAs("") }
+
+// PromoteAs is Promote for a peer that authenticated as identity (""
+// counts against no identity). It returns false, counting the refusal,
+// when identity already holds MaxPerIdentity established connections: c
+// stays pending and the caller closes it.
+func (c *Conn) PromoteAs(identity string) bool {
+	l := c.l
+	l.mu.Lock()
 	if c.state != statePending {
-		return
+		l.mu.Unlock()
+		return c.state == statePromoted
 	}
-	c.l.forgetPendingLocked(c)
-	c.state = statePromoted
+	if identity != "" && l.lim.MaxPerIdentity > 0 && l.byIdentity[identity] >= l.lim.MaxPerIdentity {
+		l.mu.Unlock()
+		l.refused(ReasonMaxPerIdentity)
+		return false
+	}
+	l.forgetPendingLocked(c)
+	c.state, c.identity = statePromoted, identity
+	if identity != "" {
+		l.byIdentity[identity]++
+	}
+	l.mu.Unlock()
+	return true
 }
 
 func (l *Listener) forgetPendingLocked(c *Conn) {
@@ -258,16 +299,21 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // Promote promotes c when it is (or wraps, as a *tls.Conn does) a
 // Listener's Conn; anything else is left alone.
-func Promote(c net.Conn) {
+func Promote(c net.Conn) { PromoteAs(c, "") }
+
+// PromoteAs is Promote as identity (see Conn.PromoteAs); false means
+// refused: the caller closes c. A connection that is no Listener's is
+// left alone and true.
+func PromoteAs(c net.Conn, identity string) bool {
 	for c != nil {
 		if lc, ok := c.(*Conn); ok {
-			lc.Promote()
-			return
+			return lc.PromoteAs(identity)
 		}
 		nc, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
-			return
+			return true
 		}
 		c = nc.NetConn()
 	}
+	return true
 }

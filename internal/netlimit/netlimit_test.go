@@ -3,6 +3,7 @@ package netlimit
 import (
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,16 @@ type server struct {
 
 func serve(t *testing.T, lim Limits, promote bool) *server {
 	t.Helper()
+	if !promote {
+		return serveAs(t, lim, nil)
+	}
+	return serveAs(t, lim, func(net.Conn) string { return "" })
+}
+
+// serveAs is serve that promotes every connection as the identity
+// identity gives it (nil: none is promoted), closing those refused.
+func serveAs(t *testing.T, lim Limits, identity func(net.Conn) string) *server {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +50,9 @@ func serve(t *testing.T, lim Limits, promote bool) *server {
 			if err != nil {
 				return
 			}
-			if promote {
-				Promote(c)
+			if identity != nil && !PromoteAs(c, identity(c)) {
+				c.Close()
+				continue
 			}
 			s.mu.Lock()
 			s.conns = append(s.conns, c)
@@ -184,5 +196,45 @@ func TestEstablishedPerAddressAndTotal(t *testing.T) {
 	}
 	if s.refusals(ReasonMaxPerAddress) != 1 || s.refusals(ReasonMax) != 1 {
 		t.Fatalf("refusals %v, want one per-address and one total", s.snapshot())
+	}
+}
+
+// TestPerIdentity: one identity spread over many source addresses holds
+// at most MaxPerIdentity established connections, so a fresh peer with
+// another identity still gets in during the flood (per address and total
+// limits alone let one credential over four addresses take every slot),
+// and a closed connection gives its identity's slot back.
+func TestPerIdentity(t *testing.T) {
+	s := serveAs(t, Limits{Max: 8, MaxPerAddress: 4, MaxPerIdentity: 4}, func(c net.Conn) string {
+		if strings.HasPrefix(c.RemoteAddr().String(), "127.0.0.9:") {
+			return "client/fresh"
+		}
+		return "client/flood"
+	})
+	addr := s.l.Addr().String()
+	var held []net.Conn
+	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"} {
+		for range 3 {
+			if c, ok := dialFrom(t, src, addr); ok {
+				held = append(held, c)
+			}
+		}
+	}
+	if len(held) != 4 || s.l.IdentityCount("client/flood") != 4 || s.refusals(ReasonMaxPerIdentity) != 8 {
+		t.Fatalf("the flooding identity holds %d connections (%d counted), refusals %v; want 4 and 8 per-identity refusals",
+			len(held), s.l.IdentityCount("client/flood"), s.snapshot())
+	}
+	if _, ok := dialFrom(t, "127.0.0.9", addr); !ok {
+		t.Fatalf("a fresh identity was refused during the flood: %v", s.snapshot())
+	}
+	s.mu.Lock()
+	s.conns[0].Close() // the server closes one of the flood's
+	s.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.l.IdentityCount("client/flood") != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed connection did not give its slot back: %d", s.l.IdentityCount("client/flood"))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

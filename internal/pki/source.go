@@ -75,8 +75,13 @@ type material struct {
 	idErr error
 	pool  *x509.CertPool // nil without a CA file
 	deny  *denyList      // nil without a deny file
-	stamp []fileStamp
+	stamp Stamps
 }
+
+// Stamps are what a reload check compares: each file's size and
+// modification time. A Source and the admin token file (package admin)
+// reload when they differ.
+type Stamps []fileStamp
 
 type fileStamp struct {
 	size int64
@@ -201,8 +206,9 @@ func (s *Source) paths() []string {
 	return p
 }
 
-func stamps(paths []string) ([]fileStamp, error) {
-	out := make([]fileStamp, len(paths))
+// StampFiles stats paths.
+func StampFiles(paths ...string) (Stamps, error) {
+	out := make(Stamps, len(paths))
 	for i, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -214,7 +220,7 @@ func stamps(paths []string) ([]fileStamp, error) {
 }
 
 func (s *Source) load() (*material, error) {
-	st, err := stamps(s.paths())
+	st, err := StampFiles(s.paths()...)
 	if err != nil {
 		return nil, err
 	}
@@ -284,8 +290,8 @@ func (s *Source) current() *material {
 		return m
 	}
 	s.lastCheck = now
-	st, err := stamps(s.paths())
-	if err == nil && equalStamps(st, m.stamp) {
+	st, err := StampFiles(s.paths()...)
+	if err == nil && st.Equal(m.stamp) {
 		return m
 	}
 	nm, err := s.load()
@@ -307,7 +313,8 @@ func (s *Source) current() *material {
 	return nm
 }
 
-func equalStamps(a, b []fileStamp) bool {
+// Equal reports whether a and b stamp the same files alike.
+func (a Stamps) Equal(b Stamps) bool {
 	if len(a) != len(b) {
 		return false
 	}

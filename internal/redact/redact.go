@@ -16,12 +16,18 @@ const Mask = "xxxxx"
 // safeParams are query parameters whose values are never credentials: the
 // s3:// settings and common harmless ones.
 var safeParams = map[string]bool{
-	"region": true, "endpoint": true, "use_path_style": true, "profile": true, "ca_file": true,
+	"region": true, "use_path_style": true, "profile": true, "ca_file": true,
 	"request_timeout": true, "max_attempts": true, "prefix": true, "versionid": true,
 }
 
+// urlParams are query parameters whose values are URLs themselves (an
+// s3:// endpoint=): shown, but redacted as URLs, since a password or a
+// session token can hide in their userinfo or query.
+var urlParams = map[string]bool{"endpoint": true}
+
 // URL returns s with its userinfo password and every query parameter
-// value but safeParams' replaced by Mask. A string that does not parse as
+// value but safeParams' replaced by Mask; the values of urlParams are
+// redacted as URLs in turn. A string that does not parse as
 // a URL but is shaped like scheme://user:pass@host has the userinfo
 // masked; anything after a "?" in it is masked too.
 func URL(s string) string {
@@ -46,11 +52,13 @@ func URL(s string) string {
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k, vs := range q {
-			if safeParams[strings.ToLower(k)] {
-				continue
-			}
 			for i := range vs {
-				vs[i] = Mask
+				switch lk := strings.ToLower(k); {
+				case urlParams[lk]:
+					vs[i] = URL(vs[i])
+				case !safeParams[lk]:
+					vs[i] = Mask
+				}
 			}
 		}
 		u.RawQuery = q.Encode()

@@ -445,7 +445,7 @@ func TestBrowserTokenPrompt(t *testing.T) {
 	bin := chromium(t)
 	const token = "ui-token-5f1d2c"
 	adm := exposeAll()
-	adm.Tokens = []config.Secret{token}
+	adm.Tokens = []config.AdminToken{{Name: "ui", Scopes: config.ScopeRead, Token: config.Secret(token)}}
 	e := startEnv(t, adm)
 	e.putWorkers(t)
 	b := newBrowser(t, bin)

@@ -109,6 +109,10 @@ func Hint(err error, allowStale bool) string {
 	if h := exitHint(err); h != "" {
 		return h
 	}
+	var forbidden *apiv1.APIError
+	if errors.As(err, &forbidden) && forbidden.Code == apiv1.CodePermissionDenied {
+		return "the token was accepted but lacks the scope named above: use a token with it (admin-token-file lines are name:scopes:token)"
+	}
 	if errors.Is(err, apiv1.ErrUnauthorized) {
 		return "check --token, --token-file, TALONCTL_TOKEN or the context's token-file"
 	}

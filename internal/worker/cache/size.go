@@ -33,6 +33,18 @@ func (c *Cache) Stat(ctx context.Context, object string) (blob.Info, error) {
 	return c.stat(ctx, object, false)
 }
 
+// CachedStat returns object's answer from the size cache, when it holds
+// one younger than SizeTTL: Stat would then not ask the blob store.
+func (c *Cache) CachedStat(object string) (blob.Info, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	se, ok := c.sizes[object]
+	if !ok || c.closed || !c.now().Before(se.expires) {
+		return blob.Info{}, false
+	}
+	return se.info, true
+}
+
 // Revalidate is Stat that asks the blob store even when the size cache
 // holds an answer (a reader that must see the current version).
 func (c *Cache) Revalidate(ctx context.Context, object string) (blob.Info, error) {

@@ -34,6 +34,14 @@
 // another, and answers 412 version_changed when the store does too; fresh=1
 // revalidates first (a client's first request of a read).
 //
+// Every request that makes the worker ask the store for an object's size
+// and version (fresh=1, a version= its cached answer does not name, an
+// object it has no answer for, which a missing one never has) takes a
+// token of the client's bucket first, Config.StoreReadRate a second for
+// each client (the certificate's node ID over TLS, else the remote host):
+// beyond, 429 resource_exhausted with Retry-After. A client cannot turn
+// its requests into as many store requests.
+//
 // # Whole answer or nothing
 //
 // Every block of the range is opened through the cache before the status

@@ -10,14 +10,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/datav1"
@@ -45,6 +41,9 @@ type Ownership interface {
 const (
 	// DefaultUnownedDigestRate is the default Config.UnownedDigestRate.
 	DefaultUnownedDigestRate = 64
+	// DefaultStoreReadRate is the default Config.StoreReadRate (the
+	// store-reads-per-client setting's default).
+	DefaultStoreReadRate = 256
 	// maxLimiters bounds the per-client limiters kept; past it they are
 	// all forgotten (a client then starts with a full burst again).
 	maxLimiters = 4096
@@ -70,6 +69,13 @@ type Config struct {
 	// (the certificate's node ID over TLS, else the remote host), with a
 	// burst of twice that; 0 means DefaultUnownedDigestRate.
 	UnownedDigestRate float64
+	// StoreReadRate bounds, per second for each client (as
+	// UnownedDigestRate), the requests that make the worker ask the
+	// store for an object's size and version: fresh=1, a version= its
+	// cached answer does not name, an object it has no answer for (a
+	// missing one never has). Burst twice that; 0 means
+	// DefaultStoreReadRate. Past it: 429 resource_exhausted.
+	StoreReadRate float64
 }
 
 // Server is the data listener's handler. It is safe for concurrent use and
@@ -80,8 +86,8 @@ type Server struct {
 	blockSize int64
 	maxLength int64
 
-	limMu    sync.Mutex // guards limiters
-	limiters map[string]*rate.Limiter
+	digests    *clientRates // unowned digests per client
+	storeReads *clientRates // stats that go to the store, per client
 }
 
 // New returns the handler.
@@ -95,12 +101,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.UnownedDigestRate <= 0 {
 		cfg.UnownedDigestRate = DefaultUnownedDigestRate
 	}
+	if cfg.StoreReadRate <= 0 {
+		cfg.StoreReadRate = DefaultStoreReadRate
+	}
 	return &Server{
-		limiters:  make(map[string]*rate.Limiter),
-		cfg:       cfg,
-		log:       cfg.Logger.With("component", "dataserver"),
-		blockSize: cfg.Cache.BlockSize(),
-		maxLength: int64(cfg.MaxRangeBlocks) * cfg.Cache.BlockSize(),
+		digests:    newClientRates(cfg.UnownedDigestRate),
+		storeReads: newClientRates(cfg.StoreReadRate),
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "dataserver"),
+		blockSize:  cfg.Cache.BlockSize(),
+		maxLength:  int64(cfg.MaxRangeBlocks) * cfg.Cache.BlockSize(),
 	}, nil
 }
 
@@ -114,6 +124,8 @@ type apiError struct {
 	hasVersion bool
 	// objectVersion is sent (header) with version_changed.
 	objectVersion string
+	// retryAfter sends Retry-After: 1 (a rate limit).
+	retryAfter bool
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
@@ -192,6 +204,9 @@ func writeError(w http.ResponseWriter, ae *apiError) {
 	if ae.code == datav1.CodeVersionChanged {
 		w.Header().Set(datav1.ObjectVersionHeader, ae.objectVersion)
 	}
+	if ae.retryAfter {
+		w.Header().Set("Retry-After", "1")
+	}
 	b, _ := json.Marshal(body)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -248,7 +263,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 	}
 	w.Header().Set(datav1.VersionHeader, placement.Version(version).String())
 
-	info, aerr := s.stat(ctx, req)
+	info, aerr := s.stat(ctx, r, req)
 	if aerr != nil {
 		return 0, aerr
 	}
@@ -285,28 +300,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, err
 	}
 	return s.writeRange(w, blocks, req.offset, end)
-}
-
-// stat returns the object's size and version for req: revalidated with
-// the store when the client asked for it (fresh) or asked for a version
-// the worker's cached answer does not name; 412 when the store holds
-// another version than the one asked for.
-func (s *Server) stat(ctx context.Context, req *request) (blob.Info, *apiError) {
-	var info blob.Info
-	var err error
-	if req.fresh {
-		info, err = s.cfg.Cache.Revalidate(ctx, req.key)
-	} else if info, err = s.cfg.Cache.Stat(ctx, req.key); err == nil && req.version != "" && info.Version != req.version {
-		info, err = s.cfg.Cache.Revalidate(ctx, req.key)
-	}
-	if err != nil {
-		return info, s.mapErr(ctx, req.key, err)
-	}
-	if req.version != "" && info.Version != req.version {
-		return info, &apiError{status: http.StatusPreconditionFailed, code: datav1.CodeVersionChanged, objectVersion: info.Version,
-			msg: fmt.Sprintf("object %q is at version %q in the store, not %q: read it again", req.key, info.Version, req.version)}
-	}
-	return info, nil
 }
 
 // openBlocks opens the blocks holding bytes [off, end) of the object at
@@ -370,7 +363,7 @@ type uncachedDigest struct{ error }
 // store without caching them (Cache.Peek), at most UnownedDigestRate per
 // second for each client, so no client can fill a cache it does not own.
 func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http.Request, req *request) error {
-	info, aerr := s.stat(ctx, req)
+	info, aerr := s.stat(ctx, r, req)
 	if aerr != nil {
 		return aerr
 	}
@@ -391,7 +384,7 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http
 			}
 		}
 		if len(unowned) > 0 {
-			if !s.allow(r, len(unowned)) {
+			if !s.digests.allow(clientOf(r), len(unowned)) {
 				w.Header().Set("Retry-After", "1")
 				return errorf(http.StatusTooManyRequests, datav1.CodeRateLimited,
 					"digests of blocks this worker does not own are limited to %g per second for each client: ask an owner", s.cfg.UnownedDigestRate)
@@ -414,28 +407,6 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	return ret
-}
-
-// allow takes n tokens of the client's unowned-digest limiter.
-func (s *Server) allow(r *http.Request, n int) bool {
-	who, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		who = r.RemoteAddr
-	}
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		who = "cn:" + r.TLS.PeerCertificates[0].Subject.CommonName
-	}
-	s.limMu.Lock()
-	defer s.limMu.Unlock()
-	l := s.limiters[who]
-	if l == nil {
-		if len(s.limiters) >= maxLimiters {
-			clear(s.limiters)
-		}
-		l = rate.NewLimiter(rate.Limit(s.cfg.UnownedDigestRate), int(max(2*s.cfg.UnownedDigestRate, 1)))
-		s.limiters[who] = l
-	}
-	return l.AllowN(time.Now(), n)
 }
 
 // parse validates the key and the parameters.

@@ -51,11 +51,13 @@ func (o *owners) Owns(object string, block int64) (bool, uint64) {
 type failingStore struct {
 	blob.Store
 	reads    atomic.Int64
+	stats    atomic.Int64 // Stat calls: the store's HEADs
 	failFrom atomic.Int64
 }
 
 // Stat and ReadVersion pass the file store's versions through.
 func (s *failingStore) Stat(ctx context.Context, object string) (blob.Info, error) {
+	s.stats.Add(1)
 	return blob.Stat(ctx, s.Store, object)
 }
 
@@ -93,6 +95,13 @@ func newEnv(t testing.TB, blockSize, capacity int64) *env {
 // newEnvOn is newEnv with the server on ln, when not nil.
 func newEnvOn(t testing.TB, blockSize, capacity int64, ln net.Listener) *env {
 	t.Helper()
+	return newEnvWith(t, blockSize, capacity, ln, func(*dataserver.Config) {})
+}
+
+// newEnvWith is newEnvOn with the data server's configuration changed by
+// mutate.
+func newEnvWith(t testing.TB, blockSize, capacity int64, ln net.Listener, mutate func(*dataserver.Config)) *env {
+	t.Helper()
 	e := &env{blobDir: t.TempDir(), st: stats.New(), own: &owners{notOwned: map[int64]bool{}, version: 0x0123456789abcdef}}
 	fs, err := blob.NewFile(e.blobDir)
 	if err != nil {
@@ -107,13 +116,15 @@ func newEnvOn(t testing.TB, blockSize, capacity int64, ln net.Listener) *env {
 	}
 	t.Cleanup(func() { e.cache.Close() })
 	e.ready.Store(true)
-	h, err := dataserver.New(dataserver.Config{
+	cfg := dataserver.Config{
 		Cache: e.cache, Ownership: e.own, Stats: e.st, Logger: log, Ready: e.ready.Load,
 		Observe: func(op, outcome string, _ time.Duration) {
 			v, _ := e.observed.LoadOrStore(op+"/"+outcome, new(atomic.Int64))
 			v.(*atomic.Int64).Add(1)
 		},
-	})
+	}
+	mutate(&cfg)
+	h, err := dataserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,9 +227,11 @@ priorityClassName: {{ . }}
   emptyDir: {sizeLimit: 64Mi}
 {{- if $.Values.adminAuth.enabled }}
 - name: admin-tokens
+  # Coordinators read "tokens"; workers "worker-tokens", the metrics token
+  # alone: no worker pod holds the operator token.
   secret:
     secretName: {{ include "talon.adminSecret" $ }}
-    items: [{key: tokens, path: tokens}]
+    items: [{key: {{ ternary "worker-tokens" "tokens" (eq $role "worker") }}, path: tokens}]
 {{- end }}
 {{- if $.Values.adminTLS.enabled }}
 - name: admin-tls
