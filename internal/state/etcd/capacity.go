@@ -22,7 +22,7 @@ const (
 	DefaultCapacityInterval = 30 * time.Second
 	// alarmCapacityInterval is the poll interval while an alarm is active,
 	// so that the operator's disarm is seen within seconds.
-	alarmCapacityInterval = 5 * time.Second
+	alarmCapacityInterval = 2 * time.Second
 	// minCapacityGap is the least time between two polls, however many
 	// writes fail with "database space exceeded" meanwhile.
 	minCapacityGap = time.Second
