@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,4 +209,39 @@ func compactedTotal(stores []*Store) int64 {
 		n += int64(m[compactCompacted.String()])
 	}
 	return n
+}
+
+// TestCompactionNeedsRoot: etcd lets only the root role compact. A user
+// with read-write on the prefix records its intervals but its compactions
+// end permission_denied (counted, and logged with what to do), while it may
+// still read etcd's status and alarms: the capacity is known, with the
+// quota the server reports (etcd's default 2 GiB here).
+func TestCompactionNeedsRoot(t *testing.T) {
+	testenv.SkipIfShort(t)
+	e := testenv.StartEtcd(t, testenv.EtcdOptions{Auth: true})
+	e.AddPrefixUser(t, "talon", "pw", "/talon-perm/")
+	var logs testsupport.SyncBuffer
+	o := optionsFor(e, false)
+	o.Username, o.Password = "talon", "pw"
+	o.Prefix = "/talon-perm"
+	o.CompactionInterval, o.CapacityInterval = 100*time.Millisecond, time.Second
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s := newStore(t, o)
+	testsupport.WaitFor(t, 20*time.Second, "a compaction refused and the capacity known", func() bool {
+		m, _ := s.Compactions()
+		return m[compactDenied.String()] >= 2 && s.Capacity().Known
+	})
+	m, rev := s.Compactions()
+	if m[compactRecorded.String()] != 1 || m[compactCompacted.String()] != 0 || rev != 0 {
+		t.Fatalf("outcomes %v, compacted to %d: want one recorded interval and no compaction", m, rev)
+	}
+	if n := strings.Count(logs.String(), "etcd compaction failed"); n != 1 {
+		t.Fatalf("%d warnings for a run of refused compactions, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "grant Talon's etcd user the root role") {
+		t.Fatalf("the warning does not say what to do:\n%s", logs.String())
+	}
+	if cp := s.Capacity(); cp.QuotaBytes != DefaultQuotaBytes || cp.DBSizeBytes <= 0 || cp.DBInUseBytes <= 0 || len(cp.Alarms) != 0 {
+		t.Fatalf("capacity %+v", cp)
+	}
 }
