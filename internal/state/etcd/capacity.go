@@ -110,18 +110,22 @@ func nextCapacityPoll(interval time.Duration, alarmed bool) time.Duration {
 // What fails keeps its last value; it is logged at debug level only (the
 // store's own reads report an unreachable etcd).
 func (m *capacityMonitor) poll(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, m.s.opts.RequestTimeout)
-	defer cancel()
 	statuses := make([]*clientv3.StatusResponse, 0, len(m.s.opts.Endpoints))
 	for _, ep := range m.s.opts.Endpoints {
-		st, err := m.s.client.Status(ctx, ep)
+		// Each call has its own deadline: a member that is down costs one
+		// request timeout and does not starve the others.
+		cctx, cancel := context.WithTimeout(ctx, m.s.opts.RequestTimeout)
+		st, err := m.s.client.Status(cctx, ep)
+		cancel()
 		if err != nil {
 			m.s.log.Debug("etcd status failed", "endpoint", ep, "err", err)
 			continue
 		}
 		statuses = append(statuses, st)
 	}
-	alarms, alarmErr := m.s.client.AlarmList(ctx)
+	actx, cancel := context.WithTimeout(ctx, m.s.opts.RequestTimeout)
+	alarms, alarmErr := m.s.client.AlarmList(actx)
+	cancel()
 	if alarmErr != nil {
 		m.s.log.Debug("etcd alarm list failed", "err", alarmErr)
 	}
