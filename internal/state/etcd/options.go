@@ -134,6 +134,8 @@ func (o Options) LogValue() slog.Value {
 		slog.Duration("requestTimeout", o.RequestTimeout),
 		slog.String("prefix", o.Prefix),
 		slog.Bool("cacheSnapshots", o.CacheSnapshots),
+		slog.Duration("compactionInterval", o.CompactionInterval),
+		slog.Duration("capacityInterval", o.CapacityInterval),
 	)
 	return slog.GroupValue(attrs...)
 }
