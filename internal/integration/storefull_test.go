@@ -94,6 +94,14 @@ func TestStoreFullRecoversWithoutRestart(t *testing.T) {
 	t.Logf("etcd full after junk; coordinator unready naming the alarm %s later (reasons %q); database %.1f MiB of %d MiB, %.1f MiB in use",
 		detect.Round(time.Millisecond), reasons, size/(1<<20), quota>>20, inUse/(1<<20))
 
+	// Stay full for longer than lease-ttl (3 s), as an outage waiting for
+	// an operator would: no heartbeat is stored meanwhile.
+	time.Sleep(4 * time.Second)
+	held, err := cli.Get(ctx, "/talon/clusters/it/nodes/worker/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// The operator frees space: delete the junk, compact, defragment,
 	// disarm. No Talon process is restarted.
 	freed := time.Now()
@@ -120,8 +128,8 @@ func TestStoreFullRecoversWithoutRestart(t *testing.T) {
 	}
 	start(t, "w2", workerArgs("w2", freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir())...)
 	testsupport.WaitFor(t, 30*time.Second, "w1 and the new w2 eligible", func() bool { return eligible(t, coord) == 2 })
-	t.Logf("operator's procedure took %s; coordinator ready %s after the disarm; w1 and a new worker eligible %s after it; database after defragmentation %.2f MiB",
-		disarmed.Sub(freed).Round(time.Millisecond), recovered.Round(time.Millisecond), time.Since(disarmed).Round(time.Millisecond),
+	t.Logf("%d worker record(s) left after 4 s full; operator's procedure took %s; coordinator ready %s after the disarm; w1 and a new worker eligible %s after it; database after defragmentation %.2f MiB",
+		held.Count, disarmed.Sub(freed).Round(time.Millisecond), recovered.Round(time.Millisecond), time.Since(disarmed).Round(time.Millisecond),
 		scrapeGauge(t, coord, "talon_store_db_size_bytes")/(1<<20))
 }
 
