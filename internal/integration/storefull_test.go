@@ -238,8 +238,8 @@ func TestCompactionKeepsStoreBounded(t *testing.T) {
 		t.Fatalf("%.0f compactions in %s at interval %s", compacted, run, interval)
 	}
 	half := len(inUse) / 2
-	if first, second := slices.Max(inUse[:half]), slices.Max(inUse[half:]); second > first+first/5 {
-		t.Fatalf("database in use peaked at %d B in the second half, above the first half's %d B: not bounded", second, first)
+	if first, second := slices.Max(inUse[:half]), slices.Max(inUse[half:]); second > first+first/2 { // uncompacted, it would about double
+		t.Fatalf("database in use peaked at %d B in the second half, over 1.5 times the first half's %d B: not bounded", second, first)
 	}
 	if last := sizes[len(sizes)-1]; last > quota*3/4 {
 		t.Fatalf("database file %d B at the end, over 3/4 of the %d B quota", last, quota)

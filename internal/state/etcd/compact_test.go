@@ -180,9 +180,10 @@ func TestCompactionBoundsHistory(t *testing.T) {
 		t.Fatalf("read below the compacted revision %d: %v, want compacted", last, err)
 	}
 
-	// Bounded: the database in use peaks no higher in the second half of
-	// the run than in the first, although the second half's writes alone
-	// would have stored more than that peak (about 1.4 KB each).
+	// Bounded: the database in use peaks in the second half of the run at
+	// most half again as high as in the first (uncompacted, it would about
+	// double), although the second half's writes alone would have stored
+	// more than the first half's peak (about 1.4 KB each).
 	half := len(samples) / 2
 	peak := func(ss []sample) int64 {
 		var m int64
@@ -197,8 +198,8 @@ func TestCompactionBoundsHistory(t *testing.T) {
 	if wrote < first {
 		t.Fatalf("too few writes to tell: %d B in the second half, first-half peak %d B", wrote, first)
 	}
-	if second > first+first/5 {
-		t.Fatalf("database in use peaked at %d B in the second half, above the first half's %d B: history is not compacted", second, first)
+	if second > first+first/2 {
+		t.Fatalf("database in use peaked at %d B in the second half, over 1.5 times the first half's %d B: history is not compacted", second, first)
 	}
 }
 
