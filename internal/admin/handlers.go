@@ -160,6 +160,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 			out.Store.ErrorCode = state.Code(err)
 		}
 	}
+	out.Store.Alarms, out.Store.Capacity = storeCapacity(c)
 	for _, rec := range s.liveRecords(v) {
 		counts := &out.Nodes.Workers
 		if rec.Role == cluster.RoleCoordinator {

@@ -291,6 +291,32 @@ type StoreStatus struct {
 	// ErrorCode classifies the last store error when not healthy
 	// (unavailable, timeout, ...); empty when healthy.
 	ErrorCode string `json:"errorCode,omitempty"`
+	// Alarms are the store's active alarms (etcd: NOSPACE, CORRUPT), each
+	// with what it means and what to do; absent when none.
+	Alarms []StoreAlarm `json:"alarms,omitempty"`
+	// Capacity is the store's database size and quota as the backend last
+	// reported them; absent for backends that report none.
+	Capacity *StoreCapacity `json:"capacity,omitempty"`
+}
+
+// StoreAlarm is one active alarm of the store.
+type StoreAlarm struct {
+	// Alarm is the backend's name for it (etcd: NOSPACE, CORRUPT).
+	Alarm string `json:"alarm"`
+	// Message says in words what it means and what the operator does.
+	Message string `json:"message"`
+}
+
+// StoreCapacity is how full the store's database is.
+type StoreCapacity struct {
+	// DBSizeBytes is the database file's size, what the quota counts.
+	DBSizeBytes int64 `json:"dbSizeBytes"`
+	// DBInUseBytes is the part of it holding data and kept history.
+	DBInUseBytes int64 `json:"dbInUseBytes"`
+	// QuotaBytes is the size at which the store refuses writes.
+	QuotaBytes int64 `json:"quotaBytes"`
+	// CheckedAtUnixMs is when the backend reported these figures.
+	CheckedAtUnixMs int64 `json:"checkedAtUnixMs"`
 }
 
 // ClusterNodes counts the live (non-expired) nodes by role.

@@ -46,6 +46,10 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 		o.DialTimeout = cfg.Etcd.DialTimeout
 		o.RequestTimeout = cfg.RequestTimeout
 		o.Prefix = cfg.Etcd.Prefix
+		// Only coordinators open a store (workers never do): they compact
+		// its history and watch its capacity.
+		o.CompactionInterval = cfg.Etcd.CompactionInterval
+		o.CapacityInterval = etcd.DefaultCapacityInterval
 		o.Logger = log
 		o.Registerer = reg
 		return etcd.New(ctx, o)

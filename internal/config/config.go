@@ -157,6 +157,9 @@ type EtcdConfig struct {
 	KeyFile      string
 	DialTimeout  time.Duration
 	Prefix       string
+	// CompactionInterval is how often the coordinators compact etcd's
+	// history between them; 0: never (the operator's etcd does).
+	CompactionInterval time.Duration
 }
 
 // KubeConfig configures the Kubernetes Lease state backend.

@@ -166,6 +166,8 @@ func TestErrors(t *testing.T) {
 		{"kube admission wait zero", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-admission-wait", "0s"}, []string{"kube-admission-wait 0s", "from 1ms to request-timeout 2s"}},
 		{"kube admission wait over request timeout", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-admission-wait", "3s"}, []string{"kube-admission-wait 3s", "request-timeout 2s"}},
 		{"etcd fractional ttl", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--lease-ttl", "30500ms"}, []string{"lease-ttl 30.5s", "whole number of seconds"}},
+		{"etcd compaction interval too short", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--etcd-compaction-interval", "500ms"}, []string{"etcd-compaction-interval 500ms: must be 0 (off) or from 1s to 24h0m0s"}},
+		{"etcd compaction interval too long", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--etcd-compaction-interval", "48h"}, []string{"etcd-compaction-interval 48h0m0s", "from 1s to 24h0m0s"}},
 		{"bad node id", cluster.RoleCoordinator, "", nil, []string{"--node-id", "a b"}, []string{"node-id", "only letters"}},
 		{"too many labels", cluster.RoleCoordinator, "", nil, manyLabels(17), []string{"17 entries", "at most 16"}},
 		{"label without =", cluster.RoleCoordinator, "", nil, []string{"--label", "zone"}, []string{`entry "zone" must be key=value`}},

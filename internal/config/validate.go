@@ -325,6 +325,9 @@ func (c *Config) validateEtcd() error {
 	if len(c.Etcd.Prefix) == 0 || c.Etcd.Prefix[0] != '/' {
 		return fmt.Errorf("etcd-prefix %q: must start with /", c.Etcd.Prefix)
 	}
+	if err := ValidateCompactionInterval(c.Etcd.CompactionInterval); err != nil {
+		return err
+	}
 	return wholeSeconds(c.LeaseTTL)
 }
 
@@ -434,4 +437,19 @@ func oneOf(s string, options ...string) bool {
 		}
 	}
 	return false
+}
+
+// Bounds of etcd-compaction-interval (when not 0).
+const (
+	MinCompactionInterval = time.Second
+	MaxCompactionInterval = 24 * time.Hour
+)
+
+// ValidateCompactionInterval checks etcd-compaction-interval: 0 (off) or
+// from MinCompactionInterval to MaxCompactionInterval.
+func ValidateCompactionInterval(d time.Duration) error {
+	if d == 0 || (d >= MinCompactionInterval && d <= MaxCompactionInterval) {
+		return nil
+	}
+	return fmt.Errorf("etcd-compaction-interval %s: must be 0 (off) or from %s to %s", d, MinCompactionInterval, MaxCompactionInterval)
 }

@@ -287,6 +287,9 @@ func New(opts Options) (*Coordinator, error) {
 			return nil, fmt.Errorf("coordinator metrics: %w", err)
 		}
 	}
+	if err := registerCapacity(opts.Registerer, opts.Store); err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
 	advertise := opts.Advertise
 	if advertise == "" {
 		advertise = opts.Listener.Addr().String()
@@ -497,6 +500,7 @@ func (c *Coordinator) Readiness() Readiness {
 	case !vs.storeOK:
 		reasons = append(reasons, "warming up: the store has not answered yet")
 	}
+	reasons = append(reasons, c.storeAlarmReasons()...)
 	if !vs.synced {
 		reasons = append(reasons, "warming up: no cluster snapshot yet")
 	}

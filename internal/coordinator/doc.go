@@ -33,6 +33,10 @@
 //     A store refusing a client's write for authorization while it also
 //     refuses this coordinator's own record is this coordinator's
 //     condition (a store still starting): not_ready, not permission_denied.
+//     An active store alarm (state.CapacityReporter: etcd's NOSPACE or
+//     CORRUPT) is a readiness reason too, in words: such a store refuses
+//     the writes liveness needs (heartbeats, late marks, expiries), so a
+//     dead worker could stay eligible. It clears when the alarm does.
 //     After the store answers again, or after a gap in its own reads, it
 //     answers from the first good read at once when the interruption was
 //     too short for any live record to turn late or expire (BlipTolerance:

@@ -29,11 +29,12 @@ import (
 
 // AllowedLabel reports whether Talon metrics may use the label name: the
 // bounded dimensions operation, role, backend, outcome, form, health,
-// listener, limit (a configured bound) and reason (a refusal's cause), and talon_build_info's version, revision and goversion
+// listener, limit (a configured bound), reason (a refusal's cause) and
+// alarm (the state store's alarm types), and talon_build_info's version, revision and goversion
 // (one series per process). Tests of every metrics producer fail on any other.
 func AllowedLabel(name string) bool {
 	switch name {
-	case "operation", "role", "backend", "outcome", "form", "health", "listener", "limit", "reason",
+	case "operation", "role", "backend", "outcome", "form", "health", "listener", "limit", "reason", "alarm",
 		"version", "revision", "goversion":
 		return true
 	}

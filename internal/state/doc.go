@@ -37,6 +37,9 @@
 //     from its revision.
 //   - Revisions are opaque tokens: compare them for equality only.
 //
+// Backends that can say how full their database is and which alarms it
+// raised (etcd) also implement CapacityReporter; it is not part of Store.
+//
 // Every method takes a context and honours its deadline; a store is safe for
 // concurrent use by many goroutines.
 package state

@@ -309,6 +309,7 @@ func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Confi
 		c.Limits.MaxConnections = max(c.Limits.MaxConnections, records+256)
 		c.Etcd = e.opts.Etcd
 		c.Etcd.Prefix = e.etcdPrefix + "/talon"
+		c.Etcd.CompactionInterval = 0 // a benchmark never compacts the operator's etcd (compaction is global to it)
 		// The connection settings come from the bench's flags; write
 		// admission keeps the coordinator's defaults.
 		c.Kube.Kubeconfig, c.Kube.QPS, c.Kube.Burst = e.opts.Kube.Kubeconfig, e.opts.Kube.QPS, e.opts.Kube.Burst

@@ -153,6 +153,24 @@
 // measured (issue 30) and saved only the second stream's receive, 1-2 µs per
 // change, since the memo already shares each version's decode.
 //
+// # Compaction and capacity (coordinators only)
+//
+// With Options.CompactionInterval, a goroutine compacts etcd's history
+// once per interval across every store of the prefix, as kube-apiserver
+// does: each round is one transaction on <prefix>/compaction (outside
+// <prefix>/clusters/, so no snapshot or watch sees it) comparing the key's
+// mod revision with the one this store last saw. The store whose compare
+// holds writes the key and compacts to that revision, recorded one
+// interval or more ago, so a watcher less than an interval behind never
+// meets ErrCompacted; the others learn the key. Compactions are therefore
+// at least one interval apart cluster-wide (see compactor). etcd lets only
+// the root role compact; other users' rounds end permission_denied.
+//
+// With Options.CapacityInterval, a goroutine polls etcd's maintenance
+// Status (each endpoint) and AlarmList; Capacity returns the last answer
+// without I/O. It polls more often while an alarm is active, and at once
+// after a request failed with "database space exceeded" (mapError).
+//
 // # Errors
 //
 // Every error wraps one of the state sentinels when it belongs to one:
@@ -165,8 +183,8 @@
 //
 // # Concurrency and lifecycle
 //
-// A Store is safe for concurrent use. New starts the cache goroutine (when
-// enabled); lease streams and Watch goroutines start on demand; Close ends
+// A Store is safe for concurrent use. New starts the cache, compaction and
+// capacity goroutines (each when enabled); lease streams and Watch goroutines start on demand; Close ends
 // all of them and the client. Operations whose context has no deadline get
 // Options.RequestTimeout.
 package etcd

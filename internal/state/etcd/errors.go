@@ -134,6 +134,7 @@ func (s *Store) mapError(op string, err error, ci *callInfo) error {
 	if s.closed.Load() && !errors.Is(err, state.ErrClosed) {
 		return fmt.Errorf("etcd %s: %w: %w", op, state.ErrClosed, err)
 	}
+	s.noteNoSpace(err)
 	sentinel := classify(err, ci.noConnection())
 	where := ""
 	if errors.Is(sentinel, state.ErrUnavailable) || errors.Is(sentinel, state.ErrTimeout) || errors.Is(sentinel, state.ErrUnauthenticated) {

@@ -14,6 +14,7 @@ type statsCollector struct {
 	leaseRequests, conflicts, groupCommits, groupedPuts *prometheus.Desc
 	decodes, resyncs, snapshots, skipped                *prometheus.Desc
 	transitions, renewals, ttlChecks                    *prometheus.Desc
+	compactions, compactedRev                           *prometheus.Desc // with Options.CompactionInterval only
 }
 
 func newStatsCollector(s *Store) *statsCollector {
@@ -33,6 +34,8 @@ func newStatsCollector(s *Store) *statsCollector {
 		renewals:      d("renewals_total", "Accepted heartbeats that only renewed their record's lease (no write, nothing in etcd's history): the status interval had not passed and nothing placement or health depends on changed."),
 		ttlChecks:     d("lease_ttl_checks_total", "LeaseTimeToLive reads that check, before a late or expire transition applies, that the record's lease really went unrenewed."),
 		transitions:   d("transitions_total", "ProposeTransition calls, by operation (the transition: late, expire) and outcome (accepted, stale, not_found, error).", "operation", "outcome"),
+		compactions:   d("compactions_total", "Compaction rounds of this coordinator, by outcome (compacted; recorded: the first interval, nothing to compact yet; lost: another coordinator compacted this interval; already_compacted; permission_denied; error).", "outcome"),
+		compactedRev:  d("compacted_revision", "The last etcd revision this coordinator compacted the store's history to; 0 before its first compaction."),
 	}
 }
 
@@ -41,6 +44,8 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.leaseRequests, c.conflicts, c.groupCommits, c.groupedPuts, c.decodes, c.resyncs, c.snapshots, c.skipped, c.transitions, c.renewals, c.ttlChecks} {
 		ch <- d
 	}
+	ch <- c.compactions
+	ch <- c.compactedRev
 }
 
 // Collect implements prometheus.Collector.
@@ -66,4 +71,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.s.stats.transitions.Each(func(tr state.Transition, outcome string, n uint64) {
 		counter(c.transitions, n, tr.String(), outcome)
 	})
+	if outcomes, rev := c.s.Compactions(); outcomes != nil {
+		for o, n := range outcomes {
+			counter(c.compactions, n, o)
+		}
+		ch <- prometheus.MustNewConstMetric(c.compactedRev, prometheus.GaugeValue, float64(rev))
+	}
 }

@@ -57,6 +57,14 @@ type Options struct {
 	Clock func() time.Time `json:"-"`
 	// Logger receives the store's diagnostics. Default: discard.
 	Logger *slog.Logger `json:"-"`
+	// CompactionInterval, when positive, makes the store compact etcd's
+	// history once per interval across every store of the prefix (see
+	// compactor); coordinators set it (DefaultCompactionInterval). 0: off.
+	CompactionInterval time.Duration
+	// CapacityInterval, when positive, makes the store poll etcd's database
+	// size, quota and alarms (Store.Capacity); coordinators set it
+	// (DefaultCapacityInterval). 0: off.
+	CapacityInterval time.Duration
 	// Registerer, when set, receives the store's counters (Stats) as
 	// talon_state_etcd_* metrics; Close unregisters them.
 	Registerer prometheus.Registerer `json:"-"`
@@ -126,6 +134,8 @@ func (o Options) LogValue() slog.Value {
 		slog.Duration("requestTimeout", o.RequestTimeout),
 		slog.String("prefix", o.Prefix),
 		slog.Bool("cacheSnapshots", o.CacheSnapshots),
+		slog.Duration("compactionInterval", o.CompactionInterval),
+		slog.Duration("capacityInterval", o.CapacityInterval),
 	)
 	return slog.GroupValue(attrs...)
 }
@@ -181,6 +191,12 @@ func (o Options) Validate() error {
 	}
 	if err := validatePrefix(o.Prefix); err != nil {
 		errs = append(errs, err)
+	}
+	if o.CompactionInterval < 0 {
+		errs = append(errs, fmt.Errorf("compactionInterval %s: must be 0 (off) or positive", o.CompactionInterval))
+	}
+	if o.CapacityInterval < 0 {
+		errs = append(errs, fmt.Errorf("capacityInterval %s: must be 0 (off) or positive", o.CapacityInterval))
 	}
 	return errors.Join(errs...)
 }

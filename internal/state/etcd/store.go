@@ -31,6 +31,9 @@ type Store struct {
 	keeper *keeper
 	cache  *watchCache // nil unless Options.CacheSnapshots
 
+	compactor *compactor       // nil unless Options.CompactionInterval (compact.go)
+	capacity  *capacityMonitor // nil unless Options.CapacityInterval (capacity.go)
+
 	// lifetime is cancelled by Close. It bounds the store's own goroutines
 	// and streams (cache watch, lease streams, Watch goroutines), never a
 	// caller's request.
@@ -150,6 +153,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		s.cache = newWatchCache(s)
 		s.spawn(s.cache.run)
 	}
+	s.startMaintenance()
 	s.log.Debug("etcd store created", "options", opts)
 	return s, nil
 }

@@ -23,6 +23,7 @@
   // state is everything the page knows; render() draws it.
   const state = {
     cluster: null, // last good GET /api/v1/cluster
+    storeAlarms: [], // the store's active alarms, from the last summary (stale ones included)
     nodes: null, // last good node list (all pages)
     receivedAt: 0, // local time the last good data arrived
     failure: null, // {message, code, at} of the last failed refresh; null when current
@@ -190,6 +191,17 @@
     return body;
   }
 
+  // staleStoreAlarms returns the store alarms the coordinator's last good
+  // summary carries, or none when it cannot give one.
+  async function staleStoreAlarms() {
+    try {
+      const c = await api("api/v1/cluster?allowStale=true");
+      return (c.store && c.store.alarms) || [];
+    } catch (_) {
+      return [];
+    }
+  }
+
   async function allNodes() {
     const items = [];
     let cont = "";
@@ -304,6 +316,7 @@
       const [cluster, nodes] = await Promise.all([api("api/v1/cluster"), allNodes()]);
       if (!state.cluster) performance.mark("talon:nodes-fetched");
       state.cluster = cluster;
+      state.storeAlarms = cluster.store.alarms || [];
       state.nodes = nodes;
       observeRates(nodes);
       state.events = await newestEvents();
@@ -322,6 +335,9 @@
         setToken("");
         state.needToken = true;
       } else {
+        // A coordinator that fails closed because the store raised an
+        // alarm (a full database) says so in its stale summary.
+        if (err.code === "not_ready") state.storeAlarms = await staleStoreAlarms();
         state.failures++;
         const delay = Math.min(MAX_BACKOFF_MS, POLL_MS * 2 ** (state.failures - 1));
         state.retryAt = Date.now() + delay;
@@ -376,7 +392,7 @@
         ? "Showing the last good data, observed " + fmtTime(state.cluster.observedAtUnixMs) + " (revision " + state.cluster.revision + "). It may not describe the cluster now."
         : "No cluster data could be read yet.",
     );
-    setText($("banner-error"), "Last refresh failed: " + f.message);
+    setText($("banner-error"), state.storeAlarms.length ? "Store alarm: " + alarmWords() : "Last refresh failed: " + f.message);
     $("retry").hidden = state.needToken;
   }
 
@@ -399,11 +415,18 @@
     setText($("auth-error"), state.tokenRejected ? "The token was rejected; enter a valid one." : "");
   }
 
+  // alarmWords says what each active store alarm means and what to do.
+  function alarmWords() {
+    return state.storeAlarms.map((a) => a.message).join("; ");
+  }
+
   function renderHeader(c) {
     setText($("cluster-id"), c.clusterId);
     let store = c.store.backend + " · " + (c.store.healthy ? "healthy" : "unhealthy" + (c.store.errorCode ? " (" + c.store.errorCode + ")" : ""));
     if (state.failure) store = c.store.backend + (state.failure.code === "not_ready" ? " · not readable now" : " · unknown now");
+    if (state.storeAlarms.length) store = c.store.backend + " · " + alarmWords();
     setText($("store"), store);
+    $("store").classList.toggle("bad", state.storeAlarms.length > 0);
     setText($("pv"), c.placementVersion);
     setText($("revision"), c.revision);
     setText($("served-by"), c.servedBy);

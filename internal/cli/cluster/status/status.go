@@ -96,6 +96,12 @@ func writeText(s *cmdutil.IOStreams, c *apiv1.Cluster) error {
 	kv.AddRow("Cluster:", c.ClusterID)
 	kv.AddRow("Served by:", c.ServedBy)
 	kv.AddRow("Store:", store)
+	for _, a := range c.Store.Alarms {
+		kv.AddRow("Store alarm:", cs.Red(a.Message))
+	}
+	if cp := c.Store.Capacity; cp != nil {
+		kv.AddRow("Store database:", storeDatabase(cp))
+	}
 	kv.AddRow(snapKey, snap)
 	kv.AddRow("Revision:", c.Revision)
 	kv.AddRow("Placement version:", c.PlacementVersion)
@@ -130,4 +136,28 @@ func nonZero(color func(string) string, n int) string {
 		return "0"
 	}
 	return color(strconv.Itoa(n))
+}
+
+// storeDatabase renders the store's database size against its quota:
+// "1.4 MiB of 2.0 GiB (0%), 0.8 MiB in use".
+func storeDatabase(cp *apiv1.StoreCapacity) string {
+	pct := ""
+	if cp.QuotaBytes > 0 {
+		pct = fmt.Sprintf(" (%d%%)", cp.DBSizeBytes*100/cp.QuotaBytes)
+	}
+	return fmt.Sprintf("%s of %s%s, %s in use", iec(cp.DBSizeBytes), iec(cp.QuotaBytes), pct, iec(cp.DBInUseBytes))
+}
+
+// iec renders a byte count with a binary unit and one decimal.
+func iec(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGT"[i])
 }

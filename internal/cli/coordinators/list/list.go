@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,13 +80,18 @@ type Row struct {
 	Reasons   []string `json:"reasons"`
 	// StoreHealthy is whether its last store read succeeded (a current
 	// snapshot); false while it fails closed.
-	StoreHealthy     bool   `json:"storeHealthy"`
-	StoreBackend     string `json:"storeBackend,omitempty"`
-	Revision         string `json:"revision,omitempty"`
-	PlacementVersion string `json:"placementVersion,omitempty"`
-	EligibleWorkers  int    `json:"eligibleWorkers"`
-	SnapshotAgeMs    int64  `json:"snapshotAgeMs"`
-	Version          string `json:"version,omitempty"`
+	StoreHealthy bool   `json:"storeHealthy"`
+	StoreBackend string `json:"storeBackend,omitempty"`
+	// StoreAlarms are the store's active alarms (etcd: NOSPACE, CORRUPT)
+	// and StoreCapacity its database size and quota, as this coordinator
+	// last heard them from the store.
+	StoreAlarms      []apiv1.StoreAlarm   `json:"storeAlarms,omitempty"`
+	StoreCapacity    *apiv1.StoreCapacity `json:"storeCapacity,omitempty"`
+	Revision         string               `json:"revision,omitempty"`
+	PlacementVersion string               `json:"placementVersion,omitempty"`
+	EligibleWorkers  int                  `json:"eligibleWorkers"`
+	SnapshotAgeMs    int64                `json:"snapshotAgeMs"`
+	Version          string               `json:"version,omitempty"`
 	// Agree is yes, no, or - (no other coordinator read the same revision).
 	Agree string `json:"agree"`
 	// DisagreesWith names the coordinators at the same revision with
@@ -161,6 +167,7 @@ func ask(ctx context.Context, ep *cmdutil.Endpoint) Row {
 		r.NodeID = c.ServedBy
 	}
 	r.StoreHealthy, r.StoreBackend = c.Store.Healthy, c.Store.Backend
+	r.StoreAlarms, r.StoreCapacity = c.Store.Alarms, c.Store.Capacity
 	r.Revision, r.PlacementVersion, r.EligibleWorkers = c.Revision, c.PlacementVersion, c.EligibleWorkers
 	r.SnapshotAgeMs = max(0, c.GeneratedAtUnixMs-c.ObservedAtUnixMs)
 	h, err := ep.Client.Readyz(ctx)
@@ -174,7 +181,35 @@ func ask(ctx context.Context, ep *cmdutil.Endpoint) Row {
 			r.Reasons = []string{"not ready (the reasons need a token)"}
 		}
 	}
+	r.Reasons = withAlarms(r.Reasons, r.StoreAlarms)
 	return r
+}
+
+// withAlarms adds the words of each store alarm that the reasons do not
+// already hold.
+func withAlarms(reasons []string, alarms []apiv1.StoreAlarm) []string {
+	for _, a := range alarms {
+		if !slices.Contains(reasons, a.Message) {
+			reasons = append(reasons, a.Message)
+		}
+	}
+	return reasons
+}
+
+// storeWord is the STORE column: an active alarm first (the store refuses
+// writes), then whether the coordinator's reads succeed.
+func storeWord(cs *cmdutil.ColorScheme, r Row) string {
+	if len(r.StoreAlarms) > 0 {
+		names := make([]string, len(r.StoreAlarms))
+		for i, a := range r.StoreAlarms {
+			names[i] = a.Alarm
+		}
+		return cs.Red("alarm " + strings.Join(names, ","))
+	}
+	if !r.StoreHealthy {
+		return cs.Red("failing")
+	}
+	return cs.Green("healthy")
 }
 
 // Compare fills in Agree and DisagreesWith: coordinators that answered at
@@ -223,10 +258,7 @@ func writeTable(s *cmdutil.IOStreams, rows []Row, noHeaders bool) error {
 		if !r.Ready {
 			ready = cs.Red("no")
 		}
-		store := cs.Green("healthy")
-		if !r.StoreHealthy {
-			store = cs.Red("failing")
-		}
+		store := storeWord(cs, r)
 		agree := r.Agree
 		switch agree {
 		case "no":
