@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -160,4 +161,53 @@ func (k *kubeSlots) renew(ctx context.Context, key cluster.Key, cur state.Slot, 
 	next := rec.Clone()
 	next.UpdatedAtUnixMs = s.obs.See(name, written.ResourceVersion, 0).UnixMilli()
 	return state.Swapped{Applied: true, Renewed: true, Revision: state.NewRevision(written.ResourceVersion), Record: next}, nil
+}
+
+// patchLease writes next over cur as one JSON merge patch of what differs
+// (writePatch), with cur's resourceVersion as precondition. It sends what
+// changed rather than the whole object an UPDATE sends back (its
+// managedFields included): a status write costs the API server the
+// status annotation and a few spec fields.
+func (s *Store) patchLease(ctx context.Context, cur, next *coordv1.Lease) (*coordv1.Lease, error) {
+	patch, err := writePatch(cur, next)
+	if err != nil {
+		return nil, err
+	}
+	return s.leases.Patch(ctx, next.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+// writePatch is the JSON merge patch that turns cur into next (as
+// buildLease makes it: labels, annotations and spec only), conditioned on
+// cur's resourceVersion: changed labels and annotations (null for a
+// removed one) and, when it changed, the spec.
+func writePatch(cur, next *coordv1.Lease) ([]byte, error) {
+	meta := map[string]any{"resourceVersion": cur.ResourceVersion}
+	if d := mapDiff(cur.Labels, next.Labels); len(d) > 0 {
+		meta["labels"] = d
+	}
+	if d := mapDiff(cur.Annotations, next.Annotations); len(d) > 0 {
+		meta["annotations"] = d
+	}
+	patch := map[string]any{"metadata": meta}
+	if !apiequality.Semantic.DeepEqual(cur.Spec, next.Spec) {
+		patch["spec"] = next.Spec
+	}
+	return json.Marshal(patch)
+}
+
+// mapDiff is the merge patch of map a into b: b's entries that differ
+// from a's, and nil (JSON null: remove) for a's keys that b lacks.
+func mapDiff(a, b map[string]string) map[string]any {
+	d := make(map[string]any)
+	for k, v := range b {
+		if old, ok := a[k]; !ok || old != v {
+			d[k] = v
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			d[k] = nil
+		}
+	}
+	return d
 }

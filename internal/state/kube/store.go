@@ -56,7 +56,7 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// cache holds the Leases this store wrote last, so a heartbeat costs
-	// one request (UPDATE) instead of two (GET, UPDATE).
+	// one request (a PATCH) instead of two (GET, PATCH).
 	cache *leaseCache
 	// writes bounds the Lease writes in flight (Options.MaxInflightWrites).
 	writes *writeGate

@@ -80,7 +80,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 
 // ProposeTransition applies tr to slot key's Lease while it holds
 // incarnationID at seq, with the read's resourceVersion as precondition:
-// a late mark is an UPDATE that keeps the Lease's renewTime and duration,
+// a late mark is a write (a merge patch) that keeps the Lease's renewTime and duration,
 // an expiry a conditional DELETE. Renewals raise the record's sequence
 // (renew.go), so a proposal for a version a renewal has moved past is
 // stale by its sequence, and state.MinSilence, which asks a backend to
@@ -210,7 +210,7 @@ func (k *kubeSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, c
 	if l == nil {
 		written, err = s.leases.Create(rctx, lease, metav1.CreateOptions{})
 	} else {
-		written, err = s.leases.Update(rctx, lease, metav1.UpdateOptions{})
+		written, err = s.patchLease(rctx, l, lease)
 	}
 	cancel()
 	switch {
