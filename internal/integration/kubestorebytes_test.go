@@ -64,18 +64,22 @@ func TestKubeHeartbeatStoreBytes(t *testing.T) {
 
 // storeCost is what one phase cost the API server and its etcd, read from
 // their own metrics before and after: request bodies of Lease writes
-// (apiserver_request_body_size_bytes_sum, every verb) and key+value bytes
-// etcd stored (etcd_debugging_mvcc_total_put_size_in_bytes), and, beside
-// them, the request bodies the client sent (a counting RoundTripper).
+// (apiserver_request_body_size_bytes_sum, every verb), key+value bytes
+// etcd stored (etcd_debugging_mvcc_total_put_size_in_bytes), bytes etcd
+// received from its clients (etcd_network_client_grpc_received_bytes_total:
+// the API server, whose writes carry the whole object) and the growth of
+// etcd's database in use (etcd_mvcc_db_total_size_in_use_in_bytes; no
+// compaction runs in the test), and, beside them, the request bodies the
+// client sent (a counting RoundTripper).
 type storeCost struct {
-	requests, requestBody, etcdPut, clientBody float64
+	requests, requestBody, etcdPut, etcdReceived, dbInUse, clientBody float64
 }
 
 // perHour scales a phase's cost of nodes×writes to one node's hour of
 // perHour writes.
 func (c storeCost) perHour(nodes, writes, perHour int) storeCost {
 	f := float64(perHour) / float64(nodes*writes)
-	return storeCost{c.requests * f, c.requestBody * f, c.etcdPut * f, c.clientBody * f}
+	return storeCost{c.requests * f, c.requestBody * f, c.etcdPut * f, c.etcdReceived * f, c.dbInUse * f, c.clientBody * f}
 }
 
 // costMeter reads the figures storeCost holds.
@@ -96,7 +100,10 @@ func (m *costMeter) read() storeCost {
 	lease := []string{`group="coordination.k8s.io"`, `resource="leases"`}
 	c.requestBody = sumMetric(raw, "apiserver_request_body_size_bytes_sum", lease...)
 	c.requests = sumMetric(raw, "apiserver_request_body_size_bytes_count", lease...)
-	c.etcdPut = sumMetric(m.etcdMetrics(), "etcd_debugging_mvcc_total_put_size_in_bytes")
+	em := m.etcdMetrics()
+	c.etcdPut = sumMetric(em, "etcd_debugging_mvcc_total_put_size_in_bytes")
+	c.etcdReceived = sumMetric(em, "etcd_network_client_grpc_received_bytes_total")
+	c.dbInUse = sumMetric(em, "etcd_mvcc_db_total_size_in_use_in_bytes")
 	c.clientBody = float64(m.client.sent())
 	return c
 }
@@ -245,6 +252,7 @@ func kubeStoreBytesRows(t *testing.T, k *testenv.KubeAPIServer) []reportRow {
 	return []reportRow{
 		row("request bodies (API server's apiserver_request_body_size_bytes)", func(c storeCost) float64 { return c.requestBody }),
 		row("bytes etcd stored (etcd_debugging_mvcc_total_put_size_in_bytes)", func(c storeCost) float64 { return c.etcdPut }),
+		row("bytes etcd received (etcd_network_client_grpc_received_bytes_total)", func(c storeCost) float64 { return c.etcdReceived }),
 	}
 }
 
@@ -453,7 +461,8 @@ func kubeletPhase(t *testing.T, m *costMeter, k *testenv.KubeAPIServer) storeCos
 }
 
 func diff(a, b storeCost) storeCost {
-	return storeCost{a.requests - b.requests, a.requestBody - b.requestBody, a.etcdPut - b.etcdPut, a.clientBody - b.clientBody}
+	return storeCost{a.requests - b.requests, a.requestBody - b.requestBody, a.etcdPut - b.etcdPut,
+		a.etcdReceived - b.etcdReceived, a.dbInUse - b.dbInUse, a.clientBody - b.clientBody}
 }
 
 // logLeaseSize logs the protobuf size of l and of its parts.
