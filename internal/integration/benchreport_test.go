@@ -146,6 +146,9 @@ func TestBenchReport(t *testing.T) {
 	logFailures(t, "raw kube", hb.RawResult)
 	logFailures(t, "talon kube heartbeats", hb.TalonResult)
 	add(rateRow("Kubernetes Lease heartbeats, 200 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.8, 0, 250*time.Millisecond))
+	for _, r := range kubeStoreBytesRows(t, k) { // issue 36: store bytes per worker per hour (kubestorebytes_test.go)
+		add(r)
+	}
 
 	// Lookups with 1,000 workers on memory, etcd and Kubernetes, from 32
 	// and from 128 callers over pooled connections: a coordinator's

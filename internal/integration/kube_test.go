@@ -64,6 +64,20 @@ func TestActiveActiveOnKubernetes(t *testing.T) {
 		})
 	}
 
+	// Idle workers' heartbeats only renew their Leases (issue 36). The
+	// renewals show in the records' versions, so for three unhealthy-after
+	// periods neither coordinator counts a worker other than healthy.
+	for end := time.Now().Add(4500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if ha, hb := healthy(a), healthy(b); ha == 0 || ha == 1 || hb == 0 || hb == 1 {
+			t.Fatalf("healthy workers %d and %d while their heartbeats renew their Leases; want 2 on both", ha, hb)
+		}
+	}
+	renewals := sumMetric([]byte(scrapeText(t, a)), "talon_coordinator_heartbeat_renewals_total") +
+		sumMetric([]byte(scrapeText(t, b)), "talon_coordinator_heartbeat_renewals_total")
+	if renewals == 0 {
+		t.Fatal("no heartbeat only renewed its Lease: idle workers' heartbeats wrote their records in full")
+	}
+
 	kube.Stop()
 	testsupport.WaitFor(t, 30*time.Second, "both coordinators unready", func() bool { return !ready(t, a) && !ready(t, b) })
 	if !live(t, a) || !live(t, b) {

@@ -25,10 +25,13 @@ type leaseCache struct {
 	m  map[string]cacheEntry // guarded by mu
 }
 
-// cacheEntry is one Lease this store wrote and the record it holds.
+// cacheEntry is one Lease this store wrote, the record it holds (as
+// decodeLease reads it: at the sequence of its last renewal) and the
+// sequence of its status annotation.
 type cacheEntry struct {
-	lease *coordv1.Lease
-	rec   *cluster.Record
+	lease     *coordv1.Lease
+	rec       *cluster.Record
+	statusSeq uint64
 }
 
 func newLeaseCache() *leaseCache {

@@ -27,14 +27,28 @@
 //     Talon Lease a store lists is in its snapshot, whatever its age or its
 //     renewTime, so two coordinators that read the same resourceVersion
 //     see the same records. Time-based transitions come only from
-//     coordinators, through ProposeTransition: a late mark (an UPDATE of
+//     coordinators, through ProposeTransition: a late mark (a write of
 //     the status annotation that keeps the spec, so renewTime stays the
 //     holder's) or an expiry (a DELETE), each with the resourceVersion the
 //     proposer read as precondition, so a renewal in between wins and any
 //     number of coordinators may propose.
+//   - Renewals (issue 36, renew.go). A heartbeat that changes nothing
+//     cluster.NeedsStatusWrite counts, within a status interval
+//     (state.StatusEvery) of the record in talon.io/status, is one small
+//     JSON merge patch: spec.renewTime and its sequence in
+//     talon.io/renew-seq. Every read decodes a Lease's record at the
+//     larger of the status's sequence and talon.io/renew-seq, so each
+//     renewal is a new version (incarnation, sequence) that every
+//     coordinator sees at the same resourceVersion: liveness, the
+//     ordering rule and a stale proposal work as for a full write. A full
+//     write (a status change or interval, a late mark, a registration)
+//     writes the record at that sequence and removes talon.io/renew-seq.
+//     state.MinSilence needs no check here: no renewal is hidden from the
+//     version.
 //   - Concurrency control. Every write carries the resourceVersion of the
-//     read it was decided on (metadata.resourceVersion on update, a
-//     Preconditions.ResourceVersion on delete). A write that loses a race
+//     read it was decided on (metadata.resourceVersion in every merge
+//     patch, which sends only what changed; a Preconditions.ResourceVersion
+//     on delete). A write that loses a race
 //     re-reads the Lease and re-applies the rule (state.Write over
 //     kubeSlots), at most Options.ConflictRetries times, then fails with
 //     state.ErrConflict.

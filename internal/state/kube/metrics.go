@@ -7,7 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type statsCollector struct {
 	s *Store
 
-	decodes, snapshots, probes, fences, resyncs *prometheus.Desc
+	decodes, snapshots, probes, fences, resyncs, renewals *prometheus.Desc
 }
 
 func newStatsCollector(s *Store) *statsCollector {
@@ -21,12 +21,13 @@ func newStatsCollector(s *Store) *statsCollector {
 		probes:    d("revision_probes_total", "Consistent reads of the current resourceVersion sent for cached snapshots (shared by concurrent snapshots)."),
 		fences:    d("fence_writes_total", "Writes of the store's fence Lease, sent when the cache had not seen the probed resourceVersion (shared by concurrent snapshots)."),
 		resyncs:   d("cache_resyncs_total", "LISTs of the namespace's Talon Leases by the snapshot cache (one at start, one after each lost watch)."),
+		renewals:  d("renewals_total", "Accepted heartbeats that only renewed their Lease (a small merge patch of renewTime and talon.io/renew-seq): the status interval had not passed and nothing placement or health depends on changed."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.decodes, c.snapshots, c.probes, c.fences, c.resyncs} {
+	for _, d := range []*prometheus.Desc{c.decodes, c.snapshots, c.probes, c.fences, c.resyncs, c.renewals} {
 		ch <- d
 	}
 }
@@ -43,4 +44,5 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.probes, st.RevisionProbes)
 	counter(c.fences, st.FenceWrites)
 	counter(c.resyncs, st.CacheResyncs)
+	counter(c.renewals, st.Renewals)
 }

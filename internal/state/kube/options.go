@@ -20,8 +20,8 @@ const (
 	// DefaultRequestTimeout bounds each API request (not a watch stream).
 	DefaultRequestTimeout = 5 * time.Second
 	// DefaultQPS and DefaultBurst replace client-go's 5 and 10. A heartbeat
-	// costs one request (UPDATE) while a worker keeps reaching the same
-	// coordinator and up to three (UPDATE, Conflict, GET, UPDATE) when it
+	// costs one request (a PATCH) while a worker keeps reaching the same
+	// coordinator and up to three (PATCH, Conflict, GET, PATCH) when it
 	// moves; a coordinator serving W workers with heartbeat interval I
 	// makes W/I to 2W/I requests a second, plus snapshots. The defaults let
 	// one coordinator carry the ADR's reference load alone (1,000 workers

@@ -56,7 +56,7 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// cache holds the Leases this store wrote last, so a heartbeat costs
-	// one request (UPDATE) instead of two (GET, UPDATE).
+	// one request (a PATCH) instead of two (GET, PATCH).
 	cache *leaseCache
 	// writes bounds the Lease writes in flight (Options.MaxInflightWrites).
 	writes *writeGate
@@ -93,7 +93,7 @@ type Store struct {
 
 // storeStats are the counters behind Stats.
 type storeStats struct {
-	decodes, cacheSnaps, listSnaps, probes, fences, resyncs atomic.Uint64
+	decodes, cacheSnaps, listSnaps, probes, fences, resyncs, renewals atomic.Uint64
 }
 
 // newTransitionCounter is talon_state_kube_transitions_total, with every
@@ -137,6 +137,9 @@ type Stats struct {
 	// CacheResyncs counts the cache's LISTs of the namespace: one at start,
 	// one after each lost watch.
 	CacheResyncs uint64
+	// Renewals counts accepted heartbeats that only renewed their Lease
+	// (a merge patch of renewTime and AnnotationRenewSeq, see renew.go).
+	Renewals uint64
 }
 
 // Stats returns the store's counters.
@@ -148,13 +151,20 @@ func (s *Store) Stats() Stats {
 		RevisionProbes: s.stats.probes.Load(),
 		FenceWrites:    s.stats.fences.Load(),
 		CacheResyncs:   s.stats.resyncs.Load(),
+		Renewals:       s.stats.renewals.Load(),
 	}
 }
 
 // decode is decodeLease, counted.
 func (s *Store) decode(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
+	rec, key, _, err := s.decodeSeq(l, want)
+	return rec, key, err
+}
+
+// decodeSeq is decodeLeaseSeq, counted.
+func (s *Store) decodeSeq(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, uint64, error) {
 	s.stats.decodes.Add(1)
-	return decodeLease(l, want)
+	return decodeLeaseSeq(l, want)
 }
 
 // obsPruneInterval is how often Snapshot drops the observations of Leases
@@ -369,11 +379,32 @@ var (
 )
 
 // decodeLease returns the record a Lease holds for slot want (want zero:
-// any slot). Errors wrap cluster.ErrUnsupportedVersion for a record of
+// any slot), at the sequence of its last renewal (withRenewal). Errors wrap cluster.ErrUnsupportedVersion for a record of
 // another schema version, or errNotTalon for anything else that is not a
 // valid record (missing annotations, a malformed record), or errCollision
 // for a record of another slot.
 func decodeLease(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
+	rec, key, _, err := decodeLeaseSeq(l, want)
+	return rec, key, err
+}
+
+// decodeLeaseSeq is decodeLease that also returns the heartbeat sequence
+// of the record in the status annotation.
+func decodeLeaseSeq(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, uint64, error) {
+	rec, key, err := decodeStatus(l, want)
+	if err != nil {
+		return nil, key, 0, err
+	}
+	statusSeq, err := withRenewal(l, rec)
+	if err != nil {
+		return nil, key, 0, err
+	}
+	return rec, key, statusSeq, nil
+}
+
+// decodeStatus returns the record in l's status annotation (decodeLease
+// without the renewal).
+func decodeStatus(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
 	key, ok := keyFromAnnotations(l.Annotations)
 	if !ok {
 		return nil, cluster.Key{}, fmt.Errorf("%w: lease %s has no valid %s, %s, %s annotations", errNotTalon, l.Name, AnnotationCluster, AnnotationRole, AnnotationNode)

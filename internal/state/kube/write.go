@@ -55,7 +55,10 @@ func (s *Store) get(ctx context.Context, name string) (*coordv1.Lease, error) {
 // ErrConflict. The first decision is made on the Lease as this store last
 // wrote it, if it did (one request per heartbeat when a worker keeps
 // talking to the same coordinator); a rejection is only ever made on a
-// fresh read. Duplicate and stale updates write nothing.
+// fresh read. Duplicate and stale updates write nothing. With
+// state.StatusEvery, a heartbeat that changes nothing within a status
+// interval only renews the Lease (a small merge patch, see renew.go) and
+// answers Renewed.
 func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL time.Duration, opts ...state.UpsertOption) (state.WriteResult, error) {
 	o := state.NewUpsertOptions(opts)
 	if err := s.checkOpen(); err != nil {
@@ -72,13 +75,17 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	}
 	key := rec.Key()
 	return s.write(ctx, func() string { return "kube upsert " + key.String() }, key, false,
-		state.Upsert(rec, o.Update, leaseTTL, o.StatusEvery, s.now))
+		renewWithin(state.Upsert(rec, o.Update, leaseTTL, o.StatusEvery, s.now), o.StatusEvery))
 }
 
 // ProposeTransition applies tr to slot key's Lease while it holds
 // incarnationID at seq, with the read's resourceVersion as precondition:
-// a late mark is an UPDATE that keeps the Lease's renewTime and duration,
-// an expiry a conditional DELETE.
+// a late mark is a write (a merge patch) that keeps the Lease's renewTime and duration,
+// an expiry a conditional DELETE. Renewals raise the record's sequence
+// (renew.go), so a proposal for a version a renewal has moved past is
+// stale by its sequence, and state.MinSilence, which asks a backend to
+// check renewals its versions do not show, has nothing to add: this
+// backend's versions show every renewal.
 func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnationID string, seq uint64, tr state.Transition, opts ...state.ProposeOption) (state.WriteResult, error) {
 	o := state.NewProposeOptions(opts)
 	if err := s.checkOpen(); err != nil {
@@ -128,8 +135,8 @@ func (k *kubeSlots) Read(ctx context.Context, key cluster.Key, fresh bool) (stat
 			// The write's precondition fails if anyone has changed the
 			// Lease since, so a decision on it is the decision on the
 			// stored one: no decode, the record is the one written.
-			return state.Slot{Record: s.observed(e.lease, e.rec.Clone()), Version: e.lease.ResourceVersion, Token: e.lease,
-				Revision: state.NewRevision(e.lease.ResourceVersion)}, nil
+			return state.Slot{Record: s.observed(e.lease, e.rec.Clone()), Version: e.lease.ResourceVersion,
+				Token: &slotToken{lease: e.lease, statusSeq: e.statusSeq}, Revision: state.NewRevision(e.lease.ResourceVersion)}, nil
 		}
 	}
 	var cur *coordv1.Lease
@@ -147,11 +154,12 @@ func (k *kubeSlots) Read(ctx context.Context, key cluster.Key, fresh bool) (stat
 	if cur == nil {
 		return slot, nil
 	}
-	slot.Version, slot.Token = cur.ResourceVersion, cur
-	rec, _, err := s.decode(cur, key)
+	tok := &slotToken{lease: cur}
+	slot.Version, slot.Token = cur.ResourceVersion, tok
+	rec, _, statusSeq, err := s.decodeSeq(cur, key)
 	switch {
 	case err == nil:
-		slot.Record = s.observed(cur, rec)
+		slot.Record, tok.statusSeq = s.observed(cur, rec), statusSeq
 	case errors.Is(err, errNotTalon), errors.Is(err, state.ErrUnsupportedVersion):
 		// A record that cannot be read holds no sequence to order against
 		// (a registration overwrites it, still with the precondition); the
@@ -173,7 +181,7 @@ func (k *kubeSlots) Read(ctx context.Context, key cluster.Key, fresh bool) (stat
 func (k *kubeSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, ch state.Change) (state.Swapped, error) {
 	s := k.s
 	name := LeaseName(key)
-	l, _ := cur.Token.(*coordv1.Lease)
+	l := leaseOf(cur)
 	if ch.Record == nil {
 		if l == nil {
 			return state.Swapped{}, nil // nothing to delete: read again
@@ -190,6 +198,9 @@ func (k *kubeSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, c
 		}
 		return state.Swapped{}, fmt.Errorf("delete lease %s: %w", name, err)
 	}
+	if ch.Renew && l != nil && cur.Record != nil {
+		return k.renew(ctx, key, cur, ch)
+	}
 	lease, err := buildLease(l, name, s.opts.Namespace, ch, s.now())
 	if err != nil {
 		return state.Swapped{}, err
@@ -199,12 +210,12 @@ func (k *kubeSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, c
 	if l == nil {
 		written, err = s.leases.Create(rctx, lease, metav1.CreateOptions{})
 	} else {
-		written, err = s.leases.Update(rctx, lease, metav1.UpdateOptions{})
+		written, err = s.patchLease(rctx, l, lease)
 	}
 	cancel()
 	switch {
 	case err == nil:
-		s.cache.put(name, cacheEntry{lease: written, rec: ch.Record})
+		s.cache.put(name, cacheEntry{lease: written, rec: ch.Record, statusSeq: ch.Record.HeartbeatSeq})
 		// This store saw its own write land: from now on the record
 		// ages here, whatever renewTime says.
 		next := ch.Record.Clone()
@@ -258,6 +269,9 @@ func buildLease(cur *coordv1.Lease, name, namespace string, ch state.Change, now
 	l.Annotations[AnnotationRole] = string(key.Role)
 	l.Annotations[AnnotationNode] = key.NodeID
 	l.Annotations[AnnotationStatus] = string(ch.Encoded)
+	// The status is now at the record's sequence, which is at least the
+	// last renewal's (renew.go).
+	delete(l.Annotations, AnnotationRenewSeq)
 	if ch.KeepLease && cur != nil {
 		return l, nil
 	}
