@@ -77,7 +77,7 @@ func TestSoak(t *testing.T) {
 		c := newLiveCluster(t, soakTiming, 2, []string{"--state-backend", "etcd", "--etcd-endpoints", strings.Join(e.Endpoints(), ","),
 			"--etcd-ca-file", f.CAFile, "--etcd-cert-file", f.CertFile, "--etcd-key-file", f.KeyFile})
 		c.coordExtra = soakExtra
-		runSoak(t, c, plan, soakStore{metrics: e.Endpoints()[0] + "/metrics", pause: e.Pause, resume: e.Resume, etcd: e})
+		runSoak(t, c, plan, soakStore{metrics: e.Endpoints()[0] + "/metrics", hc: etcdHTTP(e), pause: e.Pause, resume: e.Resume, etcd: e})
 	})
 	t.Run("kube", func(t *testing.T) {
 		t.Parallel()
@@ -94,7 +94,7 @@ func TestSoak(t *testing.T) {
 		}
 		c := newLiveCluster(t, soakTiming, 2, []string{"--state-backend", "kubernetes", "--kubeconfig", k.WriteKubeconfig(t, k.AdminToken()), "--kube-namespace", "talon"})
 		c.coordExtra = []string{"--status-interval", "1200ms"}
-		runSoak(t, c, plan, soakStore{metrics: ke.Endpoints()[0] + "/metrics", pause: ke.Pause, resume: ke.Resume, etcd: ke})
+		runSoak(t, c, plan, soakStore{metrics: ke.Endpoints()[0] + "/metrics", hc: etcdHTTP(ke), pause: ke.Pause, resume: ke.Resume, etcd: ke})
 	})
 }
 
@@ -102,6 +102,7 @@ func TestSoak(t *testing.T) {
 // (the kube-apiserver's own, on Kubernetes) and how to pause it.
 type soakStore struct {
 	metrics       string
+	hc            *http.Client // speaks the etcd's TLS
 	pause, resume func()
 	etcd          *testenv.Etcd
 }
@@ -162,10 +163,10 @@ func runSoak(t *testing.T, c *liveCluster, plan soakPlan, store soakStore) {
 			}
 		}
 	}()
-	prev := soakScrape(t, store.metrics, procs)
+	prev := soakScrape(store, procs)
 	for at := plan.sampleEvery; at <= plan.d; at += plan.sampleEvery {
 		time.Sleep(time.Until(begin.Add(at)))
-		cur := soakScrape(t, store.metrics, procs)
+		cur := soakScrape(store, procs)
 		faultsMu.Lock()
 		fault := false
 		for _, f := range faults {
@@ -184,26 +185,52 @@ func runSoak(t *testing.T, c *liveCluster, plan soakPlan, store soakStore) {
 
 // soakFigures is one scrape of the store's and every process's metrics.
 type soakFigures struct {
-	received, heartbeats, dbSize, dbInUse float64
-	rss, goroutines, openFD               map[string]float64
+	received, dbSize, dbInUse float64
+	heartbeats                map[string]float64 // accepted, per coordinator (a restart starts it again)
+	rss, goroutines, openFD   map[string]float64
 }
 
-func soakScrape(t *testing.T, storeMetrics string, procs []*proc) soakFigures {
-	f := soakFigures{rss: map[string]float64{}, goroutines: map[string]float64{}, openFD: map[string]float64{}}
-	sm := scrape(storeMetrics)
+// etcdHTTP is an HTTP client for the metrics of e, which may require a
+// client certificate.
+func etcdHTTP(e *testenv.Etcd) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: e.TLSConfig()}}
+}
+
+func soakScrape(store soakStore, procs []*proc) soakFigures {
+	f := soakFigures{heartbeats: map[string]float64{}, rss: map[string]float64{}, goroutines: map[string]float64{}, openFD: map[string]float64{}}
+	sm := scrapeWith(store.hc, store.metrics)
 	f.received, f.dbSize, f.dbInUse = sm["etcd_network_client_grpc_received_bytes_total"], sm["etcd_mvcc_db_total_size_in_bytes"], sm["etcd_mvcc_db_total_size_in_use_in_bytes"]
 	for _, p := range procs {
 		m := scrape("http://" + p.admin + "/metrics")
-		f.heartbeats += m[`talon_coordinator_node_updates_total{operation="heartbeat",outcome="accepted"}`]
+		f.heartbeats[p.name] = m[`talon_coordinator_node_updates_total{operation="heartbeat",outcome="accepted"}`]
 		f.rss[p.name], f.goroutines[p.name], f.openFD[p.name] = m["process_resident_memory_bytes"], m["go_goroutines"], m["process_open_fds"]
 	}
 	return f
 }
 
+// counterDelta sums the growth of per-process counters between two
+// scrapes; a counter that went down started again (its process restarted)
+// and counts from zero.
+func counterDelta(prev, cur map[string]float64) float64 {
+	var d float64
+	for name, v := range cur {
+		if p := prev[name]; v >= p {
+			d += v - p
+		} else {
+			d += v
+		}
+	}
+	return d
+}
+
 // scrape reads a Prometheus text page into series (name{labels} as
 // written) and, for labelled series, their sum by name; nil on failure.
 func scrape(url string) map[string]float64 {
-	hc := &http.Client{Timeout: 5 * time.Second}
+	return scrapeWith(&http.Client{Timeout: 5 * time.Second}, url)
+}
+
+// scrapeWith is scrape through hc.
+func scrapeWith(hc *http.Client, url string) map[string]float64 {
 	resp, err := hc.Get(url)
 	if err != nil {
 		return nil
@@ -255,7 +282,7 @@ func soakWindow(samples []sample, prev, cur soakFigures, at time.Duration, live 
 	if r.minEligible == math.MaxInt {
 		r.minEligible = 0
 	}
-	r.heartbeats = cur.heartbeats - prev.heartbeats
+	r.heartbeats = counterDelta(prev.heartbeats, cur.heartbeats)
 	if r.heartbeats > 0 {
 		r.bytesPerHeartbeat = (cur.received - prev.received) / r.heartbeats
 	}
