@@ -120,15 +120,7 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		return reply
 	}
 	c.m.writes.WithLabelValues(op, res.Outcome.String()).Inc()
-	if res.Renewed {
-		c.m.renewals.Inc()
-	} else if op == "heartbeat" && res.Outcome == state.OutcomeAccepted && res.Record != nil {
-		if v := c.LastGood(); v != nil {
-			if prev := v.record(rec.Key()); prev != nil && prev.IncarnationID == rec.IncarnationID && res.Record.UpdatedAtUnixMs >= prev.UpdatedAtUnixMs {
-				c.m.heartbeatAge.Observe(float64(res.Record.UpdatedAtUnixMs-prev.UpdatedAtUnixMs) / 1000)
-			}
-		}
-	}
+	c.noteAccepted(op, rec, res)
 	if res.Decision == cluster.DecisionInsert {
 		c.noteRegistered(rec.Key())
 	}
@@ -137,6 +129,23 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		c.requestRefresh()
 	}
 	return c.ack(res)
+}
+
+// noteAccepted counts a renewal, or observes an accepted heartbeat's
+// record age in the last view.
+func (c *Coordinator) noteAccepted(op string, rec *cluster.Record, res state.WriteResult) {
+	if res.Renewed {
+		c.m.renewals.Inc()
+		return
+	}
+	if op != "heartbeat" || res.Outcome != state.OutcomeAccepted || res.Record == nil {
+		return
+	}
+	if v := c.LastGood(); v != nil {
+		if prev := v.record(rec.Key()); prev != nil && prev.IncarnationID == rec.IncarnationID && res.Record.UpdatedAtUnixMs >= prev.UpdatedAtUnixMs {
+			c.m.heartbeatAge.Observe(float64(res.Record.UpdatedAtUnixMs-prev.UpdatedAtUnixMs) / 1000)
+		}
+	}
 }
 
 func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Deregister) protocol.Message {

@@ -48,107 +48,113 @@ func (e *env) renew(rec *cluster.Record, stored *cluster.Record, every uint64) s
 // one that renews without writing must keep the lease, the record's
 // content and the ordering rule exactly as a write would.
 func runRenew(t *testing.T, newHarness Factory) {
-	t.Run("QuietHeartbeatKeepsRecordAndRefreshesLease", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
-		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
-		stored := rec
-		for seq := uint64(1); seq <= 2; seq++ {
-			if e.h.LeaseExpiry {
-				e.h.Advance(renewTTL * 3 / 4)
-			}
-			hb := e.quietHeartbeat("w1", "inc-a", seq)
-			if res := e.renew(hb, stored, 100); !res.Renewed {
-				stored = hb
-			}
-		}
-		if !e.h.LeaseExpiry {
-			return
-		}
-		// 1.5 leases after the registration: alive only if the renewals
-		// refreshed the lease.
-		mustFind(t, e.snapshot(e.cluster), stored)
-		e.h.Advance(renewTTL)
-		e.eventually("record gone a lease after its last renewal", renewTTL/10, 10, func() bool {
-			return find(t, e.snapshot(e.cluster), rec.Key()) == nil
-		})
-	})
+	t.Run("QuietHeartbeatKeepsRecordAndRefreshesLease", func(t *testing.T) { caseRenewQuietHeartbeatKeepsRecordAndRefreshesLease(t, newHarness) })
+	t.Run("StatusChangeIsWritten", func(t *testing.T) { caseRenewStatusChangeIsWritten(t, newHarness) })
+	t.Run("StatusIntervalIsWritten", func(t *testing.T) { caseRenewStatusIntervalIsWritten(t, newHarness) })
+	t.Run("HeartbeatClearsLateMark", func(t *testing.T) { caseRenewHeartbeatClearsLateMark(t, newHarness) })
+	t.Run("TransitionsHonourRenewals", func(t *testing.T) { caseRenewTransitionsHonourRenewals(t, newHarness) })
+}
 
-	t.Run("StatusChangeIsWritten", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
-		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
-		changed := e.quietHeartbeat("w1", "inc-a", 1)
-		changed.Health, changed.Ready, changed.NotReadyReason = cluster.HealthDegraded, false, "cordoned"
-		if res := e.renew(changed, rec, 100); res.Renewed {
-			t.Fatalf("a heartbeat that changed health and readiness only renewed the lease: the slot holds %s", describe(res.Record))
+func caseRenewQuietHeartbeatKeepsRecordAndRefreshesLease(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+	stored := rec
+	for seq := uint64(1); seq <= 2; seq++ {
+		if e.h.LeaseExpiry {
+			e.h.Advance(renewTTL * 3 / 4)
 		}
+		hb := e.quietHeartbeat("w1", "inc-a", seq)
+		if res := e.renew(hb, stored, 100); !res.Renewed {
+			stored = hb
+		}
+	}
+	if !e.h.LeaseExpiry {
+		return
+	}
+	// 1.5 leases after the registration: alive only if the renewals
+	// refreshed the lease.
+	mustFind(t, e.snapshot(e.cluster), stored)
+	e.h.Advance(renewTTL)
+	e.eventually("record gone a lease after its last renewal", renewTTL/10, 10, func() bool {
+		return find(t, e.snapshot(e.cluster), rec.Key()) == nil
 	})
+}
 
-	t.Run("StatusIntervalIsWritten", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
-		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
-		stored := rec
-		if res := e.renew(e.quietHeartbeat("w1", "inc-a", 4), rec, 5); !res.Renewed {
-			stored = res.Record
-		}
-		due := e.quietHeartbeat("w1", "inc-a", stored.HeartbeatSeq+5)
-		if res := e.renew(due, stored, 5); res.Renewed {
-			t.Fatalf("a heartbeat a status interval (5) after the stored record (seq %d) only renewed the lease", stored.HeartbeatSeq)
-		}
-	})
+func caseRenewStatusChangeIsWritten(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+	changed := e.quietHeartbeat("w1", "inc-a", 1)
+	changed.Health, changed.Ready, changed.NotReadyReason = cluster.HealthDegraded, false, "cordoned"
+	if res := e.renew(changed, rec, 100); res.Renewed {
+		t.Fatalf("a heartbeat that changed health and readiness only renewed the lease: the slot holds %s", describe(res.Record))
+	}
+}
 
-	t.Run("HeartbeatClearsLateMark", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
-		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
-		e.mustPropose(rec.Key(), "inc-a", 0, state.TransitionLate, state.OutcomeAccepted, lateOf(rec))
-		hb := e.quietHeartbeat("w1", "inc-a", 1)
-		if res := e.renew(hb, rec, 100); res.Renewed {
-			t.Fatal("a heartbeat to a late record only renewed the lease: the mark stays")
-		}
-		if got := find(t, e.snapshot(e.cluster), rec.Key()); got == nil || got.Late {
-			t.Fatalf("after a heartbeat the slot holds %s, want the record without the late mark", describe(got))
-		}
-	})
+func caseRenewStatusIntervalIsWritten(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+	stored := rec
+	if res := e.renew(e.quietHeartbeat("w1", "inc-a", 4), rec, 5); !res.Renewed {
+		stored = res.Record
+	}
+	due := e.quietHeartbeat("w1", "inc-a", stored.HeartbeatSeq+5)
+	if res := e.renew(due, stored, 5); res.Renewed {
+		t.Fatalf("a heartbeat a status interval (5) after the stored record (seq %d) only renewed the lease", stored.HeartbeatSeq)
+	}
+}
 
-	t.Run("TransitionsHonourRenewals", func(t *testing.T) {
-		e := setup(t, newHarness)
-		rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
-		e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
-		hb := e.renew(e.quietHeartbeat("w1", "inc-a", 1), rec, 100)
-		if !hb.Renewed {
-			t.Skip("the backend writes every heartbeat: the version moves, and proposals for the old one are stale")
+func caseRenewHeartbeatClearsLateMark(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+	e.mustPropose(rec.Key(), "inc-a", 0, state.TransitionLate, state.OutcomeAccepted, lateOf(rec))
+	hb := e.quietHeartbeat("w1", "inc-a", 1)
+	if res := e.renew(hb, rec, 100); res.Renewed {
+		t.Fatal("a heartbeat to a late record only renewed the lease: the mark stays")
+	}
+	if got := find(t, e.snapshot(e.cluster), rec.Key()); got == nil || got.Late {
+		t.Fatalf("after a heartbeat the slot holds %s, want the record without the late mark", describe(got))
+	}
+}
+
+func caseRenewTransitionsHonourRenewals(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+	hb := e.renew(e.quietHeartbeat("w1", "inc-a", 1), rec, 100)
+	if !hb.Renewed {
+		t.Skip("the backend writes every heartbeat: the version moves, and proposals for the old one are stale")
+	}
+	// The version a coordinator saw before the renewal is seq 0. Where
+	// the renewal shows in the version (Kubernetes: hb.Record is at
+	// seq 1), a proposal for seq 0 is stale by its sequence; where it
+	// does not (etcd, memory), the backend's own clock of the
+	// renewals refuses it.
+	visible := hb.Record.HeartbeatSeq != rec.HeartbeatSeq
+	for _, tr := range []state.Transition{state.TransitionLate, state.TransitionExpire} {
+		res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", 0, tr, state.MinSilence(time.Second))
+		switch {
+		case err != nil || res.Outcome != state.OutcomeStale:
+			t.Fatalf("%s proposed for seq 0 right after a renewal, with MinSilence 1s = %+v, %v; want stale", tr, res, err)
+		case !visible && (!res.Renewed || res.RenewedAgo >= time.Second):
+			t.Fatalf("%s proposed right after a renewal that shows in no version, with MinSilence 1s = %+v; want stale, renewed less than 1s ago", tr, res)
 		}
-		// The version a coordinator saw before the renewal is seq 0. Where
-		// the renewal shows in the version (Kubernetes: hb.Record is at
-		// seq 1), a proposal for seq 0 is stale by its sequence; where it
-		// does not (etcd, memory), the backend's own clock of the
-		// renewals refuses it.
-		visible := hb.Record.HeartbeatSeq != rec.HeartbeatSeq
-		for _, tr := range []state.Transition{state.TransitionLate, state.TransitionExpire} {
-			res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", 0, tr, state.MinSilence(time.Second))
-			switch {
-			case err != nil || res.Outcome != state.OutcomeStale:
-				t.Fatalf("%s proposed for seq 0 right after a renewal, with MinSilence 1s = %+v, %v; want stale", tr, res, err)
-			case !visible && (!res.Renewed || res.RenewedAgo >= time.Second):
-				t.Fatalf("%s proposed right after a renewal that shows in no version, with MinSilence 1s = %+v; want stale, renewed less than 1s ago", tr, res)
-			}
-		}
-		if got := mustFind(t, e.snapshot(e.cluster), hb.Record); got.Late {
-			t.Fatal("a refused late proposal marked the record")
-		}
-		// Silent for longer than MinSilence (etcd counts whole seconds and
-		// rounds the silence down): a mark of the version the slot holds
-		// applies.
-		e.h.Advance(2500 * time.Millisecond)
-		res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", hb.Record.HeartbeatSeq, state.TransitionLate, state.MinSilence(time.Second))
-		if err != nil || res.Outcome != state.OutcomeAccepted {
-			t.Fatalf("late proposed 2.5s after the last renewal, with MinSilence 1s = %+v, %v; want accepted", res, err)
-		}
-		if got := mustFind(t, e.snapshot(e.cluster), lateOf(hb.Record)); !got.Late {
-			t.Fatal("the applied late proposal left no mark")
-		}
-	})
+	}
+	if got := mustFind(t, e.snapshot(e.cluster), hb.Record); got.Late {
+		t.Fatal("a refused late proposal marked the record")
+	}
+	// Silent for longer than MinSilence (etcd counts whole seconds and
+	// rounds the silence down): a mark of the version the slot holds
+	// applies.
+	e.h.Advance(2500 * time.Millisecond)
+	res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", hb.Record.HeartbeatSeq, state.TransitionLate, state.MinSilence(time.Second))
+	if err != nil || res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("late proposed 2.5s after the last renewal, with MinSilence 1s = %+v, %v; want accepted", res, err)
+	}
+	if got := mustFind(t, e.snapshot(e.cluster), lateOf(hb.Record)); !got.Late {
+		t.Fatal("the applied late proposal left no mark")
+	}
 }
