@@ -75,16 +75,6 @@ func newAuthenticator(cfg config.AdminConfig, log *slog.Logger, now func() time.
 // enabled reports whether tokens are required.
 func (a *authenticator) enabled() bool { return a.required }
 
-// canOperate reports whether any credential now holds the operate scope.
-func (a *authenticator) canOperate() bool {
-	for _, c := range a.current() {
-		if c.scopes.Has(config.ScopeOperate) {
-			return true
-		}
-	}
-	return false
-}
-
 // current returns every credential accepted now.
 func (a *authenticator) current() []credential {
 	if a.file == nil {

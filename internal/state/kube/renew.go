@@ -27,7 +27,7 @@ import (
 // Kubernetes Leases have no expiry of their own: coordinators judge
 // liveness by a record's version (incarnation, heartbeat sequence) going
 // unchanged, so a renewal must show in that version. Every read of a Lease
-// (decodeLease: snapshots, the snapshot cache, Watch, the write path)
+// (decodeLeaseSeq: snapshots, the snapshot cache, Watch, the write path)
 // returns the status record with HeartbeatSeq the larger of the status's
 // and AnnotationRenewSeq: each renewal is a new version on every
 // coordinator at the same resourceVersion, the ordering rule refuses a

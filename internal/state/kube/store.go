@@ -155,7 +155,7 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// decode is decodeLease, counted.
+// decode is decodeLeaseSeq without the status sequence, counted.
 func (s *Store) decode(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
 	rec, key, _, err := s.decodeSeq(l, want)
 	return rec, key, err
@@ -369,7 +369,7 @@ func (s *Store) observed(l *coordv1.Lease, rec *cluster.Record) *cluster.Record 
 // the interval between snapshots.
 func (s *Store) ClockSkew() (time.Duration, bool) { return s.obs.ClockSkew() }
 
-// Errors decodeLease returns besides state.ErrUnsupportedVersion.
+// Errors decodeLeaseSeq returns besides state.ErrUnsupportedVersion.
 var (
 	// errNotTalon: the Lease holds no readable Talon record.
 	errNotTalon = errors.New("lease holds no readable talon record")
@@ -378,18 +378,13 @@ var (
 	errCollision = errors.New("lease name collision")
 )
 
-// decodeLease returns the record a Lease holds for slot want (want zero:
-// any slot), at the sequence of its last renewal (withRenewal). Errors wrap cluster.ErrUnsupportedVersion for a record of
-// another schema version, or errNotTalon for anything else that is not a
-// valid record (missing annotations, a malformed record), or errCollision
-// for a record of another slot.
-func decodeLease(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, error) {
-	rec, key, _, err := decodeLeaseSeq(l, want)
-	return rec, key, err
-}
-
-// decodeLeaseSeq is decodeLease that also returns the heartbeat sequence
-// of the record in the status annotation.
+// decodeLeaseSeq returns the record a Lease holds for slot want (want
+// zero: any slot), at the sequence of its last renewal (withRenewal), and
+// the heartbeat sequence of the record in the status annotation. Errors
+// wrap cluster.ErrUnsupportedVersion for a record of another schema
+// version, or errNotTalon for anything else that is not a valid record
+// (missing annotations, a malformed record), or errCollision for a record
+// of another slot.
 func decodeLeaseSeq(l *coordv1.Lease, want cluster.Key) (*cluster.Record, cluster.Key, uint64, error) {
 	rec, key, err := decodeStatus(l, want)
 	if err != nil {
