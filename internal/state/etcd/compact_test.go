@@ -170,7 +170,7 @@ func TestCompactionBoundsHistory(t *testing.T) {
 	if kv.Kvs[0].Version > maxRounds {
 		t.Fatalf("compaction key written %d times in %s: more than once per interval", kv.Kvs[0].Version, elapsed)
 	}
-	testsupport.LintMetrics(t, reg, "talon_state_etcd_", 11)
+	testsupport.LintMetrics(t, reg, "talon_state_etcd_", 13)
 	// The history before the last compaction is gone.
 	_, last := stores[0].Compactions()
 	if _, l := stores[1].Compactions(); l > last {

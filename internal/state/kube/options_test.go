@@ -175,7 +175,7 @@ func TestOptionsRegisterer(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "talon_state_kube_transitions_total"); err != nil || n != 8 {
 		t.Fatalf("transition series = %d, %v; want 8", n, err)
 	}
-	testsupport.LintMetrics(t, reg, "talon_state_kube_", 8)
+	testsupport.LintMetrics(t, reg, "talon_state_kube_", 9)
 	// A second store on the same registry is refused (and starts nothing).
 	if s2, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "kube metrics") {
 		if s2 != nil {
