@@ -174,8 +174,10 @@ func (m *Model) eventLines(w, h int, now time.Time) []string {
 		text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(e.TimeUnixMs).In(loc), now.In(loc)), e.Type, node, change, format.Text(e.Reason))
 		st := m.st.header
 		switch e.Type {
-		case "node_expired_or_removed", "coordinator_unready", "store_unreachable":
+		case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "node_revoked":
 			st = m.st.bad
+		case "node_cordoned":
+			st = m.st.warn
 		case "node_health_changed", "node_readiness_changed":
 			if e.New != "healthy" && e.New != "ready" {
 				st = m.st.warn

@@ -124,6 +124,9 @@ func (s *Server) withAudit(r *http.Request, rt *route) (*http.Request, *audit) {
 		return r, nil
 	}
 	a := &audit{action: actionOf(rt, r.Method), node: s.nodeID()}
+	if rt == routeCordon || rt == routeUncordon {
+		a.node, _ = actionTarget(r.URL.Path) // the worker acted on, refusals included
+	}
 	return r.WithContext(context.WithValue(r.Context(), auditKey{}, a)), a
 }
 

@@ -3,17 +3,18 @@
 // metrics, the read-only /api/v1 management API (wire types in
 // internal/apiv1) and, on coordinators, a hook for the embedded UI.
 //
-// Routes (GET and HEAD only, but for a worker's cordon; any other method is
-// 405 with Allow), and the scope a token needs for each:
+// Routes (GET and HEAD only, but for the operator actions, POST only; any
+// other method is 405 with Allow), and the scope a token needs for each:
 //
 //	/healthz              both roles   group health   no token
 //	/readyz               both roles   group health   no token; reasons only with scope read
 //	/metrics              both roles   group metrics  metrics
 //	/api/v1/status        workers      group api      read
-//	/api/v1/cordon        workers      group api      operate (POST, DELETE)
 //	/api/v1/cluster       coordinators group api      read
 //	/api/v1/nodes         coordinators group api      read
 //	/api/v1/nodes/{id}    coordinators group api      read
+//	/api/v1/nodes/{id}/cordon    coordinators group api  operate (POST; persist=true)
+//	/api/v1/nodes/{id}/uncordon  coordinators group api  operate (POST)
 //	/api/v1/placement     coordinators group api      read
 //	/api/v1/events        coordinators group api      read
 //	/api/v1/openapi.json  both roles   group api      read

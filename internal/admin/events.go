@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/worker"
 )
 
 // eventParams is the parsed query of GET /api/v1/events.
@@ -136,38 +134,5 @@ func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordina
 		out.Continue = strconv.FormatUint(page.Events[len(page.Events)-1].Seq, 10)
 	}
 	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// cordon answers a worker's POST (cordon, persist=true to keep it across
-// restarts) and DELETE (uncordon) of /api/v1/cordon; serveHTTP logs the
-// audit line of each, with the details added here.
-func (s *Server) cordon(w http.ResponseWriter, r *http.Request, _ bool) error {
-	q, err := parseQuery(r.URL.RawQuery, []string{apiv1.ParamPersist}, nil)
-	if err != nil {
-		return err
-	}
-	persist, err := q.boolean(apiv1.ParamPersist, false)
-	if err != nil {
-		return err
-	}
-	wk := s.opts.Worker
-	on := r.Method == http.MethodPost
-	if !on && persist {
-		return badParam(apiv1.ParamPersist, "true", "is a parameter of POST (cordon) only: DELETE lifts any cordon, persisted or not")
-	}
-	aud := auditOf(r.Context())
-	aud.attrs = append(aud.attrs, "persist", persist)
-	changed, err := wk.SetCordon(r.Context(), on, persist)
-	if errors.Is(err, worker.ErrCannotPersist) {
-		return badParam(apiv1.ParamPersist, "true", "%v", err)
-	}
-	if err != nil {
-		aud.attrs = append(aud.attrs, "error", err)
-		return fmt.Errorf("%s: %w", aud.action, err)
-	}
-	cordoned, persisted := wk.Cordoned()
-	aud.attrs = append(aud.attrs, "changed", changed)
-	writeJSON(w, http.StatusOK, apiv1.Cordon{NodeID: wk.NodeID(), Cordoned: cordoned, Persisted: persisted, Changed: changed})
 	return nil
 }

@@ -1,14 +1,19 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/config"
 
 	"github.com/talonhq/talon/internal/apiv1"
 )
@@ -201,62 +206,128 @@ func TestEventsRequireToken(t *testing.T) {
 	}
 }
 
-// TestWorkerCordon: POST cordons (ready false, reason cordoned, in the
-// status and, after one heartbeat, in the coordinator's view), DELETE
-// uncordons, GET is refused, a token is required, and each change is an
-// audit line.
-func TestWorkerCordon(t *testing.T) {
+// TestWorkerServesNoWrites: a worker's admin listener takes no write, on
+// the old cordon path or any other, with or without an operate token, and
+// refuses a cross-site one before anything else (issue 37: a POST of
+// /api/v1/cordon?persist=true, even from a foreign Origin, cordoned the
+// worker persistently). The worker stays ready and uncordoned.
+func TestWorkerServesNoWrites(t *testing.T) {
 	cfg := exposeAll()
 	cfg.Tokens = scoped(allScopes, "tok-w")
 	e := startWorker(t, cfg, nil)
-	if r := e.do(t, http.MethodPost, apiv1.PathCordon, ""); r.status != http.StatusUnauthorized {
-		t.Fatalf("cordon without token: %d", r.status)
+	for _, tc := range []struct {
+		method, path, token string
+		hdr                 http.Header
+		want                int
+	}{
+		{http.MethodPost, "/api/v1/cordon?persist=true", "", nil, http.StatusNotFound},
+		{http.MethodPost, "/api/v1/cordon?persist=true", "tok-w", nil, http.StatusNotFound},
+		{http.MethodDelete, "/api/v1/cordon", "tok-w", nil, http.StatusNotFound},
+		{http.MethodPost, apiv1.NodeActionPath("w-real", apiv1.SuffixCordon), "tok-w", nil, http.StatusNotFound},
+		{http.MethodPost, "/api/v1/cordon?persist=true", "", http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{http.MethodPost, "/api/v1/cordon?persist=true", "tok-w", http.Header{"Origin": {"http://evil.example"}, apiv1.HeaderRequest: {"1"}}, http.StatusForbidden},
+	} {
+		hdr := tc.hdr
+		if hdr == nil {
+			hdr = http.Header{apiv1.HeaderRequest: {"1"}}
+		}
+		if r := e.doWith(t, tc.method, tc.path, tc.token, hdr); r.status != tc.want {
+			t.Errorf("%s %s (token %q, %v): %d %s, want %d", tc.method, tc.path, tc.token, tc.hdr, r.status, r.body, tc.want)
+		}
 	}
-	if r := e.do(t, http.MethodGet, apiv1.PathCordon, "tok-w"); r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != "POST, DELETE" {
-		t.Fatalf("GET cordon: %d, Allow %q", r.status, r.header.Get("Allow"))
+	if on, _ := e.worker.Cordoned(); on || !e.worker.Readiness().Ready {
+		t.Fatalf("after the writes: cordoned %v, readiness %+v; want an untouched, ready worker", on, e.worker.Readiness())
 	}
-	if r := e.do(t, http.MethodPost, apiv1.PathCordon+"?persist=true", "tok-w"); r.status != http.StatusBadRequest || !strings.Contains(r.apiError(t).Message, "no cache directory") {
-		t.Fatalf("persisted cordon without a cordon file: %d %s", r.status, r.body)
+}
+
+// TestNodeCordon: a coordinator's POST /api/v1/nodes/{id}/cordon marks the
+// worker's record in the store with the principal and the time (persist
+// on request), once: again changes nothing; /uncordon lifts it. It needs
+// the operate scope (401 without a token, 403 with a read-and-metrics
+// one), takes POST only, answers 404 for an unknown worker and 400 for a
+// coordinator or an unknown parameter, and each write is an audit line
+// naming the principal, the action and the worker. The node's API record
+// and the events show the cordon.
+func TestNodeCordon(t *testing.T) {
+	cfg := exposeAll()
+	cfg.Tokens = append(scoped(allScopes, "tok-op"), scoped(config.ScopeRead|config.ScopeMetrics, "tok-ro")...)
+	e := startCoordinator(t, envOptions{admin: cfg})
+	e.put(t, workerRecord("w1", nil), time.Minute)
+	cordonPath := apiv1.NodeActionPath("w1", apiv1.SuffixCordon)
+	for _, tc := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{http.MethodPost, cordonPath, "", http.StatusUnauthorized},
+		{http.MethodPost, cordonPath, "tok-ro", http.StatusForbidden},
+		{http.MethodGet, cordonPath, "tok-op", http.StatusMethodNotAllowed},
+		{http.MethodPost, apiv1.NodeActionPath("nope", apiv1.SuffixCordon), "tok-op", http.StatusNotFound},
+		{http.MethodPost, apiv1.NodeActionPath("coord-a", apiv1.SuffixCordon), "tok-op", http.StatusBadRequest},
+		{http.MethodPost, apiv1.NodeActionPath("w1", apiv1.SuffixUncordon) + "?persist=true", "tok-op", http.StatusBadRequest},
+		{http.MethodPost, cordonPath + "?persist=maybe", "tok-op", http.StatusBadRequest},
+	} {
+		if r := e.do(t, tc.method, tc.path, tc.token); r.status != tc.want {
+			t.Errorf("%s %s (token %q): %d %s, want %d", tc.method, tc.path, tc.token, r.status, r.body, tc.want)
+		}
 	}
-	r := e.do(t, http.MethodPost, apiv1.PathCordon, "tok-w")
+	stored := func() *cluster.Record {
+		snap, err := e.store.Snapshot(context.Background(), clusterID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w1"})
+	}
+	if rec := stored(); rec.Cordoned() {
+		t.Fatalf("refused requests cordoned w1: %+v", rec)
+	}
 	var c apiv1.Cordon
+	r := e.do(t, http.MethodPost, cordonPath, "tok-op")
 	r.decode(t, &c)
-	if r.status != http.StatusOK || !c.Cordoned || c.Persisted || !c.Changed || c.NodeID != "w-real" {
+	if r.status != http.StatusOK || !c.Cordoned || c.Persisted || !c.Changed || c.Cordon == nil || c.Cordon.By != "name-of-tok-o" || c.Cordon.AtUnixMs == 0 {
 		t.Fatalf("cordon: %d %s", r.status, r.body)
 	}
-	if rd := e.worker.Readiness(); rd.Ready || !strings.Contains(strings.Join(rd.Reasons, ";"), "cordoned") {
-		t.Fatalf("readiness after cordon %+v", rd)
+	if rec := stored(); rec.CordonedBy != "name-of-tok-o" || rec.CordonPersist {
+		t.Fatalf("stored record after the cordon: by %q persist %v", rec.CordonedBy, rec.CordonPersist)
 	}
-	waitFor(t, "the store's record cordoned", func() bool {
-		rec, _ := e.worker.LastAccepted()
-		return rec != nil && !rec.Ready && rec.NotReadyReason == "cordoned"
-	})
-	var st apiv1.Status
-	e.do(t, http.MethodGet, apiv1.PathStatus, "tok-w").decode(t, &st)
-	if !st.Cordoned || st.Ready || st.Node == nil || st.Node.NotReadyReason != "cordoned" {
-		t.Fatalf("status after cordon %+v", st)
-	}
-	// Cordoning again changes nothing.
-	e.do(t, http.MethodPost, apiv1.PathCordon, "tok-w").decode(t, &c)
+	e.do(t, http.MethodPost, cordonPath, "tok-op").decode(t, &c)
 	if c.Changed || !c.Cordoned {
-		t.Fatalf("second cordon %+v", c)
+		t.Fatalf("second cordon %+v, want no change", c)
 	}
-	if r := e.do(t, http.MethodDelete, apiv1.PathCordon+"?persist=true", "tok-w"); r.status != http.StatusBadRequest {
-		t.Fatalf("DELETE with persist: %d", r.status)
+	e.do(t, http.MethodPost, cordonPath+"?persist=true", "tok-op").decode(t, &c)
+	if !c.Changed || !c.Persisted {
+		t.Fatalf("cordon adding persist %+v, want a change to persisted", c)
 	}
-	e.do(t, http.MethodDelete, apiv1.PathCordon, "tok-w").decode(t, &c)
-	if c.Cordoned || !c.Changed {
+	waitFor(t, "the node's API record shows the cordon", func() bool {
+		var n apiv1.NodeResponse
+		e.do(t, http.MethodGet, apiv1.PathNodes+"/w1", "tok-ro").decode(t, &n)
+		return n.Node.Cordon != nil && n.Node.Cordon.Persist && n.Node.Cordon.By == "name-of-tok-o"
+	})
+	e.do(t, http.MethodPost, apiv1.NodeActionPath("w1", apiv1.SuffixUncordon), "tok-op").decode(t, &c)
+	if !c.Changed || c.Cordoned || c.Cordon != nil {
 		t.Fatalf("uncordon %+v", c)
 	}
-	waitFor(t, "ready again", func() bool { return e.worker.Readiness().Ready })
+	if rec := stored(); rec.Cordoned() || rec.CordonPersist {
+		t.Fatalf("stored record after the uncordon still cordoned: %+v", rec)
+	}
+	waitFor(t, "cordon and uncordon events", func() bool {
+		var l apiv1.EventList
+		e.do(t, http.MethodGet, apiv1.PathEvents+"?node=w1", "tok-ro").decode(t, &l)
+		var types []string
+		for _, ev := range l.Items {
+			types = append(types, ev.Type)
+		}
+		return slices.Contains(types, "node_cordoned") && slices.Contains(types, "node_uncordoned")
+	})
 	logs := e.logs.String()
-	// Each names the principal (the token's name), the action, the node
-	// and the outcome.
-	for _, want := range []string{`msg="audit: cordon ok" component=admin audit=true principal=name-of-tok-w action=cordon node=w-real outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
-		`msg="audit: uncordon ok" component=admin audit=true principal=name-of-tok-w action=uncordon node=w-real outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
-		`msg="audit: cordon invalid_argument" component=admin audit=true principal=name-of-tok-w action=cordon node=w-real outcome=invalid_argument status=400`} {
+	for _, want := range []string{
+		`msg="audit: cordon ok" component=admin audit=true principal=name-of-tok-o action=cordon node=w1 outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
+		`msg="audit: cordon ok" component=admin audit=true principal=name-of-tok-o action=cordon node=w1 outcome=ok status=200 client=127.0.0.1 persist=true changed=true`,
+		`msg="audit: uncordon ok" component=admin audit=true principal=name-of-tok-o action=uncordon node=w1 outcome=ok status=200 client=127.0.0.1 persist=false changed=true`,
+		`msg="audit: cordon permission_denied" component=admin audit=true principal=name-of-tok-r action=cordon node=w1 outcome=permission_denied status=403`,
+		`msg="audit: cordon not_found" component=admin audit=true principal=name-of-tok-o action=cordon node=nope outcome=not_found status=404`,
+	} {
 		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %q:\n%s", want, logs)
+			t.Errorf("log lacks %q", want)
 		}
 	}
 }

@@ -153,6 +153,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 			HeartbeatIntervalMs: t.HeartbeatInterval.Milliseconds(),
 			UnhealthyAfterMs:    t.UnhealthyAfter.Milliseconds(),
 			LeaseTTLMs:          t.LeaseTTL.Milliseconds(),
+			StatusIntervalMs:    t.StatusInterval.Milliseconds(),
 		},
 	}
 	if stale {

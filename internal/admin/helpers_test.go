@@ -427,3 +427,15 @@ func mentions(body []byte, ss ...string) string {
 	}
 	return ""
 }
+
+// cordonedInStore reports whether worker id's record in the store carries
+// an operator's cordon.
+func (e *env) cordonedInStore(t testing.TB, id string) bool {
+	t.Helper()
+	snap, err := e.store.Snapshot(context.Background(), clusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id})
+	return r != nil && r.Cordoned()
+}

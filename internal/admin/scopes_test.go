@@ -37,22 +37,24 @@ func scopedTokens(t *testing.T) config.AdminConfig {
 // everything), a refusal names the route and the missing scope, and a
 // refused write changes nothing.
 func TestScopes(t *testing.T) {
-	e := startWorker(t, scopedTokens(t), nil)
+	e := startCoordinator(t, envOptions{admin: scopedTokens(t)})
+	e.put(t, workerRecord("w1", nil), time.Minute)
+	cordonPath, uncordonPath := apiv1.NodeActionPath("w1", apiv1.SuffixCordon), apiv1.NodeActionPath("w1", apiv1.SuffixUncordon)
 	for _, tt := range []struct {
 		method, path, token string
 		status              int
 		msg                 string
 	}{
-		{http.MethodPost, apiv1.PathCordon, tokMetrics, http.StatusForbidden, `POST cordon needs scope operate; token "prometheus" has metrics`},
-		{http.MethodPost, apiv1.PathCordon, tokReader, http.StatusForbidden, `POST cordon needs scope operate; token "viewer" has read`},
-		{http.MethodPost, apiv1.PathCordon, tokLegacy, http.StatusForbidden, `POST cordon needs scope operate; token "line-4" has read,metrics`},
-		{http.MethodDelete, apiv1.PathCordon, tokMetrics, http.StatusForbidden, `DELETE cordon needs scope operate`},
-		{http.MethodGet, apiv1.PathStatus, tokMetrics, http.StatusForbidden, `GET status needs scope read; token "prometheus" has metrics`},
+		{http.MethodPost, cordonPath, tokMetrics, http.StatusForbidden, `POST cordon needs scope operate; token "prometheus" has metrics`},
+		{http.MethodPost, cordonPath, tokReader, http.StatusForbidden, `POST cordon needs scope operate; token "viewer" has read`},
+		{http.MethodPost, cordonPath, tokLegacy, http.StatusForbidden, `POST cordon needs scope operate; token "line-4" has read,metrics`},
+		{http.MethodPost, uncordonPath, tokMetrics, http.StatusForbidden, `POST uncordon needs scope operate`},
+		{http.MethodGet, apiv1.PathNodes, tokMetrics, http.StatusForbidden, `GET nodes needs scope read; token "prometheus" has metrics`},
 		{http.MethodGet, apiv1.PathMetrics, tokReader, http.StatusForbidden, `GET metrics needs scope metrics; token "viewer" has read`},
 		{http.MethodGet, apiv1.PathMetrics, tokMetrics, http.StatusOK, ""},
 		{http.MethodGet, apiv1.PathMetrics, tokLegacy, http.StatusOK, ""},
-		{http.MethodGet, apiv1.PathStatus, tokReader, http.StatusOK, ""},
-		{http.MethodGet, apiv1.PathStatus, tokLegacy, http.StatusOK, ""},
+		{http.MethodGet, apiv1.PathNodes, tokReader, http.StatusOK, ""},
+		{http.MethodGet, apiv1.PathNodes, tokLegacy, http.StatusOK, ""},
 	} {
 		r := e.do(t, tt.method, tt.path, tt.token)
 		if r.status != tt.status {
@@ -63,18 +65,18 @@ func TestScopes(t *testing.T) {
 				t.Fatalf("%s %s with %s: %+v, want permission_denied with %q", tt.method, tt.path, tt.token[:7], b, tt.msg)
 			}
 		}
-		if cordoned, _ := e.worker.Cordoned(); cordoned {
+		if e.cordonedInStore(t, "w1") {
 			t.Fatalf("%s %s with %s cordoned the worker", tt.method, tt.path, tt.token[:7])
 		}
 	}
-	if r := e.do(t, http.MethodPost, apiv1.PathCordon, tokOps); r.status != http.StatusOK {
+	if r := e.do(t, http.MethodPost, cordonPath, tokOps); r.status != http.StatusOK || !e.cordonedInStore(t, "w1") {
 		t.Fatalf("cordon with the operate token: %d %s", r.status, r.body)
 	}
 	logs := e.logs.String()
 	for _, want := range []string{
-		`msg="audit: cordon permission_denied" component=admin audit=true principal=prometheus action=cordon node=w-real outcome=permission_denied status=403`,
-		`msg="audit: uncordon permission_denied" component=admin audit=true principal=prometheus action=uncordon node=w-real outcome=permission_denied status=403`,
-		`msg="audit: cordon ok" component=admin audit=true principal=ops action=cordon node=w-real outcome=ok status=200`,
+		`msg="audit: cordon permission_denied" component=admin audit=true principal=prometheus action=cordon node=w1 outcome=permission_denied status=403`,
+		`msg="audit: uncordon permission_denied" component=admin audit=true principal=prometheus action=uncordon node=w1 outcome=permission_denied status=403`,
+		`msg="audit: cordon ok" component=admin audit=true principal=ops action=cordon node=w1 outcome=ok status=200`,
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("no audit line %q in\n%s", want, logs)
@@ -85,22 +87,33 @@ func TestScopes(t *testing.T) {
 	}
 }
 
-// TestWritesNeedATokenOnAnyDefault: a listener without tokens serves its
-// reads as before but refuses every write (a worker's listener cordoned
-// for anyone who could connect).
+// TestWritesNeedATokenOnAnyDefault: a coordinator's listener without
+// tokens serves its reads as before but refuses every write, and a
+// worker's serves none at all (its listener cordoned for anyone who could
+// connect).
 func TestWritesNeedATokenOnAnyDefault(t *testing.T) {
-	e := startWorker(t, exposeAll(), nil)
-	if r := e.get(t, apiv1.PathStatus); r.status != http.StatusOK {
-		t.Fatalf("status without tokens configured: %d", r.status)
+	e := startCoordinator(t, envOptions{admin: exposeAll()})
+	e.put(t, workerRecord("w1", nil), time.Minute)
+	if r := e.get(t, apiv1.PathNodes); r.status != http.StatusOK {
+		t.Fatalf("nodes without tokens configured: %d", r.status)
 	}
-	for _, m := range []string{http.MethodPost, http.MethodDelete} {
-		r := e.do(t, m, apiv1.PathCordon+"?persist=false", "")
+	for _, sfx := range []string{apiv1.SuffixCordon, apiv1.SuffixUncordon} {
+		r := e.do(t, http.MethodPost, apiv1.NodeActionPath("w1", sfx), "")
 		if b := r.apiError(t); r.status != http.StatusForbidden || !strings.Contains(b.Message, "needs a bearer token with scope operate, and this listener has no tokens") {
-			t.Fatalf("%s cordon without tokens configured: %d %+v", m, r.status, b)
+			t.Fatalf("POST %s without tokens configured: %d %+v", sfx, r.status, b)
 		}
 	}
-	if cordoned, _ := e.worker.Cordoned(); cordoned || !e.worker.Readiness().Ready {
+	if e.cordonedInStore(t, "w1") {
 		t.Fatal("a write without a token cordoned the worker")
+	}
+	w := startWorker(t, exposeAll(), nil)
+	for _, m := range []string{http.MethodPost, http.MethodDelete} {
+		if r := w.do(t, m, "/api/v1/cordon?persist=true", ""); r.status != http.StatusNotFound {
+			t.Fatalf("%s /api/v1/cordon on a worker without tokens: %d %s, want 404", m, r.status, r.body)
+		}
+	}
+	if cordoned, _ := w.worker.Cordoned(); cordoned || !w.worker.Readiness().Ready {
+		t.Fatal("a write to the worker's listener cordoned it")
 	}
 }
 
@@ -111,6 +124,8 @@ func TestWritesNeedATokenOnAnyDefault(t *testing.T) {
 func TestCrossSiteWritesRefused(t *testing.T) {
 	w := startWorker(t, scopedTokens(t), nil)
 	c := startCoordinator(t, envOptions{admin: scopedTokens(t)})
+	c.put(t, workerRecord("w1", nil), time.Minute)
+	cordonPath := apiv1.NodeActionPath("w1", apiv1.SuffixCordon)
 	evil := func(h http.Header) http.Header { h.Set("Origin", "http://evil.example"); return h }
 	cases := []struct {
 		name string
@@ -125,12 +140,12 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 		{"cross-site fetch", http.Header{"Sec-Fetch-Site": {"cross-site"}, apiv1.HeaderRequest: {"1"}}, `Sec-Fetch-Site is "cross-site"`},
 		{"null origin", http.Header{"Origin": {"null"}, apiv1.HeaderRequest: {"1"}}, `Origin "null"`},
 	}
-	// The coordinator serves no write today: its refusal comes first,
-	// on any path, so a page cannot probe which take writes.
+	// The refusal comes first, on any path, so a page cannot probe which
+	// take writes.
 	for _, at := range []struct {
 		e    *env
 		path string
-	}{{w, apiv1.PathCordon}, {c, apiv1.PathNodes}, {c, apiv1.PathCordon}, {c, "/no/such/path"}} {
+	}{{w, "/api/v1/cordon"}, {c, apiv1.PathNodes}, {c, cordonPath}, {c, "/no/such/path"}} {
 		e := at.e
 		for _, tt := range cases {
 			for _, tok := range []string{"", tokOps} {
@@ -143,14 +158,14 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 			}
 		}
 	}
-	if cordoned, _ := w.worker.Cordoned(); cordoned {
+	if cordoned, _ := w.worker.Cordoned(); cordoned || c.cordonedInStore(t, "w1") {
 		t.Fatal("a cross-site request cordoned the worker")
 	}
 	// The same origin, and a JSON content type, are writes of this
 	// listener's own clients.
-	host := strings.TrimPrefix(w.url, "http://")
+	host := strings.TrimPrefix(c.url, "http://")
 	for _, hdr := range []http.Header{{"Origin": {"http://" + host}, apiv1.HeaderRequest: {"1"}}, {"Content-Type": {"application/json"}, "Sec-Fetch-Site": {"same-origin"}}} {
-		if r := w.doWith(t, http.MethodPost, apiv1.PathCordon, tokOps, hdr); r.status != http.StatusOK {
+		if r := c.doWith(t, http.MethodPost, cordonPath, tokOps, hdr); r.status != http.StatusOK {
 			t.Fatalf("same-site cordon %v: %d %s", hdr, r.status, r.body)
 		}
 	}
@@ -178,14 +193,15 @@ func TestTokenFileReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.TokenFile, cfg.FileTokens = path, toks
-	e := startWorker(t, cfg, nil)
-	if r := e.do(t, http.MethodGet, apiv1.PathStatus, tokOps); r.status != http.StatusOK {
+	e := startCoordinator(t, envOptions{admin: cfg})
+	e.put(t, workerRecord("w1", nil), time.Minute)
+	if r := e.do(t, http.MethodGet, apiv1.PathNodes, tokOps); r.status != http.StatusOK {
 		t.Fatalf("ops before the removal: %d", r.status)
 	}
 	write("viewer:read:" + tokReader + "\nprometheus:metrics:" + tokMetrics + "\n")
 	removed := time.Now()
 	for {
-		r := e.do(t, http.MethodPost, apiv1.PathCordon, tokOps)
+		r := e.do(t, http.MethodPost, apiv1.NodeActionPath("w1", apiv1.SuffixCordon), tokOps)
 		if r.status == http.StatusUnauthorized {
 			break
 		}
@@ -201,13 +217,13 @@ func TestTokenFileReload(t *testing.T) {
 	if r := e.do(t, http.MethodGet, apiv1.PathMetrics, tokMetrics); r.status != http.StatusOK {
 		t.Fatalf("a token added to the file: %d", r.status)
 	}
-	if r := e.do(t, http.MethodGet, apiv1.PathStatus, tokReader); r.status != http.StatusOK {
+	if r := e.do(t, http.MethodGet, apiv1.PathNodes, tokReader); r.status != http.StatusOK {
 		t.Fatalf("a token kept in the file: %d", r.status)
 	}
 	// A file that no longer loads keeps the tokens in use, with a warning.
 	write("viewer:bogus:" + tokReader + "\n")
 	time.Sleep(1200 * time.Millisecond)
-	if r := e.do(t, http.MethodGet, apiv1.PathStatus, tokReader); r.status != http.StatusOK {
+	if r := e.do(t, http.MethodGet, apiv1.PathNodes, tokReader); r.status != http.StatusOK {
 		t.Fatalf("after a bad file: %d", r.status)
 	}
 	if logs := e.logs.String(); !strings.Contains(logs, "admin-token-file changed but does not load; keeping the previous tokens") || strings.Contains(logs, tokReader) {

@@ -45,6 +45,8 @@ type Coordinator interface {
 	// channel closed at the next one.
 	Events(q coordinator.EventQuery) (coordinator.EventPage, <-chan struct{})
 	Incarnation() string
+	// SetCordon cordons or uncordons a worker through the store.
+	SetCordon(ctx context.Context, req coordinator.CordonRequest) (coordinator.CordonResult, error)
 }
 
 // Worker is what the admin listener reads from a worker (*worker.Worker
@@ -55,9 +57,6 @@ type Worker interface {
 	DataAddress() string
 	Readiness() worker.Readiness
 	LastAccepted() (*cluster.Record, string)
-	// SetCordon cordons (on) or uncordons the worker; persist keeps a
-	// cordon across restarts. changed is false when it already was so.
-	SetCordon(ctx context.Context, on, persist bool) (changed bool, err error)
 	Cordoned() (cordoned, persisted bool)
 	// InflightRequests is how many data requests are being served.
 	InflightRequests() int64
@@ -338,13 +337,16 @@ var (
 	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).placement}
 	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).openAPI}
 	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).events}
-	// The cordon is the one write of the admin listener: a worker's own
-	// readiness, asked of the worker itself (the coordinators' API stays
-	// read-only, ADR 0001). It takes no GET: reading it is /api/v1/status.
-	// Like every write it needs a token with the operate scope, always.
-	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: (*Server).cordon,
-		methods: []string{http.MethodPost, http.MethodDelete},
-		actions: map[string]string{http.MethodPost: "cordon", http.MethodDelete: "uncordon"}}
+	// The operator actions are the only writes of the admin listener,
+	// on coordinators only (ADR 0001 section 9, amended): a mark on the
+	// worker's record in the store, which the worker learns over its
+	// control connection. A worker's admin listener serves no writes.
+	// They take no GET (the node's cordon is in GET /api/v1/nodes/{id});
+	// like every write they need a token with the operate scope, always.
+	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: (*Server).nodeAction,
+		methods: []string{http.MethodPost}, actions: map[string]string{http.MethodPost: "cordon"}}
+	routeUncordon = &route{name: "uncordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: (*Server).nodeAction,
+		methods: []string{http.MethodPost}, actions: map[string]string{http.MethodPost: "uncordon"}}
 	// The UI's assets are static and hold no cluster data; the page asks
 	// for a token when /api/v1 answers 401 (see Options.UI).
 	routeUI = &route{name: "ui", group: groupUI, auth: authNone, serve: (*Server).ui}
@@ -378,10 +380,11 @@ func newRouter(coordinator bool) *http.ServeMux {
 		routes[apiv1.PathNodes+"/"] = routeNode
 		routes[apiv1.PathPlacement] = routePlacement
 		routes[apiv1.PathEvents] = routeEvents
+		routes[apiv1.PathNodes+"/{node}"+apiv1.SuffixCordon] = routeCordon
+		routes[apiv1.PathNodes+"/{node}"+apiv1.SuffixUncordon] = routeUncordon
 		routes["/"] = routeUI
 	} else {
 		routes[apiv1.PathStatus] = routeStatus
-		routes[apiv1.PathCordon] = routeCordon
 	}
 	for pattern, rt := range routes {
 		mux.Handle(pattern, rt)

@@ -177,6 +177,7 @@ type CallOption func(*callOptions)
 
 type callOptions struct {
 	allowStale bool
+	role       string
 	raw        func([]byte)
 }
 
@@ -200,11 +201,14 @@ func applyOptions(q url.Values, opts []CallOption) (url.Values, func([]byte)) {
 	for _, f := range opts {
 		f(&o)
 	}
+	if q == nil && (o.allowStale || o.role != "") {
+		q = url.Values{}
+	}
 	if o.allowStale {
-		if q == nil {
-			q = url.Values{}
-		}
 		q.Set(ParamAllowStale, "true")
+	}
+	if o.role != "" {
+		q.Set(ParamRole, o.role)
 	}
 	return q, o.raw
 }
@@ -379,43 +383,6 @@ func (c *Client) Events(ctx context.Context, f EventFilter, opts ...CallOption) 
 	}
 	if out.Items == nil {
 		out.Items = []Event{}
-	}
-	return &out, nil
-}
-
-// Cordon asks a worker (its admin listener) to report itself not ready
-// with reason cordoned until Uncordon; persist keeps the cordon across a
-// restart of the worker.
-func (c *Client) Cordon(ctx context.Context, persist bool) (*Cordon, error) {
-	q := url.Values{}
-	if persist {
-		q.Set(ParamPersist, "true")
-	}
-	return c.cordon(ctx, http.MethodPost, q)
-}
-
-// Uncordon lifts a worker's cordon, persisted or not.
-func (c *Client) Uncordon(ctx context.Context) (*Cordon, error) {
-	return c.cordon(ctx, http.MethodDelete, nil)
-}
-
-func (c *Client) cordon(ctx context.Context, method string, q url.Values) (*Cordon, error) {
-	var out Cordon
-	err := c.doMethod(ctx, method, PathCordon, q, false, func(resp *http.Response, base string) error {
-		body, err := readBody(resp)
-		if err != nil {
-			return fmt.Errorf("admin api %s: reading %s: %w", base, PathCordon, err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			return c.apiError(resp, body, base)
-		}
-		if err := json.Unmarshal(body, &out); err != nil {
-			return fmt.Errorf("admin api %s: decoding %s: %w", base, PathCordon, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	return &out, nil
 }

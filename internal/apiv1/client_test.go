@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -395,17 +396,20 @@ func TestProbes(t *testing.T) {
 
 // TestClientMarksWrites: a write carries HeaderRequest, which the admin
 // listener requires of every write (another site's page cannot send it);
-// a read does not need it.
+// a read does not need it. The operator actions go to the node's action
+// path at the coordinator, persist only on cordon.
 func TestClientMarksWrites(t *testing.T) {
 	got := map[string]string{}
+	var paths []string
 	var mu sync.Mutex
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got[r.Method] = r.Header.Get(HeaderRequest)
+		paths = append(paths, r.Method+" "+r.URL.RequestURI())
 		mu.Unlock()
 		switch r.URL.Path {
-		case PathCordon:
-			serveJSON(w, 200, Cordon{NodeID: "w1", Cordoned: r.Method == http.MethodPost})
+		case NodeActionPath("w1", SuffixCordon), NodeActionPath("w1", SuffixUncordon):
+			serveJSON(w, 200, Cordon{NodeID: "w1", Cordoned: strings.HasSuffix(r.URL.Path, SuffixCordon)})
 		case PathStatus:
 			serveJSON(w, 200, Status{})
 		default:
@@ -414,18 +418,22 @@ func TestClientMarksWrites(t *testing.T) {
 	})
 	c := newClient(t, []string{s.URL}, ClientOptions{Token: secretToken})
 	ctx := context.Background()
-	if _, err := c.Cordon(ctx, false); err != nil {
-		t.Fatal(err)
+	if res, err := c.CordonNode(ctx, "w1", true); err != nil || !res.Cordoned {
+		t.Fatalf("CordonNode = %+v, %v", res, err)
 	}
-	if _, err := c.Uncordon(ctx); err != nil {
-		t.Fatal(err)
+	if res, err := c.UncordonNode(ctx, "w1"); err != nil || res.Cordoned {
+		t.Fatalf("UncordonNode = %+v, %v", res, err)
 	}
 	if _, err := c.Status(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got[http.MethodPost] != "1" || got[http.MethodDelete] != "1" || got[http.MethodGet] != "" {
-		t.Fatalf("%s by method: %v, want 1 on POST and DELETE only", HeaderRequest, got)
+	if got[http.MethodPost] != "1" || got[http.MethodGet] != "" {
+		t.Fatalf("%s by method: %v, want 1 on POST only", HeaderRequest, got)
+	}
+	want := []string{"POST /api/v1/nodes/w1/cordon?persist=true", "POST /api/v1/nodes/w1/uncordon", "GET /api/v1/status"}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("requests %q, want %q", paths, want)
 	}
 }

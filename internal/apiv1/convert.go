@@ -18,7 +18,7 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	return Node{
+	n := Node{
 		NodeID:          r.NodeID,
 		Role:            string(r.Role),
 		ClusterID:       r.ClusterID,
@@ -37,7 +37,20 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 		Labels:          labels,
 		Capacity:        CapacityFrom(r.Capacity),
 		Counters:        CountersFrom(r.Counters),
+		StatusAtUnixMs:  r.StatusAtUnixMs,
+		Drained:         r.Drained,
 	}
+	n.StatusAgeMs = n.HeartbeatAgeMs
+	if r.StatusAtUnixMs > 0 {
+		n.StatusAgeMs = max(0, observedAtUnixMs-r.StatusAtUnixMs)
+	}
+	if r.Cordoned() {
+		n.Cordon = &NodeCordon{By: r.CordonedBy, AtUnixMs: r.CordonedAtUnixMs, Persist: r.CordonPersist}
+	}
+	if r.Revoked() {
+		n.Revocation = &NodeRevocation{By: r.RevokedBy, Reason: r.RevokedReason}
+	}
+	return n
 }
 
 // CapacityFrom converts a record's capacity snapshot.

@@ -1,5 +1,7 @@
 package apiv1
 
+import "net/url"
+
 // SchemaVersion is the schemaVersion of every /api/v1 response. Additive
 // changes keep it; it exists so a client can tell a response shape it was
 // not built for.
@@ -17,9 +19,17 @@ const (
 	PathOpenAPI   = "/api/v1/openapi.json"
 	// PathEvents is a coordinator's list (and watch) of what it observed.
 	PathEvents = "/api/v1/events"
-	// PathCordon is a worker's cordon: POST cordons, DELETE uncordons.
-	PathCordon = "/api/v1/cordon"
+	// SuffixCordon and SuffixUncordon follow PathNodes/{nodeId}: a
+	// coordinator's operator actions on a worker, POST only (NodeActionPath).
+	SuffixCordon   = "/cordon"
+	SuffixUncordon = "/uncordon"
 )
+
+// NodeActionPath is the path of an operator action (SuffixCordon or
+// SuffixUncordon) on node nodeID at a coordinator.
+func NodeActionPath(nodeID, suffix string) string {
+	return PathNodes + "/" + url.PathEscape(nodeID) + suffix
+}
 
 // Pagination of GET /api/v1/nodes.
 const (
@@ -131,15 +141,18 @@ type EventList struct {
 	Continue string `json:"continue"`
 }
 
-// Cordon is the body of a worker's answer to POST and DELETE /api/v1/cordon.
+// Cordon is a coordinator's answer to POST
+// /api/v1/nodes/{nodeId}/cordon and /uncordon.
 type Cordon struct {
 	NodeID   string `json:"nodeId"`
 	Cordoned bool   `json:"cordoned"`
-	// Persisted is whether the cordon survives a restart (stored in the
-	// worker's cache directory).
+	// Persisted is whether the worker keeps the cordon across restarts.
 	Persisted bool `json:"persisted"`
-	// Changed is false when the worker already was in the state asked for.
+	// Changed is false when the worker already was in the state asked
+	// for (nothing was written).
 	Changed bool `json:"changed"`
+	// Cordon is who cordoned the worker and when; null after an uncordon.
+	Cordon *NodeCordon `json:"cordon"`
 }
 
 // Meta is carried by every successful /api/v1 response, inlined at the top
@@ -204,6 +217,17 @@ type Node struct {
 	// HeartbeatAgeMs is the record's age when the snapshot was read:
 	// snapshot observation time minus UpdatedAtUnixMs, never negative.
 	HeartbeatAgeMs int64 `json:"heartbeatAgeMs"`
+	// StatusAtUnixMs is when the record's status (capacity, counters,
+	// readiness) was last written in full. Heartbeats that change nothing
+	// placement or health depends on renew the record's lease without
+	// writing it, so the status is at most the cluster's status interval
+	// old (timing.statusIntervalMs) while the heartbeats go on: counters,
+	// resident bytes and rates are as of this time. 0 when unknown.
+	StatusAtUnixMs int64 `json:"statusAtUnixMs"`
+	// StatusAgeMs is the status's age when the snapshot was read (the
+	// observation time minus StatusAtUnixMs, never negative); equal to
+	// heartbeatAgeMs when StatusAtUnixMs is unknown.
+	StatusAgeMs int64 `json:"statusAgeMs"`
 	// Health is the effective health: the reported health, overridden to
 	// unhealthy once no update was accepted for the unhealthy-after time.
 	// One of healthy, degraded, unhealthy, unknown.
@@ -220,6 +244,33 @@ type Node struct {
 	Labels   map[string]string `json:"labels"`
 	Capacity Capacity          `json:"capacity"`
 	Counters Counters          `json:"counters"`
+	// Cordon is the operator's cordon (talonctl nodes cordon, through a
+	// coordinator); null when the node is not cordoned.
+	Cordon *NodeCordon `json:"cordon"`
+	// Drained is whether a cordoned worker reported serving no data
+	// request and loading no block (talonctl nodes drain waits for it).
+	Drained bool `json:"drained"`
+	// Revocation is set when a coordinator found this incarnation's
+	// credential on its deny list: the worker is out of placement on
+	// every coordinator. Null otherwise.
+	Revocation *NodeRevocation `json:"revocation"`
+}
+
+// NodeCordon is who cordoned a node and when.
+type NodeCordon struct {
+	// By is the operator's principal (token name or certificate
+	// identity) as the coordinator that took the request saw it.
+	By string `json:"by"`
+	// AtUnixMs is when the cordon was set (that coordinator's clock).
+	AtUnixMs int64 `json:"atUnixMs"`
+	// Persist is whether the worker keeps the cordon across restarts.
+	Persist bool `json:"persist"`
+}
+
+// NodeRevocation is which coordinator revoked an incarnation, and why.
+type NodeRevocation struct {
+	By     string `json:"by"`
+	Reason string `json:"reason"`
 }
 
 // Capacity is the gauge snapshot of a node: what it holds now.
@@ -341,6 +392,10 @@ type Timing struct {
 	HeartbeatIntervalMs int64 `json:"heartbeatIntervalMs"`
 	UnhealthyAfterMs    int64 `json:"unhealthyAfterMs"`
 	LeaseTTLMs          int64 `json:"leaseTtlMs"`
+	// StatusIntervalMs is how often at most a quiet node's status
+	// (counters, capacity) is written while its heartbeats only renew its
+	// lease; 0 when every heartbeat writes it.
+	StatusIntervalMs int64 `json:"statusIntervalMs"`
 }
 
 // Placement is the body of GET /api/v1/placement: the answer a
@@ -404,6 +459,11 @@ type Exclusion struct {
 const (
 	ReasonUnhealthy = "unhealthy"
 	ReasonNotReady  = "not_ready"
+	// ReasonCordoned: an operator's cordon in the store (nodes cordon).
+	ReasonCordoned = "cordoned"
+	// ReasonRevoked: the worker's credential is on a coordinator's deny
+	// list; out of placement on every coordinator.
+	ReasonRevoked = "revoked"
 	// ReasonExpired is no longer produced: expiry removes the record.
 	ReasonExpired = "expired"
 )

@@ -325,15 +325,6 @@ func RunWorker(ctx context.Context, cfg *config.Config, log *slog.Logger) error 
 // answers 200 for).
 func (l *lateWorker) ready() bool { return l.Readiness().Ready }
 
-// SetCordon cordons or uncordons the runtime; before it exists (the cache
-// is still being scanned) it refuses, to be retried.
-func (l *lateWorker) SetCordon(ctx context.Context, on, persist bool) (bool, error) {
-	if w := l.w.Load(); w != nil {
-		return w.SetCordon(ctx, on, persist)
-	}
-	return false, errors.New("the worker is starting (scanning its cache directory): retry once /readyz answers")
-}
-
 // Cordoned reports the runtime's cordon, none before it exists.
 func (l *lateWorker) Cordoned() (cordoned, persisted bool) {
 	if w := l.w.Load(); w != nil {

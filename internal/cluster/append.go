@@ -155,6 +155,10 @@ func appendMarks(dst []byte, r *Record) []byte {
 		dst = append(dst, `,"credentialSerial":`...)
 		dst = appendString(dst, r.CredentialSerial)
 	}
+	if r.StatusAtUnixMs != 0 {
+		dst = append(dst, `,"statusAtUnixMs":`...)
+		dst = strconv.AppendInt(dst, r.StatusAtUnixMs, 10)
+	}
 	return append(dst, '}')
 }
 

@@ -562,6 +562,7 @@ func TestMarksRoundTripAndCarry(t *testing.T) {
 	r := validRecord()
 	r.Drained, r.CordonedBy, r.CordonedAtUnixMs, r.CordonPersist = true, "token:ops", 1_784_800_000_123, true
 	r.RevokedBy, r.RevokedReason, r.CredentialSerial = "coord-a", "serial:1f", "1f"
+	r.StatusAtUnixMs = 1_784_800_000_456
 	b, err := Encode(r)
 	if err != nil {
 		t.Fatal(err)
@@ -596,5 +597,10 @@ func TestMarksRoundTripAndCarry(t *testing.T) {
 	bad.CordonedBy = strings.Repeat("x", MaxIDBytes+1)
 	if _, err := Encode(bad); err == nil || !strings.Contains(err.Error(), "cordonedBy") {
 		t.Fatalf("Encode of an over-long cordonedBy = %v, want an error naming the field", err)
+	}
+	bad = r.Clone()
+	bad.StatusAtUnixMs = -1
+	if _, err := Encode(bad); err == nil || !strings.Contains(err.Error(), "statusAtUnixMs") {
+		t.Fatalf("Encode of a negative statusAtUnixMs = %v, want an error naming the field", err)
 	}
 }

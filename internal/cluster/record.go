@@ -136,11 +136,29 @@ type Record struct {
 	// mutual TLS. Coordinators set it, never the process, so a deny list
 	// entry by serial reaches the record on every coordinator.
 	CredentialSerial string `json:"credentialSerial,omitempty"`
+	// StatusAtUnixMs is when the record's status (capacity, counters,
+	// health, readiness) was last written in full, by the clock of the
+	// process that wrote it; a renewal (issue 36) keeps the status and
+	// moves only the lease, so UpdatedAtUnixMs may be newer. Stores set
+	// it; the value a process sends is ignored. 0 on records written
+	// before it existed.
+	StatusAtUnixMs int64 `json:"statusAtUnixMs,omitempty"`
 }
 
 // Cordoned reports whether an operator's cordon holds the node out of
 // placement.
 func (r *Record) Cordoned() bool { return r.CordonedBy != "" }
+
+// NotReadyCordoned is the not-ready reason a worker reports while it
+// applies an operator's cordon.
+const NotReadyCordoned = "cordoned"
+
+// UncordonPending reports whether the record is not ready only because
+// the worker still reports an operator's cordon that the store no longer
+// holds: it learns the uncordon after its next heartbeat.
+func (r *Record) UncordonPending() bool {
+	return !r.Ready && r.NotReadyReason == NotReadyCordoned && !r.Cordoned()
+}
 
 // Revoked reports whether a coordinator found the incarnation's
 // credential deny-listed.

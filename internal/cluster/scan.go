@@ -65,6 +65,7 @@ var (
 		"startTimeUnixMs", "heartbeatSeq", "updatedAtUnixMs", "health", "ready", "notReadyReason",
 		"capacity", "counters", "labels", "generation", "superseded", "late",
 		"drained", "cordonedBy", "cordonedAtUnixMs", "cordonPersist", "revokedBy", "revokedReason", "credentialSerial",
+		"statusAtUnixMs",
 	)
 	capacityNames = quoteNames("capacityBytes", "residentBytes", "blocks", "pages", "inflightLoads", "storeHealthy")
 	counterNames  = quoteNames(
@@ -151,6 +152,8 @@ func (d *scanner) marks(r *Record, f int) (ok bool) {
 		r.RevokedReason, ok = d.str()
 	case 25:
 		r.CredentialSerial, ok = d.str()
+	case 26:
+		r.StatusAtUnixMs, ok = d.int64()
 	}
 	return ok
 }

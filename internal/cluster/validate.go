@@ -361,5 +361,8 @@ func (r *Record) validateMarks() error {
 	if r.CordonedAtUnixMs < 0 {
 		return fieldErr("cordonedAtUnixMs", strconv.FormatInt(r.CordonedAtUnixMs, 10), "must not be negative")
 	}
+	if r.StatusAtUnixMs < 0 {
+		return fieldErr("statusAtUnixMs", strconv.FormatInt(r.StatusAtUnixMs, 10), "must not be negative")
+	}
 	return nil
 }

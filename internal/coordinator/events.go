@@ -11,11 +11,19 @@ type EventType string
 // Event types. Node events come from comparing successive views; the
 // coordinator's own events from its readiness and store reads.
 const (
-	EventNodeJoined       EventType = "node_joined"
-	EventNodeHealth       EventType = "node_health_changed"
-	EventNodeReadiness    EventType = "node_readiness_changed"
-	EventNodeRestarted    EventType = "node_restarted"
-	EventNodeRemoved      EventType = "node_expired_or_removed"
+	EventNodeJoined    EventType = "node_joined"
+	EventNodeHealth    EventType = "node_health_changed"
+	EventNodeReadiness EventType = "node_readiness_changed"
+	EventNodeRestarted EventType = "node_restarted"
+	EventNodeRemoved   EventType = "node_expired_or_removed"
+	// EventNodeCordoned and EventNodeUncordoned: an operator's cordon
+	// of a worker was set or lifted (through any coordinator's /api/v1);
+	// Reason names who.
+	EventNodeCordoned   EventType = "node_cordoned"
+	EventNodeUncordoned EventType = "node_uncordoned"
+	// EventNodeRevoked: a coordinator found the worker's credential on
+	// its deny list and marked its incarnation revoked.
+	EventNodeRevoked      EventType = "node_revoked"
 	EventPlacementVersion EventType = "placement_version_changed"
 	EventSelfUnready      EventType = "coordinator_unready"
 	EventSelfReady        EventType = "coordinator_ready"
@@ -29,6 +37,7 @@ const (
 // EventTypes lists every event type, for validation of filters.
 func EventTypes() []EventType {
 	return []EventType{EventNodeJoined, EventNodeHealth, EventNodeReadiness, EventNodeRestarted, EventNodeRemoved,
+		EventNodeCordoned, EventNodeUncordoned, EventNodeRevoked,
 		EventPlacementVersion, EventSelfUnready, EventSelfReady, EventStoreUnreachable, EventStoreRecovered, EventsDropped}
 }
 

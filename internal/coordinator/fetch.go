@@ -280,6 +280,9 @@ func (c *Coordinator) logMembership(prev, v *View) {
 			e.Type, e.Old, e.New, e.Reason = EventNodeReadiness, readyWord(old.Ready), readyWord(r.Ready), r.NotReadyReason
 			event(slog.LevelInfo, "node readiness changed", e, "was", e.Old, "now", e.New, "reason", r.NotReadyReason)
 		}
+		for _, e := range markEvents(old, r, base) {
+			event(slog.LevelWarn, "node "+string(e.Type)[len("node_"):], e, "reason", e.Reason)
+		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
@@ -290,6 +293,43 @@ func (c *Coordinator) logMembership(prev, v *View) {
 		c.events.add(Event{Type: EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)})
 		c.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
+}
+
+// markEvents returns the events of the operator's and the coordinators'
+// marks that changed from old to r: a cordon set or lifted (who, when,
+// persisted) and a revocation. Every coordinator reads the same marks
+// from the store, so each lists them, whichever coordinator took the
+// request.
+func markEvents(old, r *cluster.Record, base Event) []Event {
+	var out []Event
+	if old.Cordoned() != r.Cordoned() || (r.Cordoned() && old.CordonPersist != r.CordonPersist) {
+		e := base
+		e.Type, e.Old, e.New, e.Reason = EventNodeUncordoned, cordonWord(old), cordonWord(r), "uncordoned by an operator"
+		if r.Cordoned() {
+			e.Type, e.Reason = EventNodeCordoned, "cordoned by "+r.CordonedBy
+			if r.CordonPersist {
+				e.Reason += " (kept across restarts)"
+			}
+		}
+		out = append(out, e)
+	}
+	if !old.Revoked() && r.Revoked() {
+		e := base
+		e.Type, e.New, e.Reason = EventNodeRevoked, "revoked", fmt.Sprintf("credential on %s's deny list (%s)", r.RevokedBy, r.RevokedReason)
+		out = append(out, e)
+	}
+	return out
+}
+
+// cordonWord is the event value of a record's cordon.
+func cordonWord(r *cluster.Record) string {
+	switch {
+	case r.Cordoned() && r.CordonPersist:
+		return "cordoned_persist"
+	case r.Cordoned():
+		return "cordoned"
+	}
+	return "uncordoned"
 }
 
 // readyWord is the event value of a readiness.

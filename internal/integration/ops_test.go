@@ -73,6 +73,12 @@ func post(t *testing.T, p *proc, path, token string, hdr http.Header) (int, stri
 	return resp.StatusCode, string(b)
 }
 
+// opsAPI is a client of a process's admin listener with opsToken.
+func opsAPI(t *testing.T, p *proc) *apiv1.Client {
+	t.Helper()
+	return workerAPI(t, p)
+}
+
 // workerAPI is a client of a worker's admin listener with opsToken.
 func workerAPI(t *testing.T, p *proc) *apiv1.Client {
 	t.Helper()
@@ -87,7 +93,7 @@ func workerAPI(t *testing.T, p *proc) *apiv1.Client {
 // (the candidates of any key are every eligible worker).
 func eligibleOn(t *testing.T, p *proc) []string {
 	t.Helper()
-	pl, err := p.api(t).Placement(context.Background(), "k", 1)
+	pl, err := opsAPI(t, p).Placement(context.Background(), "k", 1)
 	if err != nil {
 		return nil
 	}
@@ -107,27 +113,30 @@ func eligibleOn(t *testing.T, p *proc) []string {
 func TestOperatorWorkflows(t *testing.T) {
 	skipShort(t)
 	etcd := testenv.StartEtcd(t, testenv.EtcdOptions{})
+	// Writes need a token with the operate scope, on the coordinators
+	// (the only listeners that take writes); the workers' listeners take
+	// the same file for their reads and metrics.
+	tokens := filepath.Join(t.TempDir(), "admin-tokens")
+	if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\nprometheus:metrics:"+metricsToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	store := []string{"--state-backend", "etcd", "--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--ha", "--coordinator-replicas", "2"}
 	coord := func(id, cluster string) *proc {
-		args := []string{"coordinator", "--cluster-id", cluster, "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--log-level", "info"}
+		args := []string{"coordinator", "--cluster-id", cluster, "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--log-level", "info",
+			"--admin-token-file", tokens}
 		args = append(append(append(args, opsTiming...), store...), insecureArgs...)
 		return start(t, id, args...)
 	}
 	a, b := coord("coord-a", "it"), coord("coord-b", "it")
 	testsupport.WaitFor(t, 30*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
 	blobs := t.TempDir()
-	// Writes need a token with the operate scope: the workers accept
-	// talonctl's (the coordinators have none: their reads stay open).
-	tokens := filepath.Join(t.TempDir(), "admin-tokens")
-	if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\nprometheus:metrics:"+metricsToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	workers := map[string]*proc{}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("w-%d", i)
 		args := []string{"worker", "--cluster-id", "it", "--node-id", id, "--listen", freeAddr(t), "--admin-listen", freeAddr(t),
 			"--coordinators", a.addr + "," + b.addr, "--blob-store", "file://" + blobs, "--cache-dir", t.TempDir(),
-			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info", "--admin-token-file", tokens}
+			"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info", "--admin-token-file", tokens,
+			"--labels", "zone=" + map[bool]string{true: "a", false: "b"}[i < 3]}
 		workers[id] = start(t, id, append(append(args, opsTiming...), insecureArgs...)...)
 	}
 	all := []string{"w-1", "w-2", "w-3"}
@@ -178,6 +187,7 @@ func TestOperatorWorkflows(t *testing.T) {
 		x.kill()
 	})
 
+
 	t.Run("CordonExcludesWithinOneHeartbeat", func(t *testing.T) {
 		code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-1")
 		done := time.Now()
@@ -189,60 +199,108 @@ func TestOperatorWorkflows(t *testing.T) {
 			return slices.Equal(eligibleOn(t, a), want) && slices.Equal(eligibleOn(t, b), want)
 		})
 		t.Logf("w-1 left placement on both coordinators %s after the cordon returned", time.Since(done).Round(time.Millisecond))
-		n, err := b.api(t).Node(context.Background(), "w-1")
-		if err != nil || n.Node.Ready || n.Node.NotReadyReason != "cordoned" {
-			t.Fatalf("w-1 on coord-b: %+v, %v", n, err)
-		}
+		// The worker learns it over its control connection and reports it.
+		testsupport.WaitFor(t, 10*opsHeartbeat, "w-1 reports not ready (cordoned) on coord-b", func() bool {
+			n, err := opsAPI(t, b).Node(context.Background(), "w-1")
+			return err == nil && !n.Node.Ready && n.Node.NotReadyReason == "cordoned" && n.Node.Cordon != nil && n.Node.Cordon.By == "ops"
+		})
 		if code, stdout, _ := ctl(t, servers, "nodes", "cordon", "w-1"); code != 0 || stdout != "node/w-1 already cordoned\n" {
 			t.Fatalf("second cordon: %d %q", code, stdout)
 		}
 		code, stdout, _ = ctl(t, servers, "nodes", "describe", "w-1")
-		if code != 0 || !strings.Contains(stdout, "Ready:") || !strings.Contains(stdout, "false (cordoned)") ||
-			!strings.Contains(stdout, "node_readiness_changed") || !strings.Contains(stdout, "coord-a") || !strings.Contains(stdout, "coord-b") {
+		if code != 0 || !strings.Contains(stdout, "false (cordoned)") || !strings.Contains(stdout, "Cordoned:") || !strings.Contains(stdout, "by ops") ||
+			!strings.Contains(stdout, "node_cordoned") || !strings.Contains(stdout, "coord-a") || !strings.Contains(stdout, "coord-b") {
 			t.Fatalf("describe w-1: exit %d\n%s", code, stdout)
 		}
-		code, stdout, _ = ctl(t, servers, "events", "--for", "w-1", "--type", "node_readiness_changed", "-o", "json")
-		var evs struct{ Items []apiv1.Event }
-		if code != 0 || json.Unmarshal([]byte(stdout), &evs) != nil || len(evs.Items) < 2 {
-			t.Fatalf("events: exit %d\n%s", code, stdout)
-		}
-		for _, e := range evs.Items {
-			if e.Reason != "cordoned" || e.New != "not_ready" {
-				t.Fatalf("event %+v", e)
+		// Both coordinators list the cordon's event, whichever took it.
+		testsupport.WaitFor(t, 5*time.Second, "node_cordoned events on both coordinators", func() bool {
+			code, stdout, _ = ctl(t, []string{"http://" + a.admin, "http://" + b.admin}, "events", "--for", "w-1", "--type", "node_cordoned", "-o", "json")
+			var evs struct{ Items []apiv1.Event }
+			if code != 0 || json.Unmarshal([]byte(stdout), &evs) != nil || len(evs.Items) < 2 {
+				return false
 			}
-		}
+			for _, e := range evs.Items {
+				if e.Reason != "cordoned by ops" || e.New != "cordoned" {
+					t.Fatalf("event %+v", e)
+				}
+			}
+			return true
+		})
 		if code, stdout, _ := ctl(t, servers, "nodes", "uncordon", "w-1"); code != 0 || stdout != "node/w-1 uncordoned\n" {
 			t.Fatalf("uncordon: %d %q", code, stdout)
 		}
 		testsupport.WaitFor(t, opsHeartbeat, "w-1 back in placement", func() bool {
 			return slices.Equal(eligibleOn(t, a), all) && slices.Equal(eligibleOn(t, b), all)
 		})
-		out := workers["w-1"].out.String()
+		out := a.out.String()
 		if !strings.Contains(out, `msg="audit: cordon ok" component=admin audit=true principal=ops action=cordon node=w-1 outcome=ok`) ||
 			!strings.Contains(out, `msg="audit: uncordon ok" component=admin audit=true principal=ops action=uncordon node=w-1 outcome=ok`) {
-			t.Fatalf("no audit lines in the worker's log:\n%s", tail(out, 3000))
+			t.Fatalf("no audit lines in the coordinator's log:\n%s", tail(out, 3000))
 		}
 	})
 
-	t.Run("DrainReturnsWhenNoCoordinatorPlaces", func(t *testing.T) {
-		code, stdout, stderr := ctl(t, servers, "nodes", "drain", "w-2", "--drain-timeout", "30s")
+	t.Run("SeveralNodesSelectorsAndDryRun", func(t *testing.T) {
+		// --dry-run says what would change and changes nothing.
+		code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-1", "w-2", "--dry-run")
+		if code != 0 || stdout != "node/w-1 cordoned (dry run)\nnode/w-2 cordoned (dry run)\n" {
+			t.Fatalf("cordon --dry-run: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		time.Sleep(2 * opsHeartbeat)
+		if got := eligibleOn(t, a); !slices.Equal(got, all) {
+			t.Fatalf("a dry run changed placement: %v", got)
+		}
+		// -l zone=a selects w-1 and w-2; a name given too is done once.
+		code, stdout, stderr = ctl(t, servers, "nodes", "cordon", "w-2", "-l", "zone=a")
+		if code != 0 || stdout != "node/w-2 cordoned\nnode/w-1 cordoned\n" {
+			t.Fatalf("cordon w-2 -l zone=a: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		testsupport.WaitFor(t, 2*opsHeartbeat, "only w-3 eligible", func() bool {
+			return slices.Equal(eligibleOn(t, a), []string{"w-3"}) && slices.Equal(eligibleOn(t, b), []string{"w-3"})
+		})
+		// A bad name among good ones: the good ones are done, the bad
+		// one is named, the exit code is 1.
+		code, stdout, stderr = ctl(t, servers, "nodes", "uncordon", "w-1", "w-9", "w-2")
+		if code != cli.ExitFailure || stdout != "node/w-1 uncordoned\nnode/w-2 uncordoned\n" || !strings.Contains(stderr, "node/w-9: no live worker w-9") {
+			t.Fatalf("uncordon w-1 w-9 w-2: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if code, _, stderr := ctl(t, servers, "nodes", "cordon", "-l", "zone=nowhere"); code != cli.ExitFailure || !strings.Contains(stderr, "selects no live worker") {
+			t.Fatalf("cordon -l zone=nowhere: exit %d %s", code, stderr)
+		}
+		if code, _, stderr := ctl(t, servers, "nodes", "cordon"); code != cli.ExitUsage || !strings.Contains(stderr, "name at least one WORKER") {
+			t.Fatalf("cordon without a target: exit %d %s", code, stderr)
+		}
+		testsupport.WaitFor(t, 2*opsHeartbeat, "all back in placement", func() bool {
+			return slices.Equal(eligibleOn(t, a), all) && slices.Equal(eligibleOn(t, b), all)
+		})
+	})
+
+	t.Run("DrainReturnsWhenNoCoordinatorPlacesAndTheWorkerIsIdle", func(t *testing.T) {
+		code, stdout, stderr := ctl(t, servers, "nodes", "drain", "w-2", "--drain-timeout", "60s")
 		if code != 0 || stdout != "node/w-2 drained\n" || !strings.Contains(stderr, "node/w-2 cordoned") {
 			t.Fatalf("drain: exit %d\n%s\n%s", code, stdout, stderr)
 		}
-		// When drain returns, no coordinator places on w-2.
+		// When drain returns, no coordinator places on w-2 and its record
+		// says drained.
 		for _, p := range []*proc{a, b} {
 			if got := eligibleOn(t, p); slices.Contains(got, "w-2") {
 				t.Fatalf("%s still places on w-2 after drain returned: %v", p.name, got)
 			}
 		}
+		if n, err := opsAPI(t, a).Node(context.Background(), "w-2"); err != nil || !n.Node.Drained || n.Node.Cordon == nil {
+			t.Fatalf("w-2 after drain: %+v %v", n, err)
+		}
 		ctl(t, servers, "nodes", "uncordon", "w-2")
 	})
 
 	t.Run("PersistedCordonSurvivesRestart", func(t *testing.T) {
-		if code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-3", "--persist"); code != 0 || !strings.Contains(stdout, "persisted") {
+		if code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-3", "--persist"); code != 0 || stdout != "node/w-3 cordoned (kept across restarts)\n" {
 			t.Fatalf("cordon --persist: %d %q %q", code, stdout, stderr)
 		}
 		w := workers["w-3"]
+		testsupport.WaitFor(t, 10*opsHeartbeat, "w-3 learned the cordon", func() bool {
+			st, err := workerAPI(t, w).Status(context.Background())
+			return err == nil && st.Cordoned
+		})
 		w.kill()
 		w.restart()
 		testsupport.WaitFor(t, 20*time.Second, "w-3 back, cordoned", func() bool {
@@ -252,24 +310,25 @@ func TestOperatorWorkflows(t *testing.T) {
 		if got := eligibleOn(t, a); slices.Contains(got, "w-3") {
 			t.Fatalf("restarted w-3 placed on while cordoned: %v", got)
 		}
-		// A cordon without --persist does not survive.
+		// A cordon without --persist does not survive the worker's
+		// restart... unless its record outlived it: the record is the
+		// node's, so only an uncordon lifts it. Uncordon, and w-3 is back.
 		ctl(t, servers, "nodes", "uncordon", "w-3")
-		ctl(t, servers, "nodes", "cordon", "w-3")
-		w.kill()
-		w.restart()
-		testsupport.WaitFor(t, 20*time.Second, "w-3 back, ready", func() bool {
+		testsupport.WaitFor(t, 10*opsHeartbeat, "w-3 ready again", func() bool {
 			st, err := workerAPI(t, w).Status(context.Background())
 			return err == nil && st.Registered && !st.Cordoned && st.Ready
 		})
 	})
 
 	t.Run("WritesNeedOperateAndTheSameSite", func(t *testing.T) {
-		// On real worker processes: the metrics token cannot cordon, a
+		// On real processes: the metrics token cannot cordon, a
 		// cross-site request cannot either (token or not), and neither
-		// changes anything; a token removed from the file is refused
-		// within 2 s, with no restart.
+		// changes anything; a worker's listener takes no write at all; a
+		// token removed from the file is refused within 2 s, with no
+		// restart.
 		w := workers["w-1"]
 		evil := http.Header{"Origin": {"http://evil.example"}}
+		path := apiv1.NodeActionPath("w-1", apiv1.SuffixCordon) + "?persist=true"
 		for _, tt := range []struct {
 			token string
 			hdr   http.Header
@@ -280,15 +339,23 @@ func TestOperatorWorkflows(t *testing.T) {
 			{"", evil, `Origin \"http://evil.example\" is not this listener`},
 			{opsToken, http.Header{}, "must carry the header X-Talon-Request"},
 		} {
-			if status, body := post(t, w, apiv1.PathCordon+"?persist=true", tt.token, tt.hdr); status != http.StatusForbidden || !strings.Contains(body, tt.want) {
+			if status, body := post(t, a, path, tt.token, tt.hdr); status != http.StatusForbidden || !strings.Contains(body, tt.want) {
 				t.Fatalf("POST cordon (token %v, %v): %d %s, want 403 with %s", tt.token != "", tt.hdr, status, body, tt.want)
+			}
+		}
+		for _, tok := range []string{"", opsToken} {
+			if status, body := post(t, w, "/api/v1/cordon?persist=true", tok, http.Header{apiv1.HeaderRequest: {"1"}}); status != http.StatusNotFound {
+				t.Fatalf("POST /api/v1/cordon on a worker (token %v): %d %s, want 404", tok != "", status, body)
 			}
 		}
 		st, err := workerAPI(t, w).Status(context.Background())
 		if err != nil || st.Cordoned || !st.Ready {
 			t.Fatalf("after refused writes: %+v %v", st, err)
 		}
-		if out := w.out.String(); !strings.Contains(out, `msg="audit: cordon permission_denied" component=admin audit=true principal=prometheus action=cordon node=w-1`) {
+		if n, err := opsAPI(t, a).Node(context.Background(), "w-1"); err != nil || n.Node.Cordon != nil {
+			t.Fatalf("w-1's record after refused writes: %+v %v", n, err)
+		}
+		if out := a.out.String(); !strings.Contains(out, `msg="audit: cordon permission_denied" component=admin audit=true principal=prometheus action=cordon node=w-1`) {
 			t.Fatalf("no audit line of the refused cordon:\n%s", tail(out, 3000))
 		}
 		if err := os.WriteFile(tokens, []byte("ops:read,operate,metrics:"+opsToken+"\n"), 0o600); err != nil {
@@ -296,7 +363,7 @@ func TestOperatorWorkflows(t *testing.T) {
 		}
 		removed := time.Now()
 		testsupport.WaitFor(t, 2*time.Second, "the removed metrics token refused", func() bool {
-			req, _ := http.NewRequest(http.MethodGet, "http://"+w.admin+apiv1.PathMetrics, nil)
+			req, _ := http.NewRequest(http.MethodGet, "http://"+a.admin+apiv1.PathMetrics, nil)
 			req.Header.Set("Authorization", "Bearer "+metricsToken)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -305,12 +372,12 @@ func TestOperatorWorkflows(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusUnauthorized
 		})
-		t.Logf("a worker process refused the removed token %s after the file changed", time.Since(removed).Round(time.Millisecond))
+		t.Logf("a coordinator process refused the removed token %s after the file changed", time.Since(removed).Round(time.Millisecond))
 	})
 
 	t.Run("CordonRefusesCoordinatorsAndUnknownNodes", func(t *testing.T) {
 		code, _, stderr := ctl(t, servers, "nodes", "cordon", "coord-a")
-		if code != cli.ExitUsage || !strings.Contains(stderr, `"coord-a" is a coordinator: only workers are cordoned`) {
+		if code != cli.ExitFailure || !strings.Contains(stderr, "coord-a is a coordinator: only workers are cordoned") {
 			t.Fatalf("cordon coord-a: %d %s", code, stderr)
 		}
 		code, _, stderr = ctl(t, servers, "nodes", "cordon", "w-9")

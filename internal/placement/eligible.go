@@ -53,7 +53,11 @@ type Exclusion struct {
 // keys (fail closed), and a record with a health value this build does not
 // know is treated the same way. A record the store marks late is unhealthy
 // whatever the process last claimed (cluster.Record.EffectiveHealth);
-// an expired record is not in the store at all.
+// an expired record is not in the store at all. An operator's cordon
+// (the store's mark) excludes a worker at once, and its lifting includes
+// it at once: a worker not ready only because it still reports the
+// cordon the store no longer holds (cluster.Record.UncordonPending) is
+// eligible, since it serves what is routed to it all along.
 //
 // Eligible does not check for duplicate node IDs; New rejects them.
 func Eligible(records []*cluster.Record) (eligible []Node, excluded []Exclusion) {
@@ -67,10 +71,10 @@ func Eligible(records []*cluster.Record) (eligible []Node, excluded []Exclusion)
 			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonRevoked, Health: health})
 		case health != cluster.HealthHealthy && health != cluster.HealthDegraded:
 			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonUnhealthy, Health: health})
-		case !r.Ready:
-			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonNotReady, Health: health})
 		case r.Cordoned():
 			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonCordoned, Health: health})
+		case !r.Ready && !r.UncordonPending():
+			excluded = append(excluded, Exclusion{NodeID: r.NodeID, Reason: ReasonNotReady, Health: health})
 		default:
 			eligible = append(eligible, Node{ID: r.NodeID, Address: r.Address, Role: r.Role})
 		}

@@ -19,6 +19,21 @@ func TestEligible(t *testing.T) {
 		}
 	}
 	late := func(r *cluster.Record) *cluster.Record { r.Late = true; return r }
+	// cordon sets the store's mark (marked) and the reason the worker
+	// reports when not ready (reporting: "cordoned", else draining).
+	cordon := func(r *cluster.Record, marked, reporting bool) *cluster.Record {
+		if marked {
+			r.CordonedBy = "ops"
+		}
+		if !r.Ready {
+			r.NotReadyReason = "draining: shutting down"
+			if reporting {
+				r.NotReadyReason = cluster.NotReadyCordoned
+			}
+		}
+		return r
+	}
+	revoke := func(r *cluster.Record) *cluster.Record { r.RevokedBy, r.RevokedReason = "coord-a", "serial:1f"; return r }
 	type want struct {
 		eligible bool
 		reason   Reason
@@ -43,6 +58,11 @@ func TestEligible(t *testing.T) {
 		{"unhealthy beats not ready", rec("w-sick-draining", cluster.RoleWorker, cluster.HealthUnhealthy, false, ago(time.Second)), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
 		{"late beats not ready", late(rec("w-late-draining", cluster.RoleWorker, cluster.HealthHealthy, false, ago(20*time.Second))), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
 		{"late and unknown, not ready", late(rec("w-late-sick", cluster.RoleWorker, cluster.HealthUnknown, false, ago(time.Hour))), want{reason: ReasonUnhealthy, health: cluster.HealthUnhealthy}},
+		{"cordoned by the store, still ready", cordon(rec("w-cordoned", cluster.RoleWorker, cluster.HealthHealthy, true, ago(time.Second)), true, true), want{reason: ReasonCordoned, health: cluster.HealthHealthy}},
+		{"cordoned, reporting it", cordon(rec("w-cordoned-2", cluster.RoleWorker, cluster.HealthHealthy, false, ago(time.Second)), true, true), want{reason: ReasonCordoned, health: cluster.HealthHealthy}},
+		{"uncordoned, still reporting the cordon", cordon(rec("w-uncordoned", cluster.RoleWorker, cluster.HealthHealthy, false, ago(time.Second)), false, true), want{eligible: true}},
+		{"not ready for another reason, no cordon", cordon(rec("w-other", cluster.RoleWorker, cluster.HealthHealthy, false, ago(time.Second)), false, false), want{reason: ReasonNotReady, health: cluster.HealthHealthy}},
+		{"revoked beats everything", revoke(rec("w-revoked", cluster.RoleWorker, cluster.HealthHealthy, true, ago(time.Second))), want{reason: ReasonRevoked, health: cluster.HealthHealthy}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,8 +129,8 @@ func TestEligible(t *testing.T) {
 		}
 		eligible, _ := Eligible(recs)
 		tbl := mustNew(t, eligible)
-		if tbl.Len() != 4 || tbl.Version() == EmptyVersion {
-			t.Fatalf("table of %d nodes, version %v; want the 4 eligible workers", tbl.Len(), tbl.Version())
+		if tbl.Len() != 5 || tbl.Version() == EmptyVersion {
+			t.Fatalf("table of %d nodes, version %v; want the 5 eligible workers", tbl.Len(), tbl.Version())
 		}
 	})
 }

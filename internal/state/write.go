@@ -178,12 +178,16 @@ func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, statusEver
 		}
 		next := cluster.Next(cur.Record, rec, d, cur.Floor)
 		next.UpdatedAtUnixMs = now().UnixMilli()
+		renew := d == cluster.DecisionAdvance && !cluster.NeedsStatusWrite(cur.Record, rec, statusEvery)
+		next.StatusAtUnixMs = next.UpdatedAtUnixMs
+		if renew {
+			next.StatusAtUnixMs = cur.Record.StatusAtUnixMs // a renewal keeps the stored status
+		}
 		// The size rule applies to what is stored, store-issued fields included.
 		enc, err := EncodeRecord(next)
 		if err != nil {
 			return Change{}, nil, err
 		}
-		renew := d == cluster.DecisionAdvance && !cluster.NeedsStatusWrite(cur.Record, rec, statusEvery)
 		return Change{Decision: d, Record: next, Encoded: enc, TTL: ttl, Renew: renew}, nil, nil
 	}
 }

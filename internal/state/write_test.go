@@ -287,3 +287,22 @@ func TestUpsertChecksFieldsOnEveryPath(t *testing.T) {
 		}
 	}
 }
+
+// TestUpsertStampsStatusTime: a full write stamps StatusAtUnixMs with the
+// store's clock; a change marked Renew carries the stored status time, so
+// readers can say how old the counters are while renewals keep the lease.
+func TestUpsertStampsStatusTime(t *testing.T) {
+	stored := testRecord("a", 1)
+	stored.StatusAtUnixMs = 123
+	cur := Slot{Record: stored, Version: "1"}
+	next := testRecord("a", 2)
+	next.StatusAtUnixMs = 999_999_999 // a process's value is ignored
+	full, _, err := Upsert(next, cluster.UpdateHeartbeat, time.Minute, 0, testNow)(cur)
+	if err != nil || full.Renew || full.Record.StatusAtUnixMs != testNow().UnixMilli() {
+		t.Fatalf("status write: renew %v statusAt %d, %v; want a write stamped %d", full.Renew, full.Record.StatusAtUnixMs, err, testNow().UnixMilli())
+	}
+	renew, _, err := Upsert(next, cluster.UpdateHeartbeat, time.Minute, 12, testNow)(cur)
+	if err != nil || !renew.Renew || renew.Record.StatusAtUnixMs != 123 {
+		t.Fatalf("renewal: renew %v statusAt %d, %v; want a renewal keeping 123", renew.Renew, renew.Record.StatusAtUnixMs, err)
+	}
+}

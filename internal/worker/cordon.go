@@ -1,9 +1,9 @@
 package worker
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"github.com/talonhq/talon/internal/cluster"
 	"io/fs"
 	"net/http"
 	"os"
@@ -14,7 +14,7 @@ import (
 
 // CordonReason is the not-ready reason of a cordoned worker, in its
 // readiness and in its record.
-const CordonReason = "cordoned"
+const CordonReason = cluster.NotReadyCordoned
 
 // ErrCannotPersist is SetCordon's error for a persisted cordon on a worker
 // without a cordon file.
@@ -124,24 +124,6 @@ func writeFileSync(path string, b []byte) error {
 		d.Close()
 	}
 	return nil
-}
-
-// SetCordon cordons (on) or uncordons the worker and, once registered,
-// sends a heartbeat at once (within ctx), so the coordinators see the
-// change after one store write, not one interval later. persist keeps a
-// cordon across restarts (a file in the cache directory); an uncordon
-// removes it. A heartbeat that fails is not an error: the next one in
-// the loop carries the change.
-func (w *Worker) SetCordon(ctx context.Context, on, persist bool) (bool, error) {
-	changed, err := w.cordon.set(on, persist)
-	if err != nil {
-		return false, err
-	}
-	w.opts.Process.SetReady(w.Readiness().Ready)
-	if changed && w.hb.Status().Registered {
-		w.hb.Beat(ctx)
-	}
-	return changed, nil
 }
 
 // Cordoned reports whether the worker is cordoned and whether that cordon

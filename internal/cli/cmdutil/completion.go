@@ -42,7 +42,14 @@ func completionNodes(f *Factory, cmd *cobra.Command) []apiv1.Node {
 
 // CompleteNodeIDs completes NODE_ID arguments with the live nodes' IDs,
 // leaving out those already given.
-func CompleteNodeIDs(f *Factory) cobra.CompletionFunc {
+func CompleteNodeIDs(f *Factory) cobra.CompletionFunc { return completeIDs(f, "") }
+
+// CompleteWorkerIDs completes WORKER arguments with the live workers' IDs
+// only (cordon, uncordon and drain act on workers), leaving out those
+// already given.
+func CompleteWorkerIDs(f *Factory) cobra.CompletionFunc { return completeIDs(f, "worker") }
+
+func completeIDs(f *Factory, role string) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		seen := map[string]bool{}
 		for _, a := range args {
@@ -50,7 +57,7 @@ func CompleteNodeIDs(f *Factory) cobra.CompletionFunc {
 		}
 		var out []cobra.Completion
 		for _, n := range completionNodes(f, cmd) {
-			if seen[n.NodeID] || !strings.HasPrefix(n.NodeID, toComplete) {
+			if seen[n.NodeID] || !strings.HasPrefix(n.NodeID, toComplete) || (role != "" && n.Role != role) {
 				continue
 			}
 			seen[n.NodeID] = true

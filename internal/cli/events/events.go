@@ -22,7 +22,7 @@ var Formats = []string{cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYA
 
 // Types are the event types --type takes.
 var Types = []string{"node_joined", "node_health_changed", "node_readiness_changed", "node_restarted", "node_expired_or_removed",
-	"placement_version_changed", "coordinator_unready", "coordinator_ready", "store_unreachable", "store_recovered", "events_dropped"}
+	"node_cordoned", "node_uncordoned", "node_revoked", "placement_version_changed", "coordinator_unready", "coordinator_ready", "store_unreachable", "store_recovered", "events_dropped"}
 
 // EventsOptions are the parsed flags of `events`.
 type EventsOptions struct {

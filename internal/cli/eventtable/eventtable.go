@@ -166,7 +166,7 @@ func (p *Printer) Row(e apiv1.Event) []string {
 // warning reports whether an event is bad news (shown in yellow).
 func warning(typ, now string) bool {
 	switch typ {
-	case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "events_dropped":
+	case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "events_dropped", "node_cordoned", "node_revoked":
 		return true
 	case "node_health_changed":
 		return now != "healthy"

@@ -154,8 +154,12 @@ func write(opts *DescribeOptions, n *apiv1.Node, observedAt int64, evs *eventtab
 	kv.AddRow("Started:", when(n.StartTimeUnixMs))
 	kv.AddRow("Last heartbeat:", fmt.Sprintf("seq %d, accepted %s (age %s)", n.HeartbeatSeq, cmdutil.Timestamp(n.UpdatedAtUnixMs),
 		cmdutil.Duration(time.Duration(n.HeartbeatAgeMs)*time.Millisecond)))
+	if n.StatusAtUnixMs != 0 {
+		kv.AddRow("Status written:", when(n.StatusAtUnixMs)+" (capacity and counters below are as of then)")
+	}
 	kv.AddRow("Health:", health)
 	kv.AddRow("Ready:", ready)
+	markRows(kv, n, when)
 	keys := slices.Sorted(maps.Keys(n.Labels))
 	if len(keys) == 0 {
 		kv.AddRow("Labels:", "<none>")
@@ -210,4 +214,31 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// markRows adds a worker's operator and coordinator marks: who cordoned
+// it and when (through the coordinators), whether it is drained, and a
+// revocation of its credential.
+func markRows(kv *cmdutil.Table, n *apiv1.Node, when func(int64) string) {
+	if n.Role != "worker" {
+		return
+	}
+	cordon := "no"
+	if c := n.Cordon; c != nil {
+		cordon = "by " + dash(c.By) + ", " + when(c.AtUnixMs)
+		if c.Persist {
+			cordon += ", kept across restarts"
+		}
+		drained := "no (serving requests or loading blocks, or has not learned the cordon yet)"
+		if n.Drained {
+			drained = "yes (serves no request, loads no block)"
+		}
+		kv.AddRow("Cordoned:", cordon)
+		kv.AddRow("Drained:", drained)
+	} else {
+		kv.AddRow("Cordoned:", cordon)
+	}
+	if r := n.Revocation; r != nil {
+		kv.AddRow("Revoked:", "by "+r.By+": credential on its deny list ("+r.Reason+"); out of placement on every coordinator")
+	}
 }

@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Errors of SetCordon besides ErrNotReady and the store's.
+var (
+	// ErrNodeNotFound: no worker with that node ID in the current view.
+	ErrNodeNotFound = errors.New("node not found")
+	// ErrNotWorker: the node ID names a coordinator; only workers are
+	// cordoned (a coordinator leaves service when it is stopped).
+	ErrNotWorker = errors.New("only workers are cordoned")
+)
+
+// CordonRequest is an operator's cordon or uncordon of one worker,
+// through this coordinator's /api/v1 (ADR 0001 section 9, amended).
+type CordonRequest struct {
+	NodeID string
+	// On cordons; false lifts the cordon, persisted or not.
+	On bool
+	// Persist keeps the cordon across the worker's restarts.
+	Persist bool
+	// By is the operator's principal (token name or certificate
+	// identity), kept in the record.
+	By string
+}
+
+// CordonResult is the worker's record after SetCordon, and whether the
+// call changed it (false: it already was so, and nothing was written).
+type CordonResult struct {
+	Record  *cluster.Record
+	Changed bool
+}
+
+// cordonAttempts bounds SetCordon's rounds: a worker that restarted
+// between the read and the write (a stale outcome) is read again.
+const cordonAttempts = 3
+
+// SetCordon cordons or uncordons a worker: a mark on its record in the
+// shared store (state.Store.SetMarks, keeping the record's lease), so
+// every coordinator leaves it out of placement at its next read, and the
+// worker learns it after its next heartbeat (Instructions). Nothing is
+// sent to the worker, least of all to the admin address its record
+// advertises. It reads a current view first and fails closed without one
+// (ErrNotReady). A cordon that is already there is not written again
+// unless the request adds persist.
+func (c *Coordinator) SetCordon(ctx context.Context, req CordonRequest) (CordonResult, error) {
+	key := cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleWorker, NodeID: req.NodeID}
+	for range cordonAttempts {
+		v, err := c.View(ctx)
+		if err != nil {
+			return CordonResult{}, err
+		}
+		r := v.record(key)
+		if r == nil {
+			if v.record(cluster.Key{ClusterID: key.ClusterID, Role: cluster.RoleCoordinator, NodeID: req.NodeID}) != nil {
+				return CordonResult{}, fmt.Errorf("%w: node %q is a coordinator", ErrNotWorker, req.NodeID)
+			}
+			return CordonResult{}, fmt.Errorf("%w: no worker %q in cluster %q (absent, or its lease expired)", ErrNodeNotFound, req.NodeID, c.opts.ClusterID)
+		}
+		if !cordonChanges(r, req) {
+			return CordonResult{Record: r}, nil
+		}
+		res, err := c.writeCordon(ctx, key, r, req)
+		if err != nil {
+			return CordonResult{}, err
+		}
+		switch res.Outcome {
+		case state.OutcomeAccepted:
+			c.requestRefresh()
+			return CordonResult{Record: res.Record, Changed: true}, nil
+		case state.OutcomeDuplicate:
+			return CordonResult{Record: res.Record}, nil
+		case state.OutcomeNotFound:
+			return CordonResult{}, fmt.Errorf("%w: worker %q left the store before the cordon was written", ErrNodeNotFound, req.NodeID)
+		}
+		// Stale: another incarnation took the slot since the read.
+	}
+	return CordonResult{}, fmt.Errorf("%w: worker %q restarted %d times while its cordon was written; retry", ErrNotReady, req.NodeID, cordonAttempts)
+}
+
+// cordonChanges reports whether req changes r's cordon.
+func cordonChanges(r *cluster.Record, req CordonRequest) bool {
+	if !req.On {
+		return r.Cordoned()
+	}
+	return !r.Cordoned() || (req.Persist && !r.CordonPersist)
+}
+
+// writeCordon writes req's mark on r's incarnation within one request
+// timeout.
+func (c *Coordinator) writeCordon(ctx context.Context, key cluster.Key, r *cluster.Record, req CordonRequest) (state.WriteResult, error) {
+	m := state.MarkChange{SetCordon: true}
+	if req.On {
+		m.Cordon = state.Cordon{By: req.By, AtUnixMs: c.now().UnixMilli(), Persist: req.Persist || r.CordonPersist}
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	res, err := c.opts.Store.SetMarks(rctx, key, r.IncarnationID, m)
+	if err != nil {
+		c.noteStoreError("marks", 0, err)
+		return state.WriteResult{}, fmt.Errorf("writing the cordon of %s: %w", req.NodeID, err)
+	}
+	return res, nil
+}
