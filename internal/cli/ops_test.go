@@ -15,6 +15,7 @@ import (
 	"github.com/talonhq/talon/internal/cli"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
@@ -46,6 +47,11 @@ func TestEventsAndDescribeGolden(t *testing.T) {
 	rec.Ready, rec.NotReadyReason, rec.HeartbeatSeq = false, "cordoned", 2
 	e.put(t, &rec)
 	e.waitEvent(t, "w-9", coordinator.EventNodeReadiness)
+	if _, err := e.store.SetMarks(context.Background(), rec.Key(), rec.IncarnationID,
+		state.MarkChange{SetCordon: true, Cordon: state.Cordon{By: "alice", AtUnixMs: t0.UnixMilli(), Persist: true}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent(t, "w-9", coordinator.EventNodeCordoned)
 	server := "TALONCTL_SERVER=" + e.url
 	tests := []struct {
 		name string
