@@ -187,7 +187,6 @@ func TestOperatorWorkflows(t *testing.T) {
 		x.kill()
 	})
 
-
 	t.Run("CordonExcludesWithinOneHeartbeat", func(t *testing.T) {
 		code, stdout, stderr := ctl(t, servers, "nodes", "cordon", "w-1")
 		done := time.Now()

@@ -33,7 +33,10 @@ func TestEligible(t *testing.T) {
 		}
 		return r
 	}
-	revoke := func(r *cluster.Record) *cluster.Record { r.RevokedBy, r.RevokedReason = "coord-a", "serial:1f"; return r }
+	revoke := func(r *cluster.Record) *cluster.Record {
+		r.RevokedBy, r.RevokedReason = "coord-a", "serial:1f"
+		return r
+	}
 	type want struct {
 		eligible bool
 		reason   Reason
