@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +80,7 @@ func TestCordonNeverGoesToAWorkerAddress(t *testing.T) {
 	blobs := t.TempDir()
 	w1Admin := freeAddr(t)
 	advertise := map[string]string{"w-1": "", "w-2": cpt.ln.Addr().String(), "w-3": w1Admin}
+	procs := map[string]*proc{}
 	for _, id := range []string{"w-1", "w-2", "w-3"} {
 		admin := freeAddr(t)
 		if id == "w-1" {
@@ -88,7 +90,7 @@ func TestCordonNeverGoesToAWorkerAddress(t *testing.T) {
 		if a := advertise[id]; a != "" {
 			extra = append(extra, "--admin-advertise", a)
 		}
-		start(t, id, workerArgs(id, freeAddr(t), admin, []string{ctlAddr}, blobs, t.TempDir(), extra...)...)
+		procs[id] = start(t, id, workerArgs(id, freeAddr(t), admin, []string{ctlAddr}, blobs, t.TempDir(), extra...)...)
 	}
 	all := []string{"w-1", "w-2", "w-3"}
 	testsupport.WaitFor(t, 30*time.Second, "three eligible workers", func() bool { return slices.Equal(eligibleOn(t, coord), all) })
@@ -128,6 +130,25 @@ func TestCordonNeverGoesToAWorkerAddress(t *testing.T) {
 		t.Fatalf("uncordon: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	testsupport.WaitFor(t, 5*time.Second, "all back in placement", func() bool { return slices.Equal(eligibleOn(t, coord), all) })
+	// A worker's own admin listener takes no write, with the operate
+	// token or without, and a cross-site one is refused first.
+	for _, tc := range []struct {
+		token string
+		hdr   http.Header
+		want  int
+	}{
+		{opsToken, http.Header{apiv1.HeaderRequest: {"1"}}, http.StatusNotFound},
+		{"", http.Header{apiv1.HeaderRequest: {"1"}}, http.StatusNotFound},
+		{opsToken, http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden},
+	} {
+		if status, body := post(t, procs["w-1"], "/api/v1/cordon?persist=true", tc.token, tc.hdr); status != tc.want {
+			t.Fatalf("POST to w-1's admin listener (token %v, %v): %d %s, want %d", tc.token != "", tc.hdr, status, body, tc.want)
+		}
+	}
+	time.Sleep(time.Second)
+	if got := cordoned(); len(got) != 0 || !slices.Equal(eligibleOn(t, coord), all) {
+		t.Fatalf("after POSTs to a worker's listener: cordoned %v, eligible %v", got, eligibleOn(t, coord))
+	}
 	// Several heartbeats later, the capture server still saw nothing.
 	time.Sleep(time.Second)
 	if n, b := cpt.conns.Load(), cpt.bytes.Load(); n != 0 || b != 0 {
