@@ -97,12 +97,28 @@ func caseRenewStatusIntervalIsWritten(t *testing.T, newHarness Factory) {
 	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
 	e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
 	stored := rec
+	statusAt := func() int64 {
+		got := find(t, e.snapshot(e.cluster), rec.Key())
+		if got == nil {
+			t.Fatal("record gone")
+		}
+		return got.StatusAtUnixMs
+	}
+	written := statusAt()
+	if written <= 0 {
+		t.Fatalf("a registration's statusAtUnixMs is %d, want the store's stamp", written)
+	}
 	if res := e.renew(e.quietHeartbeat("w1", "inc-a", 4), rec, 5); !res.Renewed {
 		stored = res.Record
+	} else if got := statusAt(); got != written {
+		t.Fatalf("a renewal moved statusAtUnixMs from %d to %d: the status was not written", written, got)
 	}
 	due := e.quietHeartbeat("w1", "inc-a", stored.HeartbeatSeq+5)
 	if res := e.renew(due, stored, 5); res.Renewed {
 		t.Fatalf("a heartbeat a status interval (5) after the stored record (seq %d) only renewed the lease", stored.HeartbeatSeq)
+	}
+	if got := statusAt(); got < written {
+		t.Fatalf("a status write left statusAtUnixMs at %d, before the registration's %d", got, written)
 	}
 }
 
