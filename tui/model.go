@@ -255,6 +255,10 @@ func (m *Model) rebuild() {
 	if ms := m.poll.Cluster.Timing.UnhealthyAfterMs; ms > 0 {
 		m.threshold = time.Duration(ms) * time.Millisecond
 	}
+	// A quiet node's record is written once per status interval (its
+	// heartbeats in between only renew its lease, which etcd shows in no
+	// record field), so an age is late only past both.
+	m.threshold += time.Duration(m.poll.Cluster.Timing.StatusIntervalMs) * time.Millisecond
 	rs := m.tracker.observe(m.poll.Nodes)
 	m.rows = buildRows(m.poll.Nodes, rs, m.threshold.Milliseconds())
 	m.index = make(map[nodeKey]int, len(m.rows))

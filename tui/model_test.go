@@ -385,6 +385,26 @@ func TestRates(t *testing.T) {
 			t.Errorf("rate %+v, want 20 req/s", got)
 		}
 	})
+	t.Run("renewals between status writes keep the rate", func(t *testing.T) {
+		// Kubernetes shows each renewal in updatedAtUnixMs while the
+		// counters move only with the status (once a status interval):
+		// rates are over statusAtUnixMs, never zero between status writes
+		// and then a spike over one heartbeat.
+		var tr rateTracker
+		a := base
+		a.StatusAtUnixMs = 10_000
+		b := a
+		b.UpdatedAtUnixMs, b.StatusAtUnixMs = 70_000, 70_000
+		b.Counters.RequestsTotal += 6000
+		renewed := b
+		renewed.UpdatedAtUnixMs = 75_000 // a renewal: same status, same counters
+		tr.observe([]apiv1.Node{a})
+		first := tr.observe([]apiv1.Node{b})[0]
+		again := tr.observe([]apiv1.Node{renewed})[0]
+		if first.reqPerSec != 100 || again != first {
+			t.Errorf("rates %+v then, after a renewal, %+v; want 100 req/s twice", first, again)
+		}
+	})
 	t.Run("departed nodes are forgotten", func(t *testing.T) {
 		var tr rateTracker
 		tr.observe([]apiv1.Node{base})
@@ -403,13 +423,21 @@ func TestLateThreshold(t *testing.T) {
 		ageMs       int64
 		wantLate    bool
 		wantSummary string
+		statusMs    int64  // timing.statusIntervalMs
+		health      string // effective health, "" for healthy (reported healthy)
 	}{
-		{"api threshold, below", 3000, 0, 2999, false, "late heartbeats (>3s) 0"},
-		{"api threshold, above", 3000, 0, 3001, true, "late heartbeats (>3s) 1"},
-		{"default when the api has none", 0, 0, 15001, true, "late heartbeats (>15s) 1"},
-		{"default, below", 0, 0, 14000, false, "late heartbeats (>15s) 0"},
-		{"option when the api has none", 0, 5 * time.Second, 6000, true, "late heartbeats (>5s) 1"},
-		{"api wins over the option", 20_000, 5 * time.Second, 6000, false, "late heartbeats (>20s) 0"},
+		// Issue 36: a quiet node renews its lease and rewrites its record
+		// once a status interval, so a record 40 s old is live; marking it
+		// late (as the old view did past unhealthy-after) is wrong.
+		{"quiet node within the status interval", 15_000, 0, 40_000, false, "late heartbeats (>1m15s) 0", 60_000, ""},
+		{"past unhealthy-after plus the status interval", 15_000, 0, 75_001, true, "late heartbeats (>1m15s) 1", 60_000, ""},
+		{"marked late by the store, young record", 15_000, 0, 1000, true, "late heartbeats (>1m15s) 1", 60_000, "unhealthy"},
+		{"api threshold, below", 3000, 0, 2999, false, "late heartbeats (>3s) 0", 0, ""},
+		{"api threshold, above", 3000, 0, 3001, true, "late heartbeats (>3s) 1", 0, ""},
+		{"default when the api has none", 0, 0, 15001, true, "late heartbeats (>15s) 1", 0, ""},
+		{"default, below", 0, 0, 14000, false, "late heartbeats (>15s) 0", 0, ""},
+		{"option when the api has none", 0, 5 * time.Second, 6000, true, "late heartbeats (>5s) 1", 0, ""},
+		{"api wins over the option", 20_000, 5 * time.Second, 6000, false, "late heartbeats (>20s) 0", 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testOptions(newClock())
@@ -419,6 +447,10 @@ func TestLateThreshold(t *testing.T) {
 			s.Cluster.Timing.UnhealthyAfterMs = tc.apiMs
 			s.Nodes = s.Nodes[:1]
 			s.Nodes[0].HeartbeatAgeMs = tc.ageMs
+			s.Cluster.Timing.StatusIntervalMs = tc.statusMs
+			if tc.health != "" {
+				s.Nodes[0].Health = tc.health
+			}
 			send(m, tea.WindowSizeMsg{Width: 200, Height: 20}, PollMsg{Seq: 1, Poll: s})
 			if m.rows[0].late != tc.wantLate {
 				t.Errorf("late = %v, want %v", m.rows[0].late, tc.wantLate)

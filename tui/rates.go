@@ -44,7 +44,13 @@ func (t *rateTracker) observe(nodes []apiv1.Node) []rates {
 	for i := range nodes {
 		n := &nodes[i]
 		k := keyOf(n)
-		cur := sample{incarnation: n.IncarnationID, updatedMs: n.UpdatedAtUnixMs, c: n.Counters}
+		// Counters move with the status, which renewals do not write: rates
+		// are over the status's times when the record carries them.
+		at := n.UpdatedAtUnixMs
+		if n.StatusAtUnixMs > 0 {
+			at = n.StatusAtUnixMs
+		}
+		cur := sample{incarnation: n.IncarnationID, updatedMs: at, c: n.Counters}
 		prev, ok := t.last[k]
 		switch {
 		case !ok || prev.incarnation != cur.incarnation || cur.updatedMs < prev.updatedMs || wentBack(prev.c, cur.c):

@@ -44,7 +44,7 @@ func (c column) title() string {
 	case colReady:
 		return "READY"
 	case colAge:
-		return "HB AGE"
+		return "STATUS AGE"
 	case colVersion:
 		return "VERSION"
 	case colAddress:
@@ -67,7 +67,7 @@ func (c column) title() string {
 func (c column) name() string {
 	switch c {
 	case colAge:
-		return "heartbeat age"
+		return "status age"
 	case colReqs:
 		return "requests/s"
 	case colHit:
@@ -147,8 +147,17 @@ func healthRank(h string) int {
 	return 2
 }
 
-// buildRows turns a poll's nodes into rows; thresholdMs is the
-// heartbeat age above which a row is late.
+// isLate reports whether a node's heartbeats are late: the store marked
+// it late (effective health unhealthy while it reported otherwise), or
+// its record is older than thresholdMs (unhealthy-after plus the status
+// interval: a quiet node's record is rewritten only once per status
+// interval, its heartbeats in between renew the lease alone).
+func isLate(n *apiv1.Node, thresholdMs int64) bool {
+	return (n.Health == "unhealthy" && n.ReportedHealth != "unhealthy") || n.HeartbeatAgeMs > thresholdMs
+}
+
+// buildRows turns a poll's nodes into rows; thresholdMs is the record
+// age above which a row is late (isLate).
 func buildRows(nodes []apiv1.Node, rs []rates, thresholdMs int64) []row {
 	rows := make([]row, len(nodes))
 	for i := range nodes {
@@ -156,7 +165,7 @@ func buildRows(nodes []apiv1.Node, rs []rates, thresholdMs int64) []row {
 		r := &rows[i]
 		r.node, r.key, r.rates = n, keyOf(n), rs[i]
 		r.worker = n.Role == "worker"
-		r.late = n.HeartbeatAgeMs > thresholdMs
+		r.late = isLate(n, thresholdMs)
 		r.cells = cellsOf(r)
 		var b strings.Builder
 		b.WriteString(strings.ToLower(n.Role + " " + n.NodeID + " " + n.Address + " " + n.Version + " " + n.Health))
@@ -187,7 +196,7 @@ func cellsOf(r *row) [numColumns]string {
 	if n.Ready {
 		c[colReady] = "yes"
 	}
-	c[colAge] = formatAgeMs(n.HeartbeatAgeMs)
+	c[colAge] = formatAgeMs(n.StatusAgeMs)
 	c[colVersion] = format.Text(n.Version)
 	c[colAddress] = format.Text(n.Address)
 	if !r.worker {
@@ -245,7 +254,7 @@ func compareBy(a, b *row, c column) int {
 	case colReady:
 		return cmpBool(a.node.Ready, b.node.Ready)
 	case colAge:
-		return cmp.Compare(a.node.HeartbeatAgeMs, b.node.HeartbeatAgeMs)
+		return cmp.Compare(a.node.StatusAgeMs, b.node.StatusAgeMs)
 	case colVersion:
 		return cmp.Compare(a.node.Version, b.node.Version)
 	case colAddress:

@@ -623,7 +623,11 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 	kv := func(k, v string) string { return fmt.Sprintf("  %-13s %s", k, v) }
 	hb := fmt.Sprintf("seq %d, accepted %s, age %s at observation", n.HeartbeatSeq, ms(n.UpdatedAtUnixMs), formatAgeMs(n.HeartbeatAgeMs))
 	if r.late {
-		hb += fmt.Sprintf(" — LATE (above %s)", formatInterval(m.threshold))
+		hb += fmt.Sprintf(" — LATE (marked by the store, or above %s)", formatInterval(m.threshold))
+	}
+	status := fmt.Sprintf("written %s, age %s: capacity, counters and rates are as of then", ms(n.StatusAtUnixMs), formatAgeMs(n.StatusAgeMs))
+	if si := m.poll.Cluster.Timing.StatusIntervalMs; si > 0 {
+		status += fmt.Sprintf(" (quiet nodes write it every %s)", formatInterval(time.Duration(si)*time.Millisecond))
 	}
 	ready := "no"
 	if n.Ready {
@@ -644,9 +648,13 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 		kv("admin", orDash(t(n.AdminAddress))),
 		kv("started", ms(n.StartTimeUnixMs)),
 		kv("heartbeat", hb),
+		kv("status", status),
 		kv("health", fmt.Sprintf("%s (reported %s)", n.Health, orDash(n.ReportedHealth))),
 		kv("ready", ready),
 		kv("labels", orDash(strings.Join(labels, ", "))),
+	}
+	if c := n.Cordon; c != nil {
+		lines = append(lines, kv("cordoned", fmt.Sprintf("by %s at %s", orDash(t(c.By)), ms(c.AtUnixMs))))
 	}
 	cp, ct := n.Capacity, n.Counters
 	if r.worker {

@@ -301,6 +301,15 @@ func TestBrowserRendersCluster(t *testing.T) {
 				t.Errorf("detail %s = %q, want %q", k, dl[k], want)
 			}
 		}
+		// Issue 36: the counters are as old as the status, which a quiet
+		// node writes once per status interval; the page says so, and who
+		// cordoned (nobody here).
+		if !strings.Contains(dl["Status written"], "capacity and counters are as of then") || dl["Cordoned"] != "no" {
+			t.Errorf("detail Status written = %q, Cordoned = %q", dl["Status written"], dl["Cordoned"])
+		}
+		if got := b.text(`button[data-sort="age"]`); !strings.Contains(got, "Status age") {
+			t.Errorf("age column header %q, want Status age", got)
+		}
 		if eval[bool](b, `document.querySelector("#detail b, #detail img") !== null`) {
 			t.Error("a label value became markup")
 		}

@@ -90,6 +90,15 @@
     return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
   }
 
+  // statusText says when a node's status (capacity, counters) was written
+  // and how often a quiet node writes it.
+  function statusText(n) {
+    if (!n.statusAtUnixMs) return "—";
+    const si = state.cluster && state.cluster.timing ? state.cluster.timing.statusIntervalMs : 0;
+    return fmtTime(n.statusAtUnixMs) + " (" + fmtDuration(n.statusAgeMs) + " ago; capacity and counters are as of then" +
+      (si > 0 ? ", written at least every " + fmtDuration(si) : "") + ")";
+  }
+
   function fmtDuration(ms) {
     if (ms < 0) ms = 0;
     if (ms < 1000) return Math.round(ms) + " ms";
@@ -507,7 +516,10 @@
     { key: "nodeId", title: "Node ID", value: (n) => n.nodeId, cell: nodeLink },
     { key: "health", title: "Health", value: (n) => HEALTH_RANK[n.health] ?? 9, cell: healthCell },
     { key: "ready", title: "Ready", value: (n) => (n.ready ? 0 : 1), cell: (n) => (n.ready ? "yes" : "no") },
-    { key: "age", title: "Heartbeat age", num: true, value: (n) => n.heartbeatAgeMs, cell: (n) => fmtDuration(n.heartbeatAgeMs) },
+    // The status (capacity, counters) is written once per status interval
+    // while heartbeats only renew the lease: its age says how fresh the
+    // counters are, not whether the node is alive (Health says that).
+    { key: "age", title: "Status age", num: true, value: (n) => n.statusAgeMs ?? n.heartbeatAgeMs, cell: (n) => fmtDuration(n.statusAgeMs ?? n.heartbeatAgeMs) },
     { key: "version", title: "Version", value: (n) => n.version, cell: (n) => n.version },
     { key: "address", title: "Address", value: (n) => n.address, cell: (n) => el("span", { className: "mono", text: n.address }) },
     { key: "resident", title: "Resident / capacity", num: true, value: (n) => n.capacity.residentBytes, cell: residentCell },
@@ -694,6 +706,9 @@
       ["Reported health", n.reportedHealth],
       ["Ready", n.ready ? "yes" : "no"],
       ["Heartbeat age", fmtDuration(n.heartbeatAgeMs) + " (at observation)"],
+      ["Status written", statusText(n)],
+      ["Cordoned", n.cordon ? "by " + n.cordon.by + " at " + fmtTime(n.cordon.atUnixMs) + (n.cordon.persist ? ", kept across restarts" : "") + (n.drained ? "; drained" : "") : "no"],
+      ...(n.revocation ? [["Revoked", "by " + n.revocation.by + " (" + n.revocation.reason + "): out of placement"]] : []),
       ["Heartbeat sequence", fmtCount(n.heartbeatSeq)],
       ["Updated", fmtTime(n.updatedAtUnixMs)],
       ["Started", fmtTime(n.startTimeUnixMs)],
