@@ -40,6 +40,10 @@ func TestCompletion(t *testing.T) {
 		{"node IDs", []string{"nodes", "get", ""}, []string{"coord-a", "w-1", "w-2", "w-3", "w-4", "w-5"}},
 		{"node ID prefix", []string{"nodes", "get", "w-"}, []string{"w-1", "w-2", "w-3", "w-4", "w-5"}},
 		{"second argument", []string{"nodes", "get", "w-1", "w-"}, []string{"w-2", "w-3", "w-4", "w-5"}},
+		// Worker commands offer workers only (a coordinator is refused).
+		{"cordon offers workers", []string{"nodes", "cordon", ""}, []string{"w-1", "w-2", "w-3", "w-4", "w-5"}},
+		{"drain offers workers", []string{"nodes", "drain", "w-1", ""}, []string{"w-2", "w-3", "w-4", "w-5"}},
+		{"cordon -l labels", []string{"nodes", "uncordon", "-l", "zone="}, []string{"zone=a", "zone=b"}},
 		{"roles", []string{"nodes", "list", "--role", ""}, []string{"coordinator", "worker"}},
 		{"health states", []string{"nodes", "list", "--health", ""}, []string{"healthy", "degraded", "unhealthy", "unknown"}},
 		{"output formats", []string{"nodes", "list", "-o", ""}, []string{"table", "wide", "json", "yaml", "name", "jsonpath=", "jsonpath-file=", "go-template=", "go-template-file=", "custom-columns=", "custom-columns-file="}},
