@@ -125,27 +125,23 @@ func TestBenchReport(t *testing.T) {
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
 	conn := harness.Conn{RequestTimeout: 30 * time.Second}
 	conn.Etcd.Endpoints, conn.Etcd.Prefix, conn.Etcd.DialTimeout = e.Endpoints(), "/bench", 5*time.Second
-	hb, err := harness.Heartbeats(ctx, app.BenchRoles(), harness.HeartbeatOptions{Backend: "etcd", Conn: conn, Writers: harness.DefaultEtcdWriters, Coordinators: 2, Duration: phase,
-		TalonPhase: func() func() { return profile(t, "etcd-heartbeats") }}, progress, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFailures(t, "raw etcd", hb.RawResult)
-	logFailures(t, "talon etcd heartbeats", hb.TalonResult)
-	add(rateRow("etcd heartbeats, 1,000 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.7, 1.3, 0))
+	pairs := benchPairs(t)
+	add(pairedRow(t, "etcd heartbeats, 1,000 writers, 2 coordinators", pairs, 0.7, 1.3, 0, func(i int) (harness.HeartbeatReport, error) {
+		o := harness.HeartbeatOptions{Backend: "etcd", Conn: conn, Writers: harness.DefaultEtcdWriters, Coordinators: 2, Duration: phase}
+		if i == 0 {
+			o.TalonPhase = func() func() { return profile(t, "etcd-heartbeats") }
+		}
+		return harness.Heartbeats(ctx, app.BenchRoles(), o, progress, log)
+	}))
 
 	// Kubernetes: raw Lease update (optimistic concurrency on
 	// resourceVersion, the record in an annotation) vs heartbeats through
 	// two coordinators, 200 writers each.
 	k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
 	conn.Kube.Kubeconfig, conn.Kube.Namespace, conn.Kube.QPS, conn.Kube.Burst = k.WriteKubeconfig(t, k.AdminToken()), "bench", 400, 800
-	hb, err = harness.Heartbeats(ctx, app.BenchRoles(), harness.HeartbeatOptions{Backend: "kubernetes", Conn: conn, Writers: harness.DefaultKubeWriters, Coordinators: 2, Duration: phase}, progress, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logFailures(t, "raw kube", hb.RawResult)
-	logFailures(t, "talon kube heartbeats", hb.TalonResult)
-	add(rateRow("Kubernetes Lease heartbeats, 200 writers, 2 coordinators", hb.TalonResult, hb.RawResult, 0.8, 0, 250*time.Millisecond))
+	add(pairedRow(t, "Kubernetes Lease heartbeats, 200 writers, 2 coordinators", pairs, 0.8, 0, 250*time.Millisecond, func(int) (harness.HeartbeatReport, error) {
+		return harness.Heartbeats(ctx, app.BenchRoles(), harness.HeartbeatOptions{Backend: "kubernetes", Conn: conn, Writers: harness.DefaultKubeWriters, Coordinators: 2, Duration: phase}, progress, log)
+	}))
 	for _, r := range kubeStoreBytesRows(t, k) { // issue 36: store bytes per worker per hour (kubestorebytes_test.go)
 		add(r)
 	}
