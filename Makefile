@@ -64,10 +64,11 @@ man: ## regenerate man pages in man/
 	rm -f man/*
 	$(GO) run ./internal/tools/gendocs -man man
 
-bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon) and print it; BENCH_SECONDS per phase (default 10), BENCH_PAIRS raw/Talon pairs per heartbeat row (default 3; the ratio is their median with its range)
+bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both
 	@bash .ci/ensure-chromium.sh >/dev/null
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SCALE=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} TALON_BENCH_PAIRS=$${BENCH_PAIRS:-3} \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SCALE=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
+	  TALON_BENCH_PAIRS=$${BENCH_PAIRS:-3} TALON_BENCH_MIX=$${BENCH_MIX:-renew} \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-report.md \
 	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/integration && cat bin/bench-report.md
 

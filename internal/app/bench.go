@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/bench/harness"
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
@@ -38,8 +40,12 @@ cluster: for each backend it seeds --workers simulated worker records into a
 store of its own (etcd under PREFIX/run-ID, PREFIX from --etcd-prefix;
 Kubernetes in a namespace NAMESPACE-ID, from --kube-namespace), starts one coordinator on it in this process on
 loopback, measures lookups the same way, and prints one table with each
-backend's lookups/s, p50 and p99 and the ratio to memory. What it created is
-removed at the end unless --keep.`,
+backend's lookups/s, p50 and p99 and the ratio to memory. The backends are
+measured in turns after all are set up: memory, then each of the others,
+then memory again, --pairs times, so that each ratio to memory compares a
+phase with the memory phases just before and after it; the ratio printed is
+the median of the --pairs ratios with their range, "median (min–max)". What
+it created is removed at the end unless --keep.`,
 		Example: `  talon bench lookups --dir /tmp/talon-dev --duration 5s
   talon bench lookups --coordinators 10.0.0.5:7400 --tls-ca-file ca.pem --tls-cert-file client.pem --tls-key-file client-key.pem
   talon bench lookups --backend memory --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 5s`,
@@ -89,6 +95,7 @@ removed at the end unless --keep.`,
 	f.IntVar(&opts.Keys, "keys", 100000, "distinct keys to look up")
 	f.IntVar(&opts.Replicas, "replicas", 3, fmt.Sprintf("owners per lookup (1 to %d)", protocol.MaxReplicas))
 	f.StringArrayVar(&opts.Backends, "backend", nil, "measure this backend with a coordinator of its own instead of --coordinators: memory, etcd or kubernetes (repeatable)")
+	f.IntVar(&opts.Pairs, "pairs", harness.DefaultPairs, fmt.Sprintf("with --backend: phases of each backend other than memory, memory running one more around them; each ratio to memory is their median (1 to %d)", harness.MaxPairs))
 	f.IntVar(&opts.Workers, "workers", 1000, fmt.Sprintf("with --backend: simulated worker records seeded into each store (1 to %d)", harness.MaxWriters))
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	ctls.register(f)
@@ -103,29 +110,47 @@ func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "heartbeats --backend etcd|kubernetes",
 		Short: "Measure heartbeats through coordinators against the backend's raw ceiling, in one run",
-		Long: `heartbeats measures two phases in one run, at the same concurrency
-(--writers).
+		Long: `heartbeats measures, in one run and at the same concurrency (--writers),
+the backend's raw ceiling for what a heartbeat costs Talon's store and
+heartbeats through real coordinators, in interleaved phases: raw, talon,
+raw, talon, ..., raw, with --pairs talon phases. Each talon phase is
+compared with the mean of the raw phases just before and after it, and the
+ratio printed is the median of those --pairs ratios with their range,
+"median (min–max)", so that a drift of the machine's speed during the run
+moves both sides of each ratio alike.
 
-The raw phase is the backend's ceiling for Talon's ordered upsert, issued
-directly with the backend's client: on etcd a transaction comparing the key's
-ModRevision and putting the typical record's JSON (about 1.5 KB) with a lease; on Kubernetes a
-Lease update with optimistic concurrency on its resourceVersion, the record
-in an annotation.
+The raw phase issues directly with the backend's client what Talon's store
+issues per heartbeat (--mix renew, the default). A heartbeat that changes
+nothing only renews the record's lease; the record is written once per
+--status-interval (default 1m, 12 heartbeats at the 5s heartbeat interval).
+On etcd that is 11 lease keepalives (one per writer's lease, on the writer's
+own LeaseKeepAlive stream) to 1 transaction comparing the key's ModRevision
+and putting the typical record's JSON (about 1.5 KB) with its lease; on
+Kubernetes 11 JSON merge patches of the Lease's renewTime and
+talon.io/renew-seq (about 140 bytes) to 1 merge patch of the status
+annotation, each conditioned on the resourceVersion. --mix write writes the
+record on every heartbeat instead (the etcd transaction; on Kubernetes an
+update of the whole Lease): the ceiling before lease renewals. --mix both
+measures both ceilings in every raw phase.
 
 The talon phase is Talon's heartbeat path: --coordinators-count coordinators
-started in this process on loopback against the same backend, and simulated
-workers that register and then heartbeat back to back over the control
-protocol. After an unavailable answer a worker backs off about 50 ms (with
-jitter), as a real one does; those are counted as backed off, apart from
-failures.
+started in this process on loopback against the same backend (heartbeat
+interval 5s, --status-interval), and simulated workers that register once,
+before the first phase, and then heartbeat back to back over the control
+protocol in each talon phase. After an unavailable answer a worker backs off
+about 50 ms (with jitter), as a real one does; those are counted as backed
+off, apart from failures.
 
-It prints both with the ratio, p50 and p99 latency, failures by code and what
-each phase created (etcd: leases granted; Kubernetes: Lease objects). The run
+It prints every phase and each side pooled, with ops/s, p50, p99 and max
+latency, failures, and the heartbeats that only renewed a lease (raw: the
+writers' count; talon: the coordinators' stores'), then the ratios, and what
+each side created (etcd: leases granted; Kubernetes: Lease objects). The run
 works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
 namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
 unless --keep. Results go to stdout, progress to
 stderr. It is a load generator: run it against a test backend.`,
 		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
+  talon bench heartbeats --backend etcd --mix both --pairs 5
   talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -147,7 +172,7 @@ stderr. It is a load generator: run it against a test backend.`,
 					}
 					return func() {
 						pprof.StopCPUProfile()
-						progress("CPU profile of the talon phase (coordinators and simulated workers, this process) written to %s", cpuProfile)
+						progress("CPU profile of the first talon phase (coordinators and simulated workers, this process) written to %s", cpuProfile)
 					}
 				}
 			}
@@ -163,8 +188,11 @@ stderr. It is a load generator: run it against a test backend.`,
 	f.IntVar(&opts.Writers, "writers", 0, fmt.Sprintf("simulated workers, the concurrency of both phases (default %d on etcd, %d on kubernetes; 1 to %d)", harness.DefaultEtcdWriters, harness.DefaultKubeWriters, harness.MaxWriters))
 	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", harness.MaxCoordinators))
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
+	f.IntVar(&opts.Pairs, "pairs", harness.DefaultPairs, fmt.Sprintf("talon phases, each between two raw phases; the ratios are their median (1 to %d)", harness.MaxPairs))
+	f.StringVar(&opts.Mix, "mix", string(bench.MixRenew), "raw ceiling: renew (lease renewals and a record write per status interval, as Talon's store), write (a record write every heartbeat) or both")
+	f.DurationVar(&opts.StatusInterval, "status-interval", cluster.DefaultStatusInterval, "the coordinators' status-interval, and so the renew mix's: the record is written once per interval (0: every heartbeat; else 5s to 1h)")
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
 	opts.Conn.RegisterFlags(f)
 	return cmd
 }

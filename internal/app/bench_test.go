@@ -23,6 +23,10 @@ func TestBenchFlagsAreUsageErrors(t *testing.T) {
 		{"too many coordinators", []string{"bench", "heartbeats", "--backend", "etcd", "--coordinators-count", "17"}, "--coordinators-count 17: must be from 1 to 16"},
 		{"short duration", []string{"bench", "heartbeats", "--backend", "etcd", "--duration", "500ms"}, "--duration 500ms: must be from 1s to 1h"},
 		{"output", []string{"bench", "heartbeats", "--backend", "etcd", "-o", "yaml"}, `--output "yaml": must be text or json`},
+		{"pairs", []string{"bench", "heartbeats", "--backend", "etcd", "--pairs", "0"}, "--pairs 0: must be from 1 to 20"},
+		{"mix", []string{"bench", "heartbeats", "--backend", "etcd", "--mix", "renewals"}, `--mix "renewals": must be renew, write or both`},
+		{"status interval", []string{"bench", "heartbeats", "--backend", "kubernetes", "--status-interval", "2s"}, "--status-interval 2s: must be 0 (every heartbeat writes the record) or from the heartbeat interval 5s to 1h"},
+		{"lookups pairs", []string{"bench", "lookups", "--backend", "memory", "--pairs", "21"}, "--pairs 21: must be from 1 to 20"},
 		{"etcd prefix", []string{"bench", "heartbeats", "--backend", "etcd", "--etcd-prefix", "talon/"}, `--etcd-prefix "talon/": must start with "/"`},
 		{"etcd endpoint", []string{"bench", "heartbeats", "--backend", "etcd", "--etcd-endpoints", "localhost"}, `--etcd-endpoints "localhost": must be host:port or a URL`},
 		{"etcd cert without key", []string{"bench", "heartbeats", "--backend", "etcd", "--etcd-cert-file", "c.pem"}, `--etcd-cert-file "c.pem" and --etcd-key-file "": set both or neither`},
@@ -55,7 +59,7 @@ func TestBenchLookupsMemoryBackend(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a coordinator")
 	}
-	code, stdout, stderr := run(t, nil, "bench", "lookups", "--backend", "memory", "--workers", "50", "--duration", "1s", "--concurrency", "4", "-o", "json")
+	code, stdout, stderr := run(t, nil, "bench", "lookups", "--backend", "memory", "--workers", "50", "--duration", "1s", "--concurrency", "4", "--pairs", "1", "-o", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -63,7 +67,9 @@ func TestBenchLookupsMemoryBackend(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("output %q: %v", stdout, err)
 	}
-	if len(rep.Backends) != 1 || rep.Backends[0].Backend != "memory" || rep.Backends[0].Lookups.PerSecond <= 0 || rep.Backends[0].RatioToMemory != 1 || rep.Workers != 50 {
+	// Memory alone: the limit's phases only (pairs+1), no ratio.
+	if len(rep.Backends) != 1 || rep.Backends[0].Backend != "memory" || rep.Backends[0].Lookups.PerSecond <= 0 || rep.Backends[0].RatioToMemory != nil ||
+		rep.Workers != 50 || rep.Pairs != 1 || len(rep.Backends[0].Phases) != 2 {
 		t.Fatalf("report %+v", rep)
 	}
 	if !strings.Contains(stderr, "lookups on memory: seeding 50 worker records") {

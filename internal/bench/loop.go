@@ -32,6 +32,10 @@ type Result struct {
 	// BackedOff counts operations refused with unavailable after which
 	// the caller backed off (ErrBackedOff); they are not in Failures.
 	BackedOff int
+	// Renewals counts the successful heartbeats that only renewed their
+	// record's lease (a keepalive, a renewal patch) instead of writing the
+	// record; the phases that know it fill it in, Run does not.
+	Renewals int
 	// FirstErr is the first failure, for diagnosis.
 	FirstErr error
 }
@@ -87,6 +91,7 @@ type Summary struct {
 	MaxMs     float64        `json:"maxMs"`
 	Failures  map[string]int `json:"failures"`
 	BackedOff int            `json:"backedOff"`
+	Renewals  int            `json:"renewals"`
 }
 
 // Summary returns r's figures for JSON output.
@@ -97,7 +102,7 @@ func (r Result) Summary() Summary {
 		f = map[string]int{}
 	}
 	return Summary{Ops: r.Ops, PerSecond: r.PerSecond(), ElapsedS: r.Elapsed.Seconds(), P50Ms: ms(r.P50()), P99Ms: ms(r.P99()), MaxMs: ms(r.Max()),
-		Failures: f, BackedOff: r.BackedOff}
+		Failures: f, BackedOff: r.BackedOff, Renewals: r.Renewals}
 }
 
 // FailureCodes returns the failure codes in order.

@@ -2,20 +2,26 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state/kube"
 )
 
 // codedError is a failure with a code of its own for Result.Failures.
@@ -27,61 +33,146 @@ type codedError struct {
 func (e *codedError) Error() string { return e.code + ": " + e.err.Error() }
 func (e *codedError) Unwrap() error { return e.err }
 
-// RawEtcdOptions configures RawEtcd.
+// RawEtcdOptions configures PrepareRawEtcd.
 type RawEtcdOptions struct {
 	// Prefix is the key prefix of the writers' keys (<Prefix>/w00000...);
 	// nothing else may live under it.
-	Prefix   string
-	Writers  int
-	Duration time.Duration
-	// LeaseTTL is the TTL of the one lease every key is put with.
+	Prefix  string
+	Writers int
+	// LeaseTTL is the TTL of each writer's lease (at least a minute, and
+	// at least minRenewTTL: the store renews such leases without a write).
 	LeaseTTL time.Duration
 }
 
-// RawEtcd measures the raw etcd ceiling of Talon's ordered upsert: each of
-// Writers keys holds the typical record's JSON with a lease, and each
-// writer, back to back, puts it again in a transaction that compares the
-// key's ModRevision with the one it last wrote (the compare-and-swap the
-// etcd store issues per heartbeat). It returns the leases it granted (one).
-// The keys and the lease stay; CleanEtcd removes them.
-func RawEtcd(ctx context.Context, cli *clientv3.Client, o RawEtcdOptions) (Result, int, error) {
-	ttl := max(int64(o.LeaseTTL/time.Second), 60)
-	lease, err := cli.Grant(ctx, ttl)
-	if err != nil {
-		return Result{}, 0, fmt.Errorf("raw etcd: grant a lease: %w", err)
-	}
+// RawEtcd is the raw etcd ceiling of Talon's heartbeats: Writers keys,
+// each holding the typical record's JSON attached to a lease of its own,
+// written by writers that issue straight to etcd what Talon's store issues
+// per heartbeat (see Run). It is set up once (PrepareRawEtcd) and measured
+// in as many phases as asked; Close ends its keepalive streams. The keys
+// and leases stay; CleanEtcd removes them.
+type RawEtcd struct {
+	cli   *clientv3.Client
+	lc    pb.LeaseClient
+	value string
+	keys  []string
+	// Writer w's entries below are touched only by the goroutine Run gives
+	// it (and by PrepareRawEtcd before any Run).
+	leases  []clientv3.LeaseID
+	revs    []int64                         // the mod revision writer w last wrote
+	streams []pb.Lease_LeaseKeepAliveClient // writer w's keepalive stream; nil: open one
+	mix     *mixer
+	// lifetime bounds the keepalive streams; Close, or the end of a Run's
+	// context, cancels it.
+	lifetime context.Context
+	cancel   context.CancelFunc
+}
+
+// PrepareRawEtcd grants each writer a lease, puts its key with the typical
+// record on it and opens its LeaseKeepAlive stream. On error what it
+// granted and put stays for CleanEtcd (or expires).
+func PrepareRawEtcd(ctx context.Context, cli *clientv3.Client, o RawEtcdOptions) (*RawEtcd, error) {
 	payload, err := cluster.Encode(Record("raw", "w", 1))
 	if err != nil {
-		return Result{}, 1, err
+		return nil, err
 	}
-	value := string(payload)
-	key := func(w int) string { return fmt.Sprintf("%s/w%05d", o.Prefix, w) }
-	revs := make([]int64, o.Writers)
+	lifetime, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &RawEtcd{cli: cli, lc: pb.NewLeaseClient(cli.ActiveConnection()), value: string(payload), keys: make([]string, o.Writers),
+		leases: make([]clientv3.LeaseID, o.Writers), revs: make([]int64, o.Writers), streams: make([]pb.Lease_LeaseKeepAliveClient, o.Writers),
+		mix: newMixer(o.Writers), lifetime: lifetime, cancel: cancel}
+	ttl := max(int64(o.LeaseTTL/time.Second), 60)
 	err = parallel(ctx, o.Writers, 64, func(ctx context.Context, w int) error {
-		r, err := cli.Put(ctx, key(w), value, clientv3.WithLease(lease.ID))
+		r.keys[w] = fmt.Sprintf("%s/w%05d", o.Prefix, w)
+		lease, err := cli.Grant(ctx, ttl)
 		if err != nil {
-			return fmt.Errorf("raw etcd: put %s: %w", key(w), err)
+			return fmt.Errorf("raw etcd: grant a lease: %w", err)
 		}
-		revs[w] = r.Header.Revision
-		return nil
+		r.leases[w] = lease.ID
+		p, err := cli.Put(ctx, r.keys[w], r.value, clientv3.WithLease(lease.ID))
+		if err != nil {
+			return fmt.Errorf("raw etcd: put %s: %w", r.keys[w], err)
+		}
+		r.revs[w] = p.Header.Revision
+		return r.openStream(w)
 	})
 	if err != nil {
-		return Result{}, 1, err
+		cancel()
+		return nil, err
 	}
-	res := Run(ctx, o.Writers, o.Duration, func(ctx context.Context, w int) error {
-		k := key(w)
-		r, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", revs[w])).
-			Then(clientv3.OpPut(k, value, clientv3.WithLease(lease.ID))).Commit()
-		if err != nil {
+	return r, nil
+}
+
+// Created returns the number of leases the writers hold.
+func (r *RawEtcd) Created() int { return len(r.leases) }
+
+// Run has every writer heartbeat back to back for d and measures it. With
+// MixRenew a heartbeat is what Talon's etcd store sends for it: one lease
+// keepalive on the writer's own stream (etcd answers a stream's requests in
+// order; Talon's store spreads its keepalives over a few streams), and,
+// every statusEvery-th heartbeat of the writer, instead a transaction that
+// compares the key's ModRevision with the one the writer last wrote and
+// puts the record with its lease (Talon's store also sends a keepalive
+// beside that put; this does not). With MixWrite every heartbeat is that
+// transaction. Result.Renewals counts the keepalives.
+func (r *RawEtcd) Run(ctx context.Context, d time.Duration, mix Mix, statusEvery uint64) Result {
+	defer context.AfterFunc(ctx, r.cancel)() // a stream waiting on etcd ends with ctx
+	if mix == MixWrite {
+		statusEvery = 0
+	}
+	res := Run(ctx, len(r.keys), d, r.mix.op(statusEvery, r.keepAlive, r.put))
+	res.Renewals = int(r.mix.renewals.Load())
+	return res
+}
+
+// Close ends the keepalive streams.
+func (r *RawEtcd) Close() { r.cancel() }
+
+// openStream opens writer w's LeaseKeepAlive stream.
+func (r *RawEtcd) openStream(w int) error {
+	s, err := r.lc.LeaseKeepAlive(clientv3.WithRequireLeader(r.lifetime))
+	if err != nil {
+		return fmt.Errorf("raw etcd: open a lease keepalive stream: %w", err)
+	}
+	r.streams[w] = s
+	return nil
+}
+
+// keepAlive renews writer w's lease with one request on its stream.
+func (r *RawEtcd) keepAlive(_ context.Context, w int, _ uint64) error {
+	if r.streams[w] == nil {
+		if err := r.openStream(w); err != nil {
 			return err
 		}
-		if !r.Succeeded {
-			return errConflict
-		}
-		revs[w] = r.Header.Revision
-		return nil
-	})
-	return res, 1, nil
+	}
+	s := r.streams[w]
+	err := s.Send(&pb.LeaseKeepAliveRequest{ID: int64(r.leases[w])})
+	var resp *pb.LeaseKeepAliveResponse
+	if err == nil {
+		resp, err = s.Recv()
+	}
+	if err != nil {
+		r.streams[w] = nil // the next heartbeat opens a new one
+		return err
+	}
+	if resp.TTL <= 0 {
+		return &codedError{code: "lease_gone", err: fmt.Errorf("lease %x expired", resp.ID)}
+	}
+	return nil
+}
+
+// put writes writer w's record in a compare-and-swap on its key's
+// ModRevision, with its lease.
+func (r *RawEtcd) put(ctx context.Context, w int, _ uint64) error {
+	k := r.keys[w]
+	resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", r.revs[w])).
+		Then(clientv3.OpPut(k, r.value, clientv3.WithLease(r.leases[w]))).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return errConflict
+	}
+	r.revs[w] = resp.Header.Revision
+	return nil
 }
 
 // CleanEtcd revokes the leases attached to the keys under prefix and
@@ -120,62 +211,148 @@ func CleanEtcd(ctx context.Context, cli *clientv3.Client, prefix string) (keys, 
 	return keys, leases, errors.Join(errs...)
 }
 
-// RawKubeOptions configures RawKube.
+// RawKubeOptions configures PrepareRawKube.
 type RawKubeOptions struct {
 	// Namespace holds the Leases; NamePrefix starts their names
 	// (<NamePrefix>w00000...).
 	Namespace  string
 	NamePrefix string
 	Writers    int
-	Duration   time.Duration
+	// LeaseTTL is the Leases' leaseDurationSeconds, as Talon's store sets
+	// it from lease-ttl; at least a second.
+	LeaseTTL time.Duration
 }
 
-// RawKube measures the raw Kubernetes ceiling of Talon's ordered upsert:
-// each writer owns a Lease holding the typical record in an annotation and,
-// back to back, updates it (renewTime) with optimistic concurrency on the
-// resourceVersion it last read. It returns the Lease objects it created;
-// they stay (CleanKube removes them).
-func RawKube(ctx context.Context, cs kubernetes.Interface, o RawKubeOptions) (Result, int, error) {
+// RawKube is the raw Kubernetes ceiling of Talon's heartbeats: a Lease per
+// writer, shaped like the store's (the typical record in the status
+// annotation), written by writers that send straight to the API server
+// what Talon's store sends per heartbeat (see Run). It is set up once
+// (PrepareRawKube) and measured in as many phases as asked. The Leases
+// stay; the caller removes them.
+type RawKube struct {
+	api     coordinationv1client.LeaseInterface
+	payload string
+	// leases[w] is writer w's Lease as last written; only the goroutine
+	// Run gives writer w touches it.
+	leases []*coordinationv1.Lease
+	mix    *mixer
+}
+
+// PrepareRawKube creates the writers' Leases. On error it returns how many
+// it created: they stay for the caller to remove.
+func PrepareRawKube(ctx context.Context, cs kubernetes.Interface, o RawKubeOptions) (*RawKube, int, error) {
 	payload, err := cluster.Encode(Record("raw", "w", 1))
 	if err != nil {
-		return Result{}, 0, err
+		return nil, 0, err
 	}
-	api := cs.CoordinationV1().Leases(o.Namespace)
-	leases := make([]*coordinationv1.Lease, o.Writers)
+	r := &RawKube{api: cs.CoordinationV1().Leases(o.Namespace), payload: string(payload), leases: make([]*coordinationv1.Lease, o.Writers), mix: newMixer(o.Writers)}
+	secs := int32(max(o.LeaseTTL/time.Second, 1))
 	var mu sync.Mutex // guards created
 	created := 0
 	err = parallel(ctx, o.Writers, 16, func(ctx context.Context, w int) error {
-		l, err := api.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Name:        fmt.Sprintf("%sw%05d", o.NamePrefix, w),
-			Labels:      map[string]string{RawLabel: "true"},
-			Annotations: map[string]string{"talon.io/status": string(payload)}}}, metav1.CreateOptions{})
+		name := fmt.Sprintf("%sw%05d", o.NamePrefix, w)
+		now := metav1.NewMicroTime(time.Now())
+		holder := "raw-incarnation-" + name
+		l, err := r.api.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{RawLabel: "true"},
+				Annotations: map[string]string{kube.AnnotationCluster: "raw", kube.AnnotationRole: string(cluster.RoleWorker), kube.AnnotationNode: name,
+					kube.AnnotationStatus: r.payload}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("raw kubernetes: create Lease: %w", err)
 		}
-		leases[w] = l
+		r.leases[w] = l
 		mu.Lock()
 		created++
 		mu.Unlock()
 		return nil
 	})
 	if err != nil {
-		return Result{}, created, err
+		return nil, created, err
 	}
-	res := Run(ctx, o.Writers, o.Duration, func(ctx context.Context, w int) error {
-		l := leases[w].DeepCopy()
-		now := metav1.NewMicroTime(time.Now())
-		l.Spec.RenewTime = &now
-		nl, err := api.Update(ctx, l, metav1.UpdateOptions{})
-		if err != nil {
-			if apierrors.IsConflict(err) {
-				return errConflict
-			}
-			return kubeError(err)
-		}
-		leases[w] = nl
-		return nil
+	return r, created, nil
+}
+
+// Created returns the number of Leases the writers hold.
+func (r *RawKube) Created() int { return len(r.leases) }
+
+// Run has every writer heartbeat back to back for d and measures it. With
+// MixRenew a heartbeat is what Talon's Kubernetes store sends for it: a
+// JSON merge patch of spec.renewTime and the renewal's sequence in
+// talon.io/renew-seq (about 140 bytes), and, every statusEvery-th
+// heartbeat of the writer, instead a merge patch of the status annotation
+// (dropping talon.io/renew-seq) and the spec; both conditioned on the
+// resourceVersion the writer last wrote. With MixWrite every heartbeat is
+// an UPDATE of the whole Lease (renewTime) with optimistic concurrency on
+// its resourceVersion. Result.Renewals counts the renewal patches.
+func (r *RawKube) Run(ctx context.Context, d time.Duration, mix Mix, statusEvery uint64) Result {
+	renew, write := r.renew, r.statusPatch
+	if mix == MixWrite {
+		statusEvery, write = 0, r.update
+	}
+	res := Run(ctx, len(r.leases), d, r.mix.op(statusEvery, renew, write))
+	res.Renewals = int(r.mix.renewals.Load())
+	return res
+}
+
+// Close does nothing: the writers hold nothing open. It lets RawKube and
+// RawEtcd be used alike.
+func (r *RawKube) Close() {}
+
+// renew patches writer w's Lease as a renewal of heartbeat seq.
+func (r *RawKube) renew(ctx context.Context, w int, seq uint64) error {
+	return r.patch(ctx, w, map[string]any{
+		"metadata": map[string]any{"resourceVersion": r.leases[w].ResourceVersion,
+			"annotations": map[string]string{kube.AnnotationRenewSeq: strconv.FormatUint(seq, 10)}},
+		"spec": map[string]any{"renewTime": metav1.NewMicroTime(time.Now())},
 	})
-	return res, created, nil
+}
+
+// statusPatch writes writer w's status as a merge patch of what a status
+// write changes: the status annotation, the renewal's sequence removed,
+// and the spec with a new renewTime.
+func (r *RawKube) statusPatch(ctx context.Context, w int, _ uint64) error {
+	spec := r.leases[w].Spec.DeepCopy()
+	now := metav1.NewMicroTime(time.Now())
+	spec.RenewTime = &now
+	return r.patch(ctx, w, map[string]any{
+		"metadata": map[string]any{"resourceVersion": r.leases[w].ResourceVersion,
+			"annotations": map[string]any{kube.AnnotationStatus: r.payload, kube.AnnotationRenewSeq: nil}},
+		"spec": spec,
+	})
+}
+
+// patch sends patch to writer w's Lease as a JSON merge patch.
+func (r *RawKube) patch(ctx context.Context, w int, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	l, err := r.api.Patch(ctx, r.leases[w].Name, types.MergePatchType, b, metav1.PatchOptions{})
+	return r.wrote(w, l, err)
+}
+
+// update writes writer w's whole Lease with a new renewTime.
+func (r *RawKube) update(ctx context.Context, w int, _ uint64) error {
+	l := r.leases[w].DeepCopy()
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.RenewTime = &now
+	nl, err := r.api.Update(ctx, l, metav1.UpdateOptions{})
+	return r.wrote(w, nl, err)
+}
+
+// wrote keeps the Lease a write of writer w returned, or classifies its
+// error.
+func (r *RawKube) wrote(w int, l *coordinationv1.Lease, err error) error {
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return errConflict
+		}
+		return kubeError(err)
+	}
+	r.leases[w] = l
+	return nil
 }
 
 // RawLabel marks the Leases RawKube creates.

@@ -42,12 +42,37 @@ type HeartbeatOptions struct {
 // Heartbeats registers Writers simulated workers (the typical record)
 // through the coordinators and then has each heartbeat back to back for
 // Duration, measuring Talon's heartbeat path end to end: protocol, the
-// coordinator, its store and the backend. After an unavailable answer a
-// writer backs off about Backoff, like a real worker, instead of spinning;
-// those count as BackedOff.
+// coordinator, its store and the backend (Register, then one Run).
 func Heartbeats(ctx context.Context, o HeartbeatOptions) (Result, error) {
+	h, err := Register(ctx, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer h.Close()
+	if o.Registered != nil {
+		o.Registered()
+	}
+	return h.Run(ctx, o.Duration), nil
+}
+
+// Heartbeaters are simulated workers registered through coordinators,
+// each with a connection of its own, ready to heartbeat in as many phases
+// as asked (Run). Their heartbeat sequences go on from one Run to the
+// next, as a real worker's would across a pause. Close closes the
+// connections; the records stay in the store.
+type Heartbeaters struct {
+	o       HeartbeatOptions
+	clients []*client.Client
+	recs    []*cluster.Record // recs[w] is touched only by writer w's goroutine
+}
+
+// Register registers o.Writers simulated workers through o.Coordinators
+// (a registration the coordinator sheds is retried, up to 20 times) and
+// returns them ready to heartbeat. o.Duration and o.Registered are not
+// used.
+func Register(ctx context.Context, o HeartbeatOptions) (*Heartbeaters, error) {
 	if len(o.Coordinators) == 0 || o.Writers < 1 {
-		return Result{}, errors.New("heartbeats: need coordinators and at least one writer")
+		return nil, errors.New("heartbeats: need coordinators and at least one writer")
 	}
 	if o.Backoff <= 0 {
 		o.Backoff = DefaultBackoff
@@ -55,62 +80,71 @@ func Heartbeats(ctx context.Context, o HeartbeatOptions) (Result, error) {
 	if o.NodePrefix == "" {
 		o.NodePrefix = "bench-hb-"
 	}
-	clients := make([]*client.Client, o.Writers)
-	recs := make([]*cluster.Record, o.Writers)
-	defer func() {
-		for _, cl := range clients {
-			if cl != nil {
-				cl.Close()
-			}
-		}
-	}()
+	h := &Heartbeaters{o: o, clients: make([]*client.Client, o.Writers), recs: make([]*cluster.Record, o.Writers)}
 	for w := range o.Writers {
 		cl, err := client.New(client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS})
 		if err != nil {
-			return Result{}, err
+			h.Close()
+			return nil, err
 		}
-		clients[w] = cl
-		recs[w] = Record(o.ClusterID, fmt.Sprintf("%s%05d", o.NodePrefix, w), 1)
+		h.clients[w] = cl
+		h.recs[w] = Record(o.ClusterID, fmt.Sprintf("%s%05d", o.NodePrefix, w), 1)
 	}
-	err := parallel(ctx, o.Writers, 64, func(ctx context.Context, w int) error {
-		msg, err := protocol.NewRegister(recs[w])
-		if err != nil {
-			return err
-		}
-		// A loaded coordinator may shed a registration: retry those.
-		for attempt := 0; ; attempt++ {
-			resp, err := clients[w].Call(ctx, msg)
-			if err == nil {
-				return accepted(resp)
-			}
-			if !protocol.Retryable(err) || attempt == 20 || ctx.Err() != nil {
-				return fmt.Errorf("register simulated worker %s: %w", recs[w].NodeID, err)
-			}
-			Backoff(ctx, o.Backoff)
-		}
-	})
+	if err := parallel(ctx, o.Writers, 64, h.register); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// register registers writer w, retrying what a loaded coordinator sheds.
+func (h *Heartbeaters) register(ctx context.Context, w int) error {
+	msg, err := protocol.NewRegister(h.recs[w])
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	if o.Registered != nil {
-		o.Registered()
+	for attempt := 0; ; attempt++ {
+		resp, err := h.clients[w].Call(ctx, msg)
+		if err == nil {
+			return accepted(resp)
+		}
+		if !protocol.Retryable(err) || attempt == 20 || ctx.Err() != nil {
+			return fmt.Errorf("register simulated worker %s: %w", h.recs[w].NodeID, err)
+		}
+		Backoff(ctx, h.o.Backoff)
 	}
-	return Run(ctx, o.Writers, o.Duration, func(ctx context.Context, w int) error {
-		recs[w].HeartbeatSeq++
-		msg, err := protocol.NewHeartbeat(recs[w])
+}
+
+// Run has every simulated worker heartbeat back to back for d and
+// measures it. After an unavailable answer a writer backs off about
+// Backoff, like a real worker, instead of spinning; those count as
+// BackedOff. Result.Renewals is not known here (the store counts them).
+func (h *Heartbeaters) Run(ctx context.Context, d time.Duration) Result {
+	return Run(ctx, h.o.Writers, d, func(ctx context.Context, w int) error {
+		h.recs[w].HeartbeatSeq++
+		msg, err := protocol.NewHeartbeat(h.recs[w])
 		if err != nil {
 			return err
 		}
-		resp, err := clients[w].Call(ctx, msg)
+		resp, err := h.clients[w].Call(ctx, msg)
 		if err != nil {
 			if protocol.IsCode(err, protocol.CodeUnavailable) {
-				Backoff(ctx, o.Backoff)
+				Backoff(ctx, h.o.Backoff)
 				return fmt.Errorf("%w: %v", ErrBackedOff, err)
 			}
 			return err
 		}
 		return accepted(resp)
-	}), nil
+	})
+}
+
+// Close closes the simulated workers' connections.
+func (h *Heartbeaters) Close() {
+	for _, cl := range h.clients {
+		if cl != nil {
+			cl.Close()
+		}
+	}
 }
 
 // accepted returns nil for an accepted Ack and a coded error for anything

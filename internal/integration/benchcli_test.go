@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/testenv"
 )
@@ -43,9 +44,11 @@ func checkHeartbeatReport(t *testing.T, out, backend string, writers int) harnes
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
-	if rep.Backend != backend || rep.Writers != writers || rep.Coordinators != 2 ||
-		rep.Raw.PerSecond <= 0 || rep.Talon.PerSecond <= 0 || rep.Raw.Ops <= 0 || rep.Talon.Ops <= 0 ||
-		rep.Raw.P50Ms <= 0 || rep.Talon.P99Ms < rep.Talon.P50Ms || rep.Ratio <= 0 ||
+	c, ok := rep.Ceiling(bench.MixRenew)
+	if rep.Backend != backend || rep.Writers != writers || rep.Coordinators != 2 || !ok || rep.Pairs != 1 || len(c.Phases) != 2 || len(rep.TalonPhases) != 1 ||
+		c.Raw.PerSecond <= 0 || rep.Talon.PerSecond <= 0 || c.Raw.Ops <= 0 || rep.Talon.Ops <= 0 ||
+		c.Raw.P50Ms <= 0 || rep.Talon.P99Ms < rep.Talon.P50Ms || c.Ratio.Median <= 0 || c.Ratio.N != 1 ||
+		c.Raw.Renewals <= 0 || rep.Talon.Renewals <= 0 || c.StatusEvery != 12 ||
 		rep.RawCreated <= 0 || rep.TalonCreated < writers {
 		t.Fatalf("report %+v", rep)
 	}
@@ -62,12 +65,13 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 	conn := []string{"--etcd-endpoints", strings.Join(e.Endpoints(), ","), "--etcd-prefix", "/it-bench",
 		"--etcd-ca-file", f.CAFile, "--etcd-cert-file", f.CertFile, "--etcd-key-file", f.KeyFile}
 
-	r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "2s", "--writers", "20"}, conn...)...)
+	r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "1s", "--writers", "20", "--pairs", "2", "--mix", "both"}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("%s", r.stdout)
-	if raw, talon := textRate(r.stdout, "raw etcd"), textRate(r.stdout, "talon"); raw <= 0 || talon <= 0 || !strings.Contains(r.stdout, "leases granted") || !strings.Contains(r.stdout, "ratio talon/raw") {
+	if raw, write, talon := textRate(r.stdout, "raw renew all"), textRate(r.stdout, "raw write 3"), textRate(r.stdout, "talon 2"); raw <= 0 || write <= 0 || talon <= 0 ||
+		!strings.Contains(r.stdout, "leases granted: raw 20") || !strings.Contains(r.stdout, "ratio talon/raw renew: ") || !strings.Contains(r.stdout, "ratio talon/raw write: ") {
 		t.Fatalf("raw %v talon %v in\n%s", raw, talon, r.stdout)
 	}
 	if !strings.Contains(r.stderr, "cleanup: deleted") {
@@ -75,7 +79,7 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 	}
 
 	prof := filepath.Join(t.TempDir(), "talon.pprof")
-	r = runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "2s", "--writers", "20", "-o", "json", "--cpuprofile", prof}, conn...)...)
+	r = runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "etcd", "--duration", "1s", "--writers", "20", "--pairs", "1", "-o", "json", "--cpuprofile", prof}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
@@ -89,7 +93,7 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 		t.Fatalf("--cpuprofile into a missing directory: exit %d, stderr %s", r.code, r.stderr)
 	}
 
-	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "etcd", "--duration", "1s", "--workers", "200", "-o", "json"}, conn...)...)
+	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "etcd", "--duration", "1s", "--workers", "200", "--pairs", "1", "-o", "json"}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
@@ -99,7 +103,7 @@ func TestBenchCommandsOnEtcd(t *testing.T) {
 		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
 	}
 	if len(lr.Backends) != 2 || lr.Backends[0].Backend != "memory" || lr.Backends[1].Backend != "etcd" ||
-		lr.Backends[0].Lookups.PerSecond <= 0 || lr.Backends[1].Lookups.PerSecond <= 0 || lr.Backends[1].RatioToMemory <= 0 {
+		lr.Backends[0].Lookups.PerSecond <= 0 || lr.Backends[1].Lookups.PerSecond <= 0 || lr.Backends[1].RatioToMemory == nil || lr.Backends[1].RatioToMemory.Median <= 0 || len(lr.Backends[0].Phases) != 2 {
 		t.Fatalf("report %+v", lr)
 	}
 
@@ -124,7 +128,7 @@ func TestBenchCommandsOnKubernetes(t *testing.T) {
 	kubeconfig := k.WriteKubeconfig(t, k.AdminToken())
 	conn := []string{"--kubeconfig", kubeconfig, "--kube-namespace", "it-bench"}
 
-	r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "kubernetes", "--duration", "2s", "--writers", "20", "-o", "json"}, conn...)...)
+	r := runTalon(t, nil, append([]string{"bench", "heartbeats", "--backend", "kubernetes", "--duration", "1s", "--writers", "20", "--pairs", "1", "-o", "json"}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
@@ -134,7 +138,7 @@ func TestBenchCommandsOnKubernetes(t *testing.T) {
 		t.Fatalf("created %q raw %d", rep.Created, rep.RawCreated)
 	}
 
-	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "kubernetes", "--duration", "1s", "--workers", "100"}, conn...)...)
+	r = runTalon(t, nil, append([]string{"bench", "lookups", "--backend", "memory", "--backend", "kubernetes", "--duration", "1s", "--workers", "100", "--pairs", "1"}, conn...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}

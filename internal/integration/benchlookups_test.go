@@ -20,7 +20,8 @@ const benchLookupsEnv = "TALON_BENCH_LOOKUPS"
 // TestBenchReport (memory as the limit, 1,000 workers, 32 and 128
 // callers), for iterating on the Kubernetes snapshot path without the
 // whole report. It asserts nothing about speed. Run it with
-// TALON_BENCH_LOOKUPS=1 (TALON_BENCH_SECONDS sets each phase's length).
+// TALON_BENCH_LOOKUPS=1 (TALON_BENCH_SECONDS sets each phase's length,
+// TALON_BENCH_PAIRS the pairs behind each ratio).
 func TestBenchLookups(t *testing.T) {
 	if os.Getenv(benchLookupsEnv) == "" {
 		t.Skipf("measurement: set %s=1", benchLookupsEnv)
@@ -37,7 +38,7 @@ func TestBenchLookups(t *testing.T) {
 	conn.Kube.Kubeconfig, conn.Kube.Namespace, conn.Kube.QPS, conn.Kube.Burst = k.WriteKubeconfig(t, k.AdminToken()), "bench", 400, 800
 	for _, callers := range []int{32, 128} {
 		lk, err := harness.LookupBackends(ctx, app.BenchRoles(), harness.LookupOptions{Backends: []string{"memory", "kubernetes"}, Workers: 1000, Conn: conn,
-			Concurrency: callers, Duration: phase / 2, Keys: 100000, Replicas: 3}, progress, log)
+			Concurrency: callers, Duration: phase / 2, Keys: 100000, Replicas: 3, Pairs: reportPairs(t)}, progress, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestBenchLookups(t *testing.T) {
 		for _, b := range lk.Backends {
 			logFailures(t, "lookups on "+b.Backend, b.Result)
 		}
-		t.Logf("RESULT lookups, 1,000 workers, %d callers: kubernetes %.0f/s (p99 %s) memory %.0f/s ratio %.3f",
-			callers, kl.PerSecond(), kl.P99(), ml.PerSecond(), kl.PerSecond()/ml.PerSecond())
+		t.Logf("RESULT lookups, 1,000 workers, %d callers: kubernetes %.0f/s (p99 %s) memory %.0f/s ratio %s (median (min–max) of %d pairs)",
+			callers, kl.PerSecond(), kl.P99(), ml.PerSecond(), lk.Backends[1].RatioToMemory.Format("%.3f"), lk.Pairs)
 	}
 }

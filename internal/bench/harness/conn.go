@@ -295,13 +295,13 @@ func (e *runEnv) kept() []string {
 
 // coordinatorConfig returns the configuration of in-process coordinator
 // nodeID on backend b under the run's prefix or namespace, for records
-// records.
-func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Config, error) {
+// records; edit, when not nil, changes it before it is validated.
+func (e *runEnv) coordinatorConfig(b, nodeID string, records int, edit func(c *config.Config)) (*config.Config, error) {
 	return devcluster.Config(cluster.RoleCoordinator, nodeID, "127.0.0.1", func(c *config.Config) {
 		c.ClusterID = ClusterID
 		c.AdminListen = ""
 		c.StateBackend = b
-		c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = 5*time.Second, time.Minute, 2*time.Minute
+		c.HeartbeatInterval, c.UnhealthyAfter, c.LeaseTTL = HeartbeatInterval, time.Minute, 2*time.Minute
 		c.StatusInterval = cluster.DefaultStatusInterval // production: one status write in 12 heartbeats
 		c.RequestTimeout = e.opts.RequestTimeout
 		c.Limits.MaxRecords = records + 64
@@ -315,6 +315,9 @@ func (e *runEnv) coordinatorConfig(b, nodeID string, records int) (*config.Confi
 		c.Kube.Kubeconfig, c.Kube.QPS, c.Kube.Burst = e.opts.Kube.Kubeconfig, e.opts.Kube.QPS, e.opts.Kube.Burst
 		c.Kube.Namespace = e.namespace
 		c.LogLevel = "error"
+		if edit != nil {
+			edit(c)
+		}
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/etcd"
+	"github.com/talonhq/talon/internal/state/kube"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -127,6 +128,21 @@ func (bc *coordinators) leaseGrants() int {
 	for _, s := range bc.stores {
 		if st, ok := s.(interface{ Stats() etcd.Stats }); ok {
 			n += int(st.Stats().LeaseGrants)
+		}
+	}
+	return n
+}
+
+// renewals sums the heartbeats the coordinators' stores answered with a
+// lease renewal only (etcd and Kubernetes; the memory store counts none).
+func (bc *coordinators) renewals() uint64 {
+	var n uint64
+	for _, s := range bc.stores {
+		switch st := s.(type) {
+		case interface{ Stats() etcd.Stats }:
+			n += st.Stats().Renewals
+		case interface{ Stats() kube.Stats }:
+			n += st.Stats().Renewals
 		}
 	}
 	return n

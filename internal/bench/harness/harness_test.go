@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +16,11 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/goleak"
 
+	"github.com/talonhq/talon/internal/app"
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
 
@@ -114,12 +118,23 @@ func TestHeartbeatOptionsValidate(t *testing.T) {
 			wantErr: "--kube-qps 0: must be from 1 to 100000"},
 		{name: "etcd endpoints empty", edit: func(o *harness.HeartbeatOptions) { o.Conn.Etcd.Endpoints = nil }, getenv: noEnv,
 			wantErr: "--etcd-endpoints is empty"},
+		{name: "write mix", edit: func(o *harness.HeartbeatOptions) { o.Mix = "write" }, getenv: noEnv, wantWriters: harness.DefaultEtcdWriters},
+		{name: "both mixes, status every heartbeat", edit: func(o *harness.HeartbeatOptions) { o.Mix, o.StatusInterval = "both", 0 }, getenv: noEnv, wantWriters: harness.DefaultEtcdWriters},
+		{name: "one pair", edit: func(o *harness.HeartbeatOptions) { o.Pairs = 1 }, getenv: noEnv, wantWriters: harness.DefaultEtcdWriters},
+		{name: "no pairs", edit: func(o *harness.HeartbeatOptions) { o.Pairs = 0 }, getenv: noEnv, wantErr: "--pairs 0: must be from 1 to 20"},
+		{name: "too many pairs", edit: func(o *harness.HeartbeatOptions) { o.Pairs = 21 }, getenv: noEnv, wantErr: "--pairs 21: must be from 1 to 20"},
+		{name: "unknown mix", edit: func(o *harness.HeartbeatOptions) { o.Mix = "" }, getenv: noEnv, wantErr: `--mix "": must be renew, write or both`},
+		{name: "status interval under the heartbeat interval", edit: func(o *harness.HeartbeatOptions) { o.StatusInterval = time.Second }, getenv: noEnv,
+			wantErr: "--status-interval 1s: must be 0 (every heartbeat writes the record) or from the heartbeat interval 5s to 1h"},
+		{name: "status interval too long", edit: func(o *harness.HeartbeatOptions) { o.StatusInterval = 2 * time.Hour }, getenv: noEnv,
+			wantErr: "--status-interval 2h0m0s: must be 0"},
 		{name: "dial timeout", edit: func(o *harness.HeartbeatOptions) { o.Conn.Etcd.DialTimeout = 0 }, getenv: noEnv,
 			wantErr: "--etcd-dial-timeout 0s: must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := harness.HeartbeatOptions{Backend: "etcd", Conn: defaultConn(t), Coordinators: 2, Duration: 10 * time.Second, Output: "text"}
+			o := harness.HeartbeatOptions{Backend: "etcd", Conn: defaultConn(t), Coordinators: 2, Duration: 10 * time.Second, Output: "text",
+				Pairs: harness.DefaultPairs, Mix: "renew", StatusInterval: time.Minute}
 			tt.edit(&o)
 			err := o.Validate(tt.getenv)
 			if tt.wantErr != "" {
@@ -135,29 +150,130 @@ func TestHeartbeatOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestHeartbeatReportWrite(t *testing.T) {
-	raw := bench.Result{Ops: 2000, Elapsed: time.Second, Latencies: []time.Duration{time.Millisecond, 2 * time.Millisecond}}
-	talon := bench.Result{Ops: 1000, Elapsed: time.Second, Latencies: []time.Duration{3 * time.Millisecond, 4 * time.Millisecond},
-		Failures: map[string]int{"unavailable": 2}, FirstErr: errors.New("boom")}
-	rep := harness.HeartbeatReport{Backend: "etcd", Location: "etcd 127.0.0.1:2379, prefix /p", Writers: 10, Coordinators: 2, PhaseSeconds: 1,
-		RecordBytes: 1500, Ratio: 0.5, P99Ratio: 2, Created: "leases granted", RawCreated: 1, TalonCreated: 10, RawResult: raw, TalonResult: talon}
-	rep.Raw, rep.Talon = raw.Summary(), talon.Summary()
+// TestHeartbeatsMirrorTalonsMix runs talon bench heartbeats on a real
+// etcd and checks that the raw ceiling does what Talon's store does per
+// heartbeat: at the default status interval the same share of heartbeats
+// only renews a lease (11 in 12), counted on the raw side by the writers
+// and on the Talon side by the coordinators' stores; and that --mix write
+// renews nothing.
+func TestHeartbeatsMirrorTalonsMix(t *testing.T) {
+	testenv.SkipIfShort(t)
+	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
+	conn := defaultConn(t)
+	conn.Etcd.Endpoints, conn.Etcd.Prefix = e.Endpoints(), "/mix"
+	o := harness.HeartbeatOptions{Backend: "etcd", Conn: conn, Writers: 8, Coordinators: 1, Duration: 1500 * time.Millisecond, Output: "text",
+		Pairs: 1, Mix: harness.MixBoth, StatusInterval: time.Minute}
+	if err := o.Validate(func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Heartbeats(context.Background(), app.BenchRoles(), o, t.Logf, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	if err := rep.Write(&out, "text"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"heartbeats on etcd (etcd 127.0.0.1:2379, prefix /p): 10 writers, 2 coordinators, 1s per phase, 1500-byte records",
-		"raw etcd", "leases granted", "ratio talon/raw: 0.50 of the rate, p99 2.00x", "failures (talon): unavailable 2", "first failure (talon): boom"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("text report lacks %q:\n%s", want, out.String())
+	t.Logf("\n%s", out.String())
+	renew, ok := rep.Ceiling(bench.MixRenew)
+	write, ok2 := rep.Ceiling(bench.MixWrite)
+	if !ok || !ok2 || len(renew.Results) != 2 || len(write.Results) != 2 || len(rep.TalonResults) != 1 || rep.StatusEvery != 12 || renew.StatusEvery != 12 {
+		t.Fatalf("report %+v", rep)
+	}
+	share := func(name string, r bench.Result) {
+		t.Helper()
+		if r.Ops < 12*o.Writers*2 || r.FailureCount() != 0 {
+			t.Fatalf("%s: %d ok, failures %v (first %v): too few to check the mix", name, r.Ops, r.Failures, r.FirstErr)
+		}
+		if got := float64(r.Renewals) / float64(r.Ops); got < 11.0/12-0.03 || got > 11.0/12+0.03 {
+			t.Errorf("%s: %d of %d heartbeats only renewed (%.3f), want 11 in 12", name, r.Renewals, r.Ops, got)
 		}
 	}
+	share("raw renew", renew.RawResult)
+	share("talon", rep.TalonResult)
+	if write.RawResult.Ops == 0 || write.RawResult.Renewals != 0 {
+		t.Errorf("raw write: %d ok, %d renewals, want none", write.RawResult.Ops, write.RawResult.Renewals)
+	}
+	if renew.Ratio.N != 1 || renew.Ratio.Median <= 0 || write.Ratio.N != 1 || rep.RawCreated != o.Writers || rep.TalonCreated < o.Writers {
+		t.Errorf("ratios %+v %+v, created raw %d talon %d", renew.Ratio, write.Ratio, rep.RawCreated, rep.TalonCreated)
+	}
+}
+
+func TestHeartbeatReportWrite(t *testing.T) {
+	res := func(ops int, p99 time.Duration, renewals int) bench.Result {
+		return bench.Result{Ops: ops, Elapsed: time.Second, Latencies: []time.Duration{p99 / 2, p99}, Renewals: renewals}
+	}
+	// Raw at 2000, 1800, 1600/s around Talon at 950 and 850/s: 0.5 each.
+	raws := []bench.Result{res(2000, 2*time.Millisecond, 1833), res(1800, 2*time.Millisecond, 1650), res(1600, 2*time.Millisecond, 1466)}
+	talons := []bench.Result{res(950, 4*time.Millisecond, 870), res(850, 3*time.Millisecond, 779)}
+	talons[1].Failures, talons[1].FirstErr = map[string]int{"unavailable": 2}, errors.New("boom")
+	c := harness.Ceiling{Mix: bench.MixRenew, StatusEvery: 12, Results: raws, RawResult: bench.Merge(raws...),
+		Ratio:    bench.SpreadOf(bench.PairRatios(bench.Rates(raws), bench.Rates(talons))),
+		P99Ratio: bench.SpreadOf(bench.PairRatios(bench.P99s(raws), bench.P99s(talons)))}
+	c.Raw = c.RawResult.Summary()
+	rep := harness.HeartbeatReport{Backend: "etcd", Location: "etcd 127.0.0.1:2379, prefix /p", Writers: 10, Coordinators: 2, PhaseSeconds: 1, Pairs: 2,
+		RecordBytes: 1500, StatusIntervalSeconds: 60, StatusEvery: 12, Ceilings: []harness.Ceiling{c},
+		Created: "leases granted", RawCreated: 10, TalonCreated: 12, TalonResults: talons, TalonResult: bench.Merge(talons...)}
+	rep.Talon = rep.TalonResult.Summary()
+	var out bytes.Buffer
+	if err := rep.Write(&out, "text"); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"heartbeats on etcd (etcd 127.0.0.1:2379, prefix /p): 10 writers, 2 coordinators, 2 pairs of 1s phases, 1500-byte records",
+		"talon: status-interval 1m0s at heartbeat-interval 5s: the record is written every 12 heartbeats",
+		"raw renew: 11 lease keepalives to 1 compare-and-swap put of the record per writer",
+		"ratio talon/raw renew: 0.50 (0.50–0.50) of the rate, p99 1.75x (1.50x–2.00x)", "median (min–max) of 2 pairs",
+		"leases granted: raw 10, talon 12", "failures (talon): unavailable 2", "first failure (talon): boom"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text report lacks %q:\n%s", want, text)
+		}
+	}
+	// The phases in run order, then each side pooled.
+	var order []string
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && (f[0] == "raw" || f[0] == "talon") && !strings.Contains(line, ":") {
+			if f[0] == "raw" {
+				order = append(order, f[0]+" "+f[1]+" "+f[2]+" "+f[3])
+			} else {
+				order = append(order, f[0]+" "+f[1]+" "+f[2])
+			}
+		}
+	}
+	want := []string{"raw renew 1 2000", "talon 1 950", "raw renew 2 1800", "talon 2 850", "raw renew 3 1600", "raw renew all 1800", "talon all 900"}
+	if !slices.Equal(order, want) {
+		t.Errorf("rows %q, want %q", order, want)
+	}
+	for _, tt := range []struct {
+		backend string
+		c       harness.Ceiling
+		want    string
+	}{
+		{"kubernetes", harness.Ceiling{Mix: bench.MixRenew, StatusEvery: 12}, "11 renewal patches (renewTime, talon.io/renew-seq) to 1 merge patch of the status per writer"},
+		{"kubernetes", harness.Ceiling{Mix: bench.MixWrite}, "an UPDATE of the whole Lease on every heartbeat (the ceiling before lease renewals)"},
+		{"etcd", harness.Ceiling{Mix: bench.MixWrite}, "a compare-and-swap put of the record on every heartbeat (the ceiling before lease renewals)"},
+		{"etcd", harness.Ceiling{Mix: bench.MixRenew}, "a compare-and-swap put of the record on every heartbeat, as talon at status-interval 0"},
+	} {
+		r := harness.HeartbeatReport{Backend: tt.backend, Ceilings: []harness.Ceiling{tt.c}}
+		out.Reset()
+		if err := r.Write(&out, "text"); err != nil || !strings.Contains(out.String(), "raw "+string(tt.c.Mix)+": "+tt.want) {
+			t.Errorf("%s %s: report lacks %q:\n%s", tt.backend, tt.c.Mix, tt.want, out.String())
+		}
+	}
+
 	out.Reset()
 	if err := rep.Write(&out, "json"); err != nil {
 		t.Fatal(err)
 	}
 	var back harness.HeartbeatReport
-	if err := json.Unmarshal(out.Bytes(), &back); err != nil || back.Ratio != 0.5 || back.Talon.Ops != 1000 || back.TalonCreated != 10 {
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
 		t.Fatalf("json report %q: %v", out.String(), err)
+	}
+	bc, ok := back.Ceiling(bench.MixRenew)
+	if !ok || bc.Ratio.Median != 0.5 || bc.Ratio.N != 2 || bc.StatusEvery != 12 || back.Talon.Ops != 1800 || back.Talon.Renewals != 1649 || back.TalonCreated != 12 || back.Pairs != 2 {
+		t.Fatalf("json report %q", out.String())
+	}
+	if _, ok := back.Ceiling(bench.MixWrite); ok {
+		t.Fatal("a write ceiling that was not measured")
 	}
 }

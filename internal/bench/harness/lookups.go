@@ -42,6 +42,11 @@ type LookupOptions struct {
 	Backends []string
 	Workers  int
 	Conn     Conn
+	// Pairs is, with Backends, the number of phases of each backend
+	// other than memory; memory, the limit, runs Pairs+1 phases around
+	// them (bench.Interleave), and each ratio to memory is the median of
+	// Pairs. Without memory every backend runs Pairs phases.
+	Pairs int
 	// Output is text or json.
 	Output string
 }
@@ -95,6 +100,9 @@ func (o *LookupOptions) ValidateBackends(getenv func(key string) string) error {
 	}
 	if o.Workers < 1 || o.Workers > MaxWriters {
 		return fmt.Errorf("--workers %d: must be from 1 to %d", o.Workers, MaxWriters)
+	}
+	if o.Pairs < 1 || o.Pairs > MaxPairs {
+		return fmt.Errorf("--pairs %d: must be from 1 to %d", o.Pairs, MaxPairs)
 	}
 	if o.Replicas > o.Workers {
 		return fmt.Errorf("--replicas %d: must be at most --workers %d", o.Replicas, o.Workers)
@@ -160,86 +168,170 @@ type LookupsReport struct {
 	Concurrency  int          `json:"concurrency"`
 	Replicas     int          `json:"replicas"`
 	PhaseSeconds float64      `json:"phaseSeconds"`
+	Pairs        int          `json:"pairs"`
 	Backends     []LookupsRow `json:"backends"`
 	Kept         bool         `json:"kept"`
 }
 
-// LookupsRow is one backend's lookups. RatioToMemory is zero when memory
-// was not measured.
+// LookupsRow is one backend's lookups, pooled over its phases (Phases, in
+// run order). RatioToMemory is the median, with its range, of its phases'
+// rates over the mean of the memory phases either side of them
+// (bench.PairRatios); nil when memory was not measured (memory's own row
+// has none either).
 type LookupsRow struct {
-	Backend       string        `json:"backend"`
-	Location      string        `json:"location"`
-	Lookups       bench.Summary `json:"lookups"`
-	RatioToMemory float64       `json:"ratioToMemory,omitempty"`
+	Backend       string          `json:"backend"`
+	Location      string          `json:"location"`
+	Lookups       bench.Summary   `json:"lookups"`
+	Phases        []bench.Summary `json:"phases"`
+	RatioToMemory *bench.Spread   `json:"ratioToMemory,omitempty"`
 
-	Result bench.Result `json:"-"`
+	Result  bench.Result   `json:"-"`
+	Results []bench.Result `json:"-"`
 }
 
-// LookupBackends measures lookups on each of o.Backends in turn, each
-// with Workers seeded records and one in-process coordinator of its own,
-// and removes what it created unless o.Conn.Keep.
+// LookupBackends measures lookups on each of o.Backends, each with Workers
+// seeded records and one in-process coordinator of its own, in
+// interleaved phases: every backend is set up first, then memory (the
+// limit, when given) and the others take turns, memory first and last
+// (bench.Interleave). It removes what it created unless o.Conn.Keep.
 func LookupBackends(ctx context.Context, roles Roles, o LookupOptions, progress func(format string, a ...any), log *slog.Logger) (rep LookupsReport, err error) {
 	env := newRunEnv(o.Conn, log)
 	defer env.cleanup(ctx, progress, &err)
-	rep = LookupsReport{Workers: o.Workers, Concurrency: o.Concurrency, Replicas: o.Replicas, PhaseSeconds: o.Duration.Seconds(), Kept: o.Conn.Keep}
+	rep = LookupsReport{Workers: o.Workers, Concurrency: o.Concurrency, Replicas: o.Replicas, PhaseSeconds: o.Duration.Seconds(), Pairs: o.Pairs, Kept: o.Conn.Keep}
+	targets := make([]*lookupTarget, 0, len(o.Backends))
+	defer func() {
+		for _, t := range targets {
+			err = errors.Join(err, t.coords.Stop())
+		}
+	}()
 	for _, b := range o.Backends {
-		row, err := lookupsOn(ctx, env, roles, b, o, progress, log)
+		t, err := setUpLookups(ctx, env, roles, b, o, progress, log)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", b, err)
 		}
-		rep.Backends = append(rep.Backends, row)
+		targets = append(targets, t)
 	}
-	if i := slices.IndexFunc(rep.Backends, func(r LookupsRow) bool { return r.Backend == config.BackendMemory }); i >= 0 {
-		if m := rep.Backends[i].Result.PerSecond(); m > 0 {
-			for j := range rep.Backends {
-				rep.Backends[j].RatioToMemory = rep.Backends[j].Result.PerSecond() / m
-			}
-		}
+	if err := runLookupPhases(ctx, targets, o, progress); err != nil {
+		return rep, err
 	}
+	rep.Backends = lookupRows(targets)
 	return rep, nil
 }
 
-// lookupsOn seeds backend b, runs a coordinator on it and measures.
-func lookupsOn(ctx context.Context, env *runEnv, roles Roles, b string, o LookupOptions, progress func(string, ...any), log *slog.Logger) (LookupsRow, error) {
-	row := LookupsRow{Backend: b, Location: env.where(b)}
+// lookupTarget is one backend's coordinator, ready for lookups, and the
+// phases measured on it.
+type lookupTarget struct {
+	row     LookupsRow
+	coords  *coordinators
+	results []bench.Result
+}
+
+// setUpLookups seeds backend b and starts a coordinator on it, ready to
+// answer lookups with o.Replicas owners.
+func setUpLookups(ctx context.Context, env *runEnv, roles Roles, b string, o LookupOptions, progress func(string, ...any), log *slog.Logger) (*lookupTarget, error) {
+	t := &lookupTarget{row: LookupsRow{Backend: b, Location: env.where(b)}}
 	// The raw clients connect first: they check the connection settings
 	// and create the namespace the store needs.
 	switch b {
 	case config.BackendEtcd:
 		if _, err := env.etcdClient(ctx); err != nil {
-			return row, err
+			return nil, err
 		}
 	case config.BackendKubernetes:
 		if _, err := env.kubeClient(ctx); err != nil {
-			return row, err
+			return nil, err
 		}
 	}
-	cfg, err := env.coordinatorConfig(b, "bench-lookups-"+b, o.Workers)
+	cfg, err := env.coordinatorConfig(b, "bench-lookups-"+b, o.Workers, nil)
 	if err != nil {
-		return row, err
+		return nil, err
 	}
 	cfg.Etcd.Prefix = env.etcdPrefix + "/lookups"
-	progress("lookups on %s: seeding %d worker records (%s)", b, o.Workers, row.Location)
+	progress("lookups on %s: seeding %d worker records (%s)", b, o.Workers, t.row.Location)
 	s, err := roles.openStore(ctx, cfg, log)
 	if err != nil {
-		return row, err
+		return nil, err
 	}
 	if err := bench.Seed(ctx, s, ClusterID, o.Workers, cfg.LeaseTTL); err != nil {
 		s.Close()
-		return row, err
+		return nil, err
 	}
-	coords, err := startCoordinators(ctx, roles, []*config.Config{cfg}, []state.Store{s}, log)
+	t.coords, err = startCoordinators(ctx, roles, []*config.Config{cfg}, []state.Store{s}, log)
 	if err != nil {
-		return row, err
+		return nil, err
 	}
-	progress("lookups on %s: %d callers for %s through %s", b, o.Concurrency, o.Duration, coords.Addrs()[0])
-	lo := bench.LookupOptions{Coordinators: coords.Addrs(), Callers: o.Concurrency, Duration: o.Duration, Keys: o.Keys, Replicas: o.Replicas}
-	if err = waitForOwners(ctx, lo.Coordinators, o.Replicas); err == nil {
-		row.Result, err = bench.Lookups(ctx, lo)
+	if err := waitForOwners(ctx, t.coords.Addrs(), o.Replicas); err != nil {
+		return nil, errors.Join(err, t.coords.Stop())
 	}
-	err = errors.Join(err, coords.Stop())
-	row.Lookups = row.Result.Summary()
-	return row, err
+	return t, nil
+}
+
+// measure runs one phase of lookups on t.
+func (t *lookupTarget) measure(ctx context.Context, o LookupOptions, phase string, progress func(string, ...any)) error {
+	progress("lookups on %s %s: %d callers for %s through %s", t.row.Backend, phase, o.Concurrency, o.Duration, t.coords.Addrs()[0])
+	res, err := bench.Lookups(ctx, bench.LookupOptions{Coordinators: t.coords.Addrs(), Callers: o.Concurrency, Duration: o.Duration, Keys: o.Keys, Replicas: o.Replicas})
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.row.Backend, err)
+	}
+	t.results = append(t.results, res)
+	return nil
+}
+
+// runLookupPhases measures the targets in turn: memory before, between
+// and after the others' phases when it is among them, else every target
+// o.Pairs times.
+func runLookupPhases(ctx context.Context, targets []*lookupTarget, o LookupOptions, progress func(string, ...any)) error {
+	var limit *lookupTarget
+	var others []*lookupTarget
+	for _, t := range targets {
+		if t.row.Backend == config.BackendMemory {
+			limit = t
+		} else {
+			others = append(others, t)
+		}
+	}
+	each := func(ctx context.Context, i int) error {
+		for _, t := range others {
+			if err := t.measure(ctx, o, fmt.Sprintf("%d/%d", i+1, o.Pairs), progress); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if limit == nil {
+		for i := range o.Pairs {
+			if err := each(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return bench.Interleave(ctx, o.Pairs, func(ctx context.Context, i int) error {
+		return limit.measure(ctx, o, fmt.Sprintf("%d/%d", i+1, o.Pairs+1), progress)
+	}, each)
+}
+
+// lookupRows returns the targets' rows, pooled, with their ratios to
+// memory when it was measured.
+func lookupRows(targets []*lookupTarget) []LookupsRow {
+	var mem []float64
+	for _, t := range targets {
+		if t.row.Backend == config.BackendMemory {
+			mem = bench.Rates(t.results)
+		}
+	}
+	rows := make([]LookupsRow, 0, len(targets))
+	for _, t := range targets {
+		r := t.row
+		r.Results, r.Result = t.results, bench.Merge(t.results...)
+		r.Lookups, r.Phases = r.Result.Summary(), summaries(t.results)
+		if mem != nil && r.Backend != config.BackendMemory {
+			s := bench.SpreadOf(bench.PairRatios(mem, bench.Rates(t.results)))
+			r.RatioToMemory = &s
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // Write prints the report as one table, or JSON.
@@ -247,19 +339,22 @@ func (r LookupsReport) Write(w io.Writer, output string) error {
 	if output == "json" {
 		return writeIndentedJSON(w, r)
 	}
-	fmt.Fprintf(w, "placement lookups, %d workers seeded per backend, %d callers, replicas %d, %s per backend\n\n",
-		r.Workers, r.Concurrency, r.Replicas, time.Duration(r.PhaseSeconds*float64(time.Second)))
+	fmt.Fprintf(w, "placement lookups, %d workers seeded per backend, %d callers, replicas %d, %s phases, %d pairs\n\n",
+		r.Workers, r.Concurrency, r.Replicas, time.Duration(r.PhaseSeconds*float64(time.Second)), r.Pairs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "backend\tlookups/s\tp50\tp99\tmax\tfailed\tvs memory\t\n")
+	fmt.Fprintf(tw, "backend\tlookups/s\tp50\tp99\tmax\tfailed\tphases\tvs memory\t\n")
 	for _, b := range r.Backends {
 		ratio := "-"
-		if b.RatioToMemory > 0 {
-			ratio = fmt.Sprintf("%.2f", b.RatioToMemory)
+		if b.RatioToMemory != nil {
+			ratio = b.RatioToMemory.String()
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d\t%s\t\n", b.Backend, b.Result.PerSecond(), ms(b.Result.P50()), ms(b.Result.P99()), ms(b.Result.Max()), b.Result.FailureCount(), ratio)
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%s\t\n", b.Backend, b.Result.PerSecond(), ms(b.Result.P50()), ms(b.Result.P99()), ms(b.Result.Max()), b.Result.FailureCount(), len(b.Results), ratio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.Backends) > 1 && slices.ContainsFunc(r.Backends, func(b LookupsRow) bool { return b.Backend == config.BackendMemory }) {
+		fmt.Fprintf(w, "\nvs memory: median (min–max) of %d pairs, each phase against the mean of the memory phases before and after it\n", r.Pairs)
 	}
 	for _, b := range r.Backends {
 		for _, code := range b.Result.FailureCodes() {
