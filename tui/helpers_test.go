@@ -89,7 +89,7 @@ func fixture(step int) *Poll {
 			NodeID: id, Role: role, ClusterID: "prod", IncarnationID: "inc-" + id,
 			Version: "1.4.2", Address: id + ".talon.internal:7500", AdminAddress: id + ".talon.internal:9090",
 			StartTimeUnixMs: t0.Add(-time.Hour).UnixMilli(), HeartbeatSeq: uint64(100 + step),
-			UpdatedAtUnixMs: upd, HeartbeatAgeMs: ageMs, StatusAgeMs: ageMs, Health: health, ReportedHealth: health, Ready: ready,
+			UpdatedAtUnixMs: upd, HeartbeatAtUnixMs: upd, HeartbeatAgeMs: ageMs, StatusAgeMs: ageMs, Health: health, ReportedHealth: health, Ready: ready,
 			Labels: map[string]string{"zone": "z" + id[len(id)-1:]},
 		}
 	}
@@ -117,6 +117,7 @@ func fixture(step int) *Poll {
 			// The late worker sent nothing new: its record, counters
 			// included, is the same at every step.
 			n.UpdatedAtUnixMs = t0.Add(-20500 * time.Millisecond).UnixMilli()
+			n.HeartbeatAtUnixMs = n.UpdatedAtUnixMs
 			n.HeartbeatAgeMs = obs.UnixMilli() - n.UpdatedAtUnixMs
 			n.StatusAgeMs = n.HeartbeatAgeMs
 			n.HeartbeatSeq = 100
@@ -182,7 +183,7 @@ func bigPoll(n, step int) *Poll {
 		nodes = append(nodes, apiv1.Node{
 			NodeID: id, Role: role, ClusterID: "prod", IncarnationID: "inc-" + id, Version: "1.4.2",
 			Address: fmt.Sprintf("10.%d.%d.%d:7500", i/65536, i/256%256, i%256), HeartbeatSeq: uint64(step),
-			UpdatedAtUnixMs: obs - age, HeartbeatAgeMs: age, StatusAgeMs: age, Health: health, ReportedHealth: health, Ready: true,
+			UpdatedAtUnixMs: obs - age, HeartbeatAtUnixMs: obs - age, HeartbeatAgeMs: age, StatusAgeMs: age, Health: health, ReportedHealth: health, Ready: true,
 			Labels:   map[string]string{"zone": fmt.Sprintf("z%d", i%3)},
 			Capacity: apiv1.Capacity{CapacityBytes: 64 << 30, ResidentBytes: uint64(i%64) << 30},
 			Counters: workerCounters(i%50+1, step),

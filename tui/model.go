@@ -255,10 +255,11 @@ func (m *Model) rebuild() {
 	if ms := m.poll.Cluster.Timing.UnhealthyAfterMs; ms > 0 {
 		m.threshold = time.Duration(ms) * time.Millisecond
 	}
-	// A quiet node's record is written once per status interval (its
-	// heartbeats in between only renew its lease, which etcd shows in no
-	// record field), so an age is late only past both.
-	m.threshold += time.Duration(m.poll.Cluster.Timing.StatusIntervalMs) * time.Millisecond
+	// A heartbeat that only renewed the lease through another
+	// coordinator is known to the answering one within about
+	// unhealthy-after on etcd (heartbeatAtUnixMs), so an age is late only
+	// a heartbeat interval past it.
+	m.threshold += time.Duration(m.poll.Cluster.Timing.HeartbeatIntervalMs) * time.Millisecond
 	rs := m.tracker.observe(m.poll.Nodes)
 	m.rows = buildRows(m.poll.Nodes, rs, m.threshold.Milliseconds())
 	m.index = make(map[nodeKey]int, len(m.rows))
@@ -329,6 +330,10 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	}
 	k := m.keys
 	switch {
+	case m.help.ShowAll && (key.Matches(msg, k.Back) || key.Matches(msg, k.Quit)):
+		// Esc or q closes the help first, as in less or k9s; ctrl+c quits.
+		m.help.ShowAll = false
+		m.fixOffset()
 	case key.Matches(msg, k.Quit):
 		return m, tea.Quit
 	case key.Matches(msg, k.Help):

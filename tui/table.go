@@ -44,7 +44,7 @@ func (c column) title() string {
 	case colReady:
 		return "READY"
 	case colAge:
-		return "STATUS AGE"
+		return "HB AGE"
 	case colVersion:
 		return "VERSION"
 	case colAddress:
@@ -149,9 +149,9 @@ func healthRank(h string) int {
 
 // isLate reports whether a node's heartbeats are late: the store marked
 // it late (effective health unhealthy while it reported otherwise), or
-// its record is older than thresholdMs (unhealthy-after plus the status
-// interval: a quiet node's record is rewritten only once per status
-// interval, its heartbeats in between renew the lease alone).
+// its last heartbeat is older than thresholdMs (unhealthy-after plus a
+// heartbeat interval: a renewal through another coordinator reaches the
+// answering one's heartbeat time within about unhealthy-after).
 func isLate(n *apiv1.Node, thresholdMs int64) bool {
 	return (n.Health == "unhealthy" && n.ReportedHealth != "unhealthy") || n.HeartbeatAgeMs > thresholdMs
 }
@@ -196,7 +196,7 @@ func cellsOf(r *row) [numColumns]string {
 	if n.Ready {
 		c[colReady] = "yes"
 	}
-	c[colAge] = formatAgeMs(n.StatusAgeMs)
+	c[colAge] = formatAgeMs(n.HeartbeatAgeMs)
 	c[colVersion] = format.Text(n.Version)
 	c[colAddress] = format.Text(n.Address)
 	if !r.worker {
@@ -254,7 +254,7 @@ func compareBy(a, b *row, c column) int {
 	case colReady:
 		return cmpBool(a.node.Ready, b.node.Ready)
 	case colAge:
-		return cmp.Compare(a.node.StatusAgeMs, b.node.StatusAgeMs)
+		return cmp.Compare(a.node.HeartbeatAgeMs, b.node.HeartbeatAgeMs)
 	case colVersion:
 		return cmp.Compare(a.node.Version, b.node.Version)
 	case colAddress:

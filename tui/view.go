@@ -442,15 +442,17 @@ func (m *Model) columnWidths() [numColumns]int {
 
 // dropOrder is the order in which columns leave a table too wide for the
 // terminal: identity and rates stay longest, since they are what top is
-// for; ROLE and NODE never leave.
-var dropOrder = []column{colAddress, colVersion, colAge, colReady, colResident, colEvict, colBytes, colHit, colReqs}
+// for; the pinned columns never leave.
+var dropOrder = []column{colAddress, colVersion, colAge, colResident, colEvict, colBytes, colHit, colReqs}
 
 // pinned are the columns that never leave or scroll: who and how it is.
-var pinned = []column{colRole, colNode, colHealth}
+// READY is one (issue 38): a cordoned or drained worker is healthy and
+// differs from the others only by it, which colour alone must not say.
+var pinned = []column{colRole, colNode, colHealth, colReady}
 
 // scrollable are the columns that horizontal scrolling moves through, in
-// display order; ROLE, NODE and HEALTH stay pinned on the left.
-var scrollable = []column{colReady, colAge, colVersion, colAddress, colReqs, colHit, colBytes, colEvict, colResident}
+// display order; the pinned ones stay on the left.
+var scrollable = []column{colAge, colVersion, colAddress, colReqs, colHit, colBytes, colEvict, colResident}
 
 // lineWidth is the width of a table line with cols.
 func lineWidth(widths [numColumns]int, cols []column) int {
@@ -621,7 +623,7 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 		return formatClock(time.UnixMilli(v).In(loc), now.In(loc))
 	}
 	kv := func(k, v string) string { return fmt.Sprintf("  %-13s %s", k, v) }
-	hb := fmt.Sprintf("seq %d, accepted %s, age %s at observation", n.HeartbeatSeq, ms(n.UpdatedAtUnixMs), formatAgeMs(n.HeartbeatAgeMs))
+	hb := fmt.Sprintf("seq %d, accepted %s, age %s at observation", n.HeartbeatSeq, ms(n.HeartbeatAtUnixMs), formatAgeMs(n.HeartbeatAgeMs))
 	if r.late {
 		hb += fmt.Sprintf(" — LATE (marked by the store, or above %s)", formatInterval(m.threshold))
 	}

@@ -125,9 +125,16 @@ func compareRecords(a, b *cluster.Record) int {
 	return cmp.Or(strings.Compare(string(a.Role), string(b.Role)), strings.Compare(a.NodeID, b.NodeID))
 }
 
-// apiNode converts a live record of v.
+// apiNode converts a live record of v, its heartbeat time raised to the
+// latest heartbeat this coordinator knows of that the record does not
+// show (a renewal).
 func (s *Server) apiNode(v *coordinator.View, rec *cluster.Record) apiv1.Node {
-	return apiv1.NodeFromRecord(rec, v.Snapshot.ObservedAtUnixMs)
+	n := apiv1.NodeFromRecord(rec, v.Snapshot.ObservedAtUnixMs)
+	if heard := s.opts.Coordinator.HeardAtUnixMs(rec.Key(), rec.IncarnationID); heard > n.HeartbeatAtUnixMs {
+		n.HeartbeatAtUnixMs = heard
+		n.HeartbeatAgeMs = max(0, v.Snapshot.ObservedAtUnixMs-heard)
+	}
+	return n
 }
 
 // cluster answers GET /api/v1/cluster.

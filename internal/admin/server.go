@@ -47,6 +47,9 @@ type Coordinator interface {
 	Incarnation() string
 	// SetCordon cordons or uncordons a worker through the store.
 	SetCordon(ctx context.Context, req coordinator.CordonRequest) (coordinator.CordonResult, error)
+	// HeardAtUnixMs is the latest heartbeat of a node's incarnation the
+	// coordinator knows of that its record may not show (0 if none).
+	HeardAtUnixMs(key cluster.Key, incarnation string) int64
 }
 
 // Worker is what the admin listener reads from a worker (*worker.Worker

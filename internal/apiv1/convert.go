@@ -19,28 +19,29 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 		labels = map[string]string{}
 	}
 	n := Node{
-		NodeID:          r.NodeID,
-		Role:            string(r.Role),
-		ClusterID:       r.ClusterID,
-		IncarnationID:   r.IncarnationID,
-		Version:         r.Version,
-		Address:         r.Address,
-		AdminAddress:    r.AdminAddress,
-		StartTimeUnixMs: r.StartTimeUnixMs,
-		HeartbeatSeq:    r.HeartbeatSeq,
-		UpdatedAtUnixMs: r.UpdatedAtUnixMs,
-		HeartbeatAgeMs:  max(0, observedAtUnixMs-r.UpdatedAtUnixMs),
-		Health:          string(r.EffectiveHealth()),
-		ReportedHealth:  string(r.Health),
-		Ready:           r.Ready,
-		NotReadyReason:  r.NotReadyReason,
-		Labels:          labels,
-		Capacity:        CapacityFrom(r.Capacity),
-		Counters:        CountersFrom(r.Counters),
-		StatusAtUnixMs:  r.StatusAtUnixMs,
-		Drained:         r.Drained,
+		NodeID:            r.NodeID,
+		Role:              string(r.Role),
+		ClusterID:         r.ClusterID,
+		IncarnationID:     r.IncarnationID,
+		Version:           r.Version,
+		Address:           r.Address,
+		AdminAddress:      r.AdminAddress,
+		StartTimeUnixMs:   r.StartTimeUnixMs,
+		HeartbeatSeq:      r.HeartbeatSeq,
+		UpdatedAtUnixMs:   r.UpdatedAtUnixMs,
+		HeartbeatAtUnixMs: r.HeartbeatAt(),
+		HeartbeatAgeMs:    max(0, observedAtUnixMs-r.HeartbeatAt()),
+		Health:            string(r.EffectiveHealth()),
+		ReportedHealth:    string(r.Health),
+		Ready:             r.Ready,
+		NotReadyReason:    r.NotReadyReason,
+		Labels:            labels,
+		Capacity:          CapacityFrom(r.Capacity),
+		Counters:          CountersFrom(r.Counters),
+		StatusAtUnixMs:    r.StatusAtUnixMs,
+		Drained:           r.Drained,
 	}
-	n.StatusAgeMs = n.HeartbeatAgeMs
+	n.StatusAgeMs = max(0, observedAtUnixMs-r.UpdatedAtUnixMs)
 	if r.StatusAtUnixMs > 0 {
 		n.StatusAgeMs = max(0, observedAtUnixMs-r.StatusAtUnixMs)
 	}

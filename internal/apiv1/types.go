@@ -212,10 +212,22 @@ type Node struct {
 	AdminAddress    string `json:"adminAddress"`
 	StartTimeUnixMs int64  `json:"startTimeUnixMs"`
 	HeartbeatSeq    uint64 `json:"heartbeatSeq"`
-	// UpdatedAtUnixMs is when the store accepted the last update (store clock).
+	// UpdatedAtUnixMs is when the store accepted the last write of the
+	// record (store clock): a heartbeat's, or a mark's (late, cordon,
+	// revocation).
 	UpdatedAtUnixMs int64 `json:"updatedAtUnixMs"`
-	// HeartbeatAgeMs is the record's age when the snapshot was read:
-	// snapshot observation time minus UpdatedAtUnixMs, never negative.
+	// HeartbeatAtUnixMs is when the last heartbeat of the process was
+	// accepted, as far as the answering coordinator knows: the record's
+	// heartbeat time, which no mark moves, or a later heartbeat that only
+	// renewed the lease (the answering coordinator accepted it, or the
+	// store reported the renewal). On etcd a renewal another coordinator
+	// accepted is known within unhealthy-after; the time is never later
+	// than the true last heartbeat, so the age never understates a
+	// silence.
+	HeartbeatAtUnixMs int64 `json:"heartbeatAtUnixMs"`
+	// HeartbeatAgeMs is how long the process has not been heard of when
+	// the snapshot was read: the observation time minus
+	// HeartbeatAtUnixMs, never negative.
 	HeartbeatAgeMs int64 `json:"heartbeatAgeMs"`
 	// StatusAtUnixMs is when the record's status (capacity, counters,
 	// readiness) was last written in full. Heartbeats that change nothing

@@ -159,6 +159,10 @@ func appendMarks(dst []byte, r *Record) []byte {
 		dst = append(dst, `,"statusAtUnixMs":`...)
 		dst = strconv.AppendInt(dst, r.StatusAtUnixMs, 10)
 	}
+	if r.HeartbeatAtUnixMs != 0 {
+		dst = append(dst, `,"heartbeatAtUnixMs":`...)
+		dst = strconv.AppendInt(dst, r.HeartbeatAtUnixMs, 10)
+	}
 	return append(dst, '}')
 }
 

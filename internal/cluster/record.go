@@ -143,6 +143,26 @@ type Record struct {
 	// it; the value a process sends is ignored. 0 on records written
 	// before it existed.
 	StatusAtUnixMs int64 `json:"statusAtUnixMs,omitempty"`
+	// HeartbeatAtUnixMs is when a store last accepted a heartbeat of the
+	// process that it knows of, by the clock of the coordinator that
+	// accepted it: a full write or a renewal that shows in the record.
+	// Marks (late, cordon, revocation) keep it, so it says how long the
+	// process has been silent whatever else wrote the record since
+	// (UpdatedAtUnixMs moves with every write). A store whose renewals do
+	// not show in the record (etcd) raises it when it marks the record
+	// late, to when the lease was last renewed at the latest. Stores set
+	// it; the value a process sends is ignored. 0 on records written
+	// before it existed: UpdatedAtUnixMs stands in (HeartbeatAt).
+	HeartbeatAtUnixMs int64 `json:"heartbeatAtUnixMs,omitempty"`
+}
+
+// HeartbeatAt returns HeartbeatAtUnixMs, or UpdatedAtUnixMs on a record
+// written before the field existed.
+func (r *Record) HeartbeatAt() int64 {
+	if r.HeartbeatAtUnixMs > 0 {
+		return r.HeartbeatAtUnixMs
+	}
+	return r.UpdatedAtUnixMs
 }
 
 // Cordoned reports whether an operator's cordon holds the node out of

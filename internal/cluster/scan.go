@@ -66,6 +66,7 @@ var (
 		"capacity", "counters", "labels", "generation", "superseded", "late",
 		"drained", "cordonedBy", "cordonedAtUnixMs", "cordonPersist", "revokedBy", "revokedReason", "credentialSerial",
 		"statusAtUnixMs",
+		"heartbeatAtUnixMs",
 	)
 	capacityNames = quoteNames("capacityBytes", "residentBytes", "blocks", "pages", "inflightLoads", "storeHealthy")
 	counterNames  = quoteNames(
@@ -154,6 +155,8 @@ func (d *scanner) marks(r *Record, f int) (ok bool) {
 		r.CredentialSerial, ok = d.str()
 	case 26:
 		r.StatusAtUnixMs, ok = d.int64()
+	case 27:
+		r.HeartbeatAtUnixMs, ok = d.int64()
 	}
 	return ok
 }

@@ -364,5 +364,8 @@ func (r *Record) validateMarks() error {
 	if r.StatusAtUnixMs < 0 {
 		return fieldErr("statusAtUnixMs", strconv.FormatInt(r.StatusAtUnixMs, 10), "must not be negative")
 	}
+	if r.HeartbeatAtUnixMs < 0 {
+		return fieldErr("heartbeatAtUnixMs", strconv.FormatInt(r.HeartbeatAtUnixMs, 10), "must not be negative")
+	}
 	return nil
 }

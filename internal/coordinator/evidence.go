@@ -67,6 +67,12 @@ type seenVersion struct {
 	proposed   state.Transition
 	proposedAt time.Time
 	gen        uint64 // the observation that last listed it
+	// heardMs is the latest heartbeat of this incarnation this
+	// coordinator knows of that its record may not show (wall clock,
+	// Unix ms): one it accepted that only renewed the lease, or a renewal
+	// the store reported when it refused a proposal. Kept across versions
+	// of the same incarnation.
+	heardMs int64
 }
 
 // proposal is one transition to propose for the version seen.
@@ -107,7 +113,11 @@ func (e *evidence) observe(records []*cluster.Record, now time.Time) []proposal 
 		k := r.Key()
 		v, ok := e.versions[k]
 		if !ok || v.incarnation != r.IncarnationID || v.seq != r.HeartbeatSeq {
-			v = seenVersion{incarnation: r.IncarnationID, seq: r.HeartbeatSeq, firstSeen: now}
+			heard := v.heardMs
+			if v.incarnation != r.IncarnationID {
+				heard = 0
+			}
+			v = seenVersion{incarnation: r.IncarnationID, seq: r.HeartbeatSeq, firstSeen: now, heardMs: heard}
 		}
 		v.late = r.Late
 		if tr := e.dueLocked(v, now); observing && tr != 0 {
@@ -150,10 +160,11 @@ func (e *evidence) dueLocked(v seenVersion, now time.Time) state.Transition {
 }
 
 // renewed notes the store's answer to proposal p that the record's lease
-// was renewed at at (on this coordinator's clock): the version seen is
+// was renewed at at (on this coordinator's clock; wallMs the same instant
+// on the wall clock, as early as it can have been): the version seen is
 // alive as of then, so its age counts from then, and the next proposal
 // for it waits until it could be due again.
-func (e *evidence) renewed(p proposal, at time.Time) {
+func (e *evidence) renewed(p proposal, at time.Time, wallMs int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	v, ok := e.versions[p.key]
@@ -164,5 +175,37 @@ func (e *evidence) renewed(p proposal, at time.Time) {
 		v.firstSeen = at
 	}
 	v.proposed, v.proposedAt = 0, time.Time{}
+	v.heardMs = max(v.heardMs, wallMs)
 	e.versions[p.key] = v
+}
+
+// heard notes a heartbeat of incarnation this coordinator accepted at
+// wallMs that only renewed the lease, for a record it lists.
+func (e *evidence) heard(key cluster.Key, incarnation string, wallMs int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v, ok := e.versions[key]; ok && v.incarnation == incarnation {
+		v.heardMs = max(v.heardMs, wallMs)
+		e.versions[key] = v
+	}
+}
+
+// heardAt returns the latest heartbeat of incarnation this coordinator
+// knows of beyond its record (renewed, heard), Unix ms; 0 if none.
+func (e *evidence) heardAt(key cluster.Key, incarnation string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v, ok := e.versions[key]; ok && v.incarnation == incarnation {
+		return v.heardMs
+	}
+	return 0
+}
+
+// HeardAtUnixMs returns the latest heartbeat of the incarnation of key
+// this coordinator knows of that its record may not show: one it accepted
+// that only renewed the lease, or a renewal the store reported (Unix ms,
+// this coordinator's clock; 0 if none). The API raises a record's
+// heartbeat time to it.
+func (c *Coordinator) HeardAtUnixMs(key cluster.Key, incarnation string) int64 {
+	return c.evidence.heardAt(key, incarnation)
 }

@@ -148,7 +148,9 @@ func (c *Coordinator) propose(ctx context.Context, p proposal) {
 		// The store says the lease was renewed since: heartbeats that only
 		// renew show in no version, so its clock counts from the renewal.
 		outcome = "renewed"
-		c.evidence.renewed(p, c.mono().Add(-res.RenewedAgo))
+		// RenewedAgo is a lower bound (the store's clock counts whole
+		// seconds): as a heartbeat time, count a second more.
+		c.evidence.renewed(p, c.mono().Add(-res.RenewedAgo), c.now().Add(-res.RenewedAgo-time.Second).UnixMilli())
 	}
 	c.m.transitions.WithLabelValues(p.transition.String(), outcome).Inc()
 	if err == nil && res.Outcome == state.OutcomeAccepted {

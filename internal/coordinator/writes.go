@@ -136,6 +136,7 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 func (c *Coordinator) noteAccepted(op string, rec *cluster.Record, res state.WriteResult) {
 	if res.Renewed {
 		c.m.renewals.Inc()
+		c.evidence.heard(rec.Key(), rec.IncarnationID, c.now().UnixMilli())
 		return
 	}
 	if op != "heartbeat" || res.Outcome != state.OutcomeAccepted || res.Record == nil {

@@ -180,6 +180,7 @@ func Upsert(rec *cluster.Record, u cluster.Update, ttl time.Duration, statusEver
 		next.UpdatedAtUnixMs = now().UnixMilli()
 		renew := d == cluster.DecisionAdvance && !cluster.NeedsStatusWrite(cur.Record, rec, statusEvery)
 		next.StatusAtUnixMs = next.UpdatedAtUnixMs
+		next.HeartbeatAtUnixMs = next.UpdatedAtUnixMs
 		if renew {
 			next.StatusAtUnixMs = cur.Record.StatusAtUnixMs // a renewal keeps the stored status
 		}
@@ -249,6 +250,7 @@ func Propose(incarnationID string, seq uint64, tr Transition, minSilence time.Du
 		}
 		late := r.Clone()
 		late.Late = true
+		late.HeartbeatAtUnixMs = r.HeartbeatAt() // the mark is no heartbeat
 		enc, err := EncodeRecord(late)
 		if err != nil {
 			return Change{}, nil, err
@@ -269,6 +271,7 @@ func Mark(incarnationID string, m MarkChange) Decide {
 			return Change{}, &WriteResult{Outcome: OutcomeStale, Revision: cur.Revision, Record: cur.Record.Clone()}, nil
 		}
 		next := cur.Record.Clone()
+		next.HeartbeatAtUnixMs = cur.Record.HeartbeatAt() // a mark is no heartbeat
 		if m.SetCordon {
 			next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = m.Cordon.By, m.Cordon.AtUnixMs, m.Cordon.Persist
 			if m.Cordon.By == "" {

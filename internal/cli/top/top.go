@@ -75,15 +75,19 @@ snapshot stays on screen, dimmed, under a STALE banner that gives its
 observation time and age, the error and when the next attempt is due
 (with jitter, never more than the refresh interval apart, so that top is
 current within one interval of the API's return; r retries at once). The banner
-goes when fresh data arrives. A row whose heartbeat is older than the
-cluster's unhealthy-after time is marked with ! even while the snapshot is
-fresh.
+goes when fresh data arrives. HB AGE is how long the node has not been
+heard of: its last accepted heartbeat, which no mark (late, cordon) moves,
+raised by renewals the answering coordinator accepted or the store reported
+(on etcd, a renewal through another coordinator is known within about
+unhealthy-after), so it never understates a silence. A row the store marked
+late, or whose HB AGE is above unhealthy-after plus a heartbeat interval, is
+marked with ! even while the snapshot is fresh.
 
 On a narrow terminal the columns that do not fit leave in this order:
-ADDRESS, VERSION, HB AGE, READY, then the rates and capacity last; the
-footer counts the hidden ones, and left and right (h, l) scroll through them
-with ROLE, NODE and HEALTH pinned. Sizes, rates and hit ratios are formatted as in
-talonctl nodes list.
+ADDRESS, VERSION, HB AGE, RESIDENT/CAP, then the rates last; the footer
+counts the hidden ones, and left and right (h, l) scroll through them with
+ROLE, NODE, HEALTH and READY pinned. Sizes, rates and hit ratios are
+formatted as in talonctl nodes list. Esc or q close the help.
 
 Keys: / filter, s and S sort column (Shift+N, H, A, V, R, B sort by node,
 health, age, version, req/s, bytes/s at once), o reverse order, c and w show

@@ -72,21 +72,47 @@ func (e *etcdSlots) renew(ctx context.Context, v slotView) (state.Swapped, error
 // seconds), so a live process is never marked, and a silent one is marked
 // at most a second after MinSilence. Leases shorter than minRenewTTL are
 // never renewed without a write and are not checked.
-func (e *etcdSlots) silence(ctx context.Context, cur state.Slot, ch state.Change, v slotView) (*state.WriteResult, error) {
+//
+// When it goes on, silentFor is the upper bound of the same silence (0
+// when not checked): the mark it allows carries the renewal as the last
+// heartbeat (withHeartbeat), so the record never says the process was
+// heard later than it was.
+func (e *etcdSlots) silence(ctx context.Context, cur state.Slot, ch state.Change, v slotView) (refused *state.WriteResult, silentFor time.Duration, err error) {
 	if ch.MinSilence <= 0 || v.lease == 0 || v.rec == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	e.s.stats.ttlChecks.Add(1)
 	resp, err := e.s.client.TimeToLive(ctx, clientv3.LeaseID(v.lease))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if resp.GrantedTTL < minRenewTTL || resp.TTL <= 0 {
-		return nil, nil // never renewed silently, or gone (and its record with it)
+		return nil, 0, nil // never renewed silently, or gone (and its record with it)
 	}
 	ago := time.Duration(max(resp.GrantedTTL-resp.TTL-1, 0)) * time.Second
 	if ago >= ch.MinSilence {
-		return nil, nil
+		return nil, time.Duration(resp.GrantedTTL-resp.TTL) * time.Second, nil
 	}
-	return &state.WriteResult{Outcome: state.OutcomeStale, Revision: cur.Revision, Record: v.rec.Clone(), Renewed: true, RenewedAgo: ago}, nil
+	return &state.WriteResult{Outcome: state.OutcomeStale, Revision: cur.Revision, Record: v.rec.Clone(), Renewed: true, RenewedAgo: ago}, 0, nil
+}
+
+// withHeartbeat returns ch with its record's HeartbeatAtUnixMs raised to
+// silentFor before now: the lease's last renewal, a heartbeat the record
+// does not show. ch is returned as it is when nothing is to raise.
+func withHeartbeat(ch state.Change, silentFor time.Duration, now time.Time) (state.Change, error) {
+	if silentFor <= 0 || ch.Record == nil || !ch.KeepLease {
+		return ch, nil
+	}
+	at := now.Add(-silentFor).UnixMilli()
+	if at <= ch.Record.HeartbeatAt() {
+		return ch, nil
+	}
+	rec := ch.Record.Clone()
+	rec.HeartbeatAtUnixMs = at
+	enc, err := state.EncodeRecord(rec)
+	if err != nil {
+		return ch, err
+	}
+	ch.Record, ch.Encoded = rec, enc
+	return ch, nil
 }

@@ -63,8 +63,12 @@ func slotOf(v slotView) state.Slot {
 
 func (e *etcdSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, ch state.Change) (state.Swapped, error) {
 	v, _ := cur.Token.(slotView)
-	if refused, err := e.silence(ctx, cur, ch, v); refused != nil || err != nil {
+	refused, silentFor, err := e.silence(ctx, cur, ch, v)
+	if refused != nil || err != nil {
 		return state.Swapped{Refused: refused}, err
+	}
+	if ch, err = withHeartbeat(ch, silentFor, e.s.clock()); err != nil {
+		return state.Swapped{}, err
 	}
 	switch {
 	case ch.Renew && e.renewable(v):

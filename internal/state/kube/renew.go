@@ -77,6 +77,7 @@ func withRenewal(l *coordv1.Lease, rec *cluster.Record) (statusSeq uint64, err e
 		rec.HeartbeatSeq = n
 		if l.Spec.RenewTime != nil {
 			rec.UpdatedAtUnixMs = l.Spec.RenewTime.UnixMilli()
+			rec.HeartbeatAtUnixMs = max(rec.HeartbeatAtUnixMs, rec.UpdatedAtUnixMs)
 		}
 	}
 	return statusSeq, nil
@@ -155,6 +156,7 @@ func (k *kubeSlots) renew(ctx context.Context, key cluster.Key, cur state.Slot, 
 	rec.HeartbeatSeq = ch.Record.HeartbeatSeq
 	if written.Spec.RenewTime != nil {
 		rec.UpdatedAtUnixMs = written.Spec.RenewTime.UnixMilli()
+		rec.HeartbeatAtUnixMs = max(rec.HeartbeatAtUnixMs, rec.UpdatedAtUnixMs)
 	}
 	s.cache.put(name, cacheEntry{lease: written, rec: rec, statusSeq: tok.statusSeq})
 	s.stats.renewals.Add(1)

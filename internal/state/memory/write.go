@@ -123,6 +123,11 @@ func (l lockedSlots) Swap(_ context.Context, key cluster.Key, cur state.Slot, ch
 		return state.Swapped{Applied: true, Revision: s.revTok}, nil
 	}
 	stored := ch.Record
+	if ch.KeepLease && sl != nil && !sl.renewedAt.IsZero() && sl.renewedAt.UnixMilli() > stored.HeartbeatAt() {
+		// A mark after renewals the record does not show: it carries the
+		// last one as the last heartbeat (ch.Record is the caller's copy).
+		stored.HeartbeatAtUnixMs = sl.renewedAt.UnixMilli()
+	}
 	s.gens[key] = max(s.gens[key], stored.Generation)
 	switch {
 	case sl == nil:

@@ -53,6 +53,47 @@ func runRenew(t *testing.T, newHarness Factory) {
 	t.Run("StatusIntervalIsWritten", func(t *testing.T) { caseRenewStatusIntervalIsWritten(t, newHarness) })
 	t.Run("HeartbeatClearsLateMark", func(t *testing.T) { caseRenewHeartbeatClearsLateMark(t, newHarness) })
 	t.Run("TransitionsHonourRenewals", func(t *testing.T) { caseRenewTransitionsHonourRenewals(t, newHarness) })
+	t.Run("LateMarkKeepsHeartbeatTime", func(t *testing.T) { caseRenewLateMarkKeepsHeartbeatTime(t, newHarness) })
+}
+
+// caseRenewLateMarkKeepsHeartbeatTime: the record's heartbeatAtUnixMs
+// says when the process was last heard, renewals included, and a late
+// mark written later does not move it (issue 38: a silent worker's
+// heartbeat age showed the time of its mark).
+func caseRenewLateMarkKeepsHeartbeatTime(t *testing.T, newHarness Factory) {
+	e := setup(t, newHarness)
+	rec := e.rec(cluster.RoleWorker, "w1", "inc-a", 0)
+	reg := e.mustUpsert(rec, renewTTL, cluster.DecisionInsert, rec)
+	registered := reg.Record.HeartbeatAt()
+	if d := time.Duration(reg.Record.HeartbeatAtUnixMs-reg.Record.UpdatedAtUnixMs) * time.Millisecond; reg.Record.HeartbeatAtUnixMs <= 0 || d.Abs() > clockTolerance {
+		t.Fatalf("a registration's heartbeatAtUnixMs is %d, want the store's stamp (updatedAtUnixMs %d)", reg.Record.HeartbeatAtUnixMs, reg.Record.UpdatedAtUnixMs)
+	}
+	e.h.Advance(2 * time.Second)
+	e.renew(e.quietHeartbeat("w1", "inc-a", 1), rec, 100)
+	e.h.Advance(2500 * time.Millisecond)
+	held := find(t, e.snapshot(e.cluster), rec.Key())
+	if held == nil {
+		t.Fatal("record gone")
+	}
+	res, err := e.s.ProposeTransition(e.ctx(), rec.Key(), "inc-a", held.HeartbeatSeq, state.TransitionLate, state.MinSilence(time.Second))
+	if err != nil || res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("late proposed 2.5s after the last heartbeat = %+v, %v; want accepted", res, err)
+	}
+	got := find(t, e.snapshot(e.cluster), rec.Key())
+	if got == nil {
+		t.Fatal("record gone after the late mark")
+	}
+	heard := got.HeartbeatAt()
+	switch {
+	case !got.Late:
+		t.Fatal("the applied late proposal left no mark")
+	case heard > registered+3500:
+		t.Fatalf("after the late mark (4.5s after the registration) heartbeatAtUnixMs is %d ms after the registration: the mark moved the last heartbeat (2s after it)", heard-registered)
+	case heard < registered+900:
+		// etcd knows a renewal's time to the second, and counts it as
+		// early as it can have been.
+		t.Fatalf("after the late mark heartbeatAtUnixMs is %d, %d ms after the registration: want the heartbeat 2s after it", heard, heard-registered)
+	}
 }
 
 func caseRenewQuietHeartbeatKeepsRecordAndRefreshesLease(t *testing.T, newHarness Factory) {

@@ -278,7 +278,7 @@ func mustLack(t testing.TB, snap *state.Snapshot, key cluster.Key) {
 }
 
 // sameContent reports whether two records are equal in everything a
-// process sends, that is, ignoring UpdatedAtUnixMs and StatusAtUnixMs, which the store sets.
+// process sends, that is, ignoring UpdatedAtUnixMs, StatusAtUnixMs and HeartbeatAtUnixMs, which the store sets.
 func sameContent(a, b *cluster.Record) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -287,6 +287,7 @@ func sameContent(a, b *cluster.Record) bool {
 	// Store-issued fields are checked by the cases about them.
 	a.UpdatedAtUnixMs, b.UpdatedAtUnixMs = 0, 0
 	a.StatusAtUnixMs, b.StatusAtUnixMs = 0, 0
+	a.HeartbeatAtUnixMs, b.HeartbeatAtUnixMs = 0, 0
 	a.Generation, b.Generation = 0, 0
 	a.Superseded, b.Superseded = nil, nil
 	return sameRecord(a, b)

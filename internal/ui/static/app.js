@@ -250,7 +250,7 @@
       const key = n.role + "/" + n.nodeId;
       seen.add(key);
       const prev = state.samples.get(key);
-      const cur = { inc: n.incarnationId, at: n.updatedAtUnixMs, c: n.counters };
+      const cur = { inc: n.incarnationId, at: n.statusAtUnixMs || n.updatedAtUnixMs, c: n.counters };
       if (!prev || prev.inc !== cur.inc) {
         state.samples.set(key, cur);
         state.rates.delete(key);
@@ -519,7 +519,7 @@
     // The status (capacity, counters) is written once per status interval
     // while heartbeats only renew the lease: its age says how fresh the
     // counters are, not whether the node is alive (Health says that).
-    { key: "age", title: "Status age", num: true, value: (n) => n.statusAgeMs ?? n.heartbeatAgeMs, cell: (n) => fmtDuration(n.statusAgeMs ?? n.heartbeatAgeMs) },
+    { key: "age", title: "HB age", num: true, value: (n) => n.heartbeatAgeMs, cell: (n) => fmtDuration(n.heartbeatAgeMs) },
     { key: "version", title: "Version", value: (n) => n.version, cell: (n) => n.version },
     { key: "address", title: "Address", value: (n) => n.address, cell: (n) => el("span", { className: "mono", text: n.address }) },
     { key: "resident", title: "Resident / capacity", num: true, value: (n) => n.capacity.residentBytes, cell: residentCell },
@@ -705,12 +705,12 @@
       ["Health", n.health],
       ["Reported health", n.reportedHealth],
       ["Ready", n.ready ? "yes" : "no"],
-      ["Heartbeat age", fmtDuration(n.heartbeatAgeMs) + " (at observation)"],
+      ["Last heartbeat", fmtTime(n.heartbeatAtUnixMs || n.updatedAtUnixMs) + " (" + fmtDuration(n.heartbeatAgeMs) + " ago at observation)"],
       ["Status written", statusText(n)],
       ["Cordoned", n.cordon ? "by " + n.cordon.by + " at " + fmtTime(n.cordon.atUnixMs) + (n.cordon.persist ? ", kept across restarts" : "") + (n.drained ? "; drained" : "") : "no"],
       ...(n.revocation ? [["Revoked", "by " + n.revocation.by + " (" + n.revocation.reason + "): out of placement"]] : []),
       ["Heartbeat sequence", fmtCount(n.heartbeatSeq)],
-      ["Updated", fmtTime(n.updatedAtUnixMs)],
+      ["Record written", fmtTime(n.updatedAtUnixMs)],
       ["Started", fmtTime(n.startTimeUnixMs)],
       ["Version", n.version],
       ["Incarnation", n.incarnationId],

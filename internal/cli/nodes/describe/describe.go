@@ -152,7 +152,7 @@ func write(opts *DescribeOptions, n *apiv1.Node, observedAt int64, evs *eventtab
 	kv.AddRow("Address:", n.Address)
 	kv.AddRow("Admin address:", dash(n.AdminAddress))
 	kv.AddRow("Started:", when(n.StartTimeUnixMs))
-	kv.AddRow("Last heartbeat:", fmt.Sprintf("seq %d, accepted %s (age %s)", n.HeartbeatSeq, cmdutil.Timestamp(n.UpdatedAtUnixMs),
+	kv.AddRow("Last heartbeat:", fmt.Sprintf("seq %d, accepted %s (age %s)", n.HeartbeatSeq, cmdutil.Timestamp(n.HeartbeatAtUnixMs),
 		cmdutil.Duration(time.Duration(n.HeartbeatAgeMs)*time.Millisecond)))
 	if n.StatusAtUnixMs != 0 {
 		kv.AddRow("Status written:", when(n.StatusAtUnixMs)+" (capacity and counters below are as of then)")
