@@ -933,3 +933,24 @@ func TestReadyAlwaysShown(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderPresenceAndTotals: the header compares live coordinators with
+// the expected count and names a missing one in words (issue 38: "1
+// healthy, 1 ready" hid it), and shows the cluster's totals.
+func TestHeaderPresenceAndTotals(t *testing.T) {
+	m := newModel(t, testOptions(newClock()))
+	s := fixture(0)
+	s.Cluster.Coordinators = apiv1.CoordinatorPresence{Expected: 2, Present: 1, Ready: 1, Missing: []string{"coord-b"}}
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: s})
+	v := view(m)
+	for _, want := range []string{"coordinators 1/2: ", "MISSING coord-b", "resident 189G/384G", "hit 90.0%", "req/s 1.00k"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("header lacks %q:\n%s", want, v)
+		}
+	}
+	s.Cluster.Coordinators = apiv1.CoordinatorPresence{Expected: 3, Present: 2, Ready: 2, Missing: []string{}}
+	send(m, PollMsg{Seq: 2, Poll: s})
+	if v := view(m); !strings.Contains(v, "MISSING 1") {
+		t.Errorf("header lacks the count of an unnamed missing coordinator:\n%s", v)
+	}
+}

@@ -190,7 +190,7 @@ func (m *Model) eventLines(w, h int, now time.Time) []string {
 
 // topLines are the header, the summary and the banner.
 func (m *Model) topLines(w int, now time.Time) []string {
-	l1, l2, l3 := m.headerText(now)
+	l1, l2, l3, l4 := m.headerText(now)
 	data := m.st.header
 	if m.Stale() {
 		data = m.st.dim
@@ -200,11 +200,11 @@ func (m *Model) topLines(w int, now time.Time) []string {
 	// 80 columns nothing (the observation age least of all) is cut off.
 	var texts []string
 	if w >= wideHeader {
-		for _, parts := range [][]string{l1, l2, l3} {
+		for _, parts := range [][]string{l1, l2, l3, l4} {
 			texts = append(texts, pack(parts, w)...)
 		}
 	} else {
-		texts = pack(append(append(slices.Clone(l1), l2...), l3...), w)
+		texts = pack(slices.Concat(l1, l2, l3, l4), w)
 	}
 	lines := make([]string, 0, len(texts)+4)
 	for i, t := range texts {
@@ -248,14 +248,14 @@ func pack(parts []string, w int) []string {
 
 // headerText returns the parts of the three header lines: who answered,
 // the snapshot (its age first), and the counts.
-func (m *Model) headerText(now time.Time) (l1, l2, l3 []string) {
+func (m *Model) headerText(now time.Time) (l1, l2, l3, l4 []string) {
 	refresh := "refresh " + formatInterval(m.opts.Refresh)
 	if m.poll == nil {
 		l2 = []string{"waiting for the first snapshot"}
 		if m.err != nil {
 			l2 = []string{"no snapshot yet"}
 		}
-		return []string{"talon top", refresh}, l2, nil
+		return []string{"talon top", refresh}, l2, nil, nil
 	}
 	c := &m.poll.Cluster
 	served := "served by " + orDash(c.ServedBy)
@@ -286,12 +286,57 @@ func (m *Model) headerText(now time.Time) (l1, l2, l3 []string) {
 		"placement " + orDash(c.PlacementVersion),
 	}
 	l3 = []string{
-		"coordinators " + countsText(c.Nodes.Coordinators),
+		"coordinators " + presenceText(c.Coordinators, c.Nodes.Coordinators),
+		missingText(c.Coordinators),
 		"workers " + countsText(c.Nodes.Workers),
 		fmt.Sprintf("eligible %d", c.EligibleWorkers),
 		fmt.Sprintf("late heartbeats (>%s) %d", formatInterval(m.threshold), m.lateCount),
 	}
-	return l1, l2, l3
+	return l1, l2, l3, totalsText(c.Capacity)
+}
+
+// presenceText is the coordinators' counts with the total as present of
+// expected, "2/3: 2 healthy, 2 ready", like a Deployment's READY; the
+// plain counts from a coordinator that sends no expected count.
+func presenceText(p apiv1.CoordinatorPresence, c apiv1.Counts) string {
+	s := countsText(c)
+	if p.Expected == 0 {
+		return s
+	}
+	return fmt.Sprintf("%d/%d", p.Present, p.Expected) + strings.TrimPrefix(s, fmt.Sprint(c.Total))
+}
+
+// missingText names the missing coordinators in capitals (it must not
+// rely on colour), or says how many when the answering one knows no name.
+func missingText(p apiv1.CoordinatorPresence) string {
+	switch {
+	case p.Expected == 0 || p.Present >= p.Expected:
+		return ""
+	case len(p.Missing) > 0:
+		return "MISSING " + strings.Join(p.Missing, ", ")
+	}
+	return fmt.Sprintf("MISSING %d", p.Expected-p.Present)
+}
+
+// totalsText are the cluster's totals: resident of capacity, hit ratio,
+// request, byte and backend error rates ("-" until known).
+func totalsText(c apiv1.ClusterCapacity) []string {
+	if c.Workers == 0 {
+		return nil
+	}
+	parts := []string{fmt.Sprintf("resident %s/%s", format.BytesShort(c.ResidentBytes), format.BytesShort(c.CapacityBytes))}
+	hit := "-"
+	if c.HitRatio != nil {
+		hit = format.Percent(*c.HitRatio)
+	}
+	parts = append(parts, "hit "+hit)
+	rate := func(v *float64, unit string) string {
+		if v == nil {
+			return unit + " -"
+		}
+		return unit + " " + format.Rate(*v)
+	}
+	return append(parts, rate(c.RequestsPerSecond, "req/s"), rate(c.BytesServedPerSecond, "bytes/s"), rate(c.BackendErrorsPerSecond, "backend err/s"))
 }
 
 func countsText(c apiv1.Counts) string {

@@ -68,8 +68,16 @@ func TestClusterEndpoint(t *testing.T) {
 			Coordinators: apiv1.Counts{Total: 1, Healthy: 1, Ready: 1},
 			Workers:      apiv1.Counts{Total: 5, Healthy: 2, Degraded: 1, Unhealthy: 1, Unknown: 1, Ready: 4},
 		},
-		Timing: apiv1.Timing{HeartbeatIntervalMs: 100, UnhealthyAfterMs: 60000, LeaseTTLMs: 120000},
+		Timing:       apiv1.Timing{HeartbeatIntervalMs: 100, UnhealthyAfterMs: 60000, LeaseTTLMs: 120000},
+		Coordinators: apiv1.CoordinatorPresence{Expected: 1, Present: 1, Ready: 1, Missing: []string{}, Complete: true},
 	}
+	// Totals of the five workers (only w1 has capacity and counters): no
+	// rates from one status write.
+	if got := c.Capacity; got.Workers != 5 || got.CapacityBytes != 1<<30 || got.ResidentBytes != 1<<20 || got.HitRatio == nil || *got.HitRatio != 0.9 ||
+		got.RequestsPerSecond != nil || got.RateWorkers != 0 {
+		t.Errorf("capacity %+v (hit ratio %v), want 5 workers, 1 GiB, 1 MiB resident, hit ratio 0.9, no rates yet", got, got.HitRatio)
+	}
+	want.Capacity = c.Capacity
 	if fmt.Sprintf("%+v", c) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("cluster\n got %+v\nwant %+v", c, want)
 	}

@@ -169,12 +169,23 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 		}
 	}
 	out.Store.Alarms, out.Store.Capacity = storeCapacity(c)
-	for _, rec := range s.liveRecords(v) {
-		counts := &out.Nodes.Workers
+	records := s.liveRecords(v)
+	out.Nodes = countNodes(records)
+	out.Coordinators = s.totals.presence(records, c.ExpectedCoordinators(), s.now())
+	out.Capacity = s.totals.capacity(records)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// countNodes counts records by role, effective health and readiness.
+func countNodes(records []*cluster.Record) apiv1.ClusterNodes {
+	var out apiv1.ClusterNodes
+	for _, rec := range records {
+		counts := &out.Workers
 		if rec.Role == cluster.RoleCoordinator {
-			counts = &out.Nodes.Coordinators
+			counts = &out.Coordinators
 		}
-		out.Nodes.Total++
+		out.Total++
 		counts.Total++
 		switch rec.EffectiveHealth() {
 		case cluster.HealthHealthy:
@@ -190,8 +201,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 			counts.Ready++
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // nodes answers GET /api/v1/nodes: filter, keyset pagination.

@@ -50,6 +50,8 @@ type Coordinator interface {
 	// HeardAtUnixMs is the latest heartbeat of a node's incarnation the
 	// coordinator knows of that its record may not show (0 if none).
 	HeardAtUnixMs(key cluster.Key, incarnation string) int64
+	// ExpectedCoordinators is the cluster's coordinator-replicas.
+	ExpectedCoordinators() int
 }
 
 // Worker is what the admin listener reads from a worker (*worker.Worker
@@ -147,6 +149,7 @@ type Server struct {
 	ident    clientIdentity // who a request is from (trusted proxies)
 	limiter  *clientLimiter // per client; nil when off
 	watches  *watchSlots    // open event watches (MaxWatches, MaxWatchesPerClient)
+	totals   *totals        // cluster totals and coordinator presence across requests
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -177,6 +180,7 @@ func New(opts Options) (*Server, error) {
 		router:  newRouter(opts.Coordinator != nil),
 		limiter: newClientLimiter(opts.Config.RateLimit, opts.Clock),
 		watches: newWatchSlots(),
+		totals:  newTotals(),
 	}
 	trusted, err := config.ParsePrefixes("admin-trusted-proxies", opts.Config.TrustedProxies)
 	if err != nil {

@@ -342,6 +342,50 @@ type Cluster struct {
 	Store           StoreStatus  `json:"store"`
 	Nodes           ClusterNodes `json:"nodes"`
 	Timing          Timing       `json:"timing"`
+	// Coordinators compares the live coordinators with the number the
+	// cluster is configured to run (coordinator-replicas).
+	Coordinators CoordinatorPresence `json:"coordinators"`
+	// Capacity sums the live workers' capacity and counters.
+	Capacity ClusterCapacity `json:"capacity"`
+}
+
+// CoordinatorPresence is the live coordinators against the expected count.
+type CoordinatorPresence struct {
+	// Expected is the answering coordinator's coordinator-replicas.
+	Expected int `json:"expected"`
+	// Present is how many coordinators have a live record.
+	Present int `json:"present"`
+	// Ready is how many of them report ready.
+	Ready int `json:"ready"`
+	// Missing names the coordinators the answering one saw live since it
+	// started (within the last hour) that have no live record now, while
+	// fewer than Expected are present; never null. It may name fewer
+	// than Expected − Present (one never seen by this coordinator).
+	Missing []string `json:"missing"`
+	// Complete is true when Present and Ready both reach Expected.
+	Complete bool `json:"complete"`
+}
+
+// ClusterCapacity is the live workers' totals, computed by the answering
+// coordinator from their last status writes.
+type ClusterCapacity struct {
+	// Workers is how many live workers the totals cover.
+	Workers       int    `json:"workers"`
+	CapacityBytes uint64 `json:"capacityBytes"`
+	ResidentBytes uint64 `json:"residentBytes"`
+	// HitRatio is the workers' hits over hits plus misses since they
+	// started (their cumulative counters); null before any request.
+	HitRatio *float64 `json:"hitRatio"`
+	// RequestsPerSecond, BytesServedPerSecond and BackendErrorsPerSecond
+	// are summed over the workers whose counters the answering
+	// coordinator saw in two status writes of one incarnation (a quiet
+	// worker writes its status once per status interval, so the rates
+	// are over up to that long); null until it has seen any.
+	RequestsPerSecond      *float64 `json:"requestsPerSecond"`
+	BytesServedPerSecond   *float64 `json:"bytesServedPerSecond"`
+	BackendErrorsPerSecond *float64 `json:"backendErrorsPerSecond"`
+	// RateWorkers is how many workers the rates cover.
+	RateWorkers int `json:"rateWorkers"`
 }
 
 // StoreStatus is the shared store as the answering coordinator sees it.

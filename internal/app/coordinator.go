@@ -68,7 +68,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		return nil, err
 	}
 	p.coord, err = coordinator.New(coordinator.Options{
-		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels,
+		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels, ExpectedCoordinators: cfg.CoordinatorReplicas,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
 		Store: store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,

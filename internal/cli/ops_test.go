@@ -120,11 +120,18 @@ func TestEventsWatch(t *testing.T) {
 // fakeCoordinator serves canned /api/v1/cluster and /readyz answers.
 func fakeCoordinator(t *testing.T, id, revision, pv string, eligible int, ready bool, nodes func() []apiv1.Node) *httptest.Server {
 	t.Helper()
+	return fakeCoordinatorPresence(t, id, revision, pv, eligible, ready, nodes, apiv1.CoordinatorPresence{})
+}
+
+// fakeCoordinatorPresence is fakeCoordinator answering presence p in
+// /api/v1/cluster.
+func fakeCoordinatorPresence(t *testing.T, id, revision, pv string, eligible int, ready bool, nodes func() []apiv1.Node, p apiv1.CoordinatorPresence) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	meta := apiv1.Meta{SchemaVersion: 1, GeneratedAtUnixMs: t0.UnixMilli(), ObservedAtUnixMs: t0.Add(-120 * time.Millisecond).UnixMilli(), Revision: revision}
 	mux.HandleFunc(apiv1.PathCluster, func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(apiv1.Cluster{Meta: meta, ClusterID: "test", ServedBy: id, PlacementVersion: pv, EligibleWorkers: eligible,
-			Store: apiv1.StoreStatus{Backend: "etcd", Healthy: ready}})
+			Store: apiv1.StoreStatus{Backend: "etcd", Healthy: ready}, Coordinators: p})
 	})
 	mux.HandleFunc(apiv1.PathReadyz, func(w http.ResponseWriter, r *http.Request) {
 		if ready {
@@ -179,10 +186,41 @@ func TestCoordinatorsListGolden(t *testing.T) {
 			golden(t, tt.name, out+"--- stderr\n"+scrubDead.Replace(r.stderr))
 		})
 	}
+	// coord-c answers but is not ready (issue 38: exit 0 before).
 	records = records[:1]
 	records = append(records, apiv1.Node{NodeID: "coord-c", Role: "coordinator", AdminAddress: host(c.URL), Labels: map[string]string{}})
+	if r := talonctl(t, run{args: []string{"coordinators", "list"}, env: []string{"TALONCTL_SERVER=" + a.URL}}); r.code != cli.ExitFailure || !strings.Contains(r.stderr, "coord-c is not ready") {
+		t.Fatalf("a coordinator not ready: exit %d, want 1 naming it\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	records = records[:1]
 	if r := talonctl(t, run{args: []string{"coordinators", "list"}, env: []string{"TALONCTL_SERVER=" + a.URL}}); r.code != 0 {
-		t.Fatalf("agreeing coordinators: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("one coordinator, ready: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestCoordinatorsListMissing: one of two expected coordinators has no
+// live record; the one present names it. The list shows it as missing,
+// says 1 of 2 on stderr and exits 1 (issue 38: it exited 0 and showed one
+// healthy coordinator).
+func TestCoordinatorsListMissing(t *testing.T) {
+	var records []apiv1.Node
+	p := apiv1.CoordinatorPresence{Expected: 2, Present: 1, Ready: 1, Missing: []string{"coord-b"}}
+	a := fakeCoordinatorPresence(t, "coord-a", "42", "00000000000000aa", 3, true, func() []apiv1.Node { return records }, p)
+	records = []apiv1.Node{{NodeID: "coord-a", Role: "coordinator", AdminAddress: strings.TrimPrefix(a.URL, "http://"), Version: "1.5.0", Labels: map[string]string{}}}
+	r := talonctl(t, run{args: []string{"coordinators", "list"}, env: []string{"TALONCTL_SERVER=" + a.URL}})
+	if r.code != cli.ExitFailure || !strings.Contains(r.stderr, "1 of 2 expected coordinators present") || !strings.Contains(r.stderr, "coord-b is missing") {
+		t.Fatalf("exit %d, want 1 with the count and the missing name\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !regexp.MustCompile(`(?m)^coord-b\s+missing\s`).MatchString(r.stdout) {
+		t.Fatalf("no missing row for coord-b:\n%s", r.stdout)
+	}
+	// Expected 3 with one name unknown to the answering coordinator.
+	p.Expected = 3
+	b := fakeCoordinatorPresence(t, "coord-a", "42", "00000000000000aa", 3, true, func() []apiv1.Node { return records }, p)
+	records[0].AdminAddress = strings.TrimPrefix(b.URL, "http://")
+	r = talonctl(t, run{args: []string{"coordinators", "list"}, env: []string{"TALONCTL_SERVER=" + b.URL}})
+	if r.code != cli.ExitFailure || !strings.Contains(r.stderr, "1 more of the 3 expected missing") {
+		t.Fatalf("expected 3: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
 

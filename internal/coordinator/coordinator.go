@@ -31,6 +31,10 @@ type Options struct {
 	ClusterID string
 	NodeID    string
 	Labels    map[string]string
+	// ExpectedCoordinators is the number of coordinators the cluster is
+	// configured to run (coordinator-replicas); 0 means 1. The API
+	// compares the live ones with it.
+	ExpectedCoordinators int
 	// Advertise is the control address written to this coordinator's
 	// record; empty means the listener's address.
 	Advertise string
@@ -317,6 +321,9 @@ func New(opts Options) (*Coordinator, error) {
 		conns:       map[*conn]struct{}{},
 	}
 	c.readyLog.log, c.readyLog.events = c.log, c.events
+	if err := c.registerPresence(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	c.rates = newWriteRates(opts.Timing.HeartbeatInterval, c.opts.Limits.NodeWritesPerInterval, c.opts.Limits.MaxRecords)
 	c.attestRates = newPeerRates(attestEvery, attestBurst, 2*c.opts.Limits.MaxRecords)
@@ -370,6 +377,9 @@ func (c *Coordinator) ClusterID() string { return c.opts.ClusterID }
 
 // Backend names the state backend.
 func (c *Coordinator) Backend() string { return c.opts.Store.Backend() }
+
+// ExpectedCoordinators returns Options.ExpectedCoordinators, at least 1.
+func (c *Coordinator) ExpectedCoordinators() int { return max(c.opts.ExpectedCoordinators, 1) }
 
 // Timing returns the heartbeat timing the coordinator applies.
 func (c *Coordinator) Timing() cluster.Timing { return c.opts.Timing }

@@ -808,3 +808,26 @@ func TestTransientAuthorizationIsRetryable(t *testing.T) {
 		t.Fatalf("register refused for its key alone: %v, want a permanent permission_denied naming w2 and what is missing", err)
 	}
 }
+
+// TestPresenceGauges: the coordinator exports the coordinators expected
+// and present (issue 38: a missing coordinator had no metric to alert on).
+func TestPresenceGauges(t *testing.T) {
+	f := startWith(t, memory.New(memory.Options{}), 0)
+	value := func(name string) float64 {
+		mfs, err := f.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("%s not exported", name)
+		return 0
+	}
+	waitFor(t, "own record in the view", func() bool { return value("talon_coordinators_present") == 1 })
+	if got := value("talon_coordinators_expected"); got != 1 {
+		t.Fatalf("talon_coordinators_expected = %v, want 1 (default)", got)
+	}
+}

@@ -161,3 +161,32 @@ func registerSkew(reg prometheus.Registerer, sk skewEstimator) error {
 		return d.Seconds()
 	}))
 }
+
+// registerPresence exports the coordinators expected (coordinator-replicas)
+// and the ones with a live record in the last good view, so an alert can
+// fire when one is missing (max(present) < max(expected) over the
+// coordinators).
+func (c *Coordinator) registerPresence(reg prometheus.Registerer) error {
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_coordinators_expected",
+		Help: "Coordinators the cluster is configured to run (coordinator-replicas).",
+	}, func() float64 { return float64(c.ExpectedCoordinators()) })); err != nil {
+		return err
+	}
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_coordinators_present",
+		Help: "Coordinators with a live record in this coordinator's last good view (0 before any).",
+	}, func() float64 {
+		v := c.LastGood()
+		if v == nil {
+			return 0
+		}
+		n := 0
+		for _, r := range v.Snapshot.Records {
+			if r != nil && r.Role == cluster.RoleCoordinator {
+				n++
+			}
+		}
+		return float64(n)
+	}))
+}

@@ -233,6 +233,17 @@ func TestBrowserRendersCluster(t *testing.T) {
 		if got := b.text("#eligible"); !strings.HasPrefix(got, "3 of 5 workers") {
 			t.Errorf("eligible %q", got)
 		}
+		// Issue 38: the coordinators against the expected count, and the
+		// cluster's totals as the API computed them.
+		if got := b.text("#presence"); got != "Coordinators: 1 of 1 expected present, 1 ready." {
+			t.Errorf("presence %q", got)
+		}
+		if got := b.text("#total-resident"); got != "82 GiB of 160 GiB on 5 workers" {
+			t.Errorf("resident %q", got)
+		}
+		if got, want := b.text("#total-hit"), fmt.Sprintf("%.1f%%", *c.Capacity.HitRatio*100); got != want {
+			t.Errorf("hit ratio %q, want %q (the API's)", got, want)
+		}
 	})
 	t.Run("row cells", func(t *testing.T) {
 		row := func(id string) []string {
@@ -307,8 +318,13 @@ func TestBrowserRendersCluster(t *testing.T) {
 		if !strings.Contains(dl["Status written"], "capacity and counters are as of then") || dl["Cordoned"] != "no" {
 			t.Errorf("detail Status written = %q, Cordoned = %q", dl["Status written"], dl["Cordoned"])
 		}
-		if got := b.text(`button[data-sort="age"]`); !strings.Contains(got, "Status age") {
-			t.Errorf("age column header %q, want Status age", got)
+		// Issue 38: the age column is the heartbeat's, and the detail
+		// says when the last heartbeat was accepted.
+		if got := b.text(`button[data-sort="age"]`); !strings.Contains(got, "HB age") {
+			t.Errorf("age column header %q, want HB age", got)
+		}
+		if !strings.Contains(dl["Last heartbeat"], "ago at observation") {
+			t.Errorf("detail Last heartbeat = %q", dl["Last heartbeat"])
 		}
 		if eval[bool](b, `document.querySelector("#detail b, #detail img") !== null`) {
 			t.Error("a label value became markup")

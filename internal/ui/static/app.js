@@ -451,6 +451,38 @@
     for (const f of ["total", "healthy", "degraded", "unhealthy", "unknown", "ready"]) all[f] = w[f] + co[f];
     fill($("counts").tBodies[0], [row("Coordinators", co), row("Workers", w), row("All", all)]);
     setText($("eligible"), c.eligibleWorkers + " of " + w.total + " workers eligible for placement.");
+    renderPresence(c.coordinators);
+    renderTotals(c.capacity);
+  }
+
+  // renderPresence compares the live coordinators with coordinator-replicas,
+  // naming the missing ones (issue 38: a missing coordinator was invisible).
+  function renderPresence(p) {
+    const out = $("presence");
+    if (!p || !p.expected) {
+      setText(out, "");
+      return;
+    }
+    let t = "Coordinators: " + p.present + " of " + p.expected + " expected present, " + p.ready + " ready";
+    if (p.present < p.expected) {
+      t += (p.missing && p.missing.length ? ". Missing: " + p.missing.join(", ") : ". " + (p.expected - p.present) + " missing") + ".";
+    } else {
+      t += ".";
+    }
+    setText(out, t);
+    out.className = p.complete ? "" : "bad";
+  }
+
+  // renderTotals shows the cluster's totals as the answering coordinator
+  // computed them; a rate is "—" until it has seen two status writes.
+  function renderTotals(t) {
+    $("totals").hidden = !t || !t.workers;
+    if (!t || !t.workers) return;
+    setText($("total-resident"), fmtBytes(t.residentBytes) + " of " + fmtBytes(t.capacityBytes) + " on " + fmtCount(t.workers) + " workers");
+    setText($("total-hit"), fmtRatio(t.hitRatio ?? null));
+    setText($("total-req"), fmtRate(t.requestsPerSecond));
+    setText($("total-bytes"), fmtRate(t.bytesServedPerSecond));
+    setText($("total-errors"), fmtRate(t.backendErrorsPerSecond));
   }
 
   // renderCoordinators lists the coordinators as their records show them,

@@ -25,6 +25,8 @@ type StatusOptions struct {
 
 	Output     string
 	AllowStale bool
+
+	out *cmdutil.Output // parsed Output
 }
 
 // NewCmdStatus returns the command; runF replaces its run function in tests.
@@ -37,15 +39,24 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(*StatusOptions) error) *cobra.Co
 the shared store: the store backend and its health, the snapshot's age (on a
 terminal; its observation time when piped), the PlacementVersion, how many
 workers placement may choose, and the live nodes counted by role, health and
-readiness.
+readiness; the coordinators present against coordinator-replicas, naming
+the missing ones; and the cluster's totals as the coordinator computes them
+(resident of capacity, hit ratio, requests, bytes and backend errors per
+second over the workers' last two status writes). -o jsonpath and
+go-template see the whole answer.
 
 When no coordinator can read the store the command fails with exit code 3;
 --allow-stale shows the last good snapshot instead, marked stale.`,
 		Args: cmdutil.NoArgs,
+		Example: `  talonctl cluster status
+  talonctl cluster status -o jsonpath='{.capacity.hitRatio}'
+  talonctl cluster status -o jsonpath='{.coordinators.missing}'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
+			out, err := cmdutil.ParseOutput(opts.Output, Formats, nil)
+			if err != nil {
 				return err
 			}
+			opts.out = out
 			if runF != nil {
 				return runF(opts)
 			}
@@ -69,7 +80,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	}
 	cmdutil.WarnStale(opts.IO, c.Meta)
 	if opts.Output != cmdutil.OutputText {
-		return (&cmdutil.Output{Kind: opts.Output}).Print(opts.IO.Out, raw, nil, false)
+		return opts.out.Print(opts.IO.Out, raw, nil, false)
 	}
 	return writeText(opts.IO, c)
 }
@@ -109,6 +120,10 @@ func writeText(s *cmdutil.IOStreams, c *apiv1.Cluster) error {
 	kv.AddRow("Timing:", fmt.Sprintf("heartbeat every %s, unhealthy after %s, lease TTL %s",
 		ms(c.Timing.HeartbeatIntervalMs), ms(c.Timing.UnhealthyAfterMs), ms(c.Timing.LeaseTTLMs)))
 	kv.AddRow("Live nodes:", strconv.Itoa(c.Nodes.Total))
+	kv.AddRow("Coordinators:", presence(cs, c.Coordinators))
+	kv.AddRow("Capacity:", capacity(c.Capacity))
+	kv.AddRow("Hit ratio:", hitRatio(c.Capacity))
+	kv.AddRow("Traffic:", traffic(c.Capacity))
 	var b strings.Builder
 	if err := kv.Render(&b, true); err != nil {
 		return err

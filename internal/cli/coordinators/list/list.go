@@ -49,8 +49,13 @@ AGREE column says "yes" when they do, "no" when they do not (a bug or a
 mixed-version cluster), and "-" when no other coordinator read that
 revision (they heartbeat, so revisions move; rerun to compare).
 
-Exit code 1 when any coordinator disagrees or does not answer, so a script
-can alert on it; the table is printed either way.`,
+Coordinators compare the live coordinators with coordinator-replicas: one
+the answering coordinators saw live (within the last hour) that has no live
+record now is listed as "missing", and a line on stderr says how many of the
+expected are present, like a Deployment's READY 2/3.
+
+Exit code 1 when any coordinator is missing, not ready, disagrees or does not
+answer, so a script can alert on it; the table is printed either way.`,
 		Example: `  talonctl coordinators list
   talonctl coordinators list -o json | jq '.items[] | select(.agree == "no")'`,
 		Args: cmdutil.NoArgs,
@@ -97,6 +102,11 @@ type Row struct {
 	// DisagreesWith names the coordinators at the same revision with
 	// another PlacementVersion or eligible count.
 	DisagreesWith []string `json:"disagreesWith,omitempty"`
+	// Missing is true for a coordinator the others saw live before that
+	// has no live record now (coordinator-replicas expects it).
+	Missing bool `json:"missing,omitempty"`
+
+	presence *apiv1.CoordinatorPresence // the coordinator's count of live and expected ones
 }
 
 // RowList is the -o json|yaml object.
@@ -127,6 +137,10 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		kept = append(kept, r)
 	}
 	Compare(kept)
+	kept, expected, present := withMissing(kept)
+	if present < expected {
+		fmt.Fprintf(opts.IO.ErrOut, "talonctl: %d of %d expected coordinators present (coordinator-replicas %d)\n", present, expected, expected)
+	}
 	if opts.Output != cmdutil.OutputTable {
 		if err := cmdutil.WriteData(opts.IO.Out, opts.Output, RowList{Items: kept}); err != nil {
 			return err
@@ -134,19 +148,69 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	} else if err := writeTable(opts.IO, kept, opts.NoHeaders); err != nil {
 		return err
 	}
-	var bad []string
-	for _, r := range kept {
-		switch {
-		case !r.Reachable:
-			bad = append(bad, r.NodeID+" did not answer")
-		case r.Agree == "no":
-			bad = append(bad, r.NodeID+" disagrees with "+strings.Join(r.DisagreesWith, ", "))
-		}
+	bad := problems(kept)
+	if unnamed := expected - present - countMissing(kept); unnamed > 0 {
+		bad = append(bad, fmt.Sprintf("%d more of the %d expected missing", unnamed, expected))
 	}
 	if len(bad) > 0 {
 		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("%d of %d coordinators: %s", len(bad), len(kept), strings.Join(bad, "; "))}
 	}
 	return nil
+}
+
+// problems names what is wrong with each row: missing, unreachable, not
+// ready, disagreeing.
+func problems(rows []Row) []string {
+	var bad []string
+	for _, r := range rows {
+		switch {
+		case r.Missing:
+			bad = append(bad, r.NodeID+" is missing")
+		case !r.Reachable:
+			bad = append(bad, r.NodeID+" did not answer")
+		case r.Agree == "no":
+			bad = append(bad, r.NodeID+" disagrees with "+strings.Join(r.DisagreesWith, ", "))
+		case r.Revision != "" && !r.Ready:
+			bad = append(bad, r.NodeID+" is not ready")
+		}
+	}
+	return bad
+}
+
+// withMissing adds a row for each coordinator an answering one names as
+// missing that is not listed, and returns the rows with the most
+// coordinators any answer expected and found present.
+func withMissing(rows []Row) (out []Row, expected, present int) {
+	listed := map[string]bool{}
+	for _, r := range rows {
+		listed[r.NodeID] = true
+	}
+	out = rows
+	for _, r := range rows {
+		if r.presence == nil {
+			continue
+		}
+		expected, present = max(expected, r.presence.Expected), max(present, r.presence.Present)
+		for _, id := range r.presence.Missing {
+			if !listed[id] {
+				listed[id] = true
+				out = append(out, Row{NodeID: id, Missing: true, Reasons: []string{}, Agree: "-",
+					Error: fmt.Sprintf("no live record (%d of %d expected present)", r.presence.Present, r.presence.Expected)})
+			}
+		}
+	}
+	return out, expected, present
+}
+
+// countMissing counts the rows of missing coordinators.
+func countMissing(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		if r.Missing {
+			n++
+		}
+	}
+	return n
 }
 
 // ask reads one coordinator's cluster summary (stale allowed: a
@@ -170,6 +234,9 @@ func ask(ctx context.Context, ep *cmdutil.Endpoint) Row {
 	r.StoreAlarms, r.StoreCapacity = c.Store.Alarms, c.Store.Capacity
 	r.Revision, r.PlacementVersion, r.EligibleWorkers = c.Revision, c.PlacementVersion, c.EligibleWorkers
 	r.SnapshotAgeMs = max(0, c.GeneratedAtUnixMs-c.ObservedAtUnixMs)
+	if c.Coordinators.Expected > 0 { // an older coordinator sends none
+		r.presence = &c.Coordinators
+	}
 	h, err := ep.Client.Readyz(ctx)
 	switch {
 	case err != nil:
@@ -246,6 +313,10 @@ func writeTable(s *cmdutil.IOStreams, rows []Row, noHeaders bool) error {
 	cs := s.ColorScheme()
 	t := cmdutil.NewTable("COORDINATOR", "READY", "STORE", "REVISION", "PLACEMENT-VERSION", "ELIGIBLE", "SNAPSHOT-AGE", "VERSION", "AGREE", "REASON")
 	for _, r := range rows {
+		if r.Missing {
+			t.AddRow(r.NodeID, cs.Red("missing"), "-", "-", "-", "-", "-", "-", "-", r.Error)
+			continue
+		}
 		if !r.Reachable {
 			t.AddRow(r.NodeID, cs.Red("unreachable"), "-", "-", "-", "-", "-", dash(r.Version), "-", r.Error)
 			continue

@@ -1,0 +1,166 @@
+package admin
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
+)
+
+// Bounds of the totals tracker's memory.
+const (
+	// missingFor is how long a coordinator that left stays listed as
+	// missing (while fewer than the expected are present).
+	missingFor = time.Hour
+	// maxSeenCoordinators bounds the coordinator names remembered.
+	maxSeenCoordinators = 256
+)
+
+// totals remembers, between API requests, what the cluster's totals and
+// presence need beyond one view: each worker's previous status (for
+// rates) and the coordinators seen live (to name the missing ones). Its
+// memory is bounded by the live records plus maxSeenCoordinators.
+type totals struct {
+	mu      sync.Mutex           // guards the fields below
+	status  map[string]statusAt  // worker node ID -> its last two status writes
+	seen    map[string]time.Time // coordinator node ID -> when last seen live
+	lastGen uint64               // views observed, to drop workers gone
+}
+
+// statusAt is a worker's status as of one write, and the rate it showed
+// against the previous write of the same incarnation.
+type statusAt struct {
+	incarnation string
+	atMs        int64
+	counters    cluster.Counters
+	rate        *rates
+	gen         uint64
+}
+
+// rates are per-second counter rates of one worker.
+type rates struct{ requests, bytes, backendErrors float64 }
+
+func newTotals() *totals {
+	return &totals{status: map[string]statusAt{}, seen: map[string]time.Time{}}
+}
+
+// presence compares the live coordinators of records with expected,
+// naming the ones seen before (at most missingFor ago) that are absent.
+func (t *totals) presence(records []*cluster.Record, expected int, now time.Time) apiv1.CoordinatorPresence {
+	p := apiv1.CoordinatorPresence{Expected: max(expected, 1), Missing: []string{}}
+	present := map[string]bool{}
+	for _, r := range records {
+		if r.Role != cluster.RoleCoordinator {
+			continue
+		}
+		p.Present++
+		present[r.NodeID] = true
+		if r.Ready {
+			p.Ready++
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range present {
+		t.seen[id] = now
+	}
+	for id, at := range t.seen {
+		if now.Sub(at) > missingFor {
+			delete(t.seen, id)
+		} else if !present[id] && p.Present < p.Expected {
+			p.Missing = append(p.Missing, id)
+		}
+	}
+	t.boundSeenLocked()
+	slices.Sort(p.Missing)
+	p.Complete = p.Present >= p.Expected && p.Ready >= p.Expected
+	return p
+}
+
+// boundSeenLocked forgets the longest-unseen coordinators past
+// maxSeenCoordinators.
+func (t *totals) boundSeenLocked() {
+	for len(t.seen) > maxSeenCoordinators {
+		var oldest string
+		for id, at := range t.seen {
+			if oldest == "" || at.Before(t.seen[oldest]) {
+				oldest = id
+			}
+		}
+		delete(t.seen, oldest)
+	}
+}
+
+// capacity sums the live workers of records and their rates, learning
+// each worker's status write for the next call.
+func (t *totals) capacity(records []*cluster.Record) apiv1.ClusterCapacity {
+	var c apiv1.ClusterCapacity
+	var hits, misses uint64
+	var sum rates
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lastGen++
+	for _, r := range records {
+		if r.Role != cluster.RoleWorker {
+			continue
+		}
+		c.Workers++
+		c.CapacityBytes += r.Capacity.CapacityBytes
+		c.ResidentBytes += r.Capacity.ResidentBytes
+		hits += r.Counters.HitsTotal
+		misses += r.Counters.MissesTotal
+		if rt := t.observeLocked(r); rt != nil {
+			c.RateWorkers++
+			sum.requests += rt.requests
+			sum.bytes += rt.bytes
+			sum.backendErrors += rt.backendErrors
+		}
+	}
+	for id, s := range t.status {
+		if s.gen != t.lastGen {
+			delete(t.status, id)
+		}
+	}
+	if hits+misses > 0 {
+		c.HitRatio = ptr(float64(hits) / float64(hits+misses))
+	}
+	if c.RateWorkers > 0 {
+		c.RequestsPerSecond, c.BytesServedPerSecond, c.BackendErrorsPerSecond = ptr(sum.requests), ptr(sum.bytes), ptr(sum.backendErrors)
+	}
+	return c
+}
+
+// observeLocked notes worker r's status and returns its rate over its
+// last two status writes of the same incarnation, or nil.
+func (t *totals) observeLocked(r *cluster.Record) *rates {
+	at := r.StatusAtUnixMs
+	if at == 0 {
+		at = r.UpdatedAtUnixMs
+	}
+	prev, ok := t.status[r.NodeID]
+	cur := statusAt{incarnation: r.IncarnationID, atMs: at, counters: r.Counters, gen: t.lastGen}
+	switch {
+	case ok && prev.incarnation == r.IncarnationID && at <= prev.atMs:
+		cur = prev // the same write, or an older view's
+		cur.gen = t.lastGen
+	case ok && prev.incarnation == r.IncarnationID && at > prev.atMs:
+		dt := float64(at-prev.atMs) / 1000
+		d := func(now, before uint64) float64 {
+			if now < before {
+				return 0
+			}
+			return float64(now-before) / dt
+		}
+		cur.rate = &rates{
+			requests:      d(r.Counters.RequestsTotal, prev.counters.RequestsTotal),
+			bytes:         d(r.Counters.BytesServedTotal, prev.counters.BytesServedTotal),
+			backendErrors: d(r.Counters.BackendErrorsTotal, prev.counters.BackendErrorsTotal),
+		}
+	}
+	t.status[r.NodeID] = cur
+	return cur.rate
+}
+
+func ptr[T any](v T) *T { return &v }

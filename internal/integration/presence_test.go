@@ -1,0 +1,48 @@
+package integration
+
+// Issue 38, "expected against present": with one of two coordinators
+// stopped, `talonctl coordinators list` exits 1 naming it and `cluster
+// status` says 1 of 2. Before, once its record expired it was invisible:
+// "coordinators 1: 1 healthy, 1 ready" and exit 0.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/testsupport"
+)
+
+func TestMissingCoordinatorEtcd(t *testing.T) {
+	skipShort(t)
+	c := newEtcdCluster(t, fastTiming, 2)
+	a, b := c.coordinator("coord-a"), c.coordinator("coord-b")
+	testsupport.WaitFor(t, 60*time.Second, "both coordinators ready", func() bool { return ready(t, a) && ready(t, b) })
+	servers := []string{"http://" + a.admin}
+	testsupport.WaitFor(t, 30*time.Second, "coordinators list exits 0 with both", func() bool {
+		code, _, _ := ctl(t, servers, "coordinators", "list")
+		return code == 0
+	})
+
+	b.kill()
+	stopped := time.Now()
+	testsupport.WaitFor(t, 60*time.Second, "coord-b's record gone from coord-a's view", func() bool {
+		cl, err := a.api(t).Cluster(context.Background())
+		return err == nil && cl.Coordinators.Present == 1
+	})
+	gone := time.Since(stopped)
+	code, stdout, stderr := ctl(t, servers, "coordinators", "list")
+	t.Logf("coord-b killed; its record left coord-a's view after %s; coordinators list exit %d\n%s%s", gone.Round(time.Millisecond), code, stdout, stderr)
+	if code != 1 || !strings.Contains(stderr, "1 of 2 expected coordinators present") || !strings.Contains(stderr, "coord-b is missing") || !strings.Contains(stdout, "missing") {
+		t.Fatalf("coordinators list with coord-b stopped: exit %d, want 1 naming coord-b missing", code)
+	}
+	code, stdout, _ = ctl(t, servers, "cluster", "status")
+	if code != 0 || !strings.Contains(stdout, "1 of 2 present, 1 ready; missing: coord-b") {
+		t.Fatalf("cluster status: exit %d:\n%s", code, stdout)
+	}
+	code, stdout, _ = ctl(t, servers, "cluster", "status", "-o", "jsonpath={.coordinators.missing[0]}")
+	if code != 0 || strings.TrimSpace(stdout) != "coord-b" {
+		t.Fatalf("cluster status -o jsonpath: exit %d, %q", code, stdout)
+	}
+}
