@@ -99,6 +99,7 @@ func fixture(step int) *Poll {
 		n.Address = id + ".talon.internal:7400"
 		n.Capacity.StoreHealthy = true
 		n.Counters.PlacementLookupsTotal = uint64(1000 + 50*step)
+		n.PlacementVersion, n.EligibleWorkers, n.Agree = "9f86d081884c7d65", 4, "yes"
 		nodes = append(nodes, n)
 	}
 	for i := 1; i <= 6; i++ {

@@ -954,3 +954,23 @@ func TestHeaderPresenceAndTotals(t *testing.T) {
 		t.Errorf("header lacks the count of an unnamed missing coordinator:\n%s", v)
 	}
 }
+
+// TestCoordinatorsPaneAgreement: the coordinators pane shows each
+// coordinator's published placement and says in words when one disagrees
+// (issue 38: only the answering coordinator's view was shown).
+func TestCoordinatorsPaneAgreement(t *testing.T) {
+	m := newModel(t, testOptions(newClock()))
+	s := fixture(0)
+	for i := range s.Nodes {
+		if s.Nodes[i].NodeID == "coord-b" {
+			s.Nodes[i].PlacementVersion, s.Nodes[i].EligibleWorkers, s.Nodes[i].Agree = "00000000000000bb", 3, "no"
+		}
+	}
+	send(m, tea.WindowSizeMsg{Width: 170, Height: 55}, PollMsg{Seq: 1, Poll: s})
+	v := view(m)
+	for _, want := range []string{"placement 00000000000000bb, 3 eligible, DISAGREES with coord-a", "answering: revision 4200, placement 9f86d081884c7d65, 4 eligible, agree yes"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("coordinators pane lacks %q:\n%s", want, v)
+		}
+	}
+}

@@ -112,9 +112,9 @@ const (
 )
 
 // coordinatorLines is the coordinators pane of a large terminal: each
-// coordinator as its record shows it, with the answering one's own view
-// (revision, PlacementVersion, eligible); talonctl coordinators list asks
-// each for its view.
+// coordinator as its record shows it, with the placement it publishes
+// (PlacementVersion, eligible) and whether that is the answering one's
+// (AGREE, as talonctl coordinators list marks it; DISAGREES in words).
 func (m *Model) coordinatorLines(w, h int) []string {
 	if w < coordinatorsMinWidth || h < coordinatorsMinHeight || m.poll == nil {
 		return nil
@@ -134,10 +134,7 @@ func (m *Model) coordinatorLines(w, h int) []string {
 		if !n.Capacity.StoreHealthy {
 			store = "STORE READ FAILING"
 		}
-		view := ""
-		if n.NodeID == c.ServedBy {
-			view = fmt.Sprintf("answering: revision %s, placement %s, %d eligible", orDash(c.Revision), orDash(c.PlacementVersion), c.EligibleWorkers)
-		}
+		view := coordinatorView(n, c)
 		rows = append(rows, m.st.header.Render(strings.TrimRight(fit(fmt.Sprintf("   %-16s %-24s %-20s %-12s hb %-7s %s",
 			format.Text(n.NodeID), ready, store, format.Text(n.Version), formatAgeMs(n.HeartbeatAgeMs), view), w), " ")))
 		if len(rows) == 6 {
@@ -147,8 +144,30 @@ func (m *Model) coordinatorLines(w, h int) []string {
 	if len(rows) == 0 {
 		return nil
 	}
-	title := m.st.colHeader.Render(fit("   COORDINATORS as their records show them (talonctl coordinators list asks each for its own view)", w))
+	title := m.st.colHeader.Render(fit("   COORDINATORS as their records show them, each with the placement it publishes (agree: the same as the answering one's)", w))
 	return append([]string{title}, rows...)
+}
+
+// coordinatorView is the placement coordinator n publishes and whether
+// the answering coordinator agrees: "placement 9f86d081884c7d65, 4
+// eligible, agree yes"; the answering one adds its revision.
+func coordinatorView(n *apiv1.Node, c *apiv1.Cluster) string {
+	var parts []string
+	if n.NodeID == c.ServedBy {
+		parts = append(parts, "answering: revision "+orDash(c.Revision))
+		parts = append(parts, fmt.Sprintf("placement %s, %d eligible", orDash(c.PlacementVersion), c.EligibleWorkers))
+	} else if n.PlacementVersion != "" {
+		parts = append(parts, fmt.Sprintf("placement %s, %d eligible", n.PlacementVersion, n.EligibleWorkers))
+	}
+	switch n.Agree {
+	case "yes":
+		parts = append(parts, "agree yes")
+	case "no":
+		parts = append(parts, "DISAGREES with "+c.ServedBy)
+	case "-":
+		parts = append(parts, "agree -")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // eventLines is the events pane of a tall terminal: a title and the

@@ -130,9 +130,16 @@ func compareRecords(a, b *cluster.Record) int {
 // show (a renewal).
 func (s *Server) apiNode(v *coordinator.View, rec *cluster.Record) apiv1.Node {
 	n := apiv1.NodeFromRecord(rec, v.Snapshot.ObservedAtUnixMs)
-	if heard := s.opts.Coordinator.HeardAtUnixMs(rec.Key(), rec.IncarnationID); heard > n.HeartbeatAtUnixMs {
+	c := s.opts.Coordinator
+	if heard := c.HeardAtUnixMs(rec.Key(), rec.IncarnationID); heard > n.HeartbeatAtUnixMs {
 		n.HeartbeatAtUnixMs = heard
 		n.HeartbeatAgeMs = max(0, v.Snapshot.ObservedAtUnixMs-heard)
+	}
+	if rec.Role == cluster.RoleCoordinator {
+		now := s.now()
+		version, eligible := v.Version().String(), int64(v.Table.Len())
+		held := s.totals.placementHeld(version, eligible, now)
+		n.Agree = agreement(&n, c.NodeID(), version, eligible, held, 3*c.Timing().HeartbeatInterval, now.UnixMilli())
 	}
 	return n
 }

@@ -27,6 +27,15 @@ type totals struct {
 	status  map[string]statusAt  // worker node ID -> its last two status writes
 	seen    map[string]time.Time // coordinator node ID -> when last seen live
 	lastGen uint64               // views observed, to drop workers gone
+	own     ownPlacement         // this coordinator's placement and since when
+}
+
+// ownPlacement is the placement the answering coordinator's views gave,
+// and when an API request first saw it.
+type ownPlacement struct {
+	version  string
+	eligible int64
+	since    time.Time
 }
 
 // statusAt is a worker's status as of one write, and the rate it showed
@@ -164,3 +173,41 @@ func (t *totals) observeLocked(r *cluster.Record) *rates {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// placementHeld notes the answering coordinator's placement (version,
+// eligible) and returns how long it has held it, as far as API requests
+// saw.
+func (t *totals) placementHeld(version string, eligible int64, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.own.version != version || t.own.eligible != eligible || t.own.since.IsZero() {
+		t.own = ownPlacement{version: version, eligible: eligible, since: now}
+	}
+	return now.Sub(t.own.since)
+}
+
+// agreement is a coordinator node's Agree (apiv1.Node): "yes" when the
+// placement its record publishes is the answering coordinator's (or it is
+// the answering one), "no" when they differ although both have been held
+// for settle (a coordinator publishes a new placement within a heartbeat
+// interval), "-" otherwise.
+func agreement(n *apiv1.Node, self, version string, eligible int64, held, settle time.Duration, nowMs int64) string {
+	switch {
+	case n.Role != string(cluster.RoleCoordinator):
+		return ""
+	case n.NodeID == self:
+		return "yes"
+	case n.PlacementVersion == "":
+		return "-"
+	case n.PlacementVersion == version && n.EligibleWorkers == eligible:
+		return "yes"
+	}
+	published := n.StatusAtUnixMs
+	if published == 0 {
+		published = n.UpdatedAtUnixMs
+	}
+	if held >= settle && time.Duration(nowMs-published)*time.Millisecond >= settle {
+		return "no"
+	}
+	return "-"
+}

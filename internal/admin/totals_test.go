@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 )
 
@@ -80,5 +81,35 @@ func TestCapacityRates(t *testing.T) {
 	}
 	if len(tt.status) != 1 {
 		t.Fatalf("%d workers remembered, want only the live w1", len(tt.status))
+	}
+}
+
+// TestAgreement: a coordinator's published placement against the
+// answering one's (issue 38: top and the UI showed only the answering
+// coordinator's).
+func TestAgreement(t *testing.T) {
+	const settle = 3 * time.Second
+	now := int64(1_800_000_000_000)
+	coord := func(id, pv string, eligible int64, publishedAgo time.Duration) *apiv1.Node {
+		return &apiv1.Node{NodeID: id, Role: "coordinator", PlacementVersion: pv, EligibleWorkers: eligible, StatusAtUnixMs: now - publishedAgo.Milliseconds()}
+	}
+	for _, tc := range []struct {
+		name string
+		n    *apiv1.Node
+		held time.Duration
+		want string
+	}{
+		{"same placement", coord("b", "00000000000000aa", 3, time.Minute), time.Minute, "yes"},
+		{"the answering one", coord("a", "00000000000000bb", 2, time.Minute), time.Minute, "yes"},
+		{"differs, both settled", coord("b", "00000000000000bb", 3, time.Minute), time.Minute, "no"},
+		{"eligible differs, both settled", coord("b", "00000000000000aa", 2, time.Minute), time.Minute, "no"},
+		{"differs, ours is new", coord("b", "00000000000000bb", 3, time.Minute), time.Second, "-"},
+		{"differs, theirs is new", coord("b", "00000000000000bb", 3, time.Second), time.Minute, "-"},
+		{"publishes none", coord("b", "", 0, time.Minute), time.Minute, "-"},
+		{"a worker", &apiv1.Node{NodeID: "w", Role: "worker"}, time.Minute, ""},
+	} {
+		if got := agreement(tc.n, "a", "00000000000000aa", 3, tc.held, settle, now); got != tc.want {
+			t.Errorf("%s: agreement = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

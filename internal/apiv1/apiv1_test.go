@@ -95,6 +95,8 @@ func jsonFields(t *testing.T, v any) []string {
 		keys = append(keys, "reasons")
 	case Event:
 		keys = append(keys, "role", "nodeId", "old", "new", "reason", "revision")
+	case Node:
+		keys = append(keys, "placementVersion", "eligibleWorkers", "agree")
 	}
 	slices.Sort(keys)
 	return keys

@@ -39,6 +39,8 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 		Capacity:          CapacityFrom(r.Capacity),
 		Counters:          CountersFrom(r.Counters),
 		StatusAtUnixMs:    r.StatusAtUnixMs,
+		PlacementVersion:  r.PlacementVersion,
+		EligibleWorkers:   r.EligibleWorkers,
 		Drained:           r.Drained,
 	}
 	n.StatusAgeMs = max(0, observedAtUnixMs-r.UpdatedAtUnixMs)

@@ -236,6 +236,17 @@ type Node struct {
 	// old (timing.statusIntervalMs) while the heartbeats go on: counters,
 	// resident bytes and rates are as of this time. 0 when unknown.
 	StatusAtUnixMs int64 `json:"statusAtUnixMs"`
+	// PlacementVersion and EligibleWorkers are, on a coordinator, the
+	// placement its record says it answers with (its last view); absent
+	// on workers and on coordinators of older versions.
+	PlacementVersion string `json:"placementVersion,omitempty"`
+	EligibleWorkers  int64  `json:"eligibleWorkers,omitempty"`
+	// Agree is, on a coordinator, whether its published placement is the
+	// answering coordinator's: "yes"; "no" when they differ although both
+	// have held theirs for longer than a coordinator takes to publish a
+	// new one (a bug or a mixed-version cluster); "-" while one of them
+	// is still changing or the coordinator publishes none.
+	Agree string `json:"agree,omitempty"`
 	// StatusAgeMs is the status's age when the snapshot was read (the
 	// observation time minus StatusAtUnixMs, never negative); equal to
 	// heartbeatAgeMs when StatusAtUnixMs is unknown.

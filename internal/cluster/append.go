@@ -163,6 +163,14 @@ func appendMarks(dst []byte, r *Record) []byte {
 		dst = append(dst, `,"heartbeatAtUnixMs":`...)
 		dst = strconv.AppendInt(dst, r.HeartbeatAtUnixMs, 10)
 	}
+	if r.PlacementVersion != "" {
+		dst = append(dst, `,"placementVersion":`...)
+		dst = appendString(dst, r.PlacementVersion)
+	}
+	if r.EligibleWorkers != 0 {
+		dst = append(dst, `,"eligibleWorkers":`...)
+		dst = strconv.AppendInt(dst, r.EligibleWorkers, 10)
+	}
 	return append(dst, '}')
 }
 

@@ -154,6 +154,15 @@ type Record struct {
 	// it; the value a process sends is ignored. 0 on records written
 	// before it existed: UpdatedAtUnixMs stands in (HeartbeatAt).
 	HeartbeatAtUnixMs int64 `json:"heartbeatAtUnixMs,omitempty"`
+	// PlacementVersion and EligibleWorkers are, on a coordinator's
+	// record, the placement it computed from its last view (16 hex
+	// digits, and how many workers it may place on), so that any
+	// coordinator, and the views that ask one, can compare them with its
+	// own (issue 38: agreement was visible only to talonctl coordinators
+	// list). A change is a status change: it is written within a
+	// heartbeat interval. Empty and 0 on workers.
+	PlacementVersion string `json:"placementVersion,omitempty"`
+	EligibleWorkers  int64  `json:"eligibleWorkers,omitempty"`
 }
 
 // HeartbeatAt returns HeartbeatAtUnixMs, or UpdatedAtUnixMs on a record

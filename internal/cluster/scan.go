@@ -67,6 +67,7 @@ var (
 		"drained", "cordonedBy", "cordonedAtUnixMs", "cordonPersist", "revokedBy", "revokedReason", "credentialSerial",
 		"statusAtUnixMs",
 		"heartbeatAtUnixMs",
+		"placementVersion", "eligibleWorkers",
 	)
 	capacityNames = quoteNames("capacityBytes", "residentBytes", "blocks", "pages", "inflightLoads", "storeHealthy")
 	counterNames  = quoteNames(
@@ -157,6 +158,10 @@ func (d *scanner) marks(r *Record, f int) (ok bool) {
 		r.StatusAtUnixMs, ok = d.int64()
 	case 27:
 		r.HeartbeatAtUnixMs, ok = d.int64()
+	case 28:
+		r.PlacementVersion, ok = d.str()
+	case 29:
+		r.EligibleWorkers, ok = d.int64()
 	}
 	return ok
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -366,6 +367,22 @@ func (r *Record) validateMarks() error {
 	}
 	if r.HeartbeatAtUnixMs < 0 {
 		return fieldErr("heartbeatAtUnixMs", strconv.FormatInt(r.HeartbeatAtUnixMs, 10), "must not be negative")
+	}
+	return validatePlacementView(r)
+}
+
+// validatePlacementView checks a coordinator's published placement:
+// 16 lower-case hex digits, a count that is not negative, none on a
+// worker.
+func validatePlacementView(r *Record) error {
+	if r.Role != RoleCoordinator && (r.PlacementVersion != "" || r.EligibleWorkers != 0) {
+		return fieldErr("placementVersion", r.PlacementVersion, "only a coordinator's record carries one")
+	}
+	if v := r.PlacementVersion; v != "" && (len(v) != 16 || strings.Trim(v, "0123456789abcdef") != "") {
+		return fieldErr("placementVersion", v, "must be 16 lower-case hex digits")
+	}
+	if r.EligibleWorkers < 0 {
+		return fieldErr("eligibleWorkers", strconv.FormatInt(r.EligibleWorkers, 10), "must not be negative")
 	}
 	return nil
 }

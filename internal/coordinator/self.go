@@ -88,7 +88,7 @@ func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
 	if !storeOK {
 		health = cluster.HealthDegraded
 	}
-	return &cluster.Record{
+	rec := &cluster.Record{
 		ClusterID:       c.opts.ClusterID,
 		NodeID:          c.opts.NodeID,
 		Role:            cluster.RoleCoordinator,
@@ -110,6 +110,12 @@ func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
 		},
 		Labels: c.opts.Labels,
 	}
+	if v := c.LastGood(); v != nil && storeOK {
+		// The placement this coordinator answers with, for every view
+		// to compare with its own (cluster.Record.PlacementVersion).
+		rec.PlacementVersion, rec.EligibleWorkers = v.Version().String(), int64(v.Table.Len())
+	}
+	return rec
 }
 
 // maxQueuedProposals bounds the transitions waiting for the proposer; a

@@ -25,6 +25,17 @@ func TestMissingCoordinatorEtcd(t *testing.T) {
 		return code == 0
 	})
 
+	// Agreement through the answering coordinator: each publishes its
+	// placement in its record, and a's API marks b's against its own.
+	testsupport.WaitFor(t, 30*time.Second, "coord-a's API says coord-b agrees", func() bool {
+		cl, err := a.api(t).Cluster(context.Background())
+		if err != nil {
+			return false
+		}
+		n, err := a.api(t).Node(context.Background(), "coord-b")
+		return err == nil && n.Node.Agree == "yes" && n.Node.PlacementVersion == cl.PlacementVersion
+	})
+
 	b.kill()
 	stopped := time.Now()
 	testsupport.WaitFor(t, 60*time.Second, "coord-b's record gone from coord-a's view", func() bool {

@@ -578,8 +578,19 @@ func TestBrowserRatesEventsCoordinators(t *testing.T) {
 	row := eval[[]string](b, `Array.from(document.querySelector('#coordinators tbody tr[data-coordinator="coord-a"]').cells, c => c.textContent)`)
 	var c apiv1.Cluster
 	e.getJSON(t, apiv1.PathCluster, &c)
-	if len(row) != 8 || row[0] != "coord-a (this one)" || row[1] != "yes" || row[4] != c.PlacementVersion || row[5] != "3" {
+	if len(row) != 9 || row[0] != "coord-a (this one)" || row[1] != "yes" || row[4] != c.PlacementVersion || row[5] != "3" || row[6] != "yes" {
 		t.Errorf("coordinator row %q (placement %s)", row, c.PlacementVersion)
+	}
+	// Issue 38: another coordinator publishes a placement that differs
+	// from this one's and keeps it: its row says so in words.
+	other := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleCoordinator, NodeID: "coord-b", IncarnationID: "inc-coord-b", Address: "10.0.0.99:7400",
+		Version: "v1.4.2", Health: cluster.HealthHealthy, Ready: true, Capacity: cluster.Capacity{StoreHealthy: true}, PlacementVersion: "00000000000000bb", EligibleWorkers: 2}
+	if _, err := e.store.UpsertNode(context.Background(), other, testTiming.LeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("coord-b marked as disagreeing", `(document.querySelector('#coordinators tbody tr[data-coordinator="coord-b"]')?.cells[6].textContent || "") === "NO: differs from coord-a"`)
+	if got := b.text("#coordinators-note"); !strings.Contains(got, "1 DISAGREEING") {
+		t.Errorf("coordinators note %q", got)
 	}
 	b.screenshot("rates-events-coordinators")
 }

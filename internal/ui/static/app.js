@@ -501,23 +501,35 @@
         el("td", { text: n.ready ? "yes" : "no" + (n.notReadyReason ? " (" + n.notReadyReason + ")" : "") }),
         el("td", { text: n.capacity.storeHealthy ? "reads the store" : "store read failing" }),
         el("td", { className: "mono", text: self ? c.revision : "—" }),
-        el("td", { className: "mono", text: self ? c.placementVersion : "—" }),
-        el("td", { className: "num", text: self ? String(c.eligibleWorkers) : "—" }),
+        el("td", { className: "mono", text: self ? c.placementVersion : n.placementVersion || "—" }),
+        el("td", { className: "num", text: self ? String(c.eligibleWorkers) : n.placementVersion ? String(n.eligibleWorkers || 0) : "—" }),
+        el("td", { className: n.agree === "no" ? "bad" : "", text: agreeText(n, c) }),
         el("td", { text: n.version }),
         el("td", { className: "num", text: fmtDuration(n.heartbeatAgeMs) }),
       );
     });
-    if (rows.length === 0) rows.push(el("tr", null, el("td", { attrs: { colspan: "8" }, className: "empty", text: "No coordinator record." })));
+    if (rows.length === 0) rows.push(el("tr", null, el("td", { attrs: { colspan: "9" }, className: "empty", text: "No coordinator record." })));
     fill($("coordinators").tBodies[0], rows);
     const unhealthy = coords.filter((n) => !n.ready || !n.capacity.storeHealthy).length;
+    const disagree = coords.filter((n) => n.agree === "no").length;
     setText(
       $("coordinators-note"),
       coords.length +
         " coordinators, " +
         unhealthy +
-        " not ready or not reading the store. Each answers from its own snapshot; run talonctl coordinators list to ask every one and check that those at the same revision agree.",
+        " not ready or not reading the store" +
+        (disagree ? ", " + disagree + " DISAGREEING with this one's placement" : "") +
+        ". Each answers from its own snapshot and publishes the placement it computed in its record; Agree compares it with this one's (talonctl coordinators list asks each directly).",
     );
     setText($("cluster-trend"), state.clusterHistory.length > 1 ? "Cluster req/s " + fmtRate(state.clusterHistory[state.clusterHistory.length - 1]) + " " + sparkline(state.clusterHistory) : "");
+  }
+
+  // agreeText says whether a coordinator's published placement is this
+  // one's, in words (colour only repeats it).
+  function agreeText(n, c) {
+    if (n.agree === "yes") return "yes";
+    if (n.agree === "no") return "NO: differs from " + c.servedBy;
+    return "—";
   }
 
   function renderEvents() {
