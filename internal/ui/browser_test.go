@@ -696,3 +696,48 @@ func TestBrowserPagesLargeCluster(t *testing.T) {
 	}
 	b.waitFor("the detail view", `!document.getElementById("detail").hidden`)
 }
+
+// TestBrowserLayoutNodesFirst: at 1400×900 the node table comes before
+// the events and the coordinators, and the page never scrolls sideways
+// (issue 38: the nodes sat below 20 event rows and the page scrolled
+// sideways at 1400 px).
+func TestBrowserLayoutNodesFirst(t *testing.T) {
+	bin := chromium(t)
+	e := startEnv(t, exposeAll())
+	e.putWorkers(t)
+	b := newBrowser(t, bin)
+	b.do("a 1400×900 viewport", chromedp.EmulateViewport(1400, 900))
+	b.do("opening the page", chromedp.Navigate(e.url))
+	b.waitRows(allNodes)
+	// A worker with wide content: many long labels, a long version and a
+	// not-ready reason (the cells wrap; the page must not widen).
+	wide := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "worker-with-a-rather-long-node-identifier-0001", IncarnationID: "inc-wide",
+		Address: "worker-with-a-rather-long-node-identifier-0001.cache.eu-central-1.example.internal:7500", Version: "v1.4.2-rc.3+build.20261203.abcdef0123456789",
+		Health: cluster.HealthHealthy, Ready: false, NotReadyReason: "warming the cache from the blob store after a restart of the host",
+		Labels: map[string]string{"topology.kubernetes.io/zone": "eu-central-1a", "topology.kubernetes.io/region": "eu-central-1",
+			"node.kubernetes.io/instance-type": "m7i.8xlarge", "talon.io/pool": "hot-objects-large-blocks", "team": "storage-platform-caching"}}
+	if _, err := e.store.UpsertNode(context.Background(), wide, testTiming.LeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the wide worker", `document.querySelectorAll("#nodes tbody tr[data-node]").length > `+fmt.Sprint(len(allNodes)))
+	b.waitFor("the events panel", `!document.getElementById("events-section").hidden`)
+	top := func(sel string) float64 {
+		return eval[float64](b, fmt.Sprintf(`document.querySelector(%q).getBoundingClientRect().top + window.scrollY`, sel))
+	}
+	nodes, events, coords := top("#nodes"), top("#events-section"), top("#coordinators")
+	if nodes >= events || nodes >= coords {
+		t.Errorf("node table at %.0f px, events at %.0f, coordinators at %.0f: want the nodes first", nodes, events, coords)
+	}
+	if nodes > 900 {
+		t.Errorf("node table starts at %.0f px, below the first screen (900 px)", nodes)
+	}
+	if w := eval[[]float64](b, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] > w[1] {
+		t.Errorf("page %.0f px wide in a %.0f px viewport: it scrolls sideways", w[0], w[1])
+	}
+	for _, table := range []string{"#nodes", "#events", "#coordinators"} {
+		if w := eval[[]float64](b, fmt.Sprintf(`(t => [t.getBoundingClientRect().right, document.documentElement.clientWidth])(document.querySelector(%q))`, table)); w[0] > w[1] {
+			t.Errorf("%s ends at %.0f px in a %.0f px viewport: it scrolls sideways", table, w[0], w[1])
+		}
+	}
+	b.screenshot("layout-1400")
+}

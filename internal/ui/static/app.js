@@ -557,22 +557,22 @@
   // COLUMNS of the node table: heading, sort value, cell.
   const COLUMNS = [
     { key: "role", title: "Role", value: (n) => n.role, cell: (n) => n.role },
-    { key: "nodeId", title: "Node ID", value: (n) => n.nodeId, cell: nodeLink },
+    { wrap: true, key: "nodeId", title: "Node ID", value: (n) => n.nodeId, cell: nodeLink },
     { key: "health", title: "Health", value: (n) => HEALTH_RANK[n.health] ?? 9, cell: healthCell },
     { key: "ready", title: "Ready", value: (n) => (n.ready ? 0 : 1), cell: (n) => (n.ready ? "yes" : "no") },
     // The status (capacity, counters) is written once per status interval
     // while heartbeats only renew the lease: its age says how fresh the
     // counters are, not whether the node is alive (Health says that).
     { key: "age", title: "HB age", num: true, value: (n) => n.heartbeatAgeMs, cell: (n) => fmtDuration(n.heartbeatAgeMs) },
-    { key: "version", title: "Version", value: (n) => n.version, cell: (n) => n.version },
-    { key: "address", title: "Address", value: (n) => n.address, cell: (n) => el("span", { className: "mono", text: n.address }) },
+    { wrap: true, key: "version", title: "Version", value: (n) => n.version, cell: (n) => n.version },
+    { wrap: true, key: "address", title: "Address", value: (n) => n.address, cell: (n) => el("span", { className: "mono", text: n.address }) },
     { key: "resident", title: "Resident / capacity", num: true, value: (n) => n.capacity.residentBytes, cell: residentCell },
     { key: "hitNow", title: "Hit ratio now", num: true, value: (n) => rateOf(n)?.hitNow ?? -1, cell: (n) => fmtRatio(rateOf(n)?.hitNow ?? null) },
     { key: "reqs", title: "Req/s", num: true, value: (n) => rateOf(n)?.reqPerSec ?? -1, cell: (n) => fmtRate(rateOf(n)?.reqPerSec) },
     { key: "bytes", title: "Bytes/s", num: true, value: (n) => rateOf(n)?.bytesPerSec ?? -1, cell: (n) => fmtRate(rateOf(n)?.bytesPerSec) },
     { key: "trend", title: "Req/s trend", value: (n) => (state.history.get(n.role + "/" + n.nodeId) || []).length, cell: (n) => el("span", { className: "spark", text: sparkline(state.history.get(n.role + "/" + n.nodeId)) }) },
     { key: "hit", title: "Hit ratio (lifetime)", num: true, value: (n) => hitRatio(n) ?? -1, cell: (n) => fmtRatio(hitRatio(n)) },
-    { key: "labels", title: "Labels", value: (n) => labelText(n), cell: (n) => el("span", { className: "mono", text: labelText(n) }) },
+    { wrap: true, key: "labels", title: "Labels", value: (n) => labelText(n), cell: (n) => el("span", { className: "mono", text: labelText(n) }) },
   ];
 
   function labelText(n) {
@@ -676,7 +676,7 @@
     // Keep keyboard focus on the same node across a refresh.
     const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.node : undefined;
     const rows = page.map((n) => {
-      const tr = el("tr", null, ...COLUMNS.map((c) => el(c.key === "nodeId" ? "th" : "td", { className: c.num ? "num" : "", attrs: c.key === "nodeId" ? { scope: "row" } : {} }, c.cell(n))));
+      const tr = el("tr", null, ...COLUMNS.map((c) => el(c.key === "nodeId" ? "th" : "td", { className: c.num ? "num" : c.wrap ? "wrap" : "", attrs: c.key === "nodeId" ? { scope: "row" } : {} }, c.cell(n))));
       tr.dataset.node = n.role + "/" + n.nodeId;
       if (state.selected && state.selected.role === n.role && state.selected.nodeId === n.nodeId) tr.className = "selected";
       return tr;
