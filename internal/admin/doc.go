@@ -1,6 +1,7 @@
 // Package admin is the administration HTTP listener every Talon process
 // runs (ADR 0001 sections 8 to 11): liveness, readiness, Prometheus
-// metrics, the read-only /api/v1 management API (wire types in
+// metrics, the /api/v1 management API (reads, and on coordinators the operator
+// actions cordon and uncordon; wire types in
 // internal/apiv1) and, on coordinators, a hook for the embedded UI.
 //
 // Routes (GET and HEAD only, but for the operator actions, POST only; any
