@@ -33,9 +33,11 @@ type getOptions struct {
 	timeout      time.Duration
 	verbose      bool
 	verify       bool
-	source       string
-	tls          clientTLS
-	creds        *pki.Source // resolved from tls; nil for an insecure cluster
+	// sourceVouchers is --source-vouchers (ObjectReader.SourceVouchers).
+	sourceVouchers int
+	source         string
+	tls            clientTLS
+	creds          *pki.Source // resolved from tls; nil for an insecure cluster
 }
 
 func newGetCmd(env Env) *cobra.Command {
@@ -64,8 +66,12 @@ store's checksum (S3 full-object SHA-256, CRC-64/NVME or CRC-32C, or an ETag
 that is an MD5), reads from the store any block no worker can serve or that
 workers disagree about, and names the workers the store contradicts. With -o,
 an object that fails the store's checksum is read again from the store alone.
-No set of colluding workers smaller than all of them can then make get exit 0
-with wrong bytes. get says on standard error what it verified.
+A store that keeps no checksum of the object (file://, most http(s)://)
+cannot check the whole: every block a worker serves is then also read from
+the store and compared, and the store's bytes win (--source-vouchers N skips
+that for a block N or more workers vouch for, trusting that N workers do not
+all collude). No set of colluding workers can then make get exit 0 with
+wrong bytes. get says on standard error what it verified.
 
 --block-size must equal the workers' block size (default 4MiB): placement is
 per block.
@@ -98,25 +104,40 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "report replica fallbacks on standard error")
 	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees")
 	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
+	f.IntVar(&opts.sourceVouchers, "source-vouchers", 0, fmt.Sprintf("with --source on a store that keeps no checksum: accept a block without reading it from the store when this many workers vouch for it (--verify); 0 reads every block from the store too (0 to %d)", protocol.MaxReplicas+2))
 	opts.tls.register(f)
 	return cmd
 }
 
-func getRun(ctx context.Context, env Env, opts getOptions, object string) error {
+// validate checks the flags and the object name, and returns the block
+// size; every error is a usage error naming the flag, the value and the
+// limit.
+func (opts *getOptions) validate(object string) (uint64, error) {
 	if err := blob.ValidateKey(object); err != nil {
-		return &usageError{err}
+		return 0, &usageError{err}
+	}
+	if opts.sourceVouchers < 0 || opts.sourceVouchers > protocol.MaxReplicas+2 {
+		return 0, &usageError{fmt.Errorf("--source-vouchers %d: must be from 0 to %d", opts.sourceVouchers, protocol.MaxReplicas+2)}
 	}
 	if opts.replicas < 1 || opts.replicas > protocol.MaxReplicas {
-		return &usageError{fmt.Errorf("--replicas %d: must be from 1 to %d", opts.replicas, protocol.MaxReplicas)}
+		return 0, &usageError{fmt.Errorf("--replicas %d: must be from 1 to %d", opts.replicas, protocol.MaxReplicas)}
 	}
 	bs, err := format.ParseBytes(opts.blockSize)
 	if err != nil || bs < 1 || bs > 1<<30 {
-		return &usageError{fmt.Errorf("--block-size %q: must be a size such as 4MiB", opts.blockSize)}
+		return 0, &usageError{fmt.Errorf("--block-size %q: must be a size such as 4MiB", opts.blockSize)}
 	}
 	for _, a := range opts.coordinators {
 		if err := cluster.ValidateAddress("--coordinators", a, true); err != nil {
-			return &usageError{err}
+			return 0, &usageError{err}
 		}
+	}
+	return bs, nil
+}
+
+func getRun(ctx context.Context, env Env, opts getOptions, object string) error {
+	bs, err := opts.validate(object)
+	if err != nil {
+		return err
 	}
 	var src blob.Store
 	if opts.source != "" {
@@ -140,7 +161,7 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	defer cl.Close()
 	r := &client.ObjectReader{
 		Client: cl, HTTP: &http.Client{Timeout: time.Minute, Transport: tr}, BlockSize: int64(bs), Replicas: opts.replicas,
-		TLS: opts.creds != nil, Verify: opts.verify, Source: src,
+		TLS: opts.creds != nil, Verify: opts.verify, Source: src, SourceVouchers: opts.sourceVouchers,
 		OnVerifyFailure: func(object string, block int64, msg string) {
 			// Always reported: workers disagree about the bytes.
 			fmt.Fprintf(env.Stderr, "talon: block %d of %s failed verification: %s\n", block, object, msg)

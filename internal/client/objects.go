@@ -75,6 +75,13 @@ type ObjectReader struct {
 	OnVerifyFailure func(object string, block int64, msg string)
 	// VerifyFailures, if set, counts such blocks.
 	VerifyFailures prometheus.Counter
+	// SourceVouchers is, with a Source that keeps no checksum of the
+	// object (file://, most http(s)://), how many workers must vouch for
+	// a block (Verify) for it to be accepted without reading it from the
+	// store too; 0, the default, checks every block against the store.
+	// Workers that all collude vouch for each other, so only the store
+	// can tell; with a checksum the assembled object is checked instead.
+	SourceVouchers int
 
 	// bufs keeps the *bytes.Buffer a ReadObject reads each answer into
 	// for the next one (reads can run concurrently): a run's buffer is
@@ -128,8 +135,11 @@ type ReadResult struct {
 	// checksums).
 	Checksum blob.Checksum
 	// Blocks is the number of blocks; FromSource how many of them were
-	// read from Source; Verified how many were verified by workers.
-	Blocks, FromSource, Verified int64
+	// read from Source; Verified how many were verified by workers;
+	// CheckedAgainstSource how many workers served that were compared
+	// with the store's bytes (a store without checksums,
+	// ObjectReader.SourceVouchers).
+	Blocks, FromSource, Verified, CheckedAgainstSource int64
 }
 
 // Describe says in words what was verified, for a reader's user.
@@ -146,6 +156,9 @@ func (res *ReadResult) Describe(verify, haveSource bool) string {
 	if verify {
 		parts = append(parts, fmt.Sprintf("%d of %d blocks vouched for by a majority of workers", res.Verified, res.Blocks))
 	}
+	if res.CheckedAgainstSource > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d blocks compared with the store's bytes", res.CheckedAgainstSource, res.Blocks))
+	}
 	if res.FromSource > 0 {
 		parts = append(parts, fmt.Sprintf("%d blocks read from the store", res.FromSource))
 	}
@@ -158,7 +171,10 @@ type readState struct {
 	size    int64  // -1 until known
 	version string // "" until known (or the store has none)
 	known   bool   // version and size are known (first answer or Source)
-	res     ReadResult
+	// storeCheck: Source keeps no checksum of the object, so blocks are
+	// compared with its bytes (ObjectReader.SourceVouchers).
+	storeCheck bool
+	res        ReadResult
 }
 
 // ReadObject writes the object to w and returns its size (see Read).
@@ -195,6 +211,8 @@ func (r *ObjectReader) Read(ctx context.Context, object string, w io.Writer) (*R
 		if sum = info.Checksum.NewHash(); sum != nil {
 			want = info.Checksum
 			w = io.MultiWriter(w, sum)
+		} else {
+			st.storeCheck = true // nothing to check the whole object against
 		}
 	}
 	buf, _ := r.bufs.Get().(*bytes.Buffer) // every request's body, in turn
@@ -319,18 +337,13 @@ func (r *ObjectReader) readBlocks(ctx context.Context, st *readState, block int6
 					st.version, st.size, st.known = res.ObjectVersion, res.ObjectSize, true
 					req.ObjectVersion = st.version
 				}
+				vouchers := 1
 				if r.Verify {
-					err = r.verify(ctx, &digests, req, p.Owners, owner, res, block)
+					vouchers, err = r.verify(ctx, &digests, req, p.Owners, owner, res, block)
 				}
-			}
-			if err == nil {
-				if _, err := w.Write(res.Data); err != nil {
-					return nil, 0, err
+				if err == nil {
+					return r.accept(ctx, st, served{block: block, n: n, res: res, vouchers: vouchers, node: owner.NodeID}, w)
 				}
-				if r.Verify {
-					st.res.Verified += n
-				}
-				return res, n, nil
 			}
 			if ctx.Err() != nil {
 				return nil, 0, ctx.Err()
@@ -411,6 +424,66 @@ func (r *ObjectReader) readBlocks(ctx context.Context, st *readState, block int6
 		last = errors.Join(all.verifyErrs...)
 	}
 	return nil, 0, fmt.Errorf("read %s block %d: nothing could serve it; tried %s: %w", object, block, strings.Join(all.tried, "; "), last)
+}
+
+// served is a run of blocks a worker served that passed the checks
+// asked for.
+type served struct {
+	block, n int64
+	res      *datav1.Result
+	vouchers int    // workers that vouched for the bytes, the server included
+	node     string // the worker that served them
+}
+
+// accept writes a run that passed the workers' checks to w. With a Source
+// that keeps no checksum (readState.storeCheck) and fewer than
+// SourceVouchers workers vouching, it first reads the same bytes from the
+// store: when they differ the store's are written and the worker named
+// (colluding workers vouch for each other; only the store can tell).
+func (r *ObjectReader) accept(ctx context.Context, st *readState, s served, w io.Writer) (*datav1.Result, int64, error) {
+	data := s.res.Data
+	if st.storeCheck && (r.SourceVouchers <= 0 || s.vouchers < r.SourceVouchers) {
+		truth, err := r.storeRange(ctx, st, s.block*r.BlockSize, int64(len(data)))
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s block %d: check against the store: %w", st.object, s.block, err)
+		}
+		st.res.CheckedAgainstSource += s.n
+		if !bytes.Equal(truth, data) {
+			if r.VerifyFailures != nil {
+				r.VerifyFailures.Inc()
+			}
+			if r.OnVerifyFailure != nil {
+				r.OnVerifyFailure(st.object, s.block, fmt.Sprintf("the store's bytes contradict workers %s (the %d bytes from block %d it served, vouched for by %d workers, differ from the store's); read them from the store", s.node, len(data), s.block, s.vouchers))
+			}
+			s.res.Data, data = truth, truth
+			st.res.FromSource += s.n
+		}
+	}
+	if _, err := w.Write(data); err != nil {
+		return nil, 0, err
+	}
+	if r.Verify {
+		st.res.Verified += s.n
+	}
+	return s.res, s.n, nil
+}
+
+// storeRange reads n bytes at off of the object at the read's version
+// from Source.
+func (r *ObjectReader) storeRange(ctx context.Context, st *readState, off, n int64) ([]byte, error) {
+	rc, err := blob.ReadVersion(ctx, r.Source, st.object, st.version, off, n)
+	if err != nil {
+		if errors.Is(err, blob.ErrVersionChanged) {
+			err = fmt.Errorf("%w: %w", ErrObjectChanged, err)
+		}
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, n+1))
+	if err == nil && int64(len(b)) != n {
+		err = fmt.Errorf("the store sent %d of %d bytes", len(b), n)
+	}
+	return b, err
 }
 
 // fromSource reads block of the object at the read's version from Source
@@ -545,7 +618,7 @@ func (d *disagreement) contradicted(truth string) []string {
 // workers cannot outvote an honest worker that answers: it can at most
 // make the workers disagree, which the caller settles with the store or
 // reports without blaming anyone.
-func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []placement.Owner, owner placement.Owner, res *datav1.Result, block int64) error {
+func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []placement.Owner, owner placement.Owner, res *datav1.Result, block int64) (vouchers int, err error) {
 	if dc.byNode == nil {
 		dc.byNode, dc.failed = map[string]*datav1.Digest{}, map[string]error{}
 	}
@@ -581,9 +654,8 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 	}
 	agree := len(sides[mine])
 	if len(sides) == 1 && agree >= 2 && 2*agree > len(owners) {
-		return nil
+		return agree, nil
 	}
-	var err error
 	if len(sides) > 1 {
 		err = &disagreement{object: req.Object, block: block, sides: sides, asked: len(owners)}
 	} else {
@@ -596,7 +668,7 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 		}
 		err = fmt.Errorf("%w: cannot verify %s block %d: %s", ErrVerification, req.Object, block, why)
 	}
-	return err
+	return agree, err
 }
 
 // digest asks one worker for a digest, waiting and asking again (a few

@@ -148,7 +148,7 @@ func TestColludingWorkersNeverYieldWrongBytes(t *testing.T) {
 	ctl := freeAddr(t)
 	coord := start(t, "coordinator", coordinatorArgs("coord", ctl, freeAddr(t), p.args(t, pki.RoleCoordinator, "coord")...)...)
 	testsupport.WaitFor(t, 20*time.Second, "coordinator ready", func() bool { return ready(t, coord) })
-	start(t, "honest-1", workerArgs("honest-1", freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir(), p.args(t, pki.RoleWorker, "honest-1")...)...)
+	honestProc := start(t, "honest-1", workerArgs("honest-1", freeAddr(t), freeAddr(t), []string{ctl}, blobs, t.TempDir(), p.args(t, pki.RoleWorker, "honest-1")...)...)
 	colluder(t, p, ctl, "bad-1", blobs)
 	colluder(t, p, ctl, "bad-2", blobs)
 	f := p.files(t, pki.RoleClient, "reader")
@@ -192,6 +192,15 @@ func TestColludingWorkersNeverYieldWrongBytes(t *testing.T) {
 	waitWorkers(3)
 	t.Run("two of three", func(t *testing.T) { check(t, "2of3", false) })
 	t.Run("two of three with source", func(t *testing.T) { check(t, "2of3s", true) })
+	// Issue 40: the honest worker out of placement, so the two colluders
+	// are every worker placement names and vouch for each other; the
+	// file:// store keeps no checksum of the object. Before, get --source
+	// exited 0 with every block wrong.
+	honestProc.kill()
+	waitWorkers(2)
+	t.Run("two colluders alone with source", func(t *testing.T) { check(t, "2alones", true) })
+	honestProc.restart()
+	waitWorkers(3)
 	colluder(t, p, ctl, "bad-3", blobs)
 	waitWorkers(4)
 	t.Run("three of four", func(t *testing.T) { check(t, "3of4", false) })
