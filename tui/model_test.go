@@ -974,3 +974,13 @@ func TestCoordinatorsPaneAgreement(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthSortOrder: sorting by health puts unhealthy before unknown,
+// as talonctl, the web UI and cluster.HealthStates do (issue 39).
+func TestHealthSortOrder(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{{"healthy", "degraded"}, {"degraded", "unhealthy"}, {"unhealthy", "unknown"}, {"unknown", "bogus"}} {
+		if healthRank(tc.a) >= healthRank(tc.b) {
+			t.Errorf("healthRank(%s) = %d, not below healthRank(%s) = %d", tc.a, healthRank(tc.a), tc.b, healthRank(tc.b))
+		}
+	}
+}

@@ -133,19 +133,7 @@ func (r *row) problem() bool {
 	return r.node.Health != "healthy" || !r.node.Ready || r.late
 }
 
-func healthRank(h string) int {
-	switch h {
-	case "healthy":
-		return 0
-	case "degraded":
-		return 1
-	case "unknown":
-		return 2
-	case "unhealthy":
-		return 3
-	}
-	return 2
-}
+func healthRank(h string) int { return apiv1.HealthRank(h) }
 
 // isLate reports whether a node's heartbeats are late: the store marked
 // it late (effective health unhealthy while it reported otherwise), or

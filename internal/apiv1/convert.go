@@ -101,3 +101,17 @@ func ParseU64(s string) (uint64, error) {
 	}
 	return strconv.ParseUint(s, 16, 64)
 }
+
+// HealthRank orders health states from best to worst, in the order of
+// cluster.HealthStates (healthy, degraded, unhealthy, unknown); anything
+// else ranks last. Every view that sorts by health uses it (talonctl,
+// top) or pins its own copy to it in a test (the web UI).
+func HealthRank(h string) int {
+	states := cluster.HealthStates()
+	for i, s := range states {
+		if string(s) == h {
+			return i
+		}
+	}
+	return len(states)
+}

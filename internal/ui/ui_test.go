@@ -6,11 +6,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 	"golang.org/x/net/html"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/cluster"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -231,5 +235,32 @@ func TestAssetsAvoidUnsafeSinks(t *testing.T) {
 	}
 	if !strings.Contains(js, "sessionStorage") || !strings.Contains(js, `"Bearer "`) {
 		t.Error("app.js does not keep the token in sessionStorage and send it as a bearer token")
+	}
+}
+
+// TestHealthRankPinned: the web UI's copy of the health order is
+// apiv1.HealthRank's (issue 39: top ranked unknown before unhealthy,
+// unlike talonctl and the UI).
+func TestHealthRankPinned(t *testing.T) {
+	js, err := static.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`const HEALTH_RANK = \{([^}]*)\}`).FindSubmatch(js)
+	if m == nil {
+		t.Fatal("app.js has no HEALTH_RANK")
+	}
+	got := map[string]int{}
+	for _, kv := range regexp.MustCompile(`(\w+): (\d+)`).FindAllSubmatch(m[1], -1) {
+		got[string(kv[1])], _ = strconv.Atoi(string(kv[2]))
+	}
+	states := cluster.HealthStates()
+	if len(got) != len(states) {
+		t.Fatalf("HEALTH_RANK has %d states %v, cluster.HealthStates %d", len(got), got, len(states))
+	}
+	for _, h := range states {
+		if r, ok := got[string(h)]; !ok || r != apiv1.HealthRank(string(h)) {
+			t.Errorf("HEALTH_RANK.%s = %d (present %t), apiv1.HealthRank = %d", h, r, ok, apiv1.HealthRank(string(h)))
+		}
 	}
 }

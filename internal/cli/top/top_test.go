@@ -173,7 +173,7 @@ func TestOnce(t *testing.T) {
 	frame := out.String()
 	for _, s := range []string{
 		"cluster test", "served by coord-a (" + e.hs.URL + ")", "store memory healthy",
-		"coordinators 1: 1 healthy, 1 ready", "workers 3: 3 healthy, 3 ready", "coord-a", "w-1", "w-2", "w-3", "3.0G/8.0G",
+		"coordinators 1/1: 1 healthy, 1 ready", "workers 3: 3 healthy, 3 ready", "coord-a", "w-1", "w-2", "w-3", "3.0G/8.0G",
 	} {
 		if !strings.Contains(frame, s) {
 			t.Errorf("frame lacks %q:\n%s", s, frame)

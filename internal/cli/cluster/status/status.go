@@ -1,4 +1,3 @@
-// Package status implements `talonctl cluster status`.
 package status
 
 import (

@@ -40,17 +40,7 @@ const (
 var SortKeys = []string{SortName, SortRole, SortHealth, SortReady, SortAge, SortVersion, SortAddress, SortUptime, SortCapacity, SortResident, SortHitRatio}
 
 // healthRank orders health from best to worst.
-func healthRank(h string) int {
-	switch h {
-	case "healthy":
-		return 0
-	case "degraded":
-		return 1
-	case "unhealthy":
-		return 2
-	}
-	return 3
-}
+func healthRank(h string) int { return apiv1.HealthRank(h) }
 
 // hitRatio is hits/(hits+misses), or -1 when there were none.
 func hitRatio(n *apiv1.Node) float64 {
