@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -66,85 +67,147 @@ type S3 struct {
 // s3://bucket[/prefix][?region=R&endpoint=URL&use_path_style=true&profile=P&ca_file=PATH&request_timeout=D&max_attempts=N].
 // It reads the SDK's shared configuration files but makes no request.
 func NewS3(rawURL string, opts Options) (*S3, error) {
+	st, bad, err := parseS3URL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	client, err := st.client(opts)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	desc := "s3://" + st.bucket + "/" + st.prefix
+	return &S3{bucket: st.bucket, prefix: st.prefix, desc: desc, client: client}, nil
+}
+
+// s3Settings are what an s3:// URL says.
+type s3Settings struct {
+	bucket, prefix            string
+	endpoint, region, profile string
+	pathStyle                 bool
+	timeout                   time.Duration
+	attempts                  int
+	caPEM                     []byte
+}
+
+// s3ParamParsers read each URL parameter into the settings; an error is
+// the text after "name=value: ".
+var s3ParamParsers = map[string]func(st *s3Settings, v string) error{
+	"region":  func(st *s3Settings, v string) error { st.region = v; return nil },
+	"profile": func(st *s3Settings, v string) error { st.profile = v; return nil },
+	"use_path_style": func(st *s3Settings, v string) (err error) {
+		if st.pathStyle, err = strconv.ParseBool(v); err != nil {
+			return errors.New("must be true or false")
+		}
+		return nil
+	},
+	"endpoint": func(st *s3Settings, v string) error {
+		eu, err := url.Parse(v)
+		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
+			return errors.New("must be an http:// or https:// URL without credentials or query")
+		}
+		st.endpoint = v
+		return nil
+	},
+	"request_timeout": func(st *s3Settings, v string) (err error) {
+		if st.timeout, err = time.ParseDuration(v); err != nil || st.timeout < 100*time.Millisecond || st.timeout > time.Hour {
+			return errors.New("must be a duration from 100ms to 1h")
+		}
+		return nil
+	},
+	"max_attempts": func(st *s3Settings, v string) (err error) {
+		if st.attempts, err = strconv.Atoi(v); err != nil || st.attempts < 1 || st.attempts > MaxS3MaxAttempts {
+			return fmt.Errorf("must be an integer from 1 to %d", MaxS3MaxAttempts)
+		}
+		return nil
+	},
+	"ca_file": func(st *s3Settings, v string) (err error) {
+		if st.caPEM, err = os.ReadFile(v); err != nil {
+			return errors.Unwrap(err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(st.caPEM) {
+			return errors.New("holds no PEM certificate")
+		}
+		return nil
+	},
+}
+
+// parseS3URL checks rawURL and reads its settings. It also returns the
+// error builder for later failures: errors name the URL without its
+// query (a parameter could carry a password) and the parameter at fault.
+func parseS3URL(rawURL string) (*s3Settings, func(format string, args ...any) error, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", ErrInvalidURL)
+		return nil, nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", ErrInvalidURL)
 	}
-	// Errors name the URL without its query (a parameter could carry a
-	// password) and the parameter at fault.
 	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: blob-store %q: %s", ErrInvalidURL, shown.String(), fmt.Sprintf(format, args...))
 	}
 	switch {
 	case u.Scheme != "s3":
-		return nil, bad("scheme %q is not s3", u.Scheme)
+		return nil, nil, bad("scheme %q is not s3", u.Scheme)
 	case u.User != nil:
-		return nil, bad("must not carry credentials (user info): S3 credentials come from the environment, the shared config files or the web identity token")
+		return nil, nil, bad("must not carry credentials (user info): S3 credentials come from the environment, the shared config files or the web identity token")
 	case u.Host == "":
-		return nil, bad("no bucket: write s3://bucket/prefix")
+		return nil, nil, bad("no bucket: write s3://bucket/prefix")
 	case u.Fragment != "":
-		return nil, bad("must not have a fragment")
+		return nil, nil, bad("must not have a fragment")
 	}
-	q, err := url.ParseQuery(u.RawQuery)
+	st := &s3Settings{bucket: u.Host, timeout: DefaultS3RequestTimeout, attempts: DefaultS3MaxAttempts}
+	if st.prefix, err = s3Prefix(u.Path); err != nil {
+		return nil, nil, bad("prefix: %v", err)
+	}
+	if err := st.readQuery(u.RawQuery, bad); err != nil {
+		return nil, nil, err
+	}
+	return st, bad, nil
+}
+
+// s3Prefix is the URL path as a key prefix: "" or ending in "/".
+func s3Prefix(path string) (string, error) {
+	prefix := strings.TrimSuffix(strings.TrimPrefix(path, "/"), "/")
+	if prefix == "" {
+		return "", nil
+	}
+	if err := ValidateKey(prefix); err != nil {
+		return "", err
+	}
+	return prefix + "/", nil
+}
+
+// readQuery reads the URL parameters into st, each at most once.
+func (st *s3Settings) readQuery(raw string, bad func(format string, args ...any) error) error {
+	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return nil, bad("query does not parse")
+		return bad("query does not parse")
 	}
-	for k, v := range q {
-		if !slices.Contains(s3Params, k) {
-			return nil, bad("unknown parameter %q: the parameters are %s", k, strings.Join(s3Params, ", "))
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		v := q[k]
+		parse, ok := s3ParamParsers[k]
+		switch {
+		case !ok:
+			return bad("unknown parameter %q: the parameters are %s", k, strings.Join(s3Params, ", "))
+		case len(v) != 1:
+			return bad("parameter %s is given %d times: give it once", k, len(v))
 		}
-		if len(v) != 1 {
-			return nil, bad("parameter %s is given %d times: give it once", k, len(v))
-		}
-	}
-	prefix := strings.TrimPrefix(u.Path, "/")
-	if prefix != "" {
-		prefix = strings.TrimSuffix(prefix, "/")
-		if err := ValidateKey(prefix); err != nil {
-			return nil, bad("prefix: %v", err)
-		}
-		prefix += "/"
-	}
-	pathStyle := false
-	if v := q.Get("use_path_style"); v != "" {
-		if pathStyle, err = strconv.ParseBool(v); err != nil {
-			return nil, bad("use_path_style=%q: must be true or false", v)
+		if err := parse(st, v[0]); err != nil {
+			shown := v[0]
+			if k == "endpoint" {
+				shown = redactParam(shown)
+			}
+			return bad("%s=%q: %v", k, shown, err)
 		}
 	}
-	endpoint := q.Get("endpoint")
-	if endpoint != "" {
-		eu, err := url.Parse(endpoint)
-		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
-			return nil, bad("endpoint=%q: must be an http:// or https:// URL without credentials or query", redactParam(endpoint))
-		}
-	}
-	timeout := DefaultS3RequestTimeout
-	if v := q.Get("request_timeout"); v != "" {
-		if timeout, err = time.ParseDuration(v); err != nil || timeout < 100*time.Millisecond || timeout > time.Hour {
-			return nil, bad("request_timeout=%q: must be a duration from 100ms to 1h", v)
-		}
-	}
-	attempts := DefaultS3MaxAttempts
-	if v := q.Get("max_attempts"); v != "" {
-		if attempts, err = strconv.Atoi(v); err != nil || attempts < 1 || attempts > MaxS3MaxAttempts {
-			return nil, bad("max_attempts=%q: must be an integer from 1 to %d", v, MaxS3MaxAttempts)
-		}
-	}
-	var caPEM []byte
-	if ca := q.Get("ca_file"); ca != "" {
-		if caPEM, err = os.ReadFile(ca); err != nil {
-			return nil, bad("ca_file=%q: %v", ca, errors.Unwrap(err))
-		}
-		if !x509.NewCertPool().AppendCertsFromPEM(caPEM) {
-			return nil, bad("ca_file=%q: holds no PEM certificate", ca)
-		}
-	}
+	return nil
+}
+
+// client builds the SDK client of the settings.
+func (st *s3Settings) client(opts Options) (*s3.Client, error) {
 	var hc awsconfig.HTTPClient = opts.HTTPClient
 	if opts.HTTPClient == nil {
 		// The SDK's buildable client, so that a CA bundle (ca_file, or
 		// AWS_CA_BUNDLE in the environment) can be added to it.
-		hc = awshttp.NewBuildableClient().WithTimeout(timeout).WithTransportOptions(func(t *http.Transport) {
+		hc = awshttp.NewBuildableClient().WithTimeout(st.timeout).WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConnsPerHost = 32
 		})
 	}
@@ -152,7 +215,7 @@ func NewS3(rawURL string, opts Options) (*S3, error) {
 		awsconfig.WithHTTPClient(hc),
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = attempts
+				o.MaxAttempts = st.attempts
 				o.MaxBackoff = s3MaxBackoff
 				// Every request gets its attempts: a retry budget
 				// shared by the process would fail reads at once after
@@ -161,37 +224,35 @@ func NewS3(rawURL string, opts Options) (*S3, error) {
 			})
 		}),
 	}
-	if r := q.Get("region"); r != "" {
-		loadOpts = append(loadOpts, awsconfig.WithRegion(r))
+	if st.region != "" {
+		loadOpts = append(loadOpts, awsconfig.WithRegion(st.region))
 	}
-	if caPEM != nil {
-		loadOpts = append(loadOpts, awsconfig.WithCustomCABundle(bytes.NewReader(caPEM)))
+	if st.caPEM != nil {
+		loadOpts = append(loadOpts, awsconfig.WithCustomCABundle(bytes.NewReader(st.caPEM)))
 	}
-	if p := q.Get("profile"); p != "" {
-		loadOpts = append(loadOpts, awsconfig.WithSharedConfigProfile(p))
+	if st.profile != "" {
+		loadOpts = append(loadOpts, awsconfig.WithSharedConfigProfile(st.profile))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(context.Background(), loadOpts...)
 	if err != nil {
 		// The SDK's text names files and profiles, never secrets.
-		return nil, bad("load the AWS configuration: %v", err)
+		return nil, fmt.Errorf("load the AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // S3-compatible stores ignore it; AWS redirects
 	}
 	cfg.HTTPClient = sameHostRedirects(cfg.HTTPClient)
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if st.endpoint != "" {
+			o.BaseEndpoint = aws.String(st.endpoint)
 		}
-		o.UsePathStyle = pathStyle
+		o.UsePathStyle = st.pathStyle
 		// Checksums of uploads and of whole-object downloads are the
 		// reader's business (client.ObjectReader checks them against
 		// Stat's); range reads carry none.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-	})
-	desc := "s3://" + u.Host + "/" + prefix
-	return &S3{bucket: u.Host, prefix: prefix, desc: desc, client: client}, nil
+	}), nil
 }
 
 // sameHostRedirects returns hc following redirects to the host it asked

@@ -216,6 +216,28 @@ func writeError(w http.ResponseWriter, ae *apiError) {
 	w.Write(append(b, '\n'))
 }
 
+// owns checks the ownership of every block req touches, before any I/O,
+// and returns the placement version it was judged under, or the
+// wrong-owner answer.
+func (s *Server) owns(req *request) (uint64, *apiError) {
+	first, last := req.offset/s.blockSize, (req.offset+req.length-1)/s.blockSize
+	var version uint64
+	for i := first; i <= last; i++ {
+		owned, v := s.cfg.Ownership.Owns(req.key, i)
+		if i == first {
+			version = v
+		}
+		if !owned {
+			return 0, &apiError{
+				status: http.StatusMisdirectedRequest, code: datav1.CodeWrongOwner, version: v, hasVersion: true,
+				msg: fmt.Sprintf("this worker does not own block %d of object %q (placement key %q) under placement version %s (the request used %s): refresh placement",
+					i, req.key, datav1.BlockKey(req.key, i), placement.Version(v), cmp.Or(req.clientVersion, "none")),
+			}
+		}
+	}
+	return version, nil
+}
+
 // serve answers the request. It returns the body bytes written, and an
 // *apiError when nothing was written yet, or another error when the body
 // failed after it started.
@@ -245,21 +267,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, s.serveDigest(ctx, w, r, req)
 	}
 
-	// Ownership of every block the request touches, before any I/O.
-	first, last := req.offset/s.blockSize, (req.offset+req.length-1)/s.blockSize
-	var version uint64
-	for i := first; i <= last; i++ {
-		owned, v := s.cfg.Ownership.Owns(req.key, i)
-		if i == first {
-			version = v
-		}
-		if !owned {
-			return 0, &apiError{
-				status: http.StatusMisdirectedRequest, code: datav1.CodeWrongOwner, version: v, hasVersion: true,
-				msg: fmt.Sprintf("this worker does not own block %d of object %q (placement key %q) under placement version %s (the request used %s): refresh placement",
-					i, req.key, datav1.BlockKey(req.key, i), placement.Version(v), cmp.Or(req.clientVersion, "none")),
-			}
-		}
+	version, aerr := s.owns(req)
+	if aerr != nil {
+		return 0, aerr
 	}
 	w.Header().Set(datav1.VersionHeader, placement.Version(version).String())
 

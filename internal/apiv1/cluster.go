@@ -1,0 +1,126 @@
+package apiv1
+
+// Cluster is the body of GET /api/v1/cluster.
+type Cluster struct {
+	Meta
+	ClusterID string `json:"clusterId"`
+	// ServedBy is the node ID of the coordinator that answered.
+	ServedBy string `json:"servedBy"`
+	// PlacementVersion is the snapshot's PlacementVersion, 16 hex digits.
+	PlacementVersion string `json:"placementVersion"`
+	// EligibleWorkers is how many workers placement may choose.
+	EligibleWorkers int          `json:"eligibleWorkers"`
+	Store           StoreStatus  `json:"store"`
+	Nodes           ClusterNodes `json:"nodes"`
+	Timing          Timing       `json:"timing"`
+	// Coordinators compares the live coordinators with the number the
+	// cluster is configured to run (coordinator-replicas).
+	Coordinators CoordinatorPresence `json:"coordinators"`
+	// Capacity sums the live workers' capacity and counters.
+	Capacity ClusterCapacity `json:"capacity"`
+}
+
+// CoordinatorPresence is the live coordinators against the expected count.
+type CoordinatorPresence struct {
+	// Expected is the answering coordinator's coordinator-replicas.
+	Expected int `json:"expected"`
+	// Present is how many coordinators have a live record.
+	Present int `json:"present"`
+	// Ready is how many of them report ready.
+	Ready int `json:"ready"`
+	// Missing names the coordinators the answering one saw live since it
+	// started (within the last hour) that have no live record now, while
+	// fewer than Expected are present; never null. It may name fewer
+	// than Expected − Present (one never seen by this coordinator).
+	Missing []string `json:"missing"`
+	// Complete is true when Present and Ready both reach Expected.
+	Complete bool `json:"complete"`
+}
+
+// ClusterCapacity is the live workers' totals, computed by the answering
+// coordinator from their last status writes.
+type ClusterCapacity struct {
+	// Workers is how many live workers the totals cover.
+	Workers       int    `json:"workers"`
+	CapacityBytes uint64 `json:"capacityBytes"`
+	ResidentBytes uint64 `json:"residentBytes"`
+	// HitRatio is the workers' hits over hits plus misses since they
+	// started (their cumulative counters); null before any request.
+	HitRatio *float64 `json:"hitRatio"`
+	// RequestsPerSecond, BytesServedPerSecond and BackendErrorsPerSecond
+	// are summed over the workers whose counters the answering
+	// coordinator saw in two status writes of one incarnation (a quiet
+	// worker writes its status once per status interval, so the rates
+	// are over up to that long); null until it has seen any.
+	RequestsPerSecond      *float64 `json:"requestsPerSecond"`
+	BytesServedPerSecond   *float64 `json:"bytesServedPerSecond"`
+	BackendErrorsPerSecond *float64 `json:"backendErrorsPerSecond"`
+	// RateWorkers is how many workers the rates cover.
+	RateWorkers int `json:"rateWorkers"`
+}
+
+// StoreStatus is the shared store as the answering coordinator sees it.
+type StoreStatus struct {
+	// Backend is memory, etcd or kubernetes.
+	Backend string `json:"backend"`
+	// Healthy is whether the store answered the read this response was
+	// built from: true on fresh answers, false on stale ones.
+	Healthy bool `json:"healthy"`
+	// ErrorCode classifies the last store error when not healthy
+	// (unavailable, timeout, ...); empty when healthy.
+	ErrorCode string `json:"errorCode,omitempty"`
+	// Alarms are the store's active alarms (etcd: NOSPACE, CORRUPT), each
+	// with what it means and what to do; absent when none.
+	Alarms []StoreAlarm `json:"alarms,omitempty"`
+	// Capacity is the store's database size and quota as the backend last
+	// reported them; absent for backends that report none.
+	Capacity *StoreCapacity `json:"capacity,omitempty"`
+}
+
+// StoreAlarm is one active alarm of the store.
+type StoreAlarm struct {
+	// Alarm is the backend's name for it (etcd: NOSPACE, CORRUPT).
+	Alarm string `json:"alarm"`
+	// Message says in words what it means and what the operator does.
+	Message string `json:"message"`
+}
+
+// StoreCapacity is how full the store's database is.
+type StoreCapacity struct {
+	// DBSizeBytes is the database file's size, what the quota counts.
+	DBSizeBytes int64 `json:"dbSizeBytes"`
+	// DBInUseBytes is the part of it holding data and kept history.
+	DBInUseBytes int64 `json:"dbInUseBytes"`
+	// QuotaBytes is the size at which the store refuses writes.
+	QuotaBytes int64 `json:"quotaBytes"`
+	// CheckedAtUnixMs is when the backend reported these figures.
+	CheckedAtUnixMs int64 `json:"checkedAtUnixMs"`
+}
+
+// ClusterNodes counts the live (non-expired) nodes by role.
+type ClusterNodes struct {
+	Total        int    `json:"total"`
+	Coordinators Counts `json:"coordinators"`
+	Workers      Counts `json:"workers"`
+}
+
+// Counts counts the nodes of one role by effective health and readiness.
+type Counts struct {
+	Total     int `json:"total"`
+	Healthy   int `json:"healthy"`
+	Degraded  int `json:"degraded"`
+	Unhealthy int `json:"unhealthy"`
+	Unknown   int `json:"unknown"`
+	Ready     int `json:"ready"`
+}
+
+// Timing is the heartbeat timing the coordinator applies.
+type Timing struct {
+	HeartbeatIntervalMs int64 `json:"heartbeatIntervalMs"`
+	UnhealthyAfterMs    int64 `json:"unhealthyAfterMs"`
+	LeaseTTLMs          int64 `json:"leaseTtlMs"`
+	// StatusIntervalMs is how often at most a quiet node's status
+	// (counters, capacity) is written while its heartbeats only renew its
+	// lease; 0 when every heartbeat writes it.
+	StatusIntervalMs int64 `json:"statusIntervalMs"`
+}

@@ -1,0 +1,115 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/format"
+)
+
+// eventsMinHeight is the terminal height from which the events pane shows.
+const eventsMinHeight = 40
+
+// Sizes from which the coordinators pane shows.
+const (
+	coordinatorsMinWidth  = 160
+	coordinatorsMinHeight = 50
+)
+
+// coordinatorLines is the coordinators pane of a large terminal: each
+// coordinator as its record shows it, with the placement it publishes
+// (PlacementVersion, eligible) and whether that is the answering one's
+// (AGREE, as talonctl coordinators list marks it; DISAGREES in words).
+func (m *Model) coordinatorLines(w, h int) []string {
+	if w < coordinatorsMinWidth || h < coordinatorsMinHeight || m.poll == nil {
+		return nil
+	}
+	c := &m.poll.Cluster
+	var rows []string
+	for _, i := range m.coords {
+		n := &m.poll.Nodes[i]
+		ready := "ready"
+		if !n.Ready {
+			ready = "NOT READY"
+			if n.NotReadyReason != "" {
+				ready += " (" + n.NotReadyReason + ")"
+			}
+		}
+		store := "reads the store"
+		if !n.Capacity.StoreHealthy {
+			store = "STORE READ FAILING"
+		}
+		view := coordinatorView(n, c)
+		rows = append(rows, m.st.header.Render(strings.TrimRight(fit(fmt.Sprintf("   %-16s %-24s %-20s %-12s hb %-7s %s",
+			format.Text(n.NodeID), ready, store, format.Text(n.Version), formatAgeMs(n.HeartbeatAgeMs), view), w), " ")))
+		if len(rows) == 6 {
+			break
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	title := m.st.colHeader.Render(fit("   COORDINATORS as their records show them, each with the placement it publishes (agree: the same as the answering one's)", w))
+	return append([]string{title}, rows...)
+}
+
+// coordinatorView is the placement coordinator n publishes and whether
+// the answering coordinator agrees: "placement 9f86d081884c7d65, 4
+// eligible, agree yes"; the answering one adds its revision.
+func coordinatorView(n *apiv1.Node, c *apiv1.Cluster) string {
+	var parts []string
+	if n.NodeID == c.ServedBy {
+		parts = append(parts, "answering: revision "+orDash(c.Revision))
+		parts = append(parts, fmt.Sprintf("placement %s, %d eligible", orDash(c.PlacementVersion), c.EligibleWorkers))
+	} else if n.PlacementVersion != "" {
+		parts = append(parts, fmt.Sprintf("placement %s, %d eligible", n.PlacementVersion, n.EligibleWorkers))
+	}
+	switch n.Agree {
+	case "yes":
+		parts = append(parts, "agree yes")
+	case "no":
+		parts = append(parts, "DISAGREES with "+c.ServedBy)
+	case "-":
+		parts = append(parts, "agree -")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// eventLines is the events pane of a tall terminal: a title and the
+// newest events that fit in a quarter of the height; none below
+// eventsMinHeight rows or without events.
+func (m *Model) eventLines(w, h int, now time.Time) []string {
+	if h < eventsMinHeight || m.poll == nil || len(m.poll.Events) == 0 {
+		return nil
+	}
+	n := min(len(m.poll.Events), h/4-1)
+	evs := m.poll.Events[len(m.poll.Events)-n:]
+	lines := []string{m.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(m.poll.Cluster.ServedBy)), w))}
+	loc := m.opts.Location
+	for _, e := range evs {
+		node := "-"
+		if e.NodeID != "" {
+			node = format.Text(e.Role) + "/" + format.Text(e.NodeID)
+		}
+		change := e.New
+		if e.Old != "" {
+			change = e.Old + " -> " + e.New
+		}
+		text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(e.TimeUnixMs).In(loc), now.In(loc)), e.Type, node, change, format.Text(e.Reason))
+		st := m.st.header
+		switch e.Type {
+		case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "node_revoked":
+			st = m.st.bad
+		case "node_cordoned":
+			st = m.st.warn
+		case "node_health_changed", "node_readiness_changed":
+			if e.New != "healthy" && e.New != "ready" {
+				st = m.st.warn
+			}
+		}
+		lines = append(lines, st.Render(strings.TrimRight(fit(text, w), " ")))
+	}
+	return lines
+}
