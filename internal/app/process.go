@@ -38,21 +38,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 		log.Warn("using the memory state backend: development and single-coordinator mode only; state is lost on restart")
 		return memory.New(memory.Options{Logger: log}), nil
 	case config.BackendEtcd:
-		o := etcd.DefaultOptions()
-		o.Endpoints = cfg.Etcd.Endpoints
-		o.Username = cfg.Etcd.Username
-		o.Password = cfg.Etcd.Password.Reveal()
-		o.TLS = etcd.TLSOptions{CAFile: cfg.Etcd.CAFile, CertFile: cfg.Etcd.CertFile, KeyFile: cfg.Etcd.KeyFile}
-		o.DialTimeout = cfg.Etcd.DialTimeout
-		o.RequestTimeout = cfg.RequestTimeout
-		o.Prefix = cfg.Etcd.Prefix
-		// Only coordinators open a store (workers never do): they compact
-		// its history and watch its capacity.
-		o.CompactionInterval = cfg.Etcd.CompactionInterval
-		o.CapacityInterval = etcd.DefaultCapacityInterval
-		o.Logger = log
-		o.Registerer = reg
-		return etcd.New(ctx, o)
+		return etcd.New(ctx, etcdOptions(cfg, log, reg))
 	case config.BackendKubernetes:
 		return kube.New(ctx, kube.Options{
 			Kubeconfig: cfg.Kube.Kubeconfig, Namespace: cfg.Kube.Namespace, RequestTimeout: cfg.RequestTimeout,
@@ -180,4 +166,23 @@ func adminAdvertise(configured string, adminLn net.Listener, log *slog.Logger) s
 		return ""
 	}
 	return advertise(configured, adminLn.Addr(), log, "admin-advertise")
+}
+
+// etcdOptions are the etcd store's options of cfg.
+func etcdOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) etcd.Options {
+	o := etcd.DefaultOptions()
+	o.Endpoints = cfg.Etcd.Endpoints
+	o.Username = cfg.Etcd.Username
+	o.Password = cfg.Etcd.Password.Reveal()
+	o.TLS = etcd.TLSOptions{CAFile: cfg.Etcd.CAFile, CertFile: cfg.Etcd.CertFile, KeyFile: cfg.Etcd.KeyFile}
+	o.DialTimeout = cfg.Etcd.DialTimeout
+	o.RequestTimeout = cfg.RequestTimeout
+	o.Prefix = cfg.Etcd.Prefix
+	// Only coordinators open a store (workers never do): they compact
+	// its history and watch its capacity.
+	o.CompactionInterval = cfg.Etcd.CompactionInterval
+	o.CapacityInterval = etcd.DefaultCapacityInterval
+	o.Logger = log
+	o.Registerer = reg
+	return o
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/redact"
+	"github.com/talonhq/talon/internal/state/etcd/etcdrules"
 )
 
 // Limits on settings that have no natural bound elsewhere.
@@ -322,8 +324,8 @@ func (c *Config) validateEtcd() error {
 	if c.Etcd.DialTimeout <= 0 {
 		return fmt.Errorf("etcd-dial-timeout %s: must be positive", c.Etcd.DialTimeout)
 	}
-	if len(c.Etcd.Prefix) == 0 || c.Etcd.Prefix[0] != '/' {
-		return fmt.Errorf("etcd-prefix %q: must start with /", c.Etcd.Prefix)
+	if err := etcdrules.Prefix(cmp.Or(c.Etcd.Prefix, etcdrules.DefaultPrefix)); err != nil { // empty: the default, as the store takes it
+		return fmt.Errorf("etcd-prefix %q: %w", c.Etcd.Prefix, err)
 	}
 	if err := ValidateCompactionInterval(c.Etcd.CompactionInterval); err != nil {
 		return err
@@ -401,20 +403,11 @@ func validateListen(name, addr string, required bool) error {
 	return nil
 }
 
+// validateEndpoint applies the etcd store's own rule (etcdrules) to
+// one endpoint.
 func validateEndpoint(e string) error {
-	if u, err := url.Parse(e); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		switch {
-		case u.User != nil:
-			// The etcd client ignores credentials in an endpoint: refuse
-			// them rather than run unauthenticated by surprise.
-			return fmt.Errorf("etcd-endpoints %q: credentials in an endpoint URL are not used; set etcd-username and etcd-password-file (or TALON_ETCD_PASSWORD)", RedactURL(u.String()))
-		case u.Host == "":
-			return fmt.Errorf("etcd-endpoints %q: URL has no host", RedactURL(e))
-		}
-		return nil
-	}
-	if _, _, err := net.SplitHostPort(e); err != nil {
-		return fmt.Errorf("etcd-endpoints %q: must be host:port or an http(s) URL", RedactURL(e))
+	if err := etcdrules.Endpoint(e); err != nil {
+		return fmt.Errorf("etcd-endpoints %q: %w", RedactURL(e), err)
 	}
 	return nil
 }

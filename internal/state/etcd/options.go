@@ -5,18 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/talonhq/talon/internal/redact"
+	"github.com/talonhq/talon/internal/state/etcd/etcdrules"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"google.golang.org/grpc"
 )
 
 // Defaults applied by New to zero fields.
 const (
-	DefaultPrefix         = "/talon"
+	DefaultPrefix         = etcdrules.DefaultPrefix
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultRequestTimeout = 5 * time.Second
 )
@@ -170,8 +171,8 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("endpoints: at least one etcd endpoint is required"))
 	}
 	for i, ep := range o.Endpoints {
-		if err := validateEndpoint(ep); err != nil {
-			errs = append(errs, fmt.Errorf("endpoints[%d] %q: %w", i, ep, err))
+		if err := etcdrules.Endpoint(ep); err != nil {
+			errs = append(errs, fmt.Errorf("endpoints[%d] %q: %w", i, redact.URL(ep), err))
 		}
 	}
 	if o.Password != "" && o.Username == "" {
@@ -189,8 +190,8 @@ func (o Options) Validate() error {
 	if o.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("requestTimeout %s: must be positive", o.RequestTimeout))
 	}
-	if err := validatePrefix(o.Prefix); err != nil {
-		errs = append(errs, err)
+	if err := etcdrules.Prefix(o.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("prefix %q: %w", o.Prefix, err))
 	}
 	if o.CompactionInterval < 0 {
 		errs = append(errs, fmt.Errorf("compactionInterval %s: must be 0 (off) or positive", o.CompactionInterval))
@@ -199,45 +200,6 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("capacityInterval %s: must be 0 (off) or positive", o.CapacityInterval))
 	}
 	return errors.Join(errs...)
-}
-
-func validateEndpoint(ep string) error {
-	if ep == "" {
-		return errors.New("must not be empty")
-	}
-	if strings.Contains(ep, "://") {
-		u, err := url.Parse(ep)
-		if err != nil {
-			return fmt.Errorf("not a URL: %v", err)
-		}
-		switch u.Scheme {
-		case "http", "https", "unix", "unixs":
-		default:
-			return fmt.Errorf("scheme %q: must be http, https, unix or unixs", u.Scheme)
-		}
-		if u.Host == "" && u.Path == "" {
-			return errors.New("must name a host")
-		}
-		return nil
-	}
-	if !strings.Contains(ep, ":") {
-		return errors.New("must be host:port or a URL")
-	}
-	return nil
-}
-
-func validatePrefix(p string) error {
-	switch {
-	case !strings.HasPrefix(p, "/"):
-		return fmt.Errorf("prefix %q: must start with \"/\"", p)
-	case len(p) > 1 && strings.HasSuffix(p, "/"), p == "/":
-		return fmt.Errorf("prefix %q: must not end with \"/\"", p)
-	case strings.Contains(p, "//"):
-		return fmt.Errorf("prefix %q: must not contain \"//\"", p)
-	case len(p) > 256:
-		return fmt.Errorf("prefix of %d bytes: must be at most 256 bytes", len(p))
-	}
-	return nil
 }
 
 // tlsConfig builds the client TLS configuration, or nil when TLS is off.

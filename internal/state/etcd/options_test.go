@@ -29,7 +29,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"no endpoints", func(o *Options) { o.Endpoints = nil }, "endpoints: at least one"},
 		{"empty endpoint", func(o *Options) { o.Endpoints = []string{""} }, `endpoints[0] "": must not be empty`},
 		{"bad scheme", func(o *Options) { o.Endpoints = []string{"ftp://etcd:2379"} }, `endpoints[0] "ftp://etcd:2379": scheme "ftp"`},
-		{"no port", func(o *Options) { o.Endpoints = []string{"etcd"} }, "must be host:port or a URL"},
+		{"no port", func(o *Options) { o.Endpoints = []string{"etcd"} }, "must be host:port or an"},
 		{"password without user", func(o *Options) { o.Password = "pw" }, "username: required"},
 		{"user without password", func(o *Options) { o.Username = "talon" }, `password: required for username "talon"`},
 		{"cert without key", func(o *Options) { o.TLS.CertFile = "c.pem" }, `certFile "c.pem" and keyFile "" must be set together`},
