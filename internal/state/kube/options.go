@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -113,51 +114,19 @@ type Options struct {
 // withDefaults returns o with zero fields replaced by their defaults, or an
 // error naming the first invalid field.
 func (o Options) withDefaults() (Options, error) {
-	if err := validateNamespace(o.Namespace); err != nil {
+	if err := o.validate(); err != nil {
 		return o, err
 	}
-	if o.RequestTimeout < 0 {
-		return o, fmt.Errorf("kube request timeout %s: must not be negative", o.RequestTimeout)
-	}
-	if o.RequestTimeout == 0 {
-		o.RequestTimeout = DefaultRequestTimeout
-	}
-	if math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0) {
-		return o, fmt.Errorf("kube qps %v: must be a finite number", o.QPS)
-	}
-	if o.QPS == 0 {
-		o.QPS = DefaultQPS
-	}
-	if o.Burst < 0 {
-		return o, fmt.Errorf("kube burst %d: must not be negative", o.Burst)
-	}
-	if o.Burst == 0 {
-		o.Burst = DefaultBurst
-	}
+	o.RequestTimeout = cmp.Or(o.RequestTimeout, DefaultRequestTimeout)
+	o.QPS = cmp.Or(o.QPS, DefaultQPS)
+	o.Burst = cmp.Or(o.Burst, DefaultBurst)
 	if o.QPS > 0 && float32(o.Burst) < o.QPS {
 		return o, fmt.Errorf("kube burst %d: must be at least qps %v", o.Burst, o.QPS)
 	}
-	if o.ConflictRetries < 0 {
-		return o, fmt.Errorf("kube conflict retries %d: must not be negative", o.ConflictRetries)
-	}
-	if o.ConflictRetries == 0 {
-		o.ConflictRetries = DefaultConflictRetries
-	}
-	if o.ListPageSize < 0 {
-		return o, fmt.Errorf("kube list page size %d: must not be negative", o.ListPageSize)
-	}
-	if o.ListPageSize == 0 {
-		o.ListPageSize = DefaultListPageSize
-	}
-	if o.MaxInflightWrites == 0 {
-		o.MaxInflightWrites = DefaultMaxInflightWrites
-	}
-	if o.AdmissionWait < 0 {
-		return o, fmt.Errorf("kube admission wait %s: must not be negative", o.AdmissionWait)
-	}
-	if o.AdmissionWait == 0 {
-		o.AdmissionWait = DefaultAdmissionWait
-	}
+	o.ConflictRetries = cmp.Or(o.ConflictRetries, DefaultConflictRetries)
+	o.ListPageSize = cmp.Or(o.ListPageSize, DefaultListPageSize)
+	o.MaxInflightWrites = cmp.Or(o.MaxInflightWrites, DefaultMaxInflightWrites)
+	o.AdmissionWait = cmp.Or(o.AdmissionWait, DefaultAdmissionWait)
 	if o.Identity == "" {
 		o.Identity = defaultIdentity()
 	}
@@ -168,6 +137,29 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
+}
+
+// validate checks the fields that have no default to fall back to: the
+// namespace, and no negative or non-finite number.
+func (o Options) validate() error {
+	if err := validateNamespace(o.Namespace); err != nil {
+		return err
+	}
+	switch {
+	case o.RequestTimeout < 0:
+		return fmt.Errorf("kube request timeout %s: must not be negative", o.RequestTimeout)
+	case math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0):
+		return fmt.Errorf("kube qps %v: must be a finite number", o.QPS)
+	case o.Burst < 0:
+		return fmt.Errorf("kube burst %d: must not be negative", o.Burst)
+	case o.ConflictRetries < 0:
+		return fmt.Errorf("kube conflict retries %d: must not be negative", o.ConflictRetries)
+	case o.ListPageSize < 0:
+		return fmt.Errorf("kube list page size %d: must not be negative", o.ListPageSize)
+	case o.AdmissionWait < 0:
+		return fmt.Errorf("kube admission wait %s: must not be negative", o.AdmissionWait)
+	}
+	return nil
 }
 
 // defaultIdentity is the host name (a pod's name), or "talon".
