@@ -3,13 +3,14 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"github.com/talonhq/talon/internal/cluster"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/talonhq/talon/internal/cluster"
 )
 
 // CordonReason is the not-ready reason of a cordoned worker, in its
