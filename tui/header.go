@@ -137,7 +137,7 @@ func missingText(p apiv1.CoordinatorPresence) string {
 	case p.Expected == 0 || p.Present >= p.Expected:
 		return ""
 	case len(p.Missing) > 0:
-		return "MISSING " + strings.Join(p.Missing, ", ")
+		return "MISSING " + strings.Join(apiv1.MissingNames(p.Missing), ", ")
 	}
 	return fmt.Sprintf("MISSING %d", p.Expected-p.Present)
 }

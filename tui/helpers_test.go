@@ -143,7 +143,7 @@ func fixture(step int) *Poll {
 				Coordinators: apiv1.Counts{Total: 2, Healthy: 2, Ready: 2},
 				Workers:      apiv1.Counts{Total: 6, Healthy: 4, Degraded: 1, Unhealthy: 1, Ready: 5},
 			},
-			Coordinators: apiv1.CoordinatorPresence{Expected: 2, Present: 2, Ready: 2, Missing: []string{}, Complete: true},
+			Coordinators: apiv1.CoordinatorPresence{Expected: 2, Present: 2, Ready: 2, Missing: []apiv1.MissingCoordinator{}, Complete: true},
 			Capacity: apiv1.ClusterCapacity{Workers: 6, CapacityBytes: 6 * 64 << 30, ResidentBytes: 189 << 30, HitRatio: ptrTo(0.9),
 				RequestsPerSecond: ptrTo(float64(1000 + step)), BytesServedPerSecond: ptrTo(10.5e6), BackendErrorsPerSecond: ptrTo(0.0), RateWorkers: 6},
 			Timing: apiv1.Timing{HeartbeatIntervalMs: 1000, UnhealthyAfterMs: 15000, LeaseTTLMs: 30000},

@@ -940,7 +940,7 @@ func TestReadyAlwaysShown(t *testing.T) {
 func TestHeaderPresenceAndTotals(t *testing.T) {
 	m := newModel(t, testOptions(newClock()))
 	s := fixture(0)
-	s.Cluster.Coordinators = apiv1.CoordinatorPresence{Expected: 2, Present: 1, Ready: 1, Missing: []string{"coord-b"}}
+	s.Cluster.Coordinators = apiv1.CoordinatorPresence{Expected: 2, Present: 1, Ready: 1, Missing: []apiv1.MissingCoordinator{{NodeID: "coord-b"}}}
 	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: s})
 	v := view(m)
 	for _, want := range []string{"coordinators 1/2: ", "MISSING coord-b", "resident 189G/384G", "hit 90.0%", "req/s 1.00k"} {
@@ -948,7 +948,7 @@ func TestHeaderPresenceAndTotals(t *testing.T) {
 			t.Errorf("header lacks %q:\n%s", want, v)
 		}
 	}
-	s.Cluster.Coordinators = apiv1.CoordinatorPresence{Expected: 3, Present: 2, Ready: 2, Missing: []string{}}
+	s.Cluster.Coordinators = apiv1.CoordinatorPresence{Expected: 3, Present: 2, Ready: 2, Missing: []apiv1.MissingCoordinator{}}
 	send(m, PollMsg{Seq: 2, Poll: s})
 	if v := view(m); !strings.Contains(v, "MISSING 1") {
 		t.Errorf("header lacks the count of an unnamed missing coordinator:\n%s", v)

@@ -69,7 +69,7 @@ func TestClusterEndpoint(t *testing.T) {
 			Workers:      apiv1.Counts{Total: 5, Healthy: 2, Degraded: 1, Unhealthy: 1, Unknown: 1, Ready: 4},
 		},
 		Timing:       apiv1.Timing{HeartbeatIntervalMs: 100, UnhealthyAfterMs: 60000, LeaseTTLMs: 120000},
-		Coordinators: apiv1.CoordinatorPresence{Expected: 1, Present: 1, Ready: 1, Missing: []string{}, Complete: true},
+		Coordinators: apiv1.CoordinatorPresence{Expected: 1, Present: 1, Ready: 1, Missing: []apiv1.MissingCoordinator{}, Complete: true},
 	}
 	// Totals of the five workers (only w1 has capacity and counters): no
 	// rates from one status write.

@@ -222,6 +222,7 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request, _ bool) error {
 		return err
 	}
 	all := s.liveRecords(v)
+	s.totals.seeCoordinators(all, s.now()) // so a later one that goes missing is named
 	start := 0
 	if p.after != nil {
 		after := &cluster.Record{Role: p.after.role, NodeID: p.after.nodeID}

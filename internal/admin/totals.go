@@ -2,6 +2,7 @@ package admin
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ const (
 type totals struct {
 	mu      sync.Mutex           // guards the fields below
 	status  map[string]statusAt  // worker node ID -> its last two status writes
-	seen    map[string]time.Time // coordinator node ID -> when last seen live
+	seen    map[string]seenCoord // coordinator node ID -> when last seen live
 	lastGen uint64               // views observed, to drop workers gone
 	own     ownPlacement         // this coordinator's placement and since when
 }
@@ -36,6 +37,12 @@ type ownPlacement struct {
 	version  string
 	eligible int64
 	since    time.Time
+}
+
+// seenCoord is a coordinator as last seen live.
+type seenCoord struct {
+	at    time.Time
+	admin string
 }
 
 // statusAt is a worker's status as of one write, and the rate it showed
@@ -52,40 +59,62 @@ type statusAt struct {
 type rates struct{ requests, bytes, backendErrors float64 }
 
 func newTotals() *totals {
-	return &totals{status: map[string]statusAt{}, seen: map[string]time.Time{}}
+	return &totals{status: map[string]statusAt{}, seen: map[string]seenCoord{}}
 }
 
 // presence compares the live coordinators of records with expected,
 // naming the ones seen before (at most missingFor ago) that are absent.
 func (t *totals) presence(records []*cluster.Record, expected int, now time.Time) apiv1.CoordinatorPresence {
-	p := apiv1.CoordinatorPresence{Expected: max(expected, 1), Missing: []string{}}
-	present := map[string]bool{}
+	p := apiv1.CoordinatorPresence{Expected: max(expected, 1), Missing: []apiv1.MissingCoordinator{}}
+	present := coordinators(records)
 	for _, r := range records {
-		if r.Role != cluster.RoleCoordinator {
-			continue
-		}
-		p.Present++
-		present[r.NodeID] = true
-		if r.Ready {
-			p.Ready++
+		if r.Role == cluster.RoleCoordinator {
+			p.Present++
+			if r.Ready {
+				p.Ready++
+			}
 		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id := range present {
-		t.seen[id] = now
-	}
-	for id, at := range t.seen {
-		if now.Sub(at) > missingFor {
+	t.seeLocked(present, now)
+	for id, sc := range t.seen {
+		if now.Sub(sc.at) > missingFor {
 			delete(t.seen, id)
-		} else if !present[id] && p.Present < p.Expected {
-			p.Missing = append(p.Missing, id)
+		} else if _, live := present[id]; !live && p.Present < p.Expected {
+			p.Missing = append(p.Missing, apiv1.MissingCoordinator{NodeID: id, AdminAddress: sc.admin, LastSeenUnixMs: sc.at.UnixMilli()})
 		}
 	}
-	t.boundSeenLocked()
-	slices.Sort(p.Missing)
+	slices.SortFunc(p.Missing, func(a, b apiv1.MissingCoordinator) int { return strings.Compare(a.NodeID, b.NodeID) })
 	p.Complete = p.Present >= p.Expected && p.Ready >= p.Expected
 	return p
+}
+
+// coordinators maps the coordinators of records to their admin addresses.
+func coordinators(records []*cluster.Record) map[string]string {
+	out := map[string]string{}
+	for _, r := range records {
+		if r.Role == cluster.RoleCoordinator {
+			out[r.NodeID] = r.AdminAddress
+		}
+	}
+	return out
+}
+
+// seeCoordinators notes the coordinators of records as seen live at now.
+func (t *totals) seeCoordinators(records []*cluster.Record, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seeLocked(coordinators(records), now)
+}
+
+// seeLocked notes the coordinators of present (node ID -> admin address)
+// as seen at now.
+func (t *totals) seeLocked(present map[string]string, now time.Time) {
+	for id, admin := range present {
+		t.seen[id] = seenCoord{at: now, admin: admin}
+	}
+	t.boundSeenLocked()
 }
 
 // boundSeenLocked forgets the longest-unseen coordinators past
@@ -93,8 +122,8 @@ func (t *totals) presence(records []*cluster.Record, expected int, now time.Time
 func (t *totals) boundSeenLocked() {
 	for len(t.seen) > maxSeenCoordinators {
 		var oldest string
-		for id, at := range t.seen {
-			if oldest == "" || at.Before(t.seen[oldest]) {
+		for id, sc := range t.seen {
+			if oldest == "" || sc.at.Before(t.seen[oldest].at) {
 				oldest = id
 			}
 		}

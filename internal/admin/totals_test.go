@@ -11,7 +11,7 @@ import (
 )
 
 func coordRecord(id string, ready bool) *cluster.Record {
-	return &cluster.Record{ClusterID: clusterID, NodeID: id, Role: cluster.RoleCoordinator, IncarnationID: "inc-" + id, Ready: ready}
+	return &cluster.Record{ClusterID: clusterID, NodeID: id, Role: cluster.RoleCoordinator, IncarnationID: "inc-" + id, Ready: ready, AdminAddress: id + ".admin:7401"}
 }
 
 // TestPresenceNamesMissingCoordinators: issue 38, a coordinator that
@@ -25,7 +25,7 @@ func TestPresenceNamesMissingCoordinators(t *testing.T) {
 	}
 	one := both[:1]
 	p := tt.presence(one, 2, t0.Add(time.Minute))
-	if p.Present != 1 || p.Expected != 2 || p.Complete || !slices.Equal(p.Missing, []string{"coord-b"}) {
+	if p.Present != 1 || p.Expected != 2 || p.Complete || !slices.Equal(apiv1.MissingNames(p.Missing), []string{"coord-b"}) || p.Missing[0].AdminAddress != "coord-b.admin:7401" || p.Missing[0].LastSeenUnixMs != t0.UnixMilli() {
 		t.Fatalf("coord-b gone: %+v, want present 1 of 2, missing [coord-b]", p)
 	}
 	notReady := []*cluster.Record{coordRecord("coord-a", true), coordRecord("coord-b", false)}

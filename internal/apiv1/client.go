@@ -1,6 +1,7 @@
 package apiv1
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -23,6 +24,12 @@ import (
 const (
 	// DefaultTimeout bounds one attempt against one base URL.
 	DefaultTimeout = 10 * time.Second
+	// DefaultAttemptTimeout bounds an attempt until the server's response
+	// headers arrive (connect, TLS, request, headers), so that a server
+	// that accepts connections and never answers (a stopped process, a
+	// partition) costs this long before the next base URL is tried, not
+	// the whole Timeout.
+	DefaultAttemptTimeout = 3 * time.Second
 	// MaxResponseBytes bounds a response body the client reads. A full page
 	// of 1000 nodes at the 16 KiB record limit fits.
 	MaxResponseBytes = 64 << 20
@@ -46,6 +53,10 @@ type ClientOptions struct {
 	// and the whole response); default DefaultTimeout. The ctx passed to a
 	// method bounds the call as a whole.
 	Timeout time.Duration
+	// AttemptTimeout bounds each attempt until the response headers
+	// arrive; default DefaultAttemptTimeout, at most Timeout. A watch's
+	// wait is added to it (its server answers when something happens).
+	AttemptTimeout time.Duration
 	// UserAgent is sent as User-Agent; default "talon-apiv1".
 	UserAgent string
 	// Clock is used to interpret an HTTP-date Retry-After; default time.Now.
@@ -63,6 +74,7 @@ type Client struct {
 	hc     *http.Client
 	ua     string
 	tmo    time.Duration
+	header time.Duration // AttemptTimeout
 	now    func() time.Time
 	prefer atomic.Int64 // index into bases of the last one that answered
 }
@@ -90,6 +102,7 @@ func NewClient(baseURLs []string, opts ClientOptions) (*Client, error) {
 	if c.tmo <= 0 {
 		c.tmo = DefaultTimeout
 	}
+	c.header = min(cmp.Or(max(opts.AttemptTimeout, 0), DefaultAttemptTimeout), c.tmo)
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -514,11 +527,15 @@ func (c *Client) attempt(ctx context.Context, method, base, path string, q url.V
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	tmo := c.tmo
+	tmo, header := c.tmo, c.header
 	if w, ok := ctx.Value(watchKey{}).(time.Duration); ok {
-		tmo += w // a watch waits up to w before it answers
+		tmo, header = tmo+w, header+w // a watch waits up to w before it answers
 	}
 	actx, cancel := context.WithTimeout(ctx, tmo)
+	// Until the headers arrive the attempt has the shorter deadline: a
+	// server that never answers costs that long, then the next is tried.
+	var headerLate atomic.Bool
+	headerTimer := time.AfterFunc(header, func() { headerLate.Store(true); cancel() })
 	req, err := http.NewRequestWithContext(actx, method, u, nil)
 	if err != nil {
 		cancel()
@@ -533,6 +550,16 @@ func (c *Client) attempt(ctx context.Context, method, base, path string, q url.V
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
+	headerTimer.Stop()
+	if headerLate.Load() {
+		// The header deadline fired (as the answer arrived, at the
+		// latest): the server did not answer in time.
+		if err == nil {
+			_ = resp.Body.Close()
+			err = context.DeadlineExceeded
+		}
+		err = fmt.Errorf("%s: no response headers within the attempt deadline %s: %w", base, header, err)
+	}
 	if err != nil {
 		cancel()
 		return nil, nil, err // *url.Error: method, URL and cause, never headers

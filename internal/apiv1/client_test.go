@@ -437,3 +437,49 @@ func TestClientMarksWrites(t *testing.T) {
 		t.Fatalf("requests %q, want %q", paths, want)
 	}
 }
+
+// TestAttemptTimeoutFailsOverFromAHungServer: the first base URL accepts
+// connections and never answers (a stopped process); a call costs one
+// attempt deadline, then the next answers, and the next call goes to the
+// one that answered first (issue 38: 10 s per command before).
+func TestAttemptTimeoutFailsOverFromAHungServer(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(Cluster{Meta: Meta{SchemaVersion: 1}, ClusterID: "c", ServedBy: "coord-b"})
+	}))
+	defer good.Close()
+	const attempt = 300 * time.Millisecond
+	c, err := NewClient([]string{"http://" + hung.Addr().String(), good.URL}, ClientOptions{Timeout: 10 * time.Second, AttemptTimeout: attempt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	cl, err := c.Cluster(context.Background())
+	first := time.Since(began)
+	if err != nil || cl.ServedBy != "coord-b" {
+		t.Fatalf("Cluster = %+v, %v", cl, err)
+	}
+	if first < attempt || first > attempt+2*time.Second {
+		t.Fatalf("first call took %s: want one attempt deadline (%s) and the answer", first, attempt)
+	}
+	began = time.Now()
+	if _, err := c.Cluster(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if second := time.Since(began); second >= attempt {
+		t.Fatalf("second call took %s: it should go straight to the server that answered", second)
+	}
+}

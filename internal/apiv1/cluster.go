@@ -28,13 +28,33 @@ type CoordinatorPresence struct {
 	Present int `json:"present"`
 	// Ready is how many of them report ready.
 	Ready int `json:"ready"`
-	// Missing names the coordinators the answering one saw live since it
+	// Missing are the coordinators the answering one saw live since it
 	// started (within the last hour) that have no live record now, while
-	// fewer than Expected are present; never null. It may name fewer
-	// than Expected − Present (one never seen by this coordinator).
-	Missing []string `json:"missing"`
+	// fewer than Expected are present; never null. It may hold fewer than
+	// Expected − Present (one never seen by this coordinator).
+	Missing []MissingCoordinator `json:"missing"`
 	// Complete is true when Present and Ready both reach Expected.
 	Complete bool `json:"complete"`
+}
+
+// MissingCoordinator is a coordinator seen live before that has no live
+// record now.
+type MissingCoordinator struct {
+	NodeID string `json:"nodeId"`
+	// AdminAddress is the admin address its record advertised ("" if none).
+	AdminAddress string `json:"adminAddress"`
+	// LastSeenUnixMs is when the answering coordinator last saw its record
+	// live (its clock).
+	LastSeenUnixMs int64 `json:"lastSeenUnixMs"`
+}
+
+// MissingNames returns the node IDs of ms.
+func MissingNames(ms []MissingCoordinator) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.NodeID
+	}
+	return out
 }
 
 // ClusterCapacity is the live workers' totals, computed by the answering

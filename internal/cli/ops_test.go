@@ -204,7 +204,7 @@ func TestCoordinatorsListGolden(t *testing.T) {
 // healthy coordinator).
 func TestCoordinatorsListMissing(t *testing.T) {
 	var records []apiv1.Node
-	p := apiv1.CoordinatorPresence{Expected: 2, Present: 1, Ready: 1, Missing: []string{"coord-b"}}
+	p := apiv1.CoordinatorPresence{Expected: 2, Present: 1, Ready: 1, Missing: []apiv1.MissingCoordinator{{NodeID: "coord-b", AdminAddress: "127.0.0.1:1"}}}
 	a := fakeCoordinatorPresence(t, "coord-a", "42", "00000000000000aa", 3, true, func() []apiv1.Node { return records }, p)
 	records = []apiv1.Node{{NodeID: "coord-a", Role: "coordinator", AdminAddress: strings.TrimPrefix(a.URL, "http://"), Version: "1.5.0", Labels: map[string]string{}}}
 	r := talonctl(t, run{args: []string{"coordinators", "list"}, env: []string{"TALONCTL_SERVER=" + a.URL}})

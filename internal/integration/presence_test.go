@@ -52,7 +52,7 @@ func TestMissingCoordinatorEtcd(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "1 of 2 present, 1 ready; missing: coord-b") {
 		t.Fatalf("cluster status: exit %d:\n%s", code, stdout)
 	}
-	code, stdout, _ = ctl(t, servers, "cluster", "status", "-o", "jsonpath={.coordinators.missing[0]}")
+	code, stdout, _ = ctl(t, servers, "cluster", "status", "-o", "jsonpath={.coordinators.missing[0].nodeId}")
 	if code != 0 || strings.TrimSpace(stdout) != "coord-b" {
 		t.Fatalf("cluster status -o jsonpath: exit %d, %q", code, stdout)
 	}

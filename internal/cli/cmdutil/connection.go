@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -39,8 +40,10 @@ const (
 	FlagCAFile    = "ca-file"
 	FlagInsecure  = "insecure-skip-tls-verify"
 	FlagTimeout   = "timeout"
-	FlagContext   = "context"
-	FlagConfig    = "talonconfig"
+	// FlagAttemptTimeout bounds an attempt until the server's headers.
+	FlagAttemptTimeout = "attempt-timeout"
+	FlagContext        = "context"
+	FlagConfig         = "talonconfig"
 )
 
 // ConnFlags are the values of the global connection flags as parsed.
@@ -52,7 +55,9 @@ type ConnFlags struct {
 	CAFile    string
 	Insecure  bool
 	Timeout   time.Duration
-	Context   string
+	// AttemptTimeout is --attempt-timeout (apiv1.ClientOptions).
+	AttemptTimeout time.Duration
+	Context        string
 	// ConfigFile is --talonconfig: the configuration file to use.
 	ConfigFile string
 
@@ -69,6 +74,8 @@ func (c *ConnFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CAFile, FlagCAFile, "", "verify the servers' TLS certificates with the PEM CA certificates in `FILE`")
 	fs.BoolVar(&c.Insecure, FlagInsecure, false, "do not verify the servers' TLS certificates (insecure)")
 	fs.DurationVar(&c.Timeout, FlagTimeout, DefaultTimeout, "bound one request to one server")
+	fs.DurationVar(&c.AttemptTimeout, FlagAttemptTimeout, apiv1.DefaultAttemptTimeout,
+		"give a server this long to start answering (connect, TLS, response headers) before trying the next --server; at most --timeout")
 	fs.StringVar(&c.Context, FlagContext, "", "use the context `NAME` of the config file (env "+EnvContext+")")
 	fs.StringVar(&c.ConfigFile, FlagConfig, "", "use the configuration `FILE` instead of $XDG_CONFIG_HOME/talon/talonctl.yaml (env "+EnvConfig+")")
 }
@@ -112,6 +119,9 @@ type Connection struct {
 	Insecure    bool
 	// Timeout bounds one request to one server.
 	Timeout time.Duration
+	// AttemptTimeout bounds one request to one server until its response
+	// headers arrive, so a hung server costs this long before failover.
+	AttemptTimeout time.Duration
 }
 
 // String describes the connection without the token.
@@ -181,6 +191,10 @@ func (c *ConnFlags) resolve(getenv func(string) string) (*Connection, error) {
 	if conn.Timeout, err = c.resolveTimeout(cctx); err != nil {
 		return nil, err
 	}
+	if c.changed(FlagAttemptTimeout) && c.AttemptTimeout <= 0 {
+		return nil, UsageErrorf("--%s %s: must be positive", FlagAttemptTimeout, c.AttemptTimeout)
+	}
+	conn.AttemptTimeout = cmp.Or(c.AttemptTimeout, apiv1.DefaultAttemptTimeout)
 	return conn, nil
 }
 
@@ -367,11 +381,12 @@ func (c *Connection) NewClient(timeout time.Duration) (*apiv1.Client, *http.Tran
 		timeout = c.Timeout
 	}
 	cl, err := apiv1.NewClient(c.Servers, apiv1.ClientOptions{
-		Token:      c.Token,
-		HTTPClient: &http.Client{Transport: tr},
-		TLS:        tlsCfg,
-		Timeout:    timeout,
-		UserAgent:  "talonctl/" + buildinfo.Version,
+		Token:          c.Token,
+		HTTPClient:     &http.Client{Transport: tr},
+		TLS:            tlsCfg,
+		Timeout:        timeout,
+		AttemptTimeout: c.AttemptTimeout,
+		UserAgent:      "talonctl/" + buildinfo.Version,
 	})
 	if err != nil {
 		return nil, nil, UsageErrorf("--server: %w", err)

@@ -465,7 +465,7 @@
     }
     let t = "Coordinators: " + p.present + " of " + p.expected + " expected present, " + p.ready + " ready";
     if (p.present < p.expected) {
-      t += (p.missing && p.missing.length ? ". Missing: " + p.missing.join(", ") : ". " + (p.expected - p.present) + " missing") + ".";
+      t += (p.missing && p.missing.length ? ". Missing: " + p.missing.map((m) => m.nodeId).join(", ") : ". " + (p.expected - p.present) + " missing") + ".";
     } else {
       t += ".";
     }

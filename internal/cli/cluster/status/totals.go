@@ -14,7 +14,7 @@ import (
 func presence(cs *cmdutil.ColorScheme, p apiv1.CoordinatorPresence) string {
 	s := fmt.Sprintf("%d of %d present, %d ready", p.Present, p.Expected, p.Ready)
 	if len(p.Missing) > 0 {
-		s += "; missing: " + strings.Join(p.Missing, ", ")
+		s += "; missing: " + strings.Join(apiv1.MissingNames(p.Missing), ", ")
 	}
 	if !p.Complete {
 		return cs.Red(s)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,7 +150,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		return err
 	}
 	bad := problems(kept)
-	if unnamed := expected - present - countMissing(kept); unnamed > 0 {
+	if unnamed := expected - len(kept); unnamed > 0 { // not even a URL to list it by
 		bad = append(bad, fmt.Sprintf("%d more of the %d expected missing", unnamed, expected))
 	}
 	if len(bad) > 0 {
@@ -179,7 +180,9 @@ func problems(rows []Row) []string {
 
 // withMissing adds a row for each coordinator an answering one names as
 // missing that is not listed, and returns the rows with the most
-// coordinators any answer expected and found present.
+// coordinators any answer expected and found present. A missing one whose
+// admin address is that of an unnamed row (a --server URL that did not
+// answer) names that row instead of getting its own.
 func withMissing(rows []Row) (out []Row, expected, present int) {
 	listed := map[string]bool{}
 	for _, r := range rows {
@@ -191,26 +194,36 @@ func withMissing(rows []Row) (out []Row, expected, present int) {
 			continue
 		}
 		expected, present = max(expected, r.presence.Expected), max(present, r.presence.Present)
-		for _, id := range r.presence.Missing {
-			if !listed[id] {
-				listed[id] = true
-				out = append(out, Row{NodeID: id, Missing: true, Reasons: []string{}, Agree: "-",
-					Error: fmt.Sprintf("no live record (%d of %d expected present)", r.presence.Present, r.presence.Expected)})
+		for _, m := range r.presence.Missing {
+			if listed[m.NodeID] {
+				continue
 			}
+			listed[m.NodeID] = true
+			if i := unnamedAt(out, m.AdminAddress); i >= 0 {
+				out[i].NodeID = m.NodeID
+				continue
+			}
+			out = append(out, Row{NodeID: m.NodeID, Missing: true, Reasons: []string{}, Agree: "-",
+				Error: fmt.Sprintf("no live record (%d of %d expected present)", r.presence.Present, r.presence.Expected)})
 		}
 	}
 	return out, expected, present
 }
 
-// countMissing counts the rows of missing coordinators.
-func countMissing(rows []Row) int {
-	n := 0
-	for _, r := range rows {
-		if r.Missing {
-			n++
+// unnamedAt returns the index of the row that is known only by its URL
+// and has admin address addr, or -1.
+func unnamedAt(rows []Row, addr string) int {
+	if addr == "" {
+		return -1
+	}
+	for i, r := range rows {
+		if r.NodeID == r.URL {
+			if u, err := url.Parse(r.URL); err == nil && u.Host == addr {
+				return i
+			}
 		}
 	}
-	return n
+	return -1
 }
 
 // ask reads one coordinator's cluster summary (stale allowed: a
