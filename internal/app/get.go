@@ -35,10 +35,18 @@ type getOptions struct {
 	verify       bool
 	// sourceVouchers is --source-vouchers (ObjectReader.SourceVouchers).
 	sourceVouchers int
-	source         string
-	tls            clientTLS
-	creds          *pki.Source // resolved from tls; nil for an insecure cluster
+	// parallel is --parallel (ObjectReader.Parallel).
+	parallel int
+	source   string
+	tls      clientTLS
+	creds    *pki.Source // resolved from tls; nil for an insecure cluster
 }
+
+// Bounds of get --parallel: each block in flight is buffered whole.
+const (
+	defaultGetParallel = 4
+	maxGetParallel     = 64
+)
 
 func newGetCmd(env Env) *cobra.Command {
 	opts := getOptions{}
@@ -74,7 +82,9 @@ all collude). No set of colluding workers can then make get exit 0 with
 wrong bytes. get says on standard error what it verified.
 
 --block-size must equal the workers' block size (default 4MiB): placement is
-per block.
+per block. --parallel blocks (default 4) are read at once, each from its
+owners, and written in order; each is buffered whole, so memory is about
+--parallel times the block size.
 
 The control and data ports need a client credential (mutual TLS): give
 --tls-ca-file, --tls-cert-file and --tls-key-file (a certificate with
@@ -104,6 +114,7 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "report replica fallbacks on standard error")
 	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees")
 	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
+	f.IntVar(&opts.parallel, "parallel", defaultGetParallel, fmt.Sprintf("blocks read at once, from their owners, written in order (1 to %d)", maxGetParallel))
 	f.IntVar(&opts.sourceVouchers, "source-vouchers", 0, fmt.Sprintf("with --source on a store that keeps no checksum: accept a block without reading it from the store when this many workers vouch for it (--verify); 0 reads every block from the store too (0 to %d)", protocol.MaxReplicas+2))
 	opts.tls.register(f)
 	return cmd
@@ -115,6 +126,9 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 func (opts *getOptions) validate(object string) (uint64, error) {
 	if err := blob.ValidateKey(object); err != nil {
 		return 0, &usageError{err}
+	}
+	if opts.parallel < 1 || opts.parallel > maxGetParallel {
+		return 0, &usageError{fmt.Errorf("--parallel %d: must be from 1 to %d", opts.parallel, maxGetParallel)}
 	}
 	if opts.sourceVouchers < 0 || opts.sourceVouchers > protocol.MaxReplicas+2 {
 		return 0, &usageError{fmt.Errorf("--source-vouchers %d: must be from 0 to %d", opts.sourceVouchers, protocol.MaxReplicas+2)}
@@ -161,7 +175,7 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	defer cl.Close()
 	r := &client.ObjectReader{
 		Client: cl, HTTP: &http.Client{Timeout: time.Minute, Transport: tr}, BlockSize: int64(bs), Replicas: opts.replicas,
-		TLS: opts.creds != nil, Verify: opts.verify, Source: src, SourceVouchers: opts.sourceVouchers,
+		TLS: opts.creds != nil, Verify: opts.verify, Source: src, SourceVouchers: opts.sourceVouchers, Parallel: opts.parallel,
 		OnVerifyFailure: func(object string, block int64, msg string) {
 			// Always reported: workers disagree about the bytes.
 			fmt.Fprintf(env.Stderr, "talon: block %d of %s failed verification: %s\n", block, object, msg)

@@ -72,6 +72,11 @@ type ObjectReader struct {
 	OnVerifyFailure func(object string, block int64, msg string)
 	// VerifyFailures, if set, counts such blocks.
 	VerifyFailures prometheus.Counter
+	// Parallel is how many blocks are read at once, from their owners,
+	// once the first has told the object's size: they are written in
+	// order, each as soon as the ones before it are, and at most Parallel
+	// are buffered. 0 or 1 reads one run of blocks at a time.
+	Parallel int
 	// SourceVouchers is, with a Source that keeps no checksum of the
 	// object (file://, most http(s)://), how many workers must vouch for
 	// a block (Verify) for it to be accepted without reading it from the
@@ -171,6 +176,8 @@ type readState struct {
 	// storeCheck: Source keeps no checksum of the object, so blocks are
 	// compared with its bytes (ObjectReader.SourceVouchers).
 	storeCheck bool
+	// single reads one block per request (a parallel read's tasks).
+	single bool
 	res        ReadResult
 }
 
@@ -212,25 +219,45 @@ func (r *ObjectReader) Read(ctx context.Context, object string, w io.Writer) (*R
 			st.storeCheck = true // nothing to check the whole object against
 		}
 	}
-	buf, _ := r.bufs.Get().(*bytes.Buffer) // every request's body, in turn
-	if buf == nil {
-		buf = new(bytes.Buffer)
+	written, err := r.readAll(ctx, st, w)
+	st.res.N, st.res.Version = written, st.version
+	switch {
+	case err != nil:
+		return &st.res, err
+	case written != st.size:
+		return &st.res, fmt.Errorf("object %s: read %d bytes, want %d", object, written, st.size)
+	case sum == nil:
+		return &st.res, nil
 	}
-	defer func() { buf.Reset(); r.bufs.Put(buf) }()
+	if got := sum.Sum(nil); !bytes.Equal(got, want.Value) {
+		return &st.res, fmt.Errorf("%w: object %s (version %s): the %d bytes assembled have %s %x, the store's checksum is %x: discard them",
+			ErrChecksum, object, st.version, written, want.Algorithm, got, want.Value)
+	}
+	st.res.Checksum = want
+	return &st.res, nil
+}
+
+// readAll writes the object's blocks to w, in runs (readBlocks) or, once
+// the size is known and Parallel asks for it, several at once
+// (readParallel). It returns the bytes written.
+func (r *ObjectReader) readAll(ctx context.Context, st *readState, w io.Writer) (int64, error) {
+	buf := r.getBuffer() // every request's body, in turn
+	defer r.putBuffer(buf)
 	var written int64
 	for block, n := int64(0), int64(0); st.size < 0 || block*r.BlockSize < st.size; block += n {
-		var res *datav1.Result
-		var err error
-		res, n, err = r.readBlocks(ctx, st, block, buf, w)
-		if err != nil {
-			st.res.N = written
-			return &st.res, err
+		if r.Parallel > 1 && st.size > 0 && block > 0 {
+			n, err := r.readParallel(ctx, st, block, w)
+			return written + n, err
 		}
+		res, got, err := r.readBlocks(ctx, st, block, buf, w)
+		if err != nil {
+			return written, err
+		}
+		n = got
 		if st.size < 0 {
 			st.size = res.ObjectSize
 		} else if res.ObjectSize != st.size {
-			st.res.N = written
-			return &st.res, fmt.Errorf("%w: object %s changed size during the read (%d, then %d bytes)", ErrObjectChanged, object, st.size, res.ObjectSize)
+			return written, fmt.Errorf("%w: object %s changed size during the read (%d, then %d bytes)", ErrObjectChanged, st.object, st.size, res.ObjectSize)
 		}
 		st.res.Blocks += n
 		written += res.N
@@ -238,18 +265,7 @@ func (r *ObjectReader) Read(ctx context.Context, object string, w io.Writer) (*R
 			break
 		}
 	}
-	st.res.N, st.res.Version = written, st.version
-	if written != st.size {
-		return &st.res, fmt.Errorf("object %s: read %d bytes, want %d", object, written, st.size)
-	}
-	if sum != nil {
-		if got := sum.Sum(nil); !bytes.Equal(got, want.Value) {
-			return &st.res, fmt.Errorf("%w: object %s (version %s): the %d bytes assembled have %s %x, the store's checksum is %x: discard them",
-				ErrChecksum, object, st.version, written, want.Algorithm, got, want.Value)
-		}
-		st.res.Checksum = want
-	}
-	return &st.res, nil
+	return written, nil
 }
 
 // ReadFromSource writes the object to w reading every block from Source

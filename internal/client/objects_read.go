@@ -186,7 +186,7 @@ func (r *ObjectReader) round(ctx context.Context, st *readState, block int64, ro
 		a.lookupErr = err
 		return nil, 0, a, nil
 	}
-	if round == 0 && !r.Verify {
+	if round == 0 && !r.Verify && !st.single {
 		a.blocks = r.run(ctx, st.object, block, st.size, lookup, p) // after a failed round, one block at a time
 	}
 	a.asked = min(replicas, len(p.Owners))

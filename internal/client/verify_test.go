@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,39 +114,44 @@ func TestVerifyAndFallback(t *testing.T) {
 		{"everyone colludes, store checksum catches it", []w{liar, liar, liar}, true, &memStore{data: right, version: v, sum: sum[:]}, client.ErrChecksum, nil},
 		{"one worker cannot vouch for itself", []w{honest}, true, nil, client.ErrVerification, nil},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var owners []protocol.Owner
-			for i, wk := range tt.workers {
-				owners = append(owners, protocol.Owner{NodeID: "w" + strconv.Itoa(i), DataAddress: worker(t, wk.body, wk.status, v)})
-			}
-			fake := startFake(t, func(req protocol.Message) protocol.Message {
-				if l, ok := req.(*protocol.PlacementLookup); ok {
-					return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
+	// Every rule holds whether the blocks are read one run at a time or
+	// several at once (Parallel), and the bytes come out in order.
+	for _, par := range []int{0, 3} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/parallel=%d", tt.name, par), func(t *testing.T) {
+				var owners []protocol.Owner
+				for i, wk := range tt.workers {
+					owners = append(owners, protocol.Owner{NodeID: "w" + strconv.Itoa(i), DataAddress: worker(t, wk.body, wk.status, v)})
 				}
-				return &protocol.Pong{}
+				fake := startFake(t, func(req protocol.Message) protocol.Message {
+					if l, ok := req.(*protocol.PlacementLookup); ok {
+						return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
+					}
+					return &protocol.Pong{}
+				})
+				c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var mu sync.Mutex // with Parallel, reports come from several goroutines
+				var msgs []string
+				r := &client.ObjectReader{Client: c, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: tt.verify, Parallel: par,
+					OnVerifyFailure: func(_ string, _ int64, m string) { mu.Lock(); msgs = append(msgs, m); mu.Unlock() }}
+				if tt.source != nil {
+					r.Source = tt.source
+				}
+				var out bytes.Buffer
+				_, err = r.ReadObject(context.Background(), "obj", &out)
+				switch {
+				case tt.want == nil && (err != nil || !bytes.Equal(out.Bytes(), right)):
+					t.Fatalf("ReadObject = %v, right bytes %t", err, bytes.Equal(out.Bytes(), right))
+				case tt.want != nil && !errors.Is(err, tt.want):
+					t.Fatalf("ReadObject = %v, want %v", err, tt.want)
+				case tt.stderrOK != nil && !tt.stderrOK(msgs):
+					t.Fatalf("reports:\n%s", strings.Join(msgs, "\n"))
+				}
 			})
-			c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			var msgs []string
-			r := &client.ObjectReader{Client: c, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: tt.verify,
-				OnVerifyFailure: func(_ string, _ int64, m string) { msgs = append(msgs, m) }}
-			if tt.source != nil {
-				r.Source = tt.source
-			}
-			var out bytes.Buffer
-			_, err = r.ReadObject(context.Background(), "obj", &out)
-			switch {
-			case tt.want == nil && (err != nil || !bytes.Equal(out.Bytes(), right)):
-				t.Fatalf("ReadObject = %v, right bytes %t", err, bytes.Equal(out.Bytes(), right))
-			case tt.want != nil && !errors.Is(err, tt.want):
-				t.Fatalf("ReadObject = %v, want %v", err, tt.want)
-			case tt.stderrOK != nil && !tt.stderrOK(msgs):
-				t.Fatalf("reports:\n%s", strings.Join(msgs, "\n"))
-			}
-		})
+		}
 	}
 }
