@@ -20,8 +20,8 @@ build: ## build bin/talon and bin/talonctl with version, commit and date stamped
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/talon ./cmd/talon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/talonctl ./cmd/talonctl
 
-demo: build ## run a local cluster (coordinator + 3 workers, memory backend) until Ctrl-C
-	./bin/talon dev --demo-load
+demo: build ## run a local cluster (3 coordinators active-active + 3 workers, memory backend) until Ctrl-C
+	./bin/talon dev --demo-load --coordinators 3
 
 testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver, helm and S3 server used by integration tests
 	@bash internal/testenv/build-servers.sh >/dev/null

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 
@@ -19,11 +20,19 @@ func newDevCmd(env Env) *cobra.Command {
 	opts := devcluster.Options{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local development cluster: one coordinator and workers on loopback, memory backend",
-		Long: `dev runs a coordinator and workers (three by default) in one process, on
-loopback addresses, with the embedded memory state backend, and prints the
-addresses to use: the admin URL (UI, /api/v1, /metrics) and the control
-address. It runs until interrupted (Ctrl-C).
+		Short: "Run a local development cluster: coordinators and workers on loopback, memory backend",
+		Long: `dev runs a coordinator (--coordinators N: several, active-active over one
+memory store) and workers (three by default) in one process, on loopback
+addresses, with the embedded memory state backend, and prints the addresses
+to use: the admin URLs (UI, /api/v1, /metrics) and the control addresses. It
+runs until interrupted (Ctrl-C). The first coordinator listens on 7400
+(control) and 7401 (admin), the next on 7402 and 7403, and so on; a port
+that is taken is replaced by a random one, with a warning.
+
+With several coordinators, kill -USR1 PID stops one (the banner names the
+PID): talonctl top and the web UI fail over to the others, its record
+expires within the lease TTL, and coordinators list reports it missing;
+kill -USR2 PID starts it again as a new incarnation on the same addresses.
 
 The control and data ports use mutual TLS like production: dev creates a
 throwaway CA and a certificate per process in <dir>/tls. Clients pick them up
@@ -43,6 +52,7 @@ stay plain HTTP on loopback, without a token unless --admin-auth.`,
 		},
 	}
 	cmd.Flags().IntVar(&opts.Workers, "workers", 3, "number of workers")
+	cmd.Flags().IntVar(&opts.Coordinators, "coordinators", 1, fmt.Sprintf("number of coordinators, active-active over the one memory store (1 to %d); with several, kill -USR1 stops one and kill -USR2 starts it again", devcluster.MaxCoordinators))
 	cmd.Flags().StringVar(&opts.BaseDir, "dir", "", "directory for blobs and caches (default: a temporary directory)")
 	cmd.Flags().BoolVar(&opts.DemoLoad, "demo-load", false, "generate light background reads so the views show traffic")
 	cmd.Flags().StringVar(&opts.ListenHost, "host", "127.0.0.1", "loopback host to bind (127.0.0.0/8, ::1 or localhost; any other needs --allow-non-loopback)")

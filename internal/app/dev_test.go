@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,4 +208,65 @@ func TestDevHostMustBeLoopback(t *testing.T) {
 			t.Fatalf("dev %v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
+}
+
+// TestDevClusterSeveralCoordinators: `talon dev --coordinators 3` serves
+// three coordinators over one memory store that agree on the placement;
+// SIGUSR1 stops one and the others keep answering with every worker live
+// (issue 38: talon dev could not show HA at all); SIGUSR2 starts it again.
+func TestDevClusterSeveralCoordinators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local cluster")
+	}
+	var out testsupport.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, devcluster.Options{Workers: 2, Coordinators: 3, BaseDir: t.TempDir(), ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runDev: %v", err)
+		}
+	}()
+	testsupport.WaitFor(t, 60*time.Second, "the whole banner", func() bool { return strings.Contains(out.String(), "bin/talon worker --dev-dir") })
+	admins := regexp.MustCompile(`coordinator-\d\s+control \S+\s+admin (http://\S+)`).FindAllStringSubmatch(out.String(), -1)
+	if len(admins) != 3 || !strings.Contains(out.String(), "kill -USR1 ") {
+		t.Fatalf("banner names %d coordinators or no way to stop one:\n%s", len(admins), out.String())
+	}
+	agree := func(urls []string) (string, bool) {
+		pv := ""
+		for _, u := range urls {
+			cl, err := newAPI(t, u, "").Cluster(context.Background())
+			if err != nil || cl.EligibleWorkers != 2 || (pv != "" && cl.PlacementVersion != pv) {
+				return "", false
+			}
+			pv = cl.PlacementVersion
+		}
+		return pv, true
+	}
+	all := []string{admins[0][1], admins[1][1], admins[2][1]}
+	testsupport.WaitFor(t, 30*time.Second, "three coordinators agreeing on 2 eligible workers", func() bool { _, ok := agree(all); return ok })
+	cl, err := newAPI(t, all[0], "").Cluster(context.Background())
+	if err != nil || cl.Coordinators.Present != 3 || cl.Coordinators.Expected != 3 {
+		t.Fatalf("coordinators %+v, %v: want 3 of 3", cl.Coordinators, err)
+	}
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 20*time.Second, "a coordinator stopped", func() bool { return strings.Contains(out.String(), "SIGUSR1: stopped coordinator-3") })
+	if _, err := newAPI(t, all[2], "").Cluster(context.Background()); err == nil {
+		t.Fatal("the stopped coordinator still answers")
+	}
+	testsupport.WaitFor(t, 30*time.Second, "coordinator-3 missing on the others, workers still eligible", func() bool {
+		cl, err := newAPI(t, all[0], "").Cluster(context.Background())
+		_, ok := agree(all[:2])
+		return err == nil && ok && cl.Coordinators.Present == 2 && len(cl.Coordinators.Missing) == 1 && cl.Coordinators.Missing[0].NodeID == "coordinator-3"
+	})
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 30*time.Second, "coordinator-3 back and agreeing", func() bool { _, ok := agree(all); return ok })
 }

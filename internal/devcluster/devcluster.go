@@ -12,9 +12,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
@@ -27,9 +29,13 @@ import (
 
 // Options configures Run: the flags of `talon dev`.
 type Options struct {
-	Workers  int
-	BaseDir  string
-	DemoLoad bool
+	Workers int
+	// Coordinators is how many coordinators run, over the one memory
+	// store (active-active in one process: the demo of failover and
+	// agreement); 0 means 1.
+	Coordinators int
+	BaseDir      string
+	DemoLoad     bool
 	// ListenHost is the loopback host every process binds.
 	ListenHost string
 	// AllowNonLoopback lets ListenHost be an address other hosts reach
@@ -47,10 +53,16 @@ type Options struct {
 // MaxWorkers is the most workers a dev cluster runs.
 const MaxWorkers = 32
 
+// MaxCoordinators is the most coordinators a dev cluster runs.
+const MaxCoordinators = 5
+
 // Validate checks the options, naming the flag at fault.
 func (o Options) Validate() error {
 	if o.Workers < 1 || o.Workers > MaxWorkers {
 		return fmt.Errorf("--workers %d: must be from 1 to %d", o.Workers, MaxWorkers)
+	}
+	if o.Coordinators < 0 || o.Coordinators > MaxCoordinators {
+		return fmt.Errorf("--coordinators %d: must be from 1 to %d", o.Coordinators, MaxCoordinators)
 	}
 	if !o.AllowNonLoopback && !IsLoopbackHost(o.ListenHost) {
 		return fmt.Errorf("--host %q: must be a loopback address (127.0.0.0/8, ::1 or localhost); a dev cluster bound elsewhere serves its admin listeners to other hosts: add --allow-non-loopback to mean it", o.ListenHost)
@@ -157,14 +169,18 @@ func (d *devDir) config(role cluster.Role, nodeID string, mutate func(c *config.
 	return cfg, errors.Join(credErr, err)
 }
 
-// Run runs a coordinator and opts.Workers workers in this process on
-// loopback with the memory backend until ctx ends, and prints on stdout
-// the addresses to use. Every process logs warnings and errors only,
-// through log's handler.
+// Run runs opts.Coordinators coordinators (one by default) over one
+// memory store and opts.Workers workers in this process on loopback until
+// ctx ends, and prints on stdout the addresses to use. Every process logs
+// warnings and errors only, through log's handler. With several
+// coordinators, SIGUSR1 stops the next running one and SIGUSR2 starts the
+// last stopped one again (as a new incarnation on the same addresses), so
+// that talonctl top and the web UI show failover.
 func Run(ctx context.Context, opts Options, roles Roles, stdout io.Writer, log *slog.Logger) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	opts.Coordinators = max(opts.Coordinators, 1)
 	dir := opts.BaseDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "talon-dev-")
@@ -181,29 +197,85 @@ func Run(ctx context.Context, opts Options, roles Roles, stdout io.Writer, log *
 	quiet := slog.New(minLevel{Handler: log.Handler(), min: slog.LevelWarn})
 	store := memory.New(memory.Options{})
 	defer store.Close()
-	ccfg, err := d.config(cluster.RoleCoordinator, "coordinator-1", func(c *config.Config) {
-		// Fixed, memorable ports when free.
-		c.Listen, c.AdminListen = freeOr(opts.ListenHost, 7400), freeOr(opts.ListenHost, 7401)
-	})
-	if err != nil {
+	c := &running{dir: d, roles: roles, store: store, log: quiet}
+	if err := c.buildCoordinators(ctx, stdout, log); err != nil {
 		return err
 	}
-	coord, err := roles.Coordinator(ctx, ccfg, store, quiet)
+	workers, creds, err := d.build(c.controls(), roles, quiet)
 	if err != nil {
+		c.closeCoordinators()
 		return err
 	}
-	workers, creds, err := d.build(coord, roles, quiet)
-	if err != nil {
-		coord.Close()
-		return err
-	}
-	c := &running{dir: d, cfg: ccfg, coord: coord, workers: workers}
+	c.workers = workers
 	return c.run(ctx, creds, stdout, log)
 }
 
-// build writes the control address into the directory, loads the client
-// credential and builds the workers; on an error it closes those it built.
-func (d *devDir) build(coord Coordinator, roles Roles, log *slog.Logger) (workers []Worker, creds *pki.Source, err error) {
+// devCoordinator is one coordinator of a dev cluster and what restarts it.
+type devCoordinator struct {
+	cfg  *config.Config // its addresses fixed to the ones it bound
+	proc Coordinator
+	stop context.CancelFunc // nil while not running
+	done chan error         // receives Run's result
+}
+
+// buildCoordinators builds the coordinators on fixed, memorable ports when
+// free (7400/7401, 7402/7403, ...), saying so loudly when one is taken.
+func (c *running) buildCoordinators(ctx context.Context, stdout io.Writer, log *slog.Logger) error {
+	d := c.dir
+	for i := range d.opts.Coordinators {
+		id := fmt.Sprintf("coordinator-%d", i+1)
+		control, admin := d.port(stdout, log, id, "control", 7400+2*i), d.port(stdout, log, id, "admin", 7401+2*i)
+		cfg, err := d.config(cluster.RoleCoordinator, id, func(cc *config.Config) { cc.Listen, cc.AdminListen = control, admin })
+		if err != nil {
+			c.closeCoordinators()
+			return err
+		}
+		// One process shares one memory store among its coordinators: the
+		// memory backend's single-coordinator rule is about processes.
+		cfg.CoordinatorReplicas, cfg.HA = d.opts.Coordinators, d.opts.Coordinators > 1
+		p, err := c.roles.Coordinator(ctx, cfg, c.store, c.log)
+		if err != nil {
+			c.closeCoordinators()
+			return err
+		}
+		cfg.Listen, cfg.AdminListen = p.Coordinator().Addr().String(), p.AdminAddr().String()
+		c.coords = append(c.coords, &devCoordinator{cfg: cfg, proc: p})
+	}
+	return nil
+}
+
+// port returns host:port when that port is free, else host:0, saying on
+// stdout and in the log which listener moved (issue 38: it moved without a
+// word).
+func (d *devDir) port(stdout io.Writer, log *slog.Logger, id, listener string, port int) string {
+	addr := freeOr(d.opts.ListenHost, port)
+	if addr != net.JoinHostPort(d.opts.ListenHost, fmt.Sprint(port)) {
+		fmt.Fprintf(stdout, "WARNING: port %d is taken: %s's %s listener uses a random port instead (see the addresses below)\n", port, id, listener)
+		log.Warn("dev port taken; using a random one", "port", port, "node", id, "listener", listener)
+	}
+	return addr
+}
+
+// controls are the coordinators' control addresses.
+func (c *running) controls() []string {
+	out := make([]string, len(c.coords))
+	for i, dc := range c.coords {
+		out[i] = dc.cfg.Listen
+	}
+	return out
+}
+
+// closeCoordinators releases coordinators built and not run.
+func (c *running) closeCoordinators() {
+	for _, dc := range c.coords {
+		dc.proc.Close()
+	}
+}
+
+// build writes the control addresses into the directory, loads the
+// client credential and builds the workers; on an error it closes those
+// it built.
+func (d *devDir) build(controls []string, roles Roles, log *slog.Logger) (workers []Worker, creds *pki.Source, err error) {
 	defer func() {
 		if err != nil {
 			for _, w := range workers {
@@ -211,8 +283,7 @@ func (d *devDir) build(coord Coordinator, roles Roles, log *slog.Logger) (worker
 			}
 		}
 	}()
-	control := coord.Coordinator().Addr().String()
-	if err := os.WriteFile(filepath.Join(d.dir, CoordinatorsFile), []byte(control+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, CoordinatorsFile), []byte(strings.Join(controls, "\n")+"\n"), 0o644); err != nil {
 		return nil, nil, err
 	}
 	if creds, err = pki.Load(d.clientFiles, pki.Options{}); err != nil {
@@ -220,7 +291,7 @@ func (d *devDir) build(coord Coordinator, roles Roles, log *slog.Logger) (worker
 	}
 	for i := 1; i <= d.opts.Workers; i++ {
 		wcfg, err := d.config(cluster.RoleWorker, fmt.Sprintf("worker-%d", i), func(c *config.Config) {
-			c.Coordinators = []string{control}
+			c.Coordinators = controls
 			c.BlobStore = cmp.Or(d.opts.BlobStore, "file://"+d.blobs)
 			c.CacheDir = filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", i))
 			c.CacheCapacity = 64 << 20
@@ -241,34 +312,36 @@ func (d *devDir) build(coord Coordinator, roles Roles, log *slog.Logger) (worker
 // running is a built dev cluster.
 type running struct {
 	dir     *devDir
-	cfg     *config.Config // the coordinator's
-	coord   Coordinator
+	roles   Roles
+	store   state.Store
+	log     *slog.Logger // the processes'
+	coords  []*devCoordinator
 	workers []Worker
+	mu      sync.Mutex // guards coords' stop and done, and stopped
+	stopped []int      // coordinators stopped by SIGUSR1, last last
 }
 
 // run starts the processes, prints the banner and starts the demo load;
 // when ctx ends or a process stops, it stops the workers and, after them,
-// the coordinator.
+// the coordinators.
 func (c *running) run(ctx context.Context, creds *pki.Source, stdout io.Writer, log *slog.Logger) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	coordCtx, stopCoord := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCoord()
-	var coordWG sync.WaitGroup
 	var wg sync.WaitGroup
-	errs := make(chan error, len(c.workers)+2)
-	coordWG.Add(1)
-	go func() { defer coordWG.Done(); errs <- c.coord.Run(coordCtx) }()
+	errs := make(chan error, len(c.workers)+1)
+	for i := range c.coords {
+		c.startCoordinator(ctx, i, c.coords[i].proc)
+	}
 	for _, w := range c.workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
 	}
 	c.banner(stdout)
 	if c.dir.opts.DemoLoad {
-		control := c.coord.Coordinator().Addr().String()
 		wg.Add(1)
-		go func() { defer wg.Done(); demoLoad(runCtx, control, creds, log) }()
+		go func() { defer wg.Done(); demoLoad(runCtx, c.controls(), creds, log) }()
 	}
+	signals := c.signals(runCtx, stdout)
 	var first error
 	select {
 	case <-ctx.Done():
@@ -276,34 +349,149 @@ func (c *running) run(ctx context.Context, creds *pki.Source, stdout io.Writer, 
 		log.Error("a dev cluster process stopped; stopping the others", "error", first)
 	}
 	stop()
+	<-signals
 	wg.Wait()
-	stopCoord()
-	coordWG.Wait()
+	c.stopCoordinators()
 	return first
+}
+
+// startCoordinator runs coordinator i's process p until stopCoordinator
+// or the end of the cluster.
+func (c *running) startCoordinator(ctx context.Context, i int, p Coordinator) {
+	dc := c.coords[i]
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	c.mu.Lock()
+	dc.proc, dc.stop, dc.done = p, stop, done
+	c.mu.Unlock()
+	go func() { done <- p.Run(cctx) }()
+}
+
+// stopCoordinator stops coordinator i and waits for it.
+func (c *running) stopCoordinator(i int) {
+	c.mu.Lock()
+	dc := c.coords[i]
+	stop, done := dc.stop, dc.done
+	dc.stop, dc.done = nil, nil
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// stopCoordinators stops every running coordinator.
+func (c *running) stopCoordinators() {
+	for i := range c.coords {
+		c.stopCoordinator(i)
+	}
+}
+
+// signals handles SIGUSR1 (stop the next running coordinator) and SIGUSR2
+// (start the last stopped one again) until ctx ends; the channel closes
+// then.
+func (c *running) signals(ctx context.Context, stdout io.Writer) <-chan struct{} {
+	done := make(chan struct{})
+	sig := make(chan os.Signal, 4)
+	if len(c.coords) > 1 {
+		signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+	}
+	go func() {
+		defer close(done)
+		defer signal.Stop(sig)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case s := <-sig:
+				c.onSignal(ctx, s, stdout)
+			}
+		}
+	}()
+	return done
+}
+
+// onSignal stops or restarts a coordinator for signal s.
+func (c *running) onSignal(ctx context.Context, s os.Signal, stdout io.Writer) {
+	if s == syscall.SIGUSR1 {
+		i := c.nextRunning()
+		if i < 0 {
+			fmt.Fprintln(stdout, "SIGUSR1: only one coordinator is running: it stays")
+			return
+		}
+		c.stopCoordinator(i)
+		c.mu.Lock()
+		c.stopped = append(c.stopped, i)
+		c.mu.Unlock()
+		fmt.Fprintf(stdout, "SIGUSR1: stopped %s (its record expires within the lease TTL; SIGUSR2 starts it again)\n", c.coords[i].cfg.NodeID)
+		return
+	}
+	c.mu.Lock()
+	if len(c.stopped) == 0 {
+		c.mu.Unlock()
+		fmt.Fprintln(stdout, "SIGUSR2: no coordinator is stopped")
+		return
+	}
+	i := c.stopped[len(c.stopped)-1]
+	c.stopped = c.stopped[:len(c.stopped)-1]
+	c.mu.Unlock()
+	dc := c.coords[i]
+	p, err := c.roles.Coordinator(ctx, dc.cfg, c.store, c.log)
+	if err != nil {
+		fmt.Fprintf(stdout, "SIGUSR2: %s could not start again: %v\n", dc.cfg.NodeID, err)
+		return
+	}
+	c.startCoordinator(ctx, i, p)
+	fmt.Fprintf(stdout, "SIGUSR2: started %s again\n", dc.cfg.NodeID)
+}
+
+// nextRunning is the running coordinator SIGUSR1 stops: the last one
+// running, never the only one left.
+func (c *running) nextRunning() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	running := -1
+	n := 0
+	for i, dc := range c.coords {
+		if dc.stop != nil {
+			running, n = i, n+1
+		}
+	}
+	if n < 2 {
+		return -1
+	}
+	return running
 }
 
 // banner prints the addresses of the cluster and commands to try.
 func (c *running) banner(stdout io.Writer) {
 	d, host := c.dir, c.dir.opts.ListenHost
-	control := c.coord.Coordinator().Addr().String()
-	adminURL := "http://" + c.coord.AdminAddr().String()
-	fmt.Fprintf(stdout, "Talon dev cluster %q is running (memory backend). Ctrl-C stops it.\n\n", c.cfg.ClusterID)
-	fmt.Fprintf(stdout, "  web UI and /api/v1   %s/\n", adminURL)
-	fmt.Fprintf(stdout, "  metrics              %s/metrics\n", adminURL)
-	fmt.Fprintf(stdout, "  control address      %s\n", control)
+	first := "http://" + c.coords[0].cfg.AdminListen
+	fmt.Fprintf(stdout, "Talon dev cluster %q is running (memory backend). Ctrl-C stops it.\n\n", ClusterID)
+	fmt.Fprintf(stdout, "  web UI and /api/v1   %s/\n", first)
+	fmt.Fprintf(stdout, "  metrics              %s/metrics\n", first)
+	var admins []string
+	for _, dc := range c.coords {
+		admins = append(admins, "http://"+dc.cfg.AdminListen)
+		fmt.Fprintf(stdout, "  %-20s control %s  admin http://%s\n", dc.cfg.NodeID, dc.cfg.Listen, dc.cfg.AdminListen)
+	}
 	for _, w := range c.workers {
 		fmt.Fprintf(stdout, "  %-20s data %s  admin http://%s\n", w.Worker().NodeID(), w.Worker().DataAddress(), w.AdminAddr())
 	}
 	fmt.Fprintf(stdout, "  blobs                %s\n", cmp.Or(config.RedactURL(d.opts.BlobStore), d.blobs))
 	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n\n", filepath.Join(d.dir, TLSDir))
-	ctl := "bin/talonctl --server " + adminURL
+	ctl := "bin/talonctl --server " + strings.Join(admins, ",")
 	if d.adminToken != "" {
 		ctl += " --token-file " + filepath.Join(d.dir, AdminTokenFile)
 	}
 	fmt.Fprintf(stdout, "Try:\n  %s nodes list\n  %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
 		ctl, ctl, d.dir, samples[2].Name, d.dir)
+	if len(c.coords) > 1 {
+		fmt.Fprintf(stdout, "  %s coordinators list\n  kill -USR1 %d   # stop a coordinator: top fails over, the others keep answering; kill -USR2 %d starts it again\n",
+			ctl, os.Getpid(), os.Getpid())
+	}
 	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store '%s' --cache-dir %s --listen %s --admin-listen %s\n\n",
-		d.dir, c.cfg.ClusterID, d.opts.Workers+1, control, cmp.Or(config.RedactURL(d.opts.BlobStore), "file://"+d.blobs), filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", d.opts.Workers+1)),
+		d.dir, ClusterID, d.opts.Workers+1, strings.Join(c.controls(), ","), cmp.Or(config.RedactURL(d.opts.BlobStore), "file://"+d.blobs), filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", d.opts.Workers+1)),
 		net.JoinHostPort(host, "0"), net.JoinHostPort(host, "0"))
 }
 

@@ -64,8 +64,8 @@ func writeSamples(dir string) error {
 
 // demoLoad reads sample objects through the cluster at a gentle pace so
 // the views show traffic.
-func demoLoad(ctx context.Context, control string, creds *pki.Source, log *slog.Logger) {
-	cl, err := client.New(client.Options{Coordinators: []string{control}, CacheTTL: 5 * time.Second,
+func demoLoad(ctx context.Context, controls []string, creds *pki.Source, log *slog.Logger) {
+	cl, err := client.New(client.Options{Coordinators: controls, CacheTTL: 5 * time.Second,
 		TLS: creds.ClientConfig(pki.Expect{Roles: []pki.Role{pki.RoleCoordinator}})})
 	if err != nil {
 		return
