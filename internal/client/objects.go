@@ -178,7 +178,7 @@ type readState struct {
 	storeCheck bool
 	// single reads one block per request (a parallel read's tasks).
 	single bool
-	res        ReadResult
+	res    ReadResult
 }
 
 // ReadObject writes the object to w and returns its size (see Read).
