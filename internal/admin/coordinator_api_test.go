@@ -61,8 +61,8 @@ func TestClusterEndpoint(t *testing.T) {
 	}
 	want := apiv1.Cluster{
 		Meta: c.Meta, ClusterID: clusterID, ServedBy: "coord-a", PlacementVersion: v.Version().String(),
-		EligibleWorkers: 2,
-		Store:           apiv1.StoreStatus{Backend: "memory", Healthy: true},
+		EligibleWorkers: 2, PlacementReplicas: 2, // the coordinator's default (issue 38: explain used 1)
+		Store: apiv1.StoreStatus{Backend: "memory", Healthy: true},
 		Nodes: apiv1.ClusterNodes{
 			Total:        6,
 			Coordinators: apiv1.Counts{Total: 1, Healthy: 1, Ready: 1},
@@ -467,4 +467,23 @@ func TestPlacementEndpoint(t *testing.T) {
 
 func ex(id, reason, health string) apiv1.Exclusion {
 	return apiv1.Exclusion{NodeID: id, Reason: reason, Health: health}
+}
+
+// TestPlacementDefaultReplicas: a placement request without replicas gets
+// the cluster's placement-replicas, the owners its clients read (issue 38:
+// talonctl placement explain showed 1 while the cluster placed 2).
+func TestPlacementDefaultReplicas(t *testing.T) {
+	e := startCoordinator(t, envOptions{admin: exposeAll()})
+	putMixedWorkers(t, e)
+	r := e.get(t, apiv1.PathPlacement+"?key=k")
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var p apiv1.Placement
+	r.decode(t, &p)
+	var c apiv1.Cluster
+	e.get(t, apiv1.PathCluster).decode(t, &c)
+	if p.Replicas != 2 || c.PlacementReplicas != 2 || len(p.Owners) != 2 {
+		t.Fatalf("replicas %d (cluster's %d), %d owners: want the cluster's 2", p.Replicas, c.PlacementReplicas, len(p.Owners))
+	}
 }

@@ -157,12 +157,13 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 	c := s.opts.Coordinator
 	t := c.Timing()
 	out := apiv1.Cluster{
-		Meta:             s.meta(v, stale),
-		ClusterID:        c.ClusterID(),
-		ServedBy:         c.NodeID(),
-		PlacementVersion: apiv1.FormatU64(uint64(v.Version())),
-		EligibleWorkers:  v.Table.Len(),
-		Store:            apiv1.StoreStatus{Backend: c.Backend(), Healthy: !stale},
+		Meta:              s.meta(v, stale),
+		ClusterID:         c.ClusterID(),
+		ServedBy:          c.NodeID(),
+		PlacementVersion:  apiv1.FormatU64(uint64(v.Version())),
+		EligibleWorkers:   v.Table.Len(),
+		PlacementReplicas: c.PlacementReplicas(),
+		Store:             apiv1.StoreStatus{Backend: c.Backend(), Healthy: !stale},
 		Timing: apiv1.Timing{
 			HeartbeatIntervalMs: t.HeartbeatInterval.Milliseconds(),
 			UnhealthyAfterMs:    t.UnhealthyAfter.Milliseconds(),
@@ -287,7 +288,7 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request, _ bool) error {
 // placement answers GET /api/v1/placement: what a PlacementLookup for key
 // and replicas answers from the same view, plus the ranking and exclusions.
 func (s *Server) placement(w http.ResponseWriter, r *http.Request, _ bool) error {
-	p, err := parsePlacementParams(r.URL.RawQuery)
+	p, err := parsePlacementParams(r.URL.RawQuery, s.opts.Coordinator.PlacementReplicas())
 	if err != nil {
 		return err
 	}

@@ -221,10 +221,9 @@ type placementParams struct {
 	allowStale bool
 }
 
-// DefaultReplicas is the replicas of a placement request that gives none.
-const DefaultReplicas = 1
-
-func parsePlacementParams(raw string) (*placementParams, error) {
+// parsePlacementParams parses the query; a request that gives no replicas
+// gets defaultReplicas, the replicas the cluster's clients read with.
+func parsePlacementParams(raw string, defaultReplicas int) (*placementParams, error) {
 	q, err := parseQuery(raw, []string{apiv1.ParamKey, apiv1.ParamReplicas, apiv1.ParamAllowStale}, nil)
 	if err != nil {
 		return nil, err
@@ -238,7 +237,7 @@ func parsePlacementParams(raw string) (*placementParams, error) {
 		return nil, badParam(apiv1.ParamKey, key, "must be at most %d bytes, the limit of a PlacementLookup key", apiv1.MaxPlacementKeyBytes)
 	}
 	p.key = key
-	if p.replicas, err = q.intRange(apiv1.ParamReplicas, DefaultReplicas, 1, apiv1.MaxPlacementReplicas); err != nil {
+	if p.replicas, err = q.intRange(apiv1.ParamReplicas, min(max(defaultReplicas, 1), apiv1.MaxPlacementReplicas), 1, apiv1.MaxPlacementReplicas); err != nil {
 		return nil, err
 	}
 	if p.allowStale, err = q.boolean(apiv1.ParamAllowStale, false); err != nil {

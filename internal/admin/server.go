@@ -52,6 +52,8 @@ type Coordinator interface {
 	HeardAtUnixMs(key cluster.Key, incarnation string) int64
 	// ExpectedCoordinators is the cluster's coordinator-replicas.
 	ExpectedCoordinators() int
+	// PlacementReplicas is the replicas the cluster's clients read with.
+	PlacementReplicas() int
 }
 
 // Worker is what the admin listener reads from a worker (*worker.Worker

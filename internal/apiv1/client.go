@@ -331,7 +331,10 @@ func (c *Client) Node(ctx context.Context, nodeID string, opts ...CallOption) (*
 
 // Placement explains the placement of key for replicas owners (1 to 16).
 func (c *Client) Placement(ctx context.Context, key string, replicas int, opts ...CallOption) (*Placement, error) {
-	q := url.Values{ParamKey: {key}, ParamReplicas: {strconv.Itoa(replicas)}}
+	q := url.Values{ParamKey: {key}}
+	if replicas > 0 { // 0: the replicas the cluster's clients read with
+		q.Set(ParamReplicas, strconv.Itoa(replicas))
+	}
 	var out Placement
 	q, raw := applyOptions(q, opts)
 	if err := c.getJSON(ctx, PathPlacement, q, raw, &out); err != nil {

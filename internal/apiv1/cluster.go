@@ -9,10 +9,13 @@ type Cluster struct {
 	// PlacementVersion is the snapshot's PlacementVersion, 16 hex digits.
 	PlacementVersion string `json:"placementVersion"`
 	// EligibleWorkers is how many workers placement may choose.
-	EligibleWorkers int          `json:"eligibleWorkers"`
-	Store           StoreStatus  `json:"store"`
-	Nodes           ClusterNodes `json:"nodes"`
-	Timing          Timing       `json:"timing"`
+	EligibleWorkers int `json:"eligibleWorkers"`
+	// PlacementReplicas is how many owners the cluster's clients read a
+	// block from (placement-replicas); /api/v1/placement's default.
+	PlacementReplicas int          `json:"placementReplicas"`
+	Store             StoreStatus  `json:"store"`
+	Nodes             ClusterNodes `json:"nodes"`
+	Timing            Timing       `json:"timing"`
 	// Coordinators compares the live coordinators with the number the
 	// cluster is configured to run (coordinator-replicas).
 	Coordinators CoordinatorPresence `json:"coordinators"`

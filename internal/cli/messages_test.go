@@ -76,3 +76,31 @@ func TestMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestKubectlHabits: verb-first lines name the talonctl command (issue 38:
+// they said only "unknown command"), and kubectl's resource names work.
+func TestKubectlHabits(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"get", "nodes"}, `try "talonctl nodes list"`},
+		{[]string{"get", "no"}, `try "talonctl nodes list"`},
+		{[]string{"get", "node", "w-1"}, `try "talonctl nodes get w-1"`},
+		{[]string{"get", "coordinators"}, `try "talonctl coordinators list"`},
+		{[]string{"describe", "node", "w-1"}, `try "talonctl nodes describe w-1"`},
+		{[]string{"cordon", "w-1"}, `try "talonctl nodes cordon w-1"`},
+		{[]string{"drain", "w-1"}, `try "talonctl nodes drain w-1"`},
+		{[]string{"explain", "obj#0"}, `try "talonctl placement explain obj#0"`},
+		{[]string{"status"}, `try "talonctl cluster status"`},
+	} {
+		r := talonctl(t, run{args: tc.args})
+		if r.code != 2 || !strings.Contains(r.stderr, "hint: talonctl puts the noun first: "+tc.hint) {
+			t.Errorf("talonctl %s: exit %d, stderr:\n%s\nwant exit 2 and %s", strings.Join(tc.args, " "), r.code, r.stderr, tc.hint)
+		}
+	}
+	// kubectl's short name of the resource is an alias of the noun.
+	if r := talonctl(t, run{args: []string{"no", "list", "--help"}}); r.code != 0 || !strings.Contains(r.stdout, "talonctl nodes list") {
+		t.Errorf("talonctl no list --help: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -101,10 +101,12 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		Short: "Operate a Talon cluster through the coordinators' /api/v1",
 		Long: `talonctl shows a Talon cluster's state, lists its nodes, their events and every
 coordinator's own view, explains placement, and cordons and drains workers.
-It reads the coordinators' management API (/api/v1) on their admin listeners,
-which is read-only; nodes cordon, uncordon and drain ask the worker itself,
-at the admin address its record advertises, with the same token and TLS
-settings.
+It speaks only to the coordinators' management API (/api/v1) on their admin
+listeners: reads, and the operator actions nodes cordon, uncordon and drain
+(the coordinators mark the worker's record in the store; talonctl never
+contacts an address a worker advertises). Nouns come first, as in
+talonctl nodes list; kubectl's verb-first habits (get nodes, describe,
+cordon, drain, explain, status) get a hint naming the talonctl command.
 
 Connection: --server (repeat or comma-separate to fail over in order; env
 TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file
@@ -128,10 +130,13 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 	// Like the nouns (cmdutil.NewGroup): an unknown command is a usage
 	// error that suggests the nearest ones; no command prints the help.
 	root.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return cmdutil.UnknownCommandError(cmd, args[0])
+		if len(args) == 0 {
+			return nil
 		}
-		return nil
+		if err := cmdutil.VerbFirstError(cmd, args); err != nil {
+			return err // a kubectl habit: name the talonctl command
+		}
+		return cmdutil.UnknownCommandError(cmd, args[0])
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	f.Conn.AddFlags(root.PersistentFlags())

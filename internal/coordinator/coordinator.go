@@ -378,6 +378,10 @@ func (c *Coordinator) ClusterID() string { return c.opts.ClusterID }
 // Backend names the state backend.
 func (c *Coordinator) Backend() string { return c.opts.Store.Backend() }
 
+// PlacementReplicas returns the replica count the cluster's clients read
+// with (Options.PlacementReplicas).
+func (c *Coordinator) PlacementReplicas() int { return c.opts.PlacementReplicas }
+
 // ExpectedCoordinators returns Options.ExpectedCoordinators, at least 1.
 func (c *Coordinator) ExpectedCoordinators() int { return max(c.opts.ExpectedCoordinators, 1) }
 

@@ -96,3 +96,59 @@ func didYouMean(names []string, prefix string) string {
 // Levenshtein returns the edit distance between a and b (insertions,
 // deletions and substitutions of bytes each cost 1).
 func Levenshtein(a, b string) int { return suggest.Distance(a, b) }
+
+// kubectlVerbs maps a kubectl habit (verb first) to talonctl's form (noun
+// first); "%s" stands for the arguments that followed the verb, nouns
+// dropped.
+var kubectlVerbs = map[string]string{
+	"get":      "nodes list",
+	"describe": "nodes describe %s",
+	"cordon":   "nodes cordon %s",
+	"uncordon": "nodes uncordon %s",
+	"drain":    "nodes drain %s",
+	"explain":  "placement explain %s",
+	"status":   "cluster status",
+	"list":     "nodes list",
+}
+
+// kubectlNouns are the nouns a kubectl habit names after its verb.
+var kubectlNouns = map[string]string{
+	"node": "nodes", "nodes": "nodes", "no": "nodes",
+	"coordinator": "coordinators", "coordinators": "coordinators",
+	"event": "events", "events": "events", "ev": "events",
+	"cluster": "cluster", "placement": "placement",
+}
+
+// VerbFirstError is the usage error of a kubectl habit at the root,
+// `talonctl get nodes`: it names the talonctl command that does it
+// (issue 38: such lines said only "unknown command"). It returns nil for
+// anything else.
+func VerbFirstError(root *cobra.Command, args []string) error {
+	form, ok := kubectlVerbs[args[0]]
+	if !ok {
+		return nil
+	}
+	var rest []string
+	noun := ""
+	for _, a := range args[1:] {
+		if n, isNoun := kubectlNouns[a]; isNoun && noun == "" {
+			noun = n
+			continue
+		}
+		rest = append(rest, a)
+	}
+	switch {
+	case args[0] == "get" && noun == "coordinators":
+		form = "coordinators list"
+	case args[0] == "get" && noun == "events":
+		form = "events"
+	case args[0] == "get" && len(rest) > 0:
+		form = "nodes get %s"
+	}
+	if strings.Contains(form, "%s") {
+		form = strings.TrimSpace(fmt.Sprintf(form, strings.Join(rest, " ")))
+	}
+	err := &ExitError{Code: ExitUsage, Err: fmt.Errorf("unknown command %q for %q", args[0], root.CommandPath())}
+	err.Hint = fmt.Sprintf("talonctl puts the noun first: try %q", root.CommandPath()+" "+form)
+	return err
+}

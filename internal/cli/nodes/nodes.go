@@ -19,6 +19,7 @@ func NewCmdNodes(f *cmdutil.Factory) *cobra.Command {
 	cmd := cmdutil.NewGroup("nodes", "List and show the cluster's coordinators and workers",
 		`The nodes of a cluster are its coordinators and workers: one leased status
 record per process, as the coordinators read them from the shared store.`)
+	cmd.Aliases = []string{"node", "no"} // kubectl's names of the resource
 	cmd.AddCommand(list.NewCmdList(f, nil), get.NewCmdGet(f, nil), describe.NewCmdDescribe(f, nil),
 		cordon.NewCmdCordon(f, nil), cordon.NewCmdUncordon(f, nil), drain.NewCmdDrain(f, nil))
 	return cmd

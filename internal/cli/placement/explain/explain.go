@@ -51,7 +51,7 @@ An outcome of no_workers (no eligible worker) is an answer, not an error.`, apiv
 			if n := len(opts.Key); n == 0 || n > apiv1.MaxPlacementKeyBytes {
 				return cmdutil.UsageErrorf("KEY of %d bytes: must be 1 to %d bytes", n, apiv1.MaxPlacementKeyBytes)
 			}
-			if opts.Replicas < 1 || opts.Replicas > apiv1.MaxPlacementReplicas {
+			if cmd.Flags().Changed("replicas") && (opts.Replicas < 1 || opts.Replicas > apiv1.MaxPlacementReplicas) {
 				return cmdutil.UsageErrorf("--replicas %d: must be an integer from 1 to %d", opts.Replicas, apiv1.MaxPlacementReplicas)
 			}
 			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
@@ -64,7 +64,7 @@ An outcome of no_workers (no eligible worker) is an answer, not an error.`, apiv
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVarP(&opts.Replicas, "replicas", "r", 1, fmt.Sprintf("number of owners, 1 to %d", apiv1.MaxPlacementReplicas))
+	fl.IntVarP(&opts.Replicas, "replicas", "r", 0, fmt.Sprintf("number of owners, 1 to %d (default: the cluster's placement-replicas, as its clients read)", apiv1.MaxPlacementReplicas))
 	cmdutil.AddOutputFlag(cmd, &opts.Output, Formats...)
 	fl.BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header rows of the tables")
 	cmdutil.AllowStaleFlag(cmd, &opts.AllowStale)

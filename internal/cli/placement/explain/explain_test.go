@@ -16,7 +16,7 @@ func TestArgsToOptions(t *testing.T) {
 		output   string
 		err      string
 	}{
-		{args: []string{"k"}, key: "k", replicas: 1, output: "table"},
+		{args: []string{"k"}, key: "k", replicas: 0, output: "table"}, // 0: the cluster's placement-replicas
 		{args: []string{"a/b#3", "-r", "16", "-o", "yaml"}, key: "a/b#3", replicas: 16, output: "yaml"},
 		{args: []string{"k", "--replicas", "0"}, err: "--replicas 0: must be an integer from 1 to 16"},
 		{args: []string{"k", "--replicas", "-2"}, err: "--replicas -2: must be an integer from 1 to 16"},
