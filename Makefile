@@ -42,6 +42,10 @@ test: ## run every test, integration tests included (real etcd, kube-apiserver, 
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus TALON_TMUX=$$tmux TALON_COSIGN=$$cosign \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
+test-alerts: ## the alert rules alone: promtool check and unit tests (one cluster and several), aggregation by cluster, every metric named is exported
+	@promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
+	  TALON_PROMTOOL=$$promtool $(GO) test -count=1 -run 'TestAlertRules|TestExportedMetrics|TestReferencedNames' ./deploy
+
 test-short: ## run unit tests only (skips tests that start servers)
 	$(GO) test -short -count=1 ./...
 
