@@ -144,13 +144,25 @@ func checkRBAC(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns st
 	if len(roles.Items) != 1 {
 		t.Fatalf("want one Role, got %d", len(roles.Items))
 	}
+	// Leases hold the records; core Events the shared log of node events
+	// (created, listed, the oldest deleted; never updated).
+	allowed := map[string][]string{
+		"coordination.k8s.io/leases": {"get", "list", "watch", "create", "update", "patch", "delete"},
+		"/events":                    {"get", "list", "watch", "create", "delete"},
+	}
 	for _, r := range roles.Items[0].Rules {
-		if !slices.Equal(r.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(r.Resources, []string{"leases"}) || len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
-			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases", r)
+		if len(r.APIGroups) != 1 || len(r.Resources) != 1 || len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
+			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases and core events", r)
+			continue
+		}
+		what := r.APIGroups[0] + "/" + r.Resources[0]
+		verbs, ok := allowed[what]
+		if !ok {
+			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases and core events", r)
 		}
 		for _, v := range r.Verbs {
-			if !slices.Contains([]string{"get", "list", "watch", "create", "update", "patch", "delete"}, v) {
-				t.Errorf("Role grants verb %q on leases", v)
+			if ok && !slices.Contains(verbs, v) {
+				t.Errorf("Role grants verb %q on %s", v, what)
 			}
 		}
 	}
