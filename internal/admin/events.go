@@ -130,7 +130,7 @@ func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordina
 	for _, e := range page.Events {
 		out.Items = append(out.Items, apiv1.Event{
 			Seq: e.Seq, TimeUnixMs: e.Time.UnixMilli(), Type: string(e.Type), Coordinator: cmp.Or(e.Coordinator, c.NodeID()),
-			Role: e.Role, NodeID: e.NodeID, Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision,
+			Role: e.Role, NodeID: e.NodeID, Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision, ID: e.ID,
 		})
 	}
 	if page.More && len(page.Events) > 0 {
