@@ -288,11 +288,7 @@ func (c *Coordinator) logMembership(prev, v *View) {
 			event(slog.LevelInfo, "node readiness changed", e, "was", e.Old, "now", e.New, "reason", r.NotReadyReason)
 		}
 		for _, e := range markEvents(old, r, base) {
-			at := r.CordonedAtUnixMs // the cordon's time tells one cordon from the next
-			if e.Type == EventNodeUncordoned {
-				at = old.CordonedAtUnixMs
-			}
-			e.ID = c.nodeEventID(e, r.IncarnationID, uint64(max(0, at)))
+			e.ID = c.markEventID(e, old, r)
 			event(slog.LevelWarn, "node "+string(e.Type)[len("node_"):], e, "reason", e.Reason)
 		}
 	}
@@ -409,4 +405,14 @@ func (c *Coordinator) noteStoreError(op string, seq uint64, err error) {
 func (c *Coordinator) nodeEventID(e Event, inc string, seq uint64) string {
 	return state.EventID(state.EventIdentity{ClusterID: c.opts.ClusterID, Type: string(e.Type), Role: e.Role, NodeID: e.NodeID,
 		Incarnation: inc, Seq: seq, Old: e.Old, New: e.New})
+}
+
+// markEventID is the identity of mark event e from old to r: the
+// cordon's time tells one cordon (or its lifting) from the next.
+func (c *Coordinator) markEventID(e Event, old, r *cluster.Record) string {
+	at := r.CordonedAtUnixMs
+	if e.Type == EventNodeUncordoned {
+		at = old.CordonedAtUnixMs
+	}
+	return c.nodeEventID(e, r.IncarnationID, uint64(max(0, at)))
 }

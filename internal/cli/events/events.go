@@ -232,10 +232,7 @@ func watch(ctx context.Context, opts *EventsOptions, eps []*cmdutil.Endpoint, li
 				fmt.Fprintln(io.ErrOut, b.warn)
 				continue
 			}
-			for _, e := range b.events {
-				if !printed.First(e) {
-					continue
-				}
+			for _, e := range printed.Filter(b.events) {
 				if opts.Output == cmdutil.OutputJSON {
 					if err := writeLine(io, e); err != nil {
 						cancel()

@@ -233,3 +233,14 @@ func (s *Seen) First(e apiv1.Event) bool {
 	s.ids[e.ID] = true
 	return true
 }
+
+// Filter returns the events of evs seen for the first time.
+func (s *Seen) Filter(evs []apiv1.Event) []apiv1.Event {
+	var out []apiv1.Event
+	for _, e := range evs {
+		if s.First(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -12,7 +12,7 @@ import (
 // newest state.DefaultEventMax events no older than
 // state.DefaultEventMaxAge, deduplicated by ID.
 type eventRing struct {
-	mu       sync.Mutex                    // guards the field below
+	mu       sync.Mutex                   // guards the field below
 	clusters map[string][]state.NodeEvent // oldest first
 }
 
@@ -55,4 +55,5 @@ func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Tim
 	r.mu.Unlock()
 	return state.TrimEvents(out, since, limit), nil
 }
+
 var _ state.EventLog = (*Store)(nil)
