@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -139,7 +140,7 @@ func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeE
 	for _, kv := range resp.Kvs {
 		var e state.NodeEvent
 		if err := json.Unmarshal(kv.Value, &e); err != nil || e.ID == "" {
-			s.skipped(string(kv.Key), fmt.Errorf("event: %w", errors.Join(err, errors.New("undecodable event"))))
+			s.skipped(string(kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
 			continue
 		}
 		out = append(out, e)
