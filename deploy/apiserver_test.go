@@ -13,6 +13,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -144,16 +145,7 @@ func checkRBAC(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns st
 	if len(roles.Items) != 1 {
 		t.Fatalf("want one Role, got %d", len(roles.Items))
 	}
-	for _, r := range roles.Items[0].Rules {
-		if !slices.Equal(r.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(r.Resources, []string{"leases"}) || len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
-			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases", r)
-		}
-		for _, v := range r.Verbs {
-			if !slices.Contains([]string{"get", "list", "watch", "create", "update", "patch", "delete"}, v) {
-				t.Errorf("Role grants verb %q on leases", v)
-			}
-		}
-	}
+	checkRoleRules(t, roles.Items[0].Rules)
 	// The one cluster-scoped grant: tokenreviews create, for verifying
 	// workers' attestation tokens.
 	// Cluster-scoped objects of this release's namespace: their names
@@ -373,6 +365,33 @@ func checkServiceMonitor(ctx context.Context, t *testing.T, dyn dynamic.Interfac
 			}
 			if !found {
 				t.Errorf("ServiceMonitor %s endpoint %v sets no talon_cluster label", sm.GetName(), ep["port"])
+			}
+		}
+	}
+}
+
+// checkRoleRules checks that the Role grants no more than leases (the
+// records) and core Events (the shared log of node events: created,
+// listed, the oldest deleted; never updated).
+func checkRoleRules(t *testing.T, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	allowed := map[string][]string{
+		"coordination.k8s.io/leases": {"get", "list", "watch", "create", "update", "patch", "delete"},
+		"/events":                    {"get", "list", "watch", "create", "delete"},
+	}
+	for _, r := range rules {
+		if len(r.APIGroups) != 1 || len(r.Resources) != 1 || len(r.ResourceNames) != 0 || len(r.NonResourceURLs) != 0 {
+			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases and core events", r)
+			continue
+		}
+		what := r.APIGroups[0] + "/" + r.Resources[0]
+		verbs, ok := allowed[what]
+		if !ok {
+			t.Errorf("Role rule %+v grants more than coordination.k8s.io leases and core events", r)
+		}
+		for _, v := range r.Verbs {
+			if ok && !slices.Contains(verbs, v) {
+				t.Errorf("Role grants verb %q on %s", v, what)
 			}
 		}
 	}

@@ -658,7 +658,7 @@ func plainFile(o object) string {
 }
 
 var plainHeaders = map[string]string{
-	"rbac.yaml":        "ServiceAccount, Role (coordination.k8s.io leases only) and RoleBinding of the coordinators, and their ClusterRole of tokenreviews create (worker attestation).",
+	"rbac.yaml":        "ServiceAccount, Role (coordination.k8s.io leases, core events) and RoleBinding of the coordinators, and their ClusterRole of tokenreviews create (worker attestation).",
 	"coordinator.yaml": "Coordinators: Service, Deployment, PodDisruptionBudget, NetworkPolicy.",
 	"worker.yaml":      "Workers: ServiceAccount, headless Service, StatefulSet, PodDisruptionBudget, NetworkPolicy.",
 	"talon.yaml":       "The config files of both roles (ConfigMap).",

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -75,9 +76,11 @@ func parseEventParams(raw string) (eventParams, error) {
 	return p, nil
 }
 
-// events answers GET /api/v1/events: the coordinator's own observations,
-// from memory (they need no store read, so they are served while the
-// coordinator fails closed: that is when an operator reads them). With
+// events answers GET /api/v1/events: the coordinator's own observations
+// and the cluster's node events it read from the store's shared event log
+// (each once, whichever coordinator wrote it), from memory (they need no
+// store read, so they are served while the coordinator fails closed: that
+// is when an operator reads them). With
 // watch=true and no matching event after `after`, it waits for one up to
 // timeoutSeconds, then answers an empty page (a long poll).
 func (s *Server) events(w http.ResponseWriter, r *http.Request, _ bool) error {
@@ -126,8 +129,8 @@ func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordina
 	}
 	for _, e := range page.Events {
 		out.Items = append(out.Items, apiv1.Event{
-			Seq: e.Seq, TimeUnixMs: e.Time.UnixMilli(), Type: string(e.Type), Coordinator: c.NodeID(),
-			Role: e.Role, NodeID: e.NodeID, Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision,
+			Seq: e.Seq, TimeUnixMs: e.Time.UnixMilli(), Type: string(e.Type), Coordinator: cmp.Or(e.Coordinator, c.NodeID()),
+			Role: e.Role, NodeID: e.NodeID, Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision, ID: e.ID,
 		})
 	}
 	if page.More && len(page.Events) > 0 {

@@ -94,7 +94,7 @@ func jsonFields(t *testing.T, v any) []string {
 	case Health:
 		keys = append(keys, "reasons")
 	case Event:
-		keys = append(keys, "role", "nodeId", "old", "new", "reason", "revision")
+		keys = append(keys, "role", "nodeId", "old", "new", "reason", "revision", "id")
 	case Node:
 		keys = append(keys, "placementVersion", "eligibleWorkers", "agree")
 	}

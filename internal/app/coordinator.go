@@ -78,7 +78,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 			MaxInflightWrites: cfg.Limits.MaxInflightWrites, NodeWritesPerInterval: nodeWrites(cfg.Limits.NodeWritesPerInterval),
 		},
 		TLS: ptls.server(), Revoked: ptls.revoked(), DenyRecord: ptls.denyRecord(), PlacementReplicas: cfg.PlacementReplicas,
-		Attest: attestFn,
+		Attest: attestFn, EventCapacity: cfg.Limits.MaxEvents, EventMaxAge: cfg.Limits.MaxEventAge,
 	})
 	if err != nil {
 		ln.Close()

@@ -102,6 +102,10 @@ type LimitsConfig struct {
 	MaxRecords int
 	// MaxInflightWrites bounds concurrent store writes (coordinator).
 	MaxInflightWrites int
+	// MaxEvents and MaxEventAge bound the events a coordinator keeps and
+	// lists (coordinator).
+	MaxEvents   int
+	MaxEventAge time.Duration
 	// NodeWritesPerInterval bounds one node's writes per heartbeat
 	// interval (coordinator); 0 turns the limit off.
 	NodeWritesPerInterval int

@@ -163,6 +163,8 @@ func TestErrors(t *testing.T) {
 		{"memory with replicas", cluster.RoleCoordinator, "", nil, []string{"--coordinator-replicas", "3"}, []string{"state-backend memory", "coordinator-replicas 3"}},
 		{"bad backend", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "consul"}, []string{`state-backend "consul"`, "memory, etcd or kubernetes"}},
 		{"kube inflight writes zero", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-max-inflight-writes", "0"}, []string{"kube-max-inflight-writes 0", "from 1 to 100000"}},
+		{"max events past the shared log", cluster.RoleCoordinator, "", nil, []string{"--max-events", "1001"}, []string{"max-events 1001", "from 1 to 1000"}},
+		{"max event age past the shared log", cluster.RoleCoordinator, "", nil, []string{"--max-event-age", "2h"}, []string{"max-event-age 2h0m0s", "from 1m0s to 1h0m0s"}},
 		{"kube admission wait zero", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-admission-wait", "0s"}, []string{"kube-admission-wait 0s", "from 1ms to request-timeout 2s"}},
 		{"kube admission wait over request timeout", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "kubernetes", "--kube-admission-wait", "3s"}, []string{"kube-admission-wait 3s", "request-timeout 2s"}},
 		{"etcd fractional ttl", cluster.RoleCoordinator, "", nil, []string{"--state-backend", "etcd", "--lease-ttl", "30500ms"}, []string{"lease-ttl 30.5s", "whole number of seconds"}},

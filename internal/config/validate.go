@@ -255,6 +255,9 @@ func (c *Config) validateCoordinator() error {
 	if c.Limits.MaxInflightWrites < 1 || c.Limits.MaxInflightWrites > 1_000_000 {
 		return fmt.Errorf("max-inflight-writes %d: must be from 1 to 1000000", c.Limits.MaxInflightWrites)
 	}
+	if err := c.validateEvents(); err != nil {
+		return err
+	}
 	if err := c.validateAttestation(); err != nil {
 		return err
 	}
@@ -446,3 +449,23 @@ func ValidateCompactionInterval(d time.Duration) error {
 	}
 	return fmt.Errorf("etcd-compaction-interval %s: must be 0 (off) or from %s to %s", d, MinCompactionInterval, MaxCompactionInterval)
 }
+
+// validateEvents checks max-events and max-event-age against the shared
+// event log's bounds (state.DefaultEventMax, state.DefaultEventMaxAge):
+// more could not be listed after a restart.
+func (c *Config) validateEvents() error {
+	if n := c.Limits.MaxEvents; n < 1 || n > MaxEvents {
+		return fmt.Errorf("max-events %d: must be from 1 to %d", n, MaxEvents)
+	}
+	if d := c.Limits.MaxEventAge; d < time.Minute || d > MaxEventAge {
+		return fmt.Errorf("max-event-age %v: must be from 1m0s to %v", d, MaxEventAge)
+	}
+	return nil
+}
+
+// The largest max-events and max-event-age: the shared event log's
+// bounds.
+const (
+	MaxEvents   = 1000
+	MaxEventAge = time.Hour
+)

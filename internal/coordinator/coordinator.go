@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -84,6 +85,13 @@ type Options struct {
 	// EventCapacity is how many events (Events) the coordinator keeps in
 	// memory; default DefaultEventCapacity.
 	EventCapacity int
+	// EventMaxAge is how long events are listed; default
+	// DefaultEventMaxAge.
+	EventMaxAge time.Duration
+	// Events is the store's shared log of node events; nil takes Store
+	// when it implements state.EventLog (every backend does), and keeps
+	// node events in memory only otherwise.
+	Events state.EventLog
 	// TLS, when set, is the control listener's server configuration
 	// (mutual TLS, see package pki): every connection must present a
 	// certificate, and a write is allowed only for the worker node its
@@ -237,6 +245,7 @@ type Coordinator struct {
 	subs        *subscribers
 	readyLog    readinessLog
 	events      *eventLog     // what this coordinator observed, bounded, in memory
+	shared      *sharedEvents // node events to and from the store's event log; nil without one
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	rates       *writeRates   // per-node write rates
 	attestRates *writeRates   // per-peer attestations (TokenReviews)
@@ -312,7 +321,7 @@ func New(opts Options) (*Coordinator, error) {
 		view:        newTracker(opts.RecoveryHold, maxReadGap(opts), newTolerances(opts.Timing, opts.RequestTimeout)),
 		evidence:    newEvidence(opts.Timing),
 		subs:        newSubscribers(),
-		events:      newEventLog(opts.EventCapacity, opts.Clock),
+		events:      newEventLog(opts.EventCapacity, cmp.Or(opts.EventMaxAge, DefaultEventMaxAge), opts.Clock),
 		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
@@ -323,6 +332,9 @@ func New(opts Options) (*Coordinator, error) {
 	c.readyLog.log, c.readyLog.events = c.log, c.events
 	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	if err := c.openSharedEvents(); err != nil {
+		return nil, err
 	}
 	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
 	c.rates = newWriteRates(opts.Timing.HeartbeatInterval, c.opts.Limits.NodeWritesPerInterval, c.opts.Limits.MaxRecords)
@@ -398,6 +410,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	selfDone := make(chan struct{})
 	go func() { defer close(selfDone); c.self.Run(selfCtx) }()
 	c.bg.Add(3)
+	if c.shared != nil {
+		c.bg.Add(1)
+		go func() { defer c.bg.Done(); c.shared.run(base) }()
+	}
 	go func() { defer c.bg.Done(); c.refreshLoop(base) }()
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	go func() { defer c.bg.Done(); c.proposeLoop(base) }()

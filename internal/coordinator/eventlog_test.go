@@ -10,7 +10,7 @@ import (
 // them without gaps, filters, pages and wakes watchers.
 func TestEventLogBounded(t *testing.T) {
 	now := time.Unix(1000, 0)
-	l := newEventLog(3, func() time.Time { return now })
+	l := newEventLog(3, 0, func() time.Time { return now })
 	page, changed := l.query(EventQuery{})
 	if len(page.Events) != 0 || page.LastSeq != 0 || page.OldestSeq != 0 {
 		t.Fatalf("empty log %+v", page)

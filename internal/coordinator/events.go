@@ -41,9 +41,12 @@ func EventTypes() []EventType {
 		EventPlacementVersion, EventSelfUnready, EventSelfReady, EventStoreUnreachable, EventStoreRecovered, EventsDropped}
 }
 
-// Event is one thing this coordinator observed. Events live only in the
-// coordinator's memory (ADR 0001: no time series in the shared store):
-// each coordinator has its own list, lost when it restarts.
+// Event is one thing this coordinator observed, or, for node events, one
+// that any coordinator of the cluster observed and wrote to the store's
+// shared event log (state.EventLog; see sharedEvents): node events carry
+// a deterministic ID, so the list holds each once, and they survive a
+// coordinator's restart. The coordinator's own events (readiness, store
+// reachability) stay in its memory.
 type Event struct {
 	// Seq numbers the events of this coordinator process from 1, without
 	// gaps; with the incarnation it orders them.
@@ -61,6 +64,12 @@ type Event struct {
 	Reason string
 	// Revision is the store revision of the view that showed the change.
 	Revision string
+	// ID is a node event's identity (state.EventID), the same at every
+	// coordinator that observed the change; empty for local events.
+	ID string
+	// Coordinator is the node ID of the coordinator that wrote a node
+	// event read from the store; empty for this coordinator's.
+	Coordinator string
 }
 
 // DefaultEventCapacity is how many events a coordinator keeps.
@@ -74,33 +83,51 @@ const maxEventReason = 256
 // on every append.
 type eventLog struct {
 	now func() time.Time
+	// maxAge hides events older than it from queries (0: no age bound).
+	maxAge time.Duration
 
 	mu      sync.Mutex // guards the fields below
 	ring    []Event    // len capacity; ring[(seq-1) % capacity] holds seq
 	next    uint64     // the Seq of the next event (first is 1)
 	changed chan struct{}
+	ids     map[string]uint64 // ID -> Seq of each event with an ID in ring
 }
 
-func newEventLog(capacity int, now func() time.Time) *eventLog {
+func newEventLog(capacity int, maxAge time.Duration, now func() time.Time) *eventLog {
 	if capacity <= 0 {
 		capacity = DefaultEventCapacity
 	}
-	return &eventLog{now: now, ring: make([]Event, capacity), next: 1, changed: make(chan struct{})}
+	return &eventLog{now: now, maxAge: maxAge, ring: make([]Event, capacity), next: 1, changed: make(chan struct{}), ids: map[string]uint64{}}
 }
 
-// add appends e, stamping its Seq and Time.
-func (l *eventLog) add(e Event) {
+// add appends e, stamping its Seq and, when zero, its Time, and returns
+// it; added is false (and nothing changes) when an event with e's ID is
+// kept already.
+func (l *eventLog) add(e Event) (stamped Event, added bool) {
 	if len(e.Reason) > maxEventReason {
 		e.Reason = e.Reason[:maxEventReason] + "…"
 	}
-	e.Time = l.now()
+	if e.Time.IsZero() {
+		e.Time = l.now()
+	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.ids[e.ID]; ok && e.ID != "" {
+		return e, false
+	}
 	e.Seq = l.next
-	l.ring[(e.Seq-1)%uint64(len(l.ring))] = e
+	i := (e.Seq - 1) % uint64(len(l.ring))
+	if old := l.ring[i]; old.ID != "" && l.ids[old.ID] == old.Seq {
+		delete(l.ids, old.ID)
+	}
+	l.ring[i] = e
+	if e.ID != "" {
+		l.ids[e.ID] = e.Seq
+	}
 	l.next++
 	close(l.changed)
 	l.changed = make(chan struct{})
-	l.mu.Unlock()
+	return e, true
 }
 
 // EventQuery selects events. Zero fields do not filter.
@@ -131,6 +158,11 @@ type EventPage struct {
 // query returns the events matching q, oldest first, and the channel that
 // is closed at the next append.
 func (l *eventLog) query(q EventQuery) (EventPage, <-chan struct{}) {
+	if l.maxAge > 0 {
+		if floor := l.now().Add(-l.maxAge); q.Since.Before(floor) {
+			q.Since = floor
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	capy := uint64(len(l.ring))
@@ -179,8 +211,9 @@ func (q EventQuery) match(e Event) bool {
 	return false
 }
 
-// Events returns the events this coordinator kept that match q, oldest
-// first, and a channel closed when the next event is added (for a
+// Events returns the events this coordinator kept that match q (its own,
+// and the cluster's node events, read from the store at start and every
+// sharedEventsResync), in the order it learnt them, and a channel closed when the next event is added (for a
 // watch: query again with AfterSeq once it closes).
 func (c *Coordinator) Events(q EventQuery) (EventPage, <-chan struct{}) {
 	return c.events.query(q)

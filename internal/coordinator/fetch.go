@@ -208,9 +208,12 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 		e := Event{Type: EventPlacementVersion, New: v.Version().String(), Revision: v.Snapshot.Revision.String(),
 			Reason: fmt.Sprintf("%d eligible workers", v.Table.Len())}
 		if hadOld {
+			// A node event every coordinator observes; the first version
+			// after a start is this coordinator's own.
 			e.Old = old.String()
+			e.ID = state.EventID(state.EventIdentity{ClusterID: c.opts.ClusterID, Type: string(e.Type), Old: e.Old, New: e.New})
 		}
-		c.events.add(e)
+		c.addEvent(e)
 		c.m.versionChanges.Inc()
 	}
 }
@@ -243,7 +246,7 @@ func (c *Coordinator) logMembership(prev, v *View) {
 		}
 		logged++
 		e.Revision = rev
-		c.events.add(e)
+		c.addEvent(e)
 		if msg != "" {
 			c.log.Log(context.Background(), level, msg, append([]any{"role", e.Role, "node", e.NodeID}, args...)...)
 		}
@@ -255,17 +258,20 @@ func (c *Coordinator) logMembership(prev, v *View) {
 		if !ok {
 			e := base
 			e.Type, e.New, e.Reason = EventNodeJoined, string(h), "address "+r.Address
+			e.ID = c.nodeEventID(e, r.IncarnationID, 0)
 			event(slog.LevelInfo, "node joined", e, "health", string(h), "address", r.Address)
 			continue
 		}
 		if old.IncarnationID != r.IncarnationID {
 			e := base
 			e.Type, e.Reason = EventNodeRestarted, "new incarnation "+r.IncarnationID
+			e.ID = c.nodeEventID(e, r.IncarnationID, 0)
 			event(slog.LevelInfo, "", e)
 		}
 		if oh := old.EffectiveHealth(); oh != h {
 			e := base
 			e.Type, e.Old, e.New = EventNodeHealth, string(oh), string(h)
+			e.ID = c.nodeEventID(e, r.IncarnationID, r.HeartbeatSeq)
 			if r.Late {
 				e.Reason = "no heartbeat accepted for unhealthy-after (marked late)"
 			}
@@ -278,19 +284,23 @@ func (c *Coordinator) logMembership(prev, v *View) {
 		if old.Ready != r.Ready || (!r.Ready && old.NotReadyReason != r.NotReadyReason) {
 			e := base
 			e.Type, e.Old, e.New, e.Reason = EventNodeReadiness, readyWord(old.Ready), readyWord(r.Ready), r.NotReadyReason
+			e.ID = c.nodeEventID(e, r.IncarnationID, r.HeartbeatSeq)
 			event(slog.LevelInfo, "node readiness changed", e, "was", e.Old, "now", e.New, "reason", r.NotReadyReason)
 		}
 		for _, e := range markEvents(old, r, base) {
+			e.ID = c.markEventID(e, old, r)
 			event(slog.LevelWarn, "node "+string(e.Type)[len("node_"):], e, "reason", e.Reason)
 		}
 	}
-	for k := range before {
+	for k, old := range before {
 		if _, ok := after[k]; !ok {
-			event(slog.LevelWarn, "node expired or removed", Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID})
+			e := Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID}
+			e.ID = c.nodeEventID(e, old.IncarnationID, 0)
+			event(slog.LevelWarn, "node expired or removed", e)
 		}
 	}
 	if dropped > 0 {
-		c.events.add(Event{Type: EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)})
+		c.addEvent(Event{Type: EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)})
 		c.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
 }
@@ -380,11 +390,29 @@ func (c *Coordinator) noteStoreError(op string, seq uint64, err error) {
 	c.storeErrors.Add(1)
 	c.evidence.interrupt()
 	if wasOK {
-		c.events.add(Event{Type: EventStoreUnreachable, Reason: err.Error()})
+		c.addEvent(Event{Type: EventStoreUnreachable, Reason: err.Error()})
 		c.log.Warn("store unreachable: failing closed (unready, lookups refused)", "operation", op, "error", err)
 	}
 	if lastGood := c.LastGood(); lastGood != nil {
 		c.m.snapshotAge.Set(c.now().Sub(lastGood.ObservedAt).Seconds())
 	}
 	c.updateReadyMetric()
+}
+
+// nodeEventID is the identity of node event e about incarnation inc at
+// heartbeat sequence seq (0 when the incarnation alone identifies it):
+// every coordinator that observes the change derives the same.
+func (c *Coordinator) nodeEventID(e Event, inc string, seq uint64) string {
+	return state.EventID(state.EventIdentity{ClusterID: c.opts.ClusterID, Type: string(e.Type), Role: e.Role, NodeID: e.NodeID,
+		Incarnation: inc, Seq: seq, Old: e.Old, New: e.New})
+}
+
+// markEventID is the identity of mark event e from old to r: the
+// cordon's time tells one cordon (or its lifting) from the next.
+func (c *Coordinator) markEventID(e Event, old, r *cluster.Record) string {
+	at := r.CordonedAtUnixMs
+	if e.Type == EventNodeUncordoned {
+		at = old.CordonedAtUnixMs
+	}
+	return c.nodeEventID(e, r.IncarnationID, uint64(max(0, at)))
 }

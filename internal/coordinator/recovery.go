@@ -164,6 +164,6 @@ func (c *Coordinator) noteRecovery(v *View, a applied) {
 	}
 	c.log.Log(context.Background(), level, msg, args...)
 	if a.recovered {
-		c.events.add(Event{Type: EventStoreRecovered, Revision: v.Snapshot.Revision.String(), Reason: reason})
+		c.addEvent(Event{Type: EventStoreRecovered, Revision: v.Snapshot.Revision.String(), Reason: reason})
 	}
 }

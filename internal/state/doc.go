@@ -37,6 +37,12 @@
 //     from its revision.
 //   - Revisions are opaque tokens: compare them for equality only.
 //
+// Every backend also implements EventLog, the cluster's shared log of node
+// events, beside Store (the coordinator finds it by a type assertion): a
+// bounded, leased ring, not a time series. An event's ID is deterministic
+// (EventID), and AppendEvent creates it only if absent, so every
+// coordinator may append what it observed and the log holds it once.
+//
 // Backends that can say how full their database is and which alarms it
 // raised (etcd) also implement CapacityReporter; it is not part of Store.
 //

@@ -150,7 +150,7 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 	if !opts.Watch {
 		return nil
 	}
-	return watch(ctx, opts, eps, res.Last, p)
+	return watch(ctx, opts, eps, res, p)
 }
 
 func writeLine(io *cmdutil.IOStreams, e apiv1.Event) error {
@@ -164,8 +164,11 @@ func writeLine(io *cmdutil.IOStreams, e apiv1.Event) error {
 
 // watch long-polls every coordinator from its cursor and prints events as
 // they come, until ctx ends (Ctrl-C). A coordinator that restarted (a new
-// incarnation) is read from its first event again.
-func watch(ctx context.Context, opts *EventsOptions, eps []*cmdutil.Endpoint, last []eventtable.Cursor, p *eventtable.Printer) error {
+// incarnation) is read from its first event again. A node event every
+// coordinator lists (one ID) is printed once.
+func watch(ctx context.Context, opts *EventsOptions, eps []*cmdutil.Endpoint, listed eventtable.Result, p *eventtable.Printer) error {
+	last := listed.Last
+	printed := eventtable.NewSeen(listed.Events)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type batch struct {
@@ -229,7 +232,7 @@ func watch(ctx context.Context, opts *EventsOptions, eps []*cmdutil.Endpoint, la
 				fmt.Fprintln(io.ErrOut, b.warn)
 				continue
 			}
-			for _, e := range b.events {
+			for _, e := range printed.Filter(b.events) {
 				if opts.Output == cmdutil.OutputJSON {
 					if err := writeLine(io, e); err != nil {
 						cancel()

@@ -77,16 +77,35 @@ func Gather(ctx context.Context, eps []*cmdutil.Endpoint, f apiv1.EventFilter, l
 			r.Failed = append(r.Failed, eps[i].Name()+": "+msg)
 			continue
 		}
-		if len(evs) > 0 && seen[evs[0].Coordinator] {
+		// A list holds node events other coordinators wrote: the endpoint
+		// is the coordinator that answered.
+		if id := eps[i].NodeID; id != "" && seen[id] {
 			continue // one coordinator reached at two addresses
-		}
-		if len(evs) > 0 {
-			seen[evs[0].Coordinator] = true
+		} else if id != "" {
+			seen[id] = true
 		}
 		r.Events = append(r.Events, evs...)
 	}
 	Sort(r.Events)
+	r.Events = Dedup(r.Events)
 	return r
+}
+
+// Dedup keeps the first of the events that share an ID (a node event
+// every coordinator lists); events without an ID are all kept.
+func Dedup(evs []apiv1.Event) []apiv1.Event {
+	ids := map[string]bool{}
+	out := evs[:0]
+	for _, e := range evs {
+		if e.ID != "" {
+			if ids[e.ID] {
+				continue
+			}
+			ids[e.ID] = true
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // Sort orders events by time, then coordinator, then sequence.
@@ -181,4 +200,47 @@ func WarnFailed(w io.Writer, failed []string) {
 	for _, f := range failed {
 		fmt.Fprintf(w, "talonctl: warning: no events from %s\n", f)
 	}
+}
+
+// maxSeen bounds the IDs a Seen remembers: a few coordinators' lists.
+const maxSeen = 8 * apiv1.MaxEventLimit
+
+// Seen remembers the IDs of node events printed, so that a watch prints
+// each once though every coordinator lists it.
+type Seen struct{ ids map[string]bool }
+
+// NewSeen returns a Seen that has seen evs.
+func NewSeen(evs []apiv1.Event) *Seen {
+	s := &Seen{ids: map[string]bool{}}
+	for _, e := range evs {
+		s.First(e)
+	}
+	return s
+}
+
+// First reports whether e is seen for the first time (always true for an
+// event without an ID) and remembers it.
+func (s *Seen) First(e apiv1.Event) bool {
+	if e.ID == "" {
+		return true
+	}
+	if s.ids[e.ID] {
+		return false
+	}
+	if len(s.ids) >= maxSeen {
+		clear(s.ids) // bounded: an old event seen again prints again
+	}
+	s.ids[e.ID] = true
+	return true
+}
+
+// Filter returns the events of evs seen for the first time.
+func (s *Seen) Filter(evs []apiv1.Event) []apiv1.Event {
+	var out []apiv1.Event
+	for _, e := range evs {
+		if s.First(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

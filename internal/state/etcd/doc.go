@@ -16,6 +16,12 @@
 // <prefix>/clusters/<cluster-id>/nodes/. Keys etcd returns in byte order are
 // therefore ordered by role, then node ID: the snapshot order.
 //
+// The shared event log (state.EventLog) lives outside that range, at
+//
+//	<prefix>/events/<cluster-id>/<event-id>
+//
+// so that no snapshot or watch of the records sees it (events.go).
+//
 // # Writes: one compare-and-swap transaction per round
 //
 // UpsertNode decides with cluster.Order against a view of the slot (the

@@ -60,6 +60,9 @@ type Store struct {
 	minTTL atomic.Int64
 
 	stats statsCounters
+
+	// eventLease is the shared event log's current lease (events.go).
+	eventLease eventLease
 }
 
 // Bounds of the in-process caches. Evicting an entry only costs a read (a

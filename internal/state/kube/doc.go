@@ -1,6 +1,7 @@
 // Package kube is the Kubernetes backend of state.Store (ADR 0001 section
 // 6): one namespaced coordination.k8s.io/v1 Lease per Talon process, no
-// custom resource, no operator.
+// custom resource, no operator. The shared event log (state.EventLog) is
+// core/v1 Events in the same namespace, one per node event (events.go).
 //
 // Invariants:
 //

@@ -17,6 +17,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,9 +44,12 @@ type Store struct {
 	// cacheLeases is leases without the client-side rate limiter, for the
 	// snapshot cache's probes, fences, list and watch (see New).
 	cacheLeases coordclient.LeaseInterface
-	opts        Options // with defaults applied; read-only after New
-	log         *slog.Logger
-	now         func() time.Time
+	// events holds the shared event log (events.go); eventCount counts its creates.
+	events     corev1client.EventInterface
+	eventCount eventCounter
+	opts       Options // with defaults applied; read-only after New
+	log        *slog.Logger
+	now        func() time.Time
 	// transport is the store's own HTTP transport, closed by Close.
 	transport http.RoundTripper
 	// watchSession is how long the API server keeps one watch request
@@ -227,6 +231,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		leases:       cs.CoordinationV1().Leases(o.Namespace),
 		cacheLeases:  cacheCS.CoordinationV1().Leases(o.Namespace),
+		events:       cs.CoreV1().Events(o.Namespace),
 		opts:         o,
 		log:          o.Logger.With("backend", BackendName, "namespace", o.Namespace),
 		now:          o.Clock,

@@ -84,6 +84,9 @@ type Store struct {
 	// Readers set it under mu held shared, hence atomic.
 	notifyTaken atomic.Bool
 
+	// events is the shared event log (events.go), with its own lock.
+	events eventRing
+
 	// mu guards the fields below.
 	mu        sync.RWMutex
 	closed    bool

@@ -41,6 +41,7 @@ func newHarness(t *testing.T) *statetest.Harness {
 	return &statetest.Harness{
 		Store:           s,
 		Advance:         clk.Advance,
+		Now:             clk.Now,
 		LeaseTTL:        cluster.DefaultLeaseTTL,
 		StableRevisions: true,
 		LeaseExpiry:     true,

@@ -43,6 +43,9 @@ type Harness struct {
 	// Advance moves the backend's clock forward by at least d. The memory
 	// backend moves its injected clock; real backends sleep.
 	Advance func(d time.Duration)
+	// Now is the backend's clock, for the event log's age bound; nil means
+	// time.Now (real backends).
+	Now func() time.Time
 	// LeaseTTL is the lease the suite uses in expiry cases: short, but one
 	// the backend honours (etcd and Kubernetes count whole seconds). The
 	// suite allows a record to outlive its lease by less than LeaseTTL/2

@@ -1,0 +1,169 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// The shared event log (state.EventLog) is a bounded, leased ring:
+// <prefix>/events/<cluster-id>/<event-id>, outside <prefix>/clusters/ so
+// that event writes never wake the records' watches. The key is the
+// event's deterministic ID, so a create-if-absent transaction
+// (CreateRevision == 0) writes each event once however many coordinators
+// observed it. Every key is attached to a lease shared by the events of
+// one eventLeaseBucket, granted for eventLeaseTTL: events expire about an
+// hour after they were written, a bucket at a time, and the compactor
+// removes them from history. After each create the writer counts the
+// cluster's events and deletes the oldest beyond state.DefaultEventMax.
+const (
+	eventLeaseBucket = 10 * time.Minute
+	eventLeaseTTL    = state.DefaultEventMaxAge + eventLeaseBucket
+	// maxEventTrim bounds the deletes of one trim transaction (etcd's
+	// default --max-txn-ops is 128).
+	maxEventTrim = 100
+)
+
+// eventLease is the lease of the current bucket.
+type eventLease struct {
+	mu     sync.Mutex // guards the fields below
+	bucket time.Time
+	id     clientv3.LeaseID
+}
+
+func (k keys) events(clusterID string) string { return k.prefix + "/events/" + clusterID + "/" }
+
+// AppendEvent implements state.EventLog.
+func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, error) {
+	if err := state.ValidateEvent(ev); err != nil {
+		return false, err
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "append event")
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	val, err := json.Marshal(ev)
+	if err != nil {
+		return false, err
+	}
+	key := s.keys.events(ev.ClusterID) + ev.ID
+	var resp *clientv3.TxnResponse
+	for attempt := 0; ; attempt++ {
+		var lease clientv3.LeaseID
+		if lease, err = s.eventLeaseFor(ctx, attempt > 0); err == nil {
+			resp, err = s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+				Commit()
+		}
+		if attempt == 0 && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			continue // the bucket's lease expired or was revoked: grant another
+		}
+		break
+	}
+	if err != nil {
+		return false, s.mapError("append event", err, ci)
+	}
+	if !resp.Succeeded {
+		return false, nil
+	}
+	if err := s.trimEvents(ctx, ev.ClusterID); err != nil {
+		return true, s.mapError("trim events", err, ci)
+	}
+	return true, nil
+}
+
+// eventLeaseFor returns the lease of the current bucket, granting it on
+// the bucket's first event (or when renew: the lease was not found).
+func (s *Store) eventLeaseFor(ctx context.Context, renew bool) (clientv3.LeaseID, error) {
+	l := &s.eventLease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bucket := s.clock().Truncate(eventLeaseBucket)
+	if !renew && l.id != 0 && l.bucket.Equal(bucket) {
+		return l.id, nil
+	}
+	resp, err := s.client.Grant(ctx, int64(eventLeaseTTL/time.Second))
+	if err != nil {
+		return 0, err
+	}
+	l.bucket, l.id = bucket, resp.ID
+	return l.id, nil
+}
+
+// trimEvents deletes the cluster's oldest events beyond
+// state.DefaultEventMax. Another writer may trim at the same time: a
+// delete of a deleted key is no error.
+func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
+	prefix := s.keys.events(clusterID)
+	count, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || count.Count <= state.DefaultEventMax {
+		return err
+	}
+	all, err := s.readEvents(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	excess := all[:max(0, len(all)-state.DefaultEventMax)]
+	for len(excess) > 0 {
+		n := min(len(excess), maxEventTrim)
+		ops := make([]clientv3.Op, 0, n)
+		for _, e := range excess[:n] {
+			ops = append(ops, clientv3.OpDelete(prefix+e.ID))
+		}
+		if _, err := s.client.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return err
+		}
+		excess = excess[n:]
+	}
+	return nil
+}
+
+// readEvents returns every event of the cluster, oldest first, skipping
+// values it cannot decode.
+func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, error) {
+	resp, err := s.client.Get(ctx, s.keys.events(clusterID), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]state.NodeEvent, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var e state.NodeEvent
+		if err := json.Unmarshal(kv.Value, &e); err != nil || e.ID == "" {
+			s.skipped(string(kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
+			continue
+		}
+		out = append(out, e)
+	}
+	state.SortEvents(out)
+	return out, nil
+}
+
+// ListEvents implements state.EventLog.
+func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
+	ctx, cancel, ci, err := s.begin(ctx, "list events")
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	all, err := s.readEvents(ctx, clusterID)
+	if err != nil {
+		return nil, s.mapError("list events", err, ci)
+	}
+	if floor := s.clock().Add(-state.DefaultEventMaxAge); since.Before(floor) {
+		since = floor
+	}
+	return state.TrimEvents(all, since, limit), nil
+}
+
+var _ state.EventLog = (*Store)(nil)

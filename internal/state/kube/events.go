@@ -1,0 +1,187 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// The shared event log (state.EventLog) is core/v1 Events in the store's
+// namespace, so `kubectl get events` lists them: one Event per node event,
+// named talon-<event-id> (a Create of an existing name is AlreadyExists:
+// another coordinator wrote it), involving the node's Lease, with reason
+// the event type in CamelCase and a human-readable message. The exact
+// event rides in the AnnotationEvent annotation. The API server deletes
+// Events after its --event-ttl (1h by default); every eventTrimEvery
+// creates, the writer also deletes the oldest beyond state.DefaultEventMax.
+const (
+	// AnnotationEvent holds the JSON of the state.NodeEvent.
+	AnnotationEvent = "talon.io/event"
+	// EventComponent is the Events' source and reporting controller.
+	EventComponent = "talon-coordinator"
+	eventTrimEvery = 32
+)
+
+// eventCounter counts this store's creates, to trim every eventTrimEvery.
+type eventCounter struct{ n atomic.Uint64 }
+
+// EventName returns the name of the Event of the event with ID id.
+func EventName(id string) string { return "talon-" + id }
+
+// AppendEvent implements state.EventLog.
+func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, error) {
+	if err := state.ValidateEvent(ev); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.eventCtx(ctx)
+	defer cancel()
+	obj, err := s.kubeEvent(ev)
+	if err != nil {
+		return false, err
+	}
+	_, err = s.events.Create(ctx, obj, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, mapError("kube append event", err)
+	}
+	if s.eventCount.n.Add(1)%eventTrimEvery == 0 {
+		if err := s.trimEvents(ctx, ev.ClusterID); err != nil {
+			return true, mapError("kube trim events", err)
+		}
+	}
+	return true, nil
+}
+
+func (s *Store) eventCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.opts.RequestTimeout)
+}
+
+// kubeEvent builds the core/v1 Event of ev.
+func (s *Store) kubeEvent(ev state.NodeEvent) (*corev1.Event, error) {
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	involved := corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: s.opts.Namespace,
+		Name: "talon-cluster-" + LabelValue(ev.ClusterID)}
+	if k := (cluster.Key{ClusterID: ev.ClusterID, Role: cluster.Role(ev.Role), NodeID: ev.NodeID}); k.Role.Valid() && ev.NodeID != "" {
+		involved.Name = LeaseName(k)
+	}
+	t := metav1.NewTime(ev.Time)
+	kind := corev1.EventTypeNormal
+	if strings.Contains(ev.Type, "removed") || strings.Contains(ev.Type, "revoked") || ev.New == string(cluster.HealthUnhealthy) {
+		kind = corev1.EventTypeWarning
+	}
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: EventName(ev.ID), Namespace: s.opts.Namespace,
+			Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelCluster: LabelValue(ev.ClusterID)},
+			Annotations: map[string]string{AnnotationEvent: string(raw)},
+		},
+		InvolvedObject: involved, Reason: CamelCase(ev.Type), Message: EventMessage(ev), Type: kind,
+		Source: corev1.EventSource{Component: EventComponent, Host: ev.Coordinator}, FirstTimestamp: t, LastTimestamp: t, Count: 1,
+		ReportingController: "talon.io/coordinator", ReportingInstance: ev.Coordinator,
+	}, nil
+}
+
+// CamelCase turns an event type (node_expired_or_removed) into an Event
+// reason (NodeExpiredOrRemoved).
+func CamelCase(s string) string {
+	var b strings.Builder
+	for _, w := range strings.Split(s, "_") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
+
+// EventMessage is the human-readable message of ev.
+func EventMessage(ev state.NodeEvent) string {
+	msg := strings.ReplaceAll(ev.Type, "_", " ")
+	if ev.NodeID != "" {
+		msg = ev.Role + " " + ev.NodeID + ": " + msg
+	}
+	if ev.Old != "" || ev.New != "" {
+		msg += fmt.Sprintf(" (%s -> %s)", orNone(ev.Old), orNone(ev.New))
+	}
+	if ev.Reason != "" {
+		msg += ": " + ev.Reason
+	}
+	return msg
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// readEvents returns the cluster's events, oldest first.
+func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, []string, error) {
+	list, err := s.events.List(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID)})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]state.NodeEvent, 0, len(list.Items))
+	for _, obj := range list.Items {
+		var e state.NodeEvent
+		if json.Unmarshal([]byte(obj.Annotations[AnnotationEvent]), &e) != nil || e.ClusterID != clusterID || EventName(e.ID) != obj.Name {
+			continue
+		}
+		out = append(out, e)
+	}
+	state.SortEvents(out)
+	names := make([]string, len(out))
+	for i, e := range out {
+		names[i] = EventName(e.ID)
+	}
+	return out, names, nil
+}
+
+// trimEvents deletes the cluster's oldest Events beyond
+// state.DefaultEventMax; NotFound (another writer's trim) is no error.
+func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
+	_, names, err := s.readEvents(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	for _, name := range names[:max(0, len(names)-state.DefaultEventMax)] {
+		if err := s.events.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListEvents implements state.EventLog.
+func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
+	ctx, cancel := s.eventCtx(ctx)
+	defer cancel()
+	all, _, err := s.readEvents(ctx, clusterID)
+	if err != nil {
+		return nil, mapError("kube list events", err)
+	}
+	if floor := s.now().Add(-state.DefaultEventMaxAge); since.Before(floor) {
+		since = floor
+	}
+	return state.TrimEvents(all, since, limit), nil
+}
+
+var _ state.EventLog = (*Store)(nil)
