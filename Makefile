@@ -52,13 +52,23 @@ test-short: ## run unit tests only (skips tests that start servers)
 # staticcheck is built from its module (pinned) by go run and cached in the
 # Go build cache like any dependency.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The copy detector, pinned and built from its module like staticcheck; the
+# threshold is the smallest the code meets (cobra's command boilerplate of
+# two config verbs is 100-119 tokens alike).
+DUPL ?= github.com/mibk/dupl@v1.0.0
+DUPL_TOKENS ?= 120
 
-lint: ## gofmt, go mod tidy, go vet and staticcheck
+lint: ## gofmt, go mod tidy, go vet, staticcheck, the size gate (complexity and file length) and the copy detector
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	@echo "staticcheck ($(STATICCHECK))"
 	@GOFLAGS= $(GO) run $(STATICCHECK) ./...
+	@echo "size gate (internal/tools/lintgate: complexity over 20, or over 15 outside its baseline; production files over 600 lines)"
+	@$(GO) run ./internal/tools/lintgate
+	@echo "copies ($(DUPL), threshold $(DUPL_TOKENS) tokens, production code)"
+	@out=$$(GOFLAGS= $(GO) run $(DUPL) -t $(DUPL_TOKENS) $$(git ls-files '*.go' | grep -v '_test\.go$$' | grep -Ev '^internal/(integration|testenv|testsupport|state/statetest)/|/testdata/')) || exit 1; \
+	  echo "$$out" | tail -1 | grep -q 'Found total 0 clone groups' || { echo "$$out"; echo "copied code: factor it out (dupl)"; exit 1; }
 
 completions: ## regenerate shell completions in completions/
 	rm -f completions/*

@@ -85,6 +85,10 @@ func TestEventsAndDescribeGolden(t *testing.T) {
 	if r.code != cli.ExitFailure || !strings.Contains(r.stderr, "w-404") || !strings.Contains(r.stdout, "Name:") {
 		t.Errorf("describe with a missing node: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	// Issue 38: nothing to list is an empty list, never null.
+	if r := talonctl(t, run{args: []string{"events", "--for", "w-nobody", "-o", "json"}, env: []string{server}}); r.code != 0 || !strings.Contains(r.stdout, `"items": []`) {
+		t.Errorf("events -o json with nothing: exit %d, %q", r.code, r.stdout)
+	}
 	for _, bad := range [][]string{{"events", "--type", "bogus"}, {"events", "--limit", "0"}, {"events", "--for", "a/b"}, {"events", "-w", "-o", "yaml"}, {"nodes", "describe", "w-1", "--events", "-1"}} {
 		if r := talonctl(t, run{args: bad, env: []string{server}}); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--") {
 			t.Errorf("%v: exit %d, stderr %s", bad, r.code, r.stderr)

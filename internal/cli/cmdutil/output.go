@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,10 +106,19 @@ func WriteData(w io.Writer, format string, v any) error {
 type Table struct {
 	headers []string
 	rows    [][]string
+	// MinWidths are widths the columns keep at least (Widths of an
+	// earlier part of the same table).
+	MinWidths []int
+	widths    []int // of the last Render
 }
 
 // NewTable returns a table with headers; nil headers print none.
 func NewTable(headers ...string) *Table { return &Table{headers: headers} }
+
+// Widths returns the column widths the last Render used: a table printed
+// in parts (a watch's rows) passes them as the next part's MinWidths so
+// the columns stay lined up.
+func (t *Table) Widths() []int { return slices.Clone(t.widths) }
 
 // AddRow appends a row.
 func (t *Table) AddRow(cells ...string) { t.rows = append(t.rows, cells) }
@@ -122,7 +132,7 @@ func (t *Table) Render(w io.Writer, noHeaders bool) error {
 	if !noHeaders && len(t.headers) > 0 {
 		rows = append([][]string{t.headers}, rows...)
 	}
-	var widths []int
+	widths := slices.Clone(t.MinWidths)
 	for _, r := range rows {
 		for i, c := range r {
 			if i >= len(widths) {
@@ -131,6 +141,7 @@ func (t *Table) Render(w io.Writer, noHeaders bool) error {
 			widths[i] = max(widths[i], ansi.StringWidth(c))
 		}
 	}
+	t.widths = widths
 	var b strings.Builder
 	for _, r := range rows {
 		for i, c := range r {

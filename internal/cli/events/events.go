@@ -21,8 +21,7 @@ import (
 var Formats = []string{cmdutil.OutputTable, cmdutil.OutputJSON, cmdutil.OutputYAML}
 
 // Types are the event types --type takes.
-var Types = []string{"node_joined", "node_health_changed", "node_readiness_changed", "node_restarted", "node_expired_or_removed",
-	"node_cordoned", "node_uncordoned", "node_revoked", "placement_version_changed", "coordinator_unready", "coordinator_ready", "store_unreachable", "store_recovered", "events_dropped"}
+var Types = eventtable.Types
 
 // EventsOptions are the parsed flags of `events`.
 type EventsOptions struct {
@@ -141,9 +140,13 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 			}
 		}
 	default:
+		items := res.Events
+		if items == nil {
+			items = []apiv1.Event{} // "items": [] with nothing, never null
+		}
 		if err := cmdutil.WriteData(io.Out, opts.Output, struct {
 			Items []apiv1.Event `json:"items"`
-		}{res.Events}); err != nil {
+		}{items}); err != nil {
 			return err
 		}
 	}
@@ -167,87 +170,95 @@ func writeLine(io *cmdutil.IOStreams, e apiv1.Event) error {
 // incarnation) is read from its first event again. A node event every
 // coordinator lists (one ID) is printed once.
 func watch(ctx context.Context, opts *EventsOptions, eps []*cmdutil.Endpoint, listed eventtable.Result, p *eventtable.Printer) error {
-	last := listed.Last
 	printed := eventtable.NewSeen(listed.Events)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type batch struct {
-		events []apiv1.Event
-		warn   string
-	}
-	ch := make(chan batch)
+	ch := make(chan watchBatch)
 	done := make(chan struct{})
 	f := opts.filter()
 	go func() {
 		defer close(done)
-		cmdutil.Each(eps, func(i int, ep *cmdutil.Endpoint) {
-			cur := last[i]
-			warned := false
-			for ctx.Err() == nil {
-				q := f
-				q.After, q.Watch, q.Limit = cur.Seq, true, apiv1.MaxEventLimit
-				page, err := ep.Client.Events(ctx, q)
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					if !warned {
-						warned = true
-						select {
-						case ch <- batch{warn: fmt.Sprintf("talonctl: warning: watching %s: %s; retrying", ep.Name(), cmdutil.Message(err))}:
-						case <-ctx.Done():
-						}
-					}
-					select {
-					case <-time.After(time.Second):
-					case <-ctx.Done():
-					}
-					continue
-				}
-				warned = false
-				if cur.OK && page.Incarnation != cur.Incarnation {
-					cur = eventtable.Cursor{Incarnation: page.Incarnation, OK: true} // restarted: from its first event
-					continue
-				}
-				cur = eventtable.Cursor{Seq: max(cur.Seq, page.LastSeq), Incarnation: page.Incarnation, OK: true}
-				if len(page.Items) > 0 {
-					cur.Seq = page.Items[len(page.Items)-1].Seq
-					select {
-					case ch <- batch{events: page.Items}:
-					case <-ctx.Done():
-					}
-				}
-			}
-		})
+		cmdutil.Each(eps, func(i int, ep *cmdutil.Endpoint) { pollEvents(ctx, ep, listed.Last[i], f, ch) })
 	}()
-	io := opts.IO
+	defer func() { cancel(); <-done }()
 	for {
 		select {
 		case <-ctx.Done():
-			cancel()
-			<-done
 			return nil
 		case b := <-ch:
 			if b.warn != "" {
-				fmt.Fprintln(io.ErrOut, b.warn)
+				fmt.Fprintln(opts.IO.ErrOut, b.warn)
 				continue
 			}
-			for _, e := range printed.Filter(b.events) {
-				if opts.Output == cmdutil.OutputJSON {
-					if err := writeLine(io, e); err != nil {
-						cancel()
-						<-done
-						return err
-					}
-					continue
-				}
-				p.NoHeaders, p.Now = true, opts.Now()
-				if err := p.Write(io.Out, []apiv1.Event{e}); err != nil {
-					cancel()
-					<-done
-					return err
-				}
+			if err := printWatched(opts, p, printed.Filter(b.events)); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// watchBatch is what one long-poll brought: events, or a warning.
+type watchBatch struct {
+	events []apiv1.Event
+	warn   string
+}
+
+// pollEvents long-polls ep from cur until ctx ends, sending what comes on
+// ch; a failure is sent once as a warning and retried every second.
+func pollEvents(ctx context.Context, ep *cmdutil.Endpoint, cur eventtable.Cursor, f apiv1.EventFilter, ch chan<- watchBatch) {
+	send := func(b watchBatch) {
+		select {
+		case ch <- b:
+		case <-ctx.Done():
+		}
+	}
+	warned := false
+	for ctx.Err() == nil {
+		q := f
+		q.After, q.Watch, q.Limit = cur.Seq, true, apiv1.MaxEventLimit
+		page, err := ep.Client.Events(ctx, q)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			if !warned {
+				warned = true
+				send(watchBatch{warn: fmt.Sprintf("talonctl: warning: watching %s: %s; retrying", ep.Name(), cmdutil.Message(err))})
+			}
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		case cur.OK && page.Incarnation != cur.Incarnation:
+			cur = eventtable.Cursor{Incarnation: page.Incarnation, OK: true} // restarted: from its first event
+			warned = false
+			continue
+		}
+		warned = false
+		cur = eventtable.Cursor{Seq: max(cur.Seq, page.LastSeq), Incarnation: page.Incarnation, OK: true}
+		if len(page.Items) > 0 {
+			cur.Seq = page.Items[len(page.Items)-1].Seq
+			send(watchBatch{events: page.Items})
+		}
+	}
+}
+
+// printWatched prints a watch's new events: one JSON object per line with
+// -o json, else table rows lined up with the table above them, with the
+// time of day instead of an age that would always read "0ms ago".
+func printWatched(opts *EventsOptions, p *eventtable.Printer, evs []apiv1.Event) error {
+	for _, e := range evs {
+		if opts.Output == cmdutil.OutputJSON {
+			if err := writeLine(opts.IO, e); err != nil {
+				return err
+			}
+			continue
+		}
+		p.NoHeaders, p.Now, p.Clock = true, opts.Now(), true
+		if err := p.Write(opts.IO.Out, []apiv1.Event{e}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

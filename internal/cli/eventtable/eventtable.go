@@ -118,6 +118,10 @@ func Sort(evs []apiv1.Event) {
 // Headers are the table's columns, the same on a terminal and in a pipe.
 var Headers = []string{"TIME", "COORDINATOR", "TYPE", "NODE", "CHANGE", "REASON"}
 
+// Types are the event types coordinators report (talonctl events --type).
+var Types = []string{"node_joined", "node_health_changed", "node_readiness_changed", "node_restarted", "node_expired_or_removed",
+	"node_cordoned", "node_uncordoned", "node_revoked", "placement_version_changed", "coordinator_unready", "coordinator_ready", "store_unreachable", "store_recovered", "events_dropped"}
+
 // Printer renders events as a table.
 type Printer struct {
 	TTY       bool
@@ -127,11 +131,21 @@ type Printer struct {
 	Now time.Time
 	// NoNode leaves out the NODE column (describe, where it is one node).
 	NoNode bool
+	// Clock shows the time of day instead of the age on a terminal: a
+	// watch's rows, which would all read "0ms ago".
+	Clock bool
+	// widths are the column widths printed so far, so that the rows a
+	// watch prints one by one line up with the table above them.
+	widths []int
 }
 
 // Write renders evs.
 func (p *Printer) Write(w io.Writer, evs []apiv1.Event) error {
 	t := cmdutil.NewTable(p.headers()...)
+	t.MinWidths = p.widths
+	if t.MinWidths == nil {
+		t.MinWidths = p.minWidths()
+	}
 	for _, e := range evs {
 		t.AddRow(p.Row(e)...)
 	}
@@ -139,8 +153,24 @@ func (p *Printer) Write(w io.Writer, evs []apiv1.Event) error {
 	if err := t.Render(&b, p.NoHeaders); err != nil {
 		return err
 	}
+	p.widths = t.Widths()
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// minWidths are the widths a table of events starts with, wide enough
+// for the usual cells (every event type, a health or readiness change), so
+// that the rows a watch adds one by one stay lined up with the first.
+func (p *Printer) minWidths() []int {
+	longest := 0
+	for _, t := range Types {
+		longest = max(longest, len(t))
+	}
+	w := []int{10, 12, longest, 24, len("not_ready -> ready") + 2, 0}
+	if p.NoNode {
+		w = slices.Delete(w, 3, 4)
+	}
+	return w
 }
 
 func (p *Printer) headers() []string {
@@ -153,7 +183,10 @@ func (p *Printer) headers() []string {
 // Row is one event's cells.
 func (p *Printer) Row(e apiv1.Event) []string {
 	when := cmdutil.Timestamp(e.TimeUnixMs)
-	if p.TTY {
+	switch {
+	case p.TTY && p.Clock:
+		when = time.UnixMilli(e.TimeUnixMs).In(p.Now.Location()).Format(time.TimeOnly)
+	case p.TTY:
 		when = cmdutil.Duration(p.Now.Sub(time.UnixMilli(e.TimeUnixMs))) + " ago"
 	}
 	node := "-"
