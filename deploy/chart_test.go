@@ -139,6 +139,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"grace period below drain plus shutdown", "coordinator.terminationGracePeriodSeconds=25", "coordinator.terminationGracePeriodSeconds=26", "terminationGracePeriodSeconds"},
 		{"own issuer without a name", "tls.issuer.create=false", "tls.issuer.create=false,tls.issuer.issuerRef.name=ca", "issuerRef.name"},
 		{"inflight writes", "config.max-inflight-writes=0", "config.max-inflight-writes=64", "/config/max-inflight-writes"},
+		// Issue 38: a cache larger than its volume rendered without complaint.
+		{"cache larger than its PVC", "worker.persistence.size=50Gi", "worker.persistence.size=100Gi", "config.cache-capacity 90GiB does not fit the cache volume: worker.persistence.size is 50Gi"},
+		{"cache larger than its emptyDir", "worker.persistence.enabled=false", "worker.persistence.enabled=false,config.cache-capacity=16GiB", "worker.persistence.emptyDirSizeLimit is 20Gi"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -898,5 +901,32 @@ func checkAttestation(t *testing.T, objs []object) {
 	}
 	if !strings.Contains(worker, "attestation-token-file: /var/run/secrets/talon/attestation/token") {
 		t.Errorf("worker.yaml does not point attestation-token-file at the projected token:\n%s", worker)
+	}
+}
+
+// TestChartSecurityContextOverrides: the security contexts merge values
+// over the safe defaults (issue 38: they could not be overridden); a key
+// set to null goes, the others stay.
+func TestChartSecurityContextOverrides(t *testing.T) {
+	testenv.SkipIfShort(t)
+	objs := render(t, namespace, "--set", "securityContext.readOnlyRootFilesystem=false", "--set", "podSecurityContext.runAsUser=null",
+		"--set", "podSecurityContext.runAsGroup=null", "--set", "podSecurityContext.fsGroup=null", "--set", "podSecurityContext.supplementalGroups[0]=1000")
+	for _, kind := range []string{"Deployment", "StatefulSet"} {
+		for _, o := range objs {
+			if o["kind"] != kind {
+				continue
+			}
+			spec := dig(o, "spec", "template", "spec").(map[string]any)
+			pod := spec["securityContext"].(map[string]any)
+			if _, ok := pod["runAsUser"]; ok || pod["runAsNonRoot"] != true || pod["supplementalGroups"] == nil || dig(pod, "seccompProfile", "type") != "RuntimeDefault" {
+				t.Errorf("%s pod securityContext %v: want runAsUser removed, supplementalGroups added, the other defaults kept", kind, pod)
+			}
+			for _, c := range spec["containers"].([]any) {
+				sc := c.(map[string]any)["securityContext"].(map[string]any)
+				if sc["readOnlyRootFilesystem"] != false || sc["allowPrivilegeEscalation"] != false || dig(sc, "capabilities", "drop") == nil {
+					t.Errorf("%s container securityContext %v: want readOnlyRootFilesystem false and the other defaults kept", kind, sc)
+				}
+			}
+		}
 	}
 }

@@ -150,7 +150,11 @@ the release name); certificates are bound to it.
 {{- end -}}
 
 {{/* talon.podSecurityContext and talon.containerSecurityContext: non-root, read-only, no capabilities. */}}
-{{- define "talon.podSecurityContext" -}}
+{{/* The pod's and the containers' security contexts: the safe defaults
+below, with .Values.podSecurityContext and .Values.securityContext merged
+over them (a key set there wins; a platform that assigns its own UIDs, as
+OpenShift does, sets runAsUser, runAsGroup and fsGroup to null). */}}
+{{- define "talon.podSecurityContextDefaults" -}}
 runAsNonRoot: true
 runAsUser: 65532
 runAsGroup: 65532
@@ -159,12 +163,53 @@ fsGroupChangePolicy: OnRootMismatch
 seccompProfile: {type: RuntimeDefault}
 {{- end -}}
 
-{{- define "talon.containerSecurityContext" -}}
+{{- define "talon.podSecurityContext" -}}
+{{- $ctx := mergeOverwrite (include "talon.podSecurityContextDefaults" . | fromYaml) (deepCopy (.Values.podSecurityContext | default dict)) -}}
+{{- range $k, $v := $ctx }}{{ if kindIs "invalid" $v }}{{ $_ := unset $ctx $k }}{{ end }}{{ end -}}
+{{- toYaml $ctx -}}
+{{- end -}}
+
+{{- define "talon.containerSecurityContextDefaults" -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 runAsNonRoot: true
 privileged: false
 capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{- define "talon.containerSecurityContext" -}}
+{{- $ctx := mergeOverwrite (include "talon.containerSecurityContextDefaults" . | fromYaml) (deepCopy (.Values.securityContext | default dict)) -}}
+{{- range $k, $v := $ctx }}{{ if kindIs "invalid" $v }}{{ $_ := unset $ctx $k }}{{ end }}{{ end -}}
+{{- toYaml $ctx -}}
+{{- end -}}
+
+{{/* talon.bytes: a size such as 90GiB, 100Gi, 20G or 512Mi in bytes (a
+float), for the cache check; units are Kubernetes' and the config's. */}}
+{{- define "talon.bytes" -}}
+{{- $s := toString . | trim -}}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" $s -}}
+{{- $unit := trimPrefix $n $s | trimSuffix "B" | trimSuffix "b" -}}
+{{- $mult := dict "" 1 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "k" 1000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- if or (eq $n "") (not (hasKey $mult $unit)) -}}
+{{- fail (printf "size %q: write a number with a unit such as 90GiB, 100Gi or 512Mi" $s) -}}
+{{- end -}}
+{{- mulf (float64 $n) (index $mult $unit) -}}
+{{- end -}}
+
+{{/* talon.checkCacheFits fails the render when the workers' cache-capacity
+is larger than the volume that holds the cache (the PVC's size, or the
+emptyDir's sizeLimit): the cache would fill the volume and the worker
+fail its writes. */}}
+{{- define "talon.checkCacheFits" -}}
+{{- $cap := index .Values.config "cache-capacity" -}}
+{{- if $cap -}}
+{{- $p := .Values.worker.persistence -}}
+{{- $vol := ternary $p.size $p.emptyDirSizeLimit $p.enabled -}}
+{{- $what := ternary "worker.persistence.size" "worker.persistence.emptyDirSizeLimit" $p.enabled -}}
+{{- if gt (include "talon.bytes" $cap | float64) (include "talon.bytes" $vol | float64) -}}
+{{- fail (printf "config.cache-capacity %s does not fit the cache volume: %s is %s; make the volume larger or the cache smaller (leave room for the file system)" $cap $what $vol) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* talon.scheduling: anti-affinity and topology spread of one role; call with (list $ "worker"). */}}
