@@ -26,19 +26,8 @@ func TestDevCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local cluster")
 	}
-	var out testsupport.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	dir := t.TempDir()
-	go func() {
-		done <- runDev(ctx, devcluster.Options{Workers: 3, BaseDir: dir, DemoLoad: true, ListenHost: "127.0.0.1", AdminAuth: true}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runDev: %v", err)
-		}
-	}()
+	out := startDev(t, devcluster.Options{Workers: 3, BaseDir: dir, DemoLoad: true, ListenHost: "127.0.0.1", AdminAuth: true})
 	re := regexp.MustCompile(`web UI and /api/v1\s+(http://\S+)/`)
 	var url string
 	deadline := time.Now().Add(60 * time.Second) // -race on a busy machine
@@ -218,18 +207,7 @@ func TestDevClusterSeveralCoordinators(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local cluster")
 	}
-	var out testsupport.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- runDev(ctx, devcluster.Options{Workers: 2, Coordinators: 3, BaseDir: t.TempDir(), ListenHost: "127.0.0.1"}, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runDev: %v", err)
-		}
-	}()
+	out := startDev(t, devcluster.Options{Workers: 2, Coordinators: 3, BaseDir: t.TempDir(), ListenHost: "127.0.0.1"})
 	testsupport.WaitFor(t, 60*time.Second, "the whole banner", func() bool { return strings.Contains(out.String(), "bin/talon worker --dev-dir") })
 	admins := regexp.MustCompile(`coordinator-\d\s+control \S+\s+admin (http://\S+)`).FindAllStringSubmatch(out.String(), -1)
 	if len(admins) != 3 || !strings.Contains(out.String(), "kill -USR1 ") {
@@ -269,4 +247,21 @@ func TestDevClusterSeveralCoordinators(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.WaitFor(t, 30*time.Second, "coordinator-3 back and agreeing", func() bool { _, ok := agree(all); return ok })
+}
+
+// startDev runs `talon dev` with opts in process until the test ends and
+// returns its output.
+func startDev(t *testing.T, opts devcluster.Options) *testsupport.SyncBuffer {
+	t.Helper()
+	out := &testsupport.SyncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDev(ctx, opts, out, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runDev: %v", err)
+		}
+	})
+	return out
 }
