@@ -15,6 +15,7 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/devcluster"
+	"github.com/talonhq/talon/internal/tracing"
 )
 
 // Exit codes of the talon daemon.
@@ -100,7 +101,13 @@ Workers cache blocks of objects from a blob store and serve them.
 Every setting can come from a flag (--NAME), the environment (TALON_NAME,
 upper case, '-' as '_') or a YAML config file (--config, key NAME), in that
 order of precedence over the built-in defaults. Secrets come only from the
-environment or from files.`,
+environment or from files.
+
+Tracing is off unless the standard OpenTelemetry environment turns it on:
+OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) exports spans of
+control requests, store operations, heartbeats and blob fetches over OTLP
+(OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or grpc); OTEL_TRACES_SAMPLER,
+OTEL_SERVICE_NAME and the exporter's other OTEL_* settings apply.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -159,6 +166,9 @@ func newRoleCmd(env Env, role cluster.Role) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			loaded, err := loadConfig(cmd, env, role)
 			if err != nil {
+				return &usageError{err}
+			}
+			if _, err := tracing.Decide(getenvFrom(env.Environ)); err != nil {
 				return &usageError{err}
 			}
 			log := NewLogger(env.Stderr, loaded.Config)
@@ -252,9 +262,9 @@ func NewLogger(w io.Writer, cfg *config.Config) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 // DefaultEnv is the environment of the real process.

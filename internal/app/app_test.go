@@ -369,3 +369,19 @@ func TestDashboardURLSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleRejectsBadTracingEnv: an OTEL_* value Talon cannot honour stops
+// a role before it starts, with a usage error naming the variable and the
+// value, rather than running untraced.
+func TestRoleRejectsBadTracingEnv(t *testing.T) {
+	for env, want := range map[string]string{
+		"OTEL_TRACES_EXPORTER=jaeger": `OTEL_TRACES_EXPORTER="jaeger": Talon exports traces only with otlp`,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_EXPORTER_OTLP_PROTOCOL=http/json": `OTEL_EXPORTER_OTLP_PROTOCOL="http/json": must be one of http/protobuf, grpc`,
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=thrift OTEL_TRACES_EXPORTER=otlp":                     `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="thrift"`,
+	} {
+		code, _, errOut := run(t, strings.Fields(env), "coordinator", "--node-id", "c1", "--cluster-id", "c", "--insecure-control-plane")
+		if code != 2 || !strings.Contains(errOut, want) || strings.Contains(errOut, "coordinator would start") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q before start", env, code, errOut, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/talonhq/talon/internal/admin"
 	"github.com/talonhq/talon/internal/config"
@@ -27,7 +28,10 @@ type CoordinatorProcess struct {
 
 // NewCoordinator builds (binds, connects) a coordinator process from cfg.
 // store may be nil to open the configured one; a given store is not closed.
-func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger) (*CoordinatorProcess, error) {
+//
+// tracers, at most one, receives the coordinator's spans; none means no
+// spans.
+func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, ui http.Handler, log *slog.Logger, tracers ...trace.TracerProvider) (*CoordinatorProcess, error) {
 	if err := preflight(cfg); err != nil {
 		return nil, err
 	}
@@ -71,7 +75,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		ClusterID: cfg.ClusterID, NodeID: cfg.NodeID, Labels: cfg.Labels, ExpectedCoordinators: cfg.CoordinatorReplicas,
 		Advertise: advertise(cfg.Advertise, ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
-		Store: store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc,
+		Store: store, Listener: ln, Logger: log, Clock: time.Now, Registerer: reg, Process: proc, Tracers: firstTracers(tracers),
 		Limits: coordinator.Limits{
 			MaxConnections: fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, MaxRecords: cfg.Limits.MaxRecords,
@@ -125,7 +129,12 @@ func (p *CoordinatorProcess) Run(ctx context.Context) error {
 
 // RunCoordinator runs a coordinator process from cfg until ctx ends.
 func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	p, err := NewCoordinator(ctx, cfg, nil, uiHandler(cfg), log)
+	tp, err := startTracing(ctx, cfg, "coordinator", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log)
+	p, err := NewCoordinator(ctx, cfg, nil, uiHandler(cfg), log, tp.Tracers())
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/talonhq/talon/internal/admin"
 	"github.com/talonhq/talon/internal/blob"
@@ -46,6 +47,9 @@ type WorkerProcess struct {
 	ptls  planeTLS
 	fds   budgets
 	early *adminRun // the admin listener RunWorker started before open; nil otherwise
+	// tracers receives the worker's spans (heartbeats, block loads, blob
+	// fetches); nil means none.
+	tracers trace.TracerProvider
 }
 
 // NewWorker builds (binds, opens the cache) a worker process from cfg.
@@ -113,7 +117,7 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 			p.ln.Close()
 		}
 	}()
-	if p.cache, err = openCache(cfg, p.Stats, log); err != nil {
+	if p.cache, err = openCache(cfg, p.Stats, log, p.tracers); err != nil {
 		return err
 	}
 	if err := p.openClients(cfg, p.ptls, log); err != nil {
@@ -139,7 +143,7 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 		Advertise: advertise(cfg.Advertise, p.ln.Addr(), log, "advertise"), AdminAddress: adminAddr,
 		Coordinators: cfg.Coordinators, Timing: cfg.Timing(), RequestTimeout: cfg.RequestTimeout,
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout,
-		DataListener: p.ln, DataHandler: denyGuard(ds, p.ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: p.reg, Process: p.proc,
+		DataListener: p.ln, DataHandler: denyGuard(ds, p.ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: p.reg, Process: p.proc, Tracers: p.tracers,
 		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: p.ptls.server(),
 		CordonFile: filepath.Join(cfg.CacheDir, "cordon"),
 		DataLimits: worker.DataLimits{
@@ -205,7 +209,7 @@ func (l *lateWorker) LastAccepted() (*cluster.Record, string) {
 
 // openCache opens the blob store and the cache in front of it. A file://
 // blob store must be an existing directory (a usage error otherwise).
-func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger) (*cache.Cache, error) {
+func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger, tp trace.TracerProvider) (*cache.Cache, error) {
 	if err := checkBlobStore(cfg.BlobStore); err != nil {
 		return nil, err
 	}
@@ -216,7 +220,7 @@ func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger) (*cache.Ca
 	if err != nil {
 		return nil, fmt.Errorf("blob-store: %w", err)
 	}
-	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: bs, Stats: st, Logger: log.With("component", "cache")})
+	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: blob.Traced(bs, tp), Stats: st, Logger: log.With("component", "cache"), Tracers: tp})
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
 	}
@@ -304,10 +308,16 @@ func (p *WorkerProcess) Run(ctx context.Context) error {
 // /readyz 503 ("starting") while a large cache is scanned, so probes and
 // scrapes see a live process, not a refused connection.
 func RunWorker(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	tp, err := startTracing(ctx, cfg, "worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log)
 	p, err := bindWorker(cfg, log)
 	if err != nil {
 		return err
 	}
+	p.tracers = tp.Tracers()
 	if p.Admin != nil {
 		p.early = startAdmin(ctx, p.Admin, p.adminLn)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -21,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/tracing"
 )
 
 // ErrNotReady is returned by View and Lookup when no current snapshot can
@@ -79,7 +81,11 @@ type Options struct {
 	// Registerer receives the coordinator's metrics; Process holds the
 	// process-wide ones (shared with the admin listener).
 	Registerer prometheus.Registerer
-	Process    *metrics.Process
+	// Tracers, when set, receives spans: control requests (placement
+	// lookups, registrations, heartbeats) and every store operation. Nil
+	// means no spans.
+	Tracers trace.TracerProvider
+	Process *metrics.Process
 	// Limits bound the control listener; zero fields take the defaults.
 	Limits Limits
 	// EventCapacity is how many events (Events) the coordinator keeps in
@@ -235,6 +241,8 @@ type Coordinator struct {
 	// wall-clock step never does either.
 	mono        func() time.Time
 	m           *coordMetrics
+	store       *state.Instrumented // opts.Store, measured and traced; assert optional interfaces on opts.Store
+	tracer      trace.Tracer
 	proc        *metrics.Process
 	incarnation string
 	startUnixMs int64
@@ -295,6 +303,10 @@ func New(opts Options) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
+	store, err := state.Instrument(opts.Store, opts.Registerer, opts.Tracers, opts.LivenessClock)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
 	if sk, ok := opts.Store.(skewEstimator); ok {
 		if err := registerSkew(opts.Registerer, sk); err != nil {
 			return nil, fmt.Errorf("coordinator metrics: %w", err)
@@ -314,6 +326,8 @@ func New(opts Options) (*Coordinator, error) {
 		now:         opts.Clock,
 		mono:        opts.LivenessClock,
 		m:           m,
+		store:       store,
+		tracer:      tracing.Tracer(opts.Tracers, "coordinator"),
 		proc:        opts.Process,
 		incarnation: cluster.NewIncarnationID(),
 		startUnixMs: opts.Clock().UnixMilli(),
@@ -464,7 +478,7 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 	stopHeartbeats()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
 	defer cancel()
-	if _, err := c.opts.Store.RemoveNode(ctx, c.ownKey(), c.incarnation); err != nil {
+	if _, err := c.store.RemoveNode(ctx, c.ownKey(), c.incarnation); err != nil {
 		c.log.Warn("could not remove own record; it expires with its lease", "error", err)
 	}
 	c.log.Info("coordinator stopped")

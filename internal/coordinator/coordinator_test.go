@@ -291,7 +291,7 @@ func TestFailClosedAndRecovery(t *testing.T) {
 	if f.c.LastGood() == nil {
 		t.Fatal("last good view lost")
 	}
-	if v := testutil.ToFloat64(f.c.m.storeErrors.WithLabelValues("snapshot", "unavailable")); v == 0 {
+	if v := testutil.ToFloat64(f.c.store.Failures().WithLabelValues("snapshot", "unavailable")); v == 0 {
 		t.Fatal("store errors not counted")
 	}
 	store.ClearFault()
@@ -751,7 +751,7 @@ func TestUnreadyWithinRequestTimeoutOfAHungStore(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	unreadyAfter := time.Since(faulted)
-	failedReads := testutil.ToFloat64(c.m.storeErrors.WithLabelValues("snapshot", "timeout"))
+	failedReads := testutil.ToFloat64(c.store.Failures().WithLabelValues("snapshot", "timeout"))
 	if !contains(r.Reasons, "store not answering") || failedReads != 0 {
 		t.Fatalf("unready after %s with reasons %q and %v failed reads: want the view unconfirmed before any hanging read failed", unreadyAfter, r.Reasons, failedReads)
 	}

@@ -102,7 +102,7 @@ func (c *Coordinator) writeCordon(ctx context.Context, key cluster.Key, r *clust
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	res, err := c.opts.Store.SetMarks(rctx, key, r.IncarnationID, m)
+	res, err := c.store.SetMarks(rctx, key, r.IncarnationID, m)
 	if err != nil {
 		c.noteStoreError("marks", 0, err)
 		return state.WriteResult{}, fmt.Errorf("writing the cordon of %s: %w", req.NodeID, err)

@@ -123,9 +123,8 @@ func (c *Coordinator) lookup(ctx context.Context, key string, replicas int) ([]p
 // every answer is a view the coordinator applied, in start order.
 func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 	start := c.mono()
-	snap, err := c.opts.Store.Snapshot(ctx, c.opts.ClusterID)
+	snap, err := c.store.Snapshot(ctx, c.opts.ClusterID)
 	end := c.mono()
-	c.m.storeDuration.WithLabelValues("snapshot").Observe(end.Sub(start).Seconds())
 	if err != nil {
 		c.noteStoreError("snapshot", seq, err)
 		return nil, err
@@ -377,7 +376,6 @@ func (c *Coordinator) noteStoreError(op string, seq uint64, err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
-	c.m.storeErrors.WithLabelValues(op, state.Code(err)).Inc()
 	if op != "snapshot" {
 		c.storeErrors.Add(1)
 		c.log.Debug("store operation failed", "operation", op, "error", err)

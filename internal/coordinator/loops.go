@@ -72,7 +72,7 @@ func (c *Coordinator) watchLoop(ctx context.Context) {
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		for batch := range c.opts.Store.Watch(wctx, c.opts.ClusterID, v.Snapshot.Revision) {
+		for batch := range c.store.Watch(wctx, c.opts.ClusterID, v.Snapshot.Revision) {
 			if batch.Err != nil {
 				if errors.Is(batch.Err, state.ErrCompacted) {
 					c.log.Info("watch revision compacted; re-reading the cluster", "revision", v.Snapshot.Revision.String())

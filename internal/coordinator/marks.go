@@ -94,7 +94,7 @@ func (c *Coordinator) dueRevocations(v *View, now time.Time) []revocation {
 func (c *Coordinator) revoke(ctx context.Context, r revocation) {
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	res, err := c.opts.Store.SetMarks(rctx, r.key, r.incarnation, state.MarkChange{RevokedBy: c.opts.NodeID, RevokedReason: r.entry})
+	res, err := c.store.SetMarks(rctx, r.key, r.incarnation, state.MarkChange{RevokedBy: c.opts.NodeID, RevokedReason: r.entry})
 	if err != nil {
 		c.noteStoreError("marks", 0, err)
 		return

@@ -11,9 +11,7 @@ import (
 
 // coordMetrics are the coordinator's own metrics (ADR 0001 section 10).
 type coordMetrics struct {
-	writes         *prometheus.CounterVec   // operation=register|heartbeat|deregister, outcome
-	storeDuration  *prometheus.HistogramVec // operation
-	storeErrors    *prometheus.CounterVec   // operation, outcome (error code)
+	writes         *prometheus.CounterVec // operation=register|heartbeat|deregister, outcome
 	snapshotAge    prometheus.Gauge
 	nodes          *prometheus.GaugeVec // role, health
 	eligible       prometheus.Gauge
@@ -36,17 +34,6 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_node_updates_total",
 			Help: "Registration, heartbeat and deregistration requests by outcome (accepted, duplicate, stale, not_found or an error code).",
-		}, []string{"operation", "outcome"}),
-		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:        "talon_coordinator_store_operation_duration_seconds",
-			Help:        "Duration of shared-store operations.",
-			ConstLabels: constLabels,
-			Buckets:     []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}, []string{"operation"}),
-		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name:        "talon_coordinator_store_errors_total",
-			Help:        "Failed shared-store operations by operation and error code.",
-			ConstLabels: constLabels,
 		}, []string{"operation", "outcome"}),
 		snapshotAge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "talon_coordinator_snapshot_age_seconds",
@@ -109,7 +96,7 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 			ConstLabels: constLabels,
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.storeDuration, m.storeErrors, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.renewals, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals, m.transitions, m.recovering} {
+	for _, c := range []prometheus.Collector{m.writes, m.snapshotAge, m.nodes, m.eligible, m.underRepl, m.heartbeatAge, m.renewals, m.placementDur, m.placementErrs, m.versionChanges, m.selfRefusals, m.limitRefusals, m.authRefusals, m.transitions, m.recovering} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -125,13 +112,6 @@ func newCoordMetrics(reg prometheus.Registerer, backend string) (*coordMetrics, 
 	for _, l := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress, netlimit.ReasonMaxPerIdentity,
 		"handshake_timeout", "idle_timeout", "frame_timeout", "request_id", "records", "inflight_writes", "write_rate", "attests", "attests_per_peer"} {
 		m.limitRefusals.WithLabelValues(l)
-	}
-	// The store errors an outage brings exist from the start, so the first
-	// one counts in rate() and alerts and dashboards find the series.
-	for _, op := range []string{"snapshot", "upsert", "remove", "watch"} {
-		for _, outcome := range []string{"unavailable", "timeout"} {
-			m.storeErrors.WithLabelValues(op, outcome)
-		}
 	}
 	// Every role/health series exists from the start, so dashboards see zeros.
 	for _, r := range cluster.Roles() {

@@ -25,6 +25,7 @@ func (c *Coordinator) newSelfLoop() (*membership.Loop, error) {
 		Now:            c.mono, // Report.Started feeds the recovery hold
 		Sleep:          c.sleepSelf,
 		OnAttempt:      c.selfAttempted,
+		Tracer:         c.tracer,
 	})
 }
 
@@ -34,9 +35,7 @@ func (c *Coordinator) writeSelf(ctx context.Context, a membership.Attempt) (memb
 	if !a.Register {
 		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.opts.Timing.StatusEvery()))
 	}
-	start := c.now()
-	res, err := c.opts.Store.UpsertNode(ctx, c.selfRecord(a.Seq), c.opts.Timing.LeaseTTL, opts...)
-	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
+	res, err := c.store.UpsertNode(ctx, c.selfRecord(a.Seq), c.opts.Timing.LeaseTTL, opts...)
 	if err != nil {
 		c.noteStoreError("upsert", 0, err)
 		return membership.Answer{}, err
@@ -141,9 +140,7 @@ func (c *Coordinator) proposeLoop(ctx context.Context) {
 func (c *Coordinator) propose(ctx context.Context, p proposal) {
 	pctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	start := c.now()
-	res, err := c.opts.Store.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition, state.MinSilence(silenceFor(c.opts.Timing, p.transition)))
-	c.m.storeDuration.WithLabelValues("transition").Observe(c.now().Sub(start).Seconds())
+	res, err := c.store.ProposeTransition(pctx, p.key, p.incarnation, p.seq, p.transition, state.MinSilence(silenceFor(c.opts.Timing, p.transition)))
 	outcome := state.Code(err)
 	if err == nil {
 		outcome = res.Outcome.String()

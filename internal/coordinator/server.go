@@ -16,6 +16,9 @@ import (
 	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // pushTimeout bounds a placement-version push to one subscriber; a
@@ -337,48 +340,57 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	start := c.now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
 	defer cancel()
-	var (
-		resp protocol.Message
-		op   string
-	)
-	switch m := msg.(type) {
-	case *protocol.Ping:
-		op, resp = "ping", &protocol.Pong{}
-	case *protocol.Attest:
-		op, resp = "attest", c.attest(ctx, cn, m.Token)
-	case *protocol.Instructions:
-		op, resp = "instructions", c.instructions(cn, m)
-	case *protocol.Register:
-		op = "register"
-		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })
-	case *protocol.Heartbeat:
-		op = "heartbeat"
-		resp = c.admitted(op, func() protocol.Message { return c.upsert(ctx, cn, op, m.Record) })
-	case *protocol.Deregister:
-		op = "deregister"
-		resp = c.admitted(op, func() protocol.Message { return c.deregister(ctx, cn, m) })
-	case *protocol.PlacementLookup:
-		op = "placement_lookup"
-		owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
-		if err != nil {
-			resp = wireError(err)
-		} else {
-			pr := &protocol.PlacementResponse{Version: uint64(version), Owners: make([]protocol.Owner, len(owners))}
-			for i, o := range owners {
-				pr.Owners[i] = protocol.Owner{NodeID: o.NodeID, DataAddress: o.Address}
-			}
-			resp = pr
-		}
-	default:
-		op = "unknown"
-		resp = protocol.NewError(protocol.CodeInvalidArgument, "message type %s is not a request", t)
+	span := trace.SpanFromContext(ctx) // a no-op span for pings
+	if t != protocol.TypePing {
+		ctx, span = c.tracer.Start(ctx, "control.request", trace.WithSpanKind(trace.SpanKindServer))
 	}
+	op, resp := c.dispatch(ctx, cn, t, msg)
 	outcome := "ok"
 	c.requests.Add(1)
 	if e, ok := resp.(*protocol.Error); ok {
 		outcome = e.Code.String()
 		c.requestErrors.Add(1)
+		span.SetStatus(codes.Error, e.Message)
 	}
+	span.SetName("control." + op)
+	span.SetAttributes(attribute.String("talon.control.outcome", outcome), attribute.String("net.peer.address", cn.nc.RemoteAddr().String()))
+	span.End()
 	c.proc.Observe(op, outcome, c.now().Sub(start))
 	return resp
+}
+
+// dispatch answers one request by its type and names its operation.
+func (c *Coordinator) dispatch(ctx context.Context, cn *conn, t protocol.Type, msg protocol.Message) (op string, resp protocol.Message) {
+	switch m := msg.(type) {
+	case *protocol.Ping:
+		return "ping", &protocol.Pong{}
+	case *protocol.Attest:
+		return "attest", c.attest(ctx, cn, m.Token)
+	case *protocol.Instructions:
+		return "instructions", c.instructions(cn, m)
+	case *protocol.Register:
+		return "register", c.admitted("register", func() protocol.Message { return c.upsert(ctx, cn, "register", m.Record) })
+	case *protocol.Heartbeat:
+		return "heartbeat", c.admitted("heartbeat", func() protocol.Message { return c.upsert(ctx, cn, "heartbeat", m.Record) })
+	case *protocol.Deregister:
+		return "deregister", c.admitted("deregister", func() protocol.Message { return c.deregister(ctx, cn, m) })
+	case *protocol.PlacementLookup:
+		return "placement_lookup", c.placementResponse(ctx, m)
+	default:
+		return "unknown", protocol.NewError(protocol.CodeInvalidArgument, "message type %s is not a request", t)
+	}
+}
+
+// placementResponse answers a placement lookup.
+func (c *Coordinator) placementResponse(ctx context.Context, m *protocol.PlacementLookup) protocol.Message {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("talon.placement.replicas", int(m.Replicas)), attribute.Int("talon.placement.key_bytes", len(m.Key)))
+	owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
+	if err != nil {
+		return wireError(err)
+	}
+	pr := &protocol.PlacementResponse{Version: uint64(version), Owners: make([]protocol.Owner, len(owners))}
+	for i, o := range owners {
+		pr.Owners[i] = protocol.Owner{NodeID: o.NodeID, DataAddress: o.Address}
+	}
+	return pr
 }

@@ -110,9 +110,7 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		c.m.limitRefusals.WithLabelValues("records").Inc()
 		return protocol.NewError(protocol.CodeResourceExhausted, "cluster %q holds %d records, the max-records limit; node %q is not registered", c.opts.ClusterID, n, rec.NodeID)
 	}
-	start := c.now()
-	res, err := c.opts.Store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL, opts...)
-	c.m.storeDuration.WithLabelValues("upsert").Observe(c.now().Sub(start).Seconds())
+	res, err := c.store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL, opts...)
 	if err != nil {
 		c.noteStoreError("upsert", 0, err)
 		reply := c.storeWriteReply(op, rec.Key(), err)
@@ -161,9 +159,7 @@ func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Dere
 		c.m.writes.WithLabelValues("deregister", protocol.CodeInvalidArgument.String()).Inc()
 		return protocol.NewError(protocol.CodeInvalidArgument, "role %q: only workers deregister over the control protocol", m.Role)
 	}
-	start := c.now()
-	res, err := c.opts.Store.RemoveNode(ctx, m.Key(), m.IncarnationID)
-	c.m.storeDuration.WithLabelValues("remove").Observe(c.now().Sub(start).Seconds())
+	res, err := c.store.RemoveNode(ctx, m.Key(), m.IncarnationID)
 	if err != nil {
 		c.noteStoreError("remove", 0, err)
 		reply := c.storeWriteReply("deregister", m.Key(), err)

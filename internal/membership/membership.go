@@ -41,6 +41,10 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/backoff"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Outcome is what the store did with one attempt.
@@ -133,6 +137,9 @@ type Options struct {
 	// OnAttempt, when set, is called after every attempt, outside any
 	// lock, in attempt order.
 	OnAttempt func(Report)
+	// Tracer, when set, traces each attempt as a "register" or
+	// "heartbeat" span; nil means no spans.
+	Tracer trace.Tracer
 }
 
 // DefaultRetryInitial is the first retry after a failed write: a store that
@@ -185,6 +192,9 @@ func New(opts Options) (*Loop, error) {
 	}
 	if opts.RetryInitial <= 0 {
 		opts.RetryInitial = DefaultRetryInitial
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	l := &Loop{opts: opts, log: opts.Logger, register: true}
 	l.status.Interval = opts.Interval
@@ -243,7 +253,9 @@ func (l *Loop) attempt(ctx context.Context) (ok, again bool) {
 	l.seq++
 	start := l.opts.Now()
 	wctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
+	wctx, span := l.startSpan(wctx, a)
 	ans, err := l.opts.Write(wctx, a)
+	endSpan(span, ans, err)
 	cancel()
 	rep := Report{Attempt: a, Answer: ans, Err: err, Started: start, Duration: l.opts.Now().Sub(start)}
 	switch {
@@ -254,7 +266,7 @@ func (l *Loop) attempt(ctx context.Context) (ok, again bool) {
 		l.register = true
 		again = !a.Register
 	}
-	rep.Status = l.apply(rep)
+	rep.Status = l.apply(wctx, rep) // logs carry the attempt span's IDs
 	l.attemptMu.Unlock()
 	if l.opts.OnAttempt != nil {
 		l.opts.OnAttempt(rep)
@@ -262,20 +274,42 @@ func (l *Loop) attempt(ctx context.Context) (ok, again bool) {
 	return err == nil && ans.Outcome == Accepted, again
 }
 
+// startSpan starts attempt a's span.
+func (l *Loop) startSpan(ctx context.Context, a Attempt) (context.Context, trace.Span) {
+	name := "heartbeat"
+	if a.Register {
+		name = "register"
+	}
+	return l.opts.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("talon.node.role", l.opts.Role), attribute.String("talon.node.id", l.opts.NodeID),
+		attribute.Int64("talon.node.heartbeat_seq", int64(a.Seq))))
+}
+
+// endSpan ends an attempt's span with its outcome.
+func endSpan(span trace.Span, ans Answer, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(attribute.String("talon.membership.outcome", ans.Outcome.String()))
+	}
+	span.End()
+}
+
 // apply updates the status from one attempt, logging changes, and
 // returns the new status.
-func (l *Loop) apply(r Report) Status {
+func (l *Loop) apply(ctx context.Context, r Report) Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.applyLocked(r)
+	l.applyLocked(ctx, r)
 	return l.status
 }
 
-func (l *Loop) applyLocked(r Report) {
+func (l *Loop) applyLocked(ctx context.Context, r Report) {
 	st := &l.status
 	if r.Err != nil {
 		if st.Err == nil && ctxAlive(r.Err) {
-			l.log.Warn("own record write failed; retrying", "role", l.opts.Role, "register", r.Attempt.Register, "error", r.Err)
+			l.log.WarnContext(ctx, "own record write failed; retrying", "role", l.opts.Role, "register", r.Attempt.Register, "error", r.Err)
 		}
 		st.Err = r.Err
 		return
@@ -284,12 +318,12 @@ func (l *Loop) applyLocked(r Report) {
 	st.Err = nil
 	if r.Answer.Outcome == Accepted {
 		if !st.Registered {
-			l.log.Info("own record accepted", "role", l.opts.Role, "node", l.opts.NodeID, "register", r.Attempt.Register)
+			l.log.InfoContext(ctx, "own record accepted", "role", l.opts.Role, "node", l.opts.NodeID, "register", r.Attempt.Register)
 		} else if recovered {
-			l.log.Info("own record writes accepted again", "role", l.opts.Role)
+			l.log.InfoContext(ctx, "own record writes accepted again", "role", l.opts.Role)
 		}
 		if st.Refusal != "" {
-			l.log.Info("the store accepts this process's record again", "role", l.opts.Role)
+			l.log.InfoContext(ctx, "the store accepts this process's record again", "role", l.opts.Role)
 		}
 		st.Registered, st.Refusal, st.LastAccepted = true, "", r.Started
 		l.adoptLocked(r.Answer)
@@ -297,7 +331,7 @@ func (l *Loop) applyLocked(r Report) {
 	}
 	reason := l.reason(r)
 	if reason != st.Refusal {
-		l.log.Error("the store refuses this process's record; not ready", "role", l.opts.Role, "node", l.opts.NodeID,
+		l.log.ErrorContext(ctx, "the store refuses this process's record; not ready", "role", l.opts.Role, "node", l.opts.NodeID,
 			"register", r.Attempt.Register, "outcome", r.Answer.Outcome.String(), "reason", reason)
 	}
 	st.Registered, st.Refusal = false, reason

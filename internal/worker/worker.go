@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/client"
@@ -21,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/tracing"
 )
 
 // StatusSource supplies the capacity, inventory and counters a heartbeat
@@ -62,6 +64,9 @@ type Options struct {
 	// process-wide ones.
 	Registerer prometheus.Registerer
 	Process    *metrics.Process
+	// Tracers, when set, receives a span for each registration and
+	// heartbeat; nil means none.
+	Tracers trace.TracerProvider
 	// DataLimits bound the data listener; zero fields take the defaults.
 	DataLimits DataLimits
 	// DiskErrors, if set, returns the cache directory failures counted so
@@ -362,6 +367,7 @@ func (w *Worker) newHeartbeatLoop() (*membership.Loop, error) {
 		Logger:         w.log,
 		Now:            w.opts.Clock,
 		OnAttempt:      func(membership.Report) { w.opts.Process.SetReady(w.Readiness().Ready) },
+		Tracer:         tracing.Tracer(w.opts.Tracers, "worker"),
 	})
 }
 

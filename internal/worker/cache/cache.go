@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/tracing"
 	"github.com/talonhq/talon/internal/worker/stats"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -70,6 +72,9 @@ type Config struct {
 	SizeTTL time.Duration
 	// LoadTimeout bounds one block load; 0 means DefaultLoadTimeout.
 	LoadTimeout time.Duration
+	// Tracers, when set, traces each block load as a "cache.load" span
+	// (the store's own spans, blob.Traced, nest in it); nil means none.
+	Tracers trace.TracerProvider
 }
 
 // entry is a resident block. The fields up to mtime are set before the
@@ -98,6 +103,8 @@ type Cache struct {
 	cfg  Config
 	root string // <dir>/blocks
 	log  *slog.Logger
+	// tracer traces block loads (Config.Tracers; a no-op when unset).
+	tracer trace.Tracer
 	// createTemp creates a block's temporary file (os.CreateTemp; tests
 	// inject disk failures).
 	createTemp func(dir, pattern string) (*os.File, error)
@@ -162,6 +169,7 @@ func Open(cfg Config) (*Cache, error) {
 		createTemp: os.CreateTemp,
 		loadBuf:    loadBufferSize,
 		log:        cfg.Logger.With("component", "cache"),
+		tracer:     tracing.Tracer(cfg.Tracers, "worker/cache"),
 		now:        cfg.Clock,
 		lock:       lock,
 		loadCtx:    ctx,

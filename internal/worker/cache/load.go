@@ -13,6 +13,9 @@ import (
 	"syscall"
 
 	"github.com/talonhq/talon/internal/blob"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // load is a block load in flight. done is closed when the load has ended;
@@ -49,6 +52,9 @@ func (c *Cache) load(id blockID, info blob.Info, l *load) {
 	defer c.cfg.Stats.LoadDone()
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
 	defer cancel()
+	ctx, span := c.tracer.Start(ctx, "cache.load", trace.WithAttributes(attribute.String("talon.blob.object", id.object),
+		attribute.Int64("talon.cache.block", id.index), attribute.String("talon.blob.version", info.Version)))
+	defer span.End()
 	e, tmpPath, err := c.fetch(ctx, id, info)
 	if errors.Is(err, syscall.ENOSPC) {
 		// The disk is fuller than the configured capacity assumed (other
@@ -77,7 +83,8 @@ func (c *Cache) load(id blockID, info blob.Info, l *load) {
 	close(l.done)
 	c.mu.Unlock()
 	if err != nil {
-		c.log.Warn("block load failed", "object", id.object, "block", id.index, "error", err)
+		span.SetStatus(codes.Error, err.Error())
+		c.log.WarnContext(ctx, "block load failed", "object", id.object, "block", id.index, "error", err)
 	}
 }
 
