@@ -131,7 +131,7 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 	ds, err := dataserver.New(dataserver.Config{
 		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
 		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: p.proc.Observe,
-		StoreReadRate: float64(cfg.Limits.StoreReadsPerClient),
+		StoreReadRate: float64(cfg.Limits.StoreReadsPerClient), ReadAhead: readAhead(cfg.ReadAhead),
 	})
 	if err != nil {
 		p.closeClientsAndCache()
@@ -220,7 +220,7 @@ func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger, tp trace.T
 	if err != nil {
 		return nil, fmt.Errorf("blob-store: %w", err)
 	}
-	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: blob.Traced(bs, tp), Stats: st, Logger: log.With("component", "cache"), Tracers: tp})
+	c, err := cache.Open(cache.Config{Dir: cfg.CacheDir, Capacity: cfg.CacheCapacity, BlockSize: cfg.BlockSize, Source: blob.Traced(bs, tp), Stats: st, Logger: log.With("component", "cache"), Tracers: tp, MaxPrefetches: cfg.ReadAheadLoads})
 	if err != nil {
 		return nil, fmt.Errorf("cache-dir %s: %w", cfg.CacheDir, err)
 	}
@@ -349,4 +349,13 @@ func (l *lateWorker) InflightRequests() int64 {
 		return w.InflightRequests()
 	}
 	return 0
+}
+
+// readAhead maps read-ahead (0: off) to dataserver.Config.ReadAhead
+// (negative: off, 0: the default).
+func readAhead(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

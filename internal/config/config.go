@@ -75,6 +75,11 @@ type Config struct {
 	CacheDir      string
 	CacheCapacity int64
 	BlockSize     int64
+	// ReadAhead is how many blocks after a read's last one a worker
+	// starts loading, of those it owns (0: none); ReadAheadLoads bounds
+	// such loads in flight at once.
+	ReadAhead      int
+	ReadAheadLoads int
 
 	LogLevel  string
 	LogFormat string

@@ -27,7 +27,7 @@ const (
 // Validate checks every setting of c and returns the first error, naming
 // the setting, its value and the rule.
 func (c *Config) Validate() error {
-	for _, check := range []func() error{c.validateIdentity, c.validateAddresses, c.validateTimeouts, c.validateLogAndTLS} {
+	for _, check := range []func() error{c.validateIdentity, c.validateAddresses, c.validateTimeouts, c.validateLogAndTLS, c.validateReadAhead} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -469,3 +469,17 @@ const (
 	MaxEvents   = 1000
 	MaxEventAge = time.Hour
 )
+
+// validateReadAhead checks a worker's read-ahead settings.
+func (c *Config) validateReadAhead() error {
+	if c.Role != cluster.RoleWorker {
+		return nil
+	}
+	if c.ReadAhead < 0 || c.ReadAhead > 64 {
+		return fmt.Errorf("read-ahead %d: must be from 0 (off) to 64 blocks", c.ReadAhead)
+	}
+	if c.ReadAheadLoads < 1 || c.ReadAheadLoads > 1024 {
+		return fmt.Errorf("read-ahead-loads %d: must be from 1 to 1024", c.ReadAheadLoads)
+	}
+	return nil
+}

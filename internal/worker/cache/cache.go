@@ -72,6 +72,9 @@ type Config struct {
 	SizeTTL time.Duration
 	// LoadTimeout bounds one block load; 0 means DefaultLoadTimeout.
 	LoadTimeout time.Duration
+	// MaxPrefetches bounds the read-ahead loads (Prefetch) in flight at
+	// once; 0 means DefaultMaxPrefetches, negative turns Prefetch off.
+	MaxPrefetches int
 	// Tracers, when set, traces each block load as a "cache.load" span
 	// (the store's own spans, blob.Traced, nest in it); nil means none.
 	Tracers trace.TracerProvider
@@ -126,6 +129,7 @@ type Cache struct {
 	reserved   int64 // bytes reserved by loads in flight
 	spaceFreed chan struct{}
 	loads      map[blockID]*load
+	prefetches int // loads started by Prefetch still in flight
 	sizes      map[string]sizeEntry
 	sizeCalls  singleflight.Group // size lookups in flight, by object
 	closed     bool
@@ -153,6 +157,9 @@ func Open(cfg Config) (*Cache, error) {
 	}
 	if cfg.LoadTimeout <= 0 {
 		cfg.LoadTimeout = DefaultLoadTimeout
+	}
+	if cfg.MaxPrefetches == 0 {
+		cfg.MaxPrefetches = DefaultMaxPrefetches
 	}
 	root := filepath.Join(cfg.Dir, blocksDir)
 	if err := os.MkdirAll(root, 0o700); err != nil {
@@ -226,6 +233,11 @@ type Block struct {
 	// seek serializes WriteRange: sendfile(2) reads from the file offset,
 	// which is the descriptor's, shared by every goroutine using b.
 	seek sync.Mutex
+	// st is the load attempt a streaming Block (OpenBlock) reads while it
+	// fills f, the attempt's temporary file; nil for a complete block.
+	// Its fields are guarded by c.mu.
+	c  *Cache
+	st *stream
 }
 
 // Size returns the number of data bytes in the block.
@@ -245,6 +257,11 @@ func (b *Block) ReadAt(p []byte, off int64) (int, error) {
 	if b.f == nil {
 		return bytes.NewReader(b.mem).ReadAt(p, off)
 	}
+	if b.st != nil {
+		if err := b.waitFor(min(off+int64(len(p)), b.size)); err != nil {
+			return 0, err
+		}
+	}
 	return io.NewSectionReader(b.f, b.dataOff, b.size).ReadAt(p, off)
 }
 
@@ -263,6 +280,15 @@ func (b *Block) WriteRange(w io.Writer, off, n int64) (int64, error) {
 		k, err := w.Write(b.mem[off : off+n])
 		return int64(k), err
 	}
+	if b.st != nil {
+		return b.writeStreaming(w, off, n)
+	}
+	return b.copyAt(w, off, n)
+}
+
+// copyAt copies data bytes [off, off+n) of the block file to w (with
+// sendfile when w is a plain connection).
+func (b *Block) copyAt(w io.Writer, off, n int64) (int64, error) {
 	b.seek.Lock()
 	defer b.seek.Unlock()
 	if _, err := b.f.Seek(b.dataOff+off, io.SeekStart); err != nil {
@@ -380,15 +406,33 @@ func (c *Cache) hitLocked(id blockID, info blob.Info) (*Block, error) {
 // waiters; when the cache directory failed it reads through to the blob
 // store instead. It is called with c.mu held and releases it.
 func (c *Cache) missLocked(ctx context.Context, id blockID, info blob.Info) (*Block, error) {
-	c.cfg.Stats.Miss()
-	l := c.loads[id]
-	if l == nil {
-		l = &load{done: make(chan struct{})}
-		c.loads[id] = l
-		c.wg.Add(1)
-		go c.load(id, info, l)
-	}
+	l := c.startLoadLocked(id, info)
 	l.waiters++
+	return c.finishMissLocked(ctx, id, info, l)
+}
+
+// startLoadLocked counts a miss and returns the one load of block id,
+// starting it if none runs. Called with c.mu held.
+func (c *Cache) startLoadLocked(id blockID, info blob.Info) *load {
+	c.cfg.Stats.Miss()
+	if l := c.loads[id]; l != nil {
+		return l
+	}
+	return c.newLoadLocked(id, info)
+}
+
+// newLoadLocked starts the load of block id. Called with c.mu held.
+func (c *Cache) newLoadLocked(id blockID, info blob.Info) *load {
+	l := &load{done: make(chan struct{}), wake: make(chan struct{}), index: id.index, info: info}
+	c.loads[id] = l
+	c.wg.Add(1)
+	go c.load(id, info, l)
+	return l
+}
+
+// finishMissLocked waits for load l, of which the caller is a counted
+// waiter, and takes its descriptor. Called with c.mu held; releases it.
+func (c *Cache) finishMissLocked(ctx context.Context, id blockID, info blob.Info, l *load) (*Block, error) {
 	c.mu.Unlock()
 	select {
 	case <-l.done:

@@ -108,7 +108,7 @@ func (c *Cache) restore() error {
 // add and the temporary file, and its reservation stands (commitLocked
 // takes it over); on failure it has released the reservation and deleted
 // the temporary file.
-func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info) (e *entry, tmpPath string, err error) {
+func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info, l *load) (e *entry, tmpPath string, err error) {
 	objSize := info.Size
 	n := blockLen(c.cfg.BlockSize, objSize, id.index)
 	h := header{key: id.object, version: info.Version, blockSize: c.cfg.BlockSize, index: id.index, objSize: objSize, dataLen: n}
@@ -118,9 +118,13 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info) (e *entry
 		return nil, "", err
 	}
 	var tmp *os.File
+	var st *stream
 	defer func() {
 		if tmp != nil {
 			tmp.Close()
+		}
+		if st != nil {
+			c.endStream(st, err) // before the file goes: see endStream
 		}
 		if err != nil {
 			if tmpPath != "" {
@@ -147,9 +151,10 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info) (e *entry
 		return nil, tmpPath, fmt.Errorf("%w: seek temporary block file: %w", ErrIO, err)
 	}
 
+	st = c.beginStream(l, tmpPath, hlen)
 	start := time.Now()
 	hash := xxh3.New()
-	got, err := c.copyFromSource(ctx, id, info.Version, n, io.MultiWriter(tmp, hash))
+	got, err := c.copyFromSource(ctx, id, info.Version, n, io.MultiWriter(tmp, hash, progress{c, st}))
 	// A load's ctx ends only on Close (not a backend failure) or on
 	// LoadTimeout (a backend failure).
 	c.cfg.Stats.BackendFetch(stats.BackendRead, time.Since(start), backendFailure(c.loadCtx, err) && !errors.Is(err, ErrIO))

@@ -27,6 +27,30 @@
 // again. Object sizes (needed to know a block's length) are looked up the
 // same way, one call per object at a time, and cached for Config.SizeTTL.
 //
+// # Streaming and read-ahead
+//
+// OpenBlock is ReadBlockOf for a reader that streams (the data server):
+// on a miss it returns as soon as the block's load has its first bytes
+// in the temporary file, and the Block's ReadAt and WriteRange wait for
+// the rest as the load writes it, so the client receives the store's
+// bytes while they arrive instead of after the whole block is on disk.
+// Every reader of the block, streaming or not, shares the one load. A
+// load attempt publishes its temporary file and its progress (data bytes
+// written) under the cache mutex; a reader opens the file by its path
+// only while the attempt has not failed and the load has not ended (the
+// rename and the deletion both happen under the mutex after that is
+// recorded), and keeps reading the same file after it is renamed into
+// place. When the attempt fails after a reader started, the reader's
+// next read past the bytes written returns the load's error: a short
+// block is never taken for a whole one, and the failed file is deleted
+// as before (nothing partial is cached). A load of another version of
+// the object is not joined: OpenBlock waits for it to end and looks
+// again.
+//
+// Prefetch starts a load with no reader (read-ahead of the blocks after
+// a read), unless the block is resident or loading, at most
+// Config.MaxPrefetches at a time; it counts neither a hit nor a miss.
+//
 // Stats: a ReadBlock served from a resident block counts a hit; one that
 // waits for a load counts a miss. Every blob store call counts a backend
 // fetch (operation read or size) with its duration; failures other than a

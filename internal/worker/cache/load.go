@@ -27,11 +27,26 @@ type load struct {
 	done chan struct{}
 	err  error // written before done is closed
 
+	index    int64     // the block's index
+	info     blob.Info // the object's size and version the load reads
+	prefetch bool      // started by Prefetch: counted in Cache.prefetches
+
 	// guarded by Cache.mu:
 	waiters int
 	ended   bool
 	entry   *entry
 	files   []*os.File
+	// stream is the current attempt to fill the block's temporary file
+	// (nil before the first), for streaming readers; wake is closed and
+	// replaced when a new attempt begins.
+	stream *stream
+	wake   chan struct{}
+}
+
+// changedLocked wakes the streaming readers waiting for an attempt.
+func (l *load) changedLocked() {
+	close(l.wake)
+	l.wake = make(chan struct{})
 }
 
 // take returns the waiter's descriptor of a committed load, or nil.
@@ -55,14 +70,14 @@ func (c *Cache) load(id blockID, info blob.Info, l *load) {
 	ctx, span := c.tracer.Start(ctx, "cache.load", trace.WithAttributes(attribute.String("talon.blob.object", id.object),
 		attribute.Int64("talon.cache.block", id.index), attribute.String("talon.blob.version", info.Version)))
 	defer span.End()
-	e, tmpPath, err := c.fetch(ctx, id, info)
+	e, tmpPath, err := c.fetch(ctx, id, info, l)
 	if errors.Is(err, syscall.ENOSPC) {
 		// The disk is fuller than the configured capacity assumed (other
 		// files share it): make room by evicting, then try once more.
 		need := 4 * (headerLen(id.object, info.Version) + c.cfg.BlockSize)
 		if freed := c.evictBytes(need); freed > 0 {
 			c.log.Warn("cache disk full: evicted blocks to make room", "freed_bytes", freed, "object", id.object, "block", id.index)
-			e, tmpPath, err = c.fetch(ctx, id, info)
+			e, tmpPath, err = c.fetch(ctx, id, info, l)
 		}
 	}
 	switch {
@@ -79,6 +94,9 @@ func (c *Cache) load(id blockID, info blob.Info, l *load) {
 		err = l.openFilesLocked(e)
 	}
 	delete(c.loads, id)
+	if l.prefetch {
+		c.prefetches--
+	}
 	l.ended, l.entry, l.err = true, e, err
 	close(l.done)
 	c.mu.Unlock()

@@ -63,6 +63,7 @@ func TestClientCannotFillAnotherWorkersCache(t *testing.T) {
 	if _, err := datav1.FetchDigest(ctx, e.client, datav1.Request{Addr: e.addr, Object: "obj", Offset: 3 * bs, Length: bs}); err != nil {
 		t.Fatal(err)
 	}
+	waitLoaded(t, e.st) // the digest may stream before the block is committed
 	if capy, _ := e.st.Status(); capy.Blocks != 1 {
 		t.Fatalf("an owned block's digest cached %d blocks, want 1", capy.Blocks)
 	}

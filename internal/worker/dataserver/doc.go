@@ -44,11 +44,23 @@
 //
 // # Whole answer or nothing
 //
-// Every block of the range is opened through the cache before the status
-// line is written, so load failures become proper error statuses. Once the
-// body has started, a failure (a disk read error, the client leaving)
-// aborts the connection, and the client sees a body shorter than its
-// Content-Length, never a silently truncated 200. The body is copied from
+// Every block of the range is opened through the cache (Cache.OpenBlock)
+// before the status line is written, so a load that fails before its
+// first byte (a missing object, a changed version, a store that refuses
+// the read) is a proper error status. A block that misses is open as
+// soon as its load has its first bytes: the body streams the store's
+// bytes as they arrive, and every block of the range loads at once.
+// Once the body has started, a failure (the store failing mid-block, a
+// disk read error, the client leaving) aborts the connection, and the
+// client sees a body shorter than its Content-Length, never a silently
+// truncated 200.
+//
+// # Read-ahead
+//
+// After opening a read's blocks the handler starts loading the next
+// Config.ReadAhead blocks of the object that this worker owns
+// (Cache.Prefetch, at most the cache's MaxPrefetches at once), so a
+// client reading an object in order finds them loading or loaded. The body is copied from
 // the block files with io.Copy into the ResponseWriter, which the kernel
 // serves with sendfile on a plain connection: net/http hands the file to
 // the connection's ReadFrom, so a listener that wraps connections must

@@ -76,7 +76,14 @@ type Config struct {
 	// missing one never has). Burst twice that; 0 means
 	// DefaultStoreReadRate. Past it: 429 resource_exhausted.
 	StoreReadRate float64
+	// ReadAhead is how many blocks after a read's last one the worker
+	// starts loading (Cache.Prefetch), of those it owns; 0 means
+	// DefaultReadAhead, negative none.
+	ReadAhead int
 }
+
+// DefaultReadAhead is the default Config.ReadAhead, in blocks.
+const DefaultReadAhead = 4
 
 // Server is the data listener's handler. It is safe for concurrent use and
 // starts no goroutines.
@@ -100,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.UnownedDigestRate <= 0 {
 		cfg.UnownedDigestRate = DefaultUnownedDigestRate
+	}
+	if cfg.ReadAhead == 0 {
+		cfg.ReadAhead = DefaultReadAhead
 	}
 	if cfg.StoreReadRate <= 0 {
 		cfg.StoreReadRate = DefaultStoreReadRate
@@ -295,12 +305,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, nil
 	}
 
-	// Open every block first: a failure is still an error status.
+	// Open every block first: a failure is still an error status. A
+	// block that misses is open once its load has its first bytes.
 	blocks, aerr := s.openBlocks(ctx, req.key, info, req.offset, end, nil)
 	defer closeBlocks(blocks)
 	if aerr != nil {
 		return 0, aerr
 	}
+	s.readAhead(req.key, info, (end-1)/s.blockSize)
 	w.WriteHeader(http.StatusOK)
 	// Send the header now: net/http's ReadFrom otherwise copies the
 	// body's first 512 bytes through user space (for content sniffing,
@@ -323,7 +335,7 @@ func (s *Server) openBlocks(ctx context.Context, key string, info blob.Info, off
 		var b *cache.Block
 		var err error
 		if owned == nil || owned(i) {
-			b, err = s.cfg.Cache.ReadBlockOf(ctx, key, info, i)
+			b, err = s.cfg.Cache.OpenBlock(ctx, key, info, i)
 		} else {
 			b, err = s.cfg.Cache.Peek(ctx, key, info, i)
 		}
@@ -337,6 +349,18 @@ func (s *Server) openBlocks(ctx context.Context, key string, info blob.Info, off
 		}
 	}
 	return blocks, nil
+}
+
+// readAhead starts loading the blocks after block last that this worker
+// owns, up to Config.ReadAhead of them (the cache bounds how many such
+// loads run at once).
+func (s *Server) readAhead(key string, info blob.Info, last int64) {
+	lastBlock := (info.Size - 1) / s.blockSize
+	for i := last + 1; i <= min(last+int64(s.cfg.ReadAhead), lastBlock); i++ {
+		if owned, _ := s.cfg.Ownership.Owns(key, i); owned {
+			s.cfg.Cache.Prefetch(key, info, i)
+		}
+	}
 }
 
 func closeBlocks(blocks []*cache.Block) {

@@ -62,6 +62,7 @@ type Stats struct {
 	diskErrors  atomic.Uint64
 	checksums   atomic.Uint64 // block files that failed verification
 	blobBytes   atomic.Uint64 // bytes read from the blob store
+	prefetches  atomic.Uint64 // read-ahead loads started
 
 	inflight atomic.Int64
 	blocks   atomic.Int64
@@ -74,8 +75,8 @@ type Stats struct {
 }
 
 type descs struct {
-	lookups, served, evictions, fetches, fetchErrors, diskErrors, checksums, blobBytes *prometheus.Desc
-	inflight, blocks, resident, capacity                                               *prometheus.Desc
+	lookups, served, evictions, fetches, fetchErrors, diskErrors, checksums, blobBytes, prefetches *prometheus.Desc
+	inflight, blocks, resident, capacity                                                           *prometheus.Desc
 }
 
 // fetchDurationBuckets are the upper bounds, in seconds, of the backend
@@ -110,6 +111,8 @@ func New() *Stats {
 				"Block files that failed their checksum when opened (deleted and reloaded from the blob store).", nil, nil),
 			blobBytes: prometheus.NewDesc("talon_worker_backend_read_bytes_total",
 				"Bytes read from the blob store (block loads and read-throughs): the egress the cache saves.", nil, nil),
+			prefetches: prometheus.NewDesc("talon_worker_cache_prefetches_total",
+				"Block loads started by read-ahead (the blocks after a read that this worker owns, read-ahead of them per request, at most max-prefetches in flight); they count in talon_worker_inflight_loads and backend reads, not in lookups.", nil, nil),
 			inflight: prometheus.NewDesc("talon_worker_inflight_loads",
 				"Blocks being loaded from the blob store now.", nil, nil),
 			blocks: prometheus.NewDesc("talon_worker_cache_blocks",
@@ -163,6 +166,12 @@ func (s *Stats) Served(n int64) {
 
 // Hit counts a block read served from a resident block.
 func (s *Stats) Hit() { s.hits.Add(1) }
+
+// Prefetch counts a load started by read-ahead.
+func (s *Stats) Prefetch() { s.prefetches.Add(1) }
+
+// Prefetches returns the loads read-ahead started.
+func (s *Stats) Prefetches() uint64 { return s.prefetches.Load() }
 
 // Miss counts a block read that needed a load from the blob store.
 func (s *Stats) Miss() { s.misses.Add(1) }
@@ -236,7 +245,7 @@ func (s *Stats) Status() (cluster.Capacity, cluster.Counters) {
 // Describe implements prometheus.Collector.
 func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	d := &s.descs
-	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.checksums, d.blobBytes, d.inflight, d.blocks, d.resident, d.capacity} {
+	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.checksums, d.blobBytes, d.prefetches, d.inflight, d.blocks, d.resident, d.capacity} {
 		ch <- desc
 	}
 	s.fetchDuration.Describe(ch)
@@ -262,6 +271,7 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	counter(d.diskErrors, s.diskErrors.Load())
 	counter(d.checksums, s.checksums.Load())
 	counter(d.blobBytes, s.blobBytes.Load())
+	counter(d.prefetches, s.prefetches.Load())
 	gauge(d.inflight, s.inflight.Load())
 	gauge(d.blocks, s.blocks.Load())
 	gauge(d.resident, s.resident.Load())
