@@ -132,6 +132,7 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
 		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: p.proc.Observe,
 		StoreReadRate: float64(cfg.Limits.StoreReadsPerClient), ReadAhead: readAhead(cfg.ReadAhead),
+		WarmupRate: warmupRate(cfg.WarmupRate), WarmupPeriod: cfg.WarmupPeriod, WarmupRefuse: cfg.PlacementReplicas >= 2,
 	})
 	if err != nil {
 		p.closeClientsAndCache()
@@ -358,4 +359,13 @@ func readAhead(n int) int {
 		return -1
 	}
 	return n
+}
+
+// warmupRate maps warmup-rate (0: no bound) to
+// dataserver.Config.WarmupRate (negative: no bound, 0: the default).
+func warmupRate(n int) float64 {
+	if n == 0 {
+		return -1
+	}
+	return float64(n)
 }

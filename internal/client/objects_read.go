@@ -191,8 +191,8 @@ func (r *ObjectReader) round(ctx context.Context, st *readState, block int64, ro
 	}
 	a.asked = min(replicas, len(p.Owners))
 	var digests digestCache
-	for _, owner := range p.Owners[:a.asked] { // the extra owners only verify
-		res, vouchers, err := r.fetch(ctx, st, block, a.blocks, replicas, p, owner, &digests, buf)
+	for i, owner := range p.Owners[:a.asked] { // the extra owners only verify
+		res, vouchers, err := r.fetch(ctx, st, block, a.blocks, replicas, p, owner, i == a.asked-1, &digests, buf)
 		if err == nil {
 			res, n, err := r.accept(ctx, st, served{block: block, n: a.blocks, res: res, vouchers: vouchers, node: owner.NodeID}, w)
 			return res, n, a, err
@@ -215,11 +215,11 @@ func (r *ObjectReader) round(ctx context.Context, st *readState, block int64, ro
 // fallback rewrites it) and, with Verify, checks the bytes against the
 // other owners' digests. It returns the answer and how many workers
 // vouched for it.
-func (r *ObjectReader) fetch(ctx context.Context, st *readState, block, n int64, replicas int, p Placement, owner placement.Owner, digests *digestCache, buf *bytes.Buffer) (*datav1.Result, int, error) {
+func (r *ObjectReader) fetch(ctx context.Context, st *readState, block, n int64, replicas int, p Placement, owner placement.Owner, last bool, digests *digestCache, buf *bytes.Buffer) (*datav1.Result, int, error) {
 	req := datav1.Request{
 		Addr: owner.Address, Object: st.object, Offset: block * r.BlockSize, Length: n * r.BlockSize,
 		Replicas: replicas, Version: uint64(p.Version), TLS: r.TLS, Node: owner.NodeID,
-		ObjectVersion: st.version, Fresh: !st.known,
+		ObjectVersion: st.version, Fresh: !st.known, Last: last,
 	}
 	buf.Reset()
 	res, err := datav1.FetchTo(ctx, r.HTTP, req, buf)

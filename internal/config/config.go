@@ -80,6 +80,10 @@ type Config struct {
 	// such loads in flight at once.
 	ReadAhead      int
 	ReadAheadLoads int
+	// WarmupRate bounds a worker's block loads from the store a second
+	// for WarmupPeriod after it starts (0: no bound).
+	WarmupRate   int
+	WarmupPeriod time.Duration
 
 	LogLevel  string
 	LogFormat string

@@ -180,6 +180,8 @@ func TestErrors(t *testing.T) {
 		{"worker read-ahead negative", cluster.RoleWorker, "", nil, []string{"--read-ahead", "-1"}, []string{"read-ahead -1: must be from 0 (off) to 64 blocks"}},
 		{"worker read-ahead too far", cluster.RoleWorker, "", nil, []string{"--read-ahead", "65"}, []string{"read-ahead 65: must be from 0 (off) to 64 blocks"}},
 		{"worker read-ahead loads", cluster.RoleWorker, "", nil, []string{"--read-ahead-loads", "0"}, []string{"read-ahead-loads 0: must be from 1 to 1024"}},
+		{"worker warmup rate", cluster.RoleWorker, "", nil, []string{"--warmup-rate", "-1"}, []string{"warmup-rate -1: must be from 0 (no bound) to 100000 loads a second"}},
+		{"worker warmup period", cluster.RoleWorker, "", nil, []string{"--warmup-period", "25h"}, []string{"warmup-period 25h0m0s: must be from 0s to 24h0m0s"}},
 		{"attestation mode", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "spiffe"}, []string{`worker-attestation "spiffe": must be off or kubernetes`}},
 		{"attestation service account", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "kubernetes", "--worker-attestation-service-accounts", "talon-worker"}, []string{`worker-attestation-service-accounts "talon-worker": want namespace/name`}},
 		{"attestation audience", cluster.RoleCoordinator, "", nil, []string{"--worker-attestation", "kubernetes", "--worker-attestation-audience", ""}, []string{`worker-attestation-audience "": must be 1 to 253 bytes`}},

@@ -481,5 +481,11 @@ func (c *Config) validateReadAhead() error {
 	if c.ReadAheadLoads < 1 || c.ReadAheadLoads > 1024 {
 		return fmt.Errorf("read-ahead-loads %d: must be from 1 to 1024", c.ReadAheadLoads)
 	}
+	if c.WarmupRate < 0 || c.WarmupRate > 100_000 {
+		return fmt.Errorf("warmup-rate %d: must be from 0 (no bound) to 100000 loads a second", c.WarmupRate)
+	}
+	if c.WarmupPeriod < 0 || c.WarmupPeriod > 24*time.Hour {
+		return fmt.Errorf("warmup-period %s: must be from 0s to 24h0m0s", c.WarmupPeriod)
+	}
 	return nil
 }

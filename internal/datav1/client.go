@@ -91,6 +91,10 @@ type Request struct {
 	// Fresh asks the worker to revalidate the object's version with the
 	// store first (the fresh parameter).
 	Fresh bool
+	// Last tells the worker that the client has no other owner of the
+	// block left to ask (the last parameter): a worker warming up waits
+	// for its rate rather than answer 503 warming_up.
+	Last bool
 	// TLS selects https (the http.Client's transport carries the mutual
 	// TLS configuration). Node, when set with TLS, is the node ID the
 	// worker's certificate must name: an answer from any other identity is
@@ -145,6 +149,9 @@ func (req *Request) url(prefix string) string {
 	}
 	if req.Fresh {
 		b.WriteString("&fresh=1")
+	}
+	if req.Last {
+		b.WriteString("&last=1")
 	}
 	return b.String()
 }

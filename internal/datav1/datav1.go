@@ -46,6 +46,9 @@ const (
 	CodeVersionChanged      = "version_changed"
 	CodeRateLimited         = "rate_limited"
 	CodeResourceExhausted   = "resource_exhausted"
+	// CodeWarmingUp: 503, a new worker past its warm-up rate of store
+	// loads; the block's next owner serves it.
+	CodeWarmingUp = "warming_up"
 	// CodeCanceled is only an outcome: the client left before the answer.
 	CodeCanceled = "canceled"
 	// CodeAborted is only an outcome: the body failed after it started.

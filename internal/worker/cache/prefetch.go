@@ -6,6 +6,20 @@ import "github.com/talonhq/talon/internal/blob"
 // loads in flight at once, per worker.
 const DefaultMaxPrefetches = 8
 
+// Cold reports whether a read of block index of the object at info's
+// version would load it from the store: it is neither resident at that
+// version nor loading. It counts nothing.
+func (c *Cache) Cold(object string, info blob.Info, index int64) bool {
+	id := blockID{object, index}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loads[id] != nil {
+		return false
+	}
+	e := c.entries[id]
+	return e == nil || e.objSize != info.Size || e.version != info.Version
+}
+
 // Prefetch starts loading block index of the object at info's version in
 // the background (read-ahead), unless it is resident or loading already,
 // the cache is closed, or Config.MaxPrefetches such loads are in flight.

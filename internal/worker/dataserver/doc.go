@@ -69,6 +69,22 @@
 // the first 512 bytes through user space). Over TLS the body is copied
 // through user space.
 //
+// # Warm-up
+//
+// For Config.WarmupPeriod after New (a worker's start) the handler bounds
+// the blocks it loads from the store to Config.WarmupRate a second
+// (a token bucket, burst one second's worth): a new worker owns blocks
+// that are all cold, and without a bound every reader's first miss goes
+// to the store at once. A read that would load more than the bound
+// allows is answered 503 warming_up with Retry-After when
+// Config.WarmupRefuse is set (placement-replicas 2 or more) and the
+// client has another owner to ask (no last=1): the block's next owner,
+// which owned it before this worker joined, serves it from its cache.
+// Otherwise the read waits for the rate. Reads of resident blocks, and
+// of blocks already loading, are never bounded; read-ahead takes a token
+// or does not happen. talon_worker_warmup_loads_total{outcome} counts
+// admitted and deferred loads; talon_worker_warming_up is 1 meanwhile.
+//
 // # Stats
 //
 // Every request counts in Stats (requests; errors for any non-200; bytes

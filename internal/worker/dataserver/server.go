@@ -80,6 +80,20 @@ type Config struct {
 	// starts loading (Cache.Prefetch), of those it owns; 0 means
 	// DefaultReadAhead, negative none.
 	ReadAhead int
+	// WarmupRate bounds the block loads a second (misses that fetch from
+	// the store, read-ahead included) for WarmupPeriod after New: a new
+	// worker's owned blocks are all cold, and their previous owners still
+	// hold them. 0 means DefaultWarmupRate, negative no bound.
+	WarmupRate float64
+	// WarmupPeriod is how long the bound lasts; 0 means
+	// DefaultWarmupPeriod.
+	WarmupPeriod time.Duration
+	// WarmupRefuse answers a read past the rate 503 warming_up, so that
+	// the client reads the block from its next owner (placement-replicas
+	// 2 or more); false makes the read wait for the rate instead.
+	WarmupRefuse bool
+	// Clock tells the time for the warm-up; nil means time.Now.
+	Clock func() time.Time
 }
 
 // DefaultReadAhead is the default Config.ReadAhead, in blocks.
@@ -93,6 +107,7 @@ type Server struct {
 	blockSize int64
 	maxLength int64
 
+	warm       *warmup      // the warm-up bound
 	digests    *clientRates // unowned digests per client
 	storeReads *clientRates // stats that go to the store, per client
 }
@@ -111,10 +126,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReadAhead == 0 {
 		cfg.ReadAhead = DefaultReadAhead
 	}
+	if cfg.WarmupRate == 0 {
+		cfg.WarmupRate = DefaultWarmupRate
+	}
+	if cfg.WarmupPeriod == 0 {
+		cfg.WarmupPeriod = DefaultWarmupPeriod
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	if cfg.StoreReadRate <= 0 {
 		cfg.StoreReadRate = DefaultStoreReadRate
 	}
 	return &Server{
+		warm:       newWarmup(&cfg),
 		digests:    newClientRates(cfg.UnownedDigestRate),
 		storeReads: newClientRates(cfg.StoreReadRate),
 		cfg:        cfg,
@@ -154,6 +179,9 @@ type request struct {
 	// for a revalidation with the store first.
 	version string
 	fresh   bool
+	// last: the client has no other owner to ask (warm-up waits, never
+	// refuses).
+	last bool
 	// clientVersion is the client's placement version ("" if not sent):
 	// diagnostics only, ownership decides.
 	clientVersion string
@@ -305,6 +333,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, nil
 	}
 
+	if aerr := s.admit(ctx, req, info, end); aerr != nil {
+		return 0, aerr
+	}
 	// Open every block first: a failure is still an error status. A
 	// block that misses is open once its load has its first bytes.
 	blocks, aerr := s.openBlocks(ctx, req.key, info, req.offset, end, nil)
@@ -357,7 +388,7 @@ func (s *Server) openBlocks(ctx context.Context, key string, info blob.Info, off
 func (s *Server) readAhead(key string, info blob.Info, last int64) {
 	lastBlock := (info.Size - 1) / s.blockSize
 	for i := last + 1; i <= min(last+int64(s.cfg.ReadAhead), lastBlock); i++ {
-		if owned, _ := s.cfg.Ownership.Owns(key, i); owned {
+		if owned, _ := s.cfg.Ownership.Owns(key, i); owned && s.cfg.Cache.Cold(key, info, i) && s.warm.prefetchAllowed() {
 			s.cfg.Cache.Prefetch(key, info, i)
 		}
 	}
@@ -473,6 +504,8 @@ func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 	req.offset, _ = param("offset", 0, 1<<62)
 	fresh, _ := param("fresh", 0, 1)
 	req.fresh = fresh == 1
+	last, _ := param("last", 0, 1)
+	req.last = last == 1
 	if vals, ok := q["version"]; ok && aerr == nil {
 		switch {
 		case len(vals) != 1:

@@ -63,6 +63,10 @@ type Stats struct {
 	checksums   atomic.Uint64 // block files that failed verification
 	blobBytes   atomic.Uint64 // bytes read from the blob store
 	prefetches  atomic.Uint64 // read-ahead loads started
+	warmAdmit   atomic.Uint64 // loads admitted during warm-up
+	warmDefer   atomic.Uint64 // loads refused during warm-up (next owner)
+	warmUntil   atomic.Int64  // unix nanos warm-up ends; 0: no warm-up
+	warmClock   atomic.Pointer[func() time.Time]
 
 	inflight atomic.Int64
 	blocks   atomic.Int64
@@ -75,8 +79,8 @@ type Stats struct {
 }
 
 type descs struct {
-	lookups, served, evictions, fetches, fetchErrors, diskErrors, checksums, blobBytes, prefetches *prometheus.Desc
-	inflight, blocks, resident, capacity                                                           *prometheus.Desc
+	lookups, served, evictions, fetches, fetchErrors, diskErrors, checksums, blobBytes, prefetches, warmLoads, warming *prometheus.Desc
+	inflight, blocks, resident, capacity                                                                               *prometheus.Desc
 }
 
 // fetchDurationBuckets are the upper bounds, in seconds, of the backend
@@ -113,6 +117,10 @@ func New() *Stats {
 				"Bytes read from the blob store (block loads and read-throughs): the egress the cache saves.", nil, nil),
 			prefetches: prometheus.NewDesc("talon_worker_cache_prefetches_total",
 				"Block loads started by read-ahead (the blocks after a read that this worker owns, read-ahead of them per request, at most max-prefetches in flight); they count in talon_worker_inflight_loads and backend reads, not in lookups.", nil, nil),
+			warmLoads: prometheus.NewDesc("talon_worker_warmup_loads_total",
+				"Block loads from the store asked for during the worker's warm-up (warmup-period after start), by outcome: admitted (within warmup-rate) or deferred (refused 503 warming_up so the block's next owner serves it, or waited for the rate).", []string{"outcome"}, nil),
+			warming: prometheus.NewDesc("talon_worker_warming_up",
+				"1 while the worker's warm-up bound on store loads applies (warmup-period after start), else 0.", nil, nil),
 			inflight: prometheus.NewDesc("talon_worker_inflight_loads",
 				"Blocks being loaded from the blob store now.", nil, nil),
 			blocks: prometheus.NewDesc("talon_worker_cache_blocks",
@@ -166,6 +174,34 @@ func (s *Stats) Served(n int64) {
 
 // Hit counts a block read served from a resident block.
 func (s *Stats) Hit() { s.hits.Add(1) }
+
+// SetWarmup records when the warm-up bound ends, on clock.
+func (s *Stats) SetWarmup(until time.Time, clock func() time.Time) {
+	s.warmClock.Store(&clock)
+	s.warmUntil.Store(until.UnixNano())
+}
+
+// WarmupLoads counts n block loads asked for during warm-up: admitted
+// within the rate, or deferred.
+func (s *Stats) WarmupLoads(admitted bool, n int) {
+	if admitted {
+		s.warmAdmit.Add(uint64(n))
+	} else {
+		s.warmDefer.Add(uint64(n))
+	}
+}
+
+// WarmupDeferred returns the loads deferred during warm-up.
+func (s *Stats) WarmupDeferred() uint64 { return s.warmDefer.Load() }
+
+// warmingUp is 1 while the warm-up bound applies.
+func (s *Stats) warmingUp() int64 {
+	clock := s.warmClock.Load()
+	if clock == nil || (*clock)().UnixNano() >= s.warmUntil.Load() {
+		return 0
+	}
+	return 1
+}
 
 // Prefetch counts a load started by read-ahead.
 func (s *Stats) Prefetch() { s.prefetches.Add(1) }
@@ -245,7 +281,7 @@ func (s *Stats) Status() (cluster.Capacity, cluster.Counters) {
 // Describe implements prometheus.Collector.
 func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	d := &s.descs
-	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.checksums, d.blobBytes, d.prefetches, d.inflight, d.blocks, d.resident, d.capacity} {
+	for _, desc := range []*prometheus.Desc{d.lookups, d.served, d.evictions, d.fetches, d.fetchErrors, d.diskErrors, d.checksums, d.blobBytes, d.prefetches, d.warmLoads, d.warming, d.inflight, d.blocks, d.resident, d.capacity} {
 		ch <- desc
 	}
 	s.fetchDuration.Describe(ch)
@@ -272,6 +308,9 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	counter(d.checksums, s.checksums.Load())
 	counter(d.blobBytes, s.blobBytes.Load())
 	counter(d.prefetches, s.prefetches.Load())
+	counter(d.warmLoads, s.warmAdmit.Load(), "admitted")
+	counter(d.warmLoads, s.warmDefer.Load(), "deferred")
+	gauge(d.warming, s.warmingUp())
 	gauge(d.inflight, s.inflight.Load())
 	gauge(d.blocks, s.blocks.Load())
 	gauge(d.resident, s.resident.Load())

@@ -134,7 +134,7 @@ func TestMetricsLint(t *testing.T) {
 	s := stats.New()
 	record(s)
 	reg := gather(t, s)
-	testsupport.LintMetrics(t, reg, "talon_worker_", 13)
+	testsupport.LintMetrics(t, reg, "talon_worker_", 16)
 }
 
 func TestConcurrentRecording(t *testing.T) {
