@@ -26,10 +26,10 @@ type warmupFigures struct {
 	// newTotal[i] is the new worker's store reads by newAt[i], seconds
 	// after it was started (its warm-up bound began a little later).
 	newTotal, newAt []float64
-	deferred              float64   // loads the new worker refused (warming_up)
-	reads, failed         int64
-	failedBy              map[string]int
-	wrong                 int64
+	deferred        float64 // loads the new worker refused (warming_up)
+	reads, failed   int64
+	failedBy        map[string]int
+	wrong           int64
 }
 
 // TestWarmupJoinUnderLoad adds a worker to a three-worker cluster whose
@@ -87,7 +87,7 @@ func runWarmupJoin(t *testing.T, warmupRate int) warmupFigures {
 		data[i] = writeBlob(t, blobs, fmt.Sprintf("w/%d", i), 64<<10, uint64(i+1))
 	}
 	c := startCluster(t, blobs, 3, "--warmup-rate", "0") // an established cluster: warm-up long over
-	for i := range objects { // warm every block on its owner
+	for i := range objects {                             // warm every block on its owner
 		if got := c.read(t, fmt.Sprintf("w/%d", i)); !bytes.Equal(got, data[i]) {
 			t.Fatalf("warm-up read of w/%d: wrong bytes", i)
 		}
