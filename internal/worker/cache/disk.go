@@ -119,23 +119,7 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info, l *load) 
 	}
 	var tmp *os.File
 	var st *stream
-	defer func() {
-		if tmp != nil {
-			tmp.Close()
-		}
-		if st != nil {
-			c.endStream(st, err) // before the file goes: see endStream
-		}
-		if err != nil {
-			if tmpPath != "" {
-				c.unlink(tmpPath)
-			}
-			if errors.Is(err, blob.ErrVersionChanged) {
-				c.forgetSize(id.object)
-			}
-			c.release(need)
-		}
-	}()
+	defer func() { c.endFetch(id, tmp, st, tmpPath, need, err) }()
 
 	shard, name := blockName(id.object, id.index)
 	dir := filepath.Join(c.root, shard)
@@ -181,6 +165,29 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info, l *load) 
 		id: id, path: filepath.Join(dir, name), fileSize: need, dataOff: hlen, dataLen: n,
 		objSize: objSize, version: info.Version, sum: h.sum, verified: true, mtime: c.now(),
 	}, tmpPath, nil
+}
+
+// endFetch is fetch's cleanup: it closes the temporary file, tells the
+// streaming readers how the attempt ended (before a failed attempt's file
+// is deleted: see endStream) and, on failure, deletes the file and
+// releases the reservation.
+func (c *Cache) endFetch(id blockID, tmp *os.File, st *stream, tmpPath string, need int64, err error) {
+	if tmp != nil {
+		tmp.Close()
+	}
+	if st != nil {
+		c.endStream(st, err)
+	}
+	if err == nil {
+		return
+	}
+	if tmpPath != "" {
+		c.unlink(tmpPath)
+	}
+	if errors.Is(err, blob.ErrVersionChanged) {
+		c.forgetSize(id.object)
+	}
+	c.release(need)
 }
 
 // commitLocked renames a fetched block's temporary file into place and

@@ -333,6 +333,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 		return 0, nil
 	}
 
+	return s.serveBody(ctx, w, req, info, end)
+}
+
+// serveBody sends bytes [req.offset, end) of the object at info's
+// version, after the warm-up bound admits the loads it needs.
+func (s *Server) serveBody(ctx context.Context, w http.ResponseWriter, req *request, info blob.Info, end int64) (int64, error) {
 	if aerr := s.admit(ctx, req, info, end); aerr != nil {
 		return 0, aerr
 	}
