@@ -23,13 +23,15 @@ build: ## build bin/talon and bin/talonctl with version, commit and date stamped
 demo: build ## run a local cluster (3 coordinators active-active + 3 workers, memory backend) until Ctrl-C
 	./bin/talon dev --demo-load --coordinators 3
 
-testbins: ## build (once, cached outside the repo) the etcd, kube-apiserver, helm, S3 server and Jaeger used by integration tests
+testbins: ## build or install (once, cached outside the repo) the etcd, kube-apiserver, helm, S3, GCS and Azure emulators and Jaeger used by integration tests
 	@bash internal/testenv/build-servers.sh >/dev/null
 	@bash internal/testenv/build-helm.sh >/dev/null
 	@bash internal/testenv/build-s3.sh >/dev/null
 	@bash internal/testenv/build-jaeger.sh >/dev/null
+	@bash internal/testenv/build-gcs.sh >/dev/null
+	@bash internal/testenv/install-azurite.sh >/dev/null
 
-test: ## run every test, integration tests included (real etcd, kube-apiserver, S3 server, Jaeger, headless Chromium, promtool, prometheus, tmux)
+test: ## run every test, integration tests included (real etcd, kube-apiserver, S3, GCS and Azure emulators, Jaeger, headless Chromium, promtool, prometheus, tmux)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-tool.sh openssl openssl TALON_OPENSSL) && \
 	  promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
@@ -39,9 +41,11 @@ test: ## run every test, integration tests included (real etcd, kube-apiserver, 
 	  helm=$$(bash internal/testenv/build-helm.sh) && \
 	  s3=$$(bash internal/testenv/build-s3.sh) && \
 	  jaeger=$$(bash internal/testenv/build-jaeger.sh) && \
-	  echo "test servers: $$dir, helm: $$helm, s3: $$s3, jaeger: $$jaeger" && \
+	  gcs=$$(bash internal/testenv/build-gcs.sh) && \
+	  azurite=$$(bash internal/testenv/install-azurite.sh) && \
+	  echo "test servers: $$dir, helm: $$helm, s3: $$s3, jaeger: $$jaeger, gcs: $$gcs, azurite: $$azurite" && \
 	  cosign=$${TALON_COSIGN:-$$(test -x bin/cosign && echo $(CURDIR)/bin/cosign || true)} && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_JAEGER_BIN=$$jaeger TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus TALON_TMUX=$$tmux TALON_COSIGN=$$cosign \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_JAEGER_BIN=$$jaeger TALON_GCS_BIN=$$gcs TALON_AZURITE_BIN=$$azurite TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus TALON_TMUX=$$tmux TALON_COSIGN=$$cosign \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-alerts: ## the alert rules alone: promtool check and unit tests (one cluster and several), aggregation by cluster, every metric named is exported

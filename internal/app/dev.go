@@ -58,7 +58,7 @@ stay plain HTTP on loopback, without a token unless --admin-auth.`,
 	cmd.Flags().StringVar(&opts.ListenHost, "host", "127.0.0.1", "loopback host to bind (127.0.0.0/8, ::1 or localhost; any other needs --allow-non-loopback)")
 	cmd.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "let --host be an address other hosts reach; they can then use the admin listeners (add --admin-auth)")
 	cmd.Flags().BoolVar(&opts.AdminAuth, "admin-auth", false, "require a bearer token on the admin listeners; it is generated and written to <dir>/admin-token")
-	cmd.Flags().StringVar(&opts.BlobStore, "blob-store", "", "the workers' blob store URL, such as s3://bucket/prefix?endpoint=... (default: the sample objects in <dir>/blobs)")
+	cmd.Flags().StringVar(&opts.BlobStore, "blob-store", "", "the workers' blob store URL, such as s3://bucket/prefix?endpoint=..., gs://bucket/prefix or az://account/container/prefix (default: the sample objects in <dir>/blobs)")
 	return cmd
 }
 

@@ -68,10 +68,12 @@ without it, to standard output.
 
 --source gives the blob store's URL (as the workers' --blob-store, with the
 same credential chain: for s3:// the AWS environment, shared config and
-profiles, or web identity). get then takes the object's size, version and
-checksum from the store itself, checks the assembled object against the
-store's checksum (S3 full-object SHA-256, CRC-64/NVME or CRC-32C, or an ETag
-that is an MD5), reads from the store any block no worker can serve or that
+profiles, or web identity; for gs:// Application Default Credentials; for
+az:// AZURE_STORAGE_CONNECTION_STRING or DefaultAzureCredential). get then
+takes the object's size, version and checksum from the store itself, checks
+the assembled object against the store's checksum (S3 full-object SHA-256,
+CRC-64/NVME or CRC-32C, or an ETag that is an MD5; GCS's MD5 or CRC32C;
+Azure's Content-MD5), reads from the store any block no worker can serve or that
 workers disagree about, and names the workers the store contradicts. With -o,
 an object that fails the store's checksum is read again from the store alone.
 A store that keeps no checksum of the object (file://, most http(s)://)
@@ -113,7 +115,7 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 	f.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "report replica fallbacks on standard error")
 	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees")
-	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
+	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://, gs://, az://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
 	f.IntVar(&opts.parallel, "parallel", defaultGetParallel, fmt.Sprintf("blocks read at once, from their owners, written in order (1 to %d)", maxGetParallel))
 	f.IntVar(&opts.sourceVouchers, "source-vouchers", 0, fmt.Sprintf("with --source on a store that keeps no checksum: accept a block without reading it from the store when this many workers vouch for it (--verify); 0 reads every block from the store too (0 to %d)", protocol.MaxReplicas+2))
 	opts.tls.register(f)

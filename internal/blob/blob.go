@@ -206,8 +206,9 @@ type Options struct {
 // DefaultMaxDiscardBytes is the default Options.MaxDiscardBytes.
 const DefaultMaxDiscardBytes = 64 << 20
 
-// Open returns the Store the URL names: file:///dir, http(s)://host/prefix
-// or s3://bucket/prefix (see NewS3 for its parameters).
+// Open returns the Store the URL names: file:///dir, http(s)://host/prefix,
+// s3://bucket/prefix (see NewS3 for its parameters), gs://bucket/prefix
+// (NewGCS) or az://account/container/prefix (NewAzure).
 // It does no I/O except checking that a file store's directory exists.
 // Errors wrap ErrInvalidURL and name the URL (with any password redacted)
 // and the rule.
@@ -231,10 +232,14 @@ func Open(rawURL string, opts Options) (Store, error) {
 		return NewHTTP(rawURL, opts)
 	case "s3":
 		return NewS3(rawURL, opts)
+	case "gs":
+		return NewGCS(rawURL, opts)
+	case "az":
+		return NewAzure(rawURL, opts)
 	case "":
-		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix or s3://bucket/prefix", ErrInvalidURL, redact.URL(u.String()))
+		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix, s3://bucket/prefix, gs://bucket/prefix or az://account/container/prefix", ErrInvalidURL, redact.URL(u.String()))
 	default:
-		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https, s3", ErrInvalidURL, redact.URL(u.String()), u.Scheme)
+		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https, s3, gs, az", ErrInvalidURL, redact.URL(u.String()), u.Scheme)
 	}
 }
 

@@ -90,7 +90,7 @@ func TestOpen(t *testing.T) {
 		{"file host", "file://host/dir", "host must be empty"},
 		{"file empty", "file://", "directory is empty"},
 		{"no scheme", dir, "no scheme"},
-		{"bad scheme", "gs://bucket/x", `scheme "gs" is not one of file, http, https, s3`},
+		{"bad scheme", "ftp://bucket/x", `scheme "ftp" is not one of file, http, https, s3, gs, az`},
 		{"creds", "https://user:hunter2@example.com/x", "credentials"},
 		{"query", "https://example.com/x?sig=1", "query"},
 		{"no host", "http:///x", "no host"},

@@ -175,7 +175,7 @@ func TestErrors(t *testing.T) {
 		{"label without =", cluster.RoleCoordinator, "", nil, []string{"--label", "zone"}, []string{`entry "zone" must be key=value`}},
 		{"bad listen", cluster.RoleCoordinator, "", nil, []string{"--listen", "7400"}, []string{`listen "7400"`, "host:port"}},
 		{"worker no coordinators", cluster.RoleWorker, "coordinators: []\n", nil, nil, []string{"coordinators is empty"}},
-		{"worker bad blob store", cluster.RoleWorker, "", nil, []string{"--blob-store", "gs://bucket"}, []string{`blob-store "gs://bucket": must be a file://, http://, https:// or s3:// URL`}},
+		{"worker bad blob store", cluster.RoleWorker, "", nil, []string{"--blob-store", "ftp://bucket"}, []string{`blob-store "ftp://bucket": must be a file://, http://, https://, s3://, gs:// or az:// URL`}},
 		{"worker store reads per client", cluster.RoleWorker, "", nil, []string{"--store-reads-per-client", "0"}, []string{"store-reads-per-client 0: must be from 1 to 1000000 a second"}},
 		{"worker read-ahead negative", cluster.RoleWorker, "", nil, []string{"--read-ahead", "-1"}, []string{"read-ahead -1: must be from 0 (off) to 64 blocks"}},
 		{"worker read-ahead too far", cluster.RoleWorker, "", nil, []string{"--read-ahead", "65"}, []string{"read-ahead 65: must be from 0 (off) to 64 blocks"}},

@@ -278,7 +278,7 @@ var settings = []setting{
 		usage: "requests per second each client may make to the administration listener (burst twice that); 0 disables",
 		set:   func(c *Config, v any) { c.Admin.RateLimit = v.(int) }},
 	{name: "blob-store", kind: kindString, roles: forWorker, def: constant("file:///var/lib/talon/blobs"),
-		usage: "blob store URL: file:///path, http(s)://host/prefix or s3://bucket/prefix[?region=R&endpoint=URL&use_path_style=true&profile=P&ca_file=F&request_timeout=D&max_attempts=N] (S3 credentials from the AWS environment, shared config or web identity)",
+		usage: "blob store URL: file:///path, http(s)://host/prefix, s3://bucket/prefix[?region=R&endpoint=URL&use_path_style=true&profile=P&ca_file=F&request_timeout=D&max_attempts=N] (S3 credentials from the AWS environment, shared config or web identity), gs://bucket/prefix[?endpoint=URL&anonymous=true&request_timeout=D&max_attempts=N] (Application Default Credentials) or az://account/container/prefix[?endpoint=URL&anonymous=true&request_timeout=D&max_attempts=N] (AZURE_STORAGE_CONNECTION_STRING or DefaultAzureCredential)",
 		set:   func(c *Config, v any) { c.BlobStore = v.(string) }},
 	{name: "cache-dir", kind: kindString, roles: forWorker, def: constant("/var/cache/talon"),
 		usage: "directory of the worker's block cache",

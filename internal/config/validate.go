@@ -365,11 +365,11 @@ func (c *Config) validateWorker() error {
 		}
 	}
 	if c.BlobStore == "" {
-		return fmt.Errorf("blob-store is empty: set a file://, http(s):// or s3:// URL")
+		return fmt.Errorf("blob-store is empty: set a file://, http(s)://, s3://, gs:// or az:// URL")
 	}
 	u, err := url.Parse(c.BlobStore)
-	if err != nil || !oneOf(u.Scheme, "file", "http", "https", "s3") {
-		return fmt.Errorf("blob-store %q: must be a file://, http://, https:// or s3:// URL", RedactURL(c.BlobStore))
+	if err != nil || !oneOf(u.Scheme, "file", "http", "https", "s3", "gs", "az") {
+		return fmt.Errorf("blob-store %q: must be a file://, http://, https://, s3://, gs:// or az:// URL", RedactURL(c.BlobStore))
 	}
 	if u.User != nil {
 		return fmt.Errorf("blob-store %q: must not carry credentials (user info): the blob store is read without them", RedactURL(u.String()))

@@ -1,0 +1,170 @@
+package blob
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+)
+
+// GCS is the gs:// backend: object k is <prefix>k in the bucket, read
+// with ranged reads through cloud.google.com/go/storage. Credentials come
+// from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS,
+// gcloud's user credentials, the metadata server, workload identity);
+// never from the URL, and no error or String of this type carries them.
+// Safe for concurrent use.
+type GCS struct {
+	bucket  string
+	prefix  string
+	desc    string
+	timeout time.Duration
+	client  *storage.Client
+	retry   []storage.RetryOption
+}
+
+// NewGCS returns the store of the objects below rawURL,
+// gs://bucket[/prefix][?endpoint=URL&anonymous=true&request_timeout=D&max_attempts=N].
+// endpoint names an emulator or a private endpoint (the JSON API's base,
+// such as http://127.0.0.1:4443); anonymous=true sends no credentials
+// (an emulator, a public bucket). It makes no request.
+func NewGCS(rawURL string, opts Options) (*GCS, error) {
+	c, err := parseCloudURL(rawURL, "gs", nil, "gs://bucket/prefix",
+		"Google Cloud Storage credentials come from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server, workload identity)")
+	if err != nil {
+		return nil, err
+	}
+	var copts []option.ClientOption
+	if c.settings.endpoint != "" {
+		copts = append(copts, option.WithEndpoint(c.settings.endpoint+"/storage/v1/"), storage.WithJSONReads())
+	}
+	if c.settings.anonymous {
+		copts = append(copts, option.WithoutAuthentication())
+	}
+	if opts.HTTPClient != nil && c.settings.anonymous {
+		copts = append(copts, option.WithHTTPClient(opts.HTTPClient))
+	}
+	client, err := storage.NewClient(context.Background(), copts...)
+	if err != nil {
+		// The library's text names where it looked, not secrets.
+		return nil, c.bad("Google Cloud Storage client: %v", err)
+	}
+	return &GCS{
+		bucket: c.host, prefix: c.prefix, desc: "gs://" + c.host + "/" + c.prefix, timeout: c.settings.timeout, client: client,
+		retry: []storage.RetryOption{
+			storage.WithMaxAttempts(c.settings.attempts),
+			storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: s3MaxBackoff, Multiplier: 2}),
+			storage.WithPolicy(storage.RetryAlways), // reads only: every one is idempotent
+		},
+	}, nil
+}
+
+// String describes the store for logs: gs://bucket/prefix.
+func (g *GCS) String() string { return g.desc }
+
+// Close releases the client's connections.
+func (g *GCS) Close() error { return g.client.Close() }
+
+func (g *GCS) object(key string) *storage.ObjectHandle {
+	return g.client.Bucket(g.bucket).Object(g.prefix + key).Retryer(g.retry...)
+}
+
+// Size returns the object's length.
+func (g *GCS) Size(ctx context.Context, object string) (int64, error) {
+	info, err := g.Stat(ctx, object)
+	return info.Size, err
+}
+
+// Stat reads the object's metadata. The version is its generation; the
+// checksum its MD5 when GCS keeps one (not for composite objects), else
+// its CRC32C, which GCS keeps for every object.
+func (g *GCS) Stat(ctx context.Context, object string) (Info, error) {
+	if err := ValidateKey(object); err != nil {
+		return Info{}, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	attrs, err := g.object(object).Attrs(tctx)
+	if err != nil {
+		return Info{}, g.mapErr(ctx, "stat", object, "", err)
+	}
+	info := Info{Size: attrs.Size, Version: "gen:" + strconv.FormatInt(attrs.Generation, 10)}
+	switch {
+	case len(attrs.MD5) == checksumLen[MD5]:
+		info.Checksum = Checksum{Algorithm: MD5, Value: attrs.MD5}
+	default:
+		info.Checksum = Checksum{Algorithm: CRC32C, Value: binary.BigEndian.AppendUint32(nil, attrs.CRC32C)}
+	}
+	return info, nil
+}
+
+// ReadRange streams [off, off+length) of the object's current generation.
+func (g *GCS) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
+	return g.ReadVersion(ctx, object, "", off, length)
+}
+
+// ReadVersion streams [off, off+length) of the generation version names:
+// GCS answers not found for a generation that is gone, which is
+// ErrVersionChanged here, never bytes of another generation.
+func (g *GCS) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
+	if r, err := remoteRead(object, off, length); r != nil || err != nil {
+		return r, err
+	}
+	o := g.object(object)
+	if gen, ok := strings.CutPrefix(version, "gen:"); ok {
+		n, err := strconv.ParseInt(gen, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: object %q at %s: version %q is not a generation", ErrVersionChanged, object, g, version)
+		}
+		o = o.Generation(n)
+	}
+	tctx, cancel := context.WithTimeout(ctx, g.timeout)
+	r, err := o.NewRangeReader(tctx, off, length)
+	if err != nil {
+		cancel()
+		if statusOfGCS(err) == http.StatusRequestedRangeNotSatisfiable {
+			return io.NopCloser(strings.NewReader("")), nil // at or past the end
+		}
+		return nil, g.mapErr(ctx, "read", object, version, err)
+	}
+	return timedBody{&backendBody{ctx: tctx, body: r, r: io.LimitReader(r, length), object: object, store: g}, cancel}, nil
+}
+
+func statusOfGCS(err error) int {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code
+	}
+	return 0
+}
+
+// mapErr maps a client error onto the sentinels, keeping only the status
+// (a GCS message is no secret, but the rule is the same for every store).
+func (g *GCS) mapErr(ctx context.Context, op, object, version string, err error) error {
+	if cerr := ctxErr(ctx, err); cerr != nil {
+		return fmt.Errorf("%s object %q at %s: %w", op, object, g, cerr)
+	}
+	status := statusOfGCS(err)
+	switch {
+	case (errors.Is(err, storage.ErrObjectNotExist) || status == http.StatusNotFound) && version != "":
+		return fmt.Errorf("%w: object %q at %s: generation %s is gone", ErrVersionChanged, object, g, strings.TrimPrefix(version, "gen:"))
+	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist), status == http.StatusNotFound:
+		return fmt.Errorf("%w: object %q at %s", ErrNotFound, object, g)
+	case status == http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: object %q at %s changed since it was stat'ed", ErrVersionChanged, object, g)
+	case status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return fmt.Errorf("%w: %s object %q at %s: HTTP %d: check the worker's Google Cloud credentials and its permission to read the bucket", ErrBackend, op, object, g, status)
+	case status != 0:
+		return fmt.Errorf("%w: %s object %q at %s: HTTP %d %s", ErrBackend, op, object, g, status, http.StatusText(status))
+	}
+	return fmt.Errorf("%w: %s object %q at %s: %w", ErrBackend, op, object, g, err)
+}
