@@ -238,6 +238,9 @@ func TestBenchReport(t *testing.T) {
 		add(lookupRow(lk, 1, callers, "etcd", 0.6, callers == 32))
 		add(lookupRow(lk, 2, callers, "Kubernetes", 0.5, true))
 	}
+	for _, r := range dataPathRows(t, pairs) { // issue 40 (benchreport_data_test.go)
+		add(r)
+	}
 	finishReport(t, rows, e, pairs)
 }
 
