@@ -7,6 +7,21 @@
 //	https://host/prefix              read with Range requests
 //	s3://bucket/prefix?...           objects are keys <prefix>/<key> of an S3 bucket
 //	                                 (AWS or S3-compatible), read with ranged GetObject
+//	gs://bucket/prefix?...           objects of a Google Cloud Storage bucket
+//	az://account/container/prefix?.. blobs of an Azure Blob Storage container
+//
+// The gs:// backend uses cloud.google.com/go/storage and az:// the Azure
+// SDK's azblob (the official clients; gocloud.dev would hide the
+// generation and ETag preconditions and the checksums as it does for S3).
+// Both take endpoint= (an emulator or private endpoint), anonymous=true
+// (no credentials), request_timeout and max_attempts (the clients' own
+// retry policies with exponential backoff). GCS credentials come from
+// Application Default Credentials; Azure's from
+// AZURE_STORAGE_CONNECTION_STRING, else DefaultAzureCredential. Versions
+// are the GCS generation (reads of a generation that is gone are
+// ErrVersionChanged) and the Azure ETag (If-Match); checksums GCS's MD5 or
+// CRC32C and Azure's Content-MD5 when the blob has one. Traced wraps any
+// Store so that each fetch is an OpenTelemetry span.
 //
 // The s3:// backend uses aws-sdk-go-v2 (chosen over gocloud.dev/blob, which
 // wraps the same SDK, because reads must be conditional on an ETag or a
@@ -56,8 +71,9 @@
 // (HTTP 412: the object is no longer at the version asked for), ErrBackend
 // (the store failed: I/O error, HTTP 5xx or other unexpected status, 403
 // of wrong credentials, timeout of the HTTP client, malformed response),
-// ErrRangeNotSupported (wraps ErrBackend too). S3 errors keep only the
-// status and the error code: an S3 message may quote the request, and no
+// ErrRangeNotSupported (wraps ErrBackend too). S3, GCS and Azure errors
+// keep only the status and the error code (an Azure SDK error quotes the
+// request URL, SAS token included): an S3 message may quote the request, and no
 // credential may reach a log, a record or a client. When the caller's ctx ends, the error wraps ctx.Err()
 // and not ErrBackend: a caller that gave up is not a backend failure.
 package blob

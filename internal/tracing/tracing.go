@@ -1,19 +1,3 @@
-// Package tracing sets up OpenTelemetry traces for a Talon process from the
-// standard OTEL_* environment, and puts the current span's IDs on log lines.
-//
-// Tracing is off unless the environment asks for it: OTEL_TRACES_EXPORTER=otlp,
-// or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) with OTEL_TRACES_EXPORTER unset.
-// OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none turn it off. When it
-// is on, spans go to one OTLP exporter over OTEL_EXPORTER_OTLP_PROTOCOL
-// (http/protobuf, the default, or grpc); the exporters read the endpoint,
-// headers, TLS files, compression and timeout from their standard variables,
-// the SDK reads the sampler (OTEL_TRACES_SAMPLER, _ARG) and batch settings
-// (OTEL_BSP_*), and OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES add to
-// the resource. When it is off, every tracer is a no-op and costs nothing
-// but the calls.
-//
-// Concurrency: a Provider is safe for concurrent use; Shutdown once, last.
 package tracing
 
 import (
