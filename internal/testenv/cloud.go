@@ -47,9 +47,10 @@ func toolBinary(t testing.TB, env, script, name string) string {
 	return p
 }
 
-// startOnFreePort starts p on a free loopback port (args(port) gives its
-// arguments) until it accepts connections, retrying on a port taken.
-func startOnFreePort(t testing.TB, p *proc, args func(port int) []string) int {
+// startOnFreePort starts p on n free loopback ports (args gives its
+// arguments for them) until it accepts connections on the first,
+// retrying with new ports when one was taken. It returns the ports.
+func startOnFreePort(t testing.TB, p *proc, n int, args func(ports []int) []string) []int {
 	t.Helper()
 	t.Cleanup(func() {
 		if err := p.stop(0); err != nil {
@@ -60,16 +61,16 @@ func startOnFreePort(t testing.TB, p *proc, args func(port int) []string) int {
 		}
 	})
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := freePorts(n)
 		if err != nil {
 			t.Fatalf("testenv: %s: %v", p.name, err)
 		}
 		p.mu.Lock()
-		p.args = args(ports[0])
+		p.args = args(ports)
 		p.mu.Unlock()
-		err = waitListening(p, fmt.Sprintf("127.0.0.1:%d", ports[0]), 60*time.Second)
+		err = waitListening(p, fmt.Sprintf("127.0.0.1:%d", ports[0]), 90*time.Second)
 		if err == nil {
-			return ports[0]
+			return ports
 		}
 		tail := p.logTail()
 		_ = p.stop(0)
@@ -114,10 +115,10 @@ func StartGCS(t testing.TB) *GCS {
 	bin := toolBinary(t, EnvGCSBin, "build-gcs.sh", "fake-gcs-server")
 	dir := t.TempDir()
 	p := &proc{name: "fake-gcs-server", bin: bin, logPath: filepath.Join(dir, "fake-gcs-server.log"), env: childEnv()}
-	port := startOnFreePort(t, p, func(port int) []string {
-		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(port), "-backend", "memory", "-log-level", "warn",
-			"-public-host", fmt.Sprintf("127.0.0.1:%d", port), "-external-url", fmt.Sprintf("http://127.0.0.1:%d", port)}
-	})
+	port := startOnFreePort(t, p, 1, func(ports []int) []string {
+		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(ports[0]), "-backend", "memory", "-log-level", "warn",
+			"-public-host", fmt.Sprintf("127.0.0.1:%d", ports[0]), "-external-url", fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+	})[0]
 	g := &GCS{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	c, err := storage.NewClient(context.Background(), option.WithEndpoint(g.Endpoint+"/storage/v1/"), option.WithoutAuthentication(), storage.WithJSONReads())
 	if err != nil {
@@ -177,10 +178,10 @@ func StartAzurite(t testing.TB) *Azurite {
 	bin := toolBinary(t, EnvAzuriteBin, "install-azurite.sh", "azurite-blob")
 	dir := t.TempDir()
 	p := &proc{name: "azurite", bin: bin, logPath: filepath.Join(dir, "azurite.log"), env: childEnv()}
-	port := startOnFreePort(t, p, func(port int) []string {
-		return []string{"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port), "--inMemoryPersistence", "--silent",
+	port := startOnFreePort(t, p, 1, func(ports []int) []string {
+		return []string{"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(ports[0]), "--inMemoryPersistence", "--silent",
 			"--disableTelemetry", "--skipApiVersionCheck"}
-	})
+	})[0]
 	a := &Azurite{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/%s", port, AzuriteAccount)}
 	a.ConnectionString = fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;", AzuriteAccount, azuriteKey, a.Endpoint)
 	c, err := azblob.NewClientFromConnectionString(a.ConnectionString, nil)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -25,24 +23,7 @@ const EnvJaegerBin = "TALON_JAEGER_BIN"
 // it never skips.
 func JaegerBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvJaegerBin); p != "" {
-		if err := checkExecutable(p); err != nil {
-			t.Fatalf("testenv: %s=%q: %v (unset it to build Jaeger with internal/testenv/build-jaeger.sh)", EnvJaegerBin, p, err)
-		}
-		return p
-	}
-	servers, err := buildScript()
-	if err != nil {
-		t.Fatalf("testenv: jaeger: %v", err)
-	}
-	p, err := runBuildScript(filepath.Join(filepath.Dir(servers), "build-jaeger.sh"))
-	if err != nil {
-		t.Fatalf("testenv: jaeger not found: %s is unset and building it failed: %v", EnvJaegerBin, err)
-	}
-	if err := checkExecutable(p); err != nil {
-		t.Fatalf("testenv: build-jaeger.sh printed %q: %v", p, err)
-	}
-	return p
+	return toolBinary(t, EnvJaegerBin, "build-jaeger.sh", "jaeger")
 }
 
 // Jaeger is a running Jaeger all-in-one on 127.0.0.1: OTLP receivers over
@@ -105,63 +86,27 @@ func StartJaeger(t testing.TB) *Jaeger {
 	t.Helper()
 	bin := JaegerBinary(t)
 	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "jaeger.yaml")
 	j := &Jaeger{p: &proc{name: "jaeger", bin: bin, logPath: filepath.Join(dir, "jaeger.log"), env: childEnv()}}
-	t.Cleanup(func() {
-		if err := j.p.stop(0); err != nil {
-			t.Errorf("testenv: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("--- jaeger log %s ---\n%s", j.p.logPath, j.p.logTail())
-		}
-	})
-	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(4)
-		if err != nil {
-			t.Fatalf("testenv: jaeger: %v", err)
-		}
-		cfgPath := filepath.Join(dir, "jaeger.yaml")
-		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, jaegerConfig, ports[0], ports[1], ports[2], ports[3]), 0o600); err != nil {
+	// The first port is the OTLP/HTTP receiver's: the one waited for.
+	ports := startOnFreePort(t, j.p, 4, func(ports []int) []string {
+		if err := os.WriteFile(cfgPath, fmt.Appendf(nil, jaegerConfig, ports[1], ports[2], ports[0], ports[3]), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		j.Query = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-		j.OTLPHTTP = fmt.Sprintf("http://127.0.0.1:%d", ports[2])
-		j.OTLPGRPC = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
-		j.p.mu.Lock()
-		j.p.args = []string{"--config", "file:" + cfgPath}
-		j.p.mu.Unlock()
-		err = j.startAndWait()
-		if err == nil {
-			return j
-		}
-		tail := j.p.logTail()
-		_ = j.p.stop(0)
-		if attempt < startAttempts && strings.Contains(tail, "address already in use") {
-			continue
-		}
-		t.Fatalf("testenv: jaeger did not start: %v\n--- log ---\n%s", err, tail)
-	}
-}
-
-func (j *Jaeger) startAndWait() error {
-	if err := j.p.start(); err != nil {
-		return err
-	}
+		return []string{"--config", "file:" + cfgPath}
+	})
+	j.OTLPHTTP = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	j.Query = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	j.OTLPGRPC = fmt.Sprintf("http://127.0.0.1:%d", ports[3])
 	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-j.p.exited():
-			return fmt.Errorf("jaeger exited: %s", j.p.exitStatus())
-		default:
-		}
+	for {
 		if _, err := j.Services(context.Background()); err == nil {
-			if c, err := net.DialTimeout("tcp", strings.TrimPrefix(j.OTLPHTTP, "http://"), time.Second); err == nil {
-				c.Close()
-				return nil
-			}
+			return j
+		} else if time.Now().After(deadline) {
+			t.Fatalf("testenv: jaeger query at %s did not answer within 90s: %v", j.Query, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("jaeger query at %s did not answer within 90s", j.Query)
 }
 
 // Span is one span of a trace as the query API returns it.

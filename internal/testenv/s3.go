@@ -30,24 +30,7 @@ const EnvS3Bin = "TALON_S3_BIN"
 // fails t when neither yields an executable file; it never skips.
 func S3Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvS3Bin); p != "" {
-		if err := checkExecutable(p); err != nil {
-			t.Fatalf("testenv: %s=%q: %v (unset it to build versitygw with internal/testenv/build-s3.sh)", EnvS3Bin, p, err)
-		}
-		return p
-	}
-	servers, err := buildScript()
-	if err != nil {
-		t.Fatalf("testenv: versitygw: %v", err)
-	}
-	p, err := runBuildScript(filepath.Join(filepath.Dir(servers), "build-s3.sh"))
-	if err != nil {
-		t.Fatalf("testenv: versitygw not found: %s is unset and building it failed: %v", EnvS3Bin, err)
-	}
-	if err := checkExecutable(p); err != nil {
-		t.Fatalf("testenv: build-s3.sh printed %q: %v", p, err)
-	}
-	return p
+	return toolBinary(t, EnvS3Bin, "build-s3.sh", "versitygw")
 }
 
 // S3 is a running versitygw: a real S3 server over a posix directory on
