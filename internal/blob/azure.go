@@ -54,9 +54,7 @@ func NewAzure(rawURL string, opts Options) (*Azure, error) {
 		MaxRetries: int32(c.settings.attempts - 1), TryTimeout: c.settings.timeout,
 		RetryDelay: 100 * time.Millisecond, MaxRetryDelay: s3MaxBackoff,
 	}}}
-	if opts.HTTPClient != nil {
-		copts.Transport = opts.HTTPClient
-	}
+	copts.Transport = cloudHTTPClient(opts, c.settings.timeout)
 	client, err := azureClient(account, c.settings, copts)
 	if err != nil {
 		return nil, c.bad("%v", err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -136,6 +137,25 @@ func (c *cloudURL) readQuery(raw string) error {
 		}
 	}
 	return nil
+}
+
+// cloudHTTPClient is the HTTP client of a gs:// or az:// store: the
+// caller's Options.HTTPClient, or one whose Timeout is timeout, both
+// following redirects to the same host only (checkS3Redirect): a store,
+// or whoever answers for it, cannot send a worker's requests to a host
+// the operator never named.
+func cloudHTTPClient(opts Options, timeout time.Duration) *http.Client {
+	c := http.Client{Timeout: timeout}
+	if opts.HTTPClient != nil {
+		c = *opts.HTTPClient
+	}
+	if c.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 32
+		c.Transport = t
+	}
+	c.CheckRedirect = checkS3Redirect
+	return &c
 }
 
 // timedBody is a read's body whose ctx (the request timeout) is released

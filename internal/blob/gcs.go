@@ -15,6 +15,7 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
 )
 
 // GCS is the gs:// backend: object k is <prefix>k in the bucket, read
@@ -43,20 +44,9 @@ func NewGCS(rawURL string, opts Options) (*GCS, error) {
 	if err != nil {
 		return nil, err
 	}
-	var copts []option.ClientOption
-	if c.settings.endpoint != "" {
-		copts = append(copts, option.WithEndpoint(c.settings.endpoint+"/storage/v1/"), storage.WithJSONReads())
-	}
-	if c.settings.anonymous {
-		copts = append(copts, option.WithoutAuthentication())
-	}
-	if opts.HTTPClient != nil && c.settings.anonymous {
-		copts = append(copts, option.WithHTTPClient(opts.HTTPClient))
-	}
-	client, err := storage.NewClient(context.Background(), copts...)
+	client, err := gcsClient(c.settings, opts)
 	if err != nil {
-		// The library's text names where it looked, not secrets.
-		return nil, c.bad("Google Cloud Storage client: %v", err)
+		return nil, c.bad("%v", err)
 	}
 	return &GCS{
 		bucket: c.host, prefix: c.prefix, desc: "gs://" + c.host + "/" + c.prefix, timeout: c.settings.timeout, client: client,
@@ -68,6 +58,34 @@ func NewGCS(rawURL string, opts Options) (*GCS, error) {
 	}, nil
 }
 
+// gcsClient builds the storage client: client-side metrics off (a worker
+// sends nothing to Cloud Monitoring), requests through cloudHTTPClient
+// (same-host redirects only), authorized by Application Default
+// Credentials unless anonymous.
+func gcsClient(st cloudSettings, opts Options) (*storage.Client, error) {
+	ctx := context.Background()
+	hc := cloudHTTPClient(opts, st.timeout)
+	copts := []option.ClientOption{storage.WithDisabledClientMetrics()}
+	if st.endpoint != "" {
+		copts = append(copts, option.WithEndpoint(st.endpoint+"/storage/v1/"))
+	}
+	if st.anonymous {
+		copts = append(copts, option.WithoutAuthentication())
+	} else {
+		rt, err := htransport.NewTransport(ctx, hc.Transport, option.WithScopes(storage.ScopeReadOnly))
+		if err != nil {
+			// The auth library's text names files and variables, not secrets.
+			return nil, fmt.Errorf("find Application Default Credentials: %w", err)
+		}
+		hc.Transport = rt
+	}
+	client, err := storage.NewClient(ctx, append(copts, option.WithHTTPClient(hc))...)
+	if err != nil {
+		return nil, fmt.Errorf("Google Cloud Storage client: %w", err)
+	}
+	return client, nil
+}
+
 // String describes the store for logs: gs://bucket/prefix.
 func (g *GCS) String() string { return g.desc }
 
@@ -75,7 +93,10 @@ func (g *GCS) String() string { return g.desc }
 func (g *GCS) Close() error { return g.client.Close() }
 
 func (g *GCS) object(key string) *storage.ObjectHandle {
-	return g.client.Bucket(g.bucket).Object(g.prefix + key).Retryer(g.retry...)
+	// ReadCompressed: the stored bytes, whose length Stat gives, even of
+	// an object stored with Content-Encoding gzip (GCS would otherwise
+	// decompress them).
+	return g.client.Bucket(g.bucket).Object(g.prefix + key).Retryer(g.retry...).ReadCompressed(true)
 }
 
 // Size returns the object's length.

@@ -120,7 +120,7 @@ func StartGCS(t testing.TB) *GCS {
 			"-public-host", fmt.Sprintf("127.0.0.1:%d", ports[0]), "-external-url", fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	})[0]
 	g := &GCS{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	c, err := storage.NewClient(context.Background(), option.WithEndpoint(g.Endpoint+"/storage/v1/"), option.WithoutAuthentication(), storage.WithJSONReads())
+	c, err := storage.NewClient(context.Background(), option.WithEndpoint(g.Endpoint+"/storage/v1/"), option.WithoutAuthentication())
 	if err != nil {
 		t.Fatalf("testenv: fake-gcs-server client: %v", err)
 	}
