@@ -89,7 +89,7 @@ func azureClient(account string, st cloudSettings, copts *azblob.ClientOptions) 
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, fmt.Errorf("Azure default credential: %w", err)
+		return nil, fmt.Errorf("find the Azure default credential: %w", err)
 	}
 	return azblob.NewClient(serviceURL, cred, copts)
 }

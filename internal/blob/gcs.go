@@ -81,7 +81,7 @@ func gcsClient(st cloudSettings, opts Options) (*storage.Client, error) {
 	}
 	client, err := storage.NewClient(ctx, append(copts, option.WithHTTPClient(hc))...)
 	if err != nil {
-		return nil, fmt.Errorf("Google Cloud Storage client: %w", err)
+		return nil, fmt.Errorf("create the Google Cloud Storage client: %w", err)
 	}
 	return client, nil
 }
