@@ -201,7 +201,7 @@ func (k *kubeSlots) Swap(ctx context.Context, key cluster.Key, cur state.Slot, c
 	if ch.Renew && l != nil && cur.Record != nil {
 		return k.renew(ctx, key, cur, ch)
 	}
-	lease, err := buildLease(l, name, s.opts.Namespace, ch, s.now())
+	lease, err := buildLease(l, name, s.opts.Namespace, ch, renewTimeOf(ch, s.now))
 	if err != nil {
 		return state.Swapped{}, err
 	}
@@ -247,6 +247,17 @@ var conflictBackoff = backoff.Policy{Initial: time.Millisecond, Max: 100 * time.
 // acquireTime; a holder change counts a transition. A change that keeps the
 // lease (a late mark) leaves the spec alone: the renewTime stays the
 // holder's last one.
+// renewTimeOf is the renewTime of ch's Lease: the record's own accept
+// stamp, so that renewTime and the record's UpdatedAtUnixMs are one clock
+// reading (two readings can straddle a millisecond); the clock when the
+// change carries no stamp.
+func renewTimeOf(ch state.Change, now func() time.Time) time.Time {
+	if ch.Record != nil && ch.Record.UpdatedAtUnixMs > 0 {
+		return time.UnixMilli(ch.Record.UpdatedAtUnixMs)
+	}
+	return now()
+}
+
 func buildLease(cur *coordv1.Lease, name, namespace string, ch state.Change, now time.Time) (*coordv1.Lease, error) {
 	var l *coordv1.Lease
 	if cur != nil {
