@@ -21,6 +21,7 @@ import (
 	"github.com/talonhq/talon/internal/membership"
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/netlimit"
+	"github.com/talonhq/talon/internal/readiness"
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/tracing"
 )
@@ -223,11 +224,9 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Readiness is the coordinator's readiness with the reasons it is not ready.
-type Readiness struct {
-	Ready   bool
-	Reasons []string
-}
+// Readiness is the coordinator's readiness with the reasons it is not
+// ready, in the order of readinessOrder.
+type Readiness = readiness.Report
 
 // Coordinator serves the control protocol. Create it with New and run it
 // with Run.
@@ -251,7 +250,7 @@ type Coordinator struct {
 	view        *tracker                // the view, readiness of the store, recovery
 	evidence    *evidence               // what this coordinator observed, for proposals
 	subs        *subscribers
-	readyLog    readinessLog
+	ready       *readiness.Tracker
 	events      *eventLog     // what this coordinator observed, bounded, in memory
 	shared      *sharedEvents // node events to and from the store's event log; nil without one
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
@@ -343,7 +342,8 @@ func New(opts Options) (*Coordinator, error) {
 		revocations: make(chan revocation, maxQueuedProposals),
 		conns:       map[*conn]struct{}{},
 	}
-	c.readyLog.log, c.readyLog.events = c.log, c.events
+	c.ready = c.newReadiness()
+	c.proc.ReadyFrom(c.ready.Ready)
 	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
@@ -450,6 +450,7 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 	c.mu.Lock()
 	c.draining = true
 	c.mu.Unlock()
+	c.ready.Set(readiness.Draining, readiness.DrainingReason)
 	c.updateReadyMetric()
 	c.log.Info("draining: reporting unready and serving for the drain delay", "drain_delay", c.opts.DrainDelay)
 	time.Sleep(c.opts.DrainDelay)
@@ -528,45 +529,15 @@ func (c *Coordinator) ownKey() cluster.Key {
 	return cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}
 }
 
-// Readiness reports whether the coordinator should receive traffic.
-func (c *Coordinator) Readiness() Readiness {
-	c.mu.Lock()
-	draining := c.draining
-	c.mu.Unlock()
-	var reasons []string
-	if draining {
-		reasons = append(reasons, "draining: shutting down")
-	}
-	vs := c.view.state()
-	switch {
-	case !vs.storeOK && vs.lastErr != nil:
-		reasons = append(reasons, "store unreachable: "+vs.lastErr.Error())
-	case !vs.storeOK:
-		reasons = append(reasons, "warming up: the store has not answered yet")
-	}
-	reasons = append(reasons, c.storeAlarmReasons()...)
-	if !vs.synced {
-		reasons = append(reasons, "warming up: no cluster snapshot yet")
-	}
-	if r := c.view.recoveryReason(c.mono()); r != "" && vs.storeOK {
-		reasons = append(reasons, r)
-	}
-	if r := c.unconfirmedReason(); r != "" {
-		reasons = append(reasons, r)
-	}
-	switch st := c.self.Status(); {
-	case st.Refusal != "":
-		reasons = append(reasons, "own record refused: "+st.Refusal)
-	case !st.Registered:
-		reasons = append(reasons, "warming up: own record not yet accepted by the store")
-	}
-	r := Readiness{Ready: len(reasons) == 0, Reasons: reasons}
-	c.readyLog.note(r)
-	return r
-}
+// Readiness reports whether the coordinator should receive traffic: the
+// report of its one readiness tracker (readiness.go).
+func (c *Coordinator) Readiness() Readiness { return c.ready.Report() }
 
+// updateReadyMetric notes a change of readiness (logged and added to the
+// event log once) and sets the recovery gauge; talon_ready reads the
+// tracker itself.
 func (c *Coordinator) updateReadyMetric() {
-	c.proc.SetReady(c.Readiness().Ready)
+	c.ready.Report()
 	recovering := 0.0
 	if c.view.isRecovering() {
 		recovering = 1

@@ -53,7 +53,7 @@ type Process struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	connections *prometheus.GaugeVec
-	ready       atomic.Bool
+	ready       atomic.Pointer[func() bool] // ReadyFrom's function
 }
 
 // Identity names a process in talon_build_info.
@@ -102,7 +102,7 @@ func NewNodeProcess(reg prometheus.Registerer, id Identity) (*Process, error) {
 		Name: "talon_ready",
 		Help: "1 when the process reports ready, 0 otherwise.",
 	}, func() float64 {
-		if p.ready.Load() {
+		if f := p.ready.Load(); f != nil && (*f)() {
 			return 1
 		}
 		return 0
@@ -130,8 +130,11 @@ func (p *Process) ConnOpened(listener string) { p.connections.WithLabelValues(li
 // ConnClosed records a closed connection of listener.
 func (p *Process) ConnClosed(listener string) { p.connections.WithLabelValues(listener).Dec() }
 
-// SetReady records readiness.
-func (p *Process) SetReady(ready bool) { p.ready.Store(ready) }
+// ReadyFrom makes talon_ready read ready at every scrape: the runtime's
+// readiness tracker, so the gauge is derived from the one place that
+// decides readiness rather than set from each callback that may change
+// it. Until it is called the gauge is 0.
+func (p *Process) ReadyFrom(ready func() bool) { p.ready.Store(&ready) }
 
 // Bool renders a bool for a metric label or value.
 func Bool(b bool) string { return strconv.FormatBool(b) }

@@ -19,7 +19,7 @@ func TestProcessMetrics(t *testing.T) {
 	p.Observe("get", "ok", time.Millisecond)
 	p.Observe("get", "not_found", time.Millisecond)
 	p.ConnOpened("data")
-	p.SetReady(true)
+	p.ReadyFrom(func() bool { return true })
 	if v := testutil.ToFloat64(p.requests.WithLabelValues("get", "not_found")); v != 1 {
 		t.Fatalf("requests{get,not_found} = %v", v)
 	}

@@ -53,7 +53,7 @@ func (w *Worker) applyInstructions(in *protocol.Instructed) {
 		return
 	}
 	w.cordon.noteWho(in.By, in.AtUnixMs)
-	w.opts.Process.SetReady(w.Readiness().Ready)
+	w.ready.Report()
 	if in.Cordoned {
 		w.log.Warn("cordoned by an operator through the coordinators: not ready, out of placement; still serving what is routed here", "by", in.By, "persist", persist)
 	} else {

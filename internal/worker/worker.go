@@ -22,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/readiness"
 	"github.com/talonhq/talon/internal/tracing"
 )
 
@@ -92,11 +93,9 @@ type Options struct {
 // disk errors make a worker unready.
 const DiskErrorStreak = 3
 
-// Readiness is the worker's readiness with reasons.
-type Readiness struct {
-	Ready   bool
-	Reasons []string
-}
+// Readiness is the worker's readiness with reasons, in the order of
+// readinessOrder.
+type Readiness = readiness.Report
 
 // Worker is the worker runtime.
 type Worker struct {
@@ -113,6 +112,7 @@ type Worker struct {
 	hb       *membership.Loop // registration and heartbeats
 	cordon   *cordon          // an operator's out-of-service request
 	inflight *inflight        // data requests being served
+	ready    *readiness.Tracker
 
 	mu         sync.Mutex // guards the fields below
 	draining   bool
@@ -166,6 +166,8 @@ func New(opts Options) (*Worker, error) {
 	if w.cordon, err = loadCordon(opts.CordonFile); err != nil {
 		return nil, err
 	}
+	w.ready = w.newReadiness()
+	opts.Process.ReadyFrom(w.ready.Ready)
 	if on, _ := w.cordon.state(); on {
 		w.log.Info("starting cordoned: a persisted cordon was found (talonctl nodes uncordon lifts it)", "file", opts.CordonFile)
 	}
@@ -218,31 +220,9 @@ func (w *Worker) Incarnation() string { return w.incarnation }
 // DataAddress returns the advertised data address.
 func (w *Worker) DataAddress() string { return w.advertise }
 
-// Readiness reports whether the worker should receive traffic.
-func (w *Worker) Readiness() Readiness {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var reasons []string
-	if w.draining {
-		reasons = append(reasons, "draining: shutting down")
-	}
-	if on, _ := w.cordon.state(); on {
-		reasons = append(reasons, CordonReason)
-	}
-	if w.diskStreak >= DiskErrorStreak {
-		reasons = append(reasons, fmt.Sprintf("cache directory failing: new disk errors in %d heartbeats in a row", w.diskStreak))
-	}
-	if st := w.hb.Status(); st.Refusal != "" {
-		reasons = append(reasons, "own record refused: "+st.Refusal)
-	} else if !st.Registered {
-		r := "warming up: not yet registered with a coordinator"
-		if st.Err != nil {
-			r += ": " + st.Err.Error()
-		}
-		reasons = append(reasons, r)
-	}
-	return Readiness{Ready: len(reasons) == 0, Reasons: reasons}
-}
+// Readiness reports whether the worker should receive traffic: the
+// report of its one readiness tracker (readiness.go).
+func (w *Worker) Readiness() Readiness { return w.ready.Report() }
 
 // Serving reports whether the data listener should answer: once registered,
 // through the drain delay (unready but still serving, so requests routed
@@ -286,7 +266,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.draining = true
 	w.mu.Unlock()
-	w.opts.Process.SetReady(false)
+	w.ready.Set(readiness.Draining, readiness.DrainingReason)
 	// Tell the coordinators right away that this worker leaves service.
 	w.hb.Beat(hbCtx)
 	if err == nil {
@@ -366,7 +346,7 @@ func (w *Worker) newHeartbeatLoop() (*membership.Loop, error) {
 		Adopt:          true,
 		Logger:         w.log,
 		Now:            w.opts.Clock,
-		OnAttempt:      func(membership.Report) { w.opts.Process.SetReady(w.Readiness().Ready) },
+		OnAttempt:      func(membership.Report) { w.ready.Report() },
 		Tracer:         tracing.Tracer(w.opts.Tracers, "worker"),
 	})
 }
