@@ -7,36 +7,86 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/talonhq/talon/internal/format"
 )
 
-// detailLines renders the selected node's detail pane in n lines.
-func (m *Model) detailLines(w, n int, now time.Time) []string {
-	text := m.detailAll(now)
-	off := min(m.detailOffset, max(len(text)-n, 0))
+// detailModel is the detail pane sub-model: the selected node's record
+// in full, scrolled by offset. The parent opens it over the node table
+// (open), sets the poll's timing it explains (threshold, statusInterval)
+// and, before each key, how far the text can scroll (maxOffset); it gives
+// View the selected node and its row.
+type detailModel struct {
+	keys keyMap
+	st   styles
+	loc  *time.Location
+
+	// threshold is the late threshold of the applied poll;
+	// statusInterval how often quiet nodes write their status (0:
+	// unknown). The parent sets both per poll.
+	threshold, statusInterval time.Duration
+	// maxOffset is the largest offset: the text's length less the rows
+	// it has. The parent sets it before each key.
+	maxOffset int
+	offset    int
+}
+
+func newDetail(k keyMap, st styles, loc *time.Location) detailModel {
+	return detailModel{keys: k, st: st, loc: loc}
+}
+
+// open shows the pane from its first line.
+func (d detailModel) open() detailModel {
+	d.offset = 0
+	return d
+}
+
+// Update applies one key while the pane is open; closed reports that the
+// key closes it (esc, enter).
+func (d detailModel) Update(msg tea.KeyPressMsg) (_ detailModel, closed bool) {
+	k := d.keys
+	switch {
+	case key.Matches(msg, k.Back, k.Detail):
+		return d, true
+	case key.Matches(msg, k.Up):
+		d.offset = max(d.offset-1, 0)
+	case key.Matches(msg, k.Down):
+		d.offset = min(d.offset+1, d.maxOffset)
+	case key.Matches(msg, k.Top):
+		d.offset = 0
+	}
+	return d, false
+}
+
+// View renders the pane of node sel (r its row, nil when the node is not
+// in the applied poll) in n lines of w cells.
+func (d detailModel) View(w, n int, now time.Time, sel nodeKey, r *row) []string {
+	text := d.text(sel, r, now)
+	off := min(d.offset, max(len(text)-n, 0))
 	text = text[off:min(len(text), off+n)]
 	out := make([]string, len(text))
 	for j, t := range text {
 		out[j] = fit(t, w)
 		if j == 0 && off == 0 {
-			out[j] = m.st.title.Render(out[j])
+			out[j] = d.st.title.Render(out[j])
 		}
 	}
 	return out
 }
 
-// detailAll is every line of the detail pane.
-func (m *Model) detailAll(now time.Time) []string {
-	i, ok := m.index[m.selected]
-	if !ok {
-		return []string{fmt.Sprintf("%s %s is not in the current snapshot · esc back", m.selected.role, m.selected.id)}
+// text is every line of the pane.
+func (d detailModel) text(sel nodeKey, r *row, now time.Time) []string {
+	if r == nil {
+		return []string{fmt.Sprintf("%s %s is not in the current snapshot · esc back", sel.role, sel.id)}
 	}
-	return m.detailText(&m.rows[i], now)
+	return d.detailText(r, now)
 }
 
-func (m *Model) detailText(r *row, now time.Time) []string {
+func (d detailModel) detailText(r *row, now time.Time) []string {
 	n := r.node
-	loc := m.opts.Location
+	loc := d.loc
 	ms := func(v int64) string {
 		if v == 0 {
 			return "-"
@@ -46,11 +96,11 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 	kv := func(k, v string) string { return fmt.Sprintf("  %-13s %s", k, v) }
 	hb := fmt.Sprintf("seq %d, accepted %s, age %s at observation", n.HeartbeatSeq, ms(n.HeartbeatAtUnixMs), formatAgeMs(n.HeartbeatAgeMs))
 	if r.late {
-		hb += fmt.Sprintf(" — LATE (marked by the store, or above %s)", formatInterval(m.threshold))
+		hb += fmt.Sprintf(" — LATE (marked by the store, or above %s)", formatInterval(d.threshold))
 	}
 	status := fmt.Sprintf("written %s, age %s: capacity, counters and rates are as of then", ms(n.StatusAtUnixMs), formatAgeMs(n.StatusAgeMs))
-	if si := m.poll.Cluster.Timing.StatusIntervalMs; si > 0 {
-		status += fmt.Sprintf(" (quiet nodes write it every %s)", formatInterval(time.Duration(si)*time.Millisecond))
+	if d.statusInterval > 0 {
+		status += fmt.Sprintf(" (quiet nodes write it every %s)", formatInterval(d.statusInterval))
 	}
 	ready := "no"
 	if n.Ready {
@@ -88,7 +138,7 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 		lines = append(lines,
 			kv("capacity", fmt.Sprintf("resident %s of %s (%s), %d blocks, %d pages, %d loads in flight",
 				format.BytesShort(cp.ResidentBytes), format.BytesShort(cp.CapacityBytes), pct, cp.Blocks, cp.Pages, cp.InflightLoads)),
-			kv("rates", m.ratesText(r)),
+			kv("rates", ratesText(r)),
 			kv("requests", fmt.Sprintf("%d total, %d errors", ct.RequestsTotal, ct.ErrorsTotal)),
 			kv("cache", fmt.Sprintf("%d hits, %d misses, %d evictions, %s served", ct.HitsTotal, ct.MissesTotal, ct.EvictionsTotal, format.BytesShort(ct.BytesServedTotal))),
 			kv("backend", fmt.Sprintf("%d fetches, %d errors", ct.BackendFetchesTotal, ct.BackendErrorsTotal)),
@@ -107,7 +157,7 @@ func (m *Model) detailText(r *row, now time.Time) []string {
 	return lines
 }
 
-func (m *Model) ratesText(r *row) string {
+func ratesText(r *row) string {
 	if !r.rates.known {
 		return "- (needs two heartbeats of this incarnation)"
 	}

@@ -38,19 +38,65 @@
 //     a new baseline: the rate is unknown until the next heartbeat.
 //   - Scale. Per-poll work (rates, cell text, column widths, filtering,
 //     sorting) is done once when a poll, the filter, the sort or the
-//     role toggles change, never per frame. View renders only the rows that
-//     fit the window, so its cost does not grow with the number of nodes.
+//     role toggles change, never per frame: the parent computes the rows
+//     and the node table orders them in setRows, setFilter and its Update.
+//     View renders only the rows that fit the window (nodeTable.View), so
+//     its cost does not grow with the number of nodes.
 //
 // Styles are rendered in full colour and downsampled by whatever writes
 // the frame: bubbletea's renderer for the live view (its colour profile,
 // NoTTY for NO_COLOR), a colorprofile.Writer for one frame (--once). With
 // the NoTTY or Ascii profile the output has no escape sequences; everything
-// that colour conveys (STALE, late heartbeats, unhealthy rows) is also said
-// in text. No package of this module's TUI stack queries the terminal
-// before a program runs.
+// that colour conveys (STALE, late heartbeats, unhealthy rows, the filter
+// line's cursor) is also said in text. No package of this module's TUI
+// stack queries the terminal before a program runs (textinput's clipboard
+// package looks up its helper programs on PATH when it is loaded, and
+// never runs them: paste is off).
 //
 // Concurrency: a Model is not safe for concurrent use; bubbletea calls Init,
 // Update and View from one goroutine. Commands returned by the model run on
 // bubbletea's goroutines and touch no model state; its timers return as soon
 // as Options.Done is closed.
+//
+// # Sub-models
+//
+// The model is composed as bubbletea's composable-views example is: a
+// parent that owns the program-level state and routes messages and keys,
+// and sub-models that each own their state and have a small Update and
+// View, pure functions of that state, the message and what the parent
+// passes in (sizes, the clock's now, the selected row).
+//
+//   - Model (model.go) owns the fetch sequencing (seq, applied), the
+//     refresh timer and backoff, the applied poll and error, the header and
+//     STALE banner, the help, the : command line, the coordinators pane and
+//     the focus: the body shown (nodes, :events, :coordinators), whether
+//     the detail pane is open, and through the filter line whether it is
+//     editing. It routes every key: ctrl+c, then a focused line (filter,
+//     command), then the keys of every view (q, ?, r, :), then the focused
+//     body's. Per poll it computes the rows, late threshold and late count
+//     once and hands them to the sub-models.
+//   - nodeTable (nodetable.go, nodetable_view.go) owns the rows, the
+//     filter applied to them, sort, role and problem toggles, the visible
+//     order, the cursor and the vertical and horizontal scroll. The parent
+//     tells it its size (width, rows that fit under the chrome) before each
+//     change, since only the parent knows the chrome. It keeps its own
+//     row renderer rather than bubbles' table: that one renders cells with
+//     a lipgloss style each and up to twice the window's rows per move,
+//     aligns every column left, styles rows only as selected or not, and
+//     scrolls by its own rule; the node table right-aligns numbers, marks
+//     late rows with ! and colours rows by health, drops and scrolls
+//     columns by priority, and renders only the rows in the window.
+//   - filterModel (filter.go) owns the filter text and its editing, in a
+//     bubbles textinput; the parent copies the text to the node table
+//     whenever it changes (typing filters as you go). It draws its line
+//     itself with a █ cursor, which a screen without colour still shows
+//     (textinput's cursor is reverse video), and its blinking cursor and
+//     clipboard paste are off: the one would need a timer that Options.Done
+//     does not end, the other reads the clipboard from inside the model.
+//   - detailModel (detail.go) owns the detail pane's scroll; the parent
+//     gives it the selected node's row, the poll's timing, and before each
+//     key how far the text can scroll.
+//   - eventsModel (panes.go) owns the answering coordinator's newest
+//     events, taken from each PollMsg the parent applied, drawn as a pane
+//     under the table of a tall terminal or as the :events body.
 package tui

@@ -64,6 +64,11 @@ var ErrInvalidOptions = errors.New("invalid tui options")
 
 // Model is the `talonctl top` view. Create it with New; it implements
 // tea.Model with a pointer receiver.
+//
+// Model owns the fetch sequencing, the timers and backoff, the header and
+// STALE banner, the help, the : command line and the focus; the node
+// table, the detail pane, the events and the filter line are sub-models
+// (see the package documentation) that it routes messages and keys to.
 type Model struct {
 	opts    Options
 	backoff Backoff
@@ -86,9 +91,6 @@ type Model struct {
 	nextAt     time.Time // when the pending timer fires; zero when none
 
 	tracker   rateTracker
-	rows      []row
-	index     map[nodeKey]int // row index by node
-	cellW     [numColumns]int // widest cell of each column
 	lateCount int
 	threshold time.Duration // late threshold of the current poll
 	// coords are the indices in poll.Nodes of the coordinators, in poll
@@ -96,31 +98,21 @@ type Model struct {
 	// scan every node.
 	coords []int
 
-	// visible are indices into rows that pass the filter and toggles, in
-	// display order; cursor indexes visible and offset is the first
-	// visible row shown.
-	visible          []int
-	cursor, offset   int
-	selected         nodeKey
-	sortCol          column
-	sortDesc         bool
-	hideCoordinators bool
-	hideWorkers      bool
-	problemsOnly     bool
-	filter           string
-	filterWords      []string
-	filtering        bool
+	// nodeTable is embedded so that its state reads as the model's
+	// (m.cursor, m.sortCol) in the tests; the model's own code names it.
+	nodeTable
+	filterLine filterModel
+	detailPane detailModel
+	events     eventsModel
 
-	detail       bool
-	detailOffset int
-	// view is the body shown: the node table, the events or the
-	// coordinators (k9s-style :view); commanding/command edit it.
+	// Focus: detail is the detail pane open over the table; view is the
+	// body shown, the node table, the events or the coordinators
+	// (k9s-style :view), which commanding/command edit. The filter line
+	// has the focus while it is editing.
+	detail     bool
 	view       bodyView
 	commanding bool
 	command    string
-	// hscroll is how far the table is scrolled right, in columns of
-	// scrollable; 0 shows the columns that fit by priority.
-	hscroll int
 }
 
 // New returns a model with opts.
@@ -146,14 +138,18 @@ func New(opts Options) (*Model, error) {
 	if opts.Jitter == nil {
 		opts.Jitter = rand.Float64
 	}
+	st, k := newStyles(), newKeyMap()
 	m := &Model{
-		opts:    opts,
-		backoff: opts.Backoff.withDefaults(opts.Refresh),
-		st:      newStyles(),
-		keys:    newKeyMap(),
-		sortCol: colRole,
+		opts:       opts,
+		backoff:    opts.Backoff.withDefaults(opts.Refresh),
+		st:         st,
+		keys:       k,
+		help:       st.help(),
+		nodeTable:  newNodeTable(k, st),
+		filterLine: newFilter(st),
+		detailPane: newDetail(k, st, opts.Location),
+		events:     newEvents(st, opts.Location),
 	}
-	m.help = m.st.help()
 	m.threshold = opts.UnhealthyAfter
 	return m, nil
 }
@@ -170,7 +166,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.help.SetWidth(msg.Width)
 		m.keys.width = msg.Width
-		m.fixOffset()
+		m.fitTable()
 		return m, nil
 	case PollMsg:
 		return m, m.applyPoll(msg)
@@ -216,7 +212,7 @@ func (m *Model) applyPoll(msg PollMsg) tea.Cmd {
 	m.poll = msg.Poll
 	m.receivedAt = m.opts.Now()
 	m.err, m.failures, m.failingAt = nil, 0, time.Time{}
-	m.rebuild()
+	m.rebuild(msg)
 	if msg.Seq < m.seq {
 		return nil // a newer fetch is in flight; its response schedules
 	}
@@ -241,7 +237,7 @@ func (m *Model) applyError(msg FetchErrorMsg) tea.Cmd {
 	if ae, ok := errors.AsType[*apiv1.APIError](msg.Err); ok && ae.RetryAfter > d {
 		d = min(ae.RetryAfter, m.backoff.Max)
 	}
-	m.fixOffset() // the banner takes rows
+	m.fitTable() // the banner takes rows
 	if msg.Seq < m.seq {
 		return nil
 	}
@@ -249,8 +245,9 @@ func (m *Model) applyError(msg FetchErrorMsg) tea.Cmd {
 	return m.schedule(d)
 }
 
-// rebuild recomputes everything derived from the poll.
-func (m *Model) rebuild() {
+// rebuild recomputes everything derived from the poll msg carried and
+// hands it to the sub-models.
+func (m *Model) rebuild(msg PollMsg) {
 	m.threshold = m.opts.UnhealthyAfter
 	if ms := m.poll.Cluster.Timing.UnhealthyAfterMs; ms > 0 {
 		m.threshold = time.Duration(ms) * time.Millisecond
@@ -261,67 +258,52 @@ func (m *Model) rebuild() {
 	// a heartbeat interval past it.
 	m.threshold += time.Duration(m.poll.Cluster.Timing.HeartbeatIntervalMs) * time.Millisecond
 	rs := m.tracker.observe(m.poll.Nodes)
-	m.rows = buildRows(m.poll.Nodes, rs, m.threshold.Milliseconds())
-	m.index = make(map[nodeKey]int, len(m.rows))
+	rows := buildRows(m.poll.Nodes, rs, m.threshold.Milliseconds())
 	m.lateCount = 0
-	for i := range m.rows {
-		m.index[m.rows[i].key] = i
-		if m.rows[i].late {
+	for i := range rows {
+		if rows[i].late {
 			m.lateCount++
 		}
 	}
-	m.cellW = cellWidths(m.rows)
 	m.coords = m.coords[:0]
 	for i := range m.poll.Nodes {
 		if m.poll.Nodes[i].Role == "coordinator" {
 			m.coords = append(m.coords, i)
 		}
 	}
-	m.reorder()
+	m.detailPane.threshold = m.threshold
+	m.detailPane.statusInterval = time.Duration(m.poll.Cluster.Timing.StatusIntervalMs) * time.Millisecond
+	m.events = m.events.Update(msg)
+	// The chrome (header, panes) is the new poll's before the table
+	// scrolls to fit under it.
+	m.sizeTable()
+	m.nodeTable.setRows(rows)
 }
 
-// reorder recomputes the visible rows after a change of poll, filter,
-// sort or toggles, keeping the selected node selected when it is still
-// shown.
-func (m *Model) reorder() {
-	keep := func(r *row) bool {
-		if (r.worker && m.hideWorkers) || (!r.worker && m.hideCoordinators) {
-			return false
-		}
-		if m.problemsOnly && !r.problem() {
-			return false
-		}
-		return matchFilter(r.search, m.filterWords)
-	}
-	m.visible = order(m.rows, keep, m.sortCol, m.sortDesc)
-	m.cursor = min(m.cursor, max(len(m.visible)-1, 0))
-	if m.selected != (nodeKey{}) {
-		if i, ok := m.index[m.selected]; ok {
-			for v, ri := range m.visible {
-				if ri == i {
-					m.cursor = v
-					break
-				}
-			}
-		}
-	}
-	m.syncSelected()
-	m.fixOffset()
+// sizeTable tells the node table its width and how many rows fit under
+// the chrome now. It is called before each change of the table, since
+// the chrome changes with the clock too (the banner's countdown).
+func (m *Model) sizeTable() {
+	w, _ := m.size()
+	m.nodeTable.setSize(w, m.tableRows())
 }
 
-// syncSelected records the node under the cursor.
-func (m *Model) syncSelected() {
-	if m.cursor < len(m.visible) {
-		m.selected = m.rows[m.visible[m.cursor]].key
-	}
+// fitTable sizes the table and scrolls it so that the cursor is on
+// screen, after a change of the chrome (window, banner, help).
+func (m *Model) fitTable() {
+	m.sizeTable()
+	m.nodeTable.fixOffset()
 }
 
+// handleKey routes a key: ctrl+c quits from anywhere; a focused line
+// (the filter, the : command) takes every other key; then the keys of
+// every view; then the focused body's.
 func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if msg.String() == "ctrl+c" {
 		return m, tea.Quit
 	}
-	if m.filtering {
-		m.editFilter(msg)
+	if m.filterLine.editing() {
+		m.filterKey(msg)
 		return m, nil
 	}
 	if m.commanding {
@@ -333,12 +315,12 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case m.help.ShowAll && (key.Matches(msg, k.Back) || key.Matches(msg, k.Quit)):
 		// Esc or q closes the help first, as in less or k9s; ctrl+c quits.
 		m.help.ShowAll = false
-		m.fixOffset()
+		m.fitTable()
 	case key.Matches(msg, k.Quit):
 		return m, tea.Quit
 	case key.Matches(msg, k.Help):
 		m.help.ShowAll = !m.help.ShowAll
-		m.fixOffset()
+		m.fitTable()
 	case key.Matches(msg, k.Refresh):
 		return m, m.fetch()
 	case key.Matches(msg, k.Command):
@@ -355,133 +337,60 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// tableKey handles a key of the table view other than those handleKey
-// takes in every view: filter, sort, role toggles, scrolling and moving.
+// tableKey handles a key of the table view: the keys that move the focus
+// (/ to the filter line, enter to the detail pane, esc clearing the
+// filter) here, the rest in the node table.
 func (m *Model) tableKey(msg tea.KeyPressMsg) {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Filter):
-		m.filtering = true
+		m.filterLine = m.filterLine.focus()
 	case key.Matches(msg, k.Back):
-		m.setFilter("")
-	case key.Matches(msg, k.SortNext):
-		m.setSort((m.sortCol + 1) % numColumns)
-	case key.Matches(msg, k.SortPrev):
-		m.setSort((m.sortCol + numColumns - 1) % numColumns)
-	case key.Matches(msg, k.Order):
-		m.sortDesc = !m.sortDesc
-		m.reorder()
-	case key.Matches(msg, k.SortBy):
-		m.setSort(map[string]column{"N": colNode, "H": colHealth, "A": colAge, "V": colVersion, "R": colReqs, "B": colBytes}[msg.String()])
-	case key.Matches(msg, k.Coordinators):
-		m.hideCoordinators = !m.hideCoordinators
-		m.reorder()
-	case key.Matches(msg, k.Workers):
-		m.hideWorkers = !m.hideWorkers
-		m.reorder()
-	case key.Matches(msg, k.Problems):
-		m.problemsOnly = !m.problemsOnly
-		m.reorder()
-	case key.Matches(msg, k.Left):
-		m.hscroll = max(m.hscroll-1, 0)
-	case key.Matches(msg, k.Right):
-		if w, _ := m.size(); m.hiddenColumns(w) > 0 || m.hscroll > 0 {
-			m.hscroll = min(m.hscroll+1, len(scrollable)-1)
-		}
+		m.filterLine = m.filterLine.clear()
+		m.applyFilter()
 	case key.Matches(msg, k.Detail):
-		if len(m.visible) > 0 {
-			m.detail, m.detailOffset = true, 0
+		if len(m.nodeTable.visible) > 0 {
+			m.detail, m.detailPane = true, m.detailPane.open()
 		}
 	default:
-		m.moveKey(msg)
+		m.sizeTable()
+		m.nodeTable = m.nodeTable.Update(msg)
 	}
 }
 
-// moveKey moves the cursor.
-func (m *Model) moveKey(msg tea.KeyPressMsg) {
-	k, page := m.keys, max(m.tableRows(), 1)
-	switch {
-	case key.Matches(msg, k.Up):
-		m.cursor--
-	case key.Matches(msg, k.Down):
-		m.cursor++
-	case key.Matches(msg, k.PageUp):
-		m.cursor -= page
-	case key.Matches(msg, k.PageDown):
-		m.cursor += page
-	case key.Matches(msg, k.Top):
-		m.cursor = 0
-	case key.Matches(msg, k.Bottom):
-		m.cursor = len(m.visible) - 1
-	default:
+// filterKey hands a key to the filter line and applies what it asks:
+// the new filter text, or a move of the table's cursor.
+func (m *Model) filterKey(msg tea.KeyPressMsg) {
+	var act filterAction
+	m.filterLine, act = m.filterLine.Update(msg)
+	if act == filterMove {
+		m.sizeTable()
+		m.nodeTable = m.nodeTable.Update(msg)
 		return
 	}
-	m.cursor = min(max(m.cursor, 0), max(len(m.visible)-1, 0))
-	m.syncSelected()
-	m.fixOffset()
+	m.applyFilter()
 }
 
-// detailKey handles keys while the detail pane is open.
+// applyFilter applies the filter line's text to the node table; the
+// table does nothing when it is unchanged.
+func (m *Model) applyFilter() {
+	if m.filterLine.value() == m.nodeTable.filter {
+		return
+	}
+	m.sizeTable()
+	m.nodeTable.setFilter(m.filterLine.value())
+}
+
+// detailKey hands a key to the detail pane, telling it first how far its
+// text can scroll.
 func (m *Model) detailKey(msg tea.KeyPressMsg) {
-	k := m.keys
-	switch {
-	case key.Matches(msg, k.Back, k.Detail):
+	sel, r := m.nodeTable.selection()
+	m.detailPane.maxOffset = max(len(m.detailPane.text(sel, r, m.opts.Now()))-m.tableRows()-1, 0)
+	var closed bool
+	m.detailPane, closed = m.detailPane.Update(msg)
+	if closed {
 		m.detail = false
-	case key.Matches(msg, k.Up):
-		m.detailOffset = max(m.detailOffset-1, 0)
-	case key.Matches(msg, k.Down):
-		m.detailOffset = min(m.detailOffset+1, max(len(m.detailAll(m.opts.Now()))-m.tableRows()-1, 0))
-	case key.Matches(msg, k.Top):
-		m.detailOffset = 0
 	}
-}
-
-// editFilter edits the filter line: typing filters as you go, enter keeps
-// the filter, esc clears it.
-func (m *Model) editFilter(msg tea.KeyPressMsg) {
-	switch {
-	case msg.Code == tea.KeyEnter:
-		m.filtering = false
-	case msg.Code == tea.KeyEscape:
-		m.filtering = false
-		m.setFilter("")
-	case msg.Code == tea.KeyBackspace:
-		if r := []rune(m.filter); len(r) > 0 {
-			m.setFilter(string(r[:len(r)-1]))
-		}
-	case msg.String() == "ctrl+u":
-		m.setFilter("")
-	case msg.Text != "" && msg.Mod&^tea.ModShift == 0:
-		m.setFilter(m.filter + msg.Text)
-	case msg.Code == tea.KeyUp, msg.Code == tea.KeyDown, msg.Code == tea.KeyPgUp, msg.Code == tea.KeyPgDown:
-		m.moveKey(msg)
-	}
-}
-
-func (m *Model) setFilter(f string) {
-	if f == m.filter {
-		return
-	}
-	m.filter = f
-	m.filterWords = strings.Fields(strings.ToLower(f))
-	m.reorder()
-}
-
-func (m *Model) setSort(c column) {
-	m.sortCol, m.sortDesc = c, c.defaultDesc()
-	m.reorder()
-}
-
-// fixOffset scrolls the table so that the cursor is on screen.
-func (m *Model) fixOffset() {
-	n := max(m.tableRows(), 1)
-	if m.cursor < m.offset {
-		m.offset = m.cursor
-	}
-	if m.cursor >= m.offset+n {
-		m.offset = m.cursor - n + 1
-	}
-	m.offset = max(min(m.offset, len(m.visible)-n), 0)
 }
 
 // Stale reports whether the data on screen is not current: the newest
@@ -509,11 +418,7 @@ func (m *Model) Applied() uint64 { return m.applied }
 // VisibleNodes returns the IDs of the rows that pass the filter and the
 // toggles, in display order (all of them, not only those on screen).
 func (m *Model) VisibleNodes() []string {
-	ids := make([]string, len(m.visible))
-	for i, ri := range m.visible {
-		ids[i] = m.rows[ri].node.NodeID
-	}
-	return ids
+	return m.nodeTable.visibleIDs()
 }
 
 // bodyView is the body top shows.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/format"
 )
@@ -77,36 +79,61 @@ func coordinatorView(n *apiv1.Node, c *apiv1.Cluster) string {
 	return strings.Join(parts, ", ")
 }
 
-// eventLines is the events pane of a tall terminal: a title and the
-// newest events that fit in a quarter of the height; none below
+// eventsModel is the events sub-model: the answering coordinator's
+// newest events, from the applied poll. It is a pane under the node
+// table of a tall terminal and the whole body of the :events view; the
+// parent routes no keys to it (esc, back to the nodes, is the parent's).
+type eventsModel struct {
+	st  styles
+	loc *time.Location
+
+	events   []apiv1.Event // oldest first
+	servedBy string        // the coordinator that sent them
+}
+
+func newEvents(st styles, loc *time.Location) eventsModel {
+	return eventsModel{st: st, loc: loc}
+}
+
+// Update takes the events of a poll the parent applied (PollMsg); other
+// messages change nothing.
+func (e eventsModel) Update(msg tea.Msg) eventsModel {
+	if p, ok := msg.(PollMsg); ok && p.Poll != nil {
+		e.events, e.servedBy = p.Poll.Events, p.Poll.Cluster.ServedBy
+	}
+	return e
+}
+
+// View renders the events pane for a terminal h rows high: a title and
+// the newest events that fit in a quarter of h; none below
 // eventsMinHeight rows or without events.
-func (m *Model) eventLines(w, h int, now time.Time) []string {
-	if h < eventsMinHeight || m.poll == nil || len(m.poll.Events) == 0 {
+func (e eventsModel) View(w, h int, now time.Time) []string {
+	if h < eventsMinHeight || len(e.events) == 0 {
 		return nil
 	}
-	n := min(len(m.poll.Events), h/4-1)
-	evs := m.poll.Events[len(m.poll.Events)-n:]
-	lines := []string{m.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(m.poll.Cluster.ServedBy)), w))}
-	loc := m.opts.Location
-	for _, e := range evs {
+	n := min(len(e.events), h/4-1)
+	evs := e.events[len(e.events)-n:]
+	lines := []string{e.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(e.servedBy)), w))}
+	loc := e.loc
+	for _, ev := range evs {
 		node := "-"
-		if e.NodeID != "" {
-			node = format.Text(e.Role) + "/" + format.Text(e.NodeID)
+		if ev.NodeID != "" {
+			node = format.Text(ev.Role) + "/" + format.Text(ev.NodeID)
 		}
-		change := e.New
-		if e.Old != "" {
-			change = e.Old + " -> " + e.New
+		change := ev.New
+		if ev.Old != "" {
+			change = ev.Old + " -> " + ev.New
 		}
-		text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(e.TimeUnixMs).In(loc), now.In(loc)), e.Type, node, change, format.Text(e.Reason))
-		st := m.st.header
-		switch e.Type {
+		text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(ev.TimeUnixMs).In(loc), now.In(loc)), ev.Type, node, change, format.Text(ev.Reason))
+		st := e.st.header
+		switch ev.Type {
 		case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "node_revoked":
-			st = m.st.bad
+			st = e.st.bad
 		case "node_cordoned":
-			st = m.st.warn
+			st = e.st.warn
 		case "node_health_changed", "node_readiness_changed":
-			if e.New != "healthy" && e.New != "ready" {
-				st = m.st.warn
+			if ev.New != "healthy" && ev.New != "ready" {
+				st = e.st.warn
 			}
 		}
 		lines = append(lines, st.Render(strings.TrimRight(fit(text, w), " ")))
