@@ -1,6 +1,7 @@
 package talontest
 
-// Shared scaffolding of the liveness and fault tests (liveness_test.go,
+// Shared scaffolding of the liveness and fault tests
+// (internal/integration/faults/liveness_test.go,
 // issue 24): the timings they run with, a cluster of real coordinator and
 // worker processes with mutual TLS on a real store, a poller that samples
 // every coordinator's answers every 50 ms, and the analyses the tests

@@ -211,7 +211,8 @@ func Live(t *testing.T, p *Proc) bool {
 }
 
 // InsecureArgs run a process without mutual TLS, for tests about other
-// things; tls_test.go runs clusters with it.
+// things; internal/integration/security/tls_test.go runs clusters with
+// TLS.
 var InsecureArgs = []string{"--insecure-control-plane"}
 
 // TimingArgs are short heartbeat settings for tests (whole-second TTL for
