@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +17,7 @@ import (
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // textRate returns the ops/s column of the row of a bench table that

@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 	"github.com/talonhq/talon/internal/worker/cache"
 	"github.com/talonhq/talon/internal/worker/dataserver"
 	"github.com/talonhq/talon/internal/worker/stats"

@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/app"
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/bench/harness"
@@ -36,6 +34,7 @@ import (
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // benchReportEnv turns TestBenchReport on (make bench-report sets it).

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +22,7 @@ import (
 	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/kube"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // kubeStoreBytesEnv turns TestKubeHeartbeatStoreBytes on alone (make

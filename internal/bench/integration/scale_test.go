@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // benchScaleEnv turns the scale rows on: make bench-report sets it beside

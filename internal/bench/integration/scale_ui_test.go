@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/chromedp/chromedp"
 
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/browsertest"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // uiScaleNodes is the cluster size of issue 30's web UI row.

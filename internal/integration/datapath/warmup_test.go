@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // warmupFigures is one run: a worker joins a loaded, warm cluster.

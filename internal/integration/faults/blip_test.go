@@ -23,13 +23,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // blipTiming is the timing of the blip tests: heartbeats every second,

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state/kube"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // TestEventsSurviveRestartsOnEtcd is issue 38 item 4 on real processes: a

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -15,6 +13,7 @@ import (
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // TestActiveActiveOnKubernetes runs two coordinators on a real

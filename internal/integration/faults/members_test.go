@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // TestWorkerKilledAndRestarted: a worker killed with SIGKILL turns

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"sigs.k8s.io/yaml"
 
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // promtoolBin returns promtool (TALON_PROMTOOL, set by make test from

@@ -18,12 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // prometheusBin returns Debian's prometheus server (TALON_PROMETHEUS, set

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
@@ -22,6 +20,7 @@ import (
 	"github.com/talonhq/talon/internal/state/etcd"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // storeBytes is what etcd took per worker per hour in one run.

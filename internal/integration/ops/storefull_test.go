@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // noSpaceWords is how a coordinator names etcd's NOSPACE alarm.

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // TestOneOwnerCannotFailARead is the review's attack: an owner answering

@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // colluder is a compromised worker that colludes with the others started

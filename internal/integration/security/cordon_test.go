@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // capture is a listener that counts every connection and byte it gets:

@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // lyingWorker is a compromised worker: it holds a valid worker credential,

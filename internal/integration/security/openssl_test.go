@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // opensslBin returns the openssl command (TALON_OPENSSL, set by make test

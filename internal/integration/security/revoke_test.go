@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/testsupport/talontest"
-
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testsupport"
+	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
 // TestDenyListRevokes: a client credential stolen and then written to the
