@@ -90,7 +90,7 @@ bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon,
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SCALE=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
 	  TALON_BENCH_PAIRS=$${BENCH_PAIRS:-3} TALON_BENCH_MIX=$${BENCH_MIX:-renew} \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-report.md \
-	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/integration && cat bin/bench-report.md
+	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/bench/integration && cat bin/bench-report.md
 
 # The image: linux/amd64 and linux/arm64 binaries packed by internal/tools/image
 # into a multi-arch OCI image layout (no container daemon needed): non-root
@@ -145,7 +145,7 @@ FAULTS_RUN ?= ^(TestLiveness|TestStoreFaultsEtcd$$|TestStoreOutageKube$$|TestCra
 faults: ## run the HA fault tests and the full fault schedule (3-member etcd, kube-apiserver); print their figures and table
 	@mkdir -p bin && rm -f bin/faults-table.md && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_FAULTS=full TALON_FAULT_TABLE=$(CURDIR)/bin/faults-table.md \
-	  $(GO) test -count=1 -v -run '$(FAULTS_RUN)' -timeout 45m ./internal/integration > bin/faults.log 2>&1; rc=$$?; \
+	  $(GO) test -count=1 -v -run '$(FAULTS_RUN)' -timeout 45m ./internal/integration/faults > bin/faults.log 2>&1; rc=$$?; \
 	  grep -E 'liveness_test.go|blip_test.go|^ +\| |^(--- |ok|FAIL)' bin/faults.log | grep -v 'offset ' ; \
 	  echo; echo "| backend | schedule | fault | client operations | failed by code | max latency | heartbeats lost | 200s short of live workers | wrong answers | worker records lost |"; \
 	  echo "|---|---|---|---|---|---|---|---|---|---|"; cat bin/faults-table.md 2>/dev/null; \
@@ -162,7 +162,7 @@ SOAK_DURATION ?= 25m
 soak: ## run the soak (SOAK_DURATION, default 25m) on etcd and Kubernetes and print its figures over time
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_SOAK=$(SOAK_DURATION) \
-	  $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 3h ./internal/integration > bin/soak.log 2>&1; rc=$$?; \
+	  $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 3h ./internal/integration/ops > bin/soak.log 2>&1; rc=$$?; \
 	  grep -E 'soak_test.go|^(--- |ok|FAIL)' bin/soak.log; echo "full log: bin/soak.log"; exit $$rc
 
 # The scale rows of bench-report alone: a coordinator process on etcd with
@@ -175,7 +175,7 @@ bench-scale: ## measure the scale rows of bench-report alone (50,000 workers on 
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_SCALE=$${SCALE:-1} \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-scale.md \
-	  $(GO) test -count=1 -run '^TestBenchScale$$' -timeout 30m ./internal/integration && cat bin/bench-scale.md
+	  $(GO) test -count=1 -run '^TestBenchScale$$' -timeout 30m ./internal/bench/integration && cat bin/bench-scale.md
 
 bench: ## run the Go benchmarks (see README for the figures)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \

@@ -407,7 +407,7 @@ func TestUnitsSandboxed(t *testing.T) {
 
 // TestUnitsNotify: both units are Type=notify with only the main process
 // allowed to notify (talon sends READY=1 when /readyz turns 200 and
-// STOPPING=1 at the drain: internal/integration's TestSystemdNotify), and
+// STOPPING=1 at the drain: internal/integration/ops's TestSystemdNotify), and
 // name a start timeout on purpose.
 func TestUnitsNotify(t *testing.T) {
 	for _, u := range []string{"systemd/talon-coordinator.service", "systemd/talon-worker.service"} {

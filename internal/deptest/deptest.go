@@ -55,8 +55,10 @@ var networked = []string{"go.etcd.io/", "k8s.io/client-go/", "google.golang.org/
 var TestOnly = []string{"internal/testsupport", "internal/testenv", "internal/state/statetest"}
 
 // testTooling are the packages that may link test support: test support
-// itself, the end-to-end tests, this package and the build tools.
-var testTooling = append(slices.Clone(TestOnly), "internal/integration", "internal/deptest", "internal/tools")
+// itself, the end-to-end tests (internal/integration/... by concern, and
+// the measurements of internal/bench/integration), this package and the
+// build tools.
+var testTooling = append(slices.Clone(TestOnly), "internal/integration", "internal/bench/integration", "internal/deptest", "internal/tools")
 
 // presentation is what talonctl and its top view may link of this module:
 // the API (and the record model its types convert from), the CLI and TUI

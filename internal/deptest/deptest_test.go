@@ -87,6 +87,9 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		m("internal/testsupport/coordtest"): {m("internal/coordinator"), m("internal/testsupport")},
 		m("internal/config"):                {m("internal/format"), "github.com/dustin/go-humanize"},
 		m("internal/integration"):           {m("internal/testenv"), m("internal/testsupport")},
+		m("internal/testsupport/talontest"): {m("internal/testenv"), m("internal/testsupport"), m("internal/apiv1"), m("internal/client")},
+		m("internal/integration/faults"):    {m("internal/testsupport/talontest")},
+		m("internal/bench/integration"):     {m("internal/testsupport/talontest"), m("internal/bench/harness")},
 	}
 	// In the made-up graph every dependency is a direct import too, but
 	// config's go-humanize, which it reaches through format.
@@ -140,6 +143,8 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/coordinator", m("internal/testsupport"), "never links test support"},
 		{"internal/state/etcd", m("internal/state/statetest"), "never links test support"},
 		{"cmd/talon", m("internal/testenv"), "never links test support"},
+		{"internal/worker", m("internal/testsupport/talontest"), "never links test support"},
+		{"internal/bench", m("internal/testsupport/talontest"), "never links test support"},
 	}
 	exercised := map[string]bool{}
 	for _, tt := range tests {

@@ -1,5 +1,6 @@
 // Package testenv starts real etcd, kube-apiserver and S3 (versitygw)
-// processes on loopback for Talon's integration tests. It is imported only from _test.go files.
+// processes on loopback for Talon's integration tests. It is imported only from _test.go files
+// and from test support (internal/testsupport/talontest).
 //
 // The binaries are built from source by build-servers.sh (nested modules
 // etcdbin/ and kubebin/, so server dependencies stay out of Talon's go.mod)

@@ -1,0 +1,11 @@
+// Package integration holds the measurements of package bench on real
+// talon processes (package talontest) and real stores: the report of
+// `make bench-report` (TestBenchReport, TestBenchReportDataPath,
+// TALON_BENCH_REPORT_FILE), the scale rows of `make bench-scale`
+// (TestBenchScale: many workers on etcd and Kubernetes, top and the UI in
+// Chromium), `talon bench` end to end, the Kubernetes heartbeat benchmark
+// and store bytes, lookups over the protocol and the cost of mutual TLS
+// (go test -bench). Tests never assert on wall-clock speed; each is
+// skipped under -short, and the long ones without their TALON_BENCH_*
+// variable.
+package integration

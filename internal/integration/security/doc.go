@@ -1,0 +1,10 @@
+// Package security holds the end-to-end tests of Talon's defences on real
+// talon processes (package talontest): mutual TLS on the control plane
+// (attacks refused, certificate rotation, old TLS versions refused by the
+// listeners as openssl sees them), attested workers on Kubernetes, deny
+// lists that revoke credentials on every coordinator, cordon and drain
+// that never reach a worker's address, floods of unauthenticated
+// connections kept bounded, and lying, colluding or failing owners that
+// never make a read return wrong bytes or fail. Every test is skipped
+// under -short.
+package security
