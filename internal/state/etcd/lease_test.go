@@ -35,13 +35,12 @@ func waitCache(t *testing.T, s *Store, rev state.Revision) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.cache.mu.RLock()
-		at, ready := s.cache.rev, s.cache.ready
-		s.cache.mu.RUnlock()
-		if ready && at >= n {
+		reached, ready := s.cache.r.Reached(uint64(n))
+		if reached {
 			return
 		}
 		if time.Now().After(deadline) {
+			at, _ := s.cache.r.Revision()
 			t.Fatalf("cache at revision %d (ready %t), want %d", at, ready, n)
 		}
 		time.Sleep(time.Millisecond)
@@ -67,10 +66,8 @@ func waitCacheReady(t testing.TB, s *Store) {
 		t.Fatal(err)
 	}
 	for {
-		s.cache.mu.RLock()
-		at := s.cache.rev
-		s.cache.mu.RUnlock()
-		if at >= resp.Header.Revision {
+		at, _ := s.cache.r.Revision()
+		if at >= uint64(resp.Header.Revision) {
 			return
 		}
 		if ctx.Err() != nil {

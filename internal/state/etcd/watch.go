@@ -11,7 +11,13 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
-// Watch streams the cluster's changes after revision after: an etcd watch
+// Watch streams the cluster's changes after revision after. With the
+// snapshot cache on, it is served from the cache's watch (one etcd watch
+// per store, however many callers watch): changes the cache has applied
+// already are replayed from its ring of recent events, a revision older
+// than the ring ends the watch with state.ErrCompacted, and a caller that
+// falls behind, or a cache that loses its watch, ends it with
+// state.ErrUnavailable or the cause. Without the cache it is an etcd watch
 // of the cluster's prefix from after+1, one batch per watch response (each
 // holds whole revisions). A revision etcd has compacted ends the watch with
 // state.ErrCompacted; so does a token that is not an etcd revision. Deletes,
@@ -30,6 +36,11 @@ func (s *Store) Watch(ctx context.Context, clusterID string, after state.Revisio
 	rev, ok := parseRevision(after)
 	if !ok {
 		return fail(fmt.Errorf("etcd watch %s: revision %q is not an etcd revision (watch from a snapshot's revision): %w", clusterID, after.String(), state.ErrCompacted))
+	}
+	if s.cache != nil {
+		if ch, ok := s.cache.subscribe(ctx, clusterID, rev); ok {
+			return ch
+		}
 	}
 	if !s.spawn(func() { s.runWatch(ctx, clusterID, rev, out) }) {
 		return fail(fmt.Errorf("etcd watch %s: %w", clusterID, state.ErrClosed))

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -47,20 +46,22 @@ const fenceAfter = 10 * time.Millisecond
 // coordinator's snapshot reads (one overlaps the other's round trip).
 const probesInflight = 2
 
-// snapCache mirrors every Talon Lease of the namespace (managedSelector),
-// fed by one watch: a consistent LIST at resourceVersion R, then a watch
-// from R with bookmarks; on any watch failure (410 Gone, a lost stream) it
-// lists again. Its revision C is the resourceVersion of the last event or
-// bookmark applied; the API server sends a watch's events in
-// resourceVersion order, so the mirror is the namespace's Talon Leases as
-// of C. Store.Snapshot answers from it once C has reached a revision
-// probed after the call began (snapshot).
+// snapCache mirrors every Talon Lease of the namespace (managedSelector)
+// through a state.Reflector fed by one watch: a consistent LIST at
+// resourceVersion R, then a watch from R with bookmarks; on any watch
+// failure (410 Gone, a lost stream) it lists again. Its revision C is the
+// resourceVersion of the last event or bookmark applied; the API server
+// sends a watch's events in resourceVersion order, so the mirror is the
+// namespace's Talon Leases as of C. Store.Snapshot answers from it once C
+// has reached a revision probed after the call began (snapshot), and
+// Store.Watch is served from it, so a coordinator holds one watch.
 //
 // Each Lease version is decoded once, when it arrives (not at all when it
 // is the version this store wrote, which the write cache holds), and
 // observed then: its UpdatedAtUnixMs is when this store first saw it.
 type snapCache struct {
 	s *Store
+	r *state.Reflector[*cachedLease]
 	// probes and fences are the shared revision probe and fence write.
 	probes, fences *sharedCall
 	// fenceSeq makes every fence write a change (an unchanged object
@@ -70,13 +71,6 @@ type snapCache struct {
 	fenced atomic.Bool
 	// warned is when (unix ns) a fallback was last logged.
 	warned atomic.Int64
-
-	mu      sync.RWMutex                // guards the fields below
-	ready   bool                        // the watch is established: rev advances
-	rev     uint64                      // C, the revision of the mirror
-	revStr  string                      // C as the API server wrote it
-	idx     *state.Mirror[*cachedLease] // by Lease name and per cluster
-	changed chan struct{}               // closed and replaced when rev or ready changes
 }
 
 // cachedLease is the record one Talon Lease holds at one resourceVersion.
@@ -92,104 +86,111 @@ func (e *cachedLease) MirrorName() string     { return e.name }
 func (e *cachedLease) MirrorKey() cluster.Key { return e.key }
 
 func newSnapCache(s *Store) *snapCache {
-	c := &snapCache{
-		s:       s,
-		idx:     state.NewMirror[*cachedLease](),
-		changed: make(chan struct{}),
-	}
+	c := &snapCache{s: s}
+	c.r = state.NewReflector(s.ctx, s.log, state.ReflectorSource[*cachedLease]{
+		Name:      "snapshot cache",
+		List:      c.list,
+		Watch:     c.watch,
+		Record:    func(e *cachedLease) (*cluster.Record, bool) { return e.rec, e.rec != nil },
+		Final:     func(err error) bool { return errors.Is(err, errOpaqueRevision) },
+		Available: c.available,
+		Go:        func(f func()) bool { return s.goOwned(f) == nil },
+	}, 0)
 	c.probes = newSharedCall(s, probesInflight, s.probeRevision)
 	c.fences = newSharedCall(s, 1, c.writeFence)
 	return c
 }
 
-// run keeps the cache in sync until the store closes: list, watch, and on
-// any watch failure list again after a backoff.
-func (c *snapCache) run() {
+// run keeps the cache in sync until the store closes. It ends for good
+// when the API server's resourceVersions are not integers: snapshots are
+// LISTs then, and watches the store's own.
+func (c *snapCache) run() { c.r.Run() }
+
+// available reports whether the API server still has resourceVersion
+// after: a LIST of the store's fence at exactly that version answers 410
+// Gone once it is compacted.
+func (c *snapCache) available(ctx context.Context, after uint64) error {
 	s := c.s
-	retry := backoff.New(backoff.Policy{Initial: 50 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2})
-	for s.ctx.Err() == nil {
-		synced, err := c.syncAndWatch()
-		c.setNotReady()
-		if s.ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, errOpaqueRevision) {
-			s.log.Info("snapshot cache off: the API server's resourceVersions are not integers; snapshots are LISTs", "err", err)
-			return
-		}
-		if synced {
-			retry.Reset()
-		}
-		wait := retry.Next()
-		level := s.log.Warn
-		if errors.Is(err, state.ErrCompacted) {
-			level = s.log.Info
-		}
-		level("snapshot cache lost its watch; listing again", "err", err, "retryIn", wait)
-		if backoff.Sleep(s.ctx, wait) != nil {
-			return
-		}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	_, err := s.cacheLeases.List(ctx, metav1.ListOptions{
+		FieldSelector:        fields.OneTermEqualSelector("metadata.name", s.fenceName).String(),
+		ResourceVersion:      strconv.FormatUint(after, 10),
+		ResourceVersionMatch: metav1.ResourceVersionMatchExact,
+	})
+	if err != nil {
+		return mapError("kube watch revision check", err)
 	}
+	return nil
 }
 
-// syncAndWatch lists, then applies the watch (resumed from the cache's
-// revision whenever a watch request ends normally) until it fails. synced
-// reports whether the list succeeded.
-func (c *snapCache) syncAndWatch() (synced bool, err error) {
+// list reads every Talon Lease of the namespace.
+func (c *snapCache) list(ctx context.Context) ([]*cachedLease, uint64, string, error) {
 	s := c.s
 	listed := s.now()
-	items, rv, err := s.list(s.ctx, s.cacheLeases, managedSelector)
+	items, rv, err := s.list(ctx, s.cacheLeases, managedSelector)
 	if err != nil {
-		return false, mapError("kube snapshot cache list", err)
+		return nil, 0, "", mapError("kube snapshot cache list", err)
 	}
 	n, err := parseRevision(rv)
 	if err != nil {
-		return false, err
+		return nil, 0, "", err
 	}
 	s.stats.resyncs.Add(1)
-	c.reset(items, rv, n)
+	entries := make([]*cachedLease, 0, len(items))
+	for i := range items {
+		if e := c.entry(&items[i]); e != nil {
+			entries = append(entries, e)
+		}
+	}
 	// The listing saw every Lease still there: forget the observations of
 	// the rest.
 	s.obs.Prune(listed)
+	return entries, n, rv, nil
+}
 
+// watch applies watch requests, each resumed from the cache's revision
+// when the one before ended normally, until one fails.
+func (c *snapCache) watch(ctx context.Context, stream state.Stream[*cachedLease]) error {
+	s := c.s
 	first := true
 	for {
-		from := c.revision()
-		w, err := s.startWatch(s.ctx, s.cacheLeases, managedSelector, from)
+		_, from := stream.Revision()
+		w, err := s.startWatch(ctx, s.cacheLeases, managedSelector, from)
 		if err != nil {
-			return true, mapError("kube snapshot cache watch from "+from, err)
+			return mapError("kube snapshot cache watch from "+from, err)
 		}
 		if first {
-			// Ready only now: from here on, every change after the listing
-			// arrives on the watch.
-			c.setReady()
+			// Established only now: from here on, every change after the
+			// listing arrives on the watch.
+			stream.Established()
 			first = false
 		}
 		started := time.Now()
-		events, err := c.pump(w)
+		events, err := c.pump(ctx, w, stream)
 		w.Stop()
-		if err != nil || s.ctx.Err() != nil {
-			return true, err
+		if err != nil || ctx.Err() != nil {
+			return err
 		}
 		if events == 0 && time.Since(started) < quickEnd {
 			// client-go turns a refused or reset stream into an empty watch.
-			return true, fmt.Errorf("%w: snapshot cache watch from %s ended at once", state.ErrUnavailable, from)
+			return fmt.Errorf("%w: snapshot cache watch from %s ended at once", state.ErrUnavailable, from)
 		}
 	}
 }
 
 // pump applies one watch request's events until its result channel closes
-// (the request ended: resume from the cache's revision), the store closes,
-// or the server sends an error. It returns how many events (bookmarks
-// included) arrived.
-func (c *snapCache) pump(w watch.Interface) (int, error) {
+// (the request ended: resume from the cache's revision), ctx ends, or the
+// server sends an error. It returns how many events (bookmarks included)
+// arrived.
+func (c *snapCache) pump(ctx context.Context, w watch.Interface, stream state.Stream[*cachedLease]) (int, error) {
 	res := w.ResultChan()
 	n := 0
 	for {
 		var ev watch.Event
 		var ok bool
 		select {
-		case <-c.s.ctx.Done():
+		case <-ctx.Done():
 			return n, nil
 		case ev, ok = <-res:
 		}
@@ -202,7 +203,7 @@ func (c *snapCache) pump(w watch.Interface) (int, error) {
 			n++
 			ch, err := c.change(ev)
 			if err != nil {
-				c.apply(changes)
+				stream.Apply(changes)
 				return n, err
 			}
 			changes = append(changes, ch)
@@ -218,20 +219,14 @@ func (c *snapCache) pump(w watch.Interface) (int, error) {
 				break
 			}
 		}
-		c.apply(changes)
+		stream.Apply(changes)
 	}
 }
 
-// change is one watch event as the cache applies it.
-type change struct {
-	rv  string
-	rev uint64
-	// name is the Lease changed; "" for a bookmark.
-	name string
-	// put is the record the Lease holds now; nil when it holds none (it
-	// was deleted, or is a fence, or holds no readable record).
-	put *cachedLease
-}
+// change is one watch event as the cache applies it: Name is "" for a
+// bookmark, Entry nil when the Lease holds no record (it was deleted, or
+// is a fence, or holds no readable record).
+type change = state.MirrorChange[*cachedLease]
 
 // change converts one watch event.
 func (c *snapCache) change(ev watch.Event) (change, error) {
@@ -249,14 +244,14 @@ func (c *snapCache) change(ev watch.Event) (change, error) {
 	if err != nil {
 		return change{}, err
 	}
-	ch := change{rv: l.ResourceVersion, rev: rev}
+	ch := change{Token: l.ResourceVersion, Rev: rev}
 	switch ev.Type {
 	case watch.Bookmark:
 	case watch.Added, watch.Modified:
-		ch.name = l.Name
-		ch.put = c.entry(l)
+		ch.Name = l.Name
+		ch.Entry = c.entry(l)
 	case watch.Deleted:
-		ch.name = l.Name
+		ch.Name = l.Name
 	default:
 		return change{}, fmt.Errorf("kube snapshot cache watch: event of unknown type %q", ev.Type)
 	}
@@ -292,116 +287,14 @@ func (c *snapCache) entry(l *coordv1.Lease) *cachedLease {
 	return &cachedLease{name: l.Name, key: key, rv: l.ResourceVersion, rec: s.observed(l, rec)}
 }
 
-// reset replaces the contents with a listing at resourceVersion rv; the
-// cache is not ready until its watch is established.
-func (c *snapCache) reset(items []coordv1.Lease, rv string, rev uint64) {
-	entries := make([]*cachedLease, 0, len(items))
-	for i := range items {
-		if e := c.entry(&items[i]); e != nil {
-			entries = append(entries, e)
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.idx.Reset(entries)
-	c.rev, c.revStr = rev, rv
-	c.broadcastLocked()
-}
-
-// apply applies changes in order and advances the revision.
-func (c *snapCache) apply(changes []change) {
-	if len(changes) == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, ch := range changes {
-		if ch.name != "" {
-			if ch.put != nil {
-				c.idx.Put(ch.put)
-			} else {
-				c.idx.Delete(ch.name)
-			}
-		}
-		if ch.rev > c.rev {
-			c.rev, c.revStr = ch.rev, ch.rv
-		}
-	}
-	c.broadcastLocked()
-}
-
-// broadcastLocked wakes every waiter; mu must be held for writing.
-func (c *snapCache) broadcastLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-func (c *snapCache) setReady() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ready = true
-	c.broadcastLocked()
-}
-
-func (c *snapCache) setNotReady() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ready = false
-	c.broadcastLocked()
-}
-
-func (c *snapCache) isReady() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.ready
-}
-
-// revision returns the cache's revision as the API server wrote it.
-func (c *snapCache) revision() string {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.revStr
-}
+func (c *snapCache) isReady() bool { return c.r.Ready() }
 
 // touch marks every Lease the cache holds as still listed in the store's
 // observations, so pruning them drops only Leases that are gone.
 func (c *snapCache) touch() {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if !c.ready {
-		return
-	}
-	c.idx.Entries(func(e *cachedLease) { c.s.obs.See(e.name, e.rv, 0) })
-}
-
-// waitFor blocks until the cache's revision reaches target (reached), the
-// cache stops being ready (!ready), limit passes (limit > 0), or ctx
-// ends (err).
-func (c *snapCache) waitFor(ctx context.Context, target uint64, limit time.Duration) (reached, ready bool, err error) {
-	var expired <-chan time.Time
-	for {
-		c.mu.RLock()
-		ready, rev, changed := c.ready, c.rev, c.changed
-		c.mu.RUnlock()
-		switch {
-		case !ready:
-			return false, false, nil
-		case rev >= target:
-			return true, true, nil
-		}
-		if expired == nil && limit > 0 {
-			t := time.NewTimer(limit)
-			defer t.Stop()
-			expired = t.C
-		}
-		select {
-		case <-changed:
-		case <-expired:
-			return false, true, nil
-		case <-ctx.Done():
-			return false, true, ctx.Err()
-		}
-	}
+	c.r.Read(0, func(idx *state.Mirror[*cachedLease], _ uint64, _ string) {
+		idx.Entries(func(e *cachedLease) { c.s.obs.See(e.name, e.rv, 0) })
+	})
 }
 
 // snapshot answers a linearizable Snapshot from the cache, or ok false
@@ -424,7 +317,7 @@ func (c *snapCache) snapshot(ctx context.Context, clusterID string) (snap *state
 		}
 		return nil, false, err
 	}
-	reached, ready, err := c.waitFor(ctx, target, fenceAfter)
+	reached, ready, err := c.r.WaitFor(ctx, target, fenceAfter)
 	if err != nil || !ready {
 		return nil, false, err
 	}
@@ -441,7 +334,7 @@ func (c *snapCache) snapshot(ctx context.Context, clusterID string) (snap *state
 			return nil, false, nil // cannot happen: the write followed the probe
 		}
 		wctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
-		reached, _, err = c.waitFor(wctx, fence, 0)
+		reached, _, err = c.r.WaitFor(wctx, fence, 0)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
@@ -453,17 +346,15 @@ func (c *snapCache) snapshot(ctx context.Context, clusterID string) (snap *state
 			return nil, false, nil
 		}
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if !c.ready || c.rev < target {
-		return nil, false, nil
-	}
-	return &state.Snapshot{
-		ClusterID:        clusterID,
-		Records:          c.recordsLocked(clusterID),
-		Revision:         state.NewRevision(c.revStr),
-		ObservedAtUnixMs: s.now().UnixMilli(),
-	}, true, nil
+	c.r.Read(target, func(idx *state.Mirror[*cachedLease], _ uint64, token string) {
+		snap = &state.Snapshot{
+			ClusterID:        clusterID,
+			Records:          recordsOf(idx, clusterID),
+			Revision:         state.NewRevision(token),
+			ObservedAtUnixMs: s.now().UnixMilli(),
+		}
+	})
+	return snap, snap != nil, nil
 }
 
 // warnFallback logs why a snapshot fell back to a LIST, at most once a
@@ -477,11 +368,11 @@ func (c *snapCache) warnFallback(msg string, err error) {
 	c.s.log.Warn(msg, "err", err)
 }
 
-// recordsLocked returns the cluster's records in snapshot order; mu must
-// be held (for reading at least). The slice is shared by every snapshot
-// of the same contents and must not be modified.
-func (c *snapCache) recordsLocked(clusterID string) []*cluster.Record {
-	return c.idx.Records(clusterID, func(es []*cachedLease) ([]*cluster.Record, bool) {
+// recordsOf returns the cluster's records in snapshot order, under the
+// reflector's read lock. The slice is shared by every snapshot of the
+// same contents and must not be modified.
+func recordsOf(idx *state.Mirror[*cachedLease], clusterID string) []*cluster.Record {
+	return idx.Records(clusterID, func(es []*cachedLease) ([]*cluster.Record, bool) {
 		var recs []*cluster.Record // nil when empty, as a LIST's
 		if len(es) > 0 {
 			recs = make([]*cluster.Record, len(es))
@@ -491,4 +382,10 @@ func (c *snapCache) recordsLocked(clusterID string) []*cluster.Record {
 		}
 		return recs, true
 	})
+}
+
+// subscribe serves Store.Watch from the cache; ok is false when the cache
+// is off for good.
+func (c *snapCache) subscribe(ctx context.Context, clusterID string, after uint64) (<-chan state.WatchBatch, bool) {
+	return c.r.Subscribe(ctx, clusterID, after)
 }

@@ -42,6 +42,14 @@ const (
 // slot, because Snapshot would not return it either. Each event's revision
 // is the Lease's resourceVersion after the change.
 //
+// With the snapshot cache on, the watch is served from the cache's own
+// (one watch per store, however many callers watch): changes the cache
+// has applied already are replayed from its ring of recent events, a
+// revision older than the ring ends the watch with ErrCompacted, and a
+// caller that falls behind, or a cache that loses its watch, ends it with
+// ErrUnavailable or the cause. Without the cache, or when the API
+// server's resourceVersions are not integers, it is a watch of its own:
+//
 // When a watch request ends normally the store watches again from the last
 // resourceVersion it saw. The channel ends with ErrCompacted when the API
 // server no longer has that resourceVersion (410 Gone, "too old resource
@@ -60,6 +68,13 @@ func (s *Store) Watch(ctx context.Context, clusterID string, after state.Revisio
 	}
 	if after.IsZero() {
 		return fail(fmt.Errorf("%w: kube watch %s: the zero revision is not valid: watch from a snapshot's revision", state.ErrInvalidRecord, clusterID))
+	}
+	if c := s.snapshotCache(); c != nil {
+		if after, err := parseRevision(after.String()); err == nil {
+			if ch, ok := c.subscribe(ctx, clusterID, after); ok {
+				return ch
+			}
+		}
 	}
 	s.mu.Lock()
 	if s.closed {
