@@ -307,6 +307,41 @@ func (e *Etcd) cleanup() {
 // the same across Stop and Start.
 func (e *Etcd) Endpoints() []string { return []string{e.clientURL} }
 
+// Watchers returns how many watchers etcd serves, its own
+// etcd_debugging_mvcc_watcher_total gauge read from /metrics (over TLS
+// with the client certificate when the server uses TLS).
+func (e *Etcd) Watchers(t testing.TB) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: e.TLSConfig()}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.clientURL+"/metrics", nil)
+	if err != nil {
+		t.Fatalf("etcd metrics: %v", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("etcd metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		t.Fatalf("etcd metrics: %v", err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd_debugging_mvcc_watcher_total "); ok {
+			var n float64
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("etcd_debugging_mvcc_watcher_total %q: %v", v, err)
+			}
+			return int(n)
+		}
+	}
+	t.Fatal("etcd's /metrics has no etcd_debugging_mvcc_watcher_total")
+	return 0
+}
+
 // DataDir returns etcd's data directory.
 func (e *Etcd) DataDir() string { return e.dataDir }
 

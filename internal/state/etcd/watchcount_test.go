@@ -1,11 +1,8 @@
 package etcd
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,39 +12,13 @@ import (
 	"github.com/talonhq/talon/internal/testenv"
 )
 
-// etcdWatchers reads etcd's own count of watchers from its /metrics.
-func etcdWatchers(t *testing.T, e *testenv.Etcd) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.Endpoints()[0]+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("etcd metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "etcd_debugging_mvcc_watcher_total "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("etcd_debugging_mvcc_watcher_total %q: %v", v, err)
-			}
-			return int(n)
-		}
-	}
-	t.Fatal("etcd's /metrics has no etcd_debugging_mvcc_watcher_total")
-	return 0
-}
-
 // waitWatchers waits until etcd counts want watchers and returns its
 // last count.
 func waitWatchers(t *testing.T, e *testenv.Etcd, want int) int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		n := etcdWatchers(t, e)
+		n := e.Watchers(t)
 		if n == want || time.Now().After(deadline) {
 			return n
 		}
@@ -63,7 +34,7 @@ func waitWatchers(t *testing.T, e *testenv.Etcd, want int) int {
 func TestOneWatchPerStore(t *testing.T) {
 	testenv.SkipIfShort(t)
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
-	base := etcdWatchers(t, e)
+	base := e.Watchers(t)
 	const callers = 3
 	for _, tc := range []struct {
 		cache bool
