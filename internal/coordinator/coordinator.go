@@ -249,7 +249,7 @@ type Coordinator struct {
 	views       atomic.Pointer[batcher] // set by Run; nil before
 	view        *tracker                // the view, readiness of the store, recovery
 	evidence    *evidence               // what this coordinator observed, for proposals
-	subs        *subscribers
+	ctl         *controlServer          // the control protocol: listener, connections, drain
 	ready       *readiness.Tracker
 	events      *eventLog     // what this coordinator observed, bounded, in memory
 	shared      *sharedEvents // node events to and from the store's event log; nil without one
@@ -258,28 +258,21 @@ type Coordinator struct {
 	attestRates *writeRates   // per-peer attestations (TokenReviews)
 	self        *membership.Loop
 	bg          sync.WaitGroup  // background goroutines: batched reads, loops
-	connWG      sync.WaitGroup  // connection goroutines
-	inflight    sync.WaitGroup  // requests being served
 	kick        chan struct{}   // asks the refresh loop for a new view now
 	selfKick    chan struct{}   // asks the own-record loop to write now
 	proposals   chan proposal   // transitions for the proposer
 	revocations chan revocation // deny-listed records for the proposer to mark
 
-	revokeMu      sync.Mutex         // guards revokeChecked; a leaf
-	revokeChecked time.Time          // when the view was last compared with the deny list
-	writeSlots    chan struct{}      // one token per store write in flight (Limits.MaxInflightWrites)
-	ln            *netlimit.Listener // the control listener within Limits.MaxConnections
+	revokeMu      sync.Mutex    // guards revokeChecked; a leaf
+	revokeChecked time.Time     // when the view was last compared with the deny list
+	writeSlots    chan struct{} // one token per store write in flight (Limits.MaxInflightWrites)
 
-	lookups       atomic.Uint64
-	lookupErrors  atomic.Uint64
-	storeErrors   atomic.Uint64
-	requests      atomic.Uint64
-	requestErrors atomic.Uint64
+	lookups      atomic.Uint64
+	lookupErrors atomic.Uint64
+	storeErrors  atomic.Uint64
 
-	mu       sync.Mutex // guards the fields below: lifecycle and connections
+	mu       sync.Mutex // guards the fields below: lifecycle
 	draining bool
-	closing  bool // past the drain delay: new requests are refused
-	conns    map[*conn]struct{}
 }
 
 // New returns a coordinator. It has no side effects: nothing is read,
@@ -333,14 +326,12 @@ func New(opts Options) (*Coordinator, error) {
 		advertise:   advertise,
 		view:        newTracker(opts.RecoveryHold, maxReadGap(opts), newTolerances(opts.Timing, opts.RequestTimeout)),
 		evidence:    newEvidence(opts.Timing),
-		subs:        newSubscribers(),
 		events:      newEventLog(opts.EventCapacity, cmp.Or(opts.EventMaxAge, DefaultEventMaxAge), opts.Clock),
 		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
 		kick:        make(chan struct{}, 1),
 		selfKick:    make(chan struct{}, 1),
 		proposals:   make(chan proposal, maxQueuedProposals),
 		revocations: make(chan revocation, maxQueuedProposals),
-		conns:       map[*conn]struct{}{},
 	}
 	c.ready = c.newReadiness()
 	c.proc.ReadyFrom(c.ready.Ready)
@@ -358,7 +349,13 @@ func New(opts Options) (*Coordinator, error) {
 		// No credentials to wait for: nothing is ever pending.
 		lim.MaxPending, lim.MaxPendingPerAddress = 0, 0
 	}
-	c.ln = netlimit.Wrap(opts.Listener, lim, func(reason string) { m.limitRefusals.WithLabelValues(reason).Inc() })
+	c.ctl = &controlServer{
+		h: handler{c}, log: c.log, nodeID: opts.NodeID, m: m, proc: c.proc, tracer: c.tracer, now: c.now,
+		opts:  controlOptions{Limits: c.opts.Limits, TLS: opts.TLS, Revoked: opts.Revoked, RequestTimeout: opts.RequestTimeout},
+		ln:    netlimit.Wrap(opts.Listener, lim, func(reason string) { m.limitRefusals.WithLabelValues(reason).Inc() }),
+		subs:  newSubscribers(),
+		conns: map[*conn]struct{}{},
+	}
 	if c.self, err = c.newSelfLoop(); err != nil {
 		return nil, err
 	}
@@ -390,7 +387,7 @@ func (o *Options) validate() error {
 
 // Close releases a coordinator that will not be run: it closes the
 // listener. Run closes it itself; do not call Close after Run.
-func (c *Coordinator) Close() error { return c.ln.Close() }
+func (c *Coordinator) Close() error { return c.ctl.ln.Close() }
 
 // Addr returns the control listener's address.
 func (c *Coordinator) Addr() net.Addr { return c.opts.Listener.Addr() }
@@ -431,8 +428,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer c.bg.Done(); c.refreshLoop(base) }()
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	go func() { defer c.bg.Done(); c.proposeLoop(base) }()
-	c.connWG.Add(1)
-	go func() { defer c.connWG.Done(); c.acceptLoop() }()
+	c.ctl.start()
 	c.log.Info("coordinator listening; waiting for the store before serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
 
 	<-ctx.Done()
@@ -455,25 +451,7 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 	c.log.Info("draining: reporting unready and serving for the drain delay", "drain_delay", c.opts.DrainDelay)
 	time.Sleep(c.opts.DrainDelay)
 
-	c.mu.Lock()
-	c.closing = true
-	c.mu.Unlock()
-	_ = c.ln.Close()
-	done := make(chan struct{})
-	go func() { c.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(c.opts.ShutdownTimeout):
-		c.log.Warn("shutdown timeout passed with requests in flight; closing connections", "shutdown_timeout", c.opts.ShutdownTimeout)
-	}
-	c.notifyDrain()
-	c.mu.Lock()
-	for cn := range c.conns {
-		_ = cn.nc.Close()
-	}
-	c.mu.Unlock()
-	c.connWG.Wait()
-	<-done
+	c.ctl.stop(c.opts.ShutdownTimeout)
 
 	// No heartbeat may follow the removal, or it would re-create the record.
 	stopHeartbeats()
@@ -483,45 +461,6 @@ func (c *Coordinator) shutdown(stopHeartbeats func()) {
 		c.log.Warn("could not remove own record; it expires with its lease", "error", err)
 	}
 	c.log.Info("coordinator stopped")
-}
-
-// drainLinger is how long a connection stays open after its drain notice:
-// a request already on the wire gets the draining answer, and a peer that
-// reads the notice closes first, instead of finding a reset.
-const drainLinger = 200 * time.Millisecond
-
-// notifyDrain sends every open connection the drain notice and waits up
-// to drainLinger (within ShutdownTimeout) for their peers to close them.
-func (c *Coordinator) notifyDrain() {
-	c.mu.Lock()
-	conns := make([]*conn, 0, len(c.conns))
-	for cn := range c.conns {
-		conns = append(conns, cn)
-	}
-	c.mu.Unlock()
-	if len(conns) == 0 {
-		return
-	}
-	for _, cn := range conns {
-		cn.drainNotice()
-	}
-	c.log.Info("told connected clients and workers to use another coordinator", "connections", len(conns))
-	deadline := time.After(min(drainLinger, c.opts.ShutdownTimeout))
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		c.mu.Lock()
-		open := len(c.conns)
-		c.mu.Unlock()
-		if open == 0 {
-			return
-		}
-		select {
-		case <-deadline:
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // ownKey is the slot of this coordinator's own record.

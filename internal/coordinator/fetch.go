@@ -200,7 +200,7 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 	if c.view.isRecovering() {
 		return // no push while answers are held back
 	}
-	if changed, old, hadOld := c.subs.publish(v.Version()); changed {
+	if changed, old, hadOld := c.ctl.subs.publish(v.Version()); changed {
 		if hadOld {
 			c.log.Info("placement version changed", "old", old.String(), "new", v.Version().String(), "eligible_workers", v.Table.Len())
 		}

@@ -29,11 +29,7 @@ func closedWithin(nc net.Conn, d time.Duration) bool {
 	return err == nil // io.Copy returns nil at EOF; a deadline is an error
 }
 
-func (c *Coordinator) openConns() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.conns)
-}
+func (c *Coordinator) openConns() int { return c.ctl.openConns() }
 
 // TestConnectionCap: past max-connections, connections are closed at
 // accept and counted; those within the cap are served (the old listener

@@ -101,8 +101,8 @@ func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
 		Ready:           rd.Ready,
 		Capacity:        cluster.Capacity{StoreHealthy: storeOK},
 		Counters: cluster.Counters{
-			RequestsTotal:         c.requests.Load(),
-			ErrorsTotal:           c.requestErrors.Load(),
+			RequestsTotal:         c.ctl.requests.Load(),
+			ErrorsTotal:           c.ctl.requestErrors.Load(),
 			PlacementLookupsTotal: c.lookups.Load(),
 			PlacementErrorsTotal:  c.lookupErrors.Load(),
 			StoreErrorsTotal:      c.storeErrors.Load(),

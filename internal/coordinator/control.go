@@ -7,12 +7,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/protocol"
@@ -25,10 +27,59 @@ import (
 // subscriber that cannot take it in time is disconnected.
 const pushTimeout = time.Second
 
+// controlHandler is what the control-protocol server asks of the
+// coordinator: the view (a subscriber's first version), a placement
+// lookup, the record writes (upsert, remove), each admitted within the
+// write limits, and a worker connection's attestation and instructions.
+// The server owns the listener, the connections, their limits, framing,
+// authentication of the peer and the drain; the handler owns the
+// cluster.
+type controlHandler interface {
+	view(ctx context.Context) error
+	lookup(ctx context.Context, m *protocol.PlacementLookup) protocol.Message
+	upsert(ctx context.Context, cn *conn, op string, payload []byte) protocol.Message
+	remove(ctx context.Context, cn *conn, m *protocol.Deregister) protocol.Message
+	attest(ctx context.Context, cn *conn, token []byte) protocol.Message
+	instructions(cn *conn, m *protocol.Instructions) protocol.Message
+}
+
+// controlServer serves the control protocol on the coordinator's
+// listener: one goroutine per connection, requests answered in order,
+// placement-version pushes to subscribers, and the drain on shutdown.
+type controlServer struct {
+	h        controlHandler
+	log      *slog.Logger
+	nodeID   string
+	opts     controlOptions
+	m        *coordMetrics
+	proc     *metrics.Process
+	tracer   trace.Tracer
+	now      func() time.Time
+	ln       *netlimit.Listener // the control listener within Limits.MaxConnections
+	subs     *subscribers       // connections that asked for version pushes
+	connWG   sync.WaitGroup     // connection goroutines and the accept loop
+	inflight sync.WaitGroup     // requests being served
+
+	requests      atomic.Uint64
+	requestErrors atomic.Uint64
+
+	mu      sync.Mutex // guards the fields below
+	closing bool       // past the drain delay: new requests are refused
+	conns   map[*conn]struct{}
+}
+
+// controlOptions are the coordinator options the server reads.
+type controlOptions struct {
+	Limits         Limits
+	TLS            *tls.Config
+	Revoked        func(*x509.Certificate) bool
+	RequestTimeout time.Duration
+}
+
 // conn is one control connection.
 type conn struct {
-	c  *Coordinator
-	nc net.Conn
+	srv *controlServer
+	nc  net.Conn
 
 	wmu sync.Mutex // guards enc and writes to nc
 	enc *protocol.Encoder
@@ -66,7 +117,7 @@ func (cn *conn) drainNotice() {
 		_ = cn.nc.Close() // still handshaking: nothing of ours was sent yet
 		return
 	}
-	err := cn.write(0, protocol.NewError(protocol.CodeDraining, "coordinator %s is shutting down; use another coordinator", cn.c.opts.NodeID))
+	err := cn.write(0, protocol.NewError(protocol.CodeDraining, "coordinator %s is shutting down; use another coordinator", cn.srv.nodeID))
 	if err != nil {
 		_ = cn.nc.Close()
 		return
@@ -83,7 +134,7 @@ func (cn *conn) write(requestID uint64, m protocol.Message) error {
 }
 
 func (cn *conn) writeLocked(requestID uint64, m protocol.Message) error {
-	_ = cn.nc.SetWriteDeadline(time.Now().Add(pushTimeout + cn.c.opts.RequestTimeout))
+	_ = cn.nc.SetWriteDeadline(time.Now().Add(pushTimeout + cn.srv.opts.RequestTimeout))
 	return cn.enc.Encode(requestID, m)
 }
 
@@ -119,7 +170,7 @@ func (cn *conn) pusher(done <-chan struct{}) {
 	}
 }
 
-func (c *Coordinator) acceptLoop() {
+func (c *controlServer) acceptLoop() {
 	for {
 		nc, err := c.ln.Accept()
 		if err != nil {
@@ -133,7 +184,7 @@ func (c *Coordinator) acceptLoop() {
 		if c.opts.TLS != nil {
 			nc = tls.Server(nc, c.opts.TLS)
 		}
-		cn := &conn{c: c, nc: nc, enc: protocol.NewEncoder(nc), bumps: make(chan uint64, 1)}
+		cn := &conn{srv: c, nc: nc, enc: protocol.NewEncoder(nc), bumps: make(chan uint64, 1)}
 		c.mu.Lock()
 		if c.closing {
 			c.mu.Unlock()
@@ -150,7 +201,7 @@ func (c *Coordinator) acceptLoop() {
 	}
 }
 
-func (c *Coordinator) serveConn(cn *conn) {
+func (c *controlServer) serveConn(cn *conn) {
 	c.proc.ConnOpened("control")
 	done := make(chan struct{})
 	var pusherWG sync.WaitGroup
@@ -221,7 +272,7 @@ func (c *Coordinator) serveConn(cn *conn) {
 // limits. It reports false when the connection must close: idle or frame
 // timeout, a reserved request ID, a broken or unsupported frame (answered
 // first where the protocol defines an answer), or the peer gone.
-func (c *Coordinator) readFrame(cn *conn, br *bufio.Reader, dec *protocol.Decoder) (protocol.Frame, bool) {
+func (c *controlServer) readFrame(cn *conn, br *bufio.Reader, dec *protocol.Decoder) (protocol.Frame, bool) {
 	lim := c.opts.Limits
 	// Idle until a frame starts, then a bounded time for the whole
 	// frame: a peer can neither hold a connection in silence nor pin
@@ -256,7 +307,7 @@ func (c *Coordinator) readFrame(cn *conn, br *bufio.Reader, dec *protocol.Decode
 // defines an answer (unsupported version, oversize frame: the frozen Error
 // layout, then a half-close so the reply is delivered before the
 // connection goes).
-func (c *Coordinator) frameError(cn *conn, f protocol.Frame, err error) {
+func (c *controlServer) frameError(cn *conn, f protocol.Frame, err error) {
 	reply := protocol.FrameErrorReply(err)
 	if reply == nil {
 		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -277,7 +328,7 @@ func (c *Coordinator) frameError(cn *conn, f protocol.Frame, err error) {
 // handshake completes a TLS handshake within min(FrameTimeout,
 // MaxHandshakeTime) and records the
 // peer's identity (the listener's configuration verified the chain).
-func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
+func (c *controlServer) handshake(cn *conn, tc *tls.Conn) bool {
 	limit := min(c.opts.Limits.FrameTimeout, MaxHandshakeTime)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -304,11 +355,11 @@ func (c *Coordinator) handshake(cn *conn, tc *tls.Conn) bool {
 // the current version. The reply is written while holding cn's write lock
 // and under the same lock that registers the subscriber, so no push can
 // overtake it: every later push carries a version at least as new.
-func (c *Coordinator) subscribe(cn *conn, requestID uint64) (first bool, err error) {
+func (c *controlServer) subscribe(cn *conn, requestID uint64) (first bool, err error) {
 	start := c.now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
 	defer cancel()
-	if _, verr := c.View(ctx); verr != nil {
+	if verr := c.h.view(ctx); verr != nil {
 		c.proc.Observe("subscribe", protocol.CodeNotReady.String(), c.now().Sub(start))
 		return false, cn.write(requestID, protocol.NewError(protocol.CodeNotReady, "no current cluster view; retry"))
 	}
@@ -325,7 +376,7 @@ func (c *Coordinator) subscribe(cn *conn, requestID uint64) (first bool, err err
 }
 
 // serveRequest answers one request (every request but Subscribe).
-func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Message) protocol.Message {
+func (c *controlServer) serveRequest(cn *conn, t protocol.Type, msg protocol.Message) protocol.Message {
 	c.mu.Lock()
 	closing := c.closing
 	if !closing {
@@ -333,7 +384,7 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 	}
 	c.mu.Unlock()
 	if closing {
-		return protocol.NewError(protocol.CodeDraining, "coordinator %s is shutting down; reconnect", c.opts.NodeID)
+		return protocol.NewError(protocol.CodeDraining, "coordinator %s is shutting down; reconnect", c.nodeID)
 	}
 	defer c.inflight.Done()
 
@@ -360,37 +411,95 @@ func (c *Coordinator) serveRequest(cn *conn, t protocol.Type, msg protocol.Messa
 }
 
 // dispatch answers one request by its type and names its operation.
-func (c *Coordinator) dispatch(ctx context.Context, cn *conn, t protocol.Type, msg protocol.Message) (op string, resp protocol.Message) {
+func (c *controlServer) dispatch(ctx context.Context, cn *conn, t protocol.Type, msg protocol.Message) (op string, resp protocol.Message) {
 	switch m := msg.(type) {
 	case *protocol.Ping:
 		return "ping", &protocol.Pong{}
 	case *protocol.Attest:
-		return "attest", c.attest(ctx, cn, m.Token)
+		return "attest", c.h.attest(ctx, cn, m.Token)
 	case *protocol.Instructions:
-		return "instructions", c.instructions(cn, m)
+		return "instructions", c.h.instructions(cn, m)
 	case *protocol.Register:
-		return "register", c.admitted("register", func() protocol.Message { return c.upsert(ctx, cn, "register", m.Record) })
+		return "register", c.h.upsert(ctx, cn, "register", m.Record)
 	case *protocol.Heartbeat:
-		return "heartbeat", c.admitted("heartbeat", func() protocol.Message { return c.upsert(ctx, cn, "heartbeat", m.Record) })
+		return "heartbeat", c.h.upsert(ctx, cn, "heartbeat", m.Record)
 	case *protocol.Deregister:
-		return "deregister", c.admitted("deregister", func() protocol.Message { return c.deregister(ctx, cn, m) })
+		return "deregister", c.h.remove(ctx, cn, m)
 	case *protocol.PlacementLookup:
-		return "placement_lookup", c.placementResponse(ctx, m)
+		return "placement_lookup", c.h.lookup(ctx, m)
 	default:
 		return "unknown", protocol.NewError(protocol.CodeInvalidArgument, "message type %s is not a request", t)
 	}
 }
 
-// placementResponse answers a placement lookup.
-func (c *Coordinator) placementResponse(ctx context.Context, m *protocol.PlacementLookup) protocol.Message {
-	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("talon.placement.replicas", int(m.Replicas)), attribute.Int("talon.placement.key_bytes", len(m.Key)))
-	owners, version, err := c.Lookup(ctx, string(m.Key), int(m.Replicas))
-	if err != nil {
-		return wireError(err)
+// start starts accepting connections.
+func (c *controlServer) start() {
+	c.connWG.Add(1)
+	go func() { defer c.connWG.Done(); c.acceptLoop() }()
+}
+
+// stop ends the server, past the drain delay: new requests are refused
+// and the listener closed; requests in flight get up to timeout; then
+// every connection is told to use another coordinator (notifyDrain) and
+// closed. It returns when every connection goroutine has.
+func (c *controlServer) stop(timeout time.Duration) {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	_ = c.ln.Close()
+	done := make(chan struct{})
+	go func() { c.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		c.log.Warn("shutdown timeout passed with requests in flight; closing connections", "shutdown_timeout", timeout)
 	}
-	pr := &protocol.PlacementResponse{Version: uint64(version), Owners: make([]protocol.Owner, len(owners))}
-	for i, o := range owners {
-		pr.Owners[i] = protocol.Owner{NodeID: o.NodeID, DataAddress: o.Address}
+	c.notifyDrain(timeout)
+	c.mu.Lock()
+	for cn := range c.conns {
+		_ = cn.nc.Close()
 	}
-	return pr
+	c.mu.Unlock()
+	c.connWG.Wait()
+	<-done
+}
+
+// drainLinger is how long a connection stays open after its drain notice:
+// a request already on the wire gets the draining answer, and a peer that
+// reads the notice closes first, instead of finding a reset.
+const drainLinger = 200 * time.Millisecond
+
+// notifyDrain sends every open connection the drain notice and waits up
+// to drainLinger (within timeout) for their peers to close them.
+func (c *controlServer) notifyDrain(timeout time.Duration) {
+	c.mu.Lock()
+	conns := make([]*conn, 0, len(c.conns))
+	for cn := range c.conns {
+		conns = append(conns, cn)
+	}
+	c.mu.Unlock()
+	if len(conns) == 0 {
+		return
+	}
+	for _, cn := range conns {
+		cn.drainNotice()
+	}
+	c.log.Info("told connected clients and workers to use another coordinator", "connections", len(conns))
+	deadline := time.After(min(drainLinger, timeout))
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for c.openConns() > 0 {
+		select {
+		case <-deadline:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// openConns returns how many connections are open.
+func (c *controlServer) openConns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
 }
