@@ -33,3 +33,5 @@
 // or 403), ErrNotFound (404) and ErrBadRequest (400). A Client is safe for
 // concurrent use.
 package apiv1
+
+//go:generate go run ../tools/recordgen -pkg apiv1

@@ -43,3 +43,5 @@
 // The package is pure: no I/O, no clocks (callers pass times in), safe for
 // concurrent use because nothing in it is mutable shared state.
 package cluster
+
+//go:generate go run ../tools/recordgen -pkg cluster
