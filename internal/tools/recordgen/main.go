@@ -8,7 +8,9 @@
 //     decode of the canonical scanner;
 //   - internal/apiv1/types_gen.go and convert_gen.go: the /api/v1 mirrors
 //     of the nested objects (Capacity, Counters), their conversions, and the
-//     copy of every Record field apiv1.Node has under the same name and type.
+//     copy of every Record field apiv1.Node has under the same name and type;
+//   - in internal/apiv1/openapi.json, otherwise hand-written, the schemas of
+//     those objects (descriptions already there are kept).
 //
 // What is not a plain scalar stays hand-written beside the output and is
 // called by it: string escaping (appendString), the labels map
@@ -85,20 +87,28 @@ func generate(root string) ([]output, error) {
 	if err != nil {
 		return nil, err
 	}
+	openapi, err := os.ReadFile(filepath.Join(root, openapiFile))
+	if err != nil {
+		return nil, err
+	}
 	module, err := modulePath(root)
 	if err != nil {
 		return nil, err
 	}
-	return build(record, api, module)
+	return build(record, api, openapi, module)
 }
 
 // build returns every generated file from the text of the inputs.
-func build(record, api []byte, module string) ([]output, error) {
+func build(record, api, openapi []byte, module string) ([]output, error) {
 	s, err := parseSchema(recordFile, record, "Record")
 	if err != nil {
 		return nil, err
 	}
 	node, err := structFields(apiFile, api, "Node")
+	if err != nil {
+		return nil, err
+	}
+	doc, err := openapiJSON(s, openapi)
 	if err != nil {
 		return nil, err
 	}
@@ -109,13 +119,16 @@ func build(record, api []byte, module string) ([]output, error) {
 		{"apiv1", "internal/apiv1/convert_gen.go", apiConvertGo(s, module, node)},
 	}
 	for i := range outs {
+		if !strings.HasSuffix(outs[i].Path, ".go") {
+			continue
+		}
 		b, err := format.Source(outs[i].Src)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (the generator wrote invalid Go)", outs[i].Path, err)
 		}
 		outs[i].Src = b
 	}
-	return outs, nil
+	return append(outs, output{"apiv1", openapiFile, doc}), nil
 }
 
 // moduleRoot returns the directory of the go.mod above the working

@@ -54,12 +54,16 @@ func TestNewCounterNeedsNoOtherEdit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	openapi, err := os.ReadFile(filepath.Join(root, openapiFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	const last = "\tStoreErrorsTotal      uint64 `json:\"storeErrorsTotal\"`\n"
 	if !bytes.Contains(record, []byte(last)) {
 		t.Fatalf("%s: no line %q to add a counter after", recordFile, last)
 	}
 	record = bytes.Replace(record, []byte(last), []byte(last+"\tRetriesTotal uint64 `json:\"retriesTotal\"`\n"), 1)
-	outs, err := build(record, api, "example.com/m")
+	outs, err := build(record, api, openapi, "example.com/m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +72,7 @@ func TestNewCounterNeedsNoOtherEdit(t *testing.T) {
 		"internal/cluster/scan_gen.go":   {"\"retriesTotal\",", "v.RetriesTotal, ok = d.uint64()"},
 		"internal/apiv1/types_gen.go":    {"RetriesTotal          uint64 `json:\"retriesTotal\"`"},
 		"internal/apiv1/convert_gen.go":  {"RetriesTotal:          v.RetriesTotal,"},
+		openapiFile:                      {"\"storeErrorsTotal\",\n          \"retriesTotal\"\n", "\"retriesTotal\": {\n            \"type\": \"integer\",\n            \"minimum\": 0,\n            \"description\": \"" + counterDescription + "\"\n          }\n"},
 	}
 	for _, o := range outs {
 		for _, w := range want[o.Path] {
