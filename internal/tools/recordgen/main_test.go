@@ -62,17 +62,17 @@ func TestNewCounterNeedsNoOtherEdit(t *testing.T) {
 	if !bytes.Contains(record, []byte(last)) {
 		t.Fatalf("%s: no line %q to add a counter after", recordFile, last)
 	}
-	record = bytes.Replace(record, []byte(last), []byte(last+"\tRetriesTotal uint64 `json:\"retriesTotal\"`\n"), 1)
+	record = bytes.Replace(record, []byte(last), []byte(last+"\tExampleTotal uint64 `json:\"exampleTotal\"`\n"), 1)
 	outs, err := build(record, api, openapi, "example.com/m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"internal/cluster/append_gen.go": {"`,\"retriesTotal\":`", "strconv.AppendUint(dst, r.Counters.RetriesTotal, 10)"},
-		"internal/cluster/scan_gen.go":   {"\"retriesTotal\",", "v.RetriesTotal, ok = d.uint64()"},
-		"internal/apiv1/types_gen.go":    {"RetriesTotal          uint64 `json:\"retriesTotal\"`"},
-		"internal/apiv1/convert_gen.go":  {"RetriesTotal:          v.RetriesTotal,"},
-		openapiFile:                      {"\"storeErrorsTotal\",\n          \"retriesTotal\"\n", "\"retriesTotal\": {\n            \"type\": \"integer\",\n            \"minimum\": 0,\n            \"description\": \"" + counterDescription + "\"\n          }\n"},
+		"internal/cluster/append_gen.go": {"`,\"exampleTotal\":`", "strconv.AppendUint(dst, r.Counters.ExampleTotal, 10)"},
+		"internal/cluster/scan_gen.go":   {"\"exampleTotal\",", "v.ExampleTotal, ok = d.uint64()"},
+		"internal/apiv1/types_gen.go":    {"ExampleTotal          uint64 `json:\"exampleTotal\"`"},
+		"internal/apiv1/convert_gen.go":  {"ExampleTotal:          v.ExampleTotal,"},
+		openapiFile:                      {"\"storeErrorsTotal\",\n          \"exampleTotal\"\n", "\"exampleTotal\": {\n            \"type\": \"integer\",\n            \"minimum\": 0,\n            \"description\": \"" + counterDescription + "\"\n          }\n"},
 	}
 	for _, o := range outs {
 		for _, w := range want[o.Path] {

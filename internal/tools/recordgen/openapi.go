@@ -77,7 +77,7 @@ func propertyLines(f field, description string) []string {
 		lines = append(lines, `"type": "integer"`, `"minimum": 0`)
 	}
 	if description == "" {
-		description = strings.Join(strings.Fields(f.Doc), " ")
+		description = docSentence(f)
 	}
 	if description == "" && f.Kind == kUint64 && strings.HasSuffix(f.GoName, "Total") {
 		description = counterDescription
@@ -86,6 +86,17 @@ func propertyLines(f field, description string) []string {
 		lines = append(lines, `"description": `+quote(description))
 	}
 	return lines
+}
+
+// docSentence is f's Go doc comment as an API description: on one line,
+// without the leading field name ("RetriesTotal counts loads retried." ->
+// "Counts loads retried.").
+func docSentence(f field) string {
+	d := strings.Join(strings.Fields(f.Doc), " ")
+	if rest, ok := strings.CutPrefix(d, f.GoName+" "); ok && rest != "" {
+		d = strings.ToUpper(rest[:1]) + rest[1:]
+	}
+	return d
 }
 
 // quote writes s as a JSON string, with <, > and & as they are.
