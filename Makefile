@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint completions man bench bench-report bench-scale faults soak clean image manifests release-snapshot cosign
+.PHONY: help build demo test test-short testbins lint generate completions man bench bench-report bench-scale faults soak clean image manifests release-snapshot cosign
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -75,6 +75,9 @@ lint: ## gofmt, go mod tidy, go vet, staticcheck, the size gate (complexity and 
 	@echo "copies ($(DUPL), threshold $(DUPL_TOKENS) tokens, production code)"
 	@out=$$(GOFLAGS= $(GO) run $(DUPL) -t $(DUPL_TOKENS) $$(git ls-files '*.go' | grep -v '_test\.go$$' | grep -Ev '^internal/(integration|testenv|testsupport|state/statetest)/|/testdata/')) || exit 1; \
 	  echo "$$out" | tail -1 | grep -q 'Found total 0 clone groups' || { echo "$$out"; echo "copied code: factor it out (dupl)"; exit 1; }
+
+generate: ## regenerate the code spelled from the node record's structs (internal/tools/recordgen: encoder, scanner, /api/v1 mirrors); a test fails when it is stale
+	$(GO) generate ./internal/cluster/ ./internal/apiv1/
 
 completions: ## regenerate shell completions in completions/
 	rm -f completions/*

@@ -18,31 +18,15 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	n := Node{
-		NodeID:            r.NodeID,
-		Role:              string(r.Role),
-		ClusterID:         r.ClusterID,
-		IncarnationID:     r.IncarnationID,
-		Version:           r.Version,
-		Address:           r.Address,
-		AdminAddress:      r.AdminAddress,
-		StartTimeUnixMs:   r.StartTimeUnixMs,
-		HeartbeatSeq:      r.HeartbeatSeq,
-		UpdatedAtUnixMs:   r.UpdatedAtUnixMs,
-		HeartbeatAtUnixMs: r.HeartbeatAt(),
-		HeartbeatAgeMs:    max(0, observedAtUnixMs-r.HeartbeatAt()),
-		Health:            string(r.EffectiveHealth()),
-		ReportedHealth:    string(r.Health),
-		Ready:             r.Ready,
-		NotReadyReason:    r.NotReadyReason,
-		Labels:            labels,
-		Capacity:          CapacityFrom(r.Capacity),
-		Counters:          CountersFrom(r.Counters),
-		StatusAtUnixMs:    r.StatusAtUnixMs,
-		PlacementVersion:  r.PlacementVersion,
-		EligibleWorkers:   r.EligibleWorkers,
-		Drained:           r.Drained,
-	}
+	// The fields Node shares with Record by name and type are copied by
+	// nodeFields (convert_gen.go, generated); the rest are derived here.
+	n := nodeFields(r)
+	n.Role = string(r.Role)
+	n.HeartbeatAtUnixMs = r.HeartbeatAt()
+	n.HeartbeatAgeMs = max(0, observedAtUnixMs-r.HeartbeatAt())
+	n.Health = string(r.EffectiveHealth())
+	n.ReportedHealth = string(r.Health)
+	n.Labels = labels
 	n.StatusAgeMs = max(0, observedAtUnixMs-r.UpdatedAtUnixMs)
 	if r.StatusAtUnixMs > 0 {
 		n.StatusAgeMs = max(0, observedAtUnixMs-r.StatusAtUnixMs)
@@ -54,35 +38,6 @@ func NodeFromRecord(r *cluster.Record, observedAtUnixMs int64) Node {
 		n.Revocation = &NodeRevocation{By: r.RevokedBy, Reason: r.RevokedReason}
 	}
 	return n
-}
-
-// CapacityFrom converts a record's capacity snapshot.
-func CapacityFrom(c cluster.Capacity) Capacity {
-	return Capacity{
-		CapacityBytes: c.CapacityBytes,
-		ResidentBytes: c.ResidentBytes,
-		Blocks:        c.Blocks,
-		Pages:         c.Pages,
-		InflightLoads: c.InflightLoads,
-		StoreHealthy:  c.StoreHealthy,
-	}
-}
-
-// CountersFrom converts a record's counter snapshot.
-func CountersFrom(c cluster.Counters) Counters {
-	return Counters{
-		RequestsTotal:         c.RequestsTotal,
-		ErrorsTotal:           c.ErrorsTotal,
-		HitsTotal:             c.HitsTotal,
-		MissesTotal:           c.MissesTotal,
-		BytesServedTotal:      c.BytesServedTotal,
-		BackendFetchesTotal:   c.BackendFetchesTotal,
-		BackendErrorsTotal:    c.BackendErrorsTotal,
-		EvictionsTotal:        c.EvictionsTotal,
-		PlacementLookupsTotal: c.PlacementLookupsTotal,
-		PlacementErrorsTotal:  c.PlacementErrorsTotal,
-		StoreErrorsTotal:      c.StoreErrorsTotal,
-	}
 }
 
 // FormatU64 renders a 64-bit value (a PlacementVersion or an HRW score) as

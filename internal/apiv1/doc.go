@@ -23,6 +23,15 @@
 //   - Fields are only ever added within /api/v1; a client ignores fields it
 //     does not know. An incompatible change needs /api/v2.
 //
+// Capacity and Counters, their conversions (CapacityFrom, CountersFrom)
+// and the copy of the Node fields that mirror cluster.Record's are
+// generated from internal/cluster/record.go (types_gen.go, convert_gen.go;
+// go generate ./internal/cluster/ ./internal/apiv1/, or make generate): a
+// counter added to cluster.Counters reaches the API with no edit here. The
+// generator also rewrites the Capacity and Counters schemas of
+// openapi.json, which is otherwise hand-written (descriptions already there
+// are kept; a new member takes its Go doc comment).
+//
 // The OpenAPI 3 document of the API is embedded (OpenAPI) and served at
 // /api/v1/openapi.json.
 //
@@ -33,3 +42,5 @@
 // or 403), ErrNotFound (404) and ErrBadRequest (400). A Client is safe for
 // concurrent use.
 package apiv1
+
+//go:generate go run ../tools/recordgen -pkg apiv1

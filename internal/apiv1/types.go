@@ -303,35 +303,6 @@ type NodeRevocation struct {
 	Reason string `json:"reason"`
 }
 
-// Capacity is the gauge snapshot of a node: what it holds now.
-type Capacity struct {
-	CapacityBytes uint64 `json:"capacityBytes"`
-	ResidentBytes uint64 `json:"residentBytes"`
-	Blocks        uint64 `json:"blocks"`
-	Pages         uint64 `json:"pages"`
-	InflightLoads uint64 `json:"inflightLoads"`
-	// StoreHealthy is meaningful for coordinators: whether their last read
-	// of the shared store succeeded. Workers report false.
-	StoreHealthy bool `json:"storeHealthy"`
-}
-
-// Counters are the cumulative counters of a node's current incarnation.
-// They reset when the incarnation changes. Values are JSON numbers; beyond
-// 2^53 a JavaScript reader loses precision.
-type Counters struct {
-	RequestsTotal         uint64 `json:"requestsTotal"`
-	ErrorsTotal           uint64 `json:"errorsTotal"`
-	HitsTotal             uint64 `json:"hitsTotal"`
-	MissesTotal           uint64 `json:"missesTotal"`
-	BytesServedTotal      uint64 `json:"bytesServedTotal"`
-	BackendFetchesTotal   uint64 `json:"backendFetchesTotal"`
-	BackendErrorsTotal    uint64 `json:"backendErrorsTotal"`
-	EvictionsTotal        uint64 `json:"evictionsTotal"`
-	PlacementLookupsTotal uint64 `json:"placementLookupsTotal"`
-	PlacementErrorsTotal  uint64 `json:"placementErrorsTotal"`
-	StoreErrorsTotal      uint64 `json:"storeErrorsTotal"`
-}
-
 // NodeList is the body of GET /api/v1/nodes: one page of nodes ordered by
 // role, then node ID.
 type NodeList struct {

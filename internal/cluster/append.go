@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -12,166 +11,39 @@ import (
 // operators see with etcdctl and kubectl. It exists because the heartbeat
 // path (decode, validate, encode) has a budget of 10 µs, which a
 // reflection-based encoder does not meet. TestAppendRecordMatchesMarshal
-// and FuzzAppendString hold it to encoding/json's output; a field added to
-// Record must be added here, in the same order and with the same omitempty
-// rule as its tag (TestAppendRecordCoversEveryField checks that).
+// and FuzzAppendString hold it to encoding/json's output. The members are
+// written by appendRecordLabels (append_gen.go), which internal/tools/recordgen
+// generates from Record's fields and tags (go generate ./internal/cluster/);
+// this file keeps what is not a plain scalar: strings, labels, lists.
+// TestAppendRecordCoversEveryField checks every field against encoding/json.
 func appendRecord(dst []byte, r *Record) []byte {
 	return appendRecordLabels(dst, r, sortLabels(collectLabels(r.Labels, nil)))
 }
 
-// appendRecordLabels is appendRecord with r's labels given as kv, sorted
-// by key.
-func appendRecordLabels(dst []byte, r *Record, kv []label) []byte {
-	dst = append(dst, `{"schemaVersion":`...)
-	dst = strconv.AppendInt(dst, SchemaVersion, 10)
-	dst = append(dst, `,"clusterId":`...)
-	dst = appendString(dst, r.ClusterID)
-	dst = append(dst, `,"nodeId":`...)
-	dst = appendString(dst, r.NodeID)
-	dst = append(dst, `,"role":`...)
-	dst = appendString(dst, string(r.Role))
-	dst = append(dst, `,"incarnationId":`...)
-	dst = appendString(dst, r.IncarnationID)
-	dst = append(dst, `,"address":`...)
-	dst = appendString(dst, r.Address)
-	if r.AdminAddress != "" {
-		dst = append(dst, `,"adminAddress":`...)
-		dst = appendString(dst, r.AdminAddress)
-	}
-	dst = append(dst, `,"version":`...)
-	dst = appendString(dst, r.Version)
-	dst = append(dst, `,"startTimeUnixMs":`...)
-	dst = strconv.AppendInt(dst, r.StartTimeUnixMs, 10)
-	dst = append(dst, `,"heartbeatSeq":`...)
-	dst = strconv.AppendUint(dst, r.HeartbeatSeq, 10)
-	dst = append(dst, `,"updatedAtUnixMs":`...)
-	dst = strconv.AppendInt(dst, r.UpdatedAtUnixMs, 10)
-	dst = append(dst, `,"health":`...)
-	dst = appendString(dst, string(r.Health))
-	dst = append(dst, `,"ready":`...)
-	dst = strconv.AppendBool(dst, r.Ready)
-	if r.NotReadyReason != "" {
-		dst = append(dst, `,"notReadyReason":`...)
-		dst = appendString(dst, r.NotReadyReason)
-	}
-
-	c := &r.Capacity
-	dst = append(dst, `,"capacity":{"capacityBytes":`...)
-	dst = strconv.AppendUint(dst, c.CapacityBytes, 10)
-	dst = append(dst, `,"residentBytes":`...)
-	dst = strconv.AppendUint(dst, c.ResidentBytes, 10)
-	dst = append(dst, `,"blocks":`...)
-	dst = strconv.AppendUint(dst, c.Blocks, 10)
-	dst = append(dst, `,"pages":`...)
-	dst = strconv.AppendUint(dst, c.Pages, 10)
-	dst = append(dst, `,"inflightLoads":`...)
-	dst = strconv.AppendUint(dst, c.InflightLoads, 10)
-	if c.StoreHealthy {
-		dst = append(dst, `,"storeHealthy":true`...)
-	}
-
-	n := &r.Counters
-	dst = append(dst, `},"counters":{"requestsTotal":`...)
-	dst = strconv.AppendUint(dst, n.RequestsTotal, 10)
-	dst = append(dst, `,"errorsTotal":`...)
-	dst = strconv.AppendUint(dst, n.ErrorsTotal, 10)
-	dst = append(dst, `,"hitsTotal":`...)
-	dst = strconv.AppendUint(dst, n.HitsTotal, 10)
-	dst = append(dst, `,"missesTotal":`...)
-	dst = strconv.AppendUint(dst, n.MissesTotal, 10)
-	dst = append(dst, `,"bytesServedTotal":`...)
-	dst = strconv.AppendUint(dst, n.BytesServedTotal, 10)
-	dst = append(dst, `,"backendFetchesTotal":`...)
-	dst = strconv.AppendUint(dst, n.BackendFetchesTotal, 10)
-	dst = append(dst, `,"backendErrorsTotal":`...)
-	dst = strconv.AppendUint(dst, n.BackendErrorsTotal, 10)
-	dst = append(dst, `,"evictionsTotal":`...)
-	dst = strconv.AppendUint(dst, n.EvictionsTotal, 10)
-	dst = append(dst, `,"placementLookupsTotal":`...)
-	dst = strconv.AppendUint(dst, n.PlacementLookupsTotal, 10)
-	dst = append(dst, `,"placementErrorsTotal":`...)
-	dst = strconv.AppendUint(dst, n.PlacementErrorsTotal, 10)
-	dst = append(dst, `,"storeErrorsTotal":`...)
-	dst = strconv.AppendUint(dst, n.StoreErrorsTotal, 10)
-	dst = append(dst, '}')
-
-	if len(kv) > 0 {
-		dst = append(dst, `,"labels":{`...)
-		for i, l := range kv {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, l.k)
-			dst = append(dst, ':')
-			dst = appendString(dst, l.v)
+// appendLabels appends kv, sorted by key, as a JSON object.
+func appendLabels(dst []byte, kv []label) []byte {
+	dst = append(dst, '{')
+	for i, l := range kv {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		dst = append(dst, '}')
-	}
-	if r.Generation != 0 {
-		dst = append(dst, `,"generation":`...)
-		dst = strconv.AppendUint(dst, r.Generation, 10)
-	}
-	if len(r.Superseded) > 0 {
-		dst = append(dst, `,"superseded":[`...)
-		for i, id := range r.Superseded {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, id)
-		}
-		dst = append(dst, ']')
-	}
-	if r.Late {
-		dst = append(dst, `,"late":true`...)
-	}
-	return appendMarks(dst, r)
-}
-
-// appendMarks appends the fields after late and the closing brace.
-func appendMarks(dst []byte, r *Record) []byte {
-	if r.Drained {
-		dst = append(dst, `,"drained":true`...)
-	}
-	if r.CordonedBy != "" {
-		dst = append(dst, `,"cordonedBy":`...)
-		dst = appendString(dst, r.CordonedBy)
-	}
-	if r.CordonedAtUnixMs != 0 {
-		dst = append(dst, `,"cordonedAtUnixMs":`...)
-		dst = strconv.AppendInt(dst, r.CordonedAtUnixMs, 10)
-	}
-	if r.CordonPersist {
-		dst = append(dst, `,"cordonPersist":true`...)
-	}
-	if r.RevokedBy != "" {
-		dst = append(dst, `,"revokedBy":`...)
-		dst = appendString(dst, r.RevokedBy)
-	}
-	if r.RevokedReason != "" {
-		dst = append(dst, `,"revokedReason":`...)
-		dst = appendString(dst, r.RevokedReason)
-	}
-	if r.CredentialSerial != "" {
-		dst = append(dst, `,"credentialSerial":`...)
-		dst = appendString(dst, r.CredentialSerial)
-	}
-	if r.StatusAtUnixMs != 0 {
-		dst = append(dst, `,"statusAtUnixMs":`...)
-		dst = strconv.AppendInt(dst, r.StatusAtUnixMs, 10)
-	}
-	if r.HeartbeatAtUnixMs != 0 {
-		dst = append(dst, `,"heartbeatAtUnixMs":`...)
-		dst = strconv.AppendInt(dst, r.HeartbeatAtUnixMs, 10)
-	}
-	if r.PlacementVersion != "" {
-		dst = append(dst, `,"placementVersion":`...)
-		dst = appendString(dst, r.PlacementVersion)
-	}
-	if r.EligibleWorkers != 0 {
-		dst = append(dst, `,"eligibleWorkers":`...)
-		dst = strconv.AppendInt(dst, r.EligibleWorkers, 10)
+		dst = appendString(dst, l.k)
+		dst = append(dst, ':')
+		dst = appendString(dst, l.v)
 	}
 	return append(dst, '}')
+}
+
+// appendStrings appends ss as a JSON array of strings.
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 // label is one member of Record.Labels.
@@ -222,8 +94,7 @@ func sortLabels(kv []label) []label {
 // nothing in it needs escaping, rounded up: enough for one allocation in
 // the common case.
 func encodedSizeHint(r *Record, kv []label) int {
-	n := 900 + len(r.ClusterID) + len(r.NodeID) + len(r.IncarnationID) + len(r.Address) +
-		len(r.AdminAddress) + len(r.Version) + len(r.NotReadyReason)
+	n := 900 + stringFieldsLen(r)
 	for _, l := range kv {
 		n += len(l.k) + len(l.v) + 6
 	}

@@ -59,7 +59,9 @@ func codecRecords() map[string]*Record {
 	recs["zero counters"] = r
 	r = validRecord()
 	r.Capacity = Capacity{CapacityBytes: math.MaxUint64, ResidentBytes: math.MaxUint64, Blocks: 1, Pages: 2, InflightLoads: 3, StoreHealthy: true}
-	r.Counters = Counters{math.MaxUint64, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	r.Counters = Counters{RequestsTotal: math.MaxUint64, ErrorsTotal: 1, HitsTotal: 2, MissesTotal: 3, BytesServedTotal: 4,
+		BackendFetchesTotal: 5, BackendErrorsTotal: 6, EvictionsTotal: 7, PlacementLookupsTotal: 8, PlacementErrorsTotal: 9,
+		StoreErrorsTotal: 10}
 	r.StartTimeUnixMs, r.UpdatedAtUnixMs, r.HeartbeatSeq = math.MaxInt64, math.MaxInt64, math.MaxUint64
 	r.Generation = math.MaxUint64
 	r.Superseded = []string{"a", "b<c", "d"}

@@ -64,9 +64,11 @@ func ParseHealth(s string) (Health, error) {
 
 // Record is one process's leased status record. Field names in the encoded
 // form are lowerCamelCase; times are integer milliseconds since the Unix
-// epoch and the field name says so. Encode writes the fields by hand
-// (appendRecord): a new field must be added there too, which
-// TestAppendRecordCoversEveryField enforces.
+// epoch and the field name says so. The encoder, the canonical scanner
+// and the /api/v1 conversions are generated from these structs and their
+// json tags (internal/tools/recordgen; run go generate ./internal/cluster/
+// ./internal/apiv1/ after changing a field): a new scalar field, or a new
+// counter, needs no other edit in those packages.
 type Record struct {
 	ClusterID     string `json:"clusterId"`
 	NodeID        string `json:"nodeId"`
@@ -201,7 +203,7 @@ type Capacity struct {
 	Pages         uint64 `json:"pages"`
 	InflightLoads uint64 `json:"inflightLoads"`
 	// StoreHealthy is meaningful for coordinators: whether their last
-	// snapshot of the shared store succeeded.
+	// snapshot of the shared store succeeded. Workers report false.
 	StoreHealthy bool `json:"storeHealthy,omitempty"`
 }
 

@@ -56,114 +56,15 @@ type scanner struct {
 	labelsValid bool
 }
 
-// Member names as Encode writes them (appendRecord), quoted and with
-// their colon, in the order of the fields; schemaVersion is in
-// canonicalPrefix.
-var (
-	recordNames = quoteNames(
-		"clusterId", "nodeId", "role", "incarnationId", "address", "adminAddress", "version",
-		"startTimeUnixMs", "heartbeatSeq", "updatedAtUnixMs", "health", "ready", "notReadyReason",
-		"capacity", "counters", "labels", "generation", "superseded", "late",
-		"drained", "cordonedBy", "cordonedAtUnixMs", "cordonPersist", "revokedBy", "revokedReason", "credentialSerial",
-		"statusAtUnixMs",
-		"heartbeatAtUnixMs",
-		"placementVersion", "eligibleWorkers",
-	)
-	capacityNames = quoteNames("capacityBytes", "residentBytes", "blocks", "pages", "inflightLoads", "storeHealthy")
-	counterNames  = quoteNames(
-		"requestsTotal", "errorsTotal", "hitsTotal", "missesTotal", "bytesServedTotal", "backendFetchesTotal",
-		"backendErrorsTotal", "evictionsTotal", "placementLookupsTotal", "placementErrorsTotal", "storeErrorsTotal",
-	)
-)
-
+// quoteNames returns names quoted and with their colon, as a member
+// name is written: the tables of scan_gen.go, which
+// internal/tools/recordgen generates from Record's tags with the scanner
+// methods that read each member (record, capacity, counters).
 func quoteNames(names ...string) []string {
 	for i, n := range names {
 		names[i] = `"` + n + `":`
 	}
 	return names
-}
-
-// record reads the members of the top-level object after canonicalPrefix,
-// through its closing brace.
-func (d *scanner) record(r *Record) bool {
-	return d.members(recordNames, func(f int) (ok bool) {
-		switch f {
-		case 0:
-			r.ClusterID, ok = d.str()
-		case 1:
-			r.NodeID, ok = d.str()
-		case 2:
-			var s string
-			s, ok = d.str()
-			r.Role = internRole(s)
-		case 3:
-			r.IncarnationID, ok = d.str()
-		case 4:
-			r.Address, ok = d.str()
-		case 5:
-			r.AdminAddress, ok = d.str()
-		case 6:
-			r.Version, ok = d.str()
-		case 7:
-			r.StartTimeUnixMs, ok = d.int64()
-		case 8:
-			r.HeartbeatSeq, ok = d.uint64()
-		case 9:
-			r.UpdatedAtUnixMs, ok = d.int64()
-		case 10:
-			var s string
-			s, ok = d.str()
-			r.Health = internHealth(s)
-		case 11:
-			r.Ready, ok = d.bool()
-		case 12:
-			r.NotReadyReason, ok = d.str()
-		case 13:
-			ok = d.capacity(&r.Capacity)
-		case 14:
-			ok = d.counters(&r.Counters)
-		case 15:
-			r.Labels, ok = d.labels()
-		case 16:
-			r.Generation, ok = d.uint64()
-		case 17:
-			r.Superseded, ok = d.strings()
-		case 18:
-			r.Late, ok = d.bool()
-		default:
-			ok = d.marks(r, f)
-		}
-		return ok
-	})
-}
-
-// marks reads member f (19 on) of recordNames.
-func (d *scanner) marks(r *Record, f int) (ok bool) {
-	switch f {
-	case 19:
-		r.Drained, ok = d.bool()
-	case 20:
-		r.CordonedBy, ok = d.str()
-	case 21:
-		r.CordonedAtUnixMs, ok = d.int64()
-	case 22:
-		r.CordonPersist, ok = d.bool()
-	case 23:
-		r.RevokedBy, ok = d.str()
-	case 24:
-		r.RevokedReason, ok = d.str()
-	case 25:
-		r.CredentialSerial, ok = d.str()
-	case 26:
-		r.StatusAtUnixMs, ok = d.int64()
-	case 27:
-		r.HeartbeatAtUnixMs, ok = d.int64()
-	case 28:
-		r.PlacementVersion, ok = d.str()
-	case 29:
-		r.EligibleWorkers, ok = d.int64()
-	}
-	return ok
 }
 
 // members reads an object's members through its closing brace, its
@@ -197,36 +98,6 @@ func (d *scanner) object(names []string, value func(f int) bool) bool {
 		return true
 	}
 	return d.members(names, value)
-}
-
-func (d *scanner) capacity(c *Capacity) bool {
-	return d.object(capacityNames, func(f int) (ok bool) {
-		switch f {
-		case 0:
-			c.CapacityBytes, ok = d.uint64()
-		case 1:
-			c.ResidentBytes, ok = d.uint64()
-		case 2:
-			c.Blocks, ok = d.uint64()
-		case 3:
-			c.Pages, ok = d.uint64()
-		case 4:
-			c.InflightLoads, ok = d.uint64()
-		case 5:
-			c.StoreHealthy, ok = d.bool()
-		}
-		return ok
-	})
-}
-
-func (d *scanner) counters(n *Counters) bool {
-	return d.object(counterNames, func(f int) bool {
-		p := [...]*uint64{&n.RequestsTotal, &n.ErrorsTotal, &n.HitsTotal, &n.MissesTotal, &n.BytesServedTotal, &n.BackendFetchesTotal,
-			&n.BackendErrorsTotal, &n.EvictionsTotal, &n.PlacementLookupsTotal, &n.PlacementErrorsTotal, &n.StoreErrorsTotal}[f]
-		v, ok := d.uint64()
-		*p = v
-		return ok
-	})
 }
 
 // labels reads a JSON object of strings into a new map (empty, not nil,
