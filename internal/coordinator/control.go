@@ -215,19 +215,7 @@ func (c *controlServer) serveConn(cn *conn) {
 		pusherWG.Wait()
 		c.proc.ConnClosed("control")
 	}()
-	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
-		return
-	}
-	// Authenticated (or a plain listener): no longer pending. One
-	// credential may hold a quarter of the connections, from any number
-	// of addresses (netlimit.Defaults), so that it cannot take every
-	// slot and keep fresh peers' handshakes out.
-	identity := "" // a plain listener's peers have none
-	if cn.peer != nil {
-		identity = cn.peer.String()
-	}
-	if !netlimit.PromoteAs(cn.nc, identity) {
-		c.log.Debug("control connection refused: its credential holds its share of connections", "credential", peerName(cn), "remote", cn.nc.RemoteAddr().String())
+	if !c.admit(cn) {
 		return
 	}
 	cn.serving.Store(true)
@@ -266,6 +254,27 @@ func (c *controlServer) serveConn(cn *conn) {
 			return
 		}
 	}
+}
+
+// admit completes a TLS connection's handshake, then counts the
+// connection against its credential's share. Authenticated (or on a
+// plain listener), it is no longer pending: one credential may hold a
+// quarter of the connections, from any number of addresses
+// (netlimit.Defaults), so that it cannot take every slot and keep fresh
+// peers' handshakes out.
+func (c *controlServer) admit(cn *conn) bool {
+	if tc, ok := cn.nc.(*tls.Conn); ok && !c.handshake(cn, tc) {
+		return false
+	}
+	identity := "" // a plain listener's peers have none
+	if cn.peer != nil {
+		identity = cn.peer.String()
+	}
+	if !netlimit.PromoteAs(cn.nc, identity) {
+		c.log.Debug("control connection refused: its credential holds its share of connections", "credential", peerName(cn), "remote", cn.nc.RemoteAddr().String())
+		return false
+	}
+	return true
 }
 
 // readFrame reads the next request frame within the connection's
