@@ -37,6 +37,19 @@
 //     from its revision.
 //   - Revisions are opaque tokens: compare them for equality only.
 //
+// The read side is written once too. Reflector keeps a Mirror of a
+// backend's records in step with the store: it lists, watches from the
+// listing's revision, lists again after any watch failure with the one
+// backoff, and lets a consistent read wait until it has applied a
+// revision (the backend nudges it: an etcd progress request, a Kubernetes
+// fence). Both caching backends run it with their List and Watch injected,
+// and serve Store.Watch from the changes it applies, with a ring of recent
+// events for a watcher whose revision it has passed: one watch per store,
+// however many callers watch. A revision the store has compacted still
+// ends a watch with ErrCompacted (the reflector asks the backend before
+// replaying), a watcher that falls a ring's worth behind ends with
+// ErrUnavailable, and a lost watch ends every watcher with its cause.
+//
 // Every backend also implements EventLog, the cluster's shared log of node
 // events, beside Store (the coordinator finds it by a type assertion): a
 // bounded, leased ring, not a time series. An event's ID is deterministic

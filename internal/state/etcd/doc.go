@@ -110,7 +110,8 @@
 // Without the cache, Snapshot is one linearizable range read of the
 // cluster's prefix, returning the response's header revision.
 //
-// With Options.CacheSnapshots, a goroutine keeps a mirror of every record
+// With Options.CacheSnapshots, a goroutine (state.Reflector, with this
+// package's list and watch injected) keeps a mirror of every record
 // under <prefix>/clusters/: a linearizable range read at revision R, then a
 // watch from R+1 on a dedicated watch stream; after any watch failure
 // (compaction, a lost stream) it lists again. The cache's revision is the
@@ -151,14 +152,19 @@
 //
 // # Watches
 //
-// Watch is an etcd watch of the cluster's prefix from after+1; each
+// With the cache, Watch is served from the cache's own watch
+// (state.Reflector): one etcd watch per store however many callers watch
+// (TestOneWatchPerStore counts them with etcd's own gauge). A caller whose
+// revision the cache has passed is replayed from a ring of recent events,
+// once a count-only read at that revision shows etcd still has it; one
+// etcd has compacted ends with state.ErrCompacted, as the contract says. A
+// caller that falls a ring's worth behind ends with state.ErrUnavailable,
+// and one the cache's lost watch strands ends with its cause. Without the
+// cache, Watch is an etcd watch of the cluster's prefix from after+1; each
 // response (whole revisions) becomes one batch. Compaction ends it with
 // state.ErrCompacted; the caller takes a new Snapshot and watches from its
-// revision. Lease expiry shows up as EventDelete. A Watch is a stream of its
-// own even beside the cache's: serving it from the cache's events was
-// measured (issue 30) and saved only the second stream's receive, 1-2 µs per
-// change, since the memo already shares each version's decode.
-//
+// revision. Lease expiry shows up as EventDelete either way.
+
 // # Compaction and capacity (coordinators only)
 //
 // With Options.CompactionInterval, a goroutine compacts etcd's history

@@ -105,8 +105,10 @@
 // after any watch failure (410 Gone, a lost stream). The cache's revision
 // C is the resourceVersion of the last event or bookmark applied; a
 // watch delivers events in resourceVersion order, so the mirror is the
-// namespace's Talon Leases as of C. A hand-written loop rather than
-// client-go's reflector: the cache must know the instant its watch breaks
+// namespace's Talon Leases as of C. The loop is state.Reflector, the one
+// both caching backends share (and which serves Store.Watch from the
+// cache, so a coordinator holds one watch), rather than client-go's
+// reflector: the cache must know the instant its watch breaks
 // (snapshots then fall back to LISTs instead of waiting), list with a
 // consistent read rather than the reflector's resourceVersion "0", and
 // decode each version once into the records snapshots return; the
