@@ -54,15 +54,26 @@
 //     linger, removes its own record and returns.
 //     Every goroutine it starts has ended when Run returns.
 //
+// Parts: the control-protocol server (controlServer, control.go) owns the
+// listener, the connections and their limits, framing, the peer's
+// authentication, version pushes and the drain, and asks the coordinator
+// only through a small interface (controlHandler: view, lookup, upsert,
+// remove, attest, instructions). Readiness is one readiness.Tracker
+// (readiness.go) whose conditions are set by shutdown or probed from the
+// view, the store and the own-record loop; /readyz, talon_ready and the own
+// record read it.
+//
 // Concurrency: a Coordinator is safe for concurrent use. Each concern has
-// its own lock: Coordinator.mu (lifecycle and connections), tracker.mu
+// its own lock: Coordinator.mu (lifecycle), controlServer.mu (connections),
+// tracker.mu
 // (the view, store state and recovery), evidence.mu, subscribers.mu, the
 // batcher's mu, and the own-record loop's (package membership). No lock is
 // held across store or network I/O except conn.wmu, which serialises
 // writes to one connection; subscribers.mu may be taken while holding
 // conn.wmu (the Subscribe reply), never the other way round; eventLog.mu
 // (events.go: the bounded in-memory list of what this coordinator
-// observed) is a leaf, taken with readinessLog.mu held; no other two
+// observed) is a leaf, taken with the readiness tracker's lock held (its
+// probes take tracker.mu and the own-record loop's lock); no other two
 // locks are held at once. Placement-version pushes go through a one-slot
 // mailbox per subscriber, written by that connection's own goroutine, so a
 // slow subscriber never delays a snapshot read.
