@@ -368,6 +368,14 @@ func (c *Connection) TLSConfig() (*tls.Config, error) {
 // NewClient builds an /api/v1 client for the connection. Its transport is
 // returned too, so that the caller can close idle connections when done.
 func (c *Connection) NewClient(timeout time.Duration) (*apiv1.Client, *http.Transport, error) {
+	return c.NewClientVia(timeout, c.AttemptTimeout, nil)
+}
+
+// NewClientVia is NewClient with the attempt timeout given (0: the
+// client's default) and the client's requests sent through wrap's round
+// tripper around the transport (nil: the transport itself); `talonctl top`
+// records there which server answered.
+func (c *Connection) NewClientVia(timeout, attempt time.Duration, wrap func(*http.Transport) http.RoundTripper) (*apiv1.Client, *http.Transport, error) {
 	tlsCfg, err := c.TLSConfig()
 	if err != nil {
 		return nil, nil, UsageError(err)
@@ -380,12 +388,16 @@ func (c *Connection) NewClient(timeout time.Duration) (*apiv1.Client, *http.Tran
 	if timeout <= 0 {
 		timeout = c.Timeout
 	}
+	var rt http.RoundTripper = tr
+	if wrap != nil {
+		rt = wrap(tr)
+	}
 	cl, err := apiv1.NewClient(c.Servers, apiv1.ClientOptions{
 		Token:          c.Token,
-		HTTPClient:     &http.Client{Transport: tr},
+		HTTPClient:     &http.Client{Transport: rt},
 		TLS:            tlsCfg,
 		Timeout:        timeout,
-		AttemptTimeout: c.AttemptTimeout,
+		AttemptTimeout: attempt,
 		UserAgent:      "talonctl/" + buildinfo.Version,
 	})
 	if err != nil {

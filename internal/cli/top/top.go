@@ -21,7 +21,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/talonhq/talon/internal/apiv1"
-	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/tui"
 )
@@ -353,29 +352,17 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// newClient builds the /api/v1 client of conn, as cmdutil.Connection's
-// NewClient does, over a transport that records the answering server;
+// newClient builds the /api/v1 client of conn (cmdutil.Connection's, one
+// way to build it) over a transport that records the answering server;
 // attempt bounds one attempt against one server.
 func newClient(conn *cmdutil.Connection, attempt time.Duration) (*apiv1.Client, *recorder, error) {
-	tlsCfg, err := conn.TLSConfig()
-	if err != nil {
-		return nil, nil, cmdutil.UsageError(err)
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil // admin listeners are internal; never route through an environment proxy
-	if tlsCfg != nil {
-		tr.TLSClientConfig = tlsCfg
-	}
-	rec := &recorder{Transport: tr}
-	client, err := apiv1.NewClient(conn.Servers, apiv1.ClientOptions{
-		Token:      conn.Token,
-		HTTPClient: &http.Client{Transport: rec},
-		TLS:        tlsCfg,
-		Timeout:    attempt,
-		UserAgent:  "talonctl/" + buildinfo.Version,
+	var rec *recorder
+	client, _, err := conn.NewClientVia(attempt, 0, func(tr *http.Transport) http.RoundTripper {
+		rec = &recorder{Transport: tr}
+		return rec
 	})
 	if err != nil {
-		return nil, nil, cmdutil.UsageErrorf("--server: %w", err)
+		return nil, nil, err
 	}
 	rec.bases = client.BaseURLs()
 	return client, rec, nil
