@@ -42,6 +42,14 @@ func settle(t *testing.T, timeout time.Duration, n int, coords ...*talontest.Pro
 		}
 		time.Sleep(talontest.PollEvery)
 	}
+	for _, p := range coords {
+		cl, err := p.API(t).Cluster(context.Background())
+		if err != nil {
+			t.Logf("not settled: %s: %v", p.Name, err)
+			continue
+		}
+		t.Logf("not settled: %s: revision %s, %d eligible, version %s, workers %+v", p.Name, cl.Revision, cl.EligibleWorkers, cl.PlacementVersion, cl)
+	}
 	return time.Since(began), false
 }
 
