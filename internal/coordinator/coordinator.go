@@ -250,6 +250,7 @@ type Coordinator struct {
 	view        *tracker                // the view, readiness of the store, recovery
 	evidence    *evidence               // what this coordinator observed, for proposals
 	ctl         *controlServer          // the control protocol: listener, connections, drain
+	departed    *departures             // deregistrations served here, reported as orderly leaves
 	ready       *readiness.Tracker
 	events      *eventLog     // what this coordinator observed, bounded, in memory
 	shared      *sharedEvents // node events to and from the store's event log; nil without one
@@ -334,6 +335,7 @@ func New(opts Options) (*Coordinator, error) {
 		revocations: make(chan revocation, maxQueuedProposals),
 	}
 	c.ready = c.newReadiness()
+	c.departed = newDepartures(max(c.opts.Limits.MaxRecords, 1))
 	c.proc.ReadyFrom(c.ready.Ready)
 	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)

@@ -295,6 +295,11 @@ func (c *Coordinator) logMembership(prev, v *View) {
 		if _, ok := after[k]; !ok {
 			e := Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID}
 			e.ID = c.nodeEventID(e, old.IncarnationID, 0)
+			if c.departed.take(k, old.IncarnationID, c.mono()) {
+				e.Reason = "deregistered"
+				event(slog.LevelInfo, "node left: deregistered", e)
+				continue
+			}
 			event(slog.LevelWarn, "node expired or removed", e)
 		}
 	}

@@ -168,6 +168,7 @@ func (c *Coordinator) deregister(ctx context.Context, cn *conn, m *protocol.Dere
 	}
 	c.m.writes.WithLabelValues("deregister", res.Outcome.String()).Inc()
 	if res.Outcome == state.OutcomeAccepted {
+		c.departed.note(m.Key(), m.IncarnationID, c.mono())
 		c.requestRefresh()
 	}
 	return c.ack(res)
