@@ -137,7 +137,7 @@ func mustReadFile(t *testing.T, name string) string {
 // coordinator's service account may create TokenReviews.
 func applyChartRBAC(t *testing.T, ctx context.Context, admin kubernetes.Interface, ns string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "rbac.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", "rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
