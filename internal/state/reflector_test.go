@@ -61,13 +61,19 @@ func (f *fakeSource) watch(ctx context.Context, s Stream[*testEntry]) error {
 // start runs a reflector over f until the test ends; ring is its ring
 // size.
 func (f *fakeSource) start(ring int, final func(error) bool) *Reflector[*testEntry] {
+	return f.startWith(ring, final, nil)
+}
+
+// startWith is start with an Available hook.
+func (f *fakeSource) startWith(ring int, final func(error) bool, available func(context.Context, uint64) error) *Reflector[*testEntry] {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := NewReflector(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), ReflectorSource[*testEntry]{
-		Name:   "test cache",
-		List:   f.list,
-		Watch:  f.watch,
-		Record: func(e *testEntry) (*cluster.Record, bool) { return e.rec, e.rec != nil },
-		Final:  final,
+		Name:      "test cache",
+		List:      f.list,
+		Watch:     f.watch,
+		Record:    func(e *testEntry) (*cluster.Record, bool) { return e.rec, e.rec != nil },
+		Final:     final,
+		Available: available,
 		Go: func(fn func()) bool {
 			f.wg.Add(1)
 			go func() { defer f.wg.Done(); fn() }()
@@ -231,13 +237,12 @@ func TestReflectorSlowSubscriber(t *testing.T) {
 	ctx := t.Context()
 	slow, _ := r.Subscribe(ctx, "a", 10)
 	fast, _ := r.Subscribe(ctx, "a", 10)
-	done := make(chan []string)
-	go func() { got, _ := recv(t, fast, 20); done <- got }()
+	// The reading subscriber takes each event before the next is applied.
 	for i := range 20 {
 		f.steps <- step{changes: []MirrorChange[*testEntry]{put(entry("a/w", "a", cluster.RoleWorker, "w"), uint64(11+i))}}
-	}
-	if got := <-done; len(got) != 20 {
-		t.Errorf("the reading subscriber got %d events, want 20", len(got))
+		if got, err := recv(t, fast, 1); err != nil || len(got) != 1 {
+			t.Fatalf("event %d: the reading subscriber got %v, %v", i, got, err)
+		}
 	}
 	if err := end(t, slow); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("slow subscriber ended with %v, want ErrUnavailable", err)
@@ -325,5 +330,36 @@ func TestReflectorWaitFor(t *testing.T) {
 	}
 	if rev, tok := r.Revision(); rev != 12 || tok != "12" {
 		t.Errorf("revision %d %q", rev, tok)
+	}
+}
+
+// TestReflectorAvailable: before replaying, the reflector asks the store
+// whether it still has the caller's revision: a compacted one ends the
+// watch with ErrCompacted even though the ring could replay it, and one
+// the store has but the ring does not cover (a snapshot older than the
+// listing) is left to the backend's own watch (ok false).
+func TestReflectorAvailable(t *testing.T) {
+	f := newFakeSource(t)
+	compactedBefore := uint64(12)
+	r := f.startWith(0, nil, func(_ context.Context, after uint64) error {
+		if after < compactedBefore {
+			return ErrCompacted
+		}
+		return nil
+	})
+	f.steps <- step{changes: []MirrorChange[*testEntry]{put(entry("a/w1", "a", cluster.RoleWorker, "w1"), 11), put(entry("a/w2", "a", cluster.RoleWorker, "w2"), 12), put(entry("a/w3", "a", cluster.RoleWorker, "w3"), 13)}}
+	if reached, _, _ := r.WaitFor(t.Context(), 13, 0); !reached {
+		t.Fatal("revision 13 not reached")
+	}
+	if ch, ok := r.Subscribe(t.Context(), "a", 11); !ok || !errors.Is(end(t, ch), ErrCompacted) {
+		t.Error("a compacted revision the ring holds was replayed")
+	}
+	ch, ok := r.Subscribe(t.Context(), "a", 12)
+	if got, err := recv(t, ch, 1); !ok || err != nil || !slices.Equal(got, []string{"put w3@13"}) {
+		t.Errorf("from 12: %v, %v", got, err)
+	}
+	compactedBefore = 0 // the hook runs on this goroutine
+	if _, ok := r.Subscribe(t.Context(), "a", 9); ok {
+		t.Error("a revision before the listing the store still has was not left to the backend")
 	}
 }

@@ -158,7 +158,9 @@ func (r *Reflector[E]) endSubsLocked(err error) {
 // reflector is not ready (after waiting for a listing in flight) or the
 // caller falls behind, with the cause when the reflector loses its
 // watch, and without an error batch when ctx ends. ok is false when the
-// reflector is off for good: the backend watches the store itself.
+// reflector is off for good, or when the store still has a revision the
+// ring no longer covers (a snapshot read before the reflector's latest
+// listing): the backend then watches the store itself.
 func (r *Reflector[E]) Subscribe(ctx context.Context, clusterID string, after uint64) (ch <-chan WatchBatch, ok bool) {
 	out := make(chan WatchBatch, 1)
 	fail := func(err error) (<-chan WatchBatch, bool) {
@@ -188,6 +190,12 @@ func (r *Reflector[E]) Subscribe(ctx context.Context, clusterID string, after ui
 	case !r.ready:
 		r.mu.Unlock()
 		return fail(r.notReady(clusterID))
+	case after < r.ring.floor && r.src.Available != nil:
+		// The store still has the revision (available said so), the
+		// ring does not (the caller's snapshot predates the listing):
+		// the backend watches the store itself.
+		r.mu.Unlock()
+		return nil, false
 	case after < r.ring.floor:
 		floor := r.ring.floor
 		r.mu.Unlock()

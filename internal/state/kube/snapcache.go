@@ -287,8 +287,6 @@ func (c *snapCache) entry(l *coordv1.Lease) *cachedLease {
 	return &cachedLease{name: l.Name, key: key, rv: l.ResourceVersion, rec: s.observed(l, rec)}
 }
 
-func (c *snapCache) isReady() bool { return c.r.Ready() }
-
 // touch marks every Lease the cache holds as still listed in the store's
 // observations, so pruning them drops only Leases that are gone.
 func (c *snapCache) touch() {
@@ -307,7 +305,10 @@ func (c *snapCache) touch() {
 // before the call is at or below T, so it is in the answer.
 func (c *snapCache) snapshot(ctx context.Context, clusterID string) (snap *state.Snapshot, ok bool, err error) {
 	s := c.s
-	if !c.isReady() {
+	// A listing in flight (at start, after a lost watch) is waited for
+	// rather than repeated by a LIST of this call's own; one backing off
+	// after a failure is not.
+	if !c.r.AwaitReady(ctx) {
 		return nil, false, nil
 	}
 	target, err := c.probes.do(ctx)
