@@ -293,20 +293,27 @@ func (c *Coordinator) logMembership(prev, v *View) {
 	}
 	for k, old := range before {
 		if _, ok := after[k]; !ok {
-			e := Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID}
-			e.ID = c.nodeEventID(e, old.IncarnationID, 0)
-			if c.departed.take(k, old.IncarnationID, c.mono()) {
-				e.Reason = "deregistered"
-				event(slog.LevelInfo, "node left: deregistered", e)
-				continue
-			}
-			event(slog.LevelWarn, "node expired or removed", e)
+			level, msg, e := c.removal(k, old)
+			event(level, msg, e)
 		}
 	}
 	if dropped > 0 {
 		c.addEvent(Event{Type: EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)})
 		c.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
+}
+
+// removal is the event of a record gone from the view, and how to log
+// it: an orderly leave when this coordinator served its deregistration,
+// an expiry or removal to look into otherwise.
+func (c *Coordinator) removal(k cluster.Key, old *cluster.Record) (slog.Level, string, Event) {
+	e := Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID}
+	e.ID = c.nodeEventID(e, old.IncarnationID, 0)
+	if c.departed.take(k, old.IncarnationID, c.mono()) {
+		e.Reason = "deregistered"
+		return slog.LevelInfo, "node left: deregistered", e
+	}
+	return slog.LevelWarn, "node expired or removed", e
 }
 
 // markEvents returns the events of the operator's and the coordinators'
