@@ -111,6 +111,10 @@ type Proc struct {
 	Done  chan struct{}
 	Admin string // admin listener address
 	Addr  string // control or data listener address
+
+	apiOnce sync.Once
+	api     *apiv1.Client // API's client, one per process: its connections are reused
+	apiErr  error
 }
 
 // Start runs talon with args; the process is killed when the test ends,
@@ -180,14 +184,20 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// API returns an /api/v1 client of the process's admin listener.
+// API returns the /api/v1 client of the process's admin listener. It is
+// one client per process, so a test that polls keeps reusing its
+// connections: a client per call left each call's keep-alive connection
+// open, and a coordinator polled for a minute reached its admin
+// listener's per-address cap and answered every new connection with EOF.
 func (p *Proc) API(t *testing.T) *apiv1.Client {
 	t.Helper()
-	c, err := apiv1.NewClient([]string{"http://" + p.Admin}, apiv1.ClientOptions{Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	p.apiOnce.Do(func() {
+		p.api, p.apiErr = apiv1.NewClient([]string{"http://" + p.Admin}, apiv1.ClientOptions{Timeout: 2 * time.Second})
+	})
+	if p.apiErr != nil {
+		t.Fatal(p.apiErr)
 	}
-	return c
+	return p.api
 }
 
 // Tail returns the last n bytes of s, marked as cut when longer.
