@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -78,6 +79,13 @@ func TestClusterEndpoint(t *testing.T) {
 		t.Errorf("capacity %+v (hit ratio %v), want 5 workers, 1 GiB, 1 MiB resident, hit ratio 0.9, no rates yet", got, got.HitRatio)
 	}
 	want.Capacity = c.Capacity
+	// The test's workers report version "test", the coordinator its
+	// build's ("dev"): two versions at one level is mixed all the same.
+	if u := c.Upgrade; u == nil || u.FeatureLevel != cluster.BuildLevel || u.ServerLevel != cluster.BuildLevel || !u.Mixed ||
+		fmt.Sprint(u.Versions) != fmt.Sprintf("[{coordinator %s %d 1} {worker test %d 5}]", buildinfo.Version, cluster.BuildLevel, cluster.BuildLevel) {
+		t.Errorf("upgrade %+v; want every process at the build's level %d, two versions (mixed)", u, cluster.BuildLevel)
+	}
+	want.Upgrade = c.Upgrade
 	if fmt.Sprintf("%+v", c) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("cluster\n got %+v\nwant %+v", c, want)
 	}

@@ -35,6 +35,7 @@ var errorTable = []struct {
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, apiv1.CodeMethodNotAllowed, false},
 	{errBodyNotAccepted, http.StatusRequestEntityTooLarge, apiv1.CodeTooLarge, false},
 	{errRateLimited, http.StatusTooManyRequests, apiv1.CodeRateLimited, true},
+	{coordinator.ErrFeatureLevel, http.StatusConflict, apiv1.CodeFeatureLevel, true},
 	// Fail closed: no current snapshot. The store sentinels appear only
 	// wrapped in ErrNotReady today; they are listed so that a future path
 	// returning them bare still answers 503, not 500.

@@ -331,3 +331,33 @@ func TestNodeCordon(t *testing.T) {
 		}
 	}
 }
+
+// TestCordonWaitsForFeatureLevel: while a worker of the build before
+// feature levels is live (the cluster's level is 0), a cordon is refused
+// with 409 feature_level naming the process that holds the level back,
+// and nothing is written: a level-0 coordinator's next write of the
+// record would drop the mark. An uncordon is still served.
+func TestCordonWaitsForFeatureLevel(t *testing.T) {
+	cfg := exposeAll()
+	cfg.Tokens = scoped(allScopes, "tok-op")
+	e := startCoordinator(t, envOptions{admin: cfg})
+	old := workerRecord("w1", nil)
+	old.FeatureLevel = cluster.LevelBase
+	e.put(t, old, time.Minute)
+	e.put(t, workerRecord("w2", nil), time.Minute)
+	r := e.do(t, http.MethodPost, apiv1.NodeActionPath("w2", apiv1.SuffixCordon), "tok-op")
+	if body := string(r.body); r.status != http.StatusConflict || !strings.Contains(body, `"code":"feature_level"`) || !strings.Contains(body, "worker/w1") ||
+		!strings.Contains(body, `"retryable":true`) {
+		t.Fatalf("cordon at cluster level 0: %d %s; want 409 feature_level naming worker/w1", r.status, r.body)
+	}
+	snap, err := e.store.Snapshot(context.Background(), clusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Find(cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: "w2"}).Cordoned() {
+		t.Fatal("the refused cordon was written")
+	}
+	if r := e.do(t, http.MethodPost, apiv1.NodeActionPath("w2", apiv1.SuffixUncordon), "tok-op"); r.status != http.StatusOK {
+		t.Fatalf("uncordon at cluster level 0: %d %s; want 200", r.status, r.body)
+	}
+}

@@ -181,6 +181,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request, _ bool) error {
 	out.Nodes = countNodes(records)
 	out.Coordinators = s.totals.presence(records, c.ExpectedCoordinators(), s.now())
 	out.Capacity = s.totals.capacity(records)
+	out.Upgrade = apiv1.UpgradeFromSurvey(v.Survey, cluster.BuildLevel)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -60,7 +60,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"Health": Health{}, "Error": ErrorResponse{}, "Capacity": Capacity{}, "Counters": Counters{},
 		"Node": Node{}, "Counts": Counts{}, "Cluster": Cluster{}, "NodeList": NodeList{},
 		"NodeResponse": NodeResponse{}, "Placement": Placement{}, "Usage": Usage{}, "Status": Status{},
-		"Event": Event{}, "EventList": EventList{}, "Cordon": Cordon{},
+		"Event": Event{}, "EventList": EventList{}, "Cordon": Cordon{}, "Upgrade": Upgrade{}, "VersionCount": VersionCount{},
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -97,6 +97,10 @@ func jsonFields(t *testing.T, v any) []string {
 		keys = append(keys, "role", "nodeId", "old", "new", "reason", "revision", "id")
 	case Node:
 		keys = append(keys, "placementVersion", "eligibleWorkers", "agree")
+	case Cluster:
+		keys = append(keys, "upgrade")
+	case Upgrade:
+		keys = append(keys, "lowestNode")
 	}
 	slices.Sort(keys)
 	return keys

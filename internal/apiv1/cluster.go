@@ -1,5 +1,7 @@
 package apiv1
 
+import "github.com/talonhq/talon/internal/cluster"
+
 // Cluster is the body of GET /api/v1/cluster.
 type Cluster struct {
 	Meta
@@ -21,6 +23,52 @@ type Cluster struct {
 	Coordinators CoordinatorPresence `json:"coordinators"`
 	// Capacity sums the live workers' capacity and counters.
 	Capacity ClusterCapacity `json:"capacity"`
+	// Upgrade is the cluster's feature level and the build versions its
+	// live processes run; absent from coordinators of builds before
+	// feature levels.
+	Upgrade *Upgrade `json:"upgrade,omitempty"`
+}
+
+// Upgrade is what the live records say about the builds that run the
+// cluster (cluster.Survey).
+type Upgrade struct {
+	// FeatureLevel is the cluster's feature level: the lowest level among
+	// the live processes. Behaviour of a higher level waits for it.
+	FeatureLevel int64 `json:"featureLevel"`
+	// HighestLevel is the highest level among the live processes.
+	HighestLevel int64 `json:"highestLevel"`
+	// ServerLevel is the level the answering coordinator's build speaks.
+	ServerLevel int64 `json:"serverLevel"`
+	// Mixed is true while more than one build version or feature level
+	// runs: the cluster is mid-upgrade (or mid-rollback).
+	Mixed bool `json:"mixed"`
+	// LowestNode names a process at the cluster's level ("role/node")
+	// while that level is below the answering coordinator's; empty
+	// otherwise.
+	LowestNode string `json:"lowestNode,omitempty"`
+	// Versions counts the live processes by role, build version and
+	// feature level, sorted by role, version, level; never null.
+	Versions []VersionCount `json:"versions"`
+}
+
+// VersionCount is how many live processes of one role run one build
+// version at one feature level.
+type VersionCount struct {
+	Role         string `json:"role"`
+	Version      string `json:"version"`
+	FeatureLevel int64  `json:"featureLevel"`
+	Count        int    `json:"count"`
+}
+
+// UpgradeFromSurvey converts a survey to its API form; server is the
+// answering coordinator's own level.
+func UpgradeFromSurvey(s cluster.Survey, server int64) *Upgrade {
+	u := &Upgrade{FeatureLevel: s.Level, HighestLevel: s.Highest, ServerLevel: server, Mixed: s.Mixed(),
+		LowestNode: s.Lowest, Versions: make([]VersionCount, 0, len(s.Versions))}
+	for _, v := range s.Versions {
+		u.Versions = append(u.Versions, VersionCount{Role: string(v.Role), Version: v.Version, FeatureLevel: v.Level, Count: v.Count})
+	}
+	return u
 }
 
 // CoordinatorPresence is the live coordinators against the expected count.

@@ -55,5 +55,6 @@ func nodeFields(r *cluster.Record) Node {
 		StatusAtUnixMs:   r.StatusAtUnixMs,
 		PlacementVersion: r.PlacementVersion,
 		EligibleWorkers:  r.EligibleWorkers,
+		FeatureLevel:     r.FeatureLevel,
 	}
 }

@@ -212,6 +212,11 @@ type Node struct {
 	IncarnationID string `json:"incarnationId"`
 	// Version is the process's build version.
 	Version string `json:"version"`
+	// FeatureLevel is the protocol feature level the process's build
+	// speaks; 0 for builds before feature levels (and while an older
+	// coordinator last wrote the record). The cluster's level is the
+	// lowest among live processes (cluster.upgrade.featureLevel).
+	FeatureLevel int64 `json:"featureLevel"`
 	// Address is a coordinator's control address or a worker's data address.
 	Address string `json:"address"`
 	// AdminAddress is the advertised administration address; empty when
@@ -451,4 +456,8 @@ const (
 	CodeRateLimited      = "rate_limited"       // 429, retryable: this client sent more than admin-rate-limit requests per second
 	CodePermissionDenied = "permission_denied"  // 403: the token lacks the route's scope, or a cross-site write
 	CodeInternal         = "internal"           // 500: a bug
+	// CodeFeatureLevel is a 409, retryable once the upgrade is done: the
+	// write needs a cluster feature level that a live process of an older
+	// build holds back (mid-upgrade).
+	CodeFeatureLevel = "feature_level"
 )

@@ -135,6 +135,10 @@ func appendRecordLabels(dst []byte, r *Record, kv []label) []byte {
 		dst = append(dst, `,"eligibleWorkers":`...)
 		dst = strconv.AppendInt(dst, r.EligibleWorkers, 10)
 	}
+	if r.FeatureLevel != 0 {
+		dst = append(dst, `,"featureLevel":`...)
+		dst = strconv.AppendInt(dst, r.FeatureLevel, 10)
+	}
 	dst = append(dst, `}`...)
 	return dst
 }

@@ -165,6 +165,12 @@ type Record struct {
 	// heartbeat interval. Empty and 0 on workers.
 	PlacementVersion string `json:"placementVersion,omitempty"`
 	EligibleWorkers  int64  `json:"eligibleWorkers,omitempty"`
+	// FeatureLevel is the protocol feature level the process's build
+	// speaks (BuildLevel; see feature.go). The process sets it; 0 (absent)
+	// is what builds before feature levels wrote, and what an older
+	// coordinator's re-encoding of the record leaves. The cluster's level
+	// is the lowest among its live records (Survey).
+	FeatureLevel int64 `json:"featureLevel,omitempty"`
 }
 
 // HeartbeatAt returns HeartbeatAtUnixMs, or UpdatedAtUnixMs on a record

@@ -37,6 +37,7 @@ var (
 		"heartbeatAtUnixMs",
 		"placementVersion",
 		"eligibleWorkers",
+		"featureLevel",
 	)
 	capacityNames = quoteNames(
 		"capacityBytes",
@@ -130,6 +131,8 @@ func (d *scanner) record(v *Record) bool {
 			v.PlacementVersion, ok = d.str()
 		case 29:
 			v.EligibleWorkers, ok = d.int64()
+		case 30:
+			v.FeatureLevel, ok = d.int64()
 		}
 		return ok
 	})

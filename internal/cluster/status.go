@@ -40,7 +40,7 @@ func StatusChanged(stored, incoming *Record) bool {
 		a.Version != b.Version || a.StartTimeUnixMs != b.StartTimeUnixMs || a.Health != b.Health ||
 		a.Ready != b.Ready || a.NotReadyReason != b.NotReadyReason || a.Drained != b.Drained || a.CredentialSerial != b.CredentialSerial ||
 		a.Capacity.CapacityBytes != b.Capacity.CapacityBytes || a.Capacity.StoreHealthy != b.Capacity.StoreHealthy ||
-		a.PlacementVersion != b.PlacementVersion || a.EligibleWorkers != b.EligibleWorkers ||
+		a.PlacementVersion != b.PlacementVersion || a.EligibleWorkers != b.EligibleWorkers || a.FeatureLevel != b.FeatureLevel ||
 		!maps.Equal(a.Labels, b.Labels)
 }
 

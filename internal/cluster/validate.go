@@ -384,5 +384,8 @@ func validatePlacementView(r *Record) error {
 	if r.EligibleWorkers < 0 {
 		return fieldErr("eligibleWorkers", strconv.FormatInt(r.EligibleWorkers, 10), "must not be negative")
 	}
+	if r.FeatureLevel < 0 || r.FeatureLevel > MaxFeatureLevel {
+		return fieldErr("featureLevel", strconv.FormatInt(r.FeatureLevel, 10), fmt.Sprintf("must be from 0 to %d", MaxFeatureLevel))
+	}
 	return nil
 }

@@ -340,6 +340,9 @@ func New(opts Options) (*Coordinator, error) {
 	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
+	if err := c.registerUpgradeMetrics(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
 	if err := c.openSharedEvents(); err != nil {
 		return nil, err
 	}
@@ -416,6 +419,9 @@ func (c *Coordinator) Timing() cluster.Timing { return c.opts.Timing }
 // Run serves until ctx ends, then drains and returns. It returns an error
 // only when the coordinator could not serve at all.
 func (c *Coordinator) Run(ctx context.Context) error {
+	if err := c.preflightSkew(ctx); err != nil {
+		return err
+	}
 	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
 	c.views.Store(&batcher{fetch: c.fetch, base: base, timeout: c.opts.RequestTimeout, wg: &c.bg})
 

@@ -67,6 +67,13 @@ func (c *Coordinator) SetCordon(ctx context.Context, req CordonRequest) (CordonR
 		if !cordonChanges(r, req) {
 			return CordonResult{Record: r}, nil
 		}
+		if req.On {
+			// A level-0 coordinator's next write of the record would drop
+			// the mark; lifting one is always safe.
+			if err := c.requireLevel(v, cluster.LevelRenewals, "a cordon held in the store"); err != nil {
+				return CordonResult{}, err
+			}
+		}
 		res, err := c.writeCordon(ctx, key, r, req)
 		if err != nil {
 			return CordonResult{}, err

@@ -150,7 +150,7 @@ func (c *Coordinator) fetch(ctx context.Context, seq uint64) (*View, error) {
 func (c *Coordinator) buildView(prev *View, snap *state.Snapshot) (*View, error) {
 	if prev != nil && prev.Snapshot.Revision == snap.Revision {
 		// Same revision, same records: the same placement.
-		return &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now()}, nil
+		return &View{Snapshot: snap, Table: prev.Table, Excluded: prev.Excluded, ObservedAt: c.now(), Survey: prev.Survey}, nil
 	}
 	eligible, excluded := placement.Eligible(snap.Records)
 	table := (*placement.Table)(nil)
@@ -162,7 +162,7 @@ func (c *Coordinator) buildView(prev *View, snap *state.Snapshot) (*View, error)
 			return nil, fmt.Errorf("build placement: %w", err)
 		}
 	}
-	return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now()}, nil
+	return &View{Snapshot: snap, Table: table, Excluded: excluded, ObservedAt: c.now(), Survey: cluster.SurveyRecords(snap.Records)}, nil
 }
 
 // noteView records an applied read: evidence and proposals, readiness,
@@ -193,6 +193,7 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 	c.m.snapshotAge.Set(0)
 	if a.prev == nil || a.prev.Snapshot.Revision != v.Snapshot.Revision {
 		c.countNodes(v)
+		c.noteSurvey(a.prev, v)
 		if a.prev != nil {
 			c.logMembership(a.prev, v)
 		}

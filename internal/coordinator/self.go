@@ -33,7 +33,7 @@ func (c *Coordinator) newSelfLoop() (*membership.Loop, error) {
 func (c *Coordinator) writeSelf(ctx context.Context, a membership.Attempt) (membership.Answer, error) {
 	var opts []state.UpsertOption
 	if !a.Register {
-		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.opts.Timing.StatusEvery()))
+		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.statusEvery()))
 	}
 	res, err := c.store.UpsertNode(ctx, c.selfRecord(a.Seq), c.opts.Timing.LeaseTTL, opts...)
 	if err != nil {
@@ -107,7 +107,8 @@ func (c *Coordinator) selfRecord(seq uint64) *cluster.Record {
 			PlacementErrorsTotal:  c.lookupErrors.Load(),
 			StoreErrorsTotal:      c.storeErrors.Load(),
 		},
-		Labels: c.opts.Labels,
+		Labels:       c.opts.Labels,
+		FeatureLevel: cluster.BuildLevel,
 	}
 	if v := c.LastGood(); v != nil && storeOK {
 		// The placement this coordinator answers with, for every view

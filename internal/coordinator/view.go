@@ -22,6 +22,9 @@ type View struct {
 	Excluded []placement.Exclusion
 	// ObservedAt is the local time the snapshot read completed.
 	ObservedAt time.Time
+	// Survey is the cluster's feature level and build versions, from the
+	// snapshot's records (upgrade.go).
+	Survey cluster.Survey
 
 	indexOnce sync.Once
 	index     map[cluster.Key]*cluster.Record

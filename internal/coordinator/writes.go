@@ -104,7 +104,10 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 	}
 	var opts []state.UpsertOption
 	if op == "heartbeat" {
-		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.opts.Timing.StatusEvery()))
+		opts = append(opts, state.Heartbeat(), state.StatusEvery(c.statusEvery()))
+	} else if e := c.checkRegistrationSkew(rec); e != nil {
+		c.m.writes.WithLabelValues(op, e.Code.String()).Inc()
+		return e
 	} else if full, n := c.clusterFull(rec.Key()); full {
 		c.m.writes.WithLabelValues(op, protocol.CodeResourceExhausted.String()).Inc()
 		c.m.limitRefusals.WithLabelValues("records").Inc()

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/talonhq/talon/internal/buildinfo"
+	"github.com/talonhq/talon/internal/cluster"
 )
 
 // AllowedLabel reports whether Talon metrics may use the label name: the
@@ -98,6 +99,11 @@ func NewNodeProcess(reg prometheus.Registerer, id Identity) (*Process, error) {
 		ConstLabels: labels,
 	})
 	buildInfo.Set(1)
+	level := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "talon_build_feature_level",
+		Help: "The protocol feature level this process's build speaks (ADR 0001 amendment: upgrades); the cluster's is the lowest among live processes (talon_cluster_feature_level).",
+	})
+	level.Set(float64(cluster.BuildLevel))
 	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "talon_ready",
 		Help: "1 when the process reports ready, 0 otherwise.",
@@ -108,7 +114,7 @@ func NewNodeProcess(reg prometheus.Registerer, id Identity) (*Process, error) {
 		return 0
 	})
 	for _, c := range []prometheus.Collector{
-		p.requests, p.duration, p.connections, buildInfo, ready,
+		p.requests, p.duration, p.connections, buildInfo, level, ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {

@@ -324,6 +324,7 @@ func (w *Worker) recordLocked(seq uint64) *cluster.Record {
 		Capacity:        capy,
 		Counters:        counters,
 		Labels:          w.opts.Labels,
+		FeatureLevel:    cluster.BuildLevel,
 	}
 	w.markRecordLocked(rec)
 	return rec
