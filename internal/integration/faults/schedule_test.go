@@ -12,7 +12,6 @@ package faults
 // 20 s SIGSTOP and a 15 s quorum loss.
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport"
@@ -66,7 +64,7 @@ func newFaultSuite(t *testing.T, backend string, c *talontest.LiveCluster) *faul
 	})
 	ctls := s.ctls()
 	for i := 1; i <= talontest.ScheduleWorkers; i++ {
-		s.workers = append(s.workers, c.Worker(fmt.Sprintf("worker-%d", i), rotate(ctls, i), talontest.LiveTiming{}))
+		s.workers = append(s.workers, c.Worker(fmt.Sprintf("worker-%d", i), talontest.Rotate(ctls, i), talontest.LiveTiming{}))
 	}
 	talontest.WaitEligible(t, 90*time.Second, talontest.ScheduleWorkers, s.coords...)
 	targets := make([]talontest.Target, len(s.coords))
@@ -74,7 +72,7 @@ func newFaultSuite(t *testing.T, backend string, c *talontest.LiveCluster) *faul
 		targets[i] = talontest.TargetOf(p)
 	}
 	s.pl = talontest.StartPoller(t, c.Client, targets...)
-	s.calls = startCallers(t, c, ctls)
+	s.calls = talontest.StartCallers(t, c, ctls)
 	time.Sleep(time.Second)
 	return s
 }
@@ -83,14 +81,6 @@ func (s *faultSuite) ctls() []string {
 	out := make([]string, len(s.coords))
 	for i, p := range s.coords {
 		out[i] = p.Addr
-	}
-	return out
-}
-
-func rotate(list []string, by int) []string {
-	out := make([]string, len(list))
-	for i := range list {
-		out[i] = list[(i+by)%len(list)]
 	}
 	return out
 }
@@ -172,60 +162,6 @@ func (s *faultSuite) heartbeatFailures() int {
 		}
 	}
 	return total
-}
-
-func startCallers(t *testing.T, c *talontest.LiveCluster, ctls []string) *talontest.Callers {
-	t.Helper()
-	cs := &talontest.Callers{StopCh: make(chan struct{}), Want: map[string]string{}}
-	ref, err := client.New(client.Options{Coordinators: ctls, TLS: c.Client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	for i := range talontest.ScheduleKeys {
-		key := fmt.Sprintf("fault/%d", i)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		p, err := ref.Lookup(ctx, key, 1)
-		cancel()
-		if err != nil {
-			t.Fatalf("steady lookup of %s: %v", key, err)
-		}
-		if i > 0 && p.Version != cs.Version {
-			t.Fatalf("steady lookups saw versions %s and %s", cs.Version, p.Version)
-		}
-		cs.Want[key], cs.Version = p.Owners[0].NodeID, p.Version
-	}
-	for n := range talontest.ScheduleCallers {
-		cs.WG.Add(1)
-		go func() {
-			defer cs.WG.Done()
-			var cl *client.Client
-			defer func() { cl.Close() }()
-			for i := n; ; i++ {
-				if i%talontest.ClientLife == n {
-					// A new client, its list rotated by one more: new
-					// clients arrive all the time, and each starts at
-					// the first address of its list, so every
-					// coordinator is some new client's first choice.
-					if cl != nil {
-						cl.Close()
-					}
-					var err error
-					if cl, err = client.New(client.Options{Coordinators: rotate(ctls, n+i/talontest.ClientLife), TLS: c.Client}); err != nil {
-						panic(err)
-					}
-				}
-				select {
-				case <-cs.StopCh:
-					return
-				case <-time.After(talontest.CallPace):
-				}
-				cs.Add(cs.One(cl, fmt.Sprintf("fault/%d", i%talontest.ScheduleKeys)))
-			}
-		}()
-	}
-	t.Cleanup(cs.Stop)
-	return cs
 }
 
 // rollingRestart sends each coordinator SIGTERM in turn, starts it again

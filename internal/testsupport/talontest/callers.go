@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/talonhq/talon/internal/client"
@@ -150,4 +151,70 @@ func (cs *Callers) Figures(from, to time.Time) Row {
 		}
 	}
 	return r
+}
+
+// StartCallers looks up ScheduleKeys keys once to learn their steady
+// owners and placement version, then starts ScheduleCallers callers until
+// Stop or the end of the test.
+func StartCallers(t *testing.T, c *LiveCluster, ctls []string) *Callers {
+	t.Helper()
+	cs := &Callers{StopCh: make(chan struct{}), Want: map[string]string{}}
+	ref, err := client.New(client.Options{Coordinators: ctls, TLS: c.Client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	for i := range ScheduleKeys {
+		key := fmt.Sprintf("fault/%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p, err := ref.Lookup(ctx, key, 1)
+		cancel()
+		if err != nil {
+			t.Fatalf("steady lookup of %s: %v", key, err)
+		}
+		if i > 0 && p.Version != cs.Version {
+			t.Fatalf("steady lookups saw versions %s and %s", cs.Version, p.Version)
+		}
+		cs.Want[key], cs.Version = p.Owners[0].NodeID, p.Version
+	}
+	for n := range ScheduleCallers {
+		cs.WG.Add(1)
+		go func() {
+			defer cs.WG.Done()
+			var cl *client.Client
+			defer func() { cl.Close() }()
+			for i := n; ; i++ {
+				if i%ClientLife == n {
+					// A new client, its list rotated by one more: new
+					// clients arrive all the time, and each starts at
+					// the first address of its list, so every
+					// coordinator is some new client's first choice.
+					if cl != nil {
+						cl.Close()
+					}
+					var err error
+					if cl, err = client.New(client.Options{Coordinators: Rotate(ctls, n+i/ClientLife), TLS: c.Client}); err != nil {
+						panic(err)
+					}
+				}
+				select {
+				case <-cs.StopCh:
+					return
+				case <-time.After(CallPace):
+				}
+				cs.Add(cs.One(cl, fmt.Sprintf("fault/%d", i%ScheduleKeys)))
+			}
+		}()
+	}
+	t.Cleanup(cs.Stop)
+	return cs
+}
+
+// Rotate returns list rotated left by by places.
+func Rotate(list []string, by int) []string {
+	out := make([]string, len(list))
+	for i := range list {
+		out[i] = list[(i+by)%len(list)]
+	}
+	return out
 }

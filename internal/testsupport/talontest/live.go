@@ -139,6 +139,13 @@ func NewLiveCluster(t *testing.T, lt LiveTiming, replicas int, store []string) *
 // Coordinator starts coordinator id (not waiting for it).
 func (c *LiveCluster) Coordinator(id string) *Proc {
 	c.t.Helper()
+	return c.CoordinatorBin("", id)
+}
+
+// CoordinatorBin starts coordinator id with the talon binary bin ("" for
+// HEAD's), not waiting for it.
+func (c *LiveCluster) CoordinatorBin(bin, id string) *Proc {
+	c.t.Helper()
 	ctl, admin := FreeAddr(c.t), FreeAddr(c.t)
 	args := []string{"coordinator", "--cluster-id", "it", "--node-id", id, "--listen", ctl, "--admin-listen", admin, "--log-level", "info",
 		"--ha", "--coordinator-replicas", fmt.Sprint(c.replicas)}
@@ -146,12 +153,18 @@ func (c *LiveCluster) Coordinator(id string) *Proc {
 	args = append(args, c.CoordExtra...)
 	args = append(args, c.store...)
 	args = append(args, c.PKI.Args(c.t, pki.RoleCoordinator, id)...)
-	return Start(c.t, id, args...)
+	return StartBin(c.t, bin, id, nil, args...)
 }
 
 // Worker starts worker id heartbeating to the coordinators at ctls, with
 // timing lt (the cluster's when zero).
 func (c *LiveCluster) Worker(id string, ctls []string, lt LiveTiming) *Proc {
+	c.t.Helper()
+	return c.WorkerBin("", id, ctls, lt)
+}
+
+// WorkerBin is Worker with the talon binary bin ("" for HEAD's).
+func (c *LiveCluster) WorkerBin(bin, id string, ctls []string, lt LiveTiming) *Proc {
 	c.t.Helper()
 	if lt == (LiveTiming{}) {
 		lt = c.Timing
@@ -161,7 +174,7 @@ func (c *LiveCluster) Worker(id string, ctls []string, lt LiveTiming) *Proc {
 		"--cache-capacity", "64MiB", "--block-size", "1MiB", "--log-level", "info"}
 	args = append(args, lt.args()...)
 	args = append(args, c.PKI.Args(c.t, pki.RoleWorker, id)...)
-	return Start(c.t, id, args...)
+	return StartBin(c.t, bin, id, nil, args...)
 }
 
 // WaitEligible waits until every coordinator answers 200 with n eligible

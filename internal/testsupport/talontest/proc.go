@@ -104,6 +104,7 @@ func FreeAddr(t *testing.T) string {
 type Proc struct {
 	t     *testing.T
 	Name  string
+	bin   string // the talon binary; "" for HEAD's (talon)
 	args  []string
 	env   []string
 	Cmd   *exec.Cmd
@@ -127,7 +128,14 @@ func Start(t *testing.T, name string, args ...string) *Proc {
 // StartWithEnv is start with extra environment variables.
 func StartWithEnv(t *testing.T, name string, env []string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{t: t, Name: name, args: args, env: env}
+	return StartBin(t, "", name, env, args...)
+}
+
+// StartBin is StartWithEnv with the talon binary bin ("" for HEAD's): the
+// mixed-version tests run the previous release's (PreviousRelease).
+func StartBin(t *testing.T, bin, name string, env []string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{t: t, Name: name, bin: bin, args: args, env: env}
 	for i, a := range args {
 		switch a {
 		case "--admin-listen":
@@ -149,7 +157,11 @@ func StartWithEnv(t *testing.T, name string, env []string, args ...string) *Proc
 func (p *Proc) run() {
 	p.t.Helper()
 	p.Out = &testsupport.SyncBuffer{}
-	p.Cmd = exec.Command(talon(p.t), p.args...)
+	bin := p.bin
+	if bin == "" {
+		bin = talon(p.t)
+	}
+	p.Cmd = exec.Command(bin, p.args...)
 	p.Cmd.Env = append(os.Environ(), p.env...)
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -162,6 +174,28 @@ func (p *Proc) run() {
 
 // Restart starts the same command again (a new incarnation).
 func (p *Proc) Restart() { p.run() }
+
+// RestartWith starts the same command again with the talon binary bin
+// ("" for HEAD's): an upgrade or a rollback of the process.
+func (p *Proc) RestartWith(bin string) {
+	p.bin = bin
+	p.run()
+}
+
+// Bin returns the talon binary the process runs ("" for HEAD's).
+func (p *Proc) Bin() string { return p.bin }
+
+// Stop sends SIGTERM and waits up to timeout for the process to exit (it
+// drains and deregisters); it fails the test if the process does not.
+func (p *Proc) Stop(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v of SIGTERM", p.Name, timeout)
+	}
+}
 
 // Kill kills the process and waits for it to exit.
 func (p *Proc) Kill() {

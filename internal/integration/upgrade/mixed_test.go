@@ -1,0 +1,105 @@
+package upgrade
+
+import (
+	"testing"
+	"time"
+
+	"github.com/talonhq/talon/internal/testsupport/talontest"
+)
+
+// Issue 46's case: a coordinator of the previous release beside one of
+// HEAD on one store, three HEAD workers listing HEAD's coordinator first.
+// The previous release judges liveness by the record's version alone, so
+// while it is live HEAD must write the whole record on every heartbeat
+// (the cluster's feature level is 0): every worker stays eligible on both
+// coordinators in every sample, with the same placement at every shared
+// revision, and HEAD's coordinator renews no lease without a write.
+func TestMixedCoordinatorsEtcd(t *testing.T) {
+	talontest.SkipShort(t)
+	testMixedCoordinators(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2)))
+}
+
+func TestMixedCoordinatorsKube(t *testing.T) {
+	talontest.SkipShort(t)
+	testMixedCoordinators(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2)))
+}
+
+func testMixedCoordinators(t *testing.T, s *suite) {
+	s.start([]string{"", s.prev}, repeat("", workers), false)
+	s.expectLevel(0, true)
+	before := s.renewals()
+	s.phase("previous and HEAD coordinators, HEAD workers listing HEAD first, "+window().String(), func() { time.Sleep(window()) })
+	if n := s.renewals() - before; n != 0 {
+		t.Errorf("HEAD's coordinator renewed %v leases without a write while a level-0 coordinator was live", n)
+	}
+	s.table()
+}
+
+// The reverse: HEAD coordinators, workers of the previous release.
+func TestPreviousWorkersEtcd(t *testing.T) {
+	talontest.SkipShort(t)
+	testPreviousWorkers(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2)))
+}
+
+func TestPreviousWorkersKube(t *testing.T) {
+	talontest.SkipShort(t)
+	testPreviousWorkers(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2)))
+}
+
+func testPreviousWorkers(t *testing.T, s *suite) {
+	s.start([]string{"", ""}, repeat(s.prev, workers), true)
+	s.expectLevel(0, true)
+	before := s.renewals()
+	s.phase("HEAD coordinators, previous workers, "+window().String(), func() { time.Sleep(window()) })
+	if n := s.renewals() - before; n != 0 {
+		t.Errorf("HEAD's coordinators renewed %v leases without a write while level-0 workers were live", n)
+	}
+	s.table()
+}
+
+// A rolling upgrade previous → HEAD (coordinators first, then workers), a
+// rollback HEAD → previous (workers, then coordinators), and an upgrade
+// workers first, with lookups and heartbeats throughout.
+func TestRollingUpgradeEtcd(t *testing.T) {
+	talontest.SkipShort(t)
+	testRollingUpgrade(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2)))
+}
+
+func TestRollingUpgradeKube(t *testing.T) {
+	talontest.SkipShort(t)
+	testRollingUpgrade(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2)))
+}
+
+func testRollingUpgrade(t *testing.T, s *suite) {
+	s.start(repeat(s.prev, 2), repeat(s.prev, workers), true)
+	s.phase("upgrade previous → HEAD, coordinators first", func() {
+		s.roll(s.coords, "")()
+		s.expectLevel(0, true)
+		s.roll(s.workers, "")()
+	})
+	s.expectLevel(1, false)
+	s.expectRenewals()
+	s.phase("rollback HEAD → previous, workers first", func() {
+		s.roll(s.workers, s.prev)()
+		s.expectLevel(0, true)
+		s.roll(s.coords, s.prev)()
+	})
+	s.phase("upgrade previous → HEAD, workers first", func() {
+		s.roll(s.workers, "")()
+		s.roll(s.coords, "")()
+	})
+	s.expectLevel(1, false)
+	s.expectRenewals()
+	s.table()
+}
+
+// expectRenewals checks that, once every process speaks the renewals'
+// level, HEAD's coordinators renew leases without writes again.
+func (s *suite) expectRenewals() {
+	s.t.Helper()
+	before := s.renewals()
+	time.Sleep(5 * upgradeTiming.Heartbeat)
+	if s.renewals() <= before {
+		s.t.Errorf("%s: no lease renewed without a write in %v after the upgrade: the cluster's level should allow it", s.backend, 5*upgradeTiming.Heartbeat)
+	}
+}
