@@ -112,6 +112,7 @@ func (m *Model) headerText(now time.Time) (l1, l2, l3, l4 []string) {
 	l3 = []string{
 		"coordinators " + presenceText(c.Coordinators, c.Nodes.Coordinators),
 		missingText(c.Coordinators),
+		upgradeText(c.Upgrade),
 		"workers " + countsText(c.Nodes.Workers),
 		fmt.Sprintf("eligible %d", c.EligibleWorkers),
 		fmt.Sprintf("late heartbeats (>%s) %d", formatInterval(m.threshold), m.lateCount),
@@ -128,6 +129,29 @@ func presenceText(p apiv1.CoordinatorPresence, c apiv1.Counts) string {
 		return s
 	}
 	return fmt.Sprintf("%d/%d", p.Present, p.Expected) + strings.TrimPrefix(s, fmt.Sprint(c.Total))
+}
+
+// upgradeText says, in capitals (it must not rely on colour), that the
+// cluster is mid-upgrade, with the cluster's feature level and how many
+// processes run each build version; "" when one build runs or the
+// coordinator sends no survey.
+func upgradeText(u *apiv1.Upgrade) string {
+	if u == nil || !u.Mixed {
+		return ""
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, v := range u.Versions {
+		if _, ok := counts[v.Version]; !ok {
+			order = append(order, v.Version)
+		}
+		counts[v.Version] += v.Count
+	}
+	parts := make([]string, len(order))
+	for i, v := range order {
+		parts[i] = fmt.Sprintf("%s ×%d", orDash(v), counts[v])
+	}
+	return fmt.Sprintf("MID-UPGRADE level %d: %s", u.FeatureLevel, strings.Join(parts, ", "))
 }
 
 // missingText names the missing coordinators in capitals (it must not

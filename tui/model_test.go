@@ -955,6 +955,26 @@ func TestHeaderPresenceAndTotals(t *testing.T) {
 	}
 }
 
+// TestHeaderMidUpgrade: while more than one build runs the header says
+// MID-UPGRADE with the cluster's feature level and the processes per
+// version (issue 46: nothing told an operator); one build says nothing.
+func TestHeaderMidUpgrade(t *testing.T) {
+	m := newModel(t, testOptions(newClock()))
+	s := fixture(0)
+	s.Cluster.Upgrade = &apiv1.Upgrade{FeatureLevel: 0, HighestLevel: 1, ServerLevel: 1, Mixed: true, Versions: []apiv1.VersionCount{
+		{Role: "coordinator", Version: "v1.0.0", FeatureLevel: 0, Count: 1}, {Role: "coordinator", Version: "v1.1.0", FeatureLevel: 1, Count: 1},
+		{Role: "worker", Version: "v1.1.0", FeatureLevel: 1, Count: 3}}}
+	send(m, tea.WindowSizeMsg{Width: 160, Height: 30}, PollMsg{Seq: 1, Poll: s})
+	if v := view(m); !strings.Contains(v, "MID-UPGRADE level 0: v1.0.0 ×1, v1.1.0 ×4") {
+		t.Errorf("header lacks the mid-upgrade part:\n%s", v)
+	}
+	s.Cluster.Upgrade = &apiv1.Upgrade{FeatureLevel: 1, HighestLevel: 1, ServerLevel: 1, Versions: []apiv1.VersionCount{{Role: "worker", Version: "v1.1.0", FeatureLevel: 1, Count: 3}}}
+	send(m, PollMsg{Seq: 2, Poll: s})
+	if v := view(m); strings.Contains(v, "MID-UPGRADE") {
+		t.Errorf("one build runs, yet the header says mid-upgrade:\n%s", v)
+	}
+}
+
 // TestCoordinatorsPaneAgreement: the coordinators pane shows each
 // coordinator's published placement and says in words when one disagrees
 // (issue 38: only the answering coordinator's view was shown).

@@ -67,6 +67,41 @@ func TestVersion(t *testing.T) {
 			t.Fatalf("version document %+v %+v", v.Client, v.Server)
 		}
 	})
+	t.Run("mixed versions", func(t *testing.T) {
+		// The seeded workers run 1.4.0 and 1.5.0-rc.1 and carry no
+		// feature level (builds before feature levels): the cluster is at
+		// level 0 and mid-upgrade.
+		m := startEnv(t, envOptions{seed: true})
+		r := talonctl(t, run{args: []string{"version"}, env: []string{"TALONCTL_SERVER=" + m.url}})
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+		for _, want := range []string{"  feature level: 1\n", "cluster\n  feature level: 0 (mid-upgrade", "coordinator   coord-a   dev          1       1\n",
+			"worker        -         1.4.0        0       4\n", "worker        -         1.5.0-rc.1   0       1\n"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		r = talonctl(t, run{args: []string{"version", "-o", "json"}, env: []string{"TALONCTL_SERVER=" + m.url}})
+		var v struct {
+			Cluster *struct {
+				FeatureLevel int64
+				Mixed        bool
+				Coordinators []struct{ NodeID, Version string }
+				Workers      []struct {
+					Version string
+					Count   int
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+			t.Fatalf("%v: %s", err, r.stdout)
+		}
+		if c := v.Cluster; c == nil || c.FeatureLevel != 0 || !c.Mixed || len(c.Coordinators) != 1 || len(c.Workers) != 2 ||
+			c.Workers[0].Version != "1.4.0" || c.Workers[0].Count < 1 || c.Workers[1].Version != "1.5.0-rc.1" {
+			t.Fatalf("cluster versions %+v; want level 0, mixed, coord-a and workers of 1.4.0 and 1.5.0-rc.1", v.Cluster)
+		}
+	})
 	t.Run("client only", func(t *testing.T) {
 		r := talonctl(t, run{args: []string{"version", "--client"}, env: []string{"TALONCTL_SERVER=" + closedURL(t)}})
 		if r.code != 0 || r.stderr != "" || strings.Contains(r.stdout, "server") {

@@ -238,6 +238,14 @@ func TestBrowserRendersCluster(t *testing.T) {
 		if got := b.text("#presence"); got != "Coordinators: 1 of 1 expected present, 1 ready." {
 			t.Errorf("presence %q", got)
 		}
+		// Issue 46: the fixture's workers and coordinator run different
+		// versions, so the page says the cluster is mid-upgrade, at the
+		// level the API gives.
+		if u := c.Upgrade; u == nil || !u.Mixed {
+			t.Errorf("fixture upgrade %+v: want a mixed cluster", u)
+		} else if got, want := b.text("#upgrade"), fmt.Sprintf("Mid-upgrade: cluster feature level %d (this coordinator speaks %d); versions ", u.FeatureLevel, u.ServerLevel); !strings.HasPrefix(got, want) {
+			t.Errorf("upgrade %q, want it to start %q", got, want)
+		}
 		if got := b.text("#total-resident"); got != "82 GiB of 160 GiB on 5 workers" {
 			t.Errorf("resident %q", got)
 		}

@@ -1,8 +1,11 @@
 package upgrade
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/talonhq/talon/internal/apiv1"
 
 	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
@@ -26,13 +29,13 @@ func TestMixedCoordinatorsKube(t *testing.T) {
 
 func testMixedCoordinators(t *testing.T, s *suite) {
 	s.start([]string{"", s.prev}, repeat("", workers), false)
-	s.expectLevel(0, true)
 	before := s.renewals()
 	s.phase("previous and HEAD coordinators, HEAD workers listing HEAD first, "+window().String(), func() { time.Sleep(window()) })
 	if n := s.renewals() - before; n != 0 {
 		t.Errorf("HEAD's coordinator renewed %v leases without a write while a level-0 coordinator was live", n)
 	}
 	s.table()
+	s.expectLevel(0, true)
 }
 
 // The reverse: HEAD coordinators, workers of the previous release.
@@ -48,13 +51,13 @@ func TestPreviousWorkersKube(t *testing.T) {
 
 func testPreviousWorkers(t *testing.T, s *suite) {
 	s.start([]string{"", ""}, repeat(s.prev, workers), true)
-	s.expectLevel(0, true)
 	before := s.renewals()
 	s.phase("HEAD coordinators, previous workers, "+window().String(), func() { time.Sleep(window()) })
 	if n := s.renewals() - before; n != 0 {
 		t.Errorf("HEAD's coordinators renewed %v leases without a write while level-0 workers were live", n)
 	}
 	s.table()
+	s.expectLevel(0, true)
 }
 
 // A rolling upgrade previous → HEAD (coordinators first, then workers), a
@@ -71,23 +74,35 @@ func TestRollingUpgradeKube(t *testing.T) {
 }
 
 func testRollingUpgrade(t *testing.T, s *suite) {
+	prev, head := talontest.BinaryVersion(t, s.prev), talontest.BinaryVersion(t, talontest.Binary(t))
+	if prev == head {
+		t.Fatalf("the previous release and HEAD both report version %q: the suite could not tell them apart", head)
+	}
 	s.start(repeat(s.prev, 2), repeat(s.prev, workers), true)
+	s.expectVersions(prev, prev)
 	s.phase("upgrade previous → HEAD, coordinators first", func() {
 		s.roll(s.coords, "")()
 		s.expectLevel(0, true)
+		time.Sleep(hold())
 		s.roll(s.workers, "")()
 	})
+	s.expectVersions(head, head)
 	s.expectLevel(1, false)
 	s.expectRenewals()
 	s.phase("rollback HEAD → previous, workers first", func() {
 		s.roll(s.workers, s.prev)()
 		s.expectLevel(0, true)
+		time.Sleep(hold())
 		s.roll(s.coords, s.prev)()
 	})
+	s.expectVersions(prev, prev)
 	s.phase("upgrade previous → HEAD, workers first", func() {
 		s.roll(s.workers, "")()
+		s.expectVersions(prev, head)
+		time.Sleep(hold())
 		s.roll(s.coords, "")()
 	})
+	s.expectVersions(head, head)
 	s.expectLevel(1, false)
 	s.expectRenewals()
 	s.table()
@@ -101,5 +116,24 @@ func (s *suite) expectRenewals() {
 	time.Sleep(5 * upgradeTiming.Heartbeat)
 	if s.renewals() <= before {
 		s.t.Errorf("%s: no lease renewed without a write in %v after the upgrade: the cluster's level should allow it", s.backend, 5*upgradeTiming.Heartbeat)
+	}
+}
+
+// expectVersions checks, in the first coordinator's node list, that every
+// live coordinator runs version coord and every worker version worker.
+func (s *suite) expectVersions(coord, worker string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nodes, err := s.coords[0].API(s.t).AllNodes(ctx, apiv1.NodeFilter{})
+	if err != nil {
+		s.t.Fatalf("list nodes: %v", err)
+	}
+	got := map[string]int{}
+	for _, n := range nodes.Items {
+		got[n.Role+" "+n.Version]++
+	}
+	if got["coordinator "+coord] != len(s.coords) || got["worker "+worker] != len(s.workers) {
+		s.t.Fatalf("%s: live versions %v; want %d coordinators at %s and %d workers at %s", s.backend, got, len(s.coords), coord, len(s.workers), worker)
 	}
 }

@@ -187,13 +187,24 @@ func (s *suite) restart(p *talontest.Proc, bin string) {
 	}
 }
 
-// roll restarts procs one by one with bin.
+// roll restarts procs one by one with bin, holding each mixed state
+// between two restarts for hold(), so that a false late mark (which comes
+// unhealthy-after into a window) has time to show.
 func (s *suite) roll(procs []*talontest.Proc, bin string) func() {
 	return func() {
-		for _, p := range procs {
+		for i, p := range procs {
 			s.restart(p, bin)
+			if i < len(procs)-1 {
+				time.Sleep(hold())
+			}
 		}
 	}
+}
+
+// hold is how long each mixed state of a rolling restart lasts: more than
+// unhealthy-after, and a third of the window in the full suite.
+func hold() time.Duration {
+	return max(upgradeTiming.Unhealthy+time.Second, window()/3)
 }
 
 // clusterView is what one coordinator's /api/v1/cluster says of the

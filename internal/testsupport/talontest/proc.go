@@ -68,6 +68,13 @@ func talon(t *testing.T) string {
 	return talonBin
 }
 
+// Binary returns the path of HEAD's talon binary, building it first if
+// no process has yet.
+func Binary(t *testing.T) string {
+	t.Helper()
+	return talon(t)
+}
+
 // SkipShort skips an integration test under -short.
 func SkipShort(t *testing.T) {
 	t.Helper()

@@ -60,9 +60,9 @@ func PreviousRelease(t *testing.T) string {
 	return previous.bin
 }
 
-// PreviousVersion returns the build version the binary bin reports
-// (talon version -o json).
-func PreviousVersion(t *testing.T, bin string) string {
+// BinaryVersion returns the build version the talon binary bin reports
+// (talon version).
+func BinaryVersion(t *testing.T, bin string) string {
 	t.Helper()
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {

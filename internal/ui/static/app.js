@@ -452,7 +452,24 @@
     fill($("counts").tBodies[0], [row("Coordinators", co), row("Workers", w), row("All", all)]);
     setText($("eligible"), c.eligibleWorkers + " of " + w.total + " workers eligible for placement.");
     renderPresence(c.coordinators);
+    renderUpgrade(c.upgrade);
     renderTotals(c.capacity);
+  }
+
+  // renderUpgrade says when more than one build runs (a rolling upgrade):
+  // the cluster's feature level and how many processes run each version
+  // (issue 46: nothing told an operator the cluster was mid-upgrade).
+  function renderUpgrade(u) {
+    const out = $("upgrade");
+    out.hidden = !u || !u.mixed;
+    if (out.hidden) {
+      setText(out, "");
+      return;
+    }
+    const byVersion = new Map();
+    for (const v of u.versions) byVersion.set(v.version, (byVersion.get(v.version) || 0) + v.count);
+    const parts = Array.from(byVersion, ([v, n]) => (v || "—") + " on " + n + (n === 1 ? " process" : " processes"));
+    setText(out, "Mid-upgrade: cluster feature level " + u.featureLevel + " (this coordinator speaks " + u.serverLevel + "); versions " + parts.join(", ") + ".");
   }
 
   // renderPresence compares the live coordinators with coordinator-replicas,

@@ -39,7 +39,10 @@ func NewCmdList(f *cmdutil.Factory, runF func(*ListOptions) error) *cobra.Comman
 		Long: `Ask every coordinator of the cluster for its own view, like etcdctl endpoint
 status --cluster: whether it is ready and why not, its store's health, the
 store revision it read, its PlacementVersion, how many workers it may place
-on, the age of its snapshot and its build version.
+on, the age of its snapshot, its build version and the feature level its
+build speaks (LEVEL). While more than one build version or feature level is
+live (a rolling upgrade), a line on stderr says the cluster is mid-upgrade,
+with how many processes run each version and the cluster's feature level.
 
 The coordinators are the ones whose records advertise an admin address (read
 through --server), and the --server URLs themselves. Each is asked alone.
@@ -98,6 +101,13 @@ type Row struct {
 	EligibleWorkers  int                  `json:"eligibleWorkers"`
 	SnapshotAgeMs    int64                `json:"snapshotAgeMs"`
 	Version          string               `json:"version,omitempty"`
+	// FeatureLevel is the feature level the coordinator's build speaks (0
+	// for builds before feature levels); ClusterLevel is the cluster's as
+	// it sees it, and Upgrade its whole survey (absent from coordinators
+	// before feature levels).
+	FeatureLevel int64          `json:"featureLevel"`
+	ClusterLevel int64          `json:"clusterLevel"`
+	Upgrade      *apiv1.Upgrade `json:"upgrade,omitempty"`
 	// Agree is yes, no, or - (no other coordinator read the same revision).
 	Agree string `json:"agree"`
 	// DisagreesWith names the coordinators at the same revision with
@@ -142,6 +152,9 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if present < expected {
 		fmt.Fprintf(opts.IO.ErrOut, "talonctl: %d of %d expected coordinators present (coordinator-replicas %d)\n", present, expected, expected)
 	}
+	if note := upgradeNote(kept); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, "talonctl: "+note)
+	}
 	if opts.Output != cmdutil.OutputTable {
 		if err := cmdutil.WriteData(opts.IO.Out, opts.Output, RowList{Items: kept}); err != nil {
 			return err
@@ -157,6 +170,49 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("%d of %d coordinators: %s", len(bad), len(kept), strings.Join(bad, "; "))}
 	}
 	return nil
+}
+
+// upgradeNote says, when the rows show more than one build version or
+// feature level, that the cluster is mid-upgrade: the versions with how
+// many processes run each, and the cluster's level; "" otherwise.
+func upgradeNote(rows []Row) string {
+	versions := map[string]bool{}
+	var survey *apiv1.Upgrade
+	lowest := int64(-1)
+	for _, r := range rows {
+		if !r.Reachable || r.Revision == "" {
+			continue
+		}
+		versions[r.Version] = true
+		if lowest < 0 || r.FeatureLevel < lowest {
+			lowest = r.FeatureLevel
+		}
+		if r.Upgrade != nil && (survey == nil || r.Upgrade.Mixed) {
+			survey = r.Upgrade
+		}
+	}
+	if survey == nil || (!survey.Mixed && len(versions) <= 1) {
+		if len(versions) > 1 {
+			return fmt.Sprintf("the coordinators run %d build versions: the cluster is mid-upgrade", len(versions))
+		}
+		return ""
+	}
+	var parts []string
+	for _, v := range survey.Versions {
+		parts = append(parts, fmt.Sprintf("%s %d at %s (level %d)", plural(v.Count, v.Role), v.Count, dash(v.Version), v.FeatureLevel))
+	}
+	level := survey.FeatureLevel
+	if lowest >= 0 {
+		level = min(level, lowest)
+	}
+	return fmt.Sprintf("the cluster is mid-upgrade: %s; cluster feature level %d (talonctl version lists every process)", strings.Join(parts, ", "), level)
+}
+
+func plural(n int, role string) string {
+	if n == 1 {
+		return role
+	}
+	return role + "s"
 }
 
 // problems names what is wrong with each row: missing, unreachable, not
@@ -247,6 +303,9 @@ func ask(ctx context.Context, ep *cmdutil.Endpoint) Row {
 	r.StoreAlarms, r.StoreCapacity = c.Store.Alarms, c.Store.Capacity
 	r.Revision, r.PlacementVersion, r.EligibleWorkers = c.Revision, c.PlacementVersion, c.EligibleWorkers
 	r.SnapshotAgeMs = max(0, c.GeneratedAtUnixMs-c.ObservedAtUnixMs)
+	if u := c.Upgrade; u != nil { // a coordinator before feature levels sends none: level 0
+		r.FeatureLevel, r.ClusterLevel, r.Upgrade = u.ServerLevel, u.FeatureLevel, u
+	}
 	if c.Coordinators.Expected > 0 { // an older coordinator sends none
 		r.presence = &c.Coordinators
 	}
@@ -324,18 +383,18 @@ func Compare(rows []Row) {
 
 func writeTable(s *cmdutil.IOStreams, rows []Row, noHeaders bool) error {
 	cs := s.ColorScheme()
-	t := cmdutil.NewTable("COORDINATOR", "READY", "STORE", "REVISION", "PLACEMENT-VERSION", "ELIGIBLE", "SNAPSHOT-AGE", "VERSION", "AGREE", "REASON")
+	t := cmdutil.NewTable("COORDINATOR", "READY", "STORE", "REVISION", "PLACEMENT-VERSION", "ELIGIBLE", "SNAPSHOT-AGE", "VERSION", "LEVEL", "AGREE", "REASON")
 	for _, r := range rows {
 		if r.Missing {
-			t.AddRow(r.NodeID, cs.Red("missing"), "-", "-", "-", "-", "-", "-", "-", r.Error)
+			t.AddRow(r.NodeID, cs.Red("missing"), "-", "-", "-", "-", "-", "-", "-", "-", r.Error)
 			continue
 		}
 		if !r.Reachable {
-			t.AddRow(r.NodeID, cs.Red("unreachable"), "-", "-", "-", "-", "-", dash(r.Version), "-", r.Error)
+			t.AddRow(r.NodeID, cs.Red("unreachable"), "-", "-", "-", "-", "-", dash(r.Version), "-", "-", r.Error)
 			continue
 		}
 		if r.Revision == "" { // answered with an error, not a view
-			t.AddRow(r.NodeID, cs.Red("error"), "-", "-", "-", "-", "-", dash(r.Version), "-", r.Error)
+			t.AddRow(r.NodeID, cs.Red("error"), "-", "-", "-", "-", "-", dash(r.Version), "-", "-", r.Error)
 			continue
 		}
 		ready := cs.Green("yes")
@@ -355,7 +414,7 @@ func writeTable(s *cmdutil.IOStreams, rows []Row, noHeaders bool) error {
 			reason = strings.TrimPrefix(reason+"; ", "; ") + "disagrees with " + strings.Join(r.DisagreesWith, ", ") + " at the same revision"
 		}
 		t.AddRow(r.NodeID, ready, store, r.Revision, r.PlacementVersion, strconv.Itoa(r.EligibleWorkers),
-			cmdutil.Duration(time.Duration(r.SnapshotAgeMs)*time.Millisecond), dash(r.Version), agree, dash(reason))
+			cmdutil.Duration(time.Duration(r.SnapshotAgeMs)*time.Millisecond), dash(r.Version), strconv.FormatInt(r.FeatureLevel, 10), agree, dash(reason))
 	}
 	var b strings.Builder
 	if err := t.Render(&b, noHeaders); err != nil {
