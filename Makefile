@@ -11,10 +11,10 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins lint generate completions man bench bench-report bench-scale faults soak clean image manifests release-snapshot cosign
+.PHONY: help build demo test test-short testbins previous lint generate completions man bench bench-report bench-scale faults soak upgrade clean image manifests release-snapshot release-check cosign
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 build: ## build bin/talon and bin/talonctl with version, commit and date stamped in
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/talon ./cmd/talon
@@ -31,6 +31,9 @@ testbins: ## build or install (once, cached outside the repo) the etcd, kube-api
 	@bash internal/testenv/build-gcs.sh >/dev/null
 	@bash internal/testenv/install-azurite.sh >/dev/null
 
+previous: ## build (once, cached beside the test servers) the previous release's talon that the mixed-version suite runs beside HEAD; print its path
+	@bash internal/testenv/build-previous.sh
+
 test: ## run every test, integration tests included (real etcd, kube-apiserver, S3, GCS and Azure emulators, Jaeger, headless Chromium, promtool, prometheus, tmux)
 	@bash .ci/ensure-chromium.sh
 	@openssl=$$(bash .ci/ensure-tool.sh openssl openssl TALON_OPENSSL) && \
@@ -46,6 +49,8 @@ test: ## run every test, integration tests included (real etcd, kube-apiserver, 
 	  echo "test servers: $$dir, helm: $$helm, s3: $$s3, jaeger: $$jaeger, gcs: $$gcs, azurite: $$azurite" && \
 	  cosign=$${TALON_COSIGN:-$$(test -x bin/cosign && echo $(CURDIR)/bin/cosign || true)} && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_JAEGER_BIN=$$jaeger TALON_GCS_BIN=$$gcs TALON_AZURITE_BIN=$$azurite TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus TALON_TMUX=$$tmux TALON_COSIGN=$$cosign \
+	  previous=$$(bash internal/testenv/build-previous.sh) && echo "previous release: $$previous" && \
+	  TALON_PREVIOUS_BIN=$$previous \
 	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 test-alerts: ## the alert rules alone: promtool check and unit tests (one cluster and several), aggregation by cluster, every metric named is exported
@@ -87,7 +92,7 @@ man: ## regenerate man pages in man/
 	rm -f man/*
 	$(GO) run ./internal/tools/gendocs -man man
 
-bench-report: ## measure issue 18's table in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both
+bench-report: ## measure the performance table (README) in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both
 	@bash .ci/ensure-chromium.sh >/dev/null
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SCALE=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
@@ -133,6 +138,14 @@ COSIGN ?= github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5
 cosign: ## build cosign from its pinned module into bin/cosign (for the release signing test)
 	GOFLAGS= GOBIN=$(CURDIR)/bin $(GO) install $(COSIGN)
 
+# Before tagging a release: goreleaser's own check of goreleaser.yaml, a
+# snapshot build of every archive and package (no image, not signed), and
+# the mixed-version suite against the previous release.
+release-check: ## goreleaser check, a snapshot build (archives and packages) and make upgrade
+	GOFLAGS= $(GO) run $(GORELEASER) check
+	$(MAKE) release-snapshot SKIP=ko
+	$(MAKE) upgrade
+
 release-snapshot: ## goreleaser release --snapshot: archives, packages and (unless SKIP=ko) the image, into dist/; SIGN=1 signs with cosign
 	GOFLAGS= $(GO) run $(GORELEASER) release --snapshot --clean $(if $(SNAPSHOT_SKIP),--skip=$(SNAPSHOT_SKIP))
 
@@ -153,6 +166,25 @@ faults: ## run the HA fault tests and the full fault schedule (3-member etcd, ku
 	  echo; echo "| backend | schedule | fault | client operations | failed by code | max latency | heartbeats lost | 200s short of live workers | wrong answers | worker records lost |"; \
 	  echo "|---|---|---|---|---|---|---|---|---|---|"; cat bin/faults-table.md 2>/dev/null; \
 	  echo "full log: bin/faults.log"; exit $$rc
+
+# The mixed-version suite: the previous release (internal/testenv/previous-release,
+# or the newest tag) beside HEAD on a 3-member etcd with mutual TLS and on a
+# kube-apiserver: a coordinator of each build with HEAD workers, HEAD
+# coordinators with previous workers, and a rolling upgrade previous -> HEAD
+# (coordinators first), a rollback, and an upgrade workers first, with
+# lookups and heartbeats throughout; a minute per mixed window
+# (TALON_UPGRADE=full). It prints one row of figures per phase and the table
+# (bin/upgrade-table.md). `make test` runs it with 15 s windows.
+upgrade: ## run the mixed-version suite (previous release beside HEAD, etcd and Kubernetes) and print its table
+	@mkdir -p bin && rm -f bin/upgrade-table.md && dir=$$(bash internal/testenv/build-servers.sh) && \
+	  previous=$$(bash internal/testenv/build-previous.sh) && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_PREVIOUS_BIN=$$previous TALON_UPGRADE=full \
+	  TALON_UPGRADE_TABLE=$(CURDIR)/bin/upgrade-table.md \
+	  $(GO) test -count=1 -v -timeout 45m ./internal/integration/upgrade > bin/upgrade.log 2>&1; rc=$$?; \
+	  grep -E 'upgrade row|^(--- |ok|FAIL)' bin/upgrade.log; \
+	  echo; echo "| backend | phase | lookups | failed by code | max latency | late marks of live workers | answers short of live workers | disagreements at a shared revision | unreadable records |"; \
+	  echo "|---|---|---|---|---|---|---|---|---|"; cat bin/upgrade-table.md 2>/dev/null; \
+	  echo "full log: bin/upgrade.log"; exit $$rc
 
 # The soak: a compressed day (timing 50 times faster than the defaults) on
 # a stock etcd with a 16 MiB quota and on a kube-apiserver, side by side, two

@@ -22,6 +22,9 @@
 # recipe, so a warm run costs a hash and a stat. Concurrent runs serialise
 # on a lock file. Only the path goes to stdout; progress goes to stderr.
 # A clone without the commit (a shallow clone) fails with what to do.
+#
+# Usage: build-previous.sh [--print-ref]
+#   --print-ref   print "<commit> <version>" of the previous release; build nothing
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,6 +47,10 @@ if ! commit="$(git -C "$repo" rev-parse --verify --quiet "$ref^{commit}")"; then
 	exit 2
 fi
 version="$(git -C "$repo" describe --tags --always "$commit")"
+if [[ "${1:-}" == "--print-ref" ]]; then
+	echo "$commit $version"
+	exit 0
+fi
 
 export CGO_ENABLED=0
 export GOWORK=off

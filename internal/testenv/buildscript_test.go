@@ -54,3 +54,43 @@ func TestBuildScriptUsesInstalledBinaries(t *testing.T) {
 		t.Fatalf("a kube-apiserver of another version was used (err %v):\n%s", err, out)
 	}
 }
+
+// TestBuildPreviousChoosesRelease: the previous release is
+// TALON_PREVIOUS_RELEASE when set, else the commit the repo names (no tag
+// yet), and a revision the clone lacks fails with what to do.
+func TestBuildPreviousChoosesRelease(t *testing.T) {
+	run := func(env ...string) (string, string, error) {
+		cmd := exec.Command("bash", "build-previous.sh", "--print-ref")
+		cmd.Env = append(os.Environ(), env...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return strings.TrimSpace(out.String()), errOut.String(), err
+	}
+	named, err := os.ReadFile("previous-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, line := range strings.Split(string(named), "\n") {
+		if c, ok := strings.CutPrefix(line, "commit: "); ok {
+			want = strings.TrimSpace(c)
+		}
+	}
+	if tags, _ := exec.Command("git", "tag").Output(); len(strings.TrimSpace(string(tags))) == 0 {
+		out, stderr, err := run("TALON_PREVIOUS_RELEASE=")
+		if err != nil || !strings.HasPrefix(out, want+" ") {
+			t.Fatalf("default previous release: %q (%v, %s); want the named commit %s", out, err, stderr, want)
+		}
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	if out, stderr, err := run("TALON_PREVIOUS_RELEASE=HEAD"); err != nil || !strings.HasPrefix(out, strings.TrimSpace(string(head))+" ") {
+		t.Fatalf("TALON_PREVIOUS_RELEASE=HEAD: %q (%v, %s)", out, err, stderr)
+	}
+	if _, stderr, err := run("TALON_PREVIOUS_RELEASE=0000000000000000000000000000000000000bad"); err == nil || !strings.Contains(stderr, "not in this clone's history") {
+		t.Fatalf("a revision the clone lacks: %v, %q; want a failure saying so", err, stderr)
+	}
+}
