@@ -317,6 +317,11 @@ func TestReleaseConfig(t *testing.T) {
 		if b.ModTimestamp != "{{ .CommitTimestamp }}" || !strings.Contains(strings.Join(b.Ldflags, " "), "Date={{.CommitDate}}") {
 			t.Errorf("build %s is not reproducible: mod_timestamp %q, ldflags %v", b.ID, b.ModTimestamp, b.Ldflags)
 		}
+		// The version is the git tag's (goreleaser's .Version), so that
+		// the records, talonctl version and the skew errors name releases.
+		if !strings.Contains(strings.Join(b.Ldflags, " "), "buildinfo.Version={{.Version}}") {
+			t.Errorf("build %s does not stamp the tag's version: ldflags %v", b.ID, b.Ldflags)
+		}
 	}
 	for _, a := range rc.Archives {
 		if !slices.Contains(a.Files, "LICENSE") {
