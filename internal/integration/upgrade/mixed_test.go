@@ -17,15 +17,7 @@ import (
 // (the cluster's feature level is 0): every worker stays eligible on both
 // coordinators in every sample, with the same placement at every shared
 // revision, and HEAD's coordinator renews no lease without a write.
-func TestMixedCoordinatorsEtcd(t *testing.T) {
-	talontest.SkipShort(t)
-	testMixedCoordinators(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2)))
-}
-
-func TestMixedCoordinatorsKube(t *testing.T) {
-	talontest.SkipShort(t)
-	testMixedCoordinators(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2)))
-}
+func TestMixedCoordinators(t *testing.T) { onEachBackend(t, testMixedCoordinators) }
 
 func testMixedCoordinators(t *testing.T, s *suite) {
 	s.start([]string{"", s.prev}, repeat("", workers), false)
@@ -38,16 +30,16 @@ func testMixedCoordinators(t *testing.T, s *suite) {
 	s.expectLevel(0, true)
 }
 
-// The reverse: HEAD coordinators, workers of the previous release.
-func TestPreviousWorkersEtcd(t *testing.T) {
+// onEachBackend runs test on a 3-member etcd with mutual TLS and on a
+// kube-apiserver, as subtests etcd and kubernetes.
+func onEachBackend(t *testing.T, test func(*testing.T, *suite)) {
 	talontest.SkipShort(t)
-	testPreviousWorkers(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2)))
+	t.Run("etcd", func(t *testing.T) { test(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2))) })
+	t.Run("kubernetes", func(t *testing.T) { test(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2))) })
 }
 
-func TestPreviousWorkersKube(t *testing.T) {
-	talontest.SkipShort(t)
-	testPreviousWorkers(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2)))
-}
+// The reverse: HEAD coordinators, workers of the previous release.
+func TestPreviousWorkers(t *testing.T) { onEachBackend(t, testPreviousWorkers) }
 
 func testPreviousWorkers(t *testing.T, s *suite) {
 	s.start([]string{"", ""}, repeat(s.prev, workers), true)
@@ -63,15 +55,7 @@ func testPreviousWorkers(t *testing.T, s *suite) {
 // A rolling upgrade previous → HEAD (coordinators first, then workers), a
 // rollback HEAD → previous (workers, then coordinators), and an upgrade
 // workers first, with lookups and heartbeats throughout.
-func TestRollingUpgradeEtcd(t *testing.T) {
-	talontest.SkipShort(t)
-	testRollingUpgrade(t, newSuite(t, "etcd", talontest.NewEtcdCluster(t, upgradeTiming, 2)))
-}
-
-func TestRollingUpgradeKube(t *testing.T) {
-	talontest.SkipShort(t)
-	testRollingUpgrade(t, newSuite(t, "kubernetes", talontest.NewKubeCluster(t, upgradeTiming, 2)))
-}
+func TestRollingUpgrade(t *testing.T) { onEachBackend(t, testRollingUpgrade) }
 
 func testRollingUpgrade(t *testing.T, s *suite) {
 	prev, head := talontest.BinaryVersion(t, s.prev), talontest.BinaryVersion(t, talontest.Binary(t))
@@ -105,7 +89,31 @@ func testRollingUpgrade(t *testing.T, s *suite) {
 	s.expectVersions(head, head)
 	s.expectLevel(1, false)
 	s.expectRenewals()
+	s.restartStore()
 	s.table()
+}
+
+// restartStore restarts the store under the upgraded cluster as its own
+// upgrade would: etcd's members one by one (each killed, restarted and
+// healthy before the next), which must cost no lookup; or the one
+// kube-apiserver (stopped, started), during which the coordinators fail
+// closed.
+func (s *suite) restartStore() {
+	if e := s.c.Etcd; e != nil {
+		s.phase("rolling restart of etcd's 3 members", func() {
+			for i := range e.Members() {
+				e.Kill(i)
+				e.Restart(i)
+				e.WaitHealthy(s.t, settleTimeout)
+				time.Sleep(upgradeTiming.Heartbeat)
+			}
+		})
+		return
+	}
+	s.phaseFailClosed("kube-apiserver restart", func() {
+		s.c.Kube.Stop()
+		s.c.Kube.Start()
+	}, true)
 }
 
 // expectRenewals checks that, once every process speaks the renewals'
