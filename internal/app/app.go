@@ -162,6 +162,7 @@ func newRoleCmd(env Env, role cluster.Role) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   string(role),
 		Short: short,
+		Long:  short + ".\n\n" + skewHelp,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			loaded, err := loadConfig(cmd, env, role)
@@ -185,6 +186,21 @@ func newRoleCmd(env Env, role cluster.Role) *cobra.Command {
 	config.RegisterFlags(cmd.Flags(), role)
 	return cmd
 }
+
+// skewHelp is the upgrade and version-skew paragraph of the coordinator
+// and worker commands' help (and man pages).
+var skewHelp = fmt.Sprintf(`Upgrades and version skew: this build speaks protocol feature level %d.
+Every process writes its level into its record; the cluster's feature level is
+the lowest among live processes, and behaviour that an older process would
+misread waits for it (at level 0, every heartbeat writes the whole record and
+cordons are refused). Processes may run together when their levels differ by
+at most %d: coordinators of release N and N-1, workers one level either side of
+them. A coordinator refuses to start beside a live process outside that policy,
+and refuses such a worker's registration, before writing anything, naming both
+versions. Upgrade one release at a time, coordinators first, one at a time,
+each ready before the next; then the workers (workers first works too). Roll
+back in the reverse order. talonctl version shows every process's version and
+the cluster's level; see docs/operations.md, "Upgrades and version skew".`, cluster.BuildLevel, cluster.MaxLevelSkew)
 
 func newConfigCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
