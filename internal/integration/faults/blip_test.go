@@ -196,7 +196,9 @@ type blipRun struct {
 // can have expired, no worker record lost and at most d plus a request
 // timeout (plus blipSlack) of failed answers from each coordinator in
 // hit. A late mark is no excuse: no coordinator can propose one for a
-// live worker because of an interruption it noticed (recovery.go).
+// live worker because of an interruption (recovery.go), and the samples
+// run on for unhealthy-after and a heartbeat interval after the cluster
+// settled, so that one would show as a 200 short of a live worker.
 func (r *blipRun) phase(fault string, d time.Duration, hit []*talontest.Proc, do func()) {
 	t := r.t
 	// Short enough that no record can expire: shorter than the tolerance
@@ -215,7 +217,10 @@ func (r *blipRun) phase(fault string, d time.Duration, hit []*talontest.Proc, do
 	if _, ok := settle(t, 90*time.Second, blipWorkers, r.coords...); !ok {
 		t.Errorf("%s %s: the coordinators did not settle on %d eligible workers within 90s", r.backend, fault, blipWorkers)
 	}
-	time.Sleep(2 * time.Second)
+	// A late mark the interruption caused would come within
+	// unhealthy-after of the store's return (a coordinator's observation
+	// starts over then): keep sampling that long, and an interval more.
+	time.Sleep(max(2*time.Second, r.c.Timing.Unhealthy+r.c.Timing.Heartbeat))
 	samples := r.pl.Since(from)
 	lost := talontest.Changed(before, r.c.WorkerRecordIDs(t), nil)
 	for i, p := range r.coords {
