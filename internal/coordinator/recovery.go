@@ -68,8 +68,9 @@ import (
 //     and a minimum gap of T (loops.go), the process's next attempt starts
 //     within an interval and an attempt's deadline of that, and lands
 //     within another request timeout. So its late proposal loses, to the
-//     compare-and-swap on Kubernetes and the memory store (a renewal is a
-//     new version) and to MinSilence on etcd, whenever unhealthy-after >
+//     compare-and-swap where a renewal is a new version (Kubernetes, a
+//     full write) and to MinSilence where it is not (etcd's keepalive, the
+//     memory store's renewal), whenever unhealthy-after >
 //     heartbeat-interval + 3 x request-timeout + the read spacing;
 //   - every coordinator notices an interruption at least the late
 //     tolerance long, whether or not one of its reads failed in it: the
@@ -114,12 +115,14 @@ import (
 //
 // A stall of this process is the same case: the store answered
 // throughout, so a worker that heartbeats through another coordinator
-// lost nothing, and one that could reach only this one was silent for the
-// stall plus the same margins, while this coordinator, stopped, proposed
-// nothing, and starts observing over when it resumes. Its view after the
-// stall is never the old one: until a read that started after the stall
-// succeeds, the view is unconfirmed (fetch.go) and lookups answer
-// not_ready.
+// lost nothing, and this coordinator, stopped, proposed nothing, and
+// starts observing over when it resumes. (A worker that could reach only
+// this one was silent for the stall plus the same margins: the others may
+// mark it late, as they would had this coordinator died; the mark is the
+// store's, every coordinator answers it alike, and the worker's next
+// heartbeat through this one clears it.) Its view after the stall is
+// never the old one: until a read that started after the stall succeeds,
+// the view is unconfirmed (fetch.go) and lookups answer not_ready.
 
 // tolerances are the longest interruptions after which no record of a
 // process that kept heartbeating can have turned late, or expired, and
