@@ -18,8 +18,9 @@ import (
 // between them that a live record's silence could have grown late in
 // (tolerances.interrupted), the first good read ends the interruption.
 // When it was too short for any record of a live process to lapse
-// (planRecovery), the coordinator answers from that read at once. Otherwise it holds itself unready until a read that
-// started at least hold after the recovery began has been applied and,
+// (planRecovery), the coordinator answers from that read at once.
+// Otherwise it holds itself unready until a read that started at least
+// hold after the recovery began has been applied and,
 // when its own record could have expired, the store accepted a write of
 // that record that started after the recovery began. Workers whose
 // records turned late or expired during the outage heartbeat or
