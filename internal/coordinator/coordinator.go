@@ -49,21 +49,20 @@ type Options struct {
 	RequestTimeout  time.Duration
 	DrainDelay      time.Duration
 	ShutdownTimeout time.Duration
-	// RecoveryHold is how long, after the store answers again following
-	// an outage (or after the coordinator's own stall) long enough that a
-	// live worker's record could have turned late or expired in it (at
-	// least BlipTolerance; recovery.go), the coordinator observes the
-	// cluster before it answers again: it stays unready, lookups and the
-	// API fail closed with not_ready, and pushes wait, while workers
-	// heartbeat again or re-register. When its own record could have
-	// expired too, it also waits for the store to accept that record
-	// again. After a shorter interruption there is no hold: no record can
-	// have lapsed, and the first good read is answered from at once. Zero
-	// means one heartbeat interval plus two request timeouts: a worker's
-	// next attempt comes within an interval of the store's return (its
-	// retries are capped at the interval), may first wait out a request
-	// that was in flight, and re-registers at once when its record is
-	// gone.
+	// RecoveryHold is how long, after the store answers again following an
+	// outage (or after the coordinator's own stall) long enough that a live
+	// worker's record could have expired in it, or at tight timings turned
+	// late (at least BlipTolerance; recovery.go), the coordinator observes the
+	// cluster before it answers again: it stays unready, lookups and the API
+	// fail closed with not_ready, and pushes wait, while workers heartbeat
+	// again or re-register. When its own record could have expired too, it
+	// also waits for the store to accept that record again. After a shorter
+	// interruption there is no hold: no live record can have lapsed, and the
+	// first good read is answered from at once. Zero means one heartbeat
+	// interval plus two request timeouts: a worker's next attempt comes within
+	// an interval of the store's return (its retries are capped at the
+	// interval), may first wait out a request that was in flight, and
+	// re-registers at once when its record is gone.
 	RecoveryHold time.Duration
 	// PlacementReplicas is the replica count clients read with; the
 	// under-replication gauge compares eligible workers to it. Default 2.

@@ -39,11 +39,12 @@
 //     dead worker could stay eligible. It clears when the alarm does.
 //     After the store answers again, or after a gap in its own reads, it
 //     answers from the first good read at once when the interruption was
-//     too short for any live record to turn late or expire (BlipTolerance:
-//     a blip costs no more than itself); after a longer one it stays
-//     unready and answers not_ready for RecoveryHold and, when its own
-//     record could have expired, until the store accepted that record
-//     again (recovery.go, tracker.go); writes are served meanwhile, so
+//     too short for any live record to expire (BlipTolerance: a blip
+//     costs no more than itself; observation starts over, so no
+//     coordinator marks a live record late for it); after a longer one
+//     it stays unready and answers not_ready for RecoveryHold and, when
+//     its own record could have expired, until the store accepted that
+//     record again (recovery.go, tracker.go); writes are served meanwhile, so
 //     workers whose records lapsed heartbeat or re-register. The last good
 //     view is kept only for diagnostics (LastGood).
 //   - Lifecycle: Run serves until ctx ends, then reports unready, keeps

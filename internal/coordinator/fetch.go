@@ -173,7 +173,7 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 	case a.first:
 		c.log.Info("coordinator serving: the store answered", "control", c.advertise, "backend", c.opts.Store.Backend(),
 			"records", len(v.Snapshot.Records), "revision", v.Snapshot.Revision.String(), "placement_version", v.Version().String(),
-			"blip_tolerance", c.view.tol.late)
+			"blip_tolerance", c.view.tol.blip())
 	case a.recovered || a.gap:
 		c.noteRecovery(v, a)
 	}

@@ -23,6 +23,11 @@ func refreshEvery(o Options) time.Duration {
 // fifth of the request timeout, at most 200 ms.
 func minRefreshGap(o Options) time.Duration { return min(200*time.Millisecond, o.RequestTimeout/5) }
 
+// readSpacing is the longest the refresh loop leaves between the end of
+// one read and the start of the next: the minimum gap, then up to one
+// refresh period for the ticker.
+func readSpacing(o Options) time.Duration { return refreshEvery(o) + minRefreshGap(o) }
+
 // maxReadGap is the longest expected time between the starts of two
 // successful reads: a read's timeout plus two refresh periods and the
 // minimum gap. A longer gap means this coordinator was not observing (its

@@ -14,11 +14,13 @@ import (
 //
 // Recovery (fail closed through recovery, recovery.go): after a failed
 // snapshot read, or a gap between two successful reads longer than maxGap
-// (the coordinator itself was stalled, or its reads were), the first good
-// read ends the interruption. When it was too short for any record of a
-// live process to turn late (planRecovery), the coordinator answers from
-// that read at once. Otherwise it holds itself unready until a read that
-// started at least hold after the recovery began has been applied and,
+// (the coordinator itself was stalled, or its reads were) or a span
+// between them that a live record's silence could have grown late in
+// (tolerances.interrupted), the first good read ends the interruption.
+// When it was too short for any record of a live process to lapse
+// (planRecovery), the coordinator answers from that read at once.
+// Otherwise it holds itself unready until a read that started at least
+// hold after the recovery began has been applied and,
 // when its own record could have expired, the store accepted a write of
 // that record that started after the recovery began. Workers whose
 // records turned late or expired during the outage heartbeat or
@@ -81,7 +83,7 @@ func (t *tracker) good(seq uint64, start, end time.Time, v *View) applied {
 		return applied{}
 	}
 	a := applied{ok: true, first: !t.synced, recovered: t.synced && !t.storeOK, prev: t.lastGood}
-	a.gap = t.synced && t.storeOK && !t.lastReadAt.IsZero() && start.Sub(t.lastReadAt) > t.maxGap
+	a.gap = t.synced && t.storeOK && !t.lastReadAt.IsZero() && t.tol.interrupted(t.lastReadAt, start, end, t.maxGap)
 	if a.recovered || a.gap {
 		// Recovery begins now: nothing observed before counts. It holds
 		// only when the interruption could have cost a live record.

@@ -1,17 +1,19 @@
 package faults
 
-// Issue 36 item 4, "a blip costs no more than itself", on real processes
-// with mutual TLS: two coordinators and three workers on a 3-member etcd
-// (every member paused with SIGSTOP) or a kube-apiserver (paused with
-// SIGSTOP; its etcd keeps running), the store paused for 1, 2, 4, 8 s and
-// 2 x lease-ttl (`make test`: 2 and 8 s; TALON_FAULTS=full: all five,
-// and 2 and 4 s on etcd at the default timing), then one coordinator
-// stopped (SIGSTOP) for 2 s. Each fault prints one table row per
-// coordinator: the recovery it chose (and the interruption it measured),
-// seconds of 503/not_ready (either kind of sample failing), lookups
-// attempted and failed by code, 200s naming fewer than the live workers,
-// wrong answers (a 200 with another placement version than the steady
-// one), worker records lost (expired and created again).
+// Issues 36 (item 4) and 46 (item 5), "a blip costs no more than itself",
+// on real processes with mutual TLS: two coordinators and three workers
+// on a 3-member etcd (every member paused with SIGSTOP) or a
+// kube-apiserver (paused with SIGSTOP; its etcd keeps running), the store
+// paused for 1, 2, 4, 8 s and 2 x lease-ttl (`make test`: 2 and 8 s;
+// TALON_FAULTS=full: all five), and at the default timing for 2, 3, 4
+// and 8 s (on etcd; on Kubernetes with TALON_FAULTS=full), then one
+// coordinator stopped (SIGSTOP) for 2 s. Each fault prints one table row
+// per coordinator: the recovery it chose (and the interruption it
+// measured), seconds of 503/not_ready (either kind of sample failing),
+// operations attempted (lookups and cluster reads) and failed by code,
+// the slowest answer, 200s naming fewer than the live workers, wrong
+// answers (a 200 with another placement version than the steady one),
+// worker records lost (expired and created again).
 
 import (
 	"fmt"
@@ -32,13 +34,15 @@ import (
 )
 
 // blipTiming is the timing of the blip tests: heartbeats every second,
-// 500 ms requests, unhealthy after 8 s, leases of 10 s. Its blip
-// tolerance, unhealthy-after - 2 x heartbeat-interval - request-timeout,
-// is 5.5 s: it lies between the 4 s and the 8 s pause with room for how
-// much more than the pause itself a coordinator measures (readSpacing,
-// 267 ms here), so the pauses of 1, 2 and 4 s must cost no hold, and
-// those of 8 and 20 s do. The defaults (5 s, 2 s, 15 s, 30 s) give 3 s,
-// covering a 2 s etcd pause (TestBlipCostEtcdDefaultTiming).
+// 500 ms requests, unhealthy after 8 s, leases of 10 s. No record of a
+// live process can expire in an interruption shorter than lease-ttl - 2 x
+// heartbeat-interval - request-timeout (expiryTolerance), 7.5 s here: it
+// lies between the 4 s and the 8 s pause with room for how much more
+// than the pause itself a coordinator measures (readSpacing, 267 ms
+// here), so the pauses of 1, 2 and 4 s must cost no more than themselves
+// and a request timeout, and those of 8 and 20 s may hold. The defaults
+// (5 s, 2 s, 15 s, 30 s) give 18 s, so every pause of
+// TestBlipCostEtcdDefaultTiming (2, 3, 4, 8 s) is bounded.
 var blipTiming = talontest.LiveTiming{Heartbeat: time.Second, Request: 500 * time.Millisecond, Unhealthy: 8 * time.Second, LeaseTTL: 10 * time.Second}
 
 const blipWorkers = 3
@@ -76,19 +80,46 @@ func TestBlipCostKube(t *testing.T) {
 	})
 }
 
-// TestBlipCostEtcdDefaultTiming is issue 36's criterion at the default
-// timing: an etcd pause of 2 s costs at most 2 s plus a request timeout of
-// 503s on every coordinator. One of 2.5 s usually measures under the 3 s
-// tolerance too (reported, not asserted: the worst case measures 3.4 s);
-// one of 4 s holds. TALON_FAULTS=full only (it takes a minute).
+// defaultTimingPauses are the store pauses at the default timing: a
+// rolling restart of etcd's members, a leader election on a slow disk or
+// an fsync stall (issue 46). The coordinators before issue 46 held
+// themselves unready for the recovery hold (9 s) after any pause of 3 s
+// or more.
+var defaultTimingPauses = []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second, 8 * time.Second}
+
+// TestBlipCostEtcdDefaultTiming is issues 36's and 46's criterion at the
+// default timing: an etcd pause of d (2, 3, 4 or 8 s, all far shorter
+// than the 18 s in which a live record could expire) costs each
+// coordinator at most d plus a request timeout of 503s, and no live
+// worker. It takes about a minute.
 func TestBlipCostEtcdDefaultTiming(t *testing.T) {
 	talontest.SkipShort(t)
-	if !fullSchedule() {
-		t.Skip("default timing: TALON_FAULTS=full only")
-	}
 	c := talontest.NewEtcdCluster(t, defaultTiming, 2)
-	pauses := []time.Duration{2 * time.Second, 2500 * time.Millisecond, 4 * time.Second}
-	testBlipCost(t, "etcd", c, pauses, func(d time.Duration) { c.Etcd.StopAll(t, d, testenv.FaultPause) })
+	testBlipCost(t, "etcd", c, defaultTimingPauses, func(d time.Duration) { c.Etcd.StopAll(t, d, testenv.FaultPause) })
+}
+
+// TestBlipCostKubeDefaultTiming is TestBlipCostEtcdDefaultTiming with the
+// kube-apiserver paused. TALON_FAULTS=full only.
+func TestBlipCostKubeDefaultTiming(t *testing.T) {
+	talontest.SkipShort(t)
+	if !fullSchedule() {
+		t.Skip("default timing on Kubernetes: TALON_FAULTS=full only")
+	}
+	c := talontest.NewKubeCluster(t, defaultTiming, 2)
+	testBlipCost(t, "kubernetes", c, defaultTimingPauses, func(d time.Duration) {
+		c.Kube.Pause()
+		time.Sleep(d)
+		c.Kube.Resume()
+	})
+}
+
+// expiryTolerance is the longest interruption in which no record of a
+// process that kept heartbeating can expire (ADR 0001 section 3, rule 4):
+// lease-ttl - 2 x heartbeat-interval - request-timeout. It is computed
+// here from the timing, not asked of the coordinator, so that the test
+// holds a coordinator to it whatever rule that coordinator applies.
+func expiryTolerance(lt talontest.LiveTiming) time.Duration {
+	return max(lt.LeaseTTL-2*lt.Heartbeat-lt.Request, 0)
 }
 
 // readSpacing is the most a coordinator's measured interruption exceeds
@@ -106,8 +137,9 @@ func readSpacing(lt talontest.LiveTiming) time.Duration {
 type blipRow struct {
 	Recovery    string // what the coordinator logged it did, with the interruption it measured
 	Unavailable time.Duration
-	Lookups     int
+	Operations  int            // lookups and cluster reads attempted
 	Failed      map[string]int // by kind/code
+	MaxLatency  time.Duration  // of any answer, failed or not
 	Dropped     int            // 200 cluster answers naming fewer than the live workers
 	Wrong       int            // 200 answers with another placement version than the steady one
 }
@@ -124,11 +156,12 @@ func testBlipCost(t *testing.T, backend string, c *talontest.LiveCluster, pauses
 	time.Sleep(2 * time.Second)
 	r.steady = steadyVersion(t, r.pl.Since(time.Time{}))
 	timing := cluster.Timing{HeartbeatInterval: c.Timing.Heartbeat, UnhealthyAfter: c.Timing.Unhealthy, LeaseTTL: c.Timing.LeaseTTL}
-	r.tol = coordinator.BlipTolerance(timing, c.Timing.Request)
-	t.Logf("%s: heartbeat %v, request timeout %v, unhealthy-after %v, lease-ttl %v: blip tolerance %v, recovery hold %v",
-		backend, c.Timing.Heartbeat, c.Timing.Request, c.Timing.Unhealthy, c.Timing.LeaseTTL, r.tol, c.Timing.Heartbeat+2*c.Timing.Request)
-	r.table = []string{"| backend | fault | coordinator | recovery (interruption measured) | 503/not_ready | bound | lookups | failed by code | 200s short of live workers | wrong answers | worker records lost |",
-		"|---|---|---|---|---|---|---|---|---|---|---|"}
+	r.tol = expiryTolerance(c.Timing)
+	t.Logf("%s: heartbeat %v, request timeout %v, unhealthy-after %v, lease-ttl %v: no live record can expire in %v; the coordinators' blip tolerance %v, recovery hold %v",
+		backend, c.Timing.Heartbeat, c.Timing.Request, c.Timing.Unhealthy, c.Timing.LeaseTTL, r.tol,
+		coordinator.BlipTolerance(timing, c.Timing.Request), c.Timing.Heartbeat+2*c.Timing.Request)
+	r.table = []string{"| backend | fault | coordinator | recovery (interruption measured) | 503/not_ready | bound | operations | failed by code | max latency | 200s short of live workers | wrong answers | worker records lost |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|"}
 	for _, d := range pauses {
 		r.phase(fmt.Sprintf("store paused %v", d), d, r.coords, func() { pause(d) })
 	}
@@ -152,19 +185,23 @@ type blipRun struct {
 	workers []*talontest.Proc
 	pl      *talontest.Poller
 	steady  string        // the placement version of the steady state
-	tol     time.Duration // the blip tolerance
+	tol     time.Duration // expiryTolerance
 	table   []string
 }
 
 // phase applies fault, an interruption of length d for the coordinators
 // in hit, waits until the cluster settled, adds one table row per
 // coordinator and asserts: never a 200 short of a live worker, a wrong
-// answer or no_workers; and when d is short enough that no record can
-// have lapsed, no worker record lost and at most d plus a request timeout
-// (plus blipSlack) of failed answers from each coordinator in hit.
+// answer or no_workers; and when d is short enough that no live record
+// can have expired, no worker record lost and at most d plus a request
+// timeout (plus blipSlack) of failed answers from each coordinator in
+// hit. A late mark is no excuse: no coordinator can propose one for a
+// live worker because of an interruption (recovery.go), and the samples
+// run on for unhealthy-after and a heartbeat interval after the cluster
+// settled, so that one would show as a 200 short of a live worker.
 func (r *blipRun) phase(fault string, d time.Duration, hit []*talontest.Proc, do func()) {
 	t := r.t
-	// Short enough that no record can lapse: shorter than the tolerance
+	// Short enough that no record can expire: shorter than the tolerance
 	// by more than a coordinator measures beyond the interruption itself
 	// (100 ms for the store's answer and the coordinator's scheduling).
 	short := d+readSpacing(r.c.Timing)+100*time.Millisecond < r.tol
@@ -180,7 +217,10 @@ func (r *blipRun) phase(fault string, d time.Duration, hit []*talontest.Proc, do
 	if _, ok := settle(t, 90*time.Second, blipWorkers, r.coords...); !ok {
 		t.Errorf("%s %s: the coordinators did not settle on %d eligible workers within 90s", r.backend, fault, blipWorkers)
 	}
-	time.Sleep(2 * time.Second)
+	// A late mark the interruption caused would come within
+	// unhealthy-after of the store's return (a coordinator's observation
+	// starts over then): keep sampling that long, and an interval more.
+	time.Sleep(max(2*time.Second, r.c.Timing.Unhealthy+r.c.Timing.Heartbeat))
 	samples := r.pl.Since(from)
 	lost := talontest.Changed(before, r.c.WorkerRecordIDs(t), nil)
 	for i, p := range r.coords {
@@ -191,8 +231,8 @@ func (r *blipRun) phase(fault string, d time.Duration, hit []*talontest.Proc, do
 		if bounded {
 			boundText = bound.String()
 		}
-		r.table = append(r.table, fmt.Sprintf("| %s | %s | %s | %s | %.1f s | %s | %d | %s | %d | %d | %d |", r.backend, fault, p.Name, f.Recovery,
-			f.Unavailable.Seconds(), boundText, f.Lookups, failedText(f.Failed), f.Dropped, f.Wrong, len(lost)))
+		r.table = append(r.table, fmt.Sprintf("| %s | %s | %s | %s | %.1f s | %s | %d | %s | %.2f s | %d | %d | %d |", r.backend, fault, p.Name, f.Recovery,
+			f.Unavailable.Seconds(), boundText, f.Operations, failedText(f.Failed), f.MaxLatency.Seconds(), f.Dropped, f.Wrong, len(lost)))
 		if noWorkers := f.Failed[talontest.KindLookup+"/"+protocol.CodeNoWorkers.String()]; f.Dropped != 0 || f.Wrong != 0 || noWorkers != 0 {
 			t.Errorf("%s %s, %s: %d answers short of live workers, %d wrong, %d no_workers; want 0", r.backend, fault, p.Name, f.Dropped, f.Wrong, noWorkers)
 		}
@@ -235,9 +275,8 @@ func blipFigures(samples []talontest.Sample, coord, steady string) blipRow {
 		if s.Coord != coord {
 			continue
 		}
-		if s.Kind == talontest.KindLookup {
-			r.Lookups++
-		}
+		r.Operations++
+		r.MaxLatency = max(r.MaxLatency, s.Latency)
 		if s.Status != 200 {
 			r.Failed[s.Kind+"/"+s.Code]++
 			// Each failed sample stands for the poll interval after it.
