@@ -35,13 +35,23 @@ func NeedsStatusWrite(stored, incoming *Record, statusEvery uint64) bool {
 // bytes, blocks, pages, in-flight loads). Capacity and the store's health
 // count: they are configuration and health, not traffic.
 func StatusChanged(stored, incoming *Record) bool {
-	a, b := stored, incoming
+	return identityChanged(stored, incoming) || healthChanged(stored, incoming) || !maps.Equal(stored.Labels, incoming.Labels)
+}
+
+// identityChanged compares what names the process and its build: the
+// incarnation, addresses, version, feature level, start time, credential.
+func identityChanged(a, b *Record) bool {
 	return a.IncarnationID != b.IncarnationID || a.Address != b.Address || a.AdminAddress != b.AdminAddress ||
-		a.Version != b.Version || a.StartTimeUnixMs != b.StartTimeUnixMs || a.Health != b.Health ||
-		a.Ready != b.Ready || a.NotReadyReason != b.NotReadyReason || a.Drained != b.Drained || a.CredentialSerial != b.CredentialSerial ||
+		a.Version != b.Version || a.FeatureLevel != b.FeatureLevel || a.StartTimeUnixMs != b.StartTimeUnixMs ||
+		a.CredentialSerial != b.CredentialSerial
+}
+
+// healthChanged compares health, readiness, capacity and a coordinator's
+// published placement.
+func healthChanged(a, b *Record) bool {
+	return a.Health != b.Health || a.Ready != b.Ready || a.NotReadyReason != b.NotReadyReason || a.Drained != b.Drained ||
 		a.Capacity.CapacityBytes != b.Capacity.CapacityBytes || a.Capacity.StoreHealthy != b.Capacity.StoreHealthy ||
-		a.PlacementVersion != b.PlacementVersion || a.EligibleWorkers != b.EligibleWorkers || a.FeatureLevel != b.FeatureLevel ||
-		!maps.Equal(a.Labels, b.Labels)
+		a.PlacementVersion != b.PlacementVersion || a.EligibleWorkers != b.EligibleWorkers
 }
 
 // StatusEvery returns how many heartbeats one status interval spans

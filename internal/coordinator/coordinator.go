@@ -339,9 +339,6 @@ func New(opts Options) (*Coordinator, error) {
 	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
-	if err := c.registerUpgradeMetrics(opts.Registerer); err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
 	if err := c.openSharedEvents(); err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func (c *Coordinator) registerPresence(reg prometheus.Registerer) error {
 	}, func() float64 { return float64(c.ExpectedCoordinators()) })); err != nil {
 		return err
 	}
-	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "talon_coordinators_present",
 		Help: "Coordinators with a live record in this coordinator's last good view (0 before any).",
 	}, func() float64 {
@@ -168,5 +168,8 @@ func (c *Coordinator) registerPresence(reg prometheus.Registerer) error {
 			}
 		}
 		return float64(n)
-	}))
+	})); err != nil {
+		return err
+	}
+	return c.registerUpgradeMetrics(reg)
 }
