@@ -171,7 +171,7 @@ func TestUnreadyServesNoCurrentData(t *testing.T) {
 	}
 	// Another incarnation registers this coordinator's node ID.
 	impostor := &cluster.Record{ClusterID: clusterID, NodeID: e.coord.NodeID(), Role: cluster.RoleCoordinator, IncarnationID: "other-process",
-		Address: "127.0.0.1:1", Version: "test", Health: cluster.HealthHealthy, Ready: true}
+		Address: "127.0.0.1:1", Version: "test", StartTimeUnixMs: time.Now().Add(time.Minute).UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
 	if _, err := e.store.UpsertNode(context.Background(), impostor, time.Hour); err != nil {
 		t.Fatal(err)
 	}

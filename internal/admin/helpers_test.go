@@ -214,7 +214,7 @@ func workerRecord(id string, labels map[string]string) *cluster.Record {
 	return &cluster.Record{
 		ClusterID: clusterID, NodeID: id, Role: cluster.RoleWorker, IncarnationID: "inc-" + id,
 		Address: id + ".data.test:7500", Version: "test", Health: cluster.HealthHealthy, Ready: true, Labels: labels,
-		FeatureLevel: cluster.BuildLevel,
+		FeatureLevel: cluster.BuildLevel, StartTimeUnixMs: 1_784_800_000_000,
 	}
 }
 

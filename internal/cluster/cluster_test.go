@@ -231,8 +231,8 @@ func TestOrder(t *testing.T) {
 		{"register, no record", nil, &Record{IncarnationID: "a"}, reg, DecisionInsert},
 		{"heartbeat, no record", nil, &Record{IncarnationID: "a", HeartbeatSeq: 3}, hb, DecisionUnregistered},
 		{"zero update registers", nil, &Record{IncarnationID: "a"}, 0, DecisionInsert},
-		{"register new incarnation lower seq", stored, &Record{IncarnationID: "b"}, reg, DecisionRestart},
-		{"register new incarnation higher seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9}, reg, DecisionRestart},
+		{"register new incarnation lower seq", stored, &Record{IncarnationID: "b", StartTimeUnixMs: 1}, reg, DecisionRestart},
+		{"register new incarnation higher seq", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9, StartTimeUnixMs: 1}, reg, DecisionRestart},
 		{"heartbeat of another incarnation", stored, &Record{IncarnationID: "b", HeartbeatSeq: 9}, hb, DecisionSuperseded},
 		{"register of a superseded incarnation", stored, &Record{IncarnationID: "old", HeartbeatSeq: 99}, reg, DecisionSuperseded},
 		{"same incarnation next seq", stored, &Record{IncarnationID: "a", HeartbeatSeq: 6}, hb, DecisionAdvance},
@@ -247,7 +247,12 @@ func TestOrder(t *testing.T) {
 		{"registration of a process that started before the holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionSuperseded},
 		{"registration of an earlier-started process over a late holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000, Late: true}, &Record{IncarnationID: "b", StartTimeUnixMs: 40_000}, reg, DecisionRestart},
 		{"registration of a process that started with the holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100_000}, &Record{IncarnationID: "b", StartTimeUnixMs: 100_000}, reg, DecisionRestart},
-		{"zero start time compares with nothing", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b"}, reg, DecisionRestart},
+		// A registration without a start time proves nothing about its
+		// age: it never displaces a live, on-time holder (issue 47), only
+		// a late one.
+		{"no start time over a live holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100}, &Record{IncarnationID: "b"}, reg, DecisionSuperseded},
+		{"no start time over a live holder without one", &Record{IncarnationID: "a", HeartbeatSeq: 5}, &Record{IncarnationID: "b"}, reg, DecisionSuperseded},
+		{"no start time over a late holder", &Record{IncarnationID: "a", HeartbeatSeq: 5, StartTimeUnixMs: 100, Late: true}, &Record{IncarnationID: "b"}, reg, DecisionRestart},
 		{"holder without a start time", &Record{IncarnationID: "a", HeartbeatSeq: 5}, &Record{IncarnationID: "b", StartTimeUnixMs: 100}, reg, DecisionRestart},
 		{"delayed heartbeat of the previous process", &Record{IncarnationID: "b", Superseded: []string{"a"}}, &Record{IncarnationID: "a", HeartbeatSeq: 99, StartTimeUnixMs: 1 << 50}, hb, DecisionSuperseded},
 		{"delayed registration of the previous process", &Record{IncarnationID: "b", Superseded: []string{"a"}}, &Record{IncarnationID: "a", StartTimeUnixMs: 1 << 50}, reg, DecisionSuperseded},
@@ -274,8 +279,8 @@ func TestOrderExhaustive(t *testing.T) {
 			for ss := uint64(0); ss < 4; ss++ {
 				for _, ii := range incs {
 					for is := uint64(0); is < 4; is++ {
-						s := &Record{IncarnationID: si, HeartbeatSeq: ss}
-						in := &Record{IncarnationID: ii, HeartbeatSeq: is}
+						s := &Record{IncarnationID: si, HeartbeatSeq: ss, StartTimeUnixMs: 1}
+						in := &Record{IncarnationID: ii, HeartbeatSeq: is, StartTimeUnixMs: 1}
 						want := si == ii && is > ss || si != ii && u == UpdateRegister
 						if got := Order(s, in, u).Accepted(); got != want {
 							t.Errorf("Order(%s/%d, %s/%d, %d).Accepted() = %v, want %v", si, ss, ii, is, u, got, want)
@@ -602,5 +607,34 @@ func TestMarksRoundTripAndCarry(t *testing.T) {
 	bad.StatusAtUnixMs = -1
 	if _, err := Encode(bad); err == nil || !strings.Contains(err.Error(), "statusAtUnixMs") {
 		t.Fatalf("Encode of a negative statusAtUnixMs = %v, want an error naming the field", err)
+	}
+}
+
+// TestRevocationFollowsTheCredential: a registration of a new incarnation
+// keeps the slot's revocation when it comes with the revoked credential
+// (issue 47), and starts unrevoked with another credential or none.
+func TestRevocationFollowsTheCredential(t *testing.T) {
+	prev := validRecord()
+	prev.CredentialSerial, prev.RevokedBy, prev.RevokedReason = "0a1b", "coord-a", "serial:0a1b"
+	for _, tc := range []struct {
+		name, serial string
+		revoked      bool
+	}{{"same credential", "0a1b", true}, {"another credential", "ffee", false}, {"no credential", "", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := validRecord()
+			in.IncarnationID, in.CredentialSerial, in.StartTimeUnixMs = "inc-new", tc.serial, prev.StartTimeUnixMs+1
+			next := Next(prev, in, DecisionRestart, 0)
+			if next.Revoked() != tc.revoked || (tc.revoked && (next.RevokedBy != "coord-a" || next.RevokedReason != "serial:0a1b")) {
+				t.Fatalf("revoked %v (%q, %q); want %v", next.Revoked(), next.RevokedBy, next.RevokedReason, tc.revoked)
+			}
+		})
+	}
+	// An unrevoked slot gives nothing to carry.
+	clean := validRecord()
+	clean.CredentialSerial = "0a1b"
+	in := validRecord()
+	in.IncarnationID, in.CredentialSerial = "inc-new", "0a1b"
+	if Next(clean, in, DecisionRestart, 0).Revoked() {
+		t.Fatal("a registration over an unrevoked slot came out revoked")
 	}
 }

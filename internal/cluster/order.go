@@ -68,9 +68,11 @@ func (d Decision) String() string {
 //   - no record: a registration inserts; a heartbeat is refused as
 //     unregistered (its sender registers again);
 //   - another incarnation: a registration is a restart unless the incoming
-//     incarnation is one the slot has superseded, or started before the
-//     holder did (StartTimeUnixMs, when both are known): a delayed
-//     registration of an older process; a heartbeat is refused as superseded.
+//     incarnation is one the slot has superseded, or, while the holder is
+//     not marked late, started before the holder did (StartTimeUnixMs,
+//     when both are known) or gives no start time: a delayed registration
+//     of an older process, or one that proves nothing about its age; a
+//     heartbeat is refused as superseded.
 //
 // A restart is recognised by the registration that starts every
 // incarnation. A delayed heartbeat of a dead process can therefore never
@@ -90,7 +92,7 @@ func Order(stored, incoming *Record, u Update) Decision {
 	case stored == nil:
 		return DecisionInsert
 	case stored.IncarnationID != incoming.IncarnationID:
-		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) || (startedBefore(incoming, stored) && !stored.Late) {
+		if heartbeat || slices.Contains(stored.Superseded, incoming.IncarnationID) || (mayBeOlder(incoming, stored) && !stored.Late) {
 			return DecisionSuperseded
 		}
 		return DecisionRestart
@@ -107,6 +109,15 @@ func Order(stored, incoming *Record, u Update) Decision {
 // times; a zero (unknown) start time compares with nothing.
 func startedBefore(a, b *Record) bool {
 	return a.StartTimeUnixMs != 0 && b.StartTimeUnixMs != 0 && a.StartTimeUnixMs < b.StartTimeUnixMs
+}
+
+// mayBeOlder reports whether incoming may be an older process than the
+// holder stored: it started before it, or it gives no start time at all
+// (every Talon process sends one; a registration without one proves
+// nothing about its age, so it never displaces a live, on-time holder:
+// ADR 0001's ordering rule gives the live holder precedence).
+func mayBeOlder(incoming, stored *Record) bool {
+	return incoming.StartTimeUnixMs == 0 || startedBefore(incoming, stored)
 }
 
 // Next returns the record a store writes for an accepted decision d of
@@ -152,8 +163,12 @@ func Next(prev, incoming *Record, d Decision, floor uint64) *Record {
 // the process does not own: an advance keeps the slot's; a registration
 // keeps the slot's cordon (the node's, whatever its incarnation), or takes
 // the process's own for a new record (a cordon it persisted across a
-// restart), and starts unrevoked (revocation is of an incarnation's
-// credential).
+// restart), and starts unrevoked unless it comes with the revoked
+// credential: a revocation is of a credential (the coordinator sets
+// CredentialSerial from the connection), so registering a new incarnation
+// with it, through a coordinator without the deny entry, does not lift it
+// (issue 47: a worker deny-listed on one coordinator re-registered
+// through another and was placed a third of the time).
 func carryMarks(prev, next *Record, d Decision) {
 	if d == DecisionAdvance && prev != nil {
 		next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = prev.CordonedBy, prev.CordonedAtUnixMs, prev.CordonPersist
@@ -161,7 +176,11 @@ func carryMarks(prev, next *Record, d Decision) {
 		return
 	}
 	next.RevokedBy, next.RevokedReason = "", ""
-	if prev != nil {
-		next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = prev.CordonedBy, prev.CordonedAtUnixMs, prev.CordonPersist
+	if prev == nil {
+		return
+	}
+	next.CordonedBy, next.CordonedAtUnixMs, next.CordonPersist = prev.CordonedBy, prev.CordonedAtUnixMs, prev.CordonPersist
+	if prev.Revoked() && prev.CredentialSerial != "" && prev.CredentialSerial == next.CredentialSerial {
+		next.RevokedBy, next.RevokedReason = prev.RevokedBy, prev.RevokedReason
 	}
 }

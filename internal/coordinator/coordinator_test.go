@@ -134,7 +134,7 @@ func workerRecord(id, incarnation string, seq uint64) *cluster.Record {
 		ClusterID: "test", NodeID: id, Role: cluster.RoleWorker, IncarnationID: incarnation,
 		Address: "127.0.0.1:" + map[string]string{"w1": "9001", "w2": "9002", "w3": "9003", "w4": "9004"}[id],
 		Version: "test", HeartbeatSeq: seq, Health: cluster.HealthHealthy, Ready: true,
-		FeatureLevel: cluster.BuildLevel,
+		FeatureLevel: cluster.BuildLevel, StartTimeUnixMs: 1_784_800_000_000,
 	}
 }
 

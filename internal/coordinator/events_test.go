@@ -89,7 +89,7 @@ func TestReadinessEvents(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	timing := cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Second, LeaseTTL: time.Hour}
 	c := coordtest.Start(t, coordtest.Options{Store: store, Timing: timing, WaitReady: true, FrozenLiveness: true})
-	rec := &cluster.Record{ClusterID: "test", NodeID: "w2", Role: cluster.RoleWorker, IncarnationID: "i1", Address: "10.0.0.2:7500", Version: "v", Health: cluster.HealthHealthy, Ready: true}
+	rec := &cluster.Record{ClusterID: "test", NodeID: "w2", Role: cluster.RoleWorker, IncarnationID: "i1", Address: "10.0.0.2:7500", Version: "v", StartTimeUnixMs: 1_784_800_000_000, Health: cluster.HealthHealthy, Ready: true}
 	put := func() {
 		t.Helper()
 		if _, err := store.UpsertNode(context.Background(), rec, timing.LeaseTTL); err != nil {

@@ -487,7 +487,7 @@ func linStep(st, in, out any) (bool, any) {
 	}
 	var stored *cluster.Record
 	if s.present {
-		stored = &cluster.Record{IncarnationID: fmt.Sprint(s.phase), HeartbeatSeq: s.seq}
+		stored = &cluster.Record{IncarnationID: fmt.Sprint(s.phase), HeartbeatSeq: s.seq, StartTimeUnixMs: recordStart}
 		if s.superseded {
 			stored.Superseded = []string{"0"}
 		}
@@ -496,7 +496,7 @@ func linStep(st, in, out any) (bool, any) {
 	if i.register {
 		u = cluster.UpdateRegister
 	}
-	d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq}, u)
+	d := cluster.Order(stored, &cluster.Record{IncarnationID: fmt.Sprint(i.phase), HeartbeatSeq: i.seq, StartTimeUnixMs: recordStart}, u)
 	if o.decision != d {
 		return false, s
 	}

@@ -81,7 +81,7 @@ func (s xState) record() *cluster.Record {
 	if !s.present {
 		return nil
 	}
-	r := &cluster.Record{IncarnationID: xIncName(s.inc), HeartbeatSeq: s.seq, Generation: s.gen, Late: s.late}
+	r := &cluster.Record{IncarnationID: xIncName(s.inc), HeartbeatSeq: s.seq, Generation: s.gen, Late: s.late, StartTimeUnixMs: recordStart}
 	if s.sup != "" {
 		r.Superseded = strings.Split(s.sup, ",")
 	}
@@ -123,7 +123,7 @@ func xUpsert(s xState, in xInput, out xOutput) (xState, bool) {
 	if in.kind == xRegister {
 		u = cluster.UpdateRegister
 	}
-	incoming := &cluster.Record{IncarnationID: xIncName(in.inc), HeartbeatSeq: in.seq}
+	incoming := &cluster.Record{IncarnationID: xIncName(in.inc), HeartbeatSeq: in.seq, StartTimeUnixMs: recordStart} // as newRecord's
 	d := cluster.Order(s.record(), incoming, u)
 	if out.decision != d || out.outcome != state.OutcomeOf(d) {
 		return s, false

@@ -214,8 +214,16 @@ func upsertRestartOnAClockBehind(t *testing.T, newHarness Factory) {
 		t.Fatalf("late mark of the holder: %s, want accepted", res.Outcome)
 	}
 	e.mustUpsert(behind, longTTL, cluster.DecisionRestart, behind)
+	// A registration without a start time proves nothing about its age:
+	// it never displaces a live, on-time holder (issue 47: it took a live
+	// node's slot), only a late one.
 	zero := e.rec(cluster.RoleWorker, "w1", "inc-zero", 0)
 	zero.StartTimeUnixMs = 0
+	e.mustUpsert(zero, longTTL, cluster.DecisionSuperseded, behind)
+	mustFind(t, e.snapshot(e.cluster), behind)
+	if res := e.propose(behind.Key(), behind.IncarnationID, behind.HeartbeatSeq, state.TransitionLate); res.Outcome != state.OutcomeAccepted {
+		t.Fatalf("late mark of the holder: %s, want accepted", res.Outcome)
+	}
 	e.mustUpsert(zero, longTTL, cluster.DecisionRestart, zero)
 	mustFind(t, e.snapshot(e.cluster), zero)
 }

@@ -116,6 +116,9 @@ func (e *env) ctx() context.Context {
 	return ctx
 }
 
+// recordStart is the start time of every record rec and newRecord make.
+const recordStart = 1_784_800_000_000
+
 // rec returns a valid record of the case's cluster. Fields derived from seq
 // make a record's content identify the heartbeat that carried it.
 func (e *env) rec(role cluster.Role, node, incarnation string, seq uint64) *cluster.Record {
@@ -131,7 +134,7 @@ func newRecord(clusterID string, role cluster.Role, node, incarnation string, se
 		Address:         "10.1.2.3:7070",
 		AdminAddress:    "10.1.2.3:9090",
 		Version:         "v1.0.0-statetest",
-		StartTimeUnixMs: 1_784_800_000_000,
+		StartTimeUnixMs: recordStart,
 		HeartbeatSeq:    seq,
 		Health:          cluster.HealthHealthy,
 		Ready:           true,
