@@ -413,7 +413,9 @@ func (c *Coordinator) ExpectedCoordinators() int { return max(c.opts.ExpectedCoo
 func (c *Coordinator) Timing() cluster.Timing { return c.opts.Timing }
 
 // Run serves until ctx ends, then drains and returns. It returns an error
-// only when the coordinator could not serve at all.
+// only when the coordinator could not serve at all: ErrVersionSkew when a
+// live process of the cluster is outside this build's version-skew
+// policy (checked before anything is written; upgrade.go).
 func (c *Coordinator) Run(ctx context.Context) error {
 	if err := c.preflightSkew(ctx); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,27 +80,20 @@ func (c *Coordinator) preflightSkew(ctx context.Context) error {
 }
 
 // requireLevel refuses an operation that a process of a lower feature
-// level would undo or misread, while the cluster's level is below l:
-// state.ErrFailedPrecondition naming the level, the process that holds it
-// back, and what to do.
+// level would undo or misread, while the cluster's level is below l: an
+// error wrapping ErrFeatureLevel that names the level, the process that
+// holds it back, and what to do (admin answers it 409 feature_level).
 func (c *Coordinator) requireLevel(v *View, l int64, what string) error {
 	if v == nil || v.Survey.Allows(l) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s needs cluster feature level %d, but the cluster is at level %d (%s runs a build of level %d); finish the upgrade first (talonctl version lists every process's version)",
-		ErrFeatureLevel, what, l, v.Survey.Level, cmpOr(v.Survey.Lowest, "a live process"), v.Survey.Level)
+		ErrFeatureLevel, what, l, v.Survey.Level, cmp.Or(v.Survey.Lowest, "a live process"), v.Survey.Level)
 }
 
 // ErrFeatureLevel is an operation refused because the cluster's feature
 // level is below the one it needs (mid-upgrade).
 var ErrFeatureLevel = errors.New("cluster feature level too low")
-
-func cmpOr(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
-}
 
 // noteSurvey logs a change of the cluster's feature level or of the set
 // of build versions between two views.
