@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
@@ -115,4 +117,59 @@ func TestReadinessEvents(t *testing.T) {
 	rec.IncarnationID, rec.HeartbeatSeq = "i2", 0
 	put()
 	testsupport.WaitFor(t, 5*time.Second, "restart event", find(coordinator.EventNodeRestarted))
+}
+
+// TestCordonRoundsAreEachAnEvent: three cordon and uncordon rounds of one
+// worker are three pairs of placement_version_changed events, not one
+// (issue 47: their identity was the two versions alone), and a worker
+// that left and joined again under the same incarnation joins twice.
+func TestCordonRoundsAreEachAnEvent(t *testing.T) {
+	store := memory.New(memory.Options{})
+	t.Cleanup(func() { store.Close() })
+	timing := cluster.Timing{HeartbeatInterval: 100 * time.Millisecond, UnhealthyAfter: time.Second, LeaseTTL: time.Hour}
+	c := coordtest.Start(t, coordtest.Options{Store: store, Timing: timing, WaitReady: true, FrozenLiveness: true})
+	put := func(id, addr string) *cluster.Record {
+		rec := &cluster.Record{ClusterID: "test", NodeID: id, Role: cluster.RoleWorker, IncarnationID: "i1", Address: addr, Version: "v",
+			StartTimeUnixMs: 1_784_800_000_000, Health: cluster.HealthHealthy, Ready: true, FeatureLevel: cluster.BuildLevel}
+		if _, err := store.UpsertNode(context.Background(), rec, timing.LeaseTTL); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	put("w1", "10.0.0.1:7500")
+	w2 := put("w2", "10.0.0.2:7500")
+	count := func(typ coordinator.EventType, node string) int {
+		_, _, _ = c.Lookup(context.Background(), "k#0", 1) // a fresh view
+		page, _ := c.Events(coordinator.EventQuery{NodeID: node, Types: []coordinator.EventType{typ}})
+		return len(page.Events)
+	}
+	testsupport.WaitFor(t, 5*time.Second, "both joined", func() bool {
+		return count(coordinator.EventNodeJoined, "w1") == 1 && count(coordinator.EventNodeJoined, "w2") == 1
+	})
+	base := count(coordinator.EventPlacementVersion, "")
+	for round := 1; round <= 3; round++ {
+		for _, on := range []bool{true, false} {
+			m := state.MarkChange{SetCordon: true}
+			if on {
+				m.Cordon = state.Cordon{By: "ops", AtUnixMs: int64(1_784_900_000_000 + round)}
+			}
+			if _, err := store.SetMarks(context.Background(), w2.Key(), "", m); err != nil {
+				t.Fatal(err)
+			}
+			want := base + 2*(round-1) + 1
+			if !on {
+				want++
+			}
+			testsupport.WaitFor(t, 5*time.Second, fmt.Sprintf("round %d (cordon %v): %d placement events", round, on, want), func() bool {
+				return count(coordinator.EventPlacementVersion, "") == want
+			})
+		}
+	}
+	// w2 leaves and joins again under the same incarnation.
+	if _, err := store.RemoveNode(context.Background(), w2.Key(), "i1"); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 5*time.Second, "w2 removed", func() bool { return count(coordinator.EventNodeRemoved, "w2") == 1 })
+	put("w2", "10.0.0.2:7500")
+	testsupport.WaitFor(t, 5*time.Second, "w2 joined a second time", func() bool { return count(coordinator.EventNodeJoined, "w2") == 2 })
 }

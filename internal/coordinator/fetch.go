@@ -211,7 +211,7 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 			// A node event every coordinator observes; the first version
 			// after a start is this coordinator's own.
 			e.Old = old.String()
-			e.ID = state.EventID(state.EventIdentity{ClusterID: c.opts.ClusterID, Type: string(e.Type), Old: e.Old, New: e.New})
+			e.ID = c.placementEventID(a.prev, v, old, v.Version())
 		}
 		c.addEvent(e)
 		c.m.versionChanges.Inc()
@@ -258,7 +258,9 @@ func (c *Coordinator) logMembership(prev, v *View) {
 		if !ok {
 			e := base
 			e.Type, e.New, e.Reason = EventNodeJoined, string(h), "address "+r.Address
-			e.ID = c.nodeEventID(e, r.IncarnationID, 0)
+			// The generation tells a join from the next one of the same
+			// incarnation (it expired and registered again; issue 47).
+			e.ID = c.nodeEventID(e, r.IncarnationID, r.Generation)
 			event(slog.LevelInfo, "node joined", e, "health", string(h), "address", r.Address)
 			continue
 		}
