@@ -59,8 +59,10 @@ from the first owner and falls back to the next owner when one fails (a
 connection failure, an error, not found, a failed check). The length of every
 block and of the whole object is verified, and (--verify, on by default)
 every block's SHA-256 must be vouched for by a strict majority of the workers
-placement names for it (--replicas + 2, at least two), with no worker that
-answered disagreeing. A read never mixes versions of the object: it reads the
+placement names for it (--replicas + 2, at least two), with every one of them
+answering and none disagreeing: an owner that does not answer (refused, timed
+out, reset) is no consent, so the block is read from the store (--source) or
+the read fails, naming the silent owner. A read never mixes versions of the object: it reads the
 version its first answer (or the store) names, and fails, or with -o starts
 over, when the object changes meanwhile. With -o the object is written to a
 temporary file that is renamed into place only when the read succeeded;
@@ -71,17 +73,20 @@ same credential chain: for s3:// the AWS environment, shared config and
 profiles, or web identity; for gs:// Application Default Credentials; for
 az:// AZURE_STORAGE_CONNECTION_STRING or DefaultAzureCredential). get then
 takes the object's size, version and checksum from the store itself, checks
-the assembled object against the store's checksum (S3 full-object SHA-256,
-CRC-64/NVME or CRC-32C, or an ETag that is an MD5; GCS's MD5 or CRC32C;
-Azure's Content-MD5), reads from the store any block no worker can serve or that
-workers disagree about, and names the workers the store contradicts. With -o,
-an object that fails the store's checksum is read again from the store alone.
-A store that keeps no checksum of the object (file://, most http(s)://)
-cannot check the whole: every block a worker serves is then also read from
-the store and compared, and the store's bytes win (--source-vouchers N skips
+the assembled object against the store's checksum, reads from the store any
+block no worker can serve, that workers disagree about or that an owner was
+silent about, and names the workers the store contradicts. With -o, an object
+that fails the store's checksum is read again from the store alone. Only a
+cryptographic checksum vouches for the object against tampering: S3's
+full-object SHA-256 or SHA-1 or an ETag that is an MD5, GCS's MD5, Azure's
+Content-MD5. A CRC (S3's CRC-64/NVME, CRC-32C, CRC-32; GCS's CRC32C) detects
+corruption only, and a store that keeps no checksum (file://, most
+http(s)://) cannot check the whole: with either, every block a worker serves
+is also read from the store and compared, and the store's bytes win (--source-vouchers N skips
 that for a block N or more workers vouch for, trusting that N workers do not
 all collude). No set of colluding workers can then make get exit 0 with
-wrong bytes. get says on standard error what it verified.
+wrong bytes. get says on standard error what it verified and which evidence
+vouches for the bytes.
 
 --block-size must equal the workers' block size (default 4MiB): placement is
 per block. --parallel blocks (default 4) are read at once, each from its
@@ -117,7 +122,7 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees")
 	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://, gs://, az://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
 	f.IntVar(&opts.parallel, "parallel", defaultGetParallel, fmt.Sprintf("blocks read at once, from their owners, written in order (1 to %d)", maxGetParallel))
-	f.IntVar(&opts.sourceVouchers, "source-vouchers", 0, fmt.Sprintf("with --source on a store that keeps no checksum: accept a block without reading it from the store when this many workers vouch for it (--verify); 0 reads every block from the store too (0 to %d)", protocol.MaxReplicas+2))
+	f.IntVar(&opts.sourceVouchers, "source-vouchers", 0, fmt.Sprintf("with --source on a store that keeps no cryptographic checksum (none, or a CRC): accept a block without reading it from the store when this many workers vouch for it (--verify); 0 reads every block from the store too (0 to %d)", protocol.MaxReplicas+2))
 	opts.tls.register(f)
 	return cmd
 }

@@ -308,10 +308,12 @@ func (s *S3) Size(ctx context.Context, object string) (int64, error) {
 
 // Stat asks HeadObject with checksum mode on. The version is the version
 // ID on a versioned bucket, otherwise the ETag. The checksum is the
-// object's full-object checksum (SHA-256, CRC-64/NVME or CRC-32C, in that
-// order of preference) when S3 keeps one, otherwise the ETag when it has
-// the form of an MD5 (a single-part upload without SSE-KMS); a composite
-// checksum of a multipart upload is no checksum of the object.
+// object's full-object checksum when S3 keeps one, a cryptographic one
+// first: SHA-256, SHA-1, then the ETag when it has the form of an MD5 (a
+// single-part upload without SSE-KMS), and only then CRC-64/NVME, CRC-32C
+// or CRC-32, which detect corruption but not tampering (see
+// Checksum.Cryptographic); a composite checksum of a multipart upload is
+// no checksum of the object.
 func (s *S3) Stat(ctx context.Context, object string) (Info, error) {
 	if err := ValidateKey(object); err != nil {
 		return Info{}, err
@@ -330,20 +332,21 @@ func (s *S3) Stat(ctx context.Context, object string) (Info, error) {
 	case etag != "":
 		info.Version = normVersion("etag:" + etag)
 	}
-	if out.ChecksumType != types.ChecksumTypeComposite {
-		for _, c := range []struct {
-			alg string
-			v   *string
-		}{{SHA256, out.ChecksumSHA256}, {CRC64NVME, out.ChecksumCRC64NVME}, {CRC32C, out.ChecksumCRC32C}} {
-			if b, err := base64.StdEncoding.DecodeString(aws.ToString(c.v)); err == nil && len(b) == checksumLen[c.alg] {
-				info.Checksum = Checksum{Algorithm: c.alg, Value: b}
-				break
-			}
-		}
+	composite := out.ChecksumType == types.ChecksumTypeComposite
+	md5 := aws.String("")
+	if b, err := hex.DecodeString(strings.Trim(etag, `"`)); err == nil && len(b) == checksumLen[MD5] {
+		md5 = aws.String(base64.StdEncoding.EncodeToString(b))
 	}
-	if info.Checksum.IsZero() {
-		if b, err := hex.DecodeString(strings.Trim(etag, `"`)); err == nil && len(b) == checksumLen[MD5] {
-			info.Checksum = Checksum{Algorithm: MD5, Value: b}
+	for _, c := range []struct {
+		alg string
+		v   *string
+	}{{SHA256, out.ChecksumSHA256}, {SHA1, out.ChecksumSHA1}, {MD5, md5}, {CRC64NVME, out.ChecksumCRC64NVME}, {CRC32C, out.ChecksumCRC32C}, {CRC32, out.ChecksumCRC32}} {
+		if composite && c.alg != MD5 {
+			continue
+		}
+		if b, err := base64.StdEncoding.DecodeString(aws.ToString(c.v)); err == nil && len(b) == checksumLen[c.alg] {
+			info.Checksum = Checksum{Algorithm: c.alg, Value: b}
+			break
 		}
 	}
 	return info, nil

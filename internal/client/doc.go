@@ -65,10 +65,15 @@
 //     datav1.ErrNotFound).
 //   - Verification (ObjectReader.Verify, Source): a block is accepted
 //     when a strict majority of the workers placement names (at least
-//     two) vouch for its SHA-256 and none that answered disagrees; with a
-//     Source, disputed or unservable blocks are read from the store and
-//     the object is checked against the store's checksum. A worker is
-//     named as wrong only when the store's bytes contradict it.
+//     two) vouch for its SHA-256, every one of them answered and none
+//     disagrees: a silent owner is no consent (the block goes to the
+//     store, or the read fails naming it). With a Source, disputed,
+//     unservable or unconsented blocks are read from the store and the
+//     object is checked against the store's checksum; only a
+//     cryptographic one (blob.Checksum.Cryptographic) is evidence, so
+//     with a CRC, as with none, every block is compared with the store's
+//     bytes. A worker is named as wrong only when the store's bytes
+//     contradict it.
 //   - Layering. The package links neither runtime: no worker, coordinator
 //     or state import (internal/deptest enforces it).
 package client

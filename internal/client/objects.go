@@ -134,8 +134,14 @@ type ReadResult struct {
 	Version string
 	// Checksum is the store's checksum the object was checked against;
 	// the zero value when there was none (no Source, or a store without
-	// checksums).
+	// checksums). Only a cryptographic one (Checksum.Cryptographic) is
+	// evidence against tampering; with a CRC every block a worker served
+	// was also compared with the store's bytes.
 	Checksum blob.Checksum
+	// Silent names the owners that gave no digest of some block (refused,
+	// timed out, reset, an error answer), sorted: their blocks were not
+	// accepted from workers but read from the store.
+	Silent []string
 	// Blocks is the number of blocks; FromSource how many of them were
 	// read from Source; Verified how many were verified by workers;
 	// CheckedAgainstSource how many workers served that were compared
@@ -144,16 +150,22 @@ type ReadResult struct {
 	Blocks, FromSource, Verified, CheckedAgainstSource int64
 }
 
-// Describe says in words what was verified, for a reader's user.
+// Describe says in words what was verified, and which evidence vouches
+// for the bytes, for a reader's user.
 func (res *ReadResult) Describe(verify, haveSource bool) string {
 	var parts []string
+	crypto := res.Checksum.Cryptographic()
 	switch {
+	case crypto:
+		parts = append(parts, fmt.Sprintf("the object matches the store's %s checksum (evidence: a cryptographic checksum)", res.Checksum.Algorithm))
 	case !res.Checksum.IsZero():
-		parts = append(parts, fmt.Sprintf("the object matches the store's %s checksum", res.Checksum.Algorithm))
+		parts = append(parts, fmt.Sprintf("the object matches the store's %s checksum (which detects corruption, not tampering: evidence is the store's bytes)", res.Checksum.Algorithm))
 	case haveSource:
-		parts = append(parts, "the store keeps no checksum of the object")
+		parts = append(parts, "the store keeps no checksum of the object (evidence is the store's bytes)")
+	case verify:
+		parts = append(parts, "no store checksum checked (evidence: the workers' majority only; give the store's URL to check the object against it)")
 	default:
-		parts = append(parts, "no store checksum checked (give the store's URL to check the object against it)")
+		parts = append(parts, "no store checksum checked and no worker asked to vouch (evidence: none but the lengths; give the store's URL to check the object against it)")
 	}
 	if verify {
 		parts = append(parts, fmt.Sprintf("%d of %d blocks vouched for by a majority of workers", res.Verified, res.Blocks))
@@ -164,7 +176,18 @@ func (res *ReadResult) Describe(verify, haveSource bool) string {
 	if res.FromSource > 0 {
 		parts = append(parts, fmt.Sprintf("%d blocks read from the store", res.FromSource))
 	}
+	if len(res.Silent) > 0 {
+		parts = append(parts, fmt.Sprintf("owners %s did not answer for some blocks (no consent: those were read from the store)", strings.Join(res.Silent, ", ")))
+	}
 	return strings.Join(parts, "; ")
+}
+
+// noteSilent adds nodes to res.Silent.
+func (res *ReadResult) noteSilent(nodes []string) {
+	if len(nodes) == 0 {
+		return
+	}
+	res.Silent = slices.Compact(slices.Sorted(slices.Values(append(res.Silent, nodes...))))
 }
 
 // readState is one ReadObject's view of the object.
@@ -215,9 +238,12 @@ func (r *ObjectReader) Read(ctx context.Context, object string, w io.Writer) (*R
 		if sum = info.Checksum.NewHash(); sum != nil {
 			want = info.Checksum
 			w = io.MultiWriter(w, sum)
-		} else {
-			st.storeCheck = true // nothing to check the whole object against
 		}
+		// A CRC detects corruption, not tampering (a worker can forge
+		// bytes with the same CRC): only a cryptographic checksum
+		// vouches for the whole; otherwise every block is compared with
+		// the store's bytes.
+		st.storeCheck = !info.Checksum.Cryptographic()
 	}
 	written, err := r.readAll(ctx, st, w)
 	st.res.N, st.res.Version = written, st.version

@@ -58,6 +58,7 @@ func (r *ObjectReader) readParallel(ctx context.Context, st *readState, from int
 		st.res.Verified += res.st.Verified
 		st.res.FromSource += res.st.FromSource
 		st.res.CheckedAgainstSource += res.st.CheckedAgainstSource
+		st.res.noteSilent(res.st.Silent)
 	}
 	return written, nil
 }

@@ -24,6 +24,7 @@ type attempt struct {
 	answered   int      // owners that answered at all
 	changed    bool     // an owner answered version_changed
 	disagreed  bool     // workers disagreed about the bytes
+	silent     []string // owners that gave no digest: no consent
 	verifyErrs []error
 }
 
@@ -34,9 +35,14 @@ func (a *attempt) classify(owner string, err error) (invalidate bool) {
 	a.tried = append(a.tried, fmt.Sprintf("%s: %v", owner, err))
 	var de *datav1.Error
 	var dis *disagreement
+	var un *unheard
 	switch {
 	case errors.As(err, &dis):
 		a.disagreed = true
+		a.answered++
+		a.verifyErrs = append(a.verifyErrs, err)
+	case errors.As(err, &un):
+		a.silent = append(a.silent, un.nodes()...)
 		a.answered++
 		a.verifyErrs = append(a.verifyErrs, err)
 	case errors.Is(err, ErrVerification):
@@ -85,6 +91,8 @@ func decide(a *attempt, asked int, source bool) action {
 		return actSource
 	case a.disagreed:
 		return actFailDisagree
+	case len(a.silent) > 0 && source:
+		return actSource // no consent without every owner's answer
 	case a.changed && source:
 		return actSource // the store is the authority on versions
 	case a.changed:
@@ -129,6 +137,7 @@ func (r *ObjectReader) readBlocks(ctx context.Context, st *readState, block int6
 		}
 		all.tried = append(all.tried, a.tried...)
 		all.verifyErrs = append(all.verifyErrs, a.verifyErrs...)
+		st.res.noteSilent(a.silent)
 		r.reportVerify(st.object, block, a)
 		if act := decide(a.attempt, a.asked, r.Source != nil && st.known); act != actRetry {
 			return r.conclude(ctx, act, st, block, a.attempt, &all, buf, w)
@@ -206,6 +215,12 @@ func (r *ObjectReader) round(ctx context.Context, st *readState, block int64, ro
 		if r.OnFallback != nil {
 			r.OnFallback(st.object, block, owner.NodeID, err)
 		}
+		var un *unheard
+		if errors.As(err, &un) {
+			// The silent owner's failure is remembered for the round:
+			// every other owner's bytes would lack its vote too.
+			break
+		}
 	}
 	return nil, 0, a, nil
 }
@@ -251,6 +266,10 @@ func (r *ObjectReader) reportVerify(object string, block int64, a roundAttempt) 
 		r.VerifyFailures.Inc()
 	}
 	if r.OnVerifyFailure != nil && (r.Source == nil || !a.disagreed) {
-		r.OnVerifyFailure(object, block, a.verifyErrs[0].Error())
+		msg := a.verifyErrs[0].Error()
+		if r.Source != nil && len(a.silent) > 0 {
+			msg += "; the block is read from the store"
+		}
+		r.OnVerifyFailure(object, block, msg)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -176,14 +177,19 @@ func (d *disagreement) contradicted(truth string) []string {
 	return slices.Compact(out)
 }
 
-// verify accepts res from owner when no other worker that answered
-// disagrees and a strict majority of the workers asked (the owners
-// placement names, owner included), at least two, agree on its SHA-256.
+// verify accepts res from owner when every other owner placement names
+// answered with a digest, none of them disagrees, and a strict majority
+// of the owners, at least two, owner included, agree on its SHA-256.
 // The sources are chosen by placement, not by the owner, and a worker's
-// vote is only ever its own bytes or its own digest, so a set of colluding
-// workers cannot outvote an honest worker that answers: it can at most
-// make the workers disagree, which the caller settles with the store or
-// reports without blaming anyone.
+// vote is only ever its own bytes or its own digest, so a set of
+// colluding workers cannot outvote an honest worker that answers: it can
+// at most make the workers disagree, which the caller settles with the
+// store or reports without blaming anyone. Consent is an answer: an
+// owner that gave no digest (refused, timed out, reset, answered an
+// error) never counts as agreement, and while one is unheard the block
+// is not accepted from workers at all (an *unheard error): otherwise
+// colluders that silence the honest owner, by holding its connections
+// for instance, would be the majority of the owners that speak.
 func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []placement.Owner, owner placement.Owner, res *datav1.Result, block int64) (vouchers int, err error) {
 	if dc.byNode == nil {
 		dc.byNode, dc.failed = map[string]*datav1.Digest{}, map[string]error{}
@@ -191,26 +197,15 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 	sum := sha256.Sum256(res.Data)
 	mine := hex.EncodeToString(sum[:])
 	sides := map[string][]string{mine: {owner.NodeID}}
-	var errs []error
+	silent := map[string]error{}
 	for _, v := range owners {
 		if v.NodeID == owner.NodeID {
 			continue
 		}
-		d, ok := dc.byNode[v.NodeID]
-		if !ok {
-			if err, failed := dc.failed[v.NodeID]; failed {
-				errs = append(errs, err)
-				continue
-			}
-			vreq := req
-			vreq.Addr, vreq.Node = v.Address, v.NodeID
-			var err error
-			if d, err = r.digest(ctx, vreq); err != nil {
-				dc.failed[v.NodeID] = err
-				errs = append(errs, err)
-				continue
-			}
-			dc.byNode[v.NodeID] = d
+		d, err := r.digestOf(ctx, dc, req, v)
+		if err != nil {
+			silent[v.NodeID] = err
+			continue
 		}
 		theirs := d.SHA256
 		if d.ObjectSize != res.ObjectSize || d.Length != int64(len(res.Data)) {
@@ -219,23 +214,67 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 		sides[theirs] = append(sides[theirs], v.NodeID)
 	}
 	agree := len(sides[mine])
-	if len(sides) == 1 && agree >= 2 && 2*agree > len(owners) {
+	switch {
+	case len(sides) > 1:
+		return agree, &disagreement{object: req.Object, block: block, sides: sides, asked: len(owners)}
+	case len(silent) > 0:
+		return agree, &unheard{object: req.Object, block: block, server: owner.NodeID, vouchers: agree, asked: len(owners), silent: silent}
+	case agree >= 2 && 2*agree > len(owners):
 		return agree, nil
 	}
-	if len(sides) > 1 {
-		err = &disagreement{object: req.Object, block: block, sides: sides, asked: len(owners)}
-	} else {
-		why := fmt.Sprintf("only %d of the %d workers placement names vouched for the bytes from %s; a strict majority, at least 2, is needed", agree, len(owners), owner.NodeID)
-		if len(owners) < 2 {
-			why = "placement names no second worker to take a digest from (a cluster of one worker; read with verification off, or give the store with --source)"
-		}
-		if len(errs) > 0 {
-			why += ": " + errors.Join(errs...).Error()
-		}
-		err = fmt.Errorf("%w: cannot verify %s block %d: %s", ErrVerification, req.Object, block, why)
+	why := fmt.Sprintf("only %d of the %d workers placement names vouched for the bytes from %s; a strict majority, at least 2, is needed", agree, len(owners), owner.NodeID)
+	if len(owners) < 2 {
+		why = "placement names no second worker to take a digest from (a cluster of one worker; read with verification off, or give the store with --source)"
 	}
-	return agree, err
+	return agree, fmt.Errorf("%w: cannot verify %s block %d: %s", ErrVerification, req.Object, block, why)
 }
+
+// digestOf returns v's digest of req's range, asking v once per block
+// (dc remembers answers and failures). Digests are asked with last=1: the
+// client has no other source of v's vote, so a warming worker waits for
+// its rate rather than refuse.
+func (r *ObjectReader) digestOf(ctx context.Context, dc *digestCache, req datav1.Request, v placement.Owner) (*datav1.Digest, error) {
+	if d, ok := dc.byNode[v.NodeID]; ok {
+		return d, nil
+	}
+	if err, failed := dc.failed[v.NodeID]; failed {
+		return nil, err
+	}
+	req.Addr, req.Node, req.Last = v.Address, v.NodeID, true
+	d, err := r.digest(ctx, req)
+	if err != nil {
+		dc.failed[v.NodeID] = err
+		return nil, err
+	}
+	dc.byNode[v.NodeID] = d
+	return d, nil
+}
+
+// unheard is a verification failure where owners placement names gave no
+// digest of a block (silent: node -> why), so that the owners that vouch
+// for it, however many, are not taken as consent.
+type unheard struct {
+	object   string
+	block    int64
+	server   string // the owner that served the bytes
+	vouchers int
+	asked    int
+	silent   map[string]error
+}
+
+func (u *unheard) Error() string {
+	var parts []string
+	for _, n := range u.nodes() {
+		parts = append(parts, fmt.Sprintf("%s: %v", n, u.silent[n]))
+	}
+	return fmt.Sprintf("%s block %d: owners %s did not answer for it (%s); the %d of %d owners that vouched for the bytes from %s are not taken as consent while an owner is silent",
+		u.object, u.block, strings.Join(u.nodes(), ", "), strings.Join(parts, "; "), u.vouchers, u.asked, u.server)
+}
+
+func (u *unheard) Unwrap() error { return ErrVerification }
+
+// nodes returns the silent owners, sorted.
+func (u *unheard) nodes() []string { return slices.Sorted(maps.Keys(u.silent)) }
 
 // digest asks one worker for a digest, waiting and asking again (a few
 // times) when it answers rate_limited.

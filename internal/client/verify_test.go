@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +24,21 @@ import (
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // worker is a fake data server: it serves body (nil: answers status) for
 // reads and digests, naming version.
 func worker(t *testing.T, body []byte, status int, version string) string {
 	t.Helper()
+	if status < 0 { // silent: nothing listens at the address any more
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		return ln.Addr().String()
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if body == nil {
 			w.WriteHeader(status)
@@ -50,11 +62,14 @@ func worker(t *testing.T, body []byte, status int, version string) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// memStore is a Versioned blob store of one object with a SHA-256.
+// memStore is a Versioned blob store of one object with a SHA-256 (or
+// alg) checksum. reads counts its ReadVersion calls.
 type memStore struct {
 	data    []byte
 	version string
 	sum     []byte // nil: no checksum
+	alg     string // "": blob.SHA256
+	reads   atomic.Int64
 }
 
 func (s *memStore) Size(ctx context.Context, o string) (int64, error) { return int64(len(s.data)), nil }
@@ -64,11 +79,12 @@ func (s *memStore) ReadRange(ctx context.Context, o string, off, n int64) (io.Re
 func (s *memStore) Stat(ctx context.Context, o string) (blob.Info, error) {
 	info := blob.Info{Size: int64(len(s.data)), Version: s.version}
 	if s.sum != nil {
-		info.Checksum = blob.Checksum{Algorithm: blob.SHA256, Value: s.sum}
+		info.Checksum = blob.Checksum{Algorithm: cmp.Or(s.alg, blob.SHA256), Value: s.sum}
 	}
 	return info, nil
 }
 func (s *memStore) ReadVersion(ctx context.Context, o, v string, off, n int64) (io.ReadCloser, error) {
+	s.reads.Add(1)
 	if v != "" && v != s.version {
 		return nil, blob.ErrVersionChanged
 	}
@@ -89,7 +105,8 @@ func TestVerifyAndFallback(t *testing.T) {
 		body   []byte
 		status int
 	}
-	honest, liar := w{right, 0}, w{wrong, 0}
+	honest, liar, silent := w{right, 0}, w{wrong, 0}, w{nil, -1}
+	forger := w{testsupport.ForgeCRC64NVME(right, 1500, 2000), 0} // block 1 forged, block 2 "corrected"
 	tests := []struct {
 		name     string
 		workers  []w
@@ -113,6 +130,22 @@ func TestVerifyAndFallback(t *testing.T) {
 		}},
 		{"everyone colludes, store checksum catches it", []w{liar, liar, liar}, true, &memStore{data: right, version: v, sum: sum[:]}, client.ErrChecksum, nil},
 		{"one worker cannot vouch for itself", []w{honest}, true, nil, client.ErrVerification, nil},
+		// Issue 47: an owner that does not answer is no consent, however
+		// many of the others vouch; the silent owner is named.
+		{"two of three collude, the honest one silent, no store", []w{liar, liar, silent}, true, nil, client.ErrVerification, func(m []string) bool {
+			return strings.Contains(strings.Join(m, "\n"), "owners w2 did not answer")
+		}},
+		{"honest primary silent, two colluders vouch, no store", []w{silent, liar, liar}, true, nil, client.ErrVerification, nil},
+		{"two of three collude, the honest one silent, store", []w{liar, liar, silent}, true, &memStore{data: right, version: v, sum: sum[:]}, nil, func(m []string) bool {
+			return strings.Contains(strings.Join(m, "\n"), "owners w2 did not answer")
+		}},
+		{"two of three collude, the honest one silent, store without checksum", []w{liar, liar, silent}, true, &memStore{data: right, version: v}, nil, nil},
+		{"two honest, one silent, no store", []w{honest, honest, silent}, true, nil, client.ErrVerification, nil},
+		// A CRC is no evidence against tampering: every block is
+		// compared with the store's bytes, which win.
+		{"everyone colludes, store keeps a CRC only", []w{forger, forger, forger}, true, &memStore{data: right, version: v, sum: crc64nvme(right), alg: blob.CRC64NVME}, nil, func(m []string) bool {
+			return strings.Contains(strings.Join(m, "\n"), "the store's bytes contradict workers w0")
+		}},
 	}
 	// Every rule holds whether the blocks are read one run at a time or
 	// several at once (Parallel), and the bytes come out in order.
@@ -153,5 +186,65 @@ func TestVerifyAndFallback(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// crc64nvme is the store's CRC-64/NVME of b, as S3 sends it.
+func crc64nvme(b []byte) []byte {
+	h := blob.Checksum{Algorithm: blob.CRC64NVME}.NewHash()
+	h.Write(b)
+	return h.Sum(nil)
+}
+
+// TestCRCIsNoEvidence: with a store that keeps only a CRC of the object,
+// workers that all serve the same forged bytes (whose CRC the attacker
+// made equal to the store's: here the store's CRC is simply of the
+// forged bytes) are caught block by block; with a cryptographic checksum
+// the whole object is checked once and no block is read from the store.
+func TestCRCIsNoEvidence(t *testing.T) {
+	const bs = 1000
+	right := bytes.Repeat([]byte("talon!"), 700)
+	forged := testsupport.ForgeCRC64NVME(right, 1500, 2000)
+	sum := sha256.Sum256(right)
+	for _, tt := range []struct {
+		name        string
+		store       *memStore
+		serve       []byte
+		wantCompare bool
+		describe    string
+	}{
+		{"crc64nvme, forged bytes of the same crc", &memStore{data: right, version: "v1", sum: crc64nvme(right), alg: blob.CRC64NVME}, forged, true, "detects corruption, not tampering"},
+		{"crc64nvme, honest workers", &memStore{data: right, version: "v1", sum: crc64nvme(right), alg: blob.CRC64NVME}, right, true, "5 of 5 blocks compared with the store's bytes"},
+		{"sha256", &memStore{data: right, version: "v1", sum: sum[:]}, right, false, "evidence: a cryptographic checksum"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var owners []protocol.Owner
+			for i := range 3 {
+				owners = append(owners, protocol.Owner{NodeID: "w" + strconv.Itoa(i), DataAddress: worker(t, tt.serve, 0, "v1")})
+			}
+			fake := startFake(t, func(req protocol.Message) protocol.Message {
+				if l, ok := req.(*protocol.PlacementLookup); ok {
+					return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
+				}
+				return &protocol.Pong{}
+			})
+			c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			r := &client.ObjectReader{Client: c, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: true, Source: tt.store}
+			var out bytes.Buffer
+			res, err := r.Read(context.Background(), "obj", &out)
+			if err != nil || !bytes.Equal(out.Bytes(), right) {
+				t.Fatalf("Read = %v, right bytes %t", err, bytes.Equal(out.Bytes(), right))
+			}
+			if compared := res.CheckedAgainstSource == res.Blocks && tt.store.reads.Load() >= res.Blocks; compared != tt.wantCompare {
+				t.Fatalf("every block compared with the store: %t (%d of %d, %d store reads), want %t", compared, res.CheckedAgainstSource, res.Blocks, tt.store.reads.Load(), tt.wantCompare)
+			}
+			if d := res.Describe(true, true); !strings.Contains(d, tt.describe) {
+				t.Fatalf("Describe = %q, want it to say %q", d, tt.describe)
+			}
+		})
 	}
 }

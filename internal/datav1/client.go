@@ -48,6 +48,9 @@ var (
 	// own (rate_limited), or too many reads that go to its store
 	// (resource_exhausted). Ask another worker, or later.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrForbidden: the worker refuses the credential (403 forbidden: a
+	// worker's, a revoked one).
+	ErrForbidden = errors.New("credential refused")
 )
 
 // Error is a data server's error answer.
@@ -344,6 +347,8 @@ func answerError(addr string, resp *http.Response) *Error {
 		e.ObjectVersion = resp.Header.Get(ObjectVersionHeader)
 	case http.StatusTooManyRequests:
 		e.kind = ErrRateLimited
+	case http.StatusForbidden:
+		e.kind = ErrForbidden
 	default:
 		e.kind = ErrServer
 	}

@@ -46,6 +46,9 @@ const (
 	CodeVersionChanged      = "version_changed"
 	CodeRateLimited         = "rate_limited"
 	CodeResourceExhausted   = "resource_exhausted"
+	// CodeForbidden: the credential may not use the data port (a
+	// worker's: workers read no other worker's data).
+	CodeForbidden = "forbidden"
 	// CodeWarmingUp: 503, a new worker past its warm-up rate of store
 	// loads; the block's next owner serves it.
 	CodeWarmingUp = "warming_up"

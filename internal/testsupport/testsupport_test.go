@@ -1,7 +1,9 @@
 package testsupport_test
 
 import (
+	"bytes"
 	"fmt"
+	"hash/crc64"
 	"runtime"
 	"strings"
 	"sync"
@@ -111,4 +113,13 @@ func TestWaitFor(t *testing.T) {
 			t.Fatalf("gave up after %v, before the timeout", d)
 		}
 	})
+}
+
+func TestForgeCRC64NVME(t *testing.T) {
+	data := bytes.Repeat([]byte("talon block "), 1000)
+	forged := testsupport.ForgeCRC64NVME(data, 5, 100)
+	tab := crc64.MakeTable(0x9a6c9329ac4bc9b5)
+	if bytes.Equal(forged, data) || crc64.Checksum(forged, tab) != crc64.Checksum(data, tab) {
+		t.Fatalf("forged bytes differ %t, same CRC %t", !bytes.Equal(forged, data), crc64.Checksum(forged, tab) == crc64.Checksum(data, tab))
+	}
 }

@@ -13,7 +13,7 @@ import (
 // package metrics.
 type workerMetrics struct {
 	heartbeats *prometheus.CounterVec
-	refused    prometheus.Counter
+	refused    *prometheus.CounterVec
 	timeouts   *prometheus.CounterVec
 }
 
@@ -25,10 +25,10 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 			Name: "talon_worker_heartbeats_total",
 			Help: "Registration and heartbeat attempts by operation and outcome (accepted, duplicate, stale or an error code).",
 		}, []string{"operation", "outcome"}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_worker_data_connections_refused_total",
-			Help: "Data connections closed at accept because max-connections were open.",
-		}),
+			Help: "Data connections refused by reason: closed at accept past a cap (connections, connections_per_address, pending, pending_per_address), or at the first request (connections_per_identity: the credential holds its share; worker_credential: workers read no other worker's data).",
+		}, []string{"reason"}),
 		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_worker_data_timeouts_total",
 			Help: "Data connections ended by a timeout: read (idle-timeout, frame-timeout for a request header or TLS handshake) or write (write-timeout).",
@@ -47,6 +47,9 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 	for _, r := range []string{"read", "write"} {
 		m.timeouts.WithLabelValues(r)
 	}
+	for _, r := range refusalReasons {
+		m.refused.WithLabelValues(r)
+	}
 	return m, nil
 }
 
@@ -55,8 +58,9 @@ func (m *workerMetrics) heartbeat(op, outcome string) {
 	m.heartbeats.WithLabelValues(op, outcome).Inc()
 }
 
-// refusedConn counts a data connection closed at accept by the cap.
-func (m *workerMetrics) refusedConn() { m.refused.Inc() }
+// refusedConn counts a data connection refused for reason (one of
+// refusalReasons).
+func (m *workerMetrics) refusedConn(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // timeout counts a data connection ended by a read or write timeout.
 func (m *workerMetrics) timeout(reason string) { m.timeouts.WithLabelValues(reason).Inc() }

@@ -58,9 +58,14 @@ func TestMetrics(t *testing.T) {
 	w := newWorkerOpts(t, []string{a}, false, 0, func(*worker.Worker) http.Handler { return http.NotFoundHandler() }, func(o *worker.Options) {
 		o.Registerer = reg
 	})
-	const want = `# HELP talon_worker_data_connections_refused_total Data connections closed at accept because max-connections were open.
+	const want = `# HELP talon_worker_data_connections_refused_total Data connections refused by reason: closed at accept past a cap (connections, connections_per_address, pending, pending_per_address), or at the first request (connections_per_identity: the credential holds its share; worker_credential: workers read no other worker's data).
 # TYPE talon_worker_data_connections_refused_total counter
-talon_worker_data_connections_refused_total 0
+talon_worker_data_connections_refused_total{reason="connections"} 0
+talon_worker_data_connections_refused_total{reason="connections_per_address"} 0
+talon_worker_data_connections_refused_total{reason="connections_per_identity"} 0
+talon_worker_data_connections_refused_total{reason="pending"} 0
+talon_worker_data_connections_refused_total{reason="pending_per_address"} 0
+talon_worker_data_connections_refused_total{reason="worker_credential"} 0
 # HELP talon_worker_data_timeouts_total Data connections ended by a timeout: read (idle-timeout, frame-timeout for a request header or TLS handshake) or write (write-timeout).
 # TYPE talon_worker_data_timeouts_total counter
 talon_worker_data_timeouts_total{reason="read"} 0

@@ -176,7 +176,9 @@ func New(opts Options) (*Worker, error) {
 	// Within MaxConnections, half from one address and a quarter before
 	// a first request (after the TLS handshake): connections without a
 	// credential cannot take the slots of readers that have one.
-	limited := netlimit.Wrap(opts.DataListener, netlimit.Defaults(lim.MaxConnections), func(string) { m.refusedConn() })
+	nl := netlimit.Defaults(lim.MaxConnections)
+	nl.MaxPerIdentity = lim.MaxPerCredential
+	limited := netlimit.Wrap(opts.DataListener, nl, m.refusedConn)
 	w.dataLn = &limitListener{Listener: limited, timeout: m.timeout}
 	if opts.DataTLS != nil {
 		// Outside the cap, so http.Server sees *tls.Conn: it bounds the
@@ -184,7 +186,10 @@ func New(opts Options) (*Worker, error) {
 		w.dataLn = tls.NewListener(w.dataLn, opts.DataTLS)
 	}
 	w.server = &http.Server{
-		Handler: w.inflight,
+		// The first request of a connection admits it (datalimits.go):
+		// no worker credentials, MaxPerCredential per client credential.
+		Handler:     &admission{next: w.inflight, perCred: lim.MaxPerCredential, refused: m.refusedConn, insecure: opts.DataTLS == nil},
+		ConnContext: withConn,
 		// A new connection gets FrameTimeout for its request headers, an
 		// idle keep-alive one IdleTimeout for the next request, and a
 		// response WriteTimeout: a slow reader cannot pin an open block
@@ -195,8 +200,6 @@ func New(opts Options) (*Worker, error) {
 		MaxHeaderBytes:    16 << 10,
 		ConnState: func(c net.Conn, s http.ConnState) {
 			switch s {
-			case http.StateActive:
-				netlimit.Promote(c) // a first request: no longer pending
 			case http.StateNew:
 				opts.Process.ConnOpened("data")
 			case http.StateClosed, http.StateHijacked:

@@ -306,7 +306,9 @@ func TestDataPortLimits(t *testing.T) {
 		o.DataLimits = worker.DataLimits{MaxConnections: 16, FrameTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
 		o.Registerer = reg
 	})
-	refused := func() float64 { return counterValue(t, reg, "talon_worker_data_connections_refused_total") }
+	refused := func() float64 {
+		return counterValue(t, reg, "talon_worker_data_connections_refused_total", "reason", "pending_per_address")
+	}
 	readTimeouts := func() float64 { return counterValue(t, reg, "talon_worker_data_timeouts_total", "reason", "read") }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

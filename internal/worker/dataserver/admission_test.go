@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/worker/dataserver"
 )
 
 // TestClientCannotFillAnotherWorkersCache is the review's attack: a client
@@ -19,7 +20,9 @@ import (
 // blocks the worker does not own are read from the store uncached, counted
 // ("digest"/"uncached") and limited per client.
 func TestClientCannotFillAnotherWorkersCache(t *testing.T) {
-	e := newEnv(t, bs, 64*bs)
+	// No warm-up bound: it would pace the digests below the per-client
+	// limit this test is about (TestWarmupBoundsDigests).
+	e := newEnvWith(t, bs, 64*bs, nil, func(c *dataserver.Config) { c.WarmupRate = -1 })
 	data := pattern(1, 8*bs)
 	e.put(t, "obj", data)
 	for b := range int64(8) {

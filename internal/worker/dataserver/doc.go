@@ -80,7 +80,9 @@
 // Config.WarmupRefuse is set (placement-replicas 2 or more) and the
 // client has another owner to ask (no last=1): the block's next owner,
 // which owned it before this worker joined, serves it from its cache.
-// Otherwise the read waits for the rate. Reads of resident blocks, and
+// Otherwise the read waits for the rate. Digests take the same tokens for
+// the cold blocks they read (clients ask them with last=1: they wait).
+// Reads of resident blocks, and
 // of blocks already loading, are never bounded; read-ahead takes a token
 // or does not happen. talon_worker_warmup_loads_total{outcome} counts
 // admitted and deferred loads; talon_worker_warming_up is 1 meanwhile.

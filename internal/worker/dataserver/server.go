@@ -462,6 +462,12 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http
 			}
 			ret = uncachedDigest{}
 		}
+		// A digest loads cold blocks from the store as a read does
+		// (owned ones into the cache, others with Peek): the warm-up
+		// bound is the same.
+		if aerr := s.admit(ctx, req, info, end); aerr != nil {
+			return aerr
+		}
 		blocks, aerr := s.openBlocks(ctx, req.key, info, req.offset, end, func(i int64) bool { return !unowned[i] })
 		defer closeBlocks(blocks)
 		if aerr != nil {

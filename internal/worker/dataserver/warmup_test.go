@@ -99,3 +99,40 @@ func TestWarmupWaits(t *testing.T) {
 	}
 	t.Logf("25 cold reads at a warm-up rate of 20/s took %s", time.Since(start))
 }
+
+// TestWarmupBoundsDigests: a digest of a cold block loads it from the
+// store as a read does, so it takes the warm-up's tokens too: past the
+// rate it is refused 503 warming_up and the store is not read (before,
+// digests skipped the bound: any number of them went to the store).
+func TestWarmupBoundsDigests(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	e := newEnvWith(t, bs, 1<<20, nil, func(c *dataserver.Config) {
+		c.WarmupRate, c.WarmupPeriod, c.WarmupRefuse, c.Clock, c.ReadAhead = 2, time.Minute, true, clock, -1
+	})
+	for i := range 4 {
+		e.put(t, fmt.Sprintf("o%d", i), pattern(i, bs))
+	}
+	digest := func(object string) error {
+		_, err := datav1.FetchDigest(context.Background(), e.client, datav1.Request{Addr: e.addr, Object: object, Length: bs, Replicas: 2, Version: e.own.version})
+		return err
+	}
+	for i := range 2 {
+		if err := digest(fmt.Sprintf("o%d", i)); err != nil {
+			t.Fatalf("cold digest %d within the warm-up rate: %v", i, err)
+		}
+	}
+	reads := e.src.reads.Load()
+	err := digest("o2")
+	var de *datav1.Error
+	if !errors.As(err, &de) || de.Code != datav1.CodeWarmingUp {
+		t.Fatalf("cold digest past the warm-up rate: %v; want 503 warming_up", err)
+	}
+	if e.src.reads.Load() != reads {
+		t.Fatal("a refused digest loaded from the store")
+	}
+	if err := digest("o0"); err != nil {
+		t.Fatalf("digest of a resident block during warm-up: %v", err)
+	}
+}
