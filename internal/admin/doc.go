@@ -49,7 +49,14 @@
 //     or modification time), checked at most once a second on a request,
 //     as pki.Source does with TLS files: a removed token is refused within
 //     a second. A file that no longer parses keeps the previous tokens,
-//     with a warning.
+//     with a warning. A changed file whose last line has no newline may be
+//     a write in progress (its last token a prefix of the one being
+//     written): it keeps the previous tokens, with one warning, until it
+//     has kept its size and modification time for tokenFileSettle (2 s);
+//     a file read while it changed is read again. A complete file (every
+//     line ends with a newline, as a rename into place or a Kubernetes
+//     Secret volume gives) is taken at once. At start the file is taken
+//     as it is.
 //   - Writes (any method but GET and HEAD, on any path) are refused with
 //     403 when another site's page could have sent them: without the
 //     X-Talon-Request header (or Content-Type: application/json), which a
