@@ -20,6 +20,12 @@
 //     authenticate cannot keep fresh authenticated peers out; when every
 //     connection is established, a new one past Max is refused.
 //
+// Keyed (and Buckets, a token bucket per key on it) is the one bounded
+// map of per-key state behind a listener's per-client and per-principal
+// limits: at most a fixed number of keys, the idle dropped first, then the
+// least recently used, so that a flood of new keys (addresses) costs
+// bounded memory and no key's state outlives its use for long.
+//
 // The server bounds how long a connection may stay pending (its handshake
 // deadline); this package only counts. A Listener is safe for concurrent
 // use; Conn's Promote and Close may be called from any goroutine, each
