@@ -63,11 +63,23 @@
 //     form or a simple fetch cannot send and this listener grants no CORS
 //     preflight for, or with an Origin or Sec-Fetch-Site naming another
 //     site. This check comes first, before the route and the token.
-//   - Audit: every write of a token holder, refused or served, logs one
-//     line at warn ("audit: <action> <outcome>") naming the principal (the
-//     token's name), the action, the node and the outcome. Writes of no
-//     one (401, 429, 403 cross-site or without tokens) are refusals,
-//     logged once per client per interval.
+//   - Audit: every write of a token holder that is served logs one line
+//     at warn ("audit: <action> <outcome>") naming the principal (the
+//     token's name), the action, the node and the outcome. A refused
+//     write of a token holder logs that line for the principal's first
+//     refusal in a minute; the rest are counted, and one line at the
+//     minute's end says "N refusals from principal X in the last 1m0s"
+//     with the last operation and status. Writes of no one (401, 429, 403
+//     cross-site or without tokens) are refusals, logged the same way per
+//     client address. The counts are kept in one bounded netlimit.Keyed
+//     (maxRefusalKeys, the idlest dropped and their counts summed into a
+//     line of their own), and all refusal lines share one budget (60, then
+//     one a second; at most 20 summaries a minute, the rest summed), so
+//     that refusals from many addresses cannot flood the log either. What
+//     comes from the request (the path's node,
+//     the method) reaches a line only through loggable: as it is when
+//     short and plain, else %q-quoted and cut to 256 bytes with its
+//     length noted.
 //   - Fail closed (ADR section 8): every /api/v1 answer of a coordinator is
 //     built from a View read after the request arrived. When none can be
 //     had the answer is 503 with Retry-After and a retryable not_ready
