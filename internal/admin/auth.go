@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -42,6 +43,15 @@ type principal struct {
 	// was presented.
 	name   string
 	scopes config.AdminScope
+}
+
+type principalKey struct{}
+
+// principalOf returns the name of the principal a request being served
+// authenticated as ("" if none).
+func principalOf(ctx context.Context) string {
+	name, _ := ctx.Value(principalKey{}).(string)
+	return name
 }
 
 // anonymous names a caller of a listener without tokens.

@@ -76,16 +76,20 @@
 //     line of their own), and all refusal lines share one budget (60, then
 //     one a second; at most 20 summaries a minute, the rest summed), so
 //     that refusals from many addresses cannot flood the log either. What
-//     comes from the request (the path's node,
-//     the method) reaches a line only through loggable: as it is when
-//     short and plain, else %q-quoted and cut to 256 bytes with its
-//     length noted.
+//     comes from the request (the path's node, the method) reaches a line
+//     only through loggable: as it is when short and plain, else
+//     %q-quoted and cut to 256 bytes with its length noted.
 //   - Fail closed (ADR section 8): every /api/v1 answer of a coordinator is
 //     built from a View read after the request arrived. When none can be
 //     had the answer is 503 with Retry-After and a retryable not_ready
 //     error; the last good view is served only with allowStale=true, and
 //     then marked "stale": true with its observedAtUnixMs. /healthz stays
 //     200 while the process serves; /readyz follows the role's readiness.
+//   - Event watches: at most MaxWatches open, MaxWatchesPerClient per
+//     client address and MaxWatchesPerPrincipal per token (from any
+//     number of addresses; a listener without tokens counts none); past a
+//     limit a watch is refused at once with 429 naming it. The gauge
+//     talon_admin_event_watches shows how many are open.
 //   - Errors: one table (errorTable) maps internal errors to HTTP status and
 //     API code; a 400 names the query parameter. On endpoints that take
 //     parameters, unknown and repeated single-valued ones are rejected, so a

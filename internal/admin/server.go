@@ -540,6 +540,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route) err
 		return errBodyNotAccepted
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
+	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p.name))
 	return rt.serve(s, w, r, p.scopes.Has(config.ScopeRead))
 }
 
