@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/netip"
@@ -149,12 +150,22 @@ func actionOf(rt *route, method string) string {
 }
 
 // logAudit writes the audit line of a state-changing request of a token
-// holder: who (the token's name), what, on which node, and the outcome,
-// refusals included.
+// holder: who (the token's name), what, on which node, and the outcome.
 // At warn, so that no log level (log-level=warn, talon dev's quieted
-// processes) drops it.
+// processes) drops it. A served write is always a line; a refused one
+// (any status of 400 or more) is a line when it is the principal's first
+// refusal in refusalEvery, and counted into the refusal log's summary
+// otherwise: a token without the scope it uses, in a loop, cannot flood
+// the log. The action and node come from the request (its method and
+// path) and are logged only through loggable.
 func (s *Server) logAudit(a *audit, status int, client netip.Addr) {
 	outcome := codeOfStatus(status)
-	args := append([]any{"audit", true, "principal", a.principal, "action", a.action, "node", a.node, "outcome", outcome, "status", status, "client", client}, a.attrs...)
-	s.log.Warn("audit: "+a.action+" "+outcome, args...)
+	action := loggable(a.action)
+	args := append([]any{"audit", true, "principal", a.principal, "action", action, "node", loggable(a.node), "outcome", outcome, "status", status, "client", client}, a.attrs...)
+	msg := "audit: " + action + " " + outcome
+	if status < 400 {
+		s.log.Warn(msg, args...)
+		return
+	}
+	s.refusals.note(refusalKey{principal: a.principal}, slog.LevelWarn, action, status, msg, args...)
 }

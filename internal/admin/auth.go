@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -41,6 +43,15 @@ type principal struct {
 	// was presented.
 	name   string
 	scopes config.AdminScope
+}
+
+type principalKey struct{}
+
+// principalOf returns the name of the principal a request being served
+// authenticated as ("" if none).
+func principalOf(ctx context.Context) string {
+	name, _ := ctx.Value(principalKey{}).(string)
+	return name
 }
 
 // anonymous names a caller of a listener without tokens.
@@ -120,23 +131,38 @@ func challenge(presented bool) string {
 	return `Bearer realm="talon-admin"`
 }
 
+// tokenFileSettle is how long a token file whose last line has no
+// newline must keep its size and modification time before a reload takes
+// it: such a file may be a write still in progress, and its last token a
+// prefix of the one being written (a prefix was accepted). A complete
+// file (every line ends with a newline) is taken at once. Kubernetes
+// Secret volumes and writers that rename into place are always complete;
+// a file written without a final newline (printf, $(...)) is still taken,
+// settle later.
+const tokenFileSettle = 2 * time.Second
+
 // tokenFile is the admin token file, read again when it changes.
 type tokenFile struct {
 	path     string
 	log      *slog.Logger
 	now      func() time.Time
 	interval time.Duration
+	settle   time.Duration
 
 	cur atomic.Pointer[[]credential]
 
 	mu        sync.Mutex // guards the fields below; serialises reloads
 	lastCheck time.Time
-	stamp     pki.Stamps
-	lastErr   string // the last reload failure logged
+	stamp     pki.Stamps // the file as last taken
+	// unsettled is an unterminated file's stamp seen at unsettledSince,
+	// not yet taken.
+	unsettled      pki.Stamps
+	unsettledSince time.Time
+	lastErr        string // the last reload failure logged
 }
 
 func newTokenFile(path string, initial []config.AdminToken, log *slog.Logger, now func() time.Time) *tokenFile {
-	f := &tokenFile{path: path, log: log, now: now, interval: pki.DefaultCheckInterval, lastCheck: now()}
+	f := &tokenFile{path: path, log: log, now: now, interval: pki.DefaultCheckInterval, settle: tokenFileSettle, lastCheck: now()}
 	creds := credentialsOf(initial)
 	f.cur.Store(&creds)
 	f.stamp, _ = pki.StampFiles(path) // nil on error: the first check reloads
@@ -158,17 +184,49 @@ func (f *tokenFile) current() []credential {
 	if err == nil && st.Equal(f.stamp) {
 		return cur
 	}
-	toks, err := config.ReadAdminTokenFile(f.path)
+	toks, unterminated, err := config.ReloadAdminTokenFile(f.path)
 	if err != nil {
-		if msg := err.Error(); msg != f.lastErr {
-			f.lastErr = msg
-			f.log.Warn("admin-token-file changed but does not load; keeping the previous tokens", "error", err)
-		}
+		f.warnOnce("admin-token-file changed but does not load; keeping the previous tokens", err)
+		return cur
+	}
+	if after, serr := pki.StampFiles(f.path); serr != nil || !after.Equal(st) {
+		return cur // changed while read: read it again at the next check
+	}
+	if unterminated && !f.settled(st, now) {
+		f.warnOnce(fmt.Sprintf("admin-token-file changed and its last line has no newline (a write in progress?); keeping the previous tokens until it stays unchanged for %s", f.settle), nil)
 		return cur
 	}
 	creds := credentialsOf(toks)
 	f.cur.Store(&creds)
-	f.stamp, f.lastErr = st, ""
+	f.stamp, f.lastErr, f.unsettled = st, "", nil
 	f.log.Info("admin tokens reloaded", "file", f.path, "tokens", len(creds))
 	return creds
+}
+
+// settled reports whether the file has had stamp st for f.settle, and
+// starts timing it when st is new. Called with mu held.
+func (f *tokenFile) settled(st pki.Stamps, now time.Time) bool {
+	if f.unsettled == nil || !st.Equal(f.unsettled) {
+		f.unsettled, f.unsettledSince = st, now
+		return false
+	}
+	return now.Sub(f.unsettledSince) >= f.settle
+}
+
+// warnOnce logs msg (and err) unless it was the last reload problem
+// logged. Called with mu held.
+func (f *tokenFile) warnOnce(msg string, err error) {
+	key := msg
+	if err != nil {
+		key += err.Error()
+	}
+	if key == f.lastErr {
+		return
+	}
+	f.lastErr = key
+	if err != nil {
+		f.log.Warn(msg, "error", err)
+		return
+	}
+	f.log.Warn(msg, "file", f.path)
 }

@@ -6,10 +6,11 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/talonhq/talon/internal/netlimit"
 )
 
 // clientIdentity tells who sent a request (ADR 0001 section 11): the TCP
@@ -165,24 +166,15 @@ const maxLimited = 10000
 
 // clientLimiter is a token bucket per client address.
 type clientLimiter struct {
-	rps   rate.Limit
-	burst int
-	now   func() time.Time
-
-	mu sync.Mutex // guards m
-	m  map[netip.Addr]*limited
-}
-
-type limited struct {
-	l    *rate.Limiter
-	last time.Time
+	now     func() time.Time
+	buckets *netlimit.Buckets[netip.Addr]
 }
 
 func newClientLimiter(rps int, now func() time.Time) *clientLimiter {
 	if rps <= 0 {
 		return nil
 	}
-	return &clientLimiter{rps: rate.Limit(rps), burst: 2 * rps, now: now, m: make(map[netip.Addr]*limited)}
+	return &clientLimiter{now: now, buckets: netlimit.NewBuckets[netip.Addr](rate.Limit(rps), 2*rps, maxLimited, time.Minute)}
 }
 
 // allow reports whether client may make a request now; nil allows all.
@@ -190,33 +182,6 @@ func (cl *clientLimiter) allow(client netip.Addr) bool {
 	if cl == nil {
 		return true
 	}
-	now := cl.now()
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	e, ok := cl.m[client]
-	if !ok {
-		if len(cl.m) >= maxLimited {
-			cl.evictLocked(now)
-		}
-		e = &limited{l: rate.NewLimiter(cl.rps, cl.burst)}
-		cl.m[client] = e
-	}
-	e.last = now
-	return e.l.AllowN(now, 1)
-}
-
-// evictLocked drops the clients idle for a minute or more, or, if none,
-// an arbitrary half.
-func (cl *clientLimiter) evictLocked(now time.Time) {
-	for k, e := range cl.m {
-		if now.Sub(e.last) >= time.Minute {
-			delete(cl.m, k)
-		}
-	}
-	for k := range cl.m {
-		if len(cl.m) < maxLimited/2 {
-			return
-		}
-		delete(cl.m, k)
-	}
+	ok, _ := cl.buckets.Allow(client, cl.now())
+	return ok
 }

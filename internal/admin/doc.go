@@ -49,24 +49,47 @@
 //     or modification time), checked at most once a second on a request,
 //     as pki.Source does with TLS files: a removed token is refused within
 //     a second. A file that no longer parses keeps the previous tokens,
-//     with a warning.
+//     with a warning. A changed file whose last line has no newline may be
+//     a write in progress (its last token a prefix of the one being
+//     written): it keeps the previous tokens, with one warning, until it
+//     has kept its size and modification time for tokenFileSettle (2 s);
+//     a file read while it changed is read again. A complete file (every
+//     line ends with a newline, as a rename into place or a Kubernetes
+//     Secret volume gives) is taken at once. At start the file is taken
+//     as it is.
 //   - Writes (any method but GET and HEAD, on any path) are refused with
 //     403 when another site's page could have sent them: without the
 //     X-Talon-Request header (or Content-Type: application/json), which a
 //     form or a simple fetch cannot send and this listener grants no CORS
 //     preflight for, or with an Origin or Sec-Fetch-Site naming another
 //     site. This check comes first, before the route and the token.
-//   - Audit: every write of a token holder, refused or served, logs one
-//     line at warn ("audit: <action> <outcome>") naming the principal (the
-//     token's name), the action, the node and the outcome. Writes of no
-//     one (401, 429, 403 cross-site or without tokens) are refusals,
-//     logged once per client per interval.
+//   - Audit: every write of a token holder that is served logs one line
+//     at warn ("audit: <action> <outcome>") naming the principal (the
+//     token's name), the action, the node and the outcome. A refused
+//     write of a token holder logs that line for the principal's first
+//     refusal in a minute; the rest are counted, and one line at the
+//     minute's end says "N refusals from principal X in the last 1m0s"
+//     with the last operation and status. Writes of no one (401, 429, 403
+//     cross-site or without tokens) are refusals, logged the same way per
+//     client address. The counts are kept in one bounded netlimit.Keyed
+//     (maxRefusalKeys, the idlest dropped and their counts summed into a
+//     line of their own), and all refusal lines share one budget (60, then
+//     one a second; at most 20 summaries a minute, the rest summed), so
+//     that refusals from many addresses cannot flood the log either. What
+//     comes from the request (the path's node, the method) reaches a line
+//     only through loggable: as it is when short and plain, else
+//     %q-quoted and cut to 256 bytes with its length noted.
 //   - Fail closed (ADR section 8): every /api/v1 answer of a coordinator is
 //     built from a View read after the request arrived. When none can be
 //     had the answer is 503 with Retry-After and a retryable not_ready
 //     error; the last good view is served only with allowStale=true, and
 //     then marked "stale": true with its observedAtUnixMs. /healthz stays
 //     200 while the process serves; /readyz follows the role's readiness.
+//   - Event watches: at most MaxWatches open, MaxWatchesPerClient per
+//     client address and MaxWatchesPerPrincipal per token (from any
+//     number of addresses; a listener without tokens counts none); past a
+//     limit a watch is refused at once with 429 naming it. The gauge
+//     talon_admin_event_watches shows how many are open.
 //   - Errors: one table (errorTable) maps internal errors to HTTP status and
 //     API code; a 400 names the query parameter. On endpoints that take
 //     parameters, unknown and repeated single-valued ones are rejected, so a

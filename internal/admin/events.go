@@ -92,11 +92,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ bool) error {
 	page, changed := c.Events(p.q)
 	if p.watch && len(page.Events) == 0 {
 		client, _ := s.ident.client(r)
-		release, err := s.watches.acquire(client)
+		release, err := s.watches.acquire(client, principalOf(r.Context()))
 		if err != nil {
 			return err
 		}
 		defer release()
+		s.m.watches.Inc()
+		defer s.m.watches.Dec()
 		timer := time.NewTimer(p.timeout)
 		defer timer.Stop()
 		for len(page.Events) == 0 {

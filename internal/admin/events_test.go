@@ -135,7 +135,7 @@ func TestEventsWatchCap(t *testing.T) {
 	var releases []func()
 	for i := range MaxWatches {
 		// As if MaxWatches watches of as many clients were open.
-		release, err := e.srv.watches.acquire(netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}))
+		release, err := e.srv.watches.acquire(netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}), "")
 		if err != nil {
 			t.Fatal(err)
 		}

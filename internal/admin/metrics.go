@@ -17,6 +17,8 @@ type adminMetrics struct {
 	duration *prometheus.HistogramVec
 	// refused counts connections closed at accept by a netlimit reason.
 	refused *prometheus.CounterVec
+	// watches is the event watches open (MaxWatches at most).
+	watches prometheus.Gauge
 }
 
 func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
@@ -34,6 +36,10 @@ func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
 			Name: "talon_admin_connections_refused_total",
 			Help: "Admin connections closed at accept, by limit: connections (MaxConnections), connections_per_address (half of it from one address), pending (a quarter of it without a first request yet), pending_per_address (32 such from one address).",
 		}, []string{"limit"}),
+		watches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "talon_admin_event_watches",
+			Help: "Event watches (long polls of /api/v1/events?watch=true) open on the administration listener; at most 64, 8 per client address and 16 per token.",
+		}),
 	}
 	var err error
 	if m.requests, err = register(reg, m.requests); err != nil {
@@ -43,6 +49,9 @@ func newAdminMetrics(reg prometheus.Registerer) (*adminMetrics, error) {
 		return nil, err
 	}
 	if m.refused, err = register(reg, m.refused); err != nil {
+		return nil, err
+	}
+	if m.watches, err = register(reg, m.watches); err != nil {
 		return nil, err
 	}
 	for _, r := range []string{netlimit.ReasonMax, netlimit.ReasonMaxPerAddress, netlimit.ReasonMaxPending, netlimit.ReasonMaxPendingPerAddress} {

@@ -160,7 +160,7 @@ func TestClientLimiterBounded(t *testing.T) {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 		cl.allow(a)
 	}
-	if n := len(cl.m); n > maxLimited {
+	if n := cl.buckets.Len(); n > maxLimited {
 		t.Fatalf("%d limiters kept, bound %d", n, maxLimited)
 	}
 	if newClientLimiter(0, clk.Now) != nil || !(*clientLimiter)(nil).allow(netip.Addr{}) {

@@ -143,7 +143,8 @@ type Server struct {
 	auth *authenticator
 	tls  *tls.Config // nil: plain HTTP
 	m    *adminMetrics
-	// refusals logs refused requests, at most once per client per interval.
+	// refusals logs refused requests and refused writes: the first of
+	// each client or principal a minute, and a count of the rest.
 	refusals *refusalLog
 	metrics  http.Handler
 	handler  http.Handler
@@ -271,6 +272,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// On loopback only this host can connect: no warning (talon dev).
 		s.log.Warn("admin listener has no bearer tokens: /metrics and /api/v1 reads are open to anyone who can connect, and every write is refused; bind a trusted interface or configure admin-token-file", "listen", ln.Addr().String())
 	}
+	// The refusal log's summaries are written when their minute ends,
+	// even when no refusal follows; the goroutine ends with Serve.
+	fctx, stopFlush := context.WithCancel(ctx)
+	flushed := make(chan struct{})
+	go s.flushRefusals(fctx, flushed)
+	defer func() { stopFlush(); <-flushed }()
 	errc := make(chan error, 1)
 	go func() {
 		if s.tls != nil {
@@ -294,6 +301,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-errc
 	s.log.Info("admin listener stopped")
 	return nil
+}
+
+// flushRefusals writes the refusal log's summaries every refusalEvery
+// and when ctx ends, then closes done.
+func (s *Server) flushRefusals(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(refusalEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.refusals.flush()
+			return
+		case <-t.C:
+			s.refusals.flush()
+		}
+	}
 }
 
 // group is an exposure toggle.
@@ -471,14 +495,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // logRequest logs an answered request: the audit line of a write, a
-// failure, a refusal (once per client per interval), or at debug.
+// failure, a refusal (the first of a client a minute, see refusalLog),
+// or at debug.
 func (s *Server) logRequest(op string, r *http.Request, status int, client netip.Addr, err error, aud *audit) {
 	switch {
 	case aud != nil && aud.principal != "" && aud.principal != anonymous:
-		// Every write of a token holder, refused or not, is an audit
-		// line. Writes of no one (401, 429, or 403 on a listener
-		// without tokens) are refusals, logged once per client per
-		// interval: a scanner cannot flood the log.
+		// Every write of a token holder is audited: served, a line;
+		// refused, a line for the principal's first refusal a minute
+		// and a count for the rest (logAudit). Writes of no one (401,
+		// 429, or 403 on a listener without tokens) are refusals,
+		// logged likewise per client: neither a scanner nor a token
+		// can flood the log.
 		s.logAudit(aud, status, client)
 	case status == http.StatusServiceUnavailable:
 		// Fail closed: the coordinator logs the change to unready once,
@@ -488,7 +515,7 @@ func (s *Server) logRequest(op string, r *http.Request, status int, client netip
 	case status >= 500:
 		s.log.Warn("admin request failed", "operation", op, "method", r.Method, "status", status, "client", client, "error", err)
 	case status == http.StatusTooManyRequests || status == http.StatusUnauthorized || (aud != nil && status == http.StatusForbidden):
-		s.refusals.note(client, "operation", op, "method", r.Method, "status", status)
+		s.refusals.note(refusalKey{client: client}, slog.LevelInfo, op, status, "admin request refused", "operation", op, "method", loggable(r.Method), "status", status, "client", client)
 	default:
 		s.log.Debug("admin request", "operation", op, "method", r.Method, "status", status, "client", client)
 	}
@@ -513,6 +540,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route) err
 		return errBodyNotAccepted
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
+	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p.name))
 	return rt.serve(s, w, r, p.scopes.Has(config.ScopeRead))
 }
 

@@ -7,12 +7,16 @@ import (
 )
 
 // Event watch limits: MaxWatches long polls open on one listener, of
-// which MaxWatchesPerClient from one client, so that one client cannot
-// hold every slot (one held all 64) and keep other operators' UIs and
-// `talonctl events -w` out.
+// which MaxWatchesPerClient from one client address and
+// MaxWatchesPerPrincipal by one token (from any number of addresses), so
+// that neither one client (one held all 64) nor one token spread over
+// addresses can hold every slot and keep other operators' UIs and
+// `talonctl events -w` out. A listener without tokens has one principal,
+// everyone: there only the per-address limit applies.
 const (
-	MaxWatches          = 64
-	MaxWatchesPerClient = 8
+	MaxWatches             = 64
+	MaxWatchesPerClient    = 8
+	MaxWatchesPerPrincipal = MaxWatches / 4
 )
 
 var (
@@ -20,28 +24,47 @@ var (
 	errTooManyWatchesPerClient = fmt.Errorf("%w: this client holds %d event watches, the most one client may; close one or retry later", errRateLimited, MaxWatchesPerClient)
 )
 
-// watchSlots counts the open event watches, in all and per client.
-type watchSlots struct {
-	mu       sync.Mutex // guards the fields below
-	open     int
-	byClient map[netip.Addr]int
+// tooManyWatchesOf is the refusal of a token past MaxWatchesPerPrincipal.
+func tooManyWatchesOf(principal string) error {
+	return fmt.Errorf("%w: token %q holds %d event watches, the most one token may from all its addresses (MaxWatchesPerPrincipal); close one or retry later", errRateLimited, principal, MaxWatchesPerPrincipal)
 }
 
-func newWatchSlots() *watchSlots { return &watchSlots{byClient: map[netip.Addr]int{}} }
+// watchSlots counts the open event watches, in all, per client and per
+// principal. Its maps hold only keys with an open watch, so at most
+// MaxWatches each.
+type watchSlots struct {
+	mu          sync.Mutex // guards the fields below
+	open        int
+	byClient    map[netip.Addr]int
+	byPrincipal map[string]int
+}
 
-// acquire takes a slot for client, or says why none is free; release
-// gives it back (once).
-func (w *watchSlots) acquire(client netip.Addr) (release func(), err error) {
+func newWatchSlots() *watchSlots {
+	return &watchSlots{byClient: map[netip.Addr]int{}, byPrincipal: map[string]int{}}
+}
+
+// acquire takes a slot for client and principal (a token's name; "" or
+// anonymous count against no principal), or says why none is free;
+// release gives it back (once).
+func (w *watchSlots) acquire(client netip.Addr, principal string) (release func(), err error) {
+	if principal == anonymous {
+		principal = ""
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.byClient[client] >= MaxWatchesPerClient:
 		return nil, errTooManyWatchesPerClient
+	case principal != "" && w.byPrincipal[principal] >= MaxWatchesPerPrincipal:
+		return nil, tooManyWatchesOf(principal)
 	case w.open >= MaxWatches:
 		return nil, errTooManyWatches
 	}
 	w.open++
 	w.byClient[client]++
+	if principal != "" {
+		w.byPrincipal[principal]++
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -50,6 +73,11 @@ func (w *watchSlots) acquire(client netip.Addr) (release func(), err error) {
 			w.open--
 			if w.byClient[client]--; w.byClient[client] <= 0 {
 				delete(w.byClient, client)
+			}
+			if principal != "" {
+				if w.byPrincipal[principal]--; w.byPrincipal[principal] <= 0 {
+					delete(w.byPrincipal, principal)
+				}
 			}
 		})
 	}, nil

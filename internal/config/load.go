@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"github.com/talonhq/talon/internal/suggest"
@@ -327,13 +328,34 @@ func readSecretFiles(c *Config, sources map[string]Source) error {
 }
 
 // ReadAdminTokenFile reads and parses an admin token file (see
-// ParseAdminTokens); errors name the setting and the file.
+// ParseAdminTokens); errors name the setting and the file. It is the
+// start-up read, which takes a file whose last line has no newline as it
+// is; a reload uses ReloadAdminTokenFile.
 func ReadAdminTokenFile(path string) ([]AdminToken, error) {
+	toks, _, err := ReloadAdminTokenFile(path)
+	return toks, err
+}
+
+// ReloadAdminTokenFile is ReadAdminTokenFile that also reports whether
+// the file's last line lacks its newline (unterminated): every line of a
+// complete file ends with "\n", so such a file may be a write still in
+// progress, its last token a prefix of the one being written. The reader
+// decides what to do with it (the admin listener waits for the file to
+// settle, see admin's doc).
+func ReloadAdminTokenFile(path string) (toks []AdminToken, unterminated bool, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("admin-token-file %q: %v", path, errors.Unwrap(err))
+		return nil, false, fmt.Errorf("admin-token-file %q: %v", path, errors.Unwrap(err))
 	}
-	return ParseAdminTokens(string(b), fmt.Sprintf("admin-token-file %q", path))
+	toks, err = ParseAdminTokens(string(b), fmt.Sprintf("admin-token-file %q", path))
+	return toks, err == nil && lastLineUnterminated(b), err
+}
+
+// lastLineUnterminated reports whether b's last line holds anything but
+// space and lacks its newline.
+func lastLineUnterminated(b []byte) bool {
+	last := b[bytes.LastIndexByte(b, '\n')+1:]
+	return len(bytes.TrimSpace(last)) > 0
 }
 
 // settingNames lists every setting's file key.

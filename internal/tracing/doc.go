@@ -13,6 +13,17 @@
 // the resource. When it is off, every tracer is a no-op and costs nothing
 // but the calls.
 //
+// Credentials: the endpoint's userinfo password is shown only redacted
+// (redact.URL), in Describe and so in the start-up line. The OTLP/HTTP
+// exporter follows a redirect only within the endpoint's origin (scheme,
+// host and port): net/http resends every header of the first request
+// across a redirect (OTEL_EXPORTER_OTLP_HEADERS, Authorization to any port
+// of the same host), so a redirect elsewhere fails the export instead.
+// Because that takes giving the exporter its HTTP client, the exporter's
+// TLS files (OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE, _CLIENT_CERTIFICATE,
+// _CLIENT_KEY), its timeout and the proxy variables are read here, with
+// the exporter's names and precedence.
+//
 // Invariants: New does no network I/O; a nil or off Provider hands out
 // no-op tracers, so components take an optional trace.TracerProvider and
 // never check whether tracing is on. LogHandler adds trace_id and span_id

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -15,6 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/talonhq/talon/internal/redact"
 )
 
 // Process names the process the spans come from (the resource).
@@ -37,7 +40,10 @@ type Provider struct {
 type Setting struct {
 	On       bool
 	Protocol string // "http/protobuf" or "grpc" when On
-	Endpoint string // the OTLP endpoint variable's value, "" for the default
+	// Endpoint is the OTLP endpoint variable's value, "" for the default.
+	// It may hold a password in its userinfo: show it only through
+	// redact.URL.
+	Endpoint string
 }
 
 // Protocols are the OTLP protocols Talon exports over.
@@ -93,7 +99,11 @@ func New(ctx context.Context, getenv func(string) string, p Process) (*Provider,
 	if set.Protocol == "grpc" {
 		exp, err = otlptracegrpc.New(ctx)
 	} else {
-		exp, err = otlptracehttp.New(ctx)
+		var hc *http.Client
+		if hc, err = exportClient(getenv); err != nil {
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithHTTPClient(hc))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP %s exporter: %w", set.Protocol, err)
@@ -108,7 +118,7 @@ func New(ctx context.Context, getenv func(string) string, p Process) (*Provider,
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	desc := "otlp " + set.Protocol
 	if set.Endpoint != "" {
-		desc += " to " + set.Endpoint
+		desc += " to " + redact.URL(set.Endpoint) // its userinfo may hold a password
 	}
 	return &Provider{sdk: sdk, exporter: desc}, nil
 }

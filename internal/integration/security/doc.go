@@ -4,10 +4,11 @@
 // listeners as openssl sees them), attested workers on Kubernetes, deny
 // lists that revoke credentials on every coordinator, cordon and drain
 // that never reach a worker's address, floods of unauthenticated
-// connections kept bounded, and lying, colluding or failing owners that
-// never make a read return wrong bytes or fail (an owner they silence is
-// no consent), and per-credential data connection budgets that keep one
-// client, or another worker, from taking a worker's data port. Every test
-// is skipped
+// connections kept bounded, the admin listener's per-token budgets (log
+// lines, event watches), the OTLP endpoint's password kept out of the
+// output, and lying, colluding or failing owners that never make a read
+// return wrong bytes or fail (an owner they silence is no consent), and
+// per-credential data connection budgets that keep one client, or another
+// worker, from taking a worker's data port. Every test is skipped
 // under -short.
 package security
