@@ -173,3 +173,13 @@ func TestCordonRoundsAreEachAnEvent(t *testing.T) {
 	put("w2", "10.0.0.2:7500")
 	testsupport.WaitFor(t, 5*time.Second, "w2 joined a second time", func() bool { return count(coordinator.EventNodeJoined, "w2") == 2 })
 }
+
+// TestOperatorEventsProtected: the shared log's protected types
+// (state.ProtectedEventTypes, which no worker-driven flood evicts) are
+// exactly the coordinator's operator and security events.
+func TestOperatorEventsProtected(t *testing.T) {
+	want := []string{string(coordinator.EventNodeCordoned), string(coordinator.EventNodeUncordoned), string(coordinator.EventNodeRevoked)}
+	if got := state.ProtectedEventTypes; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("state.ProtectedEventTypes = %v; want the operator and security events %v", got, want)
+	}
+}

@@ -100,6 +100,97 @@ func ValidateEvent(ev NodeEvent) error {
 	return nil
 }
 
+// Eviction of the shared event log (issue 47: three worker credentials
+// flushed the 1,000-event log in about 50 s, the operator's cordons and
+// every revocation with it). When a cluster's log holds more than
+// DefaultEventMax events, Evict chooses which go, in this order:
+//
+//  1. events of a source over its quota (DefaultEventSourceQuota), its
+//     oldest first: one worker that flaps fills its own share, not the log;
+//  2. the oldest events that are not protected;
+//  3. only when the protected events alone are over the cap, the oldest
+//     of them.
+//
+// A source is the node an event is about (role and node ID), or the
+// cluster for cluster-wide events (a placement change). Operator and
+// security events (ProtectedEventTypes: cordons, their lifting,
+// revocations) are protected: no amount of worker-driven events evicts
+// them.
+const (
+	// DefaultEventSourceQuota is how many events of one source the log
+	// keeps before that source's oldest are the first to go.
+	DefaultEventSourceQuota = 100
+)
+
+// ProtectedEventTypes are the operator and security event types that
+// worker-driven events never evict.
+var ProtectedEventTypes = []string{"node_cordoned", "node_uncordoned", "node_revoked"}
+
+// Protected reports whether ev is an operator or security event.
+func Protected(ev NodeEvent) bool { return slices.Contains(ProtectedEventTypes, ev.Type) }
+
+// eventSource is the source an event's quota counts against.
+func eventSource(ev NodeEvent) string {
+	if ev.NodeID == "" {
+		return ""
+	}
+	return ev.Role + "/" + ev.NodeID
+}
+
+// Evict returns the events to delete so that at most max of events
+// remain (max <= 0: DefaultEventMax), chosen by the order above. events
+// need not be sorted; the result is oldest first.
+func Evict(events []NodeEvent, max int) []NodeEvent {
+	if max <= 0 {
+		max = DefaultEventMax
+	}
+	excess := len(events) - max
+	if excess <= 0 {
+		return nil
+	}
+	sorted := slices.Clone(events)
+	SortEvents(sorted)
+	gone := make(map[string]bool, excess)
+	var out []NodeEvent
+	take := func(e NodeEvent) bool {
+		if len(out) >= excess || gone[e.ID] {
+			return len(out) < excess
+		}
+		gone[e.ID] = true
+		out = append(out, e)
+		return len(out) < excess
+	}
+	// 1. Each source's oldest beyond its quota (protected events count
+	// towards their node's quota but are never taken here).
+	perSource := map[string]int{}
+	for _, e := range sorted {
+		perSource[eventSource(e)]++
+	}
+	for _, e := range sorted {
+		src := eventSource(e)
+		if perSource[src] > DefaultEventSourceQuota && !Protected(e) {
+			perSource[src]--
+			if !take(e) {
+				return sortedEvents(out)
+			}
+		}
+	}
+	// 2. The oldest unprotected, then 3. the oldest protected.
+	for _, protected := range []bool{false, true} {
+		for _, e := range sorted {
+			if Protected(e) == protected && !take(e) {
+				return sortedEvents(out)
+			}
+		}
+	}
+	return sortedEvents(out)
+}
+
+func sortedEvents(events []NodeEvent) []NodeEvent {
+	SortEvents(events)
+	return events
+}
+
 // TrimEvents sorts events oldest first (by Time, then ID), drops those
 // before since and keeps the newest limit (0, or more than DefaultEventMax:
 // DefaultEventMax). Backends share it.
@@ -117,6 +208,23 @@ func TrimEvents(events []NodeEvent, since time.Time, limit int) []NodeEvent {
 	if len(out) > limit {
 		out = out[len(out)-limit:]
 	}
+	return out
+}
+
+// KeepEvents returns events without the ones Evict chooses for max,
+// oldest first: what a backend that holds its log in memory keeps.
+func KeepEvents(events []NodeEvent, max int) []NodeEvent {
+	gone := map[string]bool{}
+	for _, e := range Evict(events, max) {
+		gone[e.ID] = true
+	}
+	out := make([]NodeEvent, 0, len(events)-len(gone))
+	for _, e := range events {
+		if !gone[e.ID] {
+			out = append(out, e)
+		}
+	}
+	SortEvents(out)
 	return out
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -304,5 +305,70 @@ func TestUpsertStampsStatusTime(t *testing.T) {
 	renew, _, err := Upsert(next, cluster.UpdateHeartbeat, time.Minute, 12, testNow)(cur)
 	if err != nil || !renew.Renew || renew.Record.StatusAtUnixMs != 123 {
 		t.Fatalf("renewal: renew %v statusAt %d, %v; want a renewal keeping 123", renew.Renew, renew.Record.StatusAtUnixMs, err)
+	}
+}
+
+// TestEvictProtectsOperatorEvents: a flood of worker-driven events evicts
+// the flooding sources' own oldest first, then other unprotected events,
+// never an operator or security event while anything else can go (issue
+// 47: three workers flushed the operator's cordons and every revocation).
+func TestEvictProtectsOperatorEvents(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	var events []NodeEvent
+	add := func(typ, node string) {
+		at = at.Add(time.Millisecond)
+		events = append(events, NodeEvent{ID: fmt.Sprintf("e%05d", len(events)), ClusterID: "c", Time: at, Type: typ, Role: "worker", NodeID: node})
+	}
+	add("node_cordoned", "w-ops")
+	add("node_revoked", "w-bad")
+	add("node_joined", "w-quiet")
+	for range 3000 { // three flooding workers
+		for _, w := range []string{"w-1", "w-2", "w-3"} {
+			add("node_readiness_changed", w)
+		}
+	}
+	add("node_uncordoned", "w-ops")
+	kept := KeepEvents(events, DefaultEventMax)
+	if len(kept) != DefaultEventMax {
+		t.Fatalf("kept %d events; want %d", len(kept), DefaultEventMax)
+	}
+	bySource := map[string]int{}
+	protected := 0
+	for _, e := range kept {
+		bySource[e.NodeID]++
+		if Protected(e) {
+			protected++
+		}
+	}
+	if protected != 3 {
+		t.Errorf("kept %d of 3 operator and security events: %v", protected, bySource)
+	}
+	if bySource["w-quiet"] != 1 {
+		t.Errorf("the quiet worker's join was evicted by the flood: %v", bySource)
+	}
+	// The flooders share what is left, evenly (their oldest went first).
+	if a, b, c := bySource["w-1"], bySource["w-2"], bySource["w-3"]; a+b+c != DefaultEventMax-4 || max(a, b, c)-min(a, b, c) > 1 {
+		t.Errorf("flooders kept %d, %d and %d events; want %d in all, shared evenly", a, b, c, DefaultEventMax-4)
+	}
+	// A flooder over its quota goes before another source's older events.
+	var mixed []NodeEvent
+	for i := range 50 {
+		mixed = append(mixed, NodeEvent{ID: fmt.Sprintf("q%03d", i), Time: at.Add(time.Duration(i) * time.Millisecond), Type: "node_joined", Role: "worker", NodeID: fmt.Sprintf("q%d", i)})
+	}
+	for i := range DefaultEventMax {
+		mixed = append(mixed, NodeEvent{ID: fmt.Sprintf("f%05d", i), Time: at.Add(time.Second + time.Duration(i)*time.Millisecond), Type: "node_health_changed", Role: "worker", NodeID: "w-flood"})
+	}
+	for _, e := range Evict(mixed, DefaultEventMax) {
+		if e.NodeID != "w-flood" {
+			t.Fatalf("evicted %s of %s while w-flood was over its quota", e.ID, e.NodeID)
+		}
+	}
+	// Only protected events over the cap: the oldest of them go.
+	var ops []NodeEvent
+	for i := range DefaultEventMax + 5 {
+		ops = append(ops, NodeEvent{ID: fmt.Sprintf("p%05d", i), Time: at.Add(time.Duration(i) * time.Second), Type: "node_revoked", Role: "worker", NodeID: fmt.Sprintf("w%d", i)})
+	}
+	if gone := Evict(ops, DefaultEventMax); len(gone) != 5 || gone[0].ID != "p00000" || gone[4].ID != "p00004" {
+		t.Errorf("over the cap with protected events only: evicted %v; want the 5 oldest", gone)
 	}
 }

@@ -101,8 +101,9 @@ func (s *Store) eventLeaseFor(ctx context.Context, renew bool) (clientv3.LeaseID
 	return l.id, nil
 }
 
-// trimEvents deletes the cluster's oldest events beyond
-// state.DefaultEventMax. Another writer may trim at the same time: a
+// trimEvents deletes the events beyond state.DefaultEventMax that
+// state.Evict chooses (a source over its quota first, operator and
+// security events last). Another writer may trim at the same time: a
 // delete of a deleted key is no error.
 func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 	prefix := s.keys.events(clusterID)
@@ -114,7 +115,7 @@ func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 	if err != nil {
 		return err
 	}
-	excess := all[:max(0, len(all)-state.DefaultEventMax)]
+	excess := state.Evict(all, state.DefaultEventMax)
 	for len(excess) > 0 {
 		n := min(len(excess), maxEventTrim)
 		ops := make([]clientv3.Op, 0, n)
@@ -163,7 +164,9 @@ func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Tim
 	if floor := s.clock().Add(-state.DefaultEventMaxAge); since.Before(floor) {
 		since = floor
 	}
-	return state.TrimEvents(all, since, limit), nil
+	// A writer trims after its creates; until then the log may hold more
+	// than the bound, and the list shows what the next trim keeps.
+	return state.TrimEvents(state.KeepEvents(all, state.DefaultEventMax), since, limit), nil
 }
 
 var _ state.EventLog = (*Store)(nil)

@@ -134,10 +134,10 @@ func orNone(s string) string {
 }
 
 // readEvents returns the cluster's events, oldest first.
-func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, []string, error) {
+func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, error) {
 	list, err := s.events.List(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID)})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	out := make([]state.NodeEvent, 0, len(list.Items))
 	for _, obj := range list.Items {
@@ -148,22 +148,19 @@ func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeE
 		out = append(out, e)
 	}
 	state.SortEvents(out)
-	names := make([]string, len(out))
-	for i, e := range out {
-		names[i] = EventName(e.ID)
-	}
-	return out, names, nil
+	return out, nil
 }
 
-// trimEvents deletes the cluster's oldest Events beyond
-// state.DefaultEventMax; NotFound (another writer's trim) is no error.
+// trimEvents deletes the Events beyond state.DefaultEventMax that
+// state.Evict chooses (a source over its quota first, operator and
+// security events last); NotFound (another writer's trim) is no error.
 func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
-	_, names, err := s.readEvents(ctx, clusterID)
+	all, err := s.readEvents(ctx, clusterID)
 	if err != nil {
 		return err
 	}
-	for _, name := range names[:max(0, len(names)-state.DefaultEventMax)] {
-		if err := s.events.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	for _, e := range state.Evict(all, state.DefaultEventMax) {
+		if err := s.events.Delete(ctx, EventName(e.ID), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -174,14 +171,16 @@ func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
 	ctx, cancel := s.eventCtx(ctx)
 	defer cancel()
-	all, _, err := s.readEvents(ctx, clusterID)
+	all, err := s.readEvents(ctx, clusterID)
 	if err != nil {
 		return nil, mapError("kube list events", err)
 	}
 	if floor := s.now().Add(-state.DefaultEventMaxAge); since.Before(floor) {
 		since = floor
 	}
-	return state.TrimEvents(all, since, limit), nil
+	// A writer trims after its creates; until then the log may hold more
+	// than the bound, and the list shows what the next trim keeps.
+	return state.TrimEvents(state.KeepEvents(all, state.DefaultEventMax), since, limit), nil
 }
 
 var _ state.EventLog = (*Store)(nil)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,7 +38,9 @@ func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, erro
 		}
 	}
 	list = append(list, ev)
-	r.clusters[ev.ClusterID] = state.TrimEvents(list, s.clock().Add(-state.DefaultEventMaxAge), state.DefaultEventMax)
+	floor := s.clock().Add(-state.DefaultEventMaxAge)
+	list = slices.DeleteFunc(list, func(e state.NodeEvent) bool { return e.Time.Before(floor) })
+	r.clusters[ev.ClusterID] = state.KeepEvents(list, state.DefaultEventMax)
 	return true, nil
 }
 

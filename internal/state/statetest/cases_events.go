@@ -15,6 +15,7 @@ func runEvents(t *testing.T, newHarness Factory) {
 	t.Run("DedupAcrossWriters", func(t *testing.T) { caseEventsDedup(t, newHarness) })
 	t.Run("Ordering", func(t *testing.T) { caseEventsOrdering(t, newHarness) })
 	t.Run("CountBound", func(t *testing.T) { caseEventsCountBound(t, newHarness) })
+	t.Run("OperatorEventsOutliveAFlood", func(t *testing.T) { caseEventsOperatorOutliveFlood(t, newHarness) })
 	t.Run("AgeBound", func(t *testing.T) { caseEventsAgeBound(t, newHarness) })
 }
 
@@ -129,6 +130,42 @@ func caseEventsCountBound(t *testing.T, newHarness Factory) {
 	}
 	if first := e.event("w1", extra, base); got[0].ID != first.ID {
 		t.Fatalf("oldest listed = %s (%s), want the event of seq %d: the oldest go first", got[0].ID, got[0].Reason, extra)
+	}
+}
+
+// caseEventsOperatorOutliveFlood: three flooding workers' events, more
+// than the bound, evict each other's oldest, never an operator's cordon
+// or a revocation written before them (issue 47: the flood flushed them).
+func caseEventsOperatorOutliveFlood(t *testing.T, newHarness Factory) {
+	if testing.Short() {
+		t.Skip("appends more than a thousand events")
+	}
+	e, log := eventSetup(t, newHarness)
+	base := e.now().Add(-10 * time.Minute)
+	var ops []state.NodeEvent
+	for i, typ := range []string{"node_cordoned", "node_revoked", "node_uncordoned"} {
+		ev := e.event("w-ops", uint64(i), base.Add(time.Duration(i)*time.Millisecond))
+		ev.Type = typ
+		ev.ID = state.EventID(state.EventIdentity{ClusterID: e.cluster, Type: typ, Role: "worker", NodeID: "w-ops", Seq: uint64(i)})
+		ops = append(ops, ev)
+		e.appendEvent(log, ev, true)
+	}
+	for i := range state.DefaultEventMax + 60 {
+		node := fmt.Sprint("w-flood-", i%3)
+		e.appendEvent(log, e.event(node, uint64(i), base.Add(time.Second+time.Duration(i)*time.Millisecond)), true)
+	}
+	got := e.listEvents(log, time.Time{}, 0)
+	if len(got) != state.DefaultEventMax {
+		t.Fatalf("ListEvents = %d events, want the bound %d", len(got), state.DefaultEventMax)
+	}
+	for _, op := range ops {
+		found := false
+		for _, ev := range got {
+			found = found || ev.ID == op.ID
+		}
+		if !found {
+			t.Errorf("the operator's %s event was evicted by the flood", op.Type)
+		}
 	}
 }
 
