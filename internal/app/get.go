@@ -119,7 +119,7 @@ coordinators; --insecure-control-plane talks to a cluster without TLS.`,
 	f.StringVar(&opts.blockSize, "block-size", "4MiB", "block size of the workers")
 	f.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.BoolVarP(&opts.verbose, "verbose", "v", false, "report replica fallbacks on standard error")
-	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees")
+	f.BoolVar(&opts.verify, "verify", true, "accept a block only when a strict majority of the workers placement names vouch for its SHA-256 and none disagrees; off, an object of several blocks whose store names no version (no ETag or Last-Modified) is refused, since its blocks could come from two contents")
 	f.StringVar(&opts.source, "source", "", "blob store URL (file://, http(s)://, s3://, gs://, az://...) to check the object against the store's checksum and to read blocks no worker serves or that workers disagree about")
 	f.IntVar(&opts.parallel, "parallel", defaultGetParallel, fmt.Sprintf("blocks read at once, from their owners, written in order (1 to %d)", maxGetParallel))
 	f.IntVar(&opts.sourceVouchers, "source-vouchers", 0, fmt.Sprintf("with --source on a store that keeps no cryptographic checksum (none, or a CRC): accept a block without reading it from the store when this many workers vouch for it (--verify); 0 reads every block from the store too (0 to %d)", protocol.MaxReplicas+2))

@@ -104,6 +104,10 @@ var (
 	// ErrObjectChanged: the object changed in the store during the read.
 	// Read it again.
 	ErrObjectChanged = errors.New("object changed during the read")
+	// ErrUnversioned: the store names no version of the object (no ETag
+	// or Last-Modified), so the blocks of one unverified read could come
+	// from two contents of it (issue 47): read it with Verify.
+	ErrUnversioned = errors.New("object has no version to read it by")
 )
 
 // maxRefresh bounds placement lookups for one block.

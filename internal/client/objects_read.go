@@ -203,6 +203,9 @@ func (r *ObjectReader) round(ctx context.Context, st *readState, block int64, ro
 	for i, owner := range p.Owners[:a.asked] { // the extra owners only verify
 		res, vouchers, err := r.fetch(ctx, st, block, a.blocks, replicas, p, owner, i == a.asked-1, &digests, buf)
 		if err == nil {
+			if err := r.checkVersioned(st); err != nil {
+				return nil, 0, a, err
+			}
 			res, n, err := r.accept(ctx, st, served{block: block, n: a.blocks, res: res, vouchers: vouchers, node: owner.NodeID}, w)
 			return res, n, a, err
 		}
@@ -272,4 +275,18 @@ func (r *ObjectReader) reportVerify(object string, block int64, a roundAttempt) 
 		}
 		r.OnVerifyFailure(object, block, msg)
 	}
+}
+
+// checkVersioned refuses an unverified read of an object of more than
+// one block whose store names no version: each block could come from
+// another content of the object (a worker caches a block under the
+// version the store named, and there is none to tell two contents apart),
+// and nothing would notice. A verified read compares every block with
+// the other owners', and a one-block object is one answer.
+func (r *ObjectReader) checkVersioned(st *readState) error {
+	if r.Verify || st.version != "" || st.size <= r.BlockSize {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (%d bytes, %d blocks): its store sends no ETag or Last-Modified, so an unverified read could join blocks of two contents of it; read it with verification (talon get without --verify=false), or serve it from a store that names versions",
+		ErrUnversioned, st.object, st.size, (st.size+r.BlockSize-1)/r.BlockSize)
 }

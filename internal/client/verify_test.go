@@ -248,3 +248,47 @@ func TestCRCIsNoEvidence(t *testing.T) {
 		})
 	}
 }
+
+// TestUnversionedUnverifiedReadRefused: an object of several blocks whose
+// store names no version is not read unverified (issue 47: blocks of two
+// contents could be joined); one block, or a verified read, is.
+func TestUnversionedUnverifiedReadRefused(t *testing.T) {
+	const bs = 1000
+	multi := bytes.Repeat([]byte("talon!"), 700) // 5 blocks
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		version string
+		verify  bool
+		want    error
+	}{
+		{"several blocks, no version, unverified", multi, "", false, client.ErrUnversioned},
+		{"several blocks, no version, verified", multi, "", true, nil},
+		{"several blocks, a version, unverified", multi, "v1", false, nil},
+		{"one block, no version, unverified", multi[:bs], "", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			owners := []protocol.Owner{{NodeID: "w0", DataAddress: worker(t, tc.body, 0, tc.version)}, {NodeID: "w1", DataAddress: worker(t, tc.body, 0, tc.version)}}
+			fake := startFake(t, func(req protocol.Message) protocol.Message {
+				if l, ok := req.(*protocol.PlacementLookup); ok {
+					return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
+				}
+				return &protocol.Pong{}
+			})
+			c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			r := &client.ObjectReader{Client: c, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: tc.verify}
+			var out bytes.Buffer
+			_, err = r.ReadObject(context.Background(), "obj", &out)
+			switch {
+			case tc.want == nil && (err != nil || !bytes.Equal(out.Bytes(), tc.body)):
+				t.Fatalf("ReadObject = %v, right bytes %t", err, bytes.Equal(out.Bytes(), tc.body))
+			case tc.want != nil && (!errors.Is(err, tc.want) || !strings.Contains(err.Error(), "ETag or Last-Modified")):
+				t.Fatalf("ReadObject = %v, want %v naming why", err, tc.want)
+			}
+		})
+	}
+}
