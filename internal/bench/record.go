@@ -23,6 +23,9 @@ func Record(clusterID, node string, seq uint64) *cluster.Record {
 		// A worker that has restarted: the incarnations it replaced.
 		Superseded: []string{"5d2f9a7e-3c1b-4e8a-b6d4-" + node, "9b7c3e1f-0a2d-4f6b-8e5c-" + node},
 		Generation: 3,
+		// A worker of this build: a simulated worker of level 0 would hold
+		// the cluster at the level before renewals (every heartbeat a write).
+		FeatureLevel: cluster.BuildLevel,
 	}
 }
 

@@ -205,6 +205,7 @@ func dataServer(t *testing.T, data []byte, wrongOwner bool, hits *sync.Map) *htt
 		n, _ := strconv.ParseInt(r.URL.Query().Get("length"), 10, 64)
 		end := min(off+n, int64(len(data)))
 		w.Header().Set(datav1.ObjectSizeHeader, strconv.Itoa(len(data)))
+		w.Header().Set(datav1.ObjectVersionHeader, "v1") // a store that names versions
 		w.Header().Set(datav1.VersionHeader, placement.Version(0x5eed).String())
 		w.Header().Set("Content-Length", strconv.FormatInt(end-off, 10))
 		_, _ = w.Write(data[off:end])

@@ -156,17 +156,7 @@ func TestVerifyAndFallback(t *testing.T) {
 				for i, wk := range tt.workers {
 					owners = append(owners, protocol.Owner{NodeID: "w" + strconv.Itoa(i), DataAddress: worker(t, wk.body, wk.status, v)})
 				}
-				fake := startFake(t, func(req protocol.Message) protocol.Message {
-					if l, ok := req.(*protocol.PlacementLookup); ok {
-						return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
-					}
-					return &protocol.Pong{}
-				})
-				c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := placingOn(t, owners)
 				var mu sync.Mutex // with Parallel, reports come from several goroutines
 				var msgs []string
 				r := &client.ObjectReader{Client: c, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: tt.verify, Parallel: par,
@@ -175,7 +165,7 @@ func TestVerifyAndFallback(t *testing.T) {
 					r.Source = tt.source
 				}
 				var out bytes.Buffer
-				_, err = r.ReadObject(context.Background(), "obj", &out)
+				_, err := r.ReadObject(context.Background(), "obj", &out)
 				switch {
 				case tt.want == nil && (err != nil || !bytes.Equal(out.Bytes(), right)):
 					t.Fatalf("ReadObject = %v, right bytes %t", err, bytes.Equal(out.Bytes(), right))
@@ -269,20 +259,9 @@ func TestUnversionedUnverifiedReadRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			owners := []protocol.Owner{{NodeID: "w0", DataAddress: worker(t, tc.body, 0, tc.version)}, {NodeID: "w1", DataAddress: worker(t, tc.body, 0, tc.version)}}
-			fake := startFake(t, func(req protocol.Message) protocol.Message {
-				if l, ok := req.(*protocol.PlacementLookup); ok {
-					return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
-				}
-				return &protocol.Pong{}
-			})
-			c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			r := &client.ObjectReader{Client: c, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: tc.verify}
+			r := &client.ObjectReader{Client: placingOn(t, owners), HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: bs, Replicas: 2, Verify: tc.verify}
 			var out bytes.Buffer
-			_, err = r.ReadObject(context.Background(), "obj", &out)
+			_, err := r.ReadObject(context.Background(), "obj", &out)
 			switch {
 			case tc.want == nil && (err != nil || !bytes.Equal(out.Bytes(), tc.body)):
 				t.Fatalf("ReadObject = %v, right bytes %t", err, bytes.Equal(out.Bytes(), tc.body))
@@ -291,4 +270,22 @@ func TestUnversionedUnverifiedReadRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// placingOn returns a client of a fake coordinator whose placement names
+// owners (as many as a lookup asks for), closed when the test ends.
+func placingOn(t *testing.T, owners []protocol.Owner) *client.Client {
+	t.Helper()
+	fake := startFake(t, func(req protocol.Message) protocol.Message {
+		if l, ok := req.(*protocol.PlacementLookup); ok {
+			return &protocol.PlacementResponse{Version: 0x5eed, Owners: owners[:min(len(owners), int(l.Replicas))]}
+		}
+		return &protocol.Pong{}
+	})
+	c, err := client.New(client.Options{Coordinators: []string{fake.addr}, CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -65,7 +65,7 @@ func SimRecord(seq uint64) *cluster.Record {
 	return &cluster.Record{
 		ClusterID: "it", NodeID: "w-sim", Role: cluster.RoleWorker, IncarnationID: "sim-1",
 		Address: "127.0.0.1:9", Version: "sim", StartTimeUnixMs: 1, HeartbeatSeq: seq,
-		Health: cluster.HealthHealthy, Ready: true,
+		Health: cluster.HealthHealthy, Ready: true, FeatureLevel: cluster.BuildLevel,
 	}
 }
 
