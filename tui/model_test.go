@@ -1004,3 +1004,24 @@ func TestHealthSortOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpNamesEachKeyOnce: the full help lists every key once, so that
+// it never tells of one key two different things (S was both "s/S sort
+// column" and "S previous sort column").
+func TestHelpNamesEachKeyOnce(t *testing.T) {
+	for _, width := range []int{0, 100, 40} {
+		k := newKeyMap()
+		k.width = width
+		seen := map[string]string{}
+		for _, col := range k.FullHelp() {
+			for _, b := range col {
+				for _, key := range strings.FieldsFunc(b.Help().Key, func(r rune) bool { return r == '/' || r == ' ' }) {
+					if prev, ok := seen[key]; ok {
+						t.Errorf("width %d: key %q listed for %q and %q", width, key, prev, b.Help().Desc)
+					}
+					seen[key] = b.Help().Desc
+				}
+			}
+		}
+	}
+}
