@@ -123,7 +123,12 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 		return &cmdutil.ExitError{Code: cmdutil.ExitUnavailable, Err: fmt.Errorf("no coordinator answered (%d asked)", len(eps))}
 	}
 	io := opts.IO
-	p := &eventtable.Printer{TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme(), Now: opts.Now()}
+	p := &eventtable.Printer{TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme(), Now: opts.Now(), Stream: opts.Watch}
+	for _, ep := range eps {
+		if ep.NodeID != "" { // a --server URL's name is learned from its events
+			p.Coordinators = append(p.Coordinators, ep.NodeID)
+		}
+	}
 	switch {
 	case opts.Output == cmdutil.OutputTable:
 		if len(res.Events) == 0 && !opts.Watch {
