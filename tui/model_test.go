@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"github.com/charmbracelet/x/ansi"
 	"net/http"
 	"regexp"
 	"slices"
@@ -1023,5 +1024,34 @@ func TestHelpNamesEachKeyOnce(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestEventsViewWraps: the :events view wraps an event longer than the
+// terminal instead of cutting it, and keeps the frame's height.
+func TestEventsViewWraps(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	long := "credential on coord-a's deny list (key compromised on the build host; reissued by the on-call operator at 03:12)"
+	for i := range 12 {
+		p.Events = append(p.Events, apiv1.Event{Seq: uint64(i + 1), TimeUnixMs: t0.UnixMilli(), Type: "node_revoked", Coordinator: "coord-a",
+			Role: "worker", NodeID: fmt.Sprintf("w-%02d", i), New: "revoked", Reason: long})
+	}
+	send(m, PollMsg{Seq: 1, Poll: p}, tea.WindowSizeMsg{Width: 80, Height: 24})
+	for _, r := range ":events" {
+		send(m, tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+	send(m, tea.KeyPressMsg{Code: tea.KeyEnter})
+	v := ansi.Strip(view(m))
+	if lines := strings.Split(v, "\n"); len(lines) != 24 {
+		t.Errorf("%d lines, want 24:\n%s", len(lines), v)
+	}
+	body, _, _ := strings.Cut(v[strings.Index(v, "EVENTS of"):], ":events (")
+	if strings.Contains(body, "…") {
+		t.Errorf("an event is cut:\n%s", v)
+	}
+	if !strings.Contains(body, "worker/w-11") || !strings.Contains(strings.Join(strings.Fields(body), " "), strings.Join(strings.Fields(long), " ")) {
+		t.Errorf("the newest event is not shown whole:\n%s", v)
 	}
 }

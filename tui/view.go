@@ -60,7 +60,7 @@ func (m *Model) render(all bool) string {
 	var body []string
 	switch {
 	case m.view == viewEvents:
-		body = m.events.View(w, (n+1)*4, now) // the whole body
+		body = m.events.Body(w, n, now) // the whole body, wrapped
 	case m.view == viewCoordinators:
 		body = m.coordinatorLines(coordinatorsMinWidth, coordinatorsMinHeight)
 		if len(body) == 0 {
