@@ -1055,3 +1055,36 @@ func TestEventsViewWraps(t *testing.T) {
 		t.Errorf("the newest event is not shown whole:\n%s", v)
 	}
 }
+
+// TestTallTerminalFillsHeight: at 200×50 a short node table leaves its
+// room to the events pane (more events), not to blank lines.
+func TestTallTerminalFillsHeight(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	for i := range MaxEvents {
+		p.Events = append(p.Events, apiv1.Event{Seq: uint64(i + 1), TimeUnixMs: t0.UnixMilli(), Type: "node_joined", Coordinator: "coord-a",
+			Role: "worker", NodeID: fmt.Sprintf("w-%02d", i), New: "healthy"})
+	}
+	send(m, PollMsg{Seq: 1, Poll: p}, tea.WindowSizeMsg{Width: 200, Height: 50})
+	v := ansi.Strip(view(m))
+	lines := strings.Split(v, "\n")
+	blank := 0
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			blank++
+		}
+	}
+	if len(lines) != 50 || blank > 2 {
+		t.Errorf("%d lines, %d blank: want 50 with the room filled:\n%s", len(lines), blank, v)
+	}
+	if !strings.Contains(v, "worker/w-49") || !strings.Contains(v, "w-06") {
+		t.Errorf("the newest event or a node is missing:\n%s", v)
+	}
+	// Without events to fill it, the room stays, the footer at the bottom.
+	p.Events = nil
+	send(m, PollMsg{Seq: 2, Poll: p})
+	if lines := strings.Split(view(m), "\n"); len(lines) != 50 || !strings.Contains(lines[49], "q quit") {
+		t.Errorf("without events: %d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}

@@ -113,7 +113,12 @@ func (e eventsModel) View(w, h int, now time.Time) []string {
 	if h < eventsMinHeight || len(e.events) == 0 {
 		return nil
 	}
-	n := min(len(e.events), h/4-1)
+	return e.newest(w, h/4-1, now)
+}
+
+// newest renders the title and the newest n events, one line each.
+func (e eventsModel) newest(w, n int, now time.Time) []string {
+	n = min(len(e.events), n)
 	evs := e.events[len(e.events)-n:]
 	lines := []string{e.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(e.servedBy)), w))}
 	for _, ev := range evs {
