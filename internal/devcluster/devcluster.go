@@ -42,8 +42,10 @@ type Options struct {
 	// (--allow-non-loopback): the admin listeners then serve the cluster
 	// to them, without a token unless AdminAuth.
 	AllowNonLoopback bool
-	// AdminAuth requires a generated bearer token on the admin listeners
-	// (written to <dir>/admin-token).
+	// AdminAuth requires a generated bearer token with every scope on the
+	// admin listeners (printed, written to <dir>/admin-token and named by
+	// the talonctl context in <dir>/talonctl.yaml); `talon dev` sets it
+	// unless --admin-auth=false.
 	AdminAuth bool
 	// BlobStore, if set, is the workers' blob store URL (an s3:// bucket,
 	// say) instead of the sample directory <dir>/blobs.
