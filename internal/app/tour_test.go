@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/testsupport"
 )
 
@@ -92,13 +93,44 @@ func TestReadmeTour(t *testing.T) {
 			continue
 		}
 		t.Logf("$ %s", line)
-		runTourLine(t, work, env, cmdline, out)
+		stdout := runTourLine(t, work, env, cmdline, out)
+		// top is on coordinator-1, the one kill -USR1 stops; after it,
+		// talonctl fails over to another.
+		if strings.Contains(line, "talonctl top") && !strings.Contains(stdout, "served by coordinator-1") {
+			t.Errorf("%s: not served by coordinator-1, the coordinator kill -USR1 stops:\n%s", line, stdout)
+		}
+		if strings.HasPrefix(line, "kill -USR1") {
+			if got := runTourLine(t, work, env, "bin/talonctl top --once", out); !regexp.MustCompile(`served by coordinator-[23] `).MatchString(got) {
+				t.Errorf("after kill -USR1, top is not served by another coordinator:\n%s", got)
+			}
+		}
+		if strings.HasPrefix(line, "bin/talon worker ") && !joined(t, admin[1], dir, "worker-4") {
+			t.Errorf("%s: worker-4 never joined", line)
+		}
 	}
 }
 
-// runTourLine runs one line of the tour with bash in dir and fails the
-// test when it fails.
-func runTourLine(t *testing.T, dir string, env []string, line string, devOut *testsupport.SyncBuffer) {
+// joined reports whether the coordinator at url reports a join of node
+// (the worker the tour starts has stopped and left by now; its join
+// event stays).
+func joined(t *testing.T, url, dir, node string) bool {
+	t.Helper()
+	evs, err := newAPI(t, url, strings.TrimSpace(readFile(t, filepath.Join(dir, "admin-token")))).Events(context.Background(), apiv1.EventFilter{NodeID: node})
+	if err != nil {
+		t.Errorf("events of %s: %v", node, err)
+		return false
+	}
+	for _, e := range evs.Items {
+		if e.Type == "node_joined" {
+			return true
+		}
+	}
+	return false
+}
+
+// runTourLine runs one line of the tour with bash in dir, fails the test
+// when it fails, and returns its stdout.
+func runTourLine(t *testing.T, dir string, env []string, line string, devOut *testsupport.SyncBuffer) string {
 	t.Helper()
 	endless := regexp.MustCompile(`talonctl (events -w|top)\b|talon worker `).FindStringSubmatch(line)
 	if strings.Contains(line, "talonctl top") {
@@ -133,6 +165,7 @@ func runTourLine(t *testing.T, dir string, env []string, line string, devOut *te
 		want := map[string]string{"USR1": "SIGUSR1: stopped coordinator-1", "USR2": "SIGUSR2: started coordinator-1 again"}[m[1]]
 		testsupport.WaitFor(t, 20*time.Second, want, func() bool { return strings.Contains(devOut.String(), want) })
 	}
+	return stdout.String()
 }
 
 // tourLines returns the command lines of the README's tour: the first sh
