@@ -15,9 +15,12 @@ const (
 	// that is still hung costs little.
 	ProbeAttemptTimeout = 500 * time.Millisecond
 	// SilentHold is how long a base URL that gave no answer is skipped by
-	// the clients sharing a ServerMemory; after it, it is tried again
-	// (a long-running talonctl top sees a coordinator come back).
-	SilentHold = 30 * time.Second
+	// the clients sharing a ServerMemory (the length of a command that
+	// asks several endpoints); after it, it is probed with
+	// ProbeAttemptTimeout, so that a long-running command (a watch, top,
+	// drain) sees a coordinator come back within seconds and pays little
+	// while it stays silent.
+	SilentHold = 5 * time.Second
 )
 
 // ServerMemory is what the clients of one run (one talonctl invocation)
@@ -27,9 +30,11 @@ const (
 // URL silent in this run is not asked again for SilentHold: a failover
 // client tries the others and a client with no other returns the
 // remembered error at once, so a run pays a hung server's attempt
-// deadline once however many requests or endpoints it has. A base URL an
-// earlier run found silent (Seed) is tried last and with
-// ProbeAttemptTimeout. A ServerMemory is safe for concurrent use; its
+// deadline once however many requests or endpoints it has; after that it
+// is probed. A base URL an earlier run found silent (Seed) is tried last
+// and probed: asked with ProbeAttemptTimeout, so that a server still hung
+// costs little and one that answers again is back at once (one slower
+// than that to send its headers stays unreached while it is remembered). A ServerMemory is safe for concurrent use; its
 // zero value is not usable, use NewServerMemory.
 type ServerMemory struct {
 	now func() time.Time
@@ -114,13 +119,14 @@ func (m *ServerMemory) skip(base string) error {
 	return fmt.Errorf("%s: not asked again: it gave no answer %s ago in this run: %w", base, m.now().Sub(s.at).Round(time.Millisecond), s.err)
 }
 
-// probing reports whether base was found silent by an earlier run and has
-// not answered since, so that its attempt is short.
+// probing reports whether base gave no answer (in an earlier run, or in
+// this one longer than SilentHold ago) and has not answered since, so that
+// its attempt is short.
 func (m *ServerMemory) probing(base string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.silent[base]
-	return ok && s.earlier
+	return ok && (s.earlier || m.now().Sub(s.at) >= SilentHold)
 }
 
 // order returns the indexes of bases in the order to try them: from first

@@ -66,3 +66,23 @@ func TestServerMemoryShared(t *testing.T) {
 		t.Fatalf("order %v: want the answering server first", got)
 	}
 }
+
+// TestServerMemoryHoldThenProbe: a base URL silent in this run is skipped
+// for SilentHold, then probed with ProbeAttemptTimeout; an answer clears it.
+func TestServerMemoryHoldThenProbe(t *testing.T) {
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	m := NewServerMemory(func() time.Time { return now })
+	const base = "http://127.0.0.1:1"
+	m.noteSilent(base, errors.New("refused"))
+	if m.skip(base) == nil || m.probing(base) {
+		t.Fatal("just silent: want skipped, not probed")
+	}
+	now = now.Add(SilentHold)
+	if m.skip(base) != nil || !m.probing(base) {
+		t.Fatal("after the hold: want probed")
+	}
+	m.noteAnswer(base)
+	if m.skip(base) != nil || m.probing(base) {
+		t.Fatal("answered: want neither skipped nor probed")
+	}
+}
