@@ -98,5 +98,7 @@
 //     key how far the text can scroll.
 //   - eventsModel (panes.go) owns the answering coordinator's newest
 //     events, taken from each PollMsg the parent applied, drawn as a pane
-//     under the table of a tall terminal or as the :events body.
+//     under the table of a tall terminal (taking the rows a short table
+//     leaves, rather than blank lines) or as the :events body (each event
+//     wrapped to the width, never cut).
 package tui

@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"github.com/charmbracelet/x/ansi"
 	"net/http"
 	"regexp"
 	"slices"
@@ -1002,5 +1003,88 @@ func TestHealthSortOrder(t *testing.T) {
 		if healthRank(tc.a) >= healthRank(tc.b) {
 			t.Errorf("healthRank(%s) = %d, not below healthRank(%s) = %d", tc.a, healthRank(tc.a), tc.b, healthRank(tc.b))
 		}
+	}
+}
+
+// TestHelpNamesEachKeyOnce: the full help lists every key once, so that
+// it never tells of one key two different things (S was both "s/S sort
+// column" and "S previous sort column").
+func TestHelpNamesEachKeyOnce(t *testing.T) {
+	for _, width := range []int{0, 100, 40} {
+		k := newKeyMap()
+		k.width = width
+		seen := map[string]string{}
+		for _, col := range k.FullHelp() {
+			for _, b := range col {
+				for _, key := range strings.FieldsFunc(b.Help().Key, func(r rune) bool { return r == '/' || r == ' ' }) {
+					if prev, ok := seen[key]; ok {
+						t.Errorf("width %d: key %q listed for %q and %q", width, key, prev, b.Help().Desc)
+					}
+					seen[key] = b.Help().Desc
+				}
+			}
+		}
+	}
+}
+
+// TestEventsViewWraps: the :events view wraps an event longer than the
+// terminal instead of cutting it, and keeps the frame's height.
+func TestEventsViewWraps(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	long := "credential on coord-a's deny list (key compromised on the build host; reissued by the on-call operator at 03:12)"
+	for i := range 12 {
+		p.Events = append(p.Events, apiv1.Event{Seq: uint64(i + 1), TimeUnixMs: t0.UnixMilli(), Type: "node_revoked", Coordinator: "coord-a",
+			Role: "worker", NodeID: fmt.Sprintf("w-%02d", i), New: "revoked", Reason: long})
+	}
+	send(m, PollMsg{Seq: 1, Poll: p}, tea.WindowSizeMsg{Width: 80, Height: 24})
+	for _, r := range ":events" {
+		send(m, tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+	send(m, tea.KeyPressMsg{Code: tea.KeyEnter})
+	v := ansi.Strip(view(m))
+	if lines := strings.Split(v, "\n"); len(lines) != 24 {
+		t.Errorf("%d lines, want 24:\n%s", len(lines), v)
+	}
+	body, _, _ := strings.Cut(v[strings.Index(v, "EVENTS of"):], ":events (")
+	if strings.Contains(body, "…") {
+		t.Errorf("an event is cut:\n%s", v)
+	}
+	if !strings.Contains(body, "worker/w-11") || !strings.Contains(strings.Join(strings.Fields(body), " "), strings.Join(strings.Fields(long), " ")) {
+		t.Errorf("the newest event is not shown whole:\n%s", v)
+	}
+}
+
+// TestTallTerminalFillsHeight: at 200×50 a short node table leaves its
+// room to the events pane (more events), not to blank lines.
+func TestTallTerminalFillsHeight(t *testing.T) {
+	c := newClock()
+	m := newModel(t, testOptions(c))
+	p := fixture(0)
+	for i := range MaxEvents {
+		p.Events = append(p.Events, apiv1.Event{Seq: uint64(i + 1), TimeUnixMs: t0.UnixMilli(), Type: "node_joined", Coordinator: "coord-a",
+			Role: "worker", NodeID: fmt.Sprintf("w-%02d", i), New: "healthy"})
+	}
+	send(m, PollMsg{Seq: 1, Poll: p}, tea.WindowSizeMsg{Width: 200, Height: 50})
+	v := ansi.Strip(view(m))
+	lines := strings.Split(v, "\n")
+	blank := 0
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			blank++
+		}
+	}
+	if len(lines) != 50 || blank > 2 {
+		t.Errorf("%d lines, %d blank: want 50 with the room filled:\n%s", len(lines), blank, v)
+	}
+	if !strings.Contains(v, "worker/w-49") || !strings.Contains(v, "w-06") {
+		t.Errorf("the newest event or a node is missing:\n%s", v)
+	}
+	// Without events to fill it, the room stays, the footer at the bottom.
+	p.Events = nil
+	send(m, PollMsg{Seq: 2, Poll: p})
+	if lines := strings.Split(view(m), "\n"); len(lines) != 50 || !strings.Contains(lines[49], "q quit") {
+		t.Errorf("without events: %d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }

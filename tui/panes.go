@@ -6,6 +6,8 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/format"
@@ -111,32 +113,95 @@ func (e eventsModel) View(w, h int, now time.Time) []string {
 	if h < eventsMinHeight || len(e.events) == 0 {
 		return nil
 	}
-	n := min(len(e.events), h/4-1)
+	return e.newest(w, h/4-1, now)
+}
+
+// newest renders the title and the newest n events, one line each.
+func (e eventsModel) newest(w, n int, now time.Time) []string {
+	n = min(len(e.events), n)
 	evs := e.events[len(e.events)-n:]
 	lines := []string{e.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(e.servedBy)), w))}
-	loc := e.loc
 	for _, ev := range evs {
-		node := "-"
-		if ev.NodeID != "" {
-			node = format.Text(ev.Role) + "/" + format.Text(ev.NodeID)
-		}
-		change := ev.New
-		if ev.Old != "" {
-			change = ev.Old + " -> " + ev.New
-		}
-		text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(ev.TimeUnixMs).In(loc), now.In(loc)), ev.Type, node, change, format.Text(ev.Reason))
-		st := e.st.header
-		switch ev.Type {
-		case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "node_revoked":
-			st = e.st.bad
-		case "node_cordoned":
-			st = e.st.warn
-		case "node_health_changed", "node_readiness_changed":
-			if ev.New != "healthy" && ev.New != "ready" {
-				st = e.st.warn
-			}
-		}
+		text, st := e.eventLine(ev, now)
 		lines = append(lines, st.Render(strings.TrimRight(fit(text, w), " ")))
+	}
+	return lines
+}
+
+// eventsIndent is where a wrapped event's continuation lines start: under
+// its type, after the time.
+const eventsIndent = 13
+
+// Body renders the :events view for a body h rows high: the title and the
+// newest events that fit, each wrapped to w cells (continuation lines
+// indented), so that nothing is cut; at least the newest event shows.
+func (e eventsModel) Body(w, h int, now time.Time) []string {
+	title := e.st.colHeader.Render(fit(fmt.Sprintf("   EVENTS of %s, newest last (talonctl events -w for every coordinator)", orDash(e.servedBy)), w))
+	if len(e.events) == 0 {
+		return []string{title, "   no events yet"}
+	}
+	var blocks [][]string
+	used := 1
+	for i := len(e.events) - 1; i >= 0; i-- {
+		text, st := e.eventLine(e.events[i], now)
+		wrapped := wrapIndent(text, w, eventsIndent)
+		if used+len(wrapped) > h && len(blocks) > 0 {
+			break
+		}
+		used += len(wrapped)
+		for j, l := range wrapped {
+			wrapped[j] = st.Render(l)
+		}
+		blocks = append(blocks, wrapped)
+	}
+	lines := []string{title}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		lines = append(lines, blocks[i]...)
+	}
+	return lines
+}
+
+// eventLine is one event as a line of text, before fitting, and its style.
+func (e eventsModel) eventLine(ev apiv1.Event, now time.Time) (string, lipgloss.Style) {
+	node := "-"
+	if ev.NodeID != "" {
+		node = format.Text(ev.Role) + "/" + format.Text(ev.NodeID)
+	}
+	change := ev.New
+	if ev.Old != "" {
+		change = ev.Old + " -> " + ev.New
+	}
+	text := fmt.Sprintf("   %s  %-26s %-18s %-20s %s", formatClock(time.UnixMilli(ev.TimeUnixMs).In(e.loc), now.In(e.loc)), ev.Type, node, change, format.Text(ev.Reason))
+	st := e.st.header
+	switch ev.Type {
+	case "node_expired_or_removed", "coordinator_unready", "store_unreachable", "node_revoked":
+		st = e.st.bad
+	case "node_cordoned":
+		st = e.st.warn
+	case "node_health_changed", "node_readiness_changed":
+		if ev.New != "healthy" && ev.New != "ready" {
+			st = e.st.warn
+		}
+	}
+	return strings.TrimRight(text, " "), st
+}
+
+// wrapIndent wraps plain text to w cells at spaces (hard within a word
+// longer than a line), continuation lines indented by indent cells.
+func wrapIndent(s string, w, indent int) []string {
+	if w <= indent+8 {
+		indent = 0 // too narrow to indent
+	}
+	if w <= 0 {
+		return []string{s}
+	}
+	first, rest, _ := strings.Cut(ansi.Wrap(s, w, ""), "\n")
+	lines := []string{strings.TrimRight(first, " ")}
+	if rest = strings.TrimSpace(strings.ReplaceAll(rest, "\n", " ")); rest != "" {
+		pad := strings.Repeat(" ", indent)
+		for _, l := range strings.Split(ansi.Wrap(rest, w-indent, ""), "\n") {
+			lines = append(lines, pad+strings.TrimRight(l, " "))
+		}
 	}
 	return lines
 }

@@ -53,14 +53,27 @@ func (m *Model) render(all bool) string {
 		return strings.Join(lines, "\n") + "\n"
 	}
 	bottom := m.bottomLines(w)
-	if !m.detail && m.view == viewNodes {
-		bottom = append(append(m.coordinatorLines(w, h), m.events.View(w, h, now)...), bottom...)
+	nodesView := !m.detail && m.view == viewNodes
+	var coords, events []string
+	if nodesView {
+		coords, events = m.coordinatorLines(w, h), m.events.View(w, h, now)
 	}
-	n := max(h-len(lines)-len(bottom), 1)
+	n := max(h-len(lines)-len(coords)-len(events)-len(bottom), 1)
 	var body []string
+	if nodesView {
+		// A table shorter than its room gives the rest to the events
+		// pane (more events), rather than to blank lines.
+		body = m.nodeTable.View(w, n, m.Stale())
+		if spare := n - len(body); spare > 0 && len(events) > 0 {
+			more := m.events.newest(w, len(events)-1+spare, now)
+			n -= len(more) - len(events)
+			events = more
+		}
+	}
+	bottom = append(append(coords, events...), bottom...)
 	switch {
 	case m.view == viewEvents:
-		body = m.events.View(w, (n+1)*4, now) // the whole body
+		body = m.events.Body(w, n, now) // the whole body, wrapped
 	case m.view == viewCoordinators:
 		body = m.coordinatorLines(coordinatorsMinWidth, coordinatorsMinHeight)
 		if len(body) == 0 {
@@ -69,8 +82,6 @@ func (m *Model) render(all bool) string {
 	case m.detail:
 		sel, r := m.nodeTable.selection()
 		body = m.detailPane.View(w, n, now, sel, r)
-	default:
-		body = m.nodeTable.View(w, n, m.Stale())
 	}
 	for len(body) < n {
 		body = append(body, "")

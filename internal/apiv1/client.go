@@ -61,6 +61,10 @@ type ClientOptions struct {
 	UserAgent string
 	// Clock is used to interpret an HTTP-date Retry-After; default time.Now.
 	Clock func() time.Time
+	// Memory, when set, is shared with the other clients of the same run:
+	// the base URL that last answered is tried first and one that gave no
+	// answer is not asked again (see ServerMemory).
+	Memory *ServerMemory
 }
 
 // Client calls the /api/v1 API of one or more administration listeners,
@@ -76,7 +80,8 @@ type Client struct {
 	tmo    time.Duration
 	header time.Duration // AttemptTimeout
 	now    func() time.Time
-	prefer atomic.Int64 // index into bases of the last one that answered
+	prefer atomic.Int64  // index into bases of the last one that answered
+	memory *ServerMemory // nil: none shared
 }
 
 // NewClient returns a client for baseURLs, tried in order. A base URL is
@@ -88,7 +93,7 @@ func NewClient(baseURLs []string, opts ClientOptions) (*Client, error) {
 	if len(baseURLs) == 0 {
 		return nil, errors.New("apiv1 client: at least one base URL is required")
 	}
-	c := &Client{token: opts.Token, ua: opts.UserAgent, tmo: opts.Timeout, now: opts.Clock}
+	c := &Client{token: opts.Token, ua: opts.UserAgent, tmo: opts.Timeout, now: opts.Clock, memory: opts.Memory}
 	for i, raw := range baseURLs {
 		b, err := normalizeBase(raw, opts.TLS != nil)
 		if err != nil {
@@ -437,14 +442,29 @@ func (c *Client) do(ctx context.Context, path string, q url.Values, failover503 
 func (c *Client) doMethod(ctx context.Context, method, path string, q url.Values, failover503 bool, handle func(*http.Response, string) error) error {
 	n := len(c.bases)
 	first := int(c.prefer.Load())
-	var errs []error
+	order := make([]int, n)
 	for i := range n {
-		idx := (first + i) % n
+		order[i] = (first + i) % n
+	}
+	if c.memory != nil {
+		order = c.memory.order(c.bases, first)
+	}
+	var errs []error
+	for i, idx := range order {
 		base := c.bases[idx]
+		if c.memory != nil {
+			if err := c.memory.skip(base); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		resp, cancel, err := c.attempt(ctx, method, base, path, q)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("admin api: %s %s: %w", method, path, ctx.Err())
+			}
+			if c.memory != nil {
+				c.memory.noteSilent(base, err)
 			}
 			errs = append(errs, err)
 			continue
@@ -456,6 +476,9 @@ func (c *Client) doMethod(ctx context.Context, method, path string, q url.Values
 			continue
 		}
 		c.prefer.Store(int64(idx))
+		if c.memory != nil {
+			c.memory.noteAnswer(base)
+		}
 		err = handle(resp, base)
 		cancel()
 		return err
@@ -471,6 +494,9 @@ func (c *Client) attempt(ctx context.Context, method, base, path string, q url.V
 		u += "?" + q.Encode()
 	}
 	tmo, header := c.tmo, c.header
+	if c.memory != nil && c.memory.probing(base) {
+		header = min(header, ProbeAttemptTimeout)
+	}
 	if w, ok := ctx.Value(watchKey{}).(time.Duration); ok {
 		tmo, header = tmo+w, header+w // a watch waits up to w before it answers
 	}

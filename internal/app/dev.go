@@ -29,8 +29,9 @@ runs until interrupted (Ctrl-C). The first coordinator listens on 7400
 (control) and 7401 (admin), the next on 7402 and 7403, and so on; a port
 that is taken is replaced by a random one, with a warning.
 
-With several coordinators, kill -USR1 PID stops one (the banner names the
-PID): talonctl top and the web UI fail over to the others, its record
+With several coordinators, kill -USR1 PID stops the first one running
+(coordinator-1 first, the one talonctl and top ask first; the banner names
+the PID): talonctl top and the web UI fail over to the others, its record
 expires within the lease TTL, and coordinators list reports it missing;
 kill -USR2 PID starts it again as a new incarnation on the same addresses.
 
@@ -38,7 +39,12 @@ The control and data ports use mutual TLS like production: dev creates a
 throwaway CA and a certificate per process in <dir>/tls. Clients pick them up
 with --dir (talon get --dir DIR, talon bench lookups --dir DIR), and a worker
 started separately joins with talon worker --dev-dir DIR. The admin listeners
-stay plain HTTP on loopback, without a token unless --admin-auth.`,
+stay plain HTTP on loopback and require a bearer token: dev generates one
+with every scope (reads, cordons, scrapes), prints it, writes it to
+<dir>/admin-token and writes a talonctl configuration file of its own,
+<dir>/talonctl.yaml, whose current context "dev" names every coordinator and
+the token (export TALONCTL_CONFIG=<dir>/talonctl.yaml, as the banner says).
+--admin-auth=false runs without a token: reads are open, writes refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if env.Runners.Dev == nil {
@@ -56,8 +62,8 @@ stay plain HTTP on loopback, without a token unless --admin-auth.`,
 	cmd.Flags().StringVar(&opts.BaseDir, "dir", "", "directory for blobs and caches (default: a temporary directory)")
 	cmd.Flags().BoolVar(&opts.DemoLoad, "demo-load", false, "generate light background reads so the views show traffic")
 	cmd.Flags().StringVar(&opts.ListenHost, "host", "127.0.0.1", "loopback host to bind (127.0.0.0/8, ::1 or localhost; any other needs --allow-non-loopback)")
-	cmd.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "let --host be an address other hosts reach; they can then use the admin listeners (add --admin-auth)")
-	cmd.Flags().BoolVar(&opts.AdminAuth, "admin-auth", false, "require a bearer token on the admin listeners; it is generated and written to <dir>/admin-token")
+	cmd.Flags().BoolVar(&opts.AllowNonLoopback, "allow-non-loopback", false, "let --host be an address other hosts reach; they can then use the admin listeners (keep --admin-auth)")
+	cmd.Flags().BoolVar(&opts.AdminAuth, "admin-auth", true, "require a bearer token on the admin listeners: one with every scope is generated, printed and written to <dir>/admin-token and the talonctl context <dir>/talonctl.yaml; --admin-auth=false leaves reads open and refuses every write")
 	cmd.Flags().StringVar(&opts.BlobStore, "blob-store", "", "the workers' blob store URL, such as s3://bucket/prefix?endpoint=..., gs://bucket/prefix or az://account/container/prefix (default: the sample objects in <dir>/blobs)")
 	return cmd
 }

@@ -115,6 +115,12 @@ TALONCTL_SERVER; default ` + cmdutil.DefaultServer + `), --token or --token-file
 file $XDG_CONFIG_HOME/talon/talonctl.yaml, or of the file --talonconfig (env
 TALONCTL_CONFIG) names (see talonctl config --help).
 Precedence: flag > environment > context > default. Tokens are never printed.
+talonctl tries first the server that last answered, in this invocation or,
+for 5 minutes, an earlier one with the same context and servers (a cache file
+under $XDG_CACHE_HOME/talonctl/): a server that gave no answer within
+--attempt-timeout costs that deadline once per invocation (it is not asked
+again for 5s, then with a 500ms deadline), and an earlier invocation's silent
+server is tried last, with a 500ms deadline.
 
 Output: results go to stdout, errors and warnings to stderr. Colour only on a
 terminal and never with NO_COLOR set. Relative times on a terminal, RFC 3339

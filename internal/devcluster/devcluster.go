@@ -42,8 +42,10 @@ type Options struct {
 	// (--allow-non-loopback): the admin listeners then serve the cluster
 	// to them, without a token unless AdminAuth.
 	AllowNonLoopback bool
-	// AdminAuth requires a generated bearer token on the admin listeners
-	// (written to <dir>/admin-token).
+	// AdminAuth requires a generated bearer token with every scope on the
+	// admin listeners (printed, written to <dir>/admin-token and named by
+	// the talonctl context in <dir>/talonctl.yaml); `talon dev` sets it
+	// unless --admin-auth=false.
 	AdminAuth bool
 	// BlobStore, if set, is the workers' blob store URL (an s3:// bucket,
 	// say) instead of the sample directory <dir>/blobs.
@@ -207,6 +209,13 @@ func Run(ctx context.Context, opts Options, roles Roles, stdout io.Writer, log *
 		return err
 	}
 	c.workers = workers
+	if c.contextFile, err = d.writeContext(c.admins()); err != nil {
+		c.closeCoordinators()
+		for _, w := range workers {
+			_ = w.Close()
+		}
+		return err
+	}
 	return c.run(ctx, creds, stdout, log)
 }
 
@@ -254,6 +263,15 @@ func (d *devDir) port(stdout io.Writer, log *slog.Logger, id, listener string, p
 		log.Warn("dev port taken; using a random one", "port", port, "node", id, "listener", listener)
 	}
 	return addr
+}
+
+// admins are the coordinators' admin URLs, in order.
+func (c *running) admins() []string {
+	var out []string
+	for _, dc := range c.coords {
+		out = append(out, "http://"+dc.cfg.AdminListen)
+	}
+	return out
 }
 
 // controls are the coordinators' control addresses.
@@ -317,8 +335,11 @@ type running struct {
 	log     *slog.Logger // the processes'
 	coords  []*devCoordinator
 	workers []Worker
-	mu      sync.Mutex // guards coords' stop and done, and stopped
-	stopped []int      // coordinators stopped by SIGUSR1, last last
+	// contextFile is the talonctl configuration file of the cluster
+	// (writeContext).
+	contextFile string
+	mu          sync.Mutex // guards coords' stop and done, and stopped
+	stopped     []int      // coordinators stopped by SIGUSR1, last last
 }
 
 // run starts the processes, prints the banner and starts the demo load;
@@ -445,8 +466,10 @@ func (c *running) onSignal(ctx context.Context, s os.Signal, stdout io.Writer) {
 	fmt.Fprintf(stdout, "SIGUSR2: started %s again\n", dc.cfg.NodeID)
 }
 
-// nextRunning is the running coordinator SIGUSR1 stops: the last one
-// running, never the only one left.
+// nextRunning is the running coordinator SIGUSR1 stops: the first one
+// running (coordinator-1 first: the first server of the dev context, which
+// talonctl and top ask first, so that top shows the failover), never the
+// only one left.
 func (c *running) nextRunning() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -454,7 +477,10 @@ func (c *running) nextRunning() int {
 	n := 0
 	for i, dc := range c.coords {
 		if dc.stop != nil {
-			running, n = i, n+1
+			if running < 0 {
+				running = i
+			}
+			n++
 		}
 	}
 	if n < 2 {
@@ -470,25 +496,27 @@ func (c *running) banner(stdout io.Writer) {
 	fmt.Fprintf(stdout, "Talon dev cluster %q is running (memory backend). Ctrl-C stops it.\n\n", ClusterID)
 	fmt.Fprintf(stdout, "  web UI and /api/v1   %s/\n", first)
 	fmt.Fprintf(stdout, "  metrics              %s/metrics\n", first)
-	var admins []string
 	for _, dc := range c.coords {
-		admins = append(admins, "http://"+dc.cfg.AdminListen)
 		fmt.Fprintf(stdout, "  %-20s control %s  admin http://%s\n", dc.cfg.NodeID, dc.cfg.Listen, dc.cfg.AdminListen)
 	}
 	for _, w := range c.workers {
 		fmt.Fprintf(stdout, "  %-20s data %s  admin http://%s\n", w.Worker().NodeID(), w.Worker().DataAddress(), w.AdminAddr())
 	}
 	fmt.Fprintf(stdout, "  blobs                %s\n", cmp.Or(config.RedactURL(d.opts.BlobStore), d.blobs))
-	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n\n", filepath.Join(d.dir, TLSDir))
-	ctl := "bin/talonctl --server " + strings.Join(admins, ",")
+	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n", filepath.Join(d.dir, TLSDir))
 	if d.adminToken != "" {
-		ctl += " --token-file " + filepath.Join(d.dir, AdminTokenFile)
+		fmt.Fprintf(stdout, "  admin token          %s (every scope: reads, cordons, scrapes; also in %s; the web UI asks for it)\n", d.adminToken, filepath.Join(d.dir, AdminTokenFile))
 	}
-	fmt.Fprintf(stdout, "Try:\n  %s nodes list\n  %s top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
-		ctl, ctl, d.dir, samples[2].Name, d.dir)
+	with := "every coordinator's admin URL"
+	if d.adminToken != "" {
+		with += " and the admin token"
+	}
+	fmt.Fprintf(stdout, "  talonctl context     %s in %s (%s)\n\n", ContextName, c.contextFile, with)
+	fmt.Fprintf(stdout, "Try (from another terminal):\n  export TALONCTL_CONFIG=%s\n  bin/talonctl nodes list\n  bin/talonctl top\n  bin/talon get --dir %s %s -o /tmp/large.bin\n  bin/talon bench lookups --dir %s --duration 5s\n",
+		c.contextFile, d.dir, samples[2].Name, d.dir)
 	if len(c.coords) > 1 {
-		fmt.Fprintf(stdout, "  %s coordinators list\n  kill -USR1 %d   # stop a coordinator: top fails over, the others keep answering; kill -USR2 %d starts it again\n",
-			ctl, os.Getpid(), os.Getpid())
+		fmt.Fprintf(stdout, "  bin/talonctl coordinators list\n  kill -USR1 %d   # stops %s, the coordinator talonctl and top ask first: top fails over, the others keep answering; kill -USR2 %d starts it again\n",
+			os.Getpid(), c.coords[0].cfg.NodeID, os.Getpid())
 	}
 	fmt.Fprintf(stdout, "  bin/talon worker --dev-dir %s --cluster-id %s --node-id worker-%d --coordinators %s --blob-store '%s' --cache-dir %s --listen %s --admin-listen %s\n\n",
 		d.dir, ClusterID, d.opts.Workers+1, strings.Join(c.controls(), ","), cmp.Or(config.RedactURL(d.opts.BlobStore), "file://"+d.blobs), filepath.Join(d.dir, fmt.Sprintf("cache-worker-%d", d.opts.Workers+1)),

@@ -3,8 +3,10 @@
 // throwaway CA like production. It also owns the layout of a dev
 // directory, which `talon get --dir`, `talon bench lookups --dir` and
 // `talon worker --dev-dir` read: the CA and credentials in tls/, the
-// control address in coordinators, the admin token, the sample blobs and
-// the caches.
+// control address in coordinators, the admin token, talonctl's
+// configuration file talonctl.yaml (context "dev": every coordinator's
+// admin URL and the token file, so that talonctl needs only
+// TALONCTL_CONFIG), the sample blobs and the caches.
 //
 // Invariants:
 //

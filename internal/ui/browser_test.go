@@ -434,9 +434,16 @@ func TestBrowserPlacementExplainer(t *testing.T) {
 	if len(want.Owners) != 2 {
 		t.Fatalf("API owners %+v", want.Owners)
 	}
+	// The replicas field defaults to the cluster's placementReplicas (2),
+	// not 1: the explainer shows the owners clients read from.
+	var cl apiv1.Cluster
+	e.getJSON(t, apiv1.PathCluster, &cl)
+	if cl.PlacementReplicas != 2 {
+		t.Fatalf("cluster placementReplicas %d, want the default 2", cl.PlacementReplicas)
+	}
+	b.waitFor("the cluster's replicas in the explainer", `document.querySelector("#pl-replicas").value === "2"`)
 	b.do("asking for the owners",
 		chromedp.SendKeys(chromedp.CSS("#pl-key"), key),
-		chromedp.SetValue(chromedp.CSS("#pl-replicas"), "2"),
 		chromedp.Click(chromedp.CSS(`#placement-form button[type="submit"]`)),
 	)
 	b.waitFor("the owners", `document.querySelectorAll("#placement ol.owners li").length === 2`)

@@ -122,6 +122,9 @@ type Connection struct {
 	// AttemptTimeout bounds one request to one server until its response
 	// headers arrive, so a hung server costs this long before failover.
 	AttemptTimeout time.Duration
+	// Memory is shared by the clients built from the connection (and its
+	// copies): see apiv1.ServerMemory. nil: none.
+	Memory *apiv1.ServerMemory
 }
 
 // String describes the connection without the token.
@@ -399,6 +402,7 @@ func (c *Connection) NewClientVia(timeout, attempt time.Duration, wrap func(*htt
 		Timeout:        timeout,
 		AttemptTimeout: attempt,
 		UserAgent:      "talonctl/" + buildinfo.Version,
+		Memory:         c.Memory,
 	})
 	if err != nil {
 		return nil, nil, UsageErrorf("--server: %w", err)

@@ -19,6 +19,13 @@
 //   - Results go to IOStreams.Out, messages to IOStreams.ErrOut. Colour is
 //     used only when Out is a terminal, NO_COLOR is unset and the terminal
 //     has colours; widths of coloured cells are measured without escapes.
+//   - The clients built from one Factory share an apiv1.ServerMemory: the
+//     server that last answered is tried first and a silent one costs its
+//     attempt deadline once per execution. Factory.Close saves it to a
+//     per-connection cache file under $XDG_CACHE_HOME/talonctl/ (temporary
+//     file and rename; valid ServerCacheTTL), which the next execution
+//     loads; a missing, corrupt, foreign or expired file is ignored, and a
+//     failure to write it too: it is a cache, never an error.
 //   - Dynamic completion never writes to the streams and gives up after
 //     CompletionTimeout.
 //

@@ -26,6 +26,13 @@ type Factory struct {
 	Conn ConnFlags
 
 	transports []*http.Transport // of the clients built, closed by Close
+	// memory is what the clients of this execution learn about the
+	// servers (apiv1.ServerMemory), loaded from and saved by Close to the
+	// server cache file memoryPath under memoryKey; nil until the first
+	// Connection.
+	memory     *apiv1.ServerMemory
+	memoryKey  string
+	memoryPath string
 }
 
 // System returns the factory of the real process.
@@ -52,8 +59,22 @@ func (f *Factory) Now() time.Time {
 // Connection resolves the connection settings: flags, then TALONCTL_*
 // environment variables, then the context of the configuration file,
 // then defaults. Usage errors (exit 2) name the flag or variable at fault.
+// The connection carries the execution's server memory: every client
+// built from it tries the server that last answered first (in this
+// execution or, within ServerCacheTTL, an earlier one with the same
+// context and servers) and pays a silent server's attempt deadline at most
+// once.
 func (f *Factory) Connection() (*Connection, error) {
-	return f.Conn.resolve(f.Getenv)
+	conn, err := f.Conn.resolve(f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if key := serverCacheKey(conn); f.memory == nil || f.memoryKey != key {
+		f.memoryKey, f.memoryPath = key, serverCachePath(f.Getenv, key)
+		f.memory = loadServerMemory(f.memoryPath, key, f.Now)
+	}
+	conn.Memory = f.memory
+	return conn, nil
 }
 
 // Client resolves the connection and returns an /api/v1 client for it.
@@ -76,9 +97,11 @@ func (f *Factory) ClientFor(conn *Connection, timeout time.Duration) (*apiv1.Cli
 	return cl, nil
 }
 
-// Close releases the idle connections of every client the factory built.
-// The clients stay usable (they reconnect).
+// Close releases the idle connections of every client the factory built
+// and saves what they learned about the servers in the server cache. The
+// clients stay usable (they reconnect).
 func (f *Factory) Close() {
+	saveServerMemory(f.memoryPath, f.memoryKey, f.memory, f.Now())
 	for _, tr := range f.transports {
 		tr.CloseIdleConnections()
 	}

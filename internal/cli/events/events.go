@@ -123,7 +123,7 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 		return &cmdutil.ExitError{Code: cmdutil.ExitUnavailable, Err: fmt.Errorf("no coordinator answered (%d asked)", len(eps))}
 	}
 	io := opts.IO
-	p := &eventtable.Printer{TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme(), Now: opts.Now()}
+	p := &eventtable.Printer{TTY: io.IsStdoutTTY(), NoHeaders: opts.NoHeaders, Colors: io.ColorScheme(), Now: opts.Now(), Stream: opts.Watch, Coordinators: names(eps)}
 	switch {
 	case opts.Output == cmdutil.OutputTable:
 		if len(res.Events) == 0 && !opts.Watch {
@@ -154,6 +154,18 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 		return nil
 	}
 	return watch(ctx, opts, eps, res, p)
+}
+
+// names are the node IDs of the endpoints that have one (a --server URL's
+// is learned from its events).
+func names(eps []*cmdutil.Endpoint) []string {
+	var out []string
+	for _, ep := range eps {
+		if ep.NodeID != "" {
+			out = append(out, ep.NodeID)
+		}
+	}
+	return out
 }
 
 func writeLine(io *cmdutil.IOStreams, e apiv1.Event) error {

@@ -134,6 +134,14 @@ type Printer struct {
 	// Clock shows the time of day instead of the age on a terminal: a
 	// watch's rows, which would all read "0ms ago".
 	Clock bool
+	// Stream says that rows will follow the first table one by one (a
+	// watch): the table starts with columns wide enough for every
+	// timestamp, every change value and the names in Coordinators, so
+	// that the rows line up with it and with each other when piped too.
+	Stream bool
+	// Coordinators are the names of the coordinators whose events will be
+	// printed (with Stream).
+	Coordinators []string
 	// widths are the column widths printed so far, so that the rows a
 	// watch prints one by one line up with the table above them.
 	widths []int
@@ -167,6 +175,17 @@ func (p *Printer) minWidths() []int {
 		longest = max(longest, len(t))
 	}
 	w := []int{10, 12, longest, 24, len("not_ready -> ready") + 2, 0}
+	if p.Stream {
+		if !p.TTY {
+			// Timestamp drops a zero millisecond: reserve the longer form.
+			w[0] = len("2006-01-02T15:04:05.000Z")
+		}
+		for _, c := range p.Coordinators {
+			w[1] = max(w[1], len(c))
+		}
+		// The longest change: two PlacementVersions.
+		w[4] = max(w[4], len("0123456789abcdef -> 0123456789abcdef"))
+	}
 	if p.NoNode {
 		w = slices.Delete(w, 3, 4)
 	}

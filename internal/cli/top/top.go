@@ -5,6 +5,7 @@
 package top
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,8 +96,12 @@ left and right scroll columns, : switch the view (:nodes, :events,
 :coordinators, any prefix), r refresh now, ? all keys, q quit.
 
 top needs a terminal. --once prints one frame of every node to stdout and
-exits, with or without a terminal; it takes two samples one heartbeat
-interval apart (at most 10s), so that it shows rates.
+exits, with or without a terminal. Rates need two counter samples of each
+worker, and counters are written with a worker's status, which lease
+renewals do not write: --once polls every heartbeat interval until every
+heartbeating worker has a second status, at most the cluster's status
+interval and one heartbeat interval (2 minutes at most), so that it shows
+rates.
 
 A terminal of 40 rows or more shows the answering coordinator's last events
 (joins, health and readiness changes) below the table; one of 160 columns
@@ -216,27 +221,36 @@ func onceRun(ctx context.Context, opts *TopOptions, mopts tui.Options, profile c
 	}
 	m.Update(tea.WindowSizeMsg{Width: frameWidth(opts)})
 	m.Update(tui.PollMsg{Seq: 1, Poll: poll}) // the timer it arms is never run
-	// Rates need two heartbeats of each worker: a second sample one
-	// heartbeat interval later (a failed second fetch still prints the
-	// first, rates as -).
-	wait := onceSampleWait(poll)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(wait):
-	}
-	if second, err := get(ctx); err == nil {
-		m.Update(tui.PollMsg{Seq: 2, Poll: second})
-	} else {
-		fmt.Fprintf(opts.IO.ErrOut, "talonctl: warning: the second sample failed, rates are not shown: %s\n", cmdutil.Message(err))
+	// Rates need two counter samples of each worker, and counters move
+	// with a worker's status, which lease renewals do not write: poll
+	// every heartbeat interval until every worker that heartbeats has a
+	// second status (at most one status interval and a heartbeat). A
+	// failed later fetch prints what there is, rates as -.
+	step, deadline := onceSampleWait(poll), time.Now().Add(onceRatesWait(poll))
+	for seq := uint64(2); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(step):
+		}
+		next, err := get(ctx)
+		if err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "talonctl: warning: a later sample failed, rates may not be shown: %s\n", cmdutil.Message(err))
+			break
+		}
+		m.Update(tui.PollMsg{Seq: seq, Poll: next})
+		if resampled(poll, next) || !time.Now().Add(step).Before(deadline) {
+			break
+		}
 	}
 	return m.WriteAll(opts.IO.Out, profile)
 }
 
-// Bounds of the wait between --once's two samples.
+// Bounds of the wait between --once's samples, and of them all.
 const (
-	minOnceWait = 200 * time.Millisecond
-	maxOnceWait = 10 * time.Second
+	minOnceWait      = 200 * time.Millisecond
+	maxOnceWait      = 10 * time.Second
+	maxOnceRatesWait = 2 * time.Minute
 )
 
 // onceSampleWait is one heartbeat interval of the cluster (and a little,
@@ -247,6 +261,36 @@ func onceSampleWait(p *tui.Poll) time.Duration {
 		hb = 5 * time.Second
 	}
 	return min(max(hb+hb/10, minOnceWait), maxOnceWait)
+}
+
+// onceRatesWait bounds --once's sampling: one status interval (the
+// longest a heartbeating worker's counters stay unwritten) and one sample
+// wait, within maxOnceRatesWait.
+func onceRatesWait(p *tui.Poll) time.Duration {
+	status := time.Duration(p.Cluster.Timing.StatusIntervalMs) * time.Millisecond
+	return min(status+onceSampleWait(p), maxOnceRatesWait)
+}
+
+// resampled reports whether every worker of next that heartbeat since
+// first (same incarnation) also carries counters written since first: the
+// two samples the rates need. A worker that did not heartbeat (stopped,
+// late) is not waited for.
+func resampled(first, next *tui.Poll) bool {
+	before := make(map[string]apiv1.Node, len(first.Nodes))
+	for _, n := range first.Nodes {
+		before[n.NodeID] = n
+	}
+	sampleAt := func(n apiv1.Node) int64 { return cmp.Or(n.StatusAtUnixMs, n.UpdatedAtUnixMs) }
+	for _, n := range next.Nodes {
+		b, ok := before[n.NodeID]
+		if n.Role != "worker" || !ok || b.IncarnationID != n.IncarnationID || n.HeartbeatAtUnixMs <= b.HeartbeatAtUnixMs {
+			continue
+		}
+		if sampleAt(n) <= sampleAt(b) {
+			return false
+		}
+	}
+	return true
 }
 
 // frameWidth is the terminal's width, else COLUMNS, else onceWidth.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"go.uber.org/goleak"
 
+	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
@@ -300,5 +302,42 @@ func TestLiveStale(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOnceWaitsForTwoStatusSamples: a worker whose heartbeat renewed only
+// its lease at the second poll has no new counters yet; --once polls again
+// until it has, so that the frame shows its rate, not "-".
+func TestOnceWaitsForTwoStatusSamples(t *testing.T) {
+	base := time.Now().Add(-time.Minute).UnixMilli()
+	node := func(hbMs, statusMs int64, requests uint64) apiv1.Node {
+		return apiv1.Node{NodeID: "w-1", Role: "worker", IncarnationID: "i1", Health: "healthy", Ready: true,
+			HeartbeatAtUnixMs: base + hbMs, UpdatedAtUnixMs: base + statusMs, StatusAtUnixMs: base + statusMs,
+			Counters: apiv1.Counters{RequestsTotal: requests}}
+	}
+	polls := []apiv1.Node{
+		node(0, 0, 1000),       // first sample
+		node(1000, 0, 1000),    // lease renewed, status not rewritten
+		node(2000, 2000, 3000), // second status: 2000 requests in 2s
+	}
+	var fetches int
+	get := func(context.Context) (*tui.Poll, error) {
+		n := polls[min(fetches, len(polls)-1)]
+		fetches++
+		return &tui.Poll{Cluster: apiv1.Cluster{ClusterID: "test", Timing: apiv1.Timing{HeartbeatIntervalMs: 10, StatusIntervalMs: 2000}}, Nodes: []apiv1.Node{n}}, nil
+	}
+	f, out, _ := factory(false)
+	o, err := parse(t, f, "--once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onceRun(context.Background(), o, tui.Options{Refresh: time.Second, UnhealthyAfter: time.Hour, Now: time.Now}, colorprofile.NoTTY, get); err != nil {
+		t.Fatal(err)
+	}
+	if fetches != 3 {
+		t.Errorf("%d fetches, want 3: the third carries the second status", fetches)
+	}
+	if !regexp.MustCompile(`(?m)\sw-1\s.*\s1\.00k\s`).MatchString(out.String()) {
+		t.Errorf("no rate of 1000 req/s for w-1:\n%s", out.String())
 	}
 }

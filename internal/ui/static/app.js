@@ -325,6 +325,7 @@
       const [cluster, nodes] = await Promise.all([api("api/v1/cluster"), allNodes()]);
       if (!state.cluster) performance.mark("talon:nodes-fetched");
       state.cluster = cluster;
+      replicasDefault(cluster.placementReplicas);
       state.storeAlarms = cluster.store.alarms || [];
       state.nodes = nodes;
       observeRates(nodes);
@@ -813,13 +814,23 @@
 
   // ---- placement explainer -----------------------------------------------
 
+  // replicasDefault shows the cluster's placementReplicas (what clients
+  // read with, and the API's default) in the explainer until the user
+  // changes the field.
+  function replicasDefault(n) {
+    const input = $("pl-replicas");
+    if (!n || input.dataset.edited === "true") return;
+    input.value = String(n);
+  }
+
   async function explain(ev) {
     ev.preventDefault();
     const key = $("pl-key").value;
-    const replicas = $("pl-replicas").value || "1";
+    // Empty: the API's default, the cluster's placementReplicas.
+    const replicas = $("pl-replicas").value;
     if (!key) return;
     try {
-      const data = await api("api/v1/placement?key=" + encodeURIComponent(key) + "&replicas=" + encodeURIComponent(replicas));
+      const data = await api("api/v1/placement?key=" + encodeURIComponent(key) + (replicas ? "&replicas=" + encodeURIComponent(replicas) : ""));
       state.placement = { data, receivedAt: Date.now() };
       state.placementError = "";
     } catch (e) {
@@ -928,6 +939,9 @@
     $("filters").addEventListener("input", onFilter);
     $("filters").addEventListener("submit", (ev) => ev.preventDefault());
     $("placement-form").addEventListener("submit", explain);
+    $("pl-replicas").addEventListener("input", () => {
+      $("pl-replicas").dataset.edited = "true";
+    });
     $("retry").addEventListener("click", refresh);
     $("page-prev").addEventListener("click", () => turnPage(-1));
     $("page-next").addEventListener("click", () => turnPage(1));
