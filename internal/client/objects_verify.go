@@ -185,9 +185,9 @@ func (d *disagreement) contradicted(truth string) []string {
 // colluding workers cannot outvote an honest worker that answers: it can
 // at most make the workers disagree, which the caller settles with the
 // store or reports without blaming anyone. Consent is an answer: an
-// owner that gave no digest (refused, timed out, reset, answered an
-// error) never counts as agreement, and while one is unheard the block
-// is not accepted from workers at all (an *unheard error): otherwise
+// owner that gave no digest (refused, timed out, reset, overloaded)
+// never counts as agreement, and while one is unheard the block is not
+// accepted from workers at all (an *unheard error): otherwise
 // colluders that silence the honest owner, by holding its connections
 // for instance, would be the majority of the owners that speak.
 func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.Request, owners []placement.Owner, owner placement.Owner, res *datav1.Result, block int64) (vouchers int, err error) {
@@ -204,7 +204,9 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 		}
 		d, err := r.digestOf(ctx, dc, req, v)
 		if err != nil {
-			silent[v.NodeID] = err
+			if !cannotVouch(err) {
+				silent[v.NodeID] = err
+			}
 			continue
 		}
 		theirs := d.SHA256
@@ -227,6 +229,18 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 		why = "placement names no second worker to take a digest from (a cluster of one worker; read with verification off, or give the store with --source)"
 	}
 	return agree, fmt.Errorf("%w: cannot verify %s block %d: %s", ErrVerification, req.Object, block, why)
+}
+
+// cannotVouch reports whether an owner's digest error is an answer that
+// it does not hold the block and could not load it: its store said the
+// object is not there, or failed for it. Colluding workers cannot make an
+// honest owner's store answer so, unlike a refusal, a timeout, a reset or
+// an overload (429, 503), which they can cause by holding its
+// connections or its budgets. Such an owner does not vouch, and counts
+// against the majority, but it is not silent: a cached block stays
+// readable while the store is down (the others vouch).
+func cannotVouch(err error) bool {
+	return errors.Is(err, datav1.ErrNotFound) || errors.Is(err, datav1.ErrBackend) || errors.Is(err, datav1.ErrRangeNotSatisfiable)
 }
 
 // digestOf returns v's digest of req's range, asking v once per block

@@ -136,6 +136,12 @@ func TestVerifyAndFallback(t *testing.T) {
 			return strings.Contains(strings.Join(m, "\n"), "owners w2 did not answer")
 		}},
 		{"honest primary silent, two colluders vouch, no store", []w{silent, liar, liar}, true, nil, client.ErrVerification, nil},
+		// An owner whose store fails for it (502) or says not found (404)
+		// answered: it does not vouch, but it is not silent, so a block the
+		// others hold stays readable while the store is down.
+		{"one owner's store fails, two vouch", []w{honest, {nil, 502}, honest}, true, nil, nil, nil},
+		{"one owner answers not found, two vouch", []w{honest, {nil, 404}, honest}, true, nil, nil, nil},
+		{"one owner's store fails, one vouches", []w{honest, {nil, 502}}, true, nil, client.ErrVerification, nil},
 		{"two of three collude, the honest one silent, store", []w{liar, liar, silent}, true, &memStore{data: right, version: v, sum: sum[:]}, nil, func(m []string) bool {
 			return strings.Contains(strings.Join(m, "\n"), "owners w2 did not answer")
 		}},
