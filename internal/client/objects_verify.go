@@ -239,8 +239,14 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 // connections or its budgets. Such an owner does not vouch, and counts
 // against the majority, but it is not silent: a cached block stays
 // readable while the store is down (the others vouch).
+//
+// An owner this client refused itself (its credential on the client's deny
+// list, or not the identity placement names: datav1.ErrIdentity) does not
+// vouch either; that refusal is the client's own, not something the
+// colluders did to the owner.
 func cannotVouch(err error) bool {
-	return errors.Is(err, datav1.ErrNotFound) || errors.Is(err, datav1.ErrBackend) || errors.Is(err, datav1.ErrRangeNotSatisfiable)
+	return errors.Is(err, datav1.ErrNotFound) || errors.Is(err, datav1.ErrBackend) || errors.Is(err, datav1.ErrRangeNotSatisfiable) ||
+		errors.Is(err, datav1.ErrIdentity)
 }
 
 // digestOf returns v's digest of req's range, asking v once per block

@@ -187,7 +187,9 @@ func (s *suite) restart(p *talontest.Proc, bin string) {
 	t := s.t
 	t.Helper()
 	isWorker := strings.HasPrefix(p.Name, "worker-")
-	from := time.Now()
+	// A cluster read sent up to the poller's timeout (1 s) before the
+	// SIGTERM may be answered after the worker deregistered.
+	from := time.Now().Add(-time.Second)
 	p.Stop(t, 30*time.Second)
 	p.RestartWith(bin)
 	testsupport.WaitFor(t, settleTimeout, p.Name+" ready again", func() bool { return talontest.Ready(t, p) })
