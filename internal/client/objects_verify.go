@@ -15,6 +15,7 @@ import (
 	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/placement"
 )
 
@@ -241,12 +242,13 @@ func (r *ObjectReader) verify(ctx context.Context, dc *digestCache, req datav1.R
 // readable while the store is down (the others vouch).
 //
 // An owner this client refused itself (its credential on the client's deny
-// list, or not the identity placement names: datav1.ErrIdentity) does not
+// list, or not the identity placement names: pki.ErrIdentity in the
+// handshake, datav1.ErrIdentity after it) does not
 // vouch either; that refusal is the client's own, not something the
 // colluders did to the owner.
 func cannotVouch(err error) bool {
 	return errors.Is(err, datav1.ErrNotFound) || errors.Is(err, datav1.ErrBackend) || errors.Is(err, datav1.ErrRangeNotSatisfiable) ||
-		errors.Is(err, datav1.ErrIdentity)
+		errors.Is(err, datav1.ErrIdentity) || errors.Is(err, pki.ErrIdentity)
 }
 
 // digestOf returns v's digest of req's range, asking v once per block
