@@ -1,50 +1,22 @@
 package cli_test
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/talonhq/talon/internal/cli"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // hungServer is a TCP listener that accepts connections and never
 // answers, as a SIGSTOPped coordinator does; it returns its URL.
 func hungServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
+	addr, _ := testsupport.HungListener(t, "127.0.0.1")
+	return "http://" + addr
 }
 
 // TestHungFirstServerRemembered: with the first --server hung, a command
