@@ -434,6 +434,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer c.bg.Done(); c.refreshLoop(base) }()
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	go func() { defer c.bg.Done(); c.proposeLoop(base) }()
+	if log := c.renewalLog(); log != nil {
+		c.bg.Add(1)
+		go func() { defer c.bg.Done(); c.renewalLoop(base, log) }()
+	}
 	c.ctl.start()
 	c.log.Info("coordinator listening; waiting for the store before serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
 

@@ -31,6 +31,9 @@ type evidence struct {
 	versions map[cluster.Key]seenVersion
 	last     time.Time // start of the read last observed (observeEvery)
 	gen      uint64    // observations so far: versions not marked with the latest are no longer listed
+	// own are the renewals this coordinator accepted since it last
+	// published them (takeOwn), for its peers (renewals.go).
+	own map[cluster.Key]state.Renewal
 }
 
 // observeEvery is how often observeThrottled looks at a view's records:
@@ -84,7 +87,7 @@ type proposal struct {
 }
 
 func newEvidence(t cluster.Timing) *evidence {
-	return &evidence{timing: t, versions: map[cluster.Key]seenVersion{}}
+	return &evidence{timing: t, versions: map[cluster.Key]seenVersion{}, own: map[cluster.Key]state.Renewal{}}
 }
 
 // interrupt ends the current observation: a failed read or a gap.
@@ -180,7 +183,8 @@ func (e *evidence) renewed(p proposal, at time.Time, wallMs int64) {
 }
 
 // heard notes a heartbeat of incarnation this coordinator accepted at
-// wallMs that only renewed the lease, for a record it lists.
+// wallMs that only renewed the lease, for a record it lists, and keeps it
+// for its peers (takeOwn).
 func (e *evidence) heard(key cluster.Key, incarnation string, wallMs int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -188,6 +192,42 @@ func (e *evidence) heard(key cluster.Key, incarnation string, wallMs int64) {
 		v.heardMs = max(v.heardMs, wallMs)
 		e.versions[key] = v
 	}
+	if len(e.own) < state.MaxRenewalBatch {
+		e.own[key] = state.Renewal{Role: key.Role, NodeID: key.NodeID, Incarnation: state.IncarnationTag(incarnation), AtUnixMs: wallMs}
+	}
+}
+
+// takeOwn returns the renewals heard since the last call and forgets them.
+func (e *evidence) takeOwn() []state.Renewal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.own) == 0 {
+		return nil
+	}
+	out := make([]state.Renewal, 0, len(e.own))
+	for _, r := range e.own {
+		out = append(out, r)
+	}
+	clear(e.own)
+	return out
+}
+
+// learn notes renewals a peer accepted (its wall clock): each raises the
+// heartbeat time of the record it names while that record's incarnation
+// carries the renewal's tag. It returns how many applied.
+func (e *evidence) learn(clusterID string, rs []state.Renewal) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, r := range rs {
+		k := cluster.Key{ClusterID: clusterID, Role: r.Role, NodeID: r.NodeID}
+		if v, ok := e.versions[k]; ok && state.IncarnationTag(v.incarnation) == r.Incarnation && r.AtUnixMs > v.heardMs {
+			v.heardMs = r.AtUnixMs
+			e.versions[k] = v
+			n++
+		}
+	}
+	return n
 }
 
 // heardAt returns the latest heartbeat of incarnation this coordinator

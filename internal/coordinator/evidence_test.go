@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
 )
 
 func TestEvidence(t *testing.T) {
@@ -117,5 +118,41 @@ func TestEvidenceThrottled(t *testing.T) {
 	e.observeThrottled(r1, t0.Add(4*time.Second+61*time.Millisecond))
 	if v := e.versions[r1[0].Key()]; v.seq != 1 {
 		t.Fatalf("the first read after an interrupt was not observed: version %+v", v)
+	}
+}
+
+// TestEvidenceRenewalsForPeers: renewals this coordinator accepted are
+// handed out once for its peers, and a peer's renewal raises the heard
+// time of the incarnation it names only: never an older time, never
+// another incarnation's record.
+func TestEvidenceRenewalsForPeers(t *testing.T) {
+	tm := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 4 * time.Second, LeaseTTL: 8 * time.Second}
+	e := newEvidence(tm)
+	t0 := time.Unix(1_800_000_000, 0)
+	recs := []*cluster.Record{
+		{ClusterID: "c", Role: cluster.RoleWorker, NodeID: "w1", IncarnationID: "i1", HeartbeatSeq: 1},
+		{ClusterID: "c", Role: cluster.RoleWorker, NodeID: "w2", IncarnationID: "i2", HeartbeatSeq: 1},
+	}
+	e.observe(recs, t0)
+	e.heard(recs[0].Key(), "i1", 1000)
+	e.heard(recs[0].Key(), "i1", 2000)
+	own := e.takeOwn()
+	if len(own) != 1 || own[0].NodeID != "w1" || own[0].AtUnixMs != 2000 || own[0].Incarnation != state.IncarnationTag("i1") {
+		t.Fatalf("takeOwn = %+v; want w1's latest renewal, 2000, tagged i1", own)
+	}
+	if again := e.takeOwn(); again != nil {
+		t.Fatalf("takeOwn twice = %+v; want nothing new", again)
+	}
+	applied := e.learn("c", []state.Renewal{
+		{Role: cluster.RoleWorker, NodeID: "w2", Incarnation: state.IncarnationTag("i2"), AtUnixMs: 5000},
+		{Role: cluster.RoleWorker, NodeID: "w1", Incarnation: state.IncarnationTag("i1"), AtUnixMs: 1500},  // older than heard
+		{Role: cluster.RoleWorker, NodeID: "w2", Incarnation: state.IncarnationTag("old"), AtUnixMs: 9000}, // another incarnation
+		{Role: cluster.RoleWorker, NodeID: "w9", Incarnation: state.IncarnationTag("i9"), AtUnixMs: 9000},  // not listed
+	})
+	if applied != 1 || e.heardAt(recs[1].Key(), "i2") != 5000 || e.heardAt(recs[0].Key(), "i1") != 2000 {
+		t.Fatalf("learn applied %d; heard w1 %d, w2 %d; want 1 applied, w1 2000, w2 5000", applied, e.heardAt(recs[0].Key(), "i1"), e.heardAt(recs[1].Key(), "i2"))
+	}
+	if own := e.takeOwn(); own != nil {
+		t.Fatalf("a peer's renewals were handed out as this coordinator's: %+v", own)
 	}
 }

@@ -40,6 +40,9 @@ func (c *Coordinator) writeSelf(ctx context.Context, a membership.Attempt) (memb
 		c.noteStoreError("upsert", 0, err)
 		return membership.Answer{}, err
 	}
+	if res.Renewed {
+		c.evidence.heard(cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}, c.incarnation, c.now().UnixMilli())
+	}
 	switch res.Outcome {
 	case state.OutcomeAccepted, state.OutcomeDuplicate:
 		return membership.Answer{Outcome: membership.Accepted}, nil

@@ -51,16 +51,17 @@ func TestStoreBytesEtcd(t *testing.T) {
 		d = time.Duration(m * float64(time.Minute))
 	}
 	const workers = 60
-	var before, after storeBytes
+	var before, after, pair storeBytes
 	var wg sync.WaitGroup
 	for _, run := range []struct {
-		out    *storeBytes
-		status time.Duration
-	}{{&before, 0}, {&after, cluster.DefaultStatusInterval}} {
+		out          *storeBytes
+		status       time.Duration
+		coordinators int
+	}{{&before, 0, 1}, {&after, cluster.DefaultStatusInterval, 1}, {&pair, cluster.DefaultStatusInterval, 2}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			*run.out = measureEtcdHeartbeats(t, workers, d, run.status)
+			*run.out = measureEtcdHeartbeats(t, workers, d, run.status, run.coordinators)
 		}()
 	}
 	wg.Wait()
@@ -72,20 +73,38 @@ func TestStoreBytesEtcd(t *testing.T) {
 	t.Logf("|---|---|---|---|")
 	t.Logf("| every heartbeat writes (before) | %.0f | %.0f | %.0f |", before.received, before.dbGrowth, before.revisions)
 	t.Logf("| renewals, status every 1m (after) | %.0f | %.0f | %.0f |", after.received, after.dbGrowth, after.revisions)
+	t.Logf("| two coordinators, renewals and the renewal log (exact ages everywhere) | %.0f | %.0f | %.0f |", pair.received, pair.dbGrowth, pair.revisions)
 	t.Logf("| after / before | %.3f | %.3f | %.3f |", after.received/before.received, after.dbGrowth/before.dbGrowth, after.revisions/before.revisions)
+	t.Logf("| two coordinators / before | %.3f | %.3f | %.3f |", pair.received/before.received, pair.dbGrowth/before.dbGrowth, pair.revisions/before.revisions)
 	if r := after.received / before.received; r > 0.1 {
 		t.Errorf("etcd received %.0f bytes per worker-hour with renewals, %.3f of %.0f with a write per heartbeat: want at most a tenth", after.received, r, before.received)
 	}
 	if r := after.revisions / before.revisions; r > 0.1 {
 		t.Errorf("%.0f revisions per worker-hour with renewals, %.3f of %.0f: want at most a tenth", after.revisions, r, before.revisions)
 	}
+	// The renewal log (exact heartbeat ages on every coordinator) costs
+	// about 7 bytes a renewal plus a fixed part per coordinator (a put
+	// every half interval, a read every quarter), which a 60-worker run
+	// spreads over few workers. It must keep at least 95% of what the
+	// renewals saved, in bytes received and in database growth.
+	t.Logf("renewal log: %.0f bytes per heartbeat at %d workers over two coordinators (received, two coordinators minus one)", (pair.received-after.received)/720, workers)
+	for _, f := range []struct {
+		name                string
+		before, after, pair float64
+	}{{"bytes received", before.received, after.received, pair.received}, {"database growth", before.dbGrowth, after.dbGrowth, pair.dbGrowth}} {
+		if kept := (f.before - f.pair) / (f.before - f.after); kept < 0.95 {
+			t.Errorf("%s: two coordinators with the renewal log keep %.3f of the renewals' savings (%.0f -> %.0f, one coordinator %.0f per worker-hour): want at least 0.95", f.name, kept, f.before, f.pair, f.after)
+		}
+	}
 }
 
-// measureEtcdHeartbeats runs one coordinator on a fresh etcd with the
+// measureEtcdHeartbeats runs coordinators (1 or 2; with 2 the workers
+// alternate between them and each publishes its renewals for the other)
+// on a fresh etcd with the
 // default timing and status interval status, registers workers simulated
 // workers and has each heartbeat every 5 s for d, and returns etcd's
 // figures for the heartbeats (registration excluded) per worker per hour.
-func measureEtcdHeartbeats(t *testing.T, workers int, d, status time.Duration) storeBytes {
+func measureEtcdHeartbeats(t *testing.T, workers int, d, status time.Duration, coordinators int) storeBytes {
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
 	o := etcd.DefaultOptions()
 	o.Endpoints, o.CacheSnapshots = e.Endpoints(), true
@@ -99,15 +118,19 @@ func measureEtcdHeartbeats(t *testing.T, workers int, d, status time.Duration) s
 	defer store.Close()
 	timing := cluster.DefaultTiming()
 	timing.StatusInterval = status
-	c := coordtest.Start(t, coordtest.Options{ClusterID: "bytes", Store: store, Timing: timing, RequestTimeout: 2 * time.Second, WaitReady: true})
-	defer c.Stop()
-	cl, err := client.New(client.Options{Coordinators: []string{c.ControlAddr}, MaxIdleConns: workers})
-	if err != nil {
-		t.Error(err)
-		return storeBytes{}
+	var cls []*client.Client
+	for i := range coordinators {
+		c := coordtest.Start(t, coordtest.Options{ClusterID: "bytes", NodeID: fmt.Sprintf("coord-%d", i), Store: store, Timing: timing, RequestTimeout: 2 * time.Second, WaitReady: true})
+		defer c.Stop()
+		cl, err := client.New(client.Options{Coordinators: []string{c.ControlAddr}, MaxIdleConns: workers})
+		if err != nil {
+			t.Error(err)
+			return storeBytes{}
+		}
+		defer cl.Close()
+		cls = append(cls, cl)
 	}
-	defer cl.Close()
-	call := func(msg protocol.Message, err error) error {
+	callOne := func(ctx context.Context, cl *client.Client, msg protocol.Message, err error) error {
 		if err != nil {
 			return err
 		}
@@ -120,10 +143,13 @@ func measureEtcdHeartbeats(t *testing.T, workers int, d, status time.Duration) s
 		}
 		return nil
 	}
+	call := func(w int) func(protocol.Message, error) error {
+		return func(msg protocol.Message, err error) error { return callOne(ctx, cls[w%len(cls)], msg, err) }
+	}
 	recs := make([]*cluster.Record, workers)
 	for w := range recs {
 		recs[w] = bench.Record("bytes", fmt.Sprintf("worker-%03d", w), 0)
-		if err := call(protocol.NewRegister(recs[w])); err != nil {
+		if err := call(w)(protocol.NewRegister(recs[w])); err != nil {
 			t.Errorf("register %s: %v", recs[w].NodeID, err)
 			return storeBytes{}
 		}
@@ -132,7 +158,7 @@ func measureEtcdHeartbeats(t *testing.T, workers int, d, status time.Duration) s
 	var wg sync.WaitGroup
 	var failed sync.Once
 	deadline := time.Now().Add(d)
-	for _, rec := range recs {
+	for w, rec := range recs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -143,7 +169,7 @@ func measureEtcdHeartbeats(t *testing.T, workers int, d, status time.Duration) s
 				rec.HeartbeatSeq++
 				rec.Counters.RequestsTotal += 1000 // traffic: counters move, nothing else
 				rec.Counters.HitsTotal += 900
-				if err := call(protocol.NewHeartbeat(rec)); err != nil {
+				if err := call(w)(protocol.NewHeartbeat(rec)); err != nil {
 					failed.Do(func() { t.Errorf("heartbeat %s seq %d: %v", rec.NodeID, rec.HeartbeatSeq, err) })
 				}
 				<-tick.C

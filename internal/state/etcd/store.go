@@ -63,6 +63,8 @@ type Store struct {
 
 	// eventLease is the shared event log's current lease (events.go).
 	eventLease eventLease
+	// renewalLease is the lease of the renewal log's key (renewals.go).
+	renewalLease renewalLease
 }
 
 // Bounds of the in-process caches. Evicting an entry only costs a read (a
@@ -274,6 +276,9 @@ type Stats struct {
 	// TTLChecks counts LeaseTimeToLive reads of transitions' silence
 	// checks (state.MinSilence).
 	TTLChecks uint64
+	// RenewalLogBytes counts the bytes of the renewal batches this store
+	// published (state.RenewalLog).
+	RenewalLogBytes uint64
 }
 
 type statsCounters struct {
@@ -281,7 +286,7 @@ type statsCounters struct {
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
 	decodes, groupCommits, groupedPuts     atomic.Uint64
-	renewals, ttlChecks                    atomic.Uint64
+	renewals, ttlChecks, renewalBytes      atomic.Uint64
 	lastWarnUnixNano                       atomic.Int64
 	transitions                            state.TransitionCounts
 }
@@ -304,6 +309,7 @@ func (s *Store) Stats() Stats {
 		GroupedPuts:        c.groupedPuts.Load(),
 		Renewals:           c.renewals.Load(),
 		TTLChecks:          c.ttlChecks.Load(),
+		RenewalLogBytes:    c.renewalBytes.Load(),
 	}
 }
 
