@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short testbins previous lint generate completions man bench bench-report bench-scale faults soak upgrade clean image manifests release-snapshot release-check cosign
+.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale faults soak upgrade clean image manifests release-snapshot release-check cosign
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -20,7 +20,7 @@ build: ## build bin/talon and bin/talonctl with version, commit and date stamped
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/talon ./cmd/talon
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/talonctl ./cmd/talonctl
 
-demo: build ## run a local cluster (3 coordinators active-active + 3 workers, memory backend) until Ctrl-C
+demo: build ## run a local cluster (3 coordinators active-active + 3 workers, memory backend, an admin token and a talonctl context of its own) until Ctrl-C
 	./bin/talon dev --demo-load --coordinators 3
 
 testbins: ## build or install (once, cached outside the repo) the etcd, kube-apiserver, helm, S3, GCS and Azure emulators and Jaeger used by integration tests
@@ -92,7 +92,7 @@ man: ## regenerate man pages in man/
 	rm -f man/*
 	$(GO) run ./internal/tools/gendocs -man man
 
-bench-report: ## measure the performance table (README) in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both
+bench-report: ## measure the performance table (docs/performance.md) in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both
 	@bash .ci/ensure-chromium.sh >/dev/null
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SCALE=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
@@ -155,8 +155,8 @@ release-snapshot: ## goreleaser release --snapshot: archives, packages and (unle
 # 20 s SIGSTOP, a 15 s quorum loss; store pauses of 1, 2, 4, 8 s and 2 x
 # lease-ttl, and 2 and 4 s at the default timing). `make test` runs them
 # too, with the short schedule. This prints their figures (one line per
-# fault, a table per blip test) and the fault-schedule table the README
-# shows (bin/faults-table.md).
+# fault, a table per blip test) and the fault-schedule table that
+# docs/performance.md shows (bin/faults-table.md).
 FAULTS_RUN ?= ^(TestLiveness|TestStoreFaultsEtcd$$|TestStoreOutageKube$$|TestCrashLoop|TestTimingMismatch$$|TestFaultSchedule|TestBlipCost)
 faults: ## run the HA fault tests and the full fault schedule (3-member etcd, kube-apiserver); print their figures and table
 	@mkdir -p bin && rm -f bin/faults-table.md && dir=$$(bash internal/testenv/build-servers.sh) && \
@@ -212,7 +212,7 @@ bench-scale: ## measure the scale rows of bench-report alone (50,000 workers on 
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-scale.md \
 	  $(GO) test -count=1 -run '^TestBenchScale$$' -timeout 30m ./internal/bench/integration && cat bin/bench-scale.md
 
-bench: ## run the Go benchmarks (see README for the figures)
+bench: ## run the Go benchmarks (figures in docs/performance.md)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver \
 	  $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...

@@ -388,7 +388,7 @@ func TestReleaseConfig(t *testing.T) {
 // 8.5 "EXPOSED" before hardening; 1.2 now).
 func TestUnitsSandboxed(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze not installed (the README records the scores)")
+		t.Skip("systemd-analyze not installed (docs/install.md records the scores)")
 	}
 	for _, u := range []string{"systemd/talon-coordinator.service", "systemd/talon-worker.service"} {
 		out, err := exec.Command("systemd-analyze", "security", "--offline=true", u).CombinedOutput()

@@ -567,7 +567,7 @@ func cpuTime() time.Duration {
 
 // profile records a CPU profile of this process (the in-process
 // coordinators and clients) until the returned function is called, then
-// prints its top entries: the bottleneck the README explains.
+// prints its top entries: the bottleneck docs/performance.md explains.
 func profile(t *testing.T, name string) func() {
 	t.Helper()
 	path := filepath.Join(os.TempDir(), "talon-bench-"+name+".pprof")

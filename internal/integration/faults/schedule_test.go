@@ -4,8 +4,8 @@ package faults
 // mutual TLS on a 3-member etcd or a real kube-apiserver, four workers
 // heartbeating through rotated coordinator lists, and client callers
 // (the failover client, as `talon get` and the bench use it) as load.
-// Each schedule is one fault; each prints one row of the table in the
-// README: operations attempted, failed by code, max latency, heartbeats
+// Each schedule is one fault; each prints one row of the table in
+// docs/performance.md: operations attempted, failed by code, max latency, heartbeats
 // lost, live workers dropped from placement, wrong answers, worker
 // records lost. `make test` runs the short schedule; `make faults`
 // (TALON_FAULTS=full) the full one: ten rolling restarts per backend, a
