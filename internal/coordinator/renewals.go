@@ -24,7 +24,9 @@ import (
 
 // renewalTick is the renewal log's read period: a quarter of the
 // heartbeat interval. Batches are published every second tick.
-func renewalTick(t cluster.Timing) time.Duration { return max(t.HeartbeatInterval/4, 50*time.Millisecond) }
+func renewalTick(t cluster.Timing) time.Duration {
+	return max(t.HeartbeatInterval/4, 50*time.Millisecond)
+}
 
 // renewalLog returns the store's renewal log, nil when it has none.
 func (c *Coordinator) renewalLog() state.RenewalLog {
