@@ -74,12 +74,21 @@ func (s *sharedEvents) offer(e Event) {
 	}
 }
 
-// run writes queued events and resyncs until ctx ends.
+// run writes queued events and resyncs until ctx ends. When the log
+// streams (state.EventWatcher), events other coordinators write are added
+// as they arrive, and a failed watch is followed by a resync and a new
+// watch a second later.
 func (s *sharedEvents) run(ctx context.Context) {
 	var since time.Time
 	since = s.resync(ctx, since)
 	tick := time.NewTicker(sharedEventsResync)
 	defer tick.Stop()
+	watcher, _ := s.store.(state.EventWatcher)
+	var watched <-chan state.NodeEvent
+	var rewatch <-chan time.Time
+	if watcher != nil {
+		watched = watcher.WatchEvents(ctx, s.cluster)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -88,6 +97,19 @@ func (s *sharedEvents) run(ctx context.Context) {
 			s.write(ctx, ev)
 		case <-tick.C:
 			since = s.resync(ctx, since)
+		case ev, ok := <-watched:
+			if !ok {
+				watched, rewatch = nil, time.After(time.Second)
+				continue
+			}
+			s.learn(ev)
+			if ev.Time.After(since) {
+				since = ev.Time
+			}
+		case <-rewatch:
+			rewatch = nil
+			since = s.resync(ctx, since)
+			watched = watcher.WatchEvents(ctx, s.cluster)
 		}
 	}
 }
@@ -125,17 +147,23 @@ func (s *sharedEvents) resync(ctx context.Context, since time.Time) time.Time {
 		return since
 	}
 	for _, ev := range evs {
-		by := ev.Coordinator
-		if by == s.self {
-			by = ""
-		}
-		s.local.add(Event{ID: ev.ID, Time: ev.Time, Type: EventType(ev.Type), Role: ev.Role, NodeID: ev.NodeID,
-			Old: ev.Old, New: ev.New, Reason: ev.Reason, Revision: ev.Revision, Coordinator: by})
+		s.learn(ev)
 		if ev.Time.After(since) {
 			since = ev.Time
 		}
 	}
 	return since
+}
+
+// learn adds an event of the store's log to the local list (which drops
+// one it holds by ID).
+func (s *sharedEvents) learn(ev state.NodeEvent) {
+	by := ev.Coordinator
+	if by == s.self {
+		by = ""
+	}
+	s.local.add(Event{ID: ev.ID, Time: ev.Time, Type: EventType(ev.Type), Role: ev.Role, NodeID: ev.NodeID,
+		Old: ev.Old, New: ev.New, Reason: ev.Reason, Revision: ev.Revision, Coordinator: by})
 }
 
 func (s *sharedEvents) collectors() []prometheus.Collector {

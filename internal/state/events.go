@@ -32,6 +32,18 @@ type EventLog interface {
 	ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]NodeEvent, error)
 }
 
+// EventWatcher is implemented by event logs that stream new events (etcd,
+// Kubernetes), so a coordinator shows an event another coordinator wrote
+// within a second rather than at its next full read of the log.
+type EventWatcher interface {
+	// WatchEvents sends the cluster's events as they are written, from
+	// about now on (a backend may first send events already kept; the
+	// reader drops those it holds by ID). The channel is closed when ctx
+	// ends or the watch fails: the reader then reads the log and watches
+	// again.
+	WatchEvents(ctx context.Context, clusterID string) <-chan NodeEvent
+}
+
 // NodeEvent is one node event in the shared log (Event is a watch change).
 type NodeEvent struct {
 	// ID is the event's identity (EventID): every coordinator that

@@ -170,3 +170,35 @@ func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Tim
 }
 
 var _ state.EventLog = (*Store)(nil)
+
+// WatchEvents implements state.EventWatcher: a watch of the cluster's
+// event prefix from the current revision, puts only.
+func (s *Store) WatchEvents(ctx context.Context, clusterID string) <-chan state.NodeEvent {
+	out := make(chan state.NodeEvent, 64)
+	go func() {
+		defer close(out)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		defer cancel()
+		defer context.AfterFunc(s.lifetime, cancel)()
+		for resp := range s.client.Watch(wctx, s.keys.events(clusterID), clientv3.WithPrefix(), clientv3.WithFilterDelete()) {
+			if resp.Err() != nil {
+				return
+			}
+			for _, wev := range resp.Events {
+				var e state.NodeEvent
+				if err := json.Unmarshal(wev.Kv.Value, &e); err != nil || e.ID == "" || e.ClusterID != clusterID {
+					s.skipped(string(wev.Kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
+					continue
+				}
+				select {
+				case out <- e:
+				case <-wctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+var _ state.EventWatcher = (*Store)(nil)

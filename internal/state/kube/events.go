@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -184,3 +185,45 @@ func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Tim
 }
 
 var _ state.EventLog = (*Store)(nil)
+
+// WatchEvents implements state.EventWatcher: a watch of the cluster's
+// Events from the resource version of a one-item list (so the API server
+// does not first replay every Event it keeps).
+func (s *Store) WatchEvents(ctx context.Context, clusterID string) <-chan state.NodeEvent {
+	out := make(chan state.NodeEvent, 64)
+	go func() {
+		defer close(out)
+		lctx, cancel := s.eventCtx(ctx)
+		list, err := s.events.List(lctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID), Limit: 1})
+		cancel()
+		if err != nil {
+			return
+		}
+		w, err := s.events.Watch(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID), ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return
+		}
+		defer w.Stop()
+		for wev := range w.ResultChan() {
+			obj, ok := wev.Object.(*corev1.Event)
+			if !ok || (wev.Type != watch.Added && wev.Type != watch.Modified) {
+				if wev.Type == watch.Error {
+					return
+				}
+				continue
+			}
+			var e state.NodeEvent
+			if json.Unmarshal([]byte(obj.Annotations[AnnotationEvent]), &e) != nil || e.ClusterID != clusterID || EventName(e.ID) != obj.Name {
+				continue
+			}
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+var _ state.EventWatcher = (*Store)(nil)

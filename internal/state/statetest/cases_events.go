@@ -1,6 +1,7 @@
 package statetest
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -17,6 +18,60 @@ func runEvents(t *testing.T, newHarness Factory) {
 	t.Run("CountBound", func(t *testing.T) { caseEventsCountBound(t, newHarness) })
 	t.Run("OperatorEventsOutliveAFlood", func(t *testing.T) { caseEventsOperatorOutliveFlood(t, newHarness) })
 	t.Run("AgeBound", func(t *testing.T) { caseEventsAgeBound(t, newHarness) })
+	t.Run("WatchedFromAPeer", func(t *testing.T) { caseEventsWatched(t, newHarness) })
+}
+
+// caseEventsWatched: a store that streams its event log (state.EventWatcher)
+// delivers an event a peer writes within a second, and not the events
+// written before the watch began again and again.
+func caseEventsWatched(t *testing.T, newHarness Factory) {
+	e, log := eventSetup(t, newHarness)
+	watcher, ok := log.(state.EventWatcher)
+	if !ok {
+		t.Skipf("%s store does not stream its event log", e.s.Backend())
+	}
+	peer, ok := e.h.Peer(t, 0).(state.EventLog)
+	if !ok {
+		t.Fatal("the peer store has no event log")
+	}
+	for i := range 5 {
+		e.appendEvent(log, e.event(fmt.Sprint("old-", i), uint64(i), e.now()), true)
+	}
+	ctx, cancel := context.WithCancel(e.ctx())
+	defer cancel()
+	ch := watcher.WatchEvents(ctx, e.cluster)
+	time.Sleep(200 * time.Millisecond) // the watch is established
+	ev := e.event("w-new", 99, e.now())
+	written := time.Now()
+	e.appendEvent(peer, ev, true)
+	timeout := time.After(10 * time.Second)
+	replayed := 0
+	for {
+		select {
+		case got, ok := <-ch:
+			if !ok {
+				t.Fatal("the event watch closed before the peer's event arrived")
+			}
+			if got.ID != ev.ID {
+				replayed++
+				continue
+			}
+			took := time.Since(written)
+			t.Logf("peer's event delivered after %s (%d earlier events first)", took.Round(time.Millisecond), replayed)
+			if took > time.Second {
+				t.Errorf("a peer's event arrived %s after it was written: want within a second", took)
+			}
+			if replayed > 0 {
+				t.Errorf("the watch sent %d events written before it began", replayed)
+			}
+			cancel()
+			for range ch { // closed when ctx ends
+			}
+			return
+		case <-timeout:
+			t.Fatal("a peer's event was not delivered within 10s")
+		}
+	}
 }
 
 // eventSetup returns the case's env and its store's event log; it skips
