@@ -57,10 +57,26 @@
 //
 // # Read-ahead
 //
-// After opening a read's blocks the handler starts loading the next
-// Config.ReadAhead blocks of the object that this worker owns
-// (Cache.Prefetch, at most the cache's MaxPrefetches at once), so a
-// client reading an object in order finds them loading or loaded. The body is copied from
+// After opening a read's blocks the handler may start loading the next
+// Config.ReadAhead blocks of the object (Cache.Prefetch), so that a
+// client reading an object in order finds them loading or loaded. One
+// decision says which (planPrefetch, a pure function, readahead.go):
+// only after a sequential read, only blocks this worker owns that are
+// neither resident nor loading, at most the cache's free read-ahead
+// slots (MaxPrefetches less those in flight) and, while warming up, the
+// warm-up tokens left. A read is sequential when it continues what the
+// same client (clientOf) last read of the object: the highest block
+// below the read's first that the client read here (reads and digests;
+// the last 64 blocks of each client's object are remembered, at most
+// 4,096 streams) is at most 63 blocks before it, and this worker owns
+// none of the blocks between (the client read those from their owners).
+// So a client reading blocks 0, 10, 20 costs one store read per block
+// read, not five: read-ahead starts at the second read of a sequential
+// pattern. A read-ahead load is charged to warm-up, and counted
+// (talon_worker_cache_prefetches_total, talon_worker_warmup_loads_total),
+// only when the cache starts it.
+//
+// The body is copied from
 // the block files with io.Copy into the ResponseWriter, which the kernel
 // serves with sendfile on a plain connection: net/http hands the file to
 // the connection's ReadFrom, so a listener that wraps connections must
@@ -84,7 +100,7 @@
 // the cold blocks they read (clients ask them with last=1: they wait).
 // Reads of resident blocks, and
 // of blocks already loading, are never bounded; read-ahead takes a token
-// or does not happen. talon_worker_warmup_loads_total{outcome} counts
+// for each load the cache starts, or does not happen. talon_worker_warmup_loads_total{outcome} counts
 // admitted and deferred loads; talon_worker_warming_up is 1 meanwhile.
 //
 // # Stats
