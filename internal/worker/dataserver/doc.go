@@ -64,15 +64,17 @@
 // only after a sequential read, only blocks this worker owns that are
 // neither resident nor loading, at most the cache's free read-ahead
 // slots (MaxPrefetches less those in flight) and, while warming up, the
-// warm-up tokens left. A read is sequential when it continues what the
-// same client (clientOf) last read of the object: the highest block
-// below the read's first that the client read here (reads and digests;
-// the last 64 blocks of each client's object are remembered, at most
-// 4,096 streams) is at most 63 blocks before it, and this worker owns
-// none of the blocks between (the client read those from their owners).
-// So a client reading blocks 0, 10, 20 costs one store read per block
-// read, not five: read-ahead starts at the second read of a sequential
-// pattern. A read-ahead load is charged to warm-up, and counted
+// warm-up tokens left. A read is sequential (the rule: sequential) when
+// the same client (clientOf) read some blocks of its window here and
+// skipped at most half as many of those this worker owns: the window is
+// the 8 blocks before the read, or back to the last block below it the
+// client read here when that is farther (at most 64). Reads and digests
+// count; the last 64 blocks of each client's object are remembered, for
+// at most 4,096 streams. Blocks other workers own are no holes (the
+// client read them from their owners), and a parallel reader's requests
+// arriving out of order leave few. So a client reading blocks 0, 10, 20
+// (or every other block) costs one store read per block read, not up to
+// five: read-ahead starts at the second read of a sequential pattern. A read-ahead load is charged to warm-up, and counted
 // (talon_worker_cache_prefetches_total, talon_worker_warmup_loads_total),
 // only when the cache starts it.
 //

@@ -17,6 +17,9 @@ const (
 	// maxStreamGap is the farthest back, in blocks, a read's previous
 	// read of the same object may be for the read to continue it.
 	maxStreamGap = 63
+	// minWindow is how many blocks before a read tell its pattern, at
+	// least (stream.window).
+	minWindow = 8
 	// maxStreams bounds the (client, object) streams remembered; past it
 	// one is forgotten for each new one.
 	maxStreams = 4096
@@ -70,17 +73,16 @@ func planPrefetch(in prefetchInput) []int {
 	return out
 }
 
-// sequential reports whether a read whose first block is first continues
-// the client's previous reads of the object: prev is the highest block
-// below first it read (ok false when none is remembered), and ownedGap
-// is how many of the blocks between prev and first this worker owns.
-// The client read the blocks between from their owners, so a gap of
-// blocks other workers own is still in order; a block this worker owns
-// that the client skipped makes the read sparse (block 0, then 10, then
-// 20: read-ahead of 1 to 4 would load blocks nobody reads), and so does
-// a gap wider than maxStreamGap.
-func sequential(ok bool, prev, first int64, ownedGap int) bool {
-	return ok && prev < first && first-prev-1 <= maxStreamGap && ownedGap == 0
+// sequential is the access pattern rule: a read is sequential when the
+// client read some of the blocks of its window here (seen, see
+// stream.window) and skipped at most half as many of those this worker
+// owns (holes). In order, the client reads the blocks between from their
+// owners, so blocks other workers own are no holes, and a parallel
+// reader's requests arriving out of order leave few. A sparse reader
+// leaves as many holes as reads or more (block 0, then 10, then 20; or
+// every other block): read-ahead would load blocks nobody reads.
+func sequential(seen, holes int) bool {
+	return seen > 0 && 2*holes <= seen
 }
 
 // streamKey names one client's reads of one object.
@@ -111,6 +113,34 @@ func (s stream) prevBelow(first int64) (int64, bool) {
 	return first - 1 - int64(bits.TrailingZeros64(below)), true
 }
 
+// has reports whether the stream read block b.
+func (s stream) has(b int64) bool {
+	d := s.last - b
+	return d >= 0 && d < 64 && s.seen>>d&1 == 1
+}
+
+// window returns what the stream tells of a read whose first block is
+// first: of the blocks of its window, how many the client read here
+// (seen) and how many it did not that owned reports this worker owns
+// (holes). The window is the minWindow blocks before first, or back to
+// the highest block below first the client read, when that is farther
+// (at most maxStreamGap+1 blocks; none read that far: an empty window).
+func (s stream) window(first int64, owned func(int64) bool) (seen, holes int) {
+	q, ok := s.prevBelow(first)
+	if !ok || first-q-1 > maxStreamGap {
+		return 0, 0
+	}
+	for b := first - 1; b >= max(0, min(first-minWindow, q)); b-- {
+		switch {
+		case s.has(b):
+			seen++
+		case owned(b):
+			holes++
+		}
+	}
+	return seen, holes
+}
+
 // add records blocks [first, last] as read.
 func (s *stream) add(first, last int64) {
 	if last > s.last {
@@ -137,14 +167,13 @@ type streams struct {
 func newStreams() *streams { return &streams{m: map[streamKey]stream{}} }
 
 // observe records that client read blocks [first, last] of object and
-// returns the highest block below first it read before, if remembered.
-func (s *streams) observe(client, object string, first, last int64) (prev int64, ok bool) {
+// returns the stream with them.
+func (s *streams) observe(client, object string, first, last int64) stream {
 	k := streamKey{client, object}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, known := s.m[k]
 	if known {
-		prev, ok = st.prevBelow(first)
 		if last < st.last-maxStreamGap { // a seek back: a new stream
 			st = stream{last: last}
 		}
@@ -159,39 +188,47 @@ func (s *streams) observe(client, object string, first, last int64) (prev int64,
 	}
 	st.add(first, last)
 	s.m[k] = st
-	return prev, ok
+	return st
 }
 
-// readAhead acts on planPrefetch for a read of blocks [first, last] of
-// key by client: it gathers the decision's inputs (the access pattern,
-// ownership and residency of the next Config.ReadAhead blocks, the
-// cache's free read-ahead slots, the warm-up budget) and starts the
-// loads chosen. A load is charged to the warm-up bound, and counted,
-// only when the cache starts it.
-func (s *Server) readAhead(client, key string, info blob.Info, first, last int64) {
+// streamRead is one read, blocks [first, last], and its client's stream
+// of the object with it.
+type streamRead struct {
+	first, last int64
+	stream      stream
+}
+
+// observe records req's read of [req.offset, end) in its client's stream
+// (when read-ahead is on).
+func (s *Server) observe(req *request, end int64) streamRead {
+	r := streamRead{first: req.offset / s.blockSize, last: (end - 1) / s.blockSize}
+	if s.cfg.ReadAhead > 0 && end > req.offset {
+		r.stream = s.streams.observe(req.client, req.key, r.first, r.last)
+	}
+	return r
+}
+
+// readAhead acts on planPrefetch after read r of key: it gathers the
+// decision's inputs (the access pattern, ownership and residency of the
+// next Config.ReadAhead blocks, the cache's free read-ahead slots, the
+// warm-up budget) and starts the loads chosen. A load is charged to the
+// warm-up bound, and counted, only when the cache starts it.
+func (s *Server) readAhead(key string, info blob.Info, r streamRead) {
 	if s.cfg.ReadAhead <= 0 {
 		return
 	}
-	prev, ok := s.streams.observe(client, key, first, last)
-	gap := 0
-	if ok && prev < first && first-prev-1 <= maxStreamGap {
-		for i := prev + 1; i < first && gap == 0; i++ {
-			if owned, _ := s.cfg.Ownership.Owns(key, i); owned {
-				gap++
-			}
-		}
-	}
-	if !sequential(ok, prev, first, gap) {
+	owned := func(b int64) bool { o, _ := s.cfg.Ownership.Owns(key, b); return o }
+	if !sequential(r.stream.window(r.first, owned)) {
 		return
 	}
 	lastBlock := (info.Size - 1) / s.blockSize
 	in := prefetchInput{sequential: true, slots: s.cfg.Cache.PrefetchSlots()}
 	in.warming, in.tokens = s.warm.budget()
-	for i := last + 1; i <= min(last+int64(s.cfg.ReadAhead), lastBlock); i++ {
-		owned, _ := s.cfg.Ownership.Owns(key, i)
-		in.next = append(in.next, blockState{owned: owned, cold: owned && s.cfg.Cache.Cold(key, info, i)})
+	for i := r.last + 1; i <= min(r.last+int64(s.cfg.ReadAhead), lastBlock); i++ {
+		o := owned(i)
+		in.next = append(in.next, blockState{owned: o, cold: o && s.cfg.Cache.Cold(key, info, i)})
 	}
 	for _, j := range planPrefetch(in) {
-		s.cfg.Cache.Prefetch(key, info, last+1+int64(j), s.warm.charge)
+		s.cfg.Cache.Prefetch(key, info, r.last+1+int64(j), s.warm.charge)
 	}
 }

@@ -38,59 +38,70 @@ func TestPlanPrefetch(t *testing.T) {
 	}
 }
 
-// TestSequential is the access pattern's table.
+// TestSequential is the access pattern rule's table.
 func TestSequential(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
-		ok          bool
-		prev, first int64
-		ownedGap    int
+		seen, holes int
 		want        bool
 	}{
-		{"first read of the object", false, 0, 0, 0, false},
-		{"next block", true, 4, 5, 0, true},
-		{"gap of other workers' blocks", true, 4, 9, 0, true},
-		{"skipped an owned block: sparse", true, 0, 10, 1, false},
-		{"gap too wide", true, 0, maxStreamGap + 2, 0, false},
-		{"widest gap", true, 0, maxStreamGap + 1, 0, true},
-		{"same block again", true, 5, 5, 0, false},
-		{"backwards", true, 9, 5, 0, false},
+		{"nothing read before", 0, 0, false},
+		{"in order", 8, 0, true},
+		{"after other workers' blocks", 1, 0, true},
+		{"out of order, one late", 2, 1, true},
+		{"out of order, two late of six", 6, 2, true},
+		{"every other block", 4, 4, false},
+		{"block 0, then 10", 1, 9, false},
+		{"every third block", 2, 5, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := sequential(tt.ok, tt.prev, tt.first, tt.ownedGap); got != tt.want {
-				t.Fatalf("sequential(%t, %d, %d, %d) = %t, want %t", tt.ok, tt.prev, tt.first, tt.ownedGap, got, tt.want)
+			if got := sequential(tt.seen, tt.holes); got != tt.want {
+				t.Fatalf("sequential(%d, %d) = %t, want %t", tt.seen, tt.holes, got, tt.want)
 			}
 		})
 	}
 }
 
-// TestStreams: what a client read of an object, as observe reports it.
+// TestStreams: what a client's reads of an object tell of its last one
+// (stream.window: blocks of its window read, and owned ones skipped).
 func TestStreams(t *testing.T) {
+	all := func(int64) bool { return true }
+	third := func(b int64) bool { return b%3 == 0 }
 	type read struct {
 		client, object string
 		first, last    int64
-		prev           int64
-		ok             bool
 	}
 	for _, tt := range []struct {
-		name  string
-		reads []read
+		name        string
+		owned       func(int64) bool
+		reads       []read
+		seen, holes int
 	}{
-		{"in order", []read{{"a", "o", 0, 0, 0, false}, {"a", "o", 1, 1, 0, true}, {"a", "o", 4, 5, 1, true}}},
-		{"per client and object", []read{{"a", "o", 0, 0, 0, false}, {"b", "o", 1, 1, 0, false}, {"a", "p", 1, 1, 0, false}, {"a", "o", 1, 1, 0, true}}},
-		// Parallel requests arrive out of order: block 3 after 5 finds
-		// block 2, which the client read before it.
-		{"out of order", []read{{"a", "o", 2, 2, 0, false}, {"a", "o", 5, 5, 2, true}, {"a", "o", 3, 3, 2, true}, {"a", "o", 6, 6, 5, true}}},
-		{"far ahead then far back", []read{{"a", "o", 0, 0, 0, false}, {"a", "o", 200, 200, 0, true}, {"a", "o", 1, 1, 0, false}, {"a", "o", 2, 2, 1, true}}},
-		{"nothing remembered below", []read{{"a", "o", 10, 10, 0, false}, {"a", "o", 5, 5, 0, false}}},
+		{"first read", all, []read{{"a", "o", 0, 0}}, 0, 0},
+		{"in order", all, []read{{"a", "o", 0, 0}, {"a", "o", 1, 1}, {"a", "o", 2, 3}, {"a", "o", 4, 4}}, 4, 0},
+		{"window of eight", all, []read{{"a", "o", 0, 9}, {"a", "o", 10, 10}}, 8, 0},
+		{"per client", all, []read{{"a", "o", 0, 0}, {"b", "o", 1, 1}}, 0, 0},
+		{"per object", all, []read{{"a", "o", 0, 0}, {"a", "p", 1, 1}}, 0, 0},
+		{"sparse", all, []read{{"a", "o", 0, 0}, {"a", "o", 10, 10}, {"a", "o", 20, 20}}, 1, 9},
+		{"every other block", all, []read{{"a", "o", 0, 0}, {"a", "o", 2, 2}, {"a", "o", 4, 4}, {"a", "o", 6, 6}}, 3, 3},
+		// The client reads blocks 1, 2, 4, 5 from other workers.
+		{"a third owned, in order", third, []read{{"a", "o", 0, 0}, {"a", "o", 3, 3}, {"a", "o", 6, 6}}, 2, 0},
+		{"a third owned, sparse", third, []read{{"a", "o", 0, 0}, {"a", "o", 9, 9}}, 1, 2},
+		// Parallel requests arrive out of order: block 3 after 5.
+		{"out of order", all, []read{{"a", "o", 0, 0}, {"a", "o", 1, 1}, {"a", "o", 2, 2}, {"a", "o", 5, 5}, {"a", "o", 3, 3}}, 3, 0},
+		{"ahead of a late one", all, []read{{"a", "o", 0, 0}, {"a", "o", 1, 1}, {"a", "o", 2, 2}, {"a", "o", 4, 4}}, 3, 1},
+		{"far from the last read", all, []read{{"a", "o", 0, 0}, {"a", "o", 100, 100}}, 0, 0},
+		{"seek back", all, []read{{"a", "o", 0, 0}, {"a", "o", 100, 100}, {"a", "o", 1, 1}}, 0, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStreams()
-			for i, r := range tt.reads {
-				prev, ok := s.observe(r.client, r.object, r.first, r.last)
-				if ok != r.ok || (ok && prev != r.prev) {
-					t.Fatalf("read %d (%s %s %d-%d): prev %d %t, want %d %t", i, r.client, r.object, r.first, r.last, prev, ok, r.prev, r.ok)
-				}
+			var st stream
+			for _, r := range tt.reads {
+				st = s.observe(r.client, r.object, r.first, r.last)
+			}
+			last := tt.reads[len(tt.reads)-1]
+			if seen, holes := st.window(last.first, tt.owned); seen != tt.seen || holes != tt.holes {
+				t.Fatalf("window of the last read: %d seen, %d holes; want %d and %d", seen, holes, tt.seen, tt.holes)
 			}
 		})
 	}

@@ -343,6 +343,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 // serveBody sends bytes [req.offset, end) of the object at info's
 // version, after the warm-up bound admits the loads it needs.
 func (s *Server) serveBody(ctx context.Context, w http.ResponseWriter, req *request, info blob.Info, end int64) (int64, error) {
+	// The read joins the client's stream as it arrives: a parallel
+	// reader's next requests may come while this one waits for the store.
+	stream := s.observe(req, end)
 	if aerr := s.admit(ctx, req, info, end); aerr != nil {
 		return 0, aerr
 	}
@@ -353,7 +356,7 @@ func (s *Server) serveBody(ctx context.Context, w http.ResponseWriter, req *requ
 	if aerr != nil {
 		return 0, aerr
 	}
-	s.readAhead(req.client, req.key, info, req.offset/s.blockSize, (end-1)/s.blockSize)
+	s.readAhead(req.key, info, stream)
 	w.WriteHeader(http.StatusOK)
 	// Send the header now: net/http's ReadFrom otherwise copies the
 	// body's first 512 bytes through user space (for content sniffing,
@@ -454,6 +457,9 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http
 			}
 			ret = uncachedDigest{}
 		}
+		// A client vouching for blocks it reads elsewhere reads in order
+		// too: the digest is part of its stream (no read-ahead of its own).
+		s.observe(req, end)
 		// A digest loads cold blocks from the store as a read does
 		// (owned ones into the cache, others with Peek): the warm-up
 		// bound is the same.
@@ -468,9 +474,6 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http
 		if _, err := s.writeRange(h, blocks, req.offset, end); err != nil {
 			return s.mapErr(ctx, req.key, err)
 		}
-		// A client vouching for blocks it reads elsewhere reads in order
-		// too: the digest is part of its stream (no read-ahead of its own).
-		s.streams.observe(req.client, req.key, first, last)
 	}
 	b, _ := json.Marshal(datav1.Digest{Object: req.key, Offset: req.offset, Length: end - req.offset, ObjectSize: size, SHA256: hex.EncodeToString(h.Sum(nil)), Version: info.Version})
 	hd := w.Header()
