@@ -218,11 +218,12 @@ func (s *Server) readAhead(key string, info blob.Info, r streamRead) {
 		return
 	}
 	owned := func(b int64) bool { o, _ := s.cfg.Ownership.Owns(key, b); return o }
-	if !sequential(r.stream.window(r.first, owned)) {
+	in := prefetchInput{sequential: sequential(r.stream.window(r.first, owned))}
+	if !in.sequential { // planPrefetch plans nothing: spare the look-ups
 		return
 	}
 	lastBlock := (info.Size - 1) / s.blockSize
-	in := prefetchInput{sequential: true, slots: s.cfg.Cache.PrefetchSlots()}
+	in.slots = s.cfg.Cache.PrefetchSlots()
 	in.warming, in.tokens = s.warm.budget()
 	for i := r.last + 1; i <= min(r.last+int64(s.cfg.ReadAhead), lastBlock); i++ {
 		o := owned(i)
