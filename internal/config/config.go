@@ -75,9 +75,9 @@ type Config struct {
 	CacheDir      string
 	CacheCapacity int64
 	BlockSize     int64
-	// ReadAhead is how many blocks after a read's last one a worker
-	// starts loading, of those it owns (0: none); ReadAheadLoads bounds
-	// such loads in flight at once.
+	// ReadAhead is how many blocks after a sequential read's last one a
+	// worker starts loading, of those it owns (0: none); ReadAheadLoads
+	// bounds such loads in flight at once.
 	ReadAhead      int
 	ReadAheadLoads int
 	// WarmupRate bounds a worker's block loads from the store a second

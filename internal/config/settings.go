@@ -290,7 +290,7 @@ var settings = []setting{
 		usage: "size of a cached block",
 		set:   func(c *Config, v any) { c.BlockSize = v.(int64) }},
 	{name: "read-ahead", kind: kindInt, roles: forWorker, def: constant("4"),
-		usage: "blocks after each read's last one that the worker starts loading from the blob store, of those it owns (0 turns read-ahead off)",
+		usage: "blocks after a sequential read's last one that the worker starts loading from the blob store, of those it owns (0 turns read-ahead off)",
 		set:   func(c *Config, v any) { c.ReadAhead = v.(int) }},
 	{name: "read-ahead-loads", kind: kindInt, roles: forWorker, def: constant("8"),
 		usage: "read-ahead loads a worker runs at once; past it, read-ahead waits for the reads themselves",

@@ -3,6 +3,7 @@ package testsupport_test
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"hash/crc64"
 	"runtime"
 	"strings"
@@ -113,6 +114,15 @@ func TestWaitFor(t *testing.T) {
 			t.Fatalf("gave up after %v, before the timeout", d)
 		}
 	})
+}
+
+func TestForgeCRC32C(t *testing.T) {
+	data := bytes.Repeat([]byte("talon block "), 1000)
+	forged := testsupport.ForgeCRC32C(data, 5, 100)
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	if bytes.Equal(forged, data) || crc32.Checksum(forged, tab) != crc32.Checksum(data, tab) || !bytes.Equal(forged[104:], data[104:]) {
+		t.Fatalf("forged bytes differ %t, same CRC %t", !bytes.Equal(forged, data), crc32.Checksum(forged, tab) == crc32.Checksum(data, tab))
+	}
 }
 
 func TestForgeCRC64NVME(t *testing.T) {

@@ -49,7 +49,11 @@
 //
 // Prefetch starts a load with no reader (read-ahead of the blocks after
 // a read), unless the block is resident or loading, at most
-// Config.MaxPrefetches at a time; it counts neither a hit nor a miss.
+// Config.MaxPrefetches at a time (PrefetchSlots tells how many more may
+// start); it counts neither a hit nor a miss. Which blocks to prefetch
+// is the data server's decision; the cache re-checks it under its mutex
+// and calls the caller's charge (the warm-up budget) only for a load it
+// starts.
 //
 // Stats: a ReadBlock served from a resident block counts a hit; one that
 // waits for a load counts a miss. Every blob store call counts a backend

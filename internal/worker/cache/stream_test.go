@@ -170,7 +170,10 @@ func TestOpenBlockFailsMidStream(t *testing.T) {
 
 // TestPrefetch: read-ahead loads a block once, in the background, without
 // counting a lookup; a later read of it is a hit with no second fetch;
-// and no more than MaxPrefetches run at once.
+// and no more than MaxPrefetches run at once. The charge (the warm-up
+// budget) is taken only by loads that start: never by a prefetch past
+// MaxPrefetches, of a loading or of a resident block; a charge that
+// refuses leaves the load unstarted.
 func TestPrefetch(t *testing.T) {
 	e := newEnv(t)
 	data := pattern(3, 4<<20)
@@ -187,20 +190,30 @@ func TestPrefetch(t *testing.T) {
 	}
 	gate := make(chan struct{})
 	e.src.setGate(gate)
-	started := 0
+	if c.PrefetchSlots() != 2 {
+		t.Fatalf("%d prefetch slots, want MaxPrefetches 2", c.PrefetchSlots())
+	}
+	if c.Prefetch("obj", info, 3, func() bool { return false }) || c.PrefetchSlots() != 2 {
+		t.Fatal("a prefetch whose charge refused started a load")
+	}
+	started, charged := 0, 0
+	charge := func() bool { charged++; return true }
 	for i := range int64(4) {
-		if c.Prefetch("obj", info, i) {
+		if c.Prefetch("obj", info, i, charge) {
 			started++
 		}
 	}
-	if started != 2 || c.Prefetch("obj", info, 0) {
+	if started != 2 || c.Prefetch("obj", info, 0, charge) || c.PrefetchSlots() != 0 {
 		t.Fatalf("%d prefetches started with MaxPrefetches 2 (and a second of block 0 started again?)", started)
+	}
+	if charged != started {
+		t.Fatalf("%d prefetches charged, %d started: a prefetch that does not start must not be charged", charged, started)
 	}
 	e.src.setGate(nil)
 	close(gate)
 	waitFor(t, func() bool { capy, _ := e.st.Status(); return capy.InflightLoads == 0 && capy.Blocks == 2 })
-	if c.Prefetch("obj", info, 0) {
-		t.Fatal("a prefetch of a resident block started a load")
+	if c.Prefetch("obj", info, 0, charge) || charged != 2 {
+		t.Fatal("a prefetch of a resident block started a load or was charged")
 	}
 	reads := e.src.reads.Load()
 	wantBlock(t, c, "obj", 0, data[:1<<20])

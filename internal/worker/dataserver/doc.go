@@ -57,10 +57,28 @@
 //
 // # Read-ahead
 //
-// After opening a read's blocks the handler starts loading the next
-// Config.ReadAhead blocks of the object that this worker owns
-// (Cache.Prefetch, at most the cache's MaxPrefetches at once), so a
-// client reading an object in order finds them loading or loaded. The body is copied from
+// After opening a read's blocks the handler may start loading the next
+// Config.ReadAhead blocks of the object (Cache.Prefetch), so that a
+// client reading an object in order finds them loading or loaded. One
+// decision says which (planPrefetch, a pure function, readahead.go):
+// only after a sequential read, only blocks this worker owns that are
+// neither resident nor loading, at most the cache's free read-ahead
+// slots (MaxPrefetches less those in flight) and, while warming up, the
+// warm-up tokens left. A read is sequential (the rule: sequential) when
+// the same client (clientOf) read some blocks of its window here and
+// skipped at most half as many of those this worker owns: the window is
+// the 8 blocks before the read, or back to the last block below it the
+// client read here when that is farther (at most 64). Reads and digests
+// count; the last 64 blocks of each client's object are remembered, for
+// at most 4,096 streams. Blocks other workers own are no holes (the
+// client read them from their owners), and a parallel reader's requests
+// arriving out of order leave few. So a client reading blocks 0, 10, 20
+// (or every other block) costs one store read per block read, not up to
+// five: read-ahead starts at the second read of a sequential pattern. A read-ahead load is charged to warm-up, and counted
+// (talon_worker_cache_prefetches_total, talon_worker_warmup_loads_total),
+// only when the cache starts it.
+//
+// The body is copied from
 // the block files with io.Copy into the ResponseWriter, which the kernel
 // serves with sendfile on a plain connection: net/http hands the file to
 // the connection's ReadFrom, so a listener that wraps connections must
@@ -84,7 +102,7 @@
 // the cold blocks they read (clients ask them with last=1: they wait).
 // Reads of resident blocks, and
 // of blocks already loading, are never bounded; read-ahead takes a token
-// or does not happen. talon_worker_warmup_loads_total{outcome} counts
+// for each load the cache starts, or does not happen. talon_worker_warmup_loads_total{outcome} counts
 // admitted and deferred loads; talon_worker_warming_up is 1 meanwhile.
 //
 // # Stats

@@ -76,9 +76,9 @@ type Config struct {
 	// missing one never has). Burst twice that; 0 means
 	// DefaultStoreReadRate. Past it: 429 resource_exhausted.
 	StoreReadRate float64
-	// ReadAhead is how many blocks after a read's last one the worker
-	// starts loading (Cache.Prefetch), of those it owns; 0 means
-	// DefaultReadAhead, negative none.
+	// ReadAhead is how many blocks after a sequential read's last one
+	// the worker starts loading (Cache.Prefetch), of those it owns (see
+	// planPrefetch); 0 means DefaultReadAhead, negative none.
 	ReadAhead int
 	// WarmupRate bounds the block loads a second (misses that fetch from
 	// the store, read-ahead included) for WarmupPeriod after New: a new
@@ -108,6 +108,7 @@ type Server struct {
 	maxLength int64
 
 	warm       *warmup      // the warm-up bound
+	streams    *streams     // what each client read of each object (read-ahead)
 	digests    *clientRates // unowned digests per client
 	storeReads *clientRates // stats that go to the store, per client
 }
@@ -140,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		warm:       newWarmup(&cfg),
+		streams:    newStreams(),
 		digests:    newClientRates(cfg.UnownedDigestRate),
 		storeReads: newClientRates(cfg.StoreReadRate),
 		cfg:        cfg,
@@ -185,6 +187,8 @@ type request struct {
 	// clientVersion is the client's placement version ("" if not sent):
 	// diagnostics only, ownership decides.
 	clientVersion string
+	// client names the client (clientOf): its read-ahead stream.
+	client string
 }
 
 // ServeHTTP serves one request; see the package documentation.
@@ -339,6 +343,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (int64, error) {
 // serveBody sends bytes [req.offset, end) of the object at info's
 // version, after the warm-up bound admits the loads it needs.
 func (s *Server) serveBody(ctx context.Context, w http.ResponseWriter, req *request, info blob.Info, end int64) (int64, error) {
+	// The read joins the client's stream as it arrives: a parallel
+	// reader's next requests may come while this one waits for the store.
+	stream := s.observe(req, end)
 	if aerr := s.admit(ctx, req, info, end); aerr != nil {
 		return 0, aerr
 	}
@@ -349,7 +356,7 @@ func (s *Server) serveBody(ctx context.Context, w http.ResponseWriter, req *requ
 	if aerr != nil {
 		return 0, aerr
 	}
-	s.readAhead(req.key, info, (end-1)/s.blockSize)
+	s.readAhead(req.key, info, stream)
 	w.WriteHeader(http.StatusOK)
 	// Send the header now: net/http's ReadFrom otherwise copies the
 	// body's first 512 bytes through user space (for content sniffing,
@@ -386,18 +393,6 @@ func (s *Server) openBlocks(ctx context.Context, key string, info blob.Info, off
 		}
 	}
 	return blocks, nil
-}
-
-// readAhead starts loading the blocks after block last that this worker
-// owns, up to Config.ReadAhead of them (the cache bounds how many such
-// loads run at once).
-func (s *Server) readAhead(key string, info blob.Info, last int64) {
-	lastBlock := (info.Size - 1) / s.blockSize
-	for i := last + 1; i <= min(last+int64(s.cfg.ReadAhead), lastBlock); i++ {
-		if owned, _ := s.cfg.Ownership.Owns(key, i); owned && s.cfg.Cache.Cold(key, info, i) && s.warm.prefetchAllowed() {
-			s.cfg.Cache.Prefetch(key, info, i)
-		}
-	}
 }
 
 func closeBlocks(blocks []*cache.Block) {
@@ -462,6 +457,9 @@ func (s *Server) serveDigest(ctx context.Context, w http.ResponseWriter, r *http
 			}
 			ret = uncachedDigest{}
 		}
+		// A client vouching for blocks it reads elsewhere reads in order
+		// too: the digest is part of its stream (no read-ahead of its own).
+		s.observe(req, end)
 		// A digest loads cold blocks from the store as a read does
 		// (owned ones into the cache, others with Peek): the warm-up
 		// bound is the same.
@@ -495,7 +493,7 @@ func (s *Server) parse(key string, r *http.Request) (*request, *apiError) {
 		return nil, errorf(http.StatusBadRequest, datav1.CodeInvalidParameter, "header Range is not supported: give the range with the offset and length parameters")
 	}
 	q := r.URL.Query()
-	req := &request{key: key, replicas: 1}
+	req := &request{key: key, replicas: 1, client: clientOf(r)}
 	var aerr *apiError
 	param := func(name string, min, max int64) (v int64, set bool) {
 		vals, ok := q[name]

@@ -56,6 +56,10 @@ type failingStore struct {
 	// breakAfter, when positive, makes every read's body fail after that
 	// many bytes (a connection reset mid-body).
 	breakAfter atomic.Int64
+	// holdFrom, when not negative, holds reads of ranges at or past it
+	// until hold is closed.
+	holdFrom atomic.Int64
+	hold     chan struct{}
 }
 
 // Stat and ReadVersion pass the file store's versions through.
@@ -66,6 +70,13 @@ func (s *failingStore) Stat(ctx context.Context, object string) (blob.Info, erro
 
 func (s *failingStore) ReadVersion(ctx context.Context, object, version string, off, n int64) (io.ReadCloser, error) {
 	s.reads.Add(1)
+	if hf := s.holdFrom.Load(); hf >= 0 && off >= hf {
+		select {
+		case <-s.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if ff := s.failFrom.Load(); ff >= 0 && off >= ff {
 		return nil, fmt.Errorf("%w: injected failure", blob.ErrBackend)
 	}
@@ -128,8 +139,9 @@ func newEnvWith(t testing.TB, blockSize, capacity int64, ln net.Listener, mutate
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.src = &failingStore{Store: fs}
+	e.src = &failingStore{Store: fs, hold: make(chan struct{})}
 	e.src.failFrom.Store(-1)
+	e.src.holdFrom.Store(-1)
 	log := slog.New(slog.DiscardHandler)
 	e.cache, err = cache.Open(cache.Config{Dir: t.TempDir(), Capacity: capacity, BlockSize: blockSize, Source: e.src, Stats: e.st, Logger: log})
 	if err != nil {

@@ -101,13 +101,25 @@ func (w *warmup) wait(ctx context.Context, n int) error {
 	}
 }
 
-// prefetchAllowed reports whether read-ahead may load a block now: always
-// after warm-up, within the rate during it.
-func (w *warmup) prefetchAllowed() bool {
+// budget reports whether the warm-up bound applies now and, if so, how
+// many block loads it allows at once now.
+func (w *warmup) budget() (warming bool, tokens int) {
+	if !w.active() {
+		return false, 0
+	}
+	return true, int(w.limit.TokensAt(w.now()))
+}
+
+// charge takes the token of one read-ahead load the cache is starting
+// (Cache.Prefetch calls it, when it would start the load) and counts it
+// admitted: always after warm-up, within the rate during it. A load it
+// refuses does not start, and one the cache does not start is never
+// charged.
+func (w *warmup) charge() bool {
 	if !w.active() {
 		return true
 	}
-	if w.limit.Allow() {
+	if w.limit.AllowN(w.now(), 1) {
 		w.stats.WarmupLoads(true, 1)
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/worker/cache"
 	"github.com/talonhq/talon/internal/worker/dataserver"
 )
 
@@ -134,5 +135,40 @@ func TestWarmupBoundsDigests(t *testing.T) {
 	}
 	if err := digest("o0"); err != nil {
 		t.Fatalf("digest of a resident block during warm-up: %v", err)
+	}
+}
+
+// TestWarmupChargesOnlyStartedLoads: during warm-up, every block load
+// from the store is charged to the warm-up bound, and counted admitted,
+// exactly once, and a read-ahead the cache does not start (its
+// read-ahead loads all in flight) is neither. Before, read-ahead took a
+// token and counted an admitted load for each block it asked for, and
+// the cache then refused most: 16 blocks of read-ahead past 8 slots
+// spent 16 tokens for 8 loads.
+func TestWarmupChargesOnlyStartedLoads(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := newEnvWith(t, bs, 1<<20, nil, func(c *dataserver.Config) {
+		c.WarmupRate, c.WarmupPeriod, c.WarmupRefuse, c.Clock, c.ReadAhead = 64, time.Minute, true, func() time.Time { return now }, 16
+	})
+	e.put(t, "obj", pattern(1, 40*bs))
+	// Read-ahead's loads (blocks 2 on) stay in flight until released, so
+	// that the cache's 8 read-ahead slots (DefaultMaxPrefetches) fill.
+	e.src.holdFrom.Store(2 * bs)
+	for b := range int64(2) {
+		if _, err := e.fetch("obj", b*bs, bs); err != nil {
+			t.Fatalf("read of block %d: %v", b, err)
+		}
+	}
+	e.settle(t, 2)
+	started := e.st.Prefetches()
+	close(e.src.hold)
+	waitLoaded(t, e.st)
+	admitted, reads := e.st.WarmupAdmitted(), uint64(e.src.reads.Load())
+	t.Logf("%d store reads, %d prefetches, %d loads admitted by the warm-up bound", reads, started, admitted)
+	if admitted != reads {
+		t.Fatalf("the warm-up bound admitted %d loads for %d store reads: a read-ahead that did not start was charged", admitted, reads)
+	}
+	if started != cache.DefaultMaxPrefetches {
+		t.Fatalf("%d read-ahead loads started, want the cache's %d slots", started, cache.DefaultMaxPrefetches)
 	}
 }

@@ -116,7 +116,7 @@ func New() *Stats {
 			blobBytes: prometheus.NewDesc("talon_worker_backend_read_bytes_total",
 				"Bytes read from the blob store (block loads and read-throughs): the egress the cache saves.", nil, nil),
 			prefetches: prometheus.NewDesc("talon_worker_cache_prefetches_total",
-				"Block loads started by read-ahead (the blocks after a read that this worker owns, read-ahead of them per request, at most max-prefetches in flight); they count in talon_worker_inflight_loads and backend reads, not in lookups.", nil, nil),
+				"Block loads started by read-ahead (the blocks after a sequential read that this worker owns, at most read-ahead of them per request and read-ahead-loads in flight); they count in talon_worker_inflight_loads and backend reads, not in lookups.", nil, nil),
 			warmLoads: prometheus.NewDesc("talon_worker_warmup_loads_total",
 				"Block loads from the store asked for during the worker's warm-up (warmup-period after start), by outcome: admitted (within warmup-rate) or deferred (refused 503 warming_up so the block's next owner serves it, or waited for the rate).", []string{"outcome"}, nil),
 			warming: prometheus.NewDesc("talon_worker_warming_up",
@@ -190,6 +190,9 @@ func (s *Stats) WarmupLoads(admitted bool, n int) {
 		s.warmDefer.Add(uint64(n))
 	}
 }
+
+// WarmupAdmitted returns the loads admitted during warm-up.
+func (s *Stats) WarmupAdmitted() uint64 { return s.warmAdmit.Load() }
 
 // WarmupDeferred returns the loads deferred during warm-up.
 func (s *Stats) WarmupDeferred() uint64 { return s.warmDefer.Load() }
