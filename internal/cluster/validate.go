@@ -389,3 +389,7 @@ func validatePlacementView(r *Record) error {
 	}
 	return nil
 }
+
+// ValidateMarkText checks the text of an operator's or a coordinator's
+// mark (cordonedBy and the like) as a record's marks are checked.
+func ValidateMarkText(name, v string) error { return validateText(name, v, MaxIDBytes, false) }

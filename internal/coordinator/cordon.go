@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -65,6 +66,11 @@ func (c *Coordinator) SetCordon(ctx context.Context, req CordonRequest) (CordonR
 			return CordonResult{}, fmt.Errorf("%w: no worker %q in cluster %q (absent, or its lease expired)", ErrNodeNotFound, req.NodeID, c.opts.ClusterID)
 		}
 		if !cordonChanges(r, req) {
+			if !req.On {
+				// Not cordoned: a persisted cordon left behind (a lift
+				// that failed half-way) goes too.
+				return CordonResult{Record: r}, c.liftPersistedCordon(ctx, key)
+			}
 			return CordonResult{Record: r}, nil
 		}
 		if req.On {
@@ -74,16 +80,23 @@ func (c *Coordinator) SetCordon(ctx context.Context, req CordonRequest) (CordonR
 				return CordonResult{}, err
 			}
 		}
+		if !req.On {
+			// Lifted from the log first: a failure leaves the cordon whole.
+			if err := c.liftPersistedCordon(ctx, key); err != nil {
+				return CordonResult{}, err
+			}
+		}
 		res, err := c.writeCordon(ctx, key, r, req)
 		if err != nil {
 			return CordonResult{}, err
 		}
 		switch res.Outcome {
-		case state.OutcomeAccepted:
+		case state.OutcomeAccepted, state.OutcomeDuplicate:
+			if err := c.persistCordon(ctx, key, res.Record); err != nil {
+				return CordonResult{}, err
+			}
 			c.requestRefresh()
-			return CordonResult{Record: res.Record, Changed: true}, nil
-		case state.OutcomeDuplicate:
-			return CordonResult{Record: res.Record}, nil
+			return CordonResult{Record: res.Record, Changed: res.Outcome == state.OutcomeAccepted}, nil
 		case state.OutcomeNotFound:
 			return CordonResult{}, fmt.Errorf("%w: worker %q left the store before the cordon was written", ErrNodeNotFound, req.NodeID)
 		}
@@ -115,4 +128,72 @@ func (c *Coordinator) writeCordon(ctx context.Context, key cluster.Key, r *clust
 		return state.WriteResult{}, fmt.Errorf("writing the cordon of %s: %w", req.NodeID, err)
 	}
 	return res, nil
+}
+
+// cordonLog returns the store's persisted cordons, nil when it keeps none.
+func (c *Coordinator) cordonLog() state.CordonLog {
+	log, _ := c.opts.Store.(state.CordonLog)
+	return log
+}
+
+// persistCordon keeps the cordon of rec, when it is a persisted one, in
+// the store's cordon log by node, so that it holds when the node
+// registers again after its record is gone (applyPersistedCordon).
+func (c *Coordinator) persistCordon(ctx context.Context, key cluster.Key, rec *cluster.Record) error {
+	log := c.cordonLog()
+	if log == nil || rec == nil || !rec.Cordoned() || !rec.CordonPersist {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	if err := log.PersistCordon(rctx, key, state.Cordon{By: rec.CordonedBy, AtUnixMs: rec.CordonedAtUnixMs, Persist: true}); err != nil {
+		c.noteStoreError("marks", 0, err)
+		return fmt.Errorf("persisting the cordon of %s (the record is cordoned; retry to persist it): %w", key.NodeID, err)
+	}
+	return nil
+}
+
+// liftPersistedCordon forgets key's persisted cordon.
+func (c *Coordinator) liftPersistedCordon(ctx context.Context, key cluster.Key) error {
+	log := c.cordonLog()
+	if log == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	if err := log.LiftCordon(rctx, key); err != nil {
+		c.noteStoreError("marks", 0, err)
+		return fmt.Errorf("lifting the persisted cordon of %s: %w", key.NodeID, err)
+	}
+	return nil
+}
+
+// applyPersistedCordon sets on rec, a registration for a slot this
+// coordinator's view holds no record in, the node's persisted cordon, in
+// place of whatever cordon the process sent: the record is born cordoned,
+// in the same write, so placement never lists the node between the two
+// (issue 47: a worker lifted its persisted cordon by deregistering and
+// registering again). A slot that holds a record keeps that record's
+// cordon (cluster.Next). The cordon log failing to answer refuses the
+// registration as not ready: the process retries, and the cordon is never
+// skipped.
+func (c *Coordinator) applyPersistedCordon(ctx context.Context, rec *cluster.Record) *protocol.Error {
+	log := c.cordonLog()
+	if log == nil {
+		return nil
+	}
+	if v := c.LastGood(); v != nil && v.record(rec.Key()) != nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	cd, found, err := log.PersistedCordon(rctx, rec.Key())
+	if err != nil {
+		c.noteStoreError("marks", 0, err)
+		return protocol.NewError(protocol.CodeNotReady, "coordinator %s could not read the persisted cordon of %s: %v; retry", c.opts.NodeID, rec.NodeID, err)
+	}
+	if found {
+		rec.CordonedBy, rec.CordonedAtUnixMs, rec.CordonPersist = cd.By, cd.AtUnixMs, true
+	}
+	return nil
 }

@@ -113,6 +113,12 @@ func (c *Coordinator) upsert(ctx context.Context, cn *conn, op string, payload [
 		c.m.limitRefusals.WithLabelValues("records").Inc()
 		return protocol.NewError(protocol.CodeResourceExhausted, "cluster %q holds %d records, the max-records limit; node %q is not registered", c.opts.ClusterID, n, rec.NodeID)
 	}
+	if op != "heartbeat" {
+		if e := c.applyPersistedCordon(ctx, rec); e != nil {
+			c.m.writes.WithLabelValues(op, e.Code.String()).Inc()
+			return e
+		}
+	}
 	res, err := c.store.UpsertNode(ctx, rec, c.opts.Timing.LeaseTTL, opts...)
 	if err != nil {
 		c.noteStoreError("upsert", 0, err)

@@ -86,6 +86,8 @@ type Store struct {
 
 	// events is the shared event log (events.go), with its own lock.
 	events eventRing
+	// cordons are the persisted cordons (cordons.go), with their own lock.
+	cordons cordonTable
 
 	// mu guards the fields below.
 	mu        sync.RWMutex

@@ -52,6 +52,7 @@ func Run(t *testing.T, newHarness Factory) {
 	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newHarness) })
 	t.Run("Skew", func(t *testing.T) { runSkew(t, newHarness) })
 	t.Run("Events", func(t *testing.T) { runEvents(t, newHarness) })
+	t.Run("Cordons", func(t *testing.T) { runCordons(t, newHarness) })
 }
 
 // env is one case: its harness and its own cluster ID.
