@@ -19,6 +19,7 @@
 //	/api/v1/placement     coordinators group api      read
 //	/api/v1/events        coordinators group api      read
 //	/api/v1/openapi.json  both roles   group api      read
+//	/api/v1/auth/whoami   both roles   group api      any valid token (no scope)
 //	/ and below           coordinators group ui       no token; static assets only (Options.UI)
 //
 // Invariants:

@@ -370,6 +370,9 @@ var (
 	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).placement}
 	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).openAPI}
 	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).events}
+	// routeWhoAmI needs a valid token but no scope: any principal may ask
+	// what it may do.
+	routeWhoAmI = &route{name: "whoami", group: groupAPI, auth: authRequired, api: true, serve: (*Server).whoami}
 	// The operator actions are the only writes of the admin listener,
 	// on coordinators only (ADR 0001 section 9, amended): a mark on the
 	// worker's record in the store, which the worker learns over its
@@ -404,6 +407,7 @@ func newRouter(coordinator bool) *http.ServeMux {
 		apiv1.PathReadyz:  routeReadyz,
 		apiv1.PathMetrics: routeMetrics,
 		apiv1.PathOpenAPI: routeOpenAPI,
+		apiv1.PathWhoAmI:  routeWhoAmI,
 		"/api":            routeUnmatched,
 		"/api/":           routeUnmatched,
 	}

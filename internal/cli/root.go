@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/talonhq/talon/internal/cli/auth"
 	"github.com/talonhq/talon/internal/cli/cluster"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cli/completion"
@@ -66,6 +67,9 @@ func Main(ctx context.Context, args []string, f *Factory) int {
 	var ee *ExitError
 	if !errors.As(err, &ee) && strings.HasPrefix(err.Error(), "unknown command ") {
 		err = cmdutil.UsageError(err)
+	}
+	if ee != nil && ee.Silent {
+		return ee.Code
 	}
 	fmt.Fprintf(f.IO.ErrOut, "talonctl: %s\n", cmdutil.Message(err))
 	code := cmdutil.ExitCode(err)
@@ -159,6 +163,7 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 		events.NewCmdEvents(f, nil),
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
+		auth.NewCmdAuth(f),
 		top.NewCmdTop(f, nil),
 		version.NewCmdVersion(f, nil),
 		completion.NewCmdCompletion(f, nil),
