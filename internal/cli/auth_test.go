@@ -80,6 +80,17 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 			t.Errorf("whoami -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+	t.Run("tty", func(t *testing.T) {
+		r := talonctl(t, run{args: []string{"auth", "whoami"}, tty: true, env: []string{server, "TALONCTL_TOKEN=tok-viewer-5f1c"}})
+		if r.code != 0 || !strings.Contains(r.stdout, "\x1b[") {
+			t.Fatalf("exit %d, no colour on a terminal:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		golden(t, "auth-whoami-viewer-tty", strings.ReplaceAll(r.stdout, e.url, "http://ADMIN"))
+		r = talonctl(t, run{args: []string{"__complete", "auth", "can-i", ""}, env: []string{server}})
+		if !strings.HasPrefix(r.stdout, "read\nmetrics\ncordon\nuncordon\ndrain\n") {
+			t.Errorf("can-i completes %q", r.stdout)
+		}
+	})
 	t.Run("metrics-not-exposed", func(t *testing.T) {
 		e := startEnv(t, envOptions{scoped: authTokens})
 		r := talonctl(t, run{args: []string{"auth", "can-i", "metrics"}, env: []string{"TALONCTL_SERVER=" + e.url, "TALONCTL_TOKEN=tok-admin-0e88"}})

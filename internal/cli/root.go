@@ -104,7 +104,9 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		Use:   "talonctl",
 		Short: "Operate a Talon cluster through the coordinators' /api/v1",
 		Long: `talonctl shows a Talon cluster's state, lists its nodes, their events and every
-coordinator's own view, explains placement, and cordons and drains workers.
+coordinator's own view, explains placement and simulates drains and new
+workers, tells a token what it may do (auth whoami, auth can-i), and cordons
+and drains workers.
 It speaks only to the coordinators' management API (/api/v1) on their admin
 listeners: reads, and the operator actions nodes cordon, uncordon and drain
 (the coordinators mark the worker's record in the store; talonctl never
