@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -129,6 +130,10 @@ type Options struct {
 	// descriptor budget, see netlimit.Defaults); default
 	// DefaultMaxConnections.
 	MaxConnections int
+	// EffectiveConfig writes the process's configuration, secrets
+	// redacted, for the debug route (config.Config.Effective); nil: that
+	// route answers 404.
+	EffectiveConfig func(io.Writer) error
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after ctx ends; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -370,9 +375,6 @@ var (
 	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).placement}
 	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).openAPI}
 	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).events}
-	// routeWhoAmI needs a valid token but no scope: any principal may ask
-	// what it may do.
-	routeWhoAmI = &route{name: "whoami", group: groupAPI, auth: authRequired, api: true, serve: (*Server).whoami}
 	// The operator actions are the only writes of the admin listener,
 	// on coordinators only (ADR 0001 section 9, amended): a mark on the
 	// worker's record in the store, which the worker learns over its
@@ -403,13 +405,15 @@ func (*route) ServeHTTP(http.ResponseWriter, *http.Request) {}
 func newRouter(coordinator bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	routes := map[string]*route{
-		apiv1.PathHealthz: routeHealthz,
-		apiv1.PathReadyz:  routeReadyz,
-		apiv1.PathMetrics: routeMetrics,
-		apiv1.PathOpenAPI: routeOpenAPI,
-		apiv1.PathWhoAmI:  routeWhoAmI,
-		"/api":            routeUnmatched,
-		"/api/":           routeUnmatched,
+		apiv1.PathHealthz:            routeHealthz,
+		apiv1.PathReadyz:             routeReadyz,
+		apiv1.PathMetrics:            routeMetrics,
+		apiv1.PathOpenAPI:            routeOpenAPI,
+		apiv1.PathWhoAmI:             routeWhoAmI,
+		apiv1.PathDebugProfile + "/": routeDebugProfile,
+		apiv1.PathDebugConfig:        routeDebugConfig,
+		"/api":                       routeUnmatched,
+		"/api/":                      routeUnmatched,
 	}
 	if coordinator {
 		routes[apiv1.PathCluster] = routeCluster

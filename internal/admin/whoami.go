@@ -8,6 +8,10 @@ import (
 	"github.com/talonhq/talon/internal/config"
 )
 
+// routeWhoAmI needs a valid token but no scope: any principal may ask what
+// it may do.
+var routeWhoAmI = &route{name: "whoami", group: groupAPI, auth: authRequired, api: true, serve: (*Server).whoami}
+
 // verb is one thing an operator asks `talonctl auth can-i` about: the
 // routes it uses. Its scope is derived from them (a write needs
 // config.ScopeOperate, a read the route's scope), so the answer cannot
@@ -26,12 +30,14 @@ var verbs = []verb{
 	{name: apiv1.VerbCordon, routes: []*route{routeCordon}, writes: true},
 	{name: apiv1.VerbUncordon, routes: []*route{routeUncordon}, writes: true},
 	{name: apiv1.VerbDrain, routes: []*route{routeCordon, routeNode}, writes: true},
+	{name: apiv1.VerbDebug, routes: []*route{routeDebugProfile, routeDebugConfig}},
 }
 
 // workerVerbs are those of a worker's listener.
 var workerVerbs = []verb{
 	{name: apiv1.VerbRead, routes: []*route{routeStatus}},
 	{name: apiv1.VerbMetrics, routes: []*route{routeMetrics}},
+	{name: apiv1.VerbDebug, routes: []*route{routeDebugProfile, routeDebugConfig}},
 }
 
 // scope is what a token needs for every route of v.

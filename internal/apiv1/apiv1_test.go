@@ -27,7 +27,7 @@ func TestOpenAPIDocumentValidates(t *testing.T) {
 	if err := doc.Validate(context.Background()); err != nil {
 		t.Fatalf("validate: %v", err)
 	}
-	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics, PathStatus, PathCluster, PathNodes, PathNodes + "/{nodeId}", PathPlacement, PathOpenAPI, PathEvents, PathNodes + "/{nodeId}" + SuffixCordon, PathNodes + "/{nodeId}" + SuffixUncordon, PathWhoAmI} {
+	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics, PathStatus, PathCluster, PathNodes, PathNodes + "/{nodeId}", PathPlacement, PathOpenAPI, PathEvents, PathNodes + "/{nodeId}" + SuffixCordon, PathNodes + "/{nodeId}" + SuffixUncordon, PathWhoAmI, PathDebugProfile + "/{profile}", PathDebugConfig} {
 		if doc.Paths.Find(p) == nil {
 			t.Errorf("document has no path %s", p)
 		}

@@ -22,6 +22,12 @@ const (
 	// PathWhoAmI answers who a bearer token authenticates as and what it
 	// may do (WhoAmI); any valid token may ask.
 	PathWhoAmI = "/api/v1/auth/whoami"
+	// PathDebugProfile/{profile} serves a runtime profile (ProfileGoroutine,
+	// ProfileHeap) in pprof's gzipped protocol-buffer form; PathDebugConfig
+	// the process's configuration, secrets redacted, as text. Both need the
+	// debug scope.
+	PathDebugProfile = "/api/v1/debug/pprof"
+	PathDebugConfig  = "/api/v1/debug/config"
 	// SuffixCordon and SuffixUncordon follow PathNodes/{nodeId}: a
 	// coordinator's operator actions on a worker, POST only (NodeActionPath).
 	SuffixCordon   = "/cordon"
@@ -465,8 +471,16 @@ const (
 	CodeFeatureLevel = "feature_level"
 )
 
+// Profiles of PathDebugProfile.
+const (
+	ProfileGoroutine = "goroutine"
+	ProfileHeap      = "heap"
+)
+
 // Verbs of WhoAmI: what `talonctl auth can-i` asks about.
 const (
+	// VerbDebug reads the debug routes (profiles, configuration).
+	VerbDebug = "debug"
 	// VerbRead reads /api/v1 (cluster, nodes, placement, events; a
 	// worker's status).
 	VerbRead = "read"
@@ -489,7 +503,7 @@ type WhoAmI struct {
 	// Authenticated is whether the listener requires tokens; false: every
 	// caller is anonymous and may read, and writes are refused.
 	Authenticated bool `json:"authenticated"`
-	// Scopes are the principal's scopes (read, operate, metrics).
+	// Scopes are the principal's scopes (read, operate, metrics, debug).
 	Scopes []string `json:"scopes"`
 	// NodeID, Role and ClusterID name the process that answered
 	// (ClusterID on coordinators only).

@@ -16,6 +16,7 @@ var authTokens = []config.AdminToken{
 	{Name: "prometheus", Scopes: config.ScopeMetrics, Token: "tok-prom-27d0"},
 	{Name: "operate-only", Scopes: config.ScopeOperate, Token: "tok-opo-c41b"},
 	{Name: "admin", Scopes: config.ScopeRead | config.ScopeOperate | config.ScopeMetrics, Token: "tok-admin-0e88"},
+	{Name: "maintainer", Scopes: config.ScopeRead | config.ScopeMetrics | config.ScopeDebug, Token: "tok-maint-61d2"},
 }
 
 // TestAuthWhoAmIAndCanI runs auth whoami and auth can-i with each token
@@ -31,6 +32,7 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 		"prometheus":   "metrics",
 		"operate-only": "cordon,uncordon",
 		"admin":        "read,metrics,cordon,uncordon,drain",
+		"maintainer":   "read,metrics,debug",
 	}
 	for _, tok := range authTokens {
 		t.Run(tok.Name, func(t *testing.T) {
@@ -41,7 +43,7 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 			}
 			golden(t, "auth-whoami-"+tok.Name, strings.ReplaceAll(r.stdout, e.url, "http://ADMIN"))
 			var allowed []string
-			for _, verb := range []string{"read", "metrics", "cordon", "uncordon", "drain"} {
+			for _, verb := range []string{"read", "metrics", "cordon", "uncordon", "drain", "debug"} {
 				r := talonctl(t, run{args: []string{"auth", "can-i", verb}, env: env})
 				switch {
 				case r.code == 0 && r.stdout == "yes\n" && r.stderr == "":
@@ -87,7 +89,7 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 		}
 		golden(t, "auth-whoami-viewer-tty", strings.ReplaceAll(r.stdout, e.url, "http://ADMIN"))
 		r = talonctl(t, run{args: []string{"__complete", "auth", "can-i", ""}, env: []string{server}})
-		if !strings.HasPrefix(r.stdout, "read\nmetrics\ncordon\nuncordon\ndrain\n") {
+		if !strings.HasPrefix(r.stdout, "read\nmetrics\ncordon\nuncordon\ndrain\ndebug\n") {
 			t.Errorf("can-i completes %q", r.stdout)
 		}
 	})
@@ -106,7 +108,7 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 			}
 		}
 		r := talonctl(t, run{args: []string{"auth", "can-i", "delete"}, env: []string{server}})
-		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, `VERB "delete": must be one of read, metrics, cordon, uncordon, drain`) {
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, `VERB "delete": must be one of read, metrics, cordon, uncordon, drain, debug`) {
 			t.Errorf("unknown verb: exit %d, stderr %s", r.code, r.stderr)
 		}
 	})

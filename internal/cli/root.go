@@ -23,6 +23,7 @@ import (
 	"github.com/talonhq/talon/internal/cli/completion"
 	"github.com/talonhq/talon/internal/cli/config"
 	"github.com/talonhq/talon/internal/cli/coordinators"
+	"github.com/talonhq/talon/internal/cli/debug"
 	"github.com/talonhq/talon/internal/cli/events"
 	"github.com/talonhq/talon/internal/cli/nodes"
 	"github.com/talonhq/talon/internal/cli/placement"
@@ -166,6 +167,7 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
 		auth.NewCmdAuth(f),
+		debug.NewCmdDebug(f),
 		top.NewCmdTop(f, nil),
 		version.NewCmdVersion(f, nil),
 		completion.NewCmdCompletion(f, nil),

@@ -17,7 +17,7 @@ import (
 var Formats = []string{cmdutil.OutputText, cmdutil.OutputJSON, cmdutil.OutputYAML}
 
 // Verbs are the verbs can-i knows.
-var Verbs = []string{apiv1.VerbRead, apiv1.VerbMetrics, apiv1.VerbCordon, apiv1.VerbUncordon, apiv1.VerbDrain}
+var Verbs = []string{apiv1.VerbRead, apiv1.VerbMetrics, apiv1.VerbCordon, apiv1.VerbUncordon, apiv1.VerbDrain, apiv1.VerbDebug}
 
 // CanIOptions are the parsed arguments and flags of `auth can-i`.
 type CanIOptions struct {
@@ -51,7 +51,8 @@ listener does not expose, a listener without tokens, which refuses every
 write) unless --quiet. Any valid token may ask; an invalid one is exit 4.
 
 read covers every talonctl read (cluster, nodes, placement, events, top);
-drain needs cordon's scope and read.`, strings.Join(Verbs, ", ")),
+drain needs cordon's scope and read; debug reads the profiles and the
+configuration (debug bundle).`, strings.Join(Verbs, ", ")),
 		Example: `  talonctl auth can-i drain && talonctl nodes drain w-3
   talonctl auth can-i cordon -o json`,
 		Args:      cmdutil.ExactArgs(1, "VERB"),
