@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COM
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale faults soak upgrade clean image manifests release-snapshot release-check cosign
+.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale faults soak upgrade clean image manifests release-snapshot release-check cosign goreleaser release-snapshot-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -137,6 +137,17 @@ SNAPSHOT_SKIP = $(if $(SIGN),$(SKIP),$(if $(SKIP),$(SKIP)$(comma)sign,sign))
 COSIGN ?= github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5
 cosign: ## build cosign from its pinned module into bin/cosign (for the release signing test)
 	GOFLAGS= GOBIN=$(CURDIR)/bin $(GO) install $(COSIGN)
+
+# goreleaser built from its pinned module into bin/ (several hundred
+# modules, minutes on 2 cores); the deploy package's TestReleaseSnapshot
+# then runs `goreleaser release --snapshot` with it (TALON_GORELEASER, or
+# bin/goreleaser) and checks the talonctl-only deb, rpm, Homebrew cask and
+# Scoop manifest; it skips without it.
+goreleaser: ## build goreleaser from its pinned module into bin/goreleaser (for the release snapshot test)
+	GOFLAGS= GOBIN=$(CURDIR)/bin $(GO) install $(GORELEASER)
+
+release-snapshot-test: goreleaser ## goreleaser release --snapshot in a test: the talonctl-only packages, cask and Scoop manifest
+	TALON_GORELEASER=$(CURDIR)/bin/goreleaser $(GO) test -count=1 -run '^TestReleaseSnapshot$$' -timeout 30m ./deploy
 
 # Before tagging a release: goreleaser's own check of goreleaser.yaml, a
 # snapshot build of every archive and package (no image, not signed), and

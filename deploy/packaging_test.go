@@ -24,17 +24,25 @@ type releaseConfig struct {
 	Before struct {
 		Hooks []string `json:"hooks"`
 	} `json:"before"`
-	NFPMs []struct {
-		PackageName string           `json:"package_name"`
-		Vendor      string           `json:"vendor"`
-		Homepage    string           `json:"homepage"`
-		Maintainer  string           `json:"maintainer"`
-		Description string           `json:"description"`
-		License     string           `json:"license"`
-		Bindir      string           `json:"bindir"`
-		Contents    []map[string]any `json:"contents"`
-		Scripts     map[string]string
-	} `json:"nfpms"`
+	NFPMs []nfpmConfig `json:"nfpms"`
+}
+
+// nfpmConfig is one nfpms entry of goreleaser.yaml.
+type nfpmConfig struct {
+	ID          string           `json:"id"`
+	IDs         []string         `json:"ids"`
+	PackageName string           `json:"package_name"`
+	Vendor      string           `json:"vendor"`
+	Homepage    string           `json:"homepage"`
+	Maintainer  string           `json:"maintainer"`
+	Description string           `json:"description"`
+	License     string           `json:"license"`
+	Bindir      string           `json:"bindir"`
+	Provides    []string         `json:"provides"`
+	Conflicts   []string         `json:"conflicts"`
+	Replaces    []string         `json:"replaces"`
+	Contents    []map[string]any `json:"contents"`
+	Scripts     map[string]string
 }
 
 // wantInPackage are the files a talon package must install.
@@ -54,38 +62,48 @@ var wantInPackage = []string{
 	"/usr/share/doc/talon/LICENSE",
 }
 
-// TestPackages builds the deb and rpm that goreleaser.yaml describes (with
-// nfpm, the library goreleaser packages with, from the same contents and
-// scripts) and checks their file lists, the config-file marking of
-// /etc/talon, the gzipped man pages and the maintainer scripts.
+// wantInCtlPackage are the files the talonctl package must install; it
+// holds nothing that is not talonctl's (checkCtlOnly).
+var wantInCtlPackage = []string{
+	"/usr/bin/talonctl",
+	"/usr/share/man/man1/talonctl.1.gz",
+	"/usr/share/man/man1/talonctl-nodes-drain.1.gz",
+	"/usr/share/bash-completion/completions/talonctl",
+	"/usr/share/zsh/vendor-completions/_talonctl",
+	"/usr/share/fish/vendor_completions.d/talonctl.fish",
+	"/usr/share/doc/talonctl/LICENSE",
+}
+
+// checkCtlOnly reports every file of the talonctl package that is not
+// talonctl's: the daemon, its units, its configuration, talon's man pages.
+func checkCtlOnly(t *testing.T, what string, files []string) {
+	t.Helper()
+	for _, f := range files {
+		if !strings.Contains(f, "talonctl") {
+			t.Errorf("%s holds %s, which is not talonctl's", what, f)
+		}
+	}
+}
+
+// TestPackages builds the debs and rpms that goreleaser.yaml describes
+// (with nfpm, the library goreleaser packages with, from the same contents
+// and scripts): talon (daemon and talonctl) and talonctl alone. It checks
+// their file lists, the config-file marking of /etc/talon, the gzipped man
+// pages, the maintainer scripts, and that the two packages exclude each
+// other (both install talonctl).
 func TestPackages(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binaries and two packages")
+		t.Skip("builds the binaries and four packages")
 	}
 	t.Chdir("..") // the repository root: goreleaser's working directory
-	raw, err := os.ReadFile("goreleaser.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rc releaseConfig
-	if err := yaml.Unmarshal(raw, &rc); err != nil {
-		t.Fatal(err)
-	}
-	if len(rc.NFPMs) != 1 {
-		t.Fatalf("goreleaser.yaml has %d nfpms entries, want 1", len(rc.NFPMs))
+	rc := readReleaseConfig(t)
+	if len(rc.NFPMs) != 2 || rc.NFPMs[0].ID != "talon" || rc.NFPMs[1].ID != "talonctl" {
+		t.Fatalf("goreleaser.yaml has nfpms %+v, want talon and talonctl", rc.NFPMs)
 	}
 	if _, err := os.Stat("LICENSE"); err != nil {
 		t.Fatalf("no LICENSE in the repository: %v", err)
 	}
-	// The before hooks that prepare package contents (gzipped man pages).
-	for _, h := range rc.Before.Hooks {
-		if strings.Contains(h, "build/man") {
-			cmd := exec.Command("sh", "-c", strings.TrimPrefix(strings.TrimSuffix(strings.TrimSpace(h[len("sh -c "):]), "'"), "'"))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("hook %q: %v\n%s", h, err, out)
-			}
-		}
-	}
+	runPackageHooks(t, rc)
 	bin := t.TempDir()
 	for _, name := range []string{"talon", "talonctl"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, name), "./cmd/"+name)
@@ -94,15 +112,70 @@ func TestPackages(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", name, err, out)
 		}
 	}
-	n := rc.NFPMs[0]
+	talon, ctl := rc.NFPMs[0], rc.NFPMs[1]
+	if !slices.Equal(ctl.IDs, []string{"talonctl"}) || !slices.Equal(ctl.Conflicts, []string{"talon"}) {
+		t.Errorf("the talonctl package builds %v and conflicts with %v, want talonctl alone and a conflict with talon", ctl.IDs, ctl.Conflicts)
+	}
+	for _, rel := range [][]string{talon.Provides, talon.Conflicts, talon.Replaces} {
+		if !slices.Equal(rel, []string{"talonctl"}) {
+			t.Errorf("the talon package must provide, conflict with and replace talonctl: %v %v %v", talon.Provides, talon.Conflicts, talon.Replaces)
+		}
+	}
+	out := t.TempDir()
+	for _, format := range []string{"deb", "rpm"} {
+		files := buildPackage(t, talon, bin, out, format)
+		t.Logf("talon %s: %d files", format, len(files))
+		checkFiles(t, "talon."+format, files, wantInPackage)
+		if format == "deb" {
+			checkDebControl(t, filepath.Join(out, "talon.deb"))
+		}
+		files = buildPackage(t, ctl, bin, out, format)
+		t.Logf("talonctl %s: %d files", format, len(files))
+		checkFiles(t, "talonctl."+format, files, wantInCtlPackage)
+		checkCtlOnly(t, "talonctl."+format, files)
+	}
+}
+
+func readReleaseConfig(t *testing.T) releaseConfig {
+	t.Helper()
+	raw, err := os.ReadFile("goreleaser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc releaseConfig
+	if err := yaml.Unmarshal(raw, &rc); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// runPackageHooks runs the before hooks that prepare package contents
+// (gzipped man pages).
+func runPackageHooks(t *testing.T, rc releaseConfig) {
+	t.Helper()
+	for _, h := range rc.Before.Hooks {
+		if strings.Contains(h, "build/man") {
+			cmd := exec.Command("sh", "-c", strings.TrimPrefix(strings.TrimSuffix(strings.TrimSpace(h[len("sh -c "):]), "'"), "'"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("hook %q: %v\n%s", h, err, out)
+			}
+		}
+	}
+}
+
+// buildPackage builds n's package in format into dir (named
+// PACKAGE.FORMAT) with the binaries of its builds from bin, and lists its
+// files.
+func buildPackage(t *testing.T, n nfpmConfig, bin, dir, format string) []string {
+	t.Helper()
 	contents := slices.Clone(n.Contents)
-	for _, name := range []string{"talon", "talonctl"} {
+	for _, name := range n.IDs { // each build's binary is named after it
 		contents = append(contents, map[string]any{"src": filepath.Join(bin, name), "dst": filepath.Join(n.Bindir, name)})
 	}
 	conf := map[string]any{
 		"name": n.PackageName, "arch": "amd64", "platform": "linux", "version": "0.0.0-test",
 		"vendor": n.Vendor, "homepage": n.Homepage, "maintainer": n.Maintainer, "description": n.Description, "license": n.License,
-		"contents": contents, "scripts": n.Scripts,
+		"contents": contents, "scripts": n.Scripts, "provides": n.Provides, "conflicts": n.Conflicts, "replaces": n.Replaces,
 	}
 	b, err := yaml.Marshal(conf)
 	if err != nil {
@@ -110,60 +183,68 @@ func TestPackages(t *testing.T) {
 	}
 	cfg, err := nfpm.Parse(bytes.NewReader(b))
 	if err != nil {
-		t.Fatalf("nfpm config from goreleaser.yaml: %v", err)
+		t.Fatalf("nfpm config %s from goreleaser.yaml: %v", n.ID, err)
 	}
-	out := t.TempDir()
-	for _, format := range []string{"deb", "rpm"} {
-		info, err := cfg.Get(format)
-		if err != nil {
-			t.Fatal(err)
+	info, err := cfg.Get(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info = nfpm.WithDefaults(info)
+	pkg, err := nfpm.Get(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, n.PackageName+"."+format)
+	f, err := os.Create(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	info.Target = target
+	if err := pkg.Package(info, f); err != nil {
+		t.Fatalf("%s %s: %v", n.ID, format, err)
+	}
+	if format == "deb" {
+		return debFiles(t, target)
+	}
+	return rpmFiles(t, target)
+}
+
+// checkFiles checks that files holds every file of want and only gzipped
+// man pages.
+func checkFiles(t *testing.T, what string, files, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(files, w) {
+			t.Errorf("%s lacks %s; it holds:\n%s", what, w, strings.Join(files, "\n"))
 		}
-		info = nfpm.WithDefaults(info)
-		pkg, err := nfpm.Get(format)
-		if err != nil {
-			t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f, "/usr/share/man/") && strings.HasSuffix(f, ".1") {
+			t.Errorf("%s: man page %s is not gzipped", what, f)
 		}
-		target := filepath.Join(out, "talon."+format)
-		f, err := os.Create(target)
-		if err != nil {
-			t.Fatal(err)
+	}
+}
+
+// checkDebControl checks the talon deb's conffiles, its postinst and that
+// it replaces the talonctl package.
+func checkDebControl(t *testing.T, deb string) {
+	t.Helper()
+	ctl, err := exec.Command("dpkg-deb", "--ctrl-tarfile", deb).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conffiles := tarMember(t, ctl, "conffiles")
+	for _, c := range []string{"/etc/talon/coordinator.yaml", "/etc/talon/worker.yaml"} {
+		if !strings.Contains(conffiles, c) {
+			t.Errorf("deb conffiles lack %s:\n%s", c, conffiles)
 		}
-		info.Target = target
-		if err := pkg.Package(info, f); err != nil {
-			t.Fatalf("%s: %v", format, err)
-		}
-		f.Close()
-		var files []string
-		switch format {
-		case "deb":
-			files = debFiles(t, target)
-			ctl, err := exec.Command("dpkg-deb", "--ctrl-tarfile", target).Output()
-			if err != nil {
-				t.Fatal(err)
-			}
-			conffiles := tarMember(t, ctl, "conffiles")
-			for _, c := range []string{"/etc/talon/coordinator.yaml", "/etc/talon/worker.yaml"} {
-				if !strings.Contains(conffiles, c) {
-					t.Errorf("deb conffiles lack %s:\n%s", c, conffiles)
-				}
-			}
-			if post := tarMember(t, ctl, "postinst"); !strings.Contains(post, "useradd --system") {
-				t.Errorf("deb postinst does not create the talon user:\n%s", post)
-			}
-		case "rpm":
-			files = rpmFiles(t, target)
-		}
-		t.Logf("%s: %d files", format, len(files))
-		for _, w := range wantInPackage {
-			if !slices.Contains(files, w) {
-				t.Errorf("%s lacks %s; it holds:\n%s", format, w, strings.Join(files, "\n"))
-			}
-		}
-		for _, f := range files {
-			if strings.HasPrefix(f, "/usr/share/man/") && strings.HasSuffix(f, ".1") {
-				t.Errorf("%s: man page %s is not gzipped", format, f)
-			}
-		}
+	}
+	if post := tarMember(t, ctl, "postinst"); !strings.Contains(post, "useradd --system") {
+		t.Errorf("deb postinst does not create the talon user:\n%s", post)
+	}
+	if control := tarMember(t, ctl, "control"); !strings.Contains(control, "Conflicts: talonctl") || !strings.Contains(control, "Replaces: talonctl") {
+		t.Errorf("the talon deb does not replace talonctl:\n%s", control)
 	}
 }
 

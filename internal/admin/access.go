@@ -65,8 +65,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (princ
 // the challenge set on w); anyone else without the scope gets a 403 that
 // names the route and the scope.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, rt *route, need config.AdminScope, p principal, presented bool) error {
-	if rt.auth != authRequired || p.scopes.Has(need) {
-		return nil
+	if rt.auth != authRequired || (p.name != "" && p.scopes.Has(need)) {
+		return nil // a route that needs no scope (whoami) still needs a valid token
 	}
 	if p.name == "" {
 		w.Header().Set("WWW-Authenticate", challenge(presented))

@@ -19,6 +19,9 @@
 //	/api/v1/placement     coordinators group api      read
 //	/api/v1/events        coordinators group api      read
 //	/api/v1/openapi.json  both roles   group api      read
+//	/api/v1/auth/whoami   both roles   group api      any valid token (no scope)
+//	/api/v1/debug/pprof/{goroutine,heap}  both roles  group api  debug
+//	/api/v1/debug/config  both roles   group api      debug (the effective configuration, redacted)
 //	/ and below           coordinators group ui       no token; static assets only (Options.UI)
 //
 // Invariants:

@@ -291,7 +291,7 @@ func scoped(scopes config.AdminScope, tokens ...string) []config.AdminToken {
 	return out
 }
 
-// allScopes is every scope.
+// allScopes are an operator's scopes: every scope but debug.
 const allScopes = config.ScopeRead | config.ScopeOperate | config.ScopeMetrics
 
 func (e *env) get(t *testing.T, path string) *response {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -129,6 +130,10 @@ type Options struct {
 	// descriptor budget, see netlimit.Defaults); default
 	// DefaultMaxConnections.
 	MaxConnections int
+	// EffectiveConfig writes the process's configuration, secrets
+	// redacted, for the debug route (config.Config.Effective); nil: that
+	// route answers 404.
+	EffectiveConfig func(io.Writer) error
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after ctx ends; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -400,12 +405,15 @@ func (*route) ServeHTTP(http.ResponseWriter, *http.Request) {}
 func newRouter(coordinator bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	routes := map[string]*route{
-		apiv1.PathHealthz: routeHealthz,
-		apiv1.PathReadyz:  routeReadyz,
-		apiv1.PathMetrics: routeMetrics,
-		apiv1.PathOpenAPI: routeOpenAPI,
-		"/api":            routeUnmatched,
-		"/api/":           routeUnmatched,
+		apiv1.PathHealthz:            routeHealthz,
+		apiv1.PathReadyz:             routeReadyz,
+		apiv1.PathMetrics:            routeMetrics,
+		apiv1.PathOpenAPI:            routeOpenAPI,
+		apiv1.PathWhoAmI:             routeWhoAmI,
+		apiv1.PathDebugProfile + "/": routeDebugProfile,
+		apiv1.PathDebugConfig:        routeDebugConfig,
+		"/api":                       routeUnmatched,
+		"/api/":                      routeUnmatched,
 	}
 	if coordinator {
 		routes[apiv1.PathCluster] = routeCluster

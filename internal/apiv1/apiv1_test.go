@@ -27,7 +27,7 @@ func TestOpenAPIDocumentValidates(t *testing.T) {
 	if err := doc.Validate(context.Background()); err != nil {
 		t.Fatalf("validate: %v", err)
 	}
-	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics, PathStatus, PathCluster, PathNodes, PathNodes + "/{nodeId}", PathPlacement, PathOpenAPI, PathEvents, PathNodes + "/{nodeId}" + SuffixCordon, PathNodes + "/{nodeId}" + SuffixUncordon} {
+	for _, p := range []string{PathHealthz, PathReadyz, PathMetrics, PathStatus, PathCluster, PathNodes, PathNodes + "/{nodeId}", PathPlacement, PathOpenAPI, PathEvents, PathNodes + "/{nodeId}" + SuffixCordon, PathNodes + "/{nodeId}" + SuffixUncordon, PathWhoAmI, PathDebugProfile + "/{profile}", PathDebugConfig} {
 		if doc.Paths.Find(p) == nil {
 			t.Errorf("document has no path %s", p)
 		}
@@ -60,7 +60,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"Health": Health{}, "Error": ErrorResponse{}, "Capacity": Capacity{}, "Counters": Counters{},
 		"Node": Node{}, "Counts": Counts{}, "Cluster": Cluster{}, "NodeList": NodeList{},
 		"NodeResponse": NodeResponse{}, "Placement": Placement{}, "Usage": Usage{}, "Status": Status{},
-		"Event": Event{}, "EventList": EventList{}, "Cordon": Cordon{}, "Upgrade": Upgrade{}, "VersionCount": VersionCount{},
+		"Event": Event{}, "EventList": EventList{}, "Cordon": Cordon{}, "WhoAmI": WhoAmI{}, "VerbAccess": VerbAccess{}, "Upgrade": Upgrade{}, "VersionCount": VersionCount{},
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -101,6 +101,10 @@ func jsonFields(t *testing.T, v any) []string {
 		keys = append(keys, "upgrade")
 	case Upgrade:
 		keys = append(keys, "lowestNode")
+	case WhoAmI:
+		keys = append(keys, "clusterId")
+	case VerbAccess:
+		keys = append(keys, "reason")
 	}
 	slices.Sort(keys)
 	return keys

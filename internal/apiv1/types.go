@@ -19,6 +19,15 @@ const (
 	PathOpenAPI   = "/api/v1/openapi.json"
 	// PathEvents is a coordinator's list (and watch) of what it observed.
 	PathEvents = "/api/v1/events"
+	// PathWhoAmI answers who a bearer token authenticates as and what it
+	// may do (WhoAmI); any valid token may ask.
+	PathWhoAmI = "/api/v1/auth/whoami"
+	// PathDebugProfile/{profile} serves a runtime profile (ProfileGoroutine,
+	// ProfileHeap) in pprof's gzipped protocol-buffer form; PathDebugConfig
+	// the process's configuration, secrets redacted, as text. Both need the
+	// debug scope.
+	PathDebugProfile = "/api/v1/debug/pprof"
+	PathDebugConfig  = "/api/v1/debug/config"
 	// SuffixCordon and SuffixUncordon follow PathNodes/{nodeId}: a
 	// coordinator's operator actions on a worker, POST only (NodeActionPath).
 	SuffixCordon   = "/cordon"
@@ -461,3 +470,69 @@ const (
 	// build holds back (mid-upgrade).
 	CodeFeatureLevel = "feature_level"
 )
+
+// Profiles of PathDebugProfile.
+const (
+	ProfileGoroutine = "goroutine"
+	ProfileHeap      = "heap"
+)
+
+// Verbs of WhoAmI: what `talonctl auth can-i` asks about.
+const (
+	// VerbDebug reads the debug routes (profiles, configuration).
+	VerbDebug = "debug"
+	// VerbRead reads /api/v1 (cluster, nodes, placement, events; a
+	// worker's status).
+	VerbRead = "read"
+	// VerbMetrics scrapes /metrics.
+	VerbMetrics = "metrics"
+	// VerbCordon, VerbUncordon and VerbDrain are the operator actions on a
+	// worker (coordinators only); drain cordons, then reads the worker.
+	VerbCordon   = "cordon"
+	VerbUncordon = "uncordon"
+	VerbDrain    = "drain"
+)
+
+// WhoAmI is the body of GET /api/v1/auth/whoami: the principal a bearer
+// token authenticated as on the answering listener, its scopes, and for
+// each verb whether that listener would serve it.
+type WhoAmI struct {
+	// Principal is the token's name, or "(anonymous)" on a listener
+	// without tokens.
+	Principal string `json:"principal"`
+	// Authenticated is whether the listener requires tokens; false: every
+	// caller is anonymous and may read, and writes are refused.
+	Authenticated bool `json:"authenticated"`
+	// Scopes are the principal's scopes (read, operate, metrics, debug).
+	Scopes []string `json:"scopes"`
+	// NodeID, Role and ClusterID name the process that answered
+	// (ClusterID on coordinators only).
+	NodeID    string `json:"nodeId"`
+	Role      string `json:"role"`
+	ClusterID string `json:"clusterId,omitempty"`
+	// Verbs say, for every verb this role serves, whether the principal
+	// may use it here.
+	Verbs []VerbAccess `json:"verbs"`
+}
+
+// VerbAccess is whether a principal may use a verb on one listener.
+type VerbAccess struct {
+	Verb string `json:"verb"`
+	// Scopes are the scopes the verb needs.
+	Scopes  []string `json:"scopes"`
+	Allowed bool     `json:"allowed"`
+	// Reason says why not (a missing scope, a route not exposed, a
+	// listener without tokens); empty when allowed.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Access returns the answer for verb, and false when the server named no
+// such verb.
+func (w *WhoAmI) Access(verb string) (VerbAccess, bool) {
+	for _, v := range w.Verbs {
+		if v.Verb == verb {
+			return v, true
+		}
+	}
+	return VerbAccess{}, false
+}

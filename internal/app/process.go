@@ -124,6 +124,7 @@ func (p *process) newAdmin(cfg *config.Config, opts admin.Options) error {
 		return nil
 	}
 	opts.Config, opts.Clock, opts.ShutdownTimeout = cfg.Admin, time.Now, cfg.ShutdownTimeout
+	opts.EffectiveConfig = cfg.Effective
 	var err error
 	p.Admin, err = admin.New(opts)
 	return err

@@ -61,6 +61,10 @@ type env struct {
 
 type envOptions struct {
 	tokens []config.Secret
+	// scoped are tokens with their own names and scopes, besides tokens.
+	scoped []config.AdminToken
+	// metrics exposes /metrics too.
+	metrics bool
 	// seed writes the standard workers (see seedWorkers).
 	seed bool
 }
@@ -79,7 +83,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 		// The seeded records are static and no test here expects recovery
 		// from a store fault: the coordinator proposes nothing by itself.
 		FrozenLiveness: true,
-		Admin:          &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, Tokens: readTokens(o.tokens)},
+		Admin:          &config.AdminConfig{ExposeHealth: true, ExposeAPI: true, ExposeMetrics: o.metrics, Tokens: append(readTokens(o.tokens), o.scoped...)},
 	})
 	e.store, e.url = e.coord.Memory, e.coord.AdminURL
 	e.waitCoordinator(t)

@@ -17,11 +17,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/talonhq/talon/internal/cli/auth"
 	"github.com/talonhq/talon/internal/cli/cluster"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
 	"github.com/talonhq/talon/internal/cli/completion"
 	"github.com/talonhq/talon/internal/cli/config"
 	"github.com/talonhq/talon/internal/cli/coordinators"
+	"github.com/talonhq/talon/internal/cli/debug"
 	"github.com/talonhq/talon/internal/cli/events"
 	"github.com/talonhq/talon/internal/cli/nodes"
 	"github.com/talonhq/talon/internal/cli/placement"
@@ -67,6 +69,9 @@ func Main(ctx context.Context, args []string, f *Factory) int {
 	if !errors.As(err, &ee) && strings.HasPrefix(err.Error(), "unknown command ") {
 		err = cmdutil.UsageError(err)
 	}
+	if ee != nil && ee.Silent {
+		return ee.Code
+	}
 	fmt.Fprintf(f.IO.ErrOut, "talonctl: %s\n", cmdutil.Message(err))
 	code := cmdutil.ExitCode(err)
 	hint := cmdutil.Hint(err, allowStaleGiven(cmd))
@@ -100,7 +105,9 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 		Use:   "talonctl",
 		Short: "Operate a Talon cluster through the coordinators' /api/v1",
 		Long: `talonctl shows a Talon cluster's state, lists its nodes, their events and every
-coordinator's own view, explains placement, and cordons and drains workers.
+coordinator's own view, explains placement and simulates drains and new
+workers, tells a token what it may do (auth whoami, auth can-i), and cordons
+and drains workers.
 It speaks only to the coordinators' management API (/api/v1) on their admin
 listeners: reads, and the operator actions nodes cordon, uncordon and drain
 (the coordinators mark the worker's record in the store; talonctl never
@@ -159,6 +166,8 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 		events.NewCmdEvents(f, nil),
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
+		auth.NewCmdAuth(f),
+		debug.NewCmdDebug(f),
 		top.NewCmdTop(f, nil),
 		version.NewCmdVersion(f, nil),
 		completion.NewCmdCompletion(f, nil),

@@ -18,6 +18,11 @@ const (
 	ScopeOperate
 	// ScopeMetrics reads /metrics (what Prometheus needs, nothing more).
 	ScopeMetrics
+	// ScopeDebug reads the debug routes: goroutine and heap profiles and
+	// the effective configuration (secrets redacted). Its own scope: stacks
+	// and configuration tell more about a deployment than its API does,
+	// and neither a reader nor an operator needs them.
+	ScopeDebug
 )
 
 // LegacyScopes are the scopes of a bare token line, the format from before
@@ -29,7 +34,7 @@ const LegacyScopes = ScopeRead | ScopeMetrics
 var scopeNames = []struct {
 	scope AdminScope
 	name  string
-}{{ScopeRead, "read"}, {ScopeOperate, "operate"}, {ScopeMetrics, "metrics"}}
+}{{ScopeRead, "read"}, {ScopeOperate, "operate"}, {ScopeMetrics, "metrics"}, {ScopeDebug, "debug"}}
 
 // String lists the scopes as a token file spells them ("read,metrics").
 func (s AdminScope) String() string {
@@ -60,7 +65,7 @@ func ParseAdminScopes(list string) (AdminScope, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("scope %q is not one of read, operate, metrics", shorten(item))
+			return 0, fmt.Errorf("scope %q is not one of read, operate, metrics, debug", shorten(item))
 		}
 	}
 	return s, nil
@@ -138,7 +143,7 @@ func parseTokenLine(line, bareName string) (AdminToken, error) {
 	scopes, err := ParseAdminScopes(list)
 	switch {
 	case !ok || err != nil:
-		return AdminToken{}, fmt.Errorf("want name:scope[,scope...]:token with scopes from read, operate, metrics, or a bare token without ':'")
+		return AdminToken{}, fmt.Errorf("want name:scope[,scope...]:token with scopes from read, operate, metrics, debug, or a bare token without ':'")
 	case len(name) > maxTokenNameBytes || !tokenName.MatchString(name):
 		return AdminToken{}, fmt.Errorf("name %q: must be 1 to %d bytes of [A-Za-z0-9._-], starting with a letter or digit", shorten(name), maxTokenNameBytes)
 	case strings.TrimSpace(token) == "":

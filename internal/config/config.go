@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"time"
 
@@ -18,6 +19,12 @@ const (
 // Config is the effective configuration of one talon process.
 type Config struct {
 	Role cluster.Role
+
+	// Effective writes the configuration as Load built it, one setting a
+	// line with its source, secrets redacted (Loaded.Print): what the
+	// admin listener's debug route serves. Set by Load; nil in a Config
+	// built otherwise.
+	Effective func(io.Writer) error
 
 	ClusterID string
 	NodeID    string

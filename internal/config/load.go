@@ -100,7 +100,9 @@ func LoadUnvalidated(role cluster.Role, opts Options) (*Loaded, error) {
 	if err := readSecretFiles(c, l.sources); err != nil {
 		return nil, err
 	}
-	return &Loaded{Config: c, Sources: l.sources, values: values, loader: l}, nil
+	loaded := &Loaded{Config: c, Sources: l.sources, values: values, loader: l}
+	c.Effective = loaded.Print
+	return loaded, nil
 }
 
 // Problems returns every problem Validate would report, one per group of

@@ -254,7 +254,7 @@ var settings = []setting{
 		usage: "bearer token of the administration listener, as a line of admin-token-file (name:scopes:token, or a bare token: read and metrics) (environment only)",
 		set:   func(c *Config, v any) { c.Admin.EnvToken = Secret(v.(string)) }},
 	{name: "admin-token-file", kind: kindString, roles: forBoth, def: constant(""),
-		usage: "file of accepted bearer tokens, one a line as name:scope[,scope]:token (scopes read, operate, metrics; a bare token gets read and metrics); reloaded on change",
+		usage: "file of accepted bearer tokens, one a line as name:scope[,scope]:token (scopes read, operate, metrics, debug; a bare token gets read and metrics); reloaded on change",
 		set:   func(c *Config, v any) { c.Admin.TokenFile = v.(string) }},
 	{name: "admin-expose-health", kind: kindBool, roles: forBoth, def: constant("true"),
 		usage: "serve /healthz and /readyz on the administration listener",

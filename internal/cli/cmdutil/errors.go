@@ -36,6 +36,9 @@ type ExitError struct {
 	// Hint, when set, is printed after the error instead of Hint's
 	// general advice ("did you mean ...?").
 	Hint string
+	// Silent: the command printed its answer already (auth can-i's
+	// "no"); only the exit code remains.
+	Silent bool
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }

@@ -203,6 +203,8 @@ func TestOperatorWorkflows(t *testing.T) {
 		})
 	})
 
+	t.Run("SimulateDrainMatchesALiveDrain", func(t *testing.T) { checkSimulateDrain(t, servers, []*talontest.Proc{a, b}, all) })
+
 	t.Run("DrainReturnsWhenNoCoordinatorPlacesAndTheWorkerIsIdle", func(t *testing.T) {
 		code, stdout, stderr := talontest.Ctl(t, servers, "nodes", "drain", "w-2", "--drain-timeout", "60s")
 		if code != 0 || stdout != "node/w-2 drained\n" || !strings.Contains(stderr, "node/w-2 cordoned") {
