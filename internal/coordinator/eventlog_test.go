@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +59,41 @@ func TestEventLogBounded(t *testing.T) {
 	l.add(Event{Type: EventStoreUnreachable, Reason: string(long)})
 	if got, _ := l.query(EventQuery{AfterSeq: 5}); len(got.Events[0].Reason) > maxEventReason+4 {
 		t.Fatalf("reason of %d bytes kept", len(got.Events[0].Reason))
+	}
+}
+
+// TestEventLogKeepsProtectedEvents: a flood of worker-driven events pushes
+// the oldest of them out of the list, never an operator's cordon or a
+// revocation (issue 47: a flood flushed them from every coordinator's
+// list), and the list stays in Seq order across the two rings.
+func TestEventLogKeepsProtectedEvents(t *testing.T) {
+	l := newEventLog(4, 0, time.Now)
+	l.add(Event{Type: EventNodeJoined, NodeID: "w1", ID: "j1"})
+	l.add(Event{Type: EventNodeCordoned, NodeID: "w1", ID: "c1"})
+	for i := range 10 {
+		l.add(Event{Type: EventNodeReadiness, NodeID: "flood", ID: fmt.Sprint("r", i)})
+	}
+	l.add(Event{Type: EventNodeRevoked, NodeID: "flood", ID: "v1"})
+	l.add(Event{Type: EventNodeReadiness, NodeID: "flood", ID: "r10"})
+	page, _ := l.query(EventQuery{})
+	var got []string
+	for i, e := range page.Events {
+		got = append(got, e.ID)
+		if i > 0 && e.Seq <= page.Events[i-1].Seq {
+			t.Fatalf("events out of Seq order: %v", page.Events)
+		}
+	}
+	if want := "c1 r7 r8 r9 v1 r10"; strings.Join(got, " ") != want {
+		t.Fatalf("listed %v; want %s (the cordon and the revocation kept, the last 4 others)", got, want)
+	}
+	if page.OldestSeq != 2 || page.LastSeq != 14 {
+		t.Fatalf("OldestSeq %d, LastSeq %d; want 2 (the cordon) and 14", page.OldestSeq, page.LastSeq)
+	}
+	if _, added := l.add(Event{Type: EventNodeCordoned, ID: "c1"}); added {
+		t.Fatal("a kept protected event was added again")
+	}
+	after, _ := l.query(EventQuery{AfterSeq: 12})
+	if len(after.Events) != 2 || after.Events[0].ID != "v1" {
+		t.Fatalf("after Seq 12: %v; want v1, r10", after.Events)
 	}
 }

@@ -1,8 +1,11 @@
 package coordinator
 
 import (
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/talonhq/talon/internal/state"
 )
 
 // EventType names what a coordinator observed.
@@ -78,26 +81,79 @@ const DefaultEventCapacity = 1000
 // maxEventReason bounds an event's reason (store errors can be long).
 const maxEventReason = 256
 
-// eventLog is the bounded in-memory list of events: a ring of the last
-// capacity events. Watchers wait on changed, a channel closed and replaced
-// on every append.
+// eventLog is the bounded in-memory list of events: the last capacity
+// events, and apart from them the last capacity operator and security
+// events (state.Protected: cordons, uncordons, revocations), so that no
+// flood of worker-driven events pushes those out of the list (issue 47).
+// Watchers wait on changed, a channel closed and replaced on every append.
 type eventLog struct {
 	now func() time.Time
 	// maxAge hides events older than it from queries (0: no age bound).
 	maxAge time.Duration
 
 	mu      sync.Mutex // guards the fields below
-	ring    []Event    // len capacity; ring[(seq-1) % capacity] holds seq
+	all     eventRing  // every event but the protected ones
+	kept    eventRing  // the protected ones
 	next    uint64     // the Seq of the next event (first is 1)
 	changed chan struct{}
-	ids     map[string]uint64 // ID -> Seq of each event with an ID in ring
+	ids     map[string]uint64 // ID -> Seq of each event with an ID in either ring
+}
+
+// eventRing is a ring of events in Seq order.
+type eventRing struct {
+	buf []Event
+	n   uint64 // events pushed so far
+}
+
+// push appends e and returns the event it replaced, if any.
+func (r *eventRing) push(e Event) (old Event, replaced bool) {
+	i := r.n % uint64(len(r.buf))
+	old, replaced = r.buf[i], r.n >= uint64(len(r.buf))
+	r.buf[i] = e
+	r.n++
+	return old, replaced
+}
+
+// since returns the ring's events with a Seq after after, oldest first.
+func (r *eventRing) since(after uint64) []Event {
+	capy := uint64(len(r.buf))
+	first := uint64(0)
+	if r.n > capy {
+		first = r.n - capy
+	}
+	var out []Event
+	for i := first; i < r.n; i++ {
+		if e := r.buf[i%capy]; e.Seq > after {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// oldest returns the Seq of the ring's oldest event, 0 when empty.
+func (r *eventRing) oldest() uint64 {
+	if r.n == 0 {
+		return 0
+	}
+	capy := uint64(len(r.buf))
+	if r.n > capy {
+		return r.buf[r.n%capy].Seq
+	}
+	return r.buf[0].Seq
 }
 
 func newEventLog(capacity int, maxAge time.Duration, now func() time.Time) *eventLog {
 	if capacity <= 0 {
 		capacity = DefaultEventCapacity
 	}
-	return &eventLog{now: now, maxAge: maxAge, ring: make([]Event, capacity), next: 1, changed: make(chan struct{}), ids: map[string]uint64{}}
+	return &eventLog{now: now, maxAge: maxAge, all: eventRing{buf: make([]Event, capacity)}, kept: eventRing{buf: make([]Event, capacity)},
+		next: 1, changed: make(chan struct{}), ids: map[string]uint64{}}
+}
+
+// protectedEvent reports whether e is an operator or security event,
+// which a flood of others never pushes out (state.Protected).
+func protectedEvent(t EventType) bool {
+	return slices.Contains(state.ProtectedEventTypes, string(t))
 }
 
 // add appends e, stamping its Seq and, when zero, its Time, and returns
@@ -116,11 +172,13 @@ func (l *eventLog) add(e Event) (stamped Event, added bool) {
 		return e, false
 	}
 	e.Seq = l.next
-	i := (e.Seq - 1) % uint64(len(l.ring))
-	if old := l.ring[i]; old.ID != "" && l.ids[old.ID] == old.Seq {
+	ring := &l.all
+	if protectedEvent(e.Type) {
+		ring = &l.kept
+	}
+	if old, replaced := ring.push(e); replaced && old.ID != "" && l.ids[old.ID] == old.Seq {
 		delete(l.ids, old.ID)
 	}
-	l.ring[i] = e
 	if e.ID != "" {
 		l.ids[e.ID] = e.Seq
 	}
@@ -165,22 +223,24 @@ func (l *eventLog) query(q EventQuery) (EventPage, <-chan struct{}) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	capy := uint64(len(l.ring))
 	last := l.next - 1
-	oldest := uint64(1)
-	if last > capy {
-		oldest = last - capy + 1
+	oldest := l.all.oldest()
+	if k := l.kept.oldest(); k != 0 && (oldest == 0 || k < oldest) {
+		oldest = k
 	}
 	page := EventPage{Events: []Event{}, LastSeq: last, OldestSeq: oldest}
-	if last == 0 {
-		page.OldestSeq = 0
-	}
 	if q.AfterSeq >= last {
 		return page, l.changed // nothing newer; AfterSeq+1 would wrap at the largest
 	}
-	from := max(oldest, q.AfterSeq+1)
-	for seq := from; seq <= last; seq++ {
-		e := l.ring[(seq-1)%capy]
+	// The two rings are each in Seq order: merge them.
+	a, k := l.all.since(q.AfterSeq), l.kept.since(q.AfterSeq)
+	for len(a) > 0 || len(k) > 0 {
+		var e Event
+		if len(k) == 0 || (len(a) > 0 && a[0].Seq < k[0].Seq) {
+			e, a = a[0], a[1:]
+		} else {
+			e, k = k[0], k[1:]
+		}
 		if !q.match(e) {
 			continue
 		}

@@ -39,6 +39,10 @@ type sharedEvents struct {
 	log     *slog.Logger
 	timeout time.Duration
 	queue   chan state.NodeEvent
+	// priority carries operator and security events (protectedEvent),
+	// written before any of queue's, so that no flood of worker-driven
+	// events makes the writer drop one (issue 47).
+	priority chan state.NodeEvent
 	// dropped counts node events not written, by reason (queue_full,
 	// store_error); written counts writes by outcome (created, duplicate).
 	dropped *prometheus.CounterVec
@@ -48,7 +52,7 @@ type sharedEvents struct {
 func newSharedEvents(store state.EventLog, clusterID, self string, local *eventLog, log *slog.Logger, timeout time.Duration) *sharedEvents {
 	return &sharedEvents{
 		store: store, cluster: clusterID, self: self, local: local, log: log, timeout: timeout,
-		queue: make(chan state.NodeEvent, sharedEventsQueue),
+		queue: make(chan state.NodeEvent, sharedEventsQueue), priority: make(chan state.NodeEvent, sharedEventsQueue),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "talon_coordinator_events_dropped_total",
 			Help: "Node events not written to the store's shared event log, by reason (queue_full, store_error).",
@@ -67,8 +71,12 @@ func (s *sharedEvents) offer(e Event) {
 	}
 	ev := state.NodeEvent{ID: e.ID, ClusterID: s.cluster, Time: e.Time, Type: string(e.Type), Role: e.Role, NodeID: e.NodeID,
 		Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision, Coordinator: s.self}
+	q := s.queue
+	if protectedEvent(e.Type) {
+		q = s.priority
+	}
 	select {
-	case s.queue <- ev:
+	case q <- ev:
 	default:
 		s.dropped.WithLabelValues("queue_full").Inc()
 	}
@@ -91,8 +99,16 @@ func (s *sharedEvents) run(ctx context.Context) {
 	}
 	for {
 		select {
+		case ev := <-s.priority:
+			s.write(ctx, ev)
+			continue
+		default:
+		}
+		select {
 		case <-ctx.Done():
 			return
+		case ev := <-s.priority:
+			s.write(ctx, ev)
 		case ev := <-s.queue:
 			s.write(ctx, ev)
 		case <-tick.C:

@@ -24,13 +24,20 @@ import (
 // one eventLeaseBucket, granted for eventLeaseTTL: events expire about an
 // hour after they were written, a bucket at a time, and the compactor
 // removes them from history. After each create the writer counts the
-// cluster's events and deletes the oldest beyond state.DefaultEventMax.
+// cluster's events and, past state.DefaultEventMax and eventTrimSlack,
+// deletes those state.Evict chooses beyond state.DefaultEventMax.
 const (
 	eventLeaseBucket = 10 * time.Minute
 	eventLeaseTTL    = state.DefaultEventMaxAge + eventLeaseBucket
 	// maxEventTrim bounds the deletes of one trim transaction (etcd's
 	// default --max-txn-ops is 128).
 	maxEventTrim = 100
+	// eventTrimSlack is how far past state.DefaultEventMax the log may
+	// grow before a writer trims it back: one full read of the log per
+	// this many creates, not per create (a flood of events made every
+	// create read the whole log, so writes fell behind and the writer's
+	// queue dropped events). Lists show the DefaultEventMax a trim keeps.
+	eventTrimSlack = state.DefaultEventMax / 10
 )
 
 // eventLease is the lease of the current bucket.
@@ -108,7 +115,7 @@ func (s *Store) eventLeaseFor(ctx context.Context, renew bool) (clientv3.LeaseID
 func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 	prefix := s.keys.events(clusterID)
 	count, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil || count.Count <= state.DefaultEventMax {
+	if err != nil || count.Count <= state.DefaultEventMax+eventTrimSlack {
 		return err
 	}
 	all, err := s.readEvents(ctx, clusterID)
