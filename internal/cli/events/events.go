@@ -36,6 +36,8 @@ type EventsOptions struct {
 	Watch     bool
 	Output    string
 	NoHeaders bool
+	// NoCoalesce lists every occurrence on its own row.
+	NoCoalesce bool
 }
 
 // NewCmdEvents returns the command; runF replaces its run function in tests.
@@ -96,6 +98,7 @@ they arrive, one row (or, with -o json, one JSON object per line) each.`,
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "after listing, print new events as they arrive")
 	cmdutil.AddOutputFlag(cmd, &opts.Output, Formats...)
 	cmd.Flags().BoolVar(&opts.NoHeaders, "no-headers", false, "omit the header row of the table")
+	cmd.Flags().BoolVar(&opts.NoCoalesce, "no-coalesce", false, "one row per occurrence: without it, the table folds repeats of an event (same type, node, change and reason) into one row, \"(xN over D)\"; -o json and -w always list each")
 	_ = cmd.RegisterFlagCompletionFunc("for", cmdutil.CompleteNodeIDs(f))
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(Types, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -130,7 +133,11 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 			fmt.Fprintln(io.ErrOut, "No events.")
 			return nil
 		}
-		if err := p.Write(io.Out, res.Events); err != nil {
+		write := func() error { return p.WriteFolded(io.Out, eventtable.Coalesce(res.Events)) }
+		if opts.NoCoalesce || opts.Watch {
+			write = func() error { return p.Write(io.Out, res.Events) }
+		}
+		if err := write(); err != nil {
 			return err
 		}
 	case opts.Watch: // -o json: one object per line

@@ -296,3 +296,58 @@ func (s *Seen) Filter(evs []apiv1.Event) []apiv1.Event {
 	}
 	return out
 }
+
+// Folded is an event with the repeats Coalesce folded into it.
+type Folded struct {
+	apiv1.Event
+	// Count is how many times it occurred (1: once); FirstUnixMs is the
+	// first occurrence's time (Event.TimeUnixMs is the last's).
+	Count       int
+	FirstUnixMs int64
+}
+
+// Coalesce folds the repeats of an event into its last occurrence, as
+// Kubernetes Events do: occurrences of the same type about the same node
+// with the same change and reason, whichever coordinator observed them,
+// become one row that counts them, so that a flapping worker is one line
+// with its count, not hundreds. Each occurrence stays in the log (its own
+// ID); only the table folds them. Rows are in the order of their last
+// occurrence; evs must be sorted by time (Sort).
+func Coalesce(evs []apiv1.Event) []Folded {
+	type key struct{ typ, role, node, old, new, reason string }
+	at := map[key]int{}
+	var out []Folded
+	for _, e := range evs {
+		k := key{e.Type, e.Role, e.NodeID, e.Old, e.New, e.Reason}
+		if i, ok := at[k]; ok {
+			f := out[i]
+			f.Event, f.Count = e, f.Count+1
+			out[i] = Folded{} // moved to the end: the order of last occurrences
+			at[k] = len(out)
+			out = append(out, f)
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, Folded{Event: e, Count: 1, FirstUnixMs: e.TimeUnixMs})
+	}
+	return slices.DeleteFunc(out, func(f Folded) bool { return f.Count == 0 })
+}
+
+// WriteFolded renders folded events: a repeated one says how many times
+// and over how long after its reason ("(x3 over 5m)").
+func (p *Printer) WriteFolded(w io.Writer, fs []Folded) error {
+	evs := make([]apiv1.Event, len(fs))
+	for i, f := range fs {
+		evs[i] = f.Event
+		if f.Count > 1 {
+			over := cmdutil.Duration(time.Duration(f.TimeUnixMs-f.FirstUnixMs) * time.Millisecond)
+			suffix := fmt.Sprintf("(x%d over %s)", f.Count, over)
+			if evs[i].Reason == "" {
+				evs[i].Reason = suffix
+			} else {
+				evs[i].Reason += " " + suffix
+			}
+		}
+	}
+	return p.Write(w, evs)
+}

@@ -2,6 +2,7 @@ package eventtable
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,48 @@ func TestWatchRowsLineUpPiped(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("output differs from %s (run with -update after checking the change):\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+// TestCoalesce: repeats of an event (same type, node, change and reason,
+// from any coordinator) fold into their last occurrence with a count and
+// the first time, as Kubernetes Events do; different changes stay apart;
+// rows follow their last occurrence; a piped table says "(xN over D)".
+func TestCoalesce(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	ev := func(s int, typ, node, old, new, coord string) apiv1.Event {
+		return apiv1.Event{TimeUnixMs: t0.Add(time.Duration(s) * time.Second).UnixMilli(), Type: typ, Role: "worker", NodeID: node, Old: old, New: new, Coordinator: coord, ID: fmt.Sprint("id-", s)}
+	}
+	evs := []apiv1.Event{
+		ev(0, "node_joined", "w-1", "", "healthy", "c1"),
+		ev(1, "node_readiness_changed", "flood", "ready", "not_ready", "c1"),
+		ev(2, "node_readiness_changed", "flood", "not_ready", "ready", "c2"),
+		ev(3, "node_readiness_changed", "flood", "ready", "not_ready", "c2"),
+		ev(4, "node_cordoned", "w-1", "", "cordoned", "c1"),
+		ev(61, "node_readiness_changed", "flood", "ready", "not_ready", "c1"),
+	}
+	got := Coalesce(evs)
+	var rows []string
+	for _, f := range got {
+		rows = append(rows, fmt.Sprintf("%s %s %s->%s x%d first+%ds last+%ds", f.Type, f.NodeID, f.Old, f.New, f.Count, (f.FirstUnixMs-t0.UnixMilli())/1000, (f.TimeUnixMs-t0.UnixMilli())/1000))
+	}
+	want := []string{
+		"node_joined w-1 ->healthy x1 first+0s last+0s",
+		"node_readiness_changed flood not_ready->ready x1 first+2s last+2s",
+		"node_cordoned w-1 ->cordoned x1 first+4s last+4s",
+		"node_readiness_changed flood ready->not_ready x3 first+1s last+61s",
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Coalesce:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	var b strings.Builder
+	if err := (&Printer{}).WriteFolded(&b, got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(x3 over 1m0s)") && !strings.Contains(b.String(), "(x3 over 1m)") {
+		t.Fatalf("piped table has no count for the repeated event:\n%s", b.String())
+	}
+	if n := strings.Count(b.String(), "\n"); n != 5 {
+		t.Fatalf("piped table has %d lines, want a header and 4 rows:\n%s", n, b.String())
 	}
 }
