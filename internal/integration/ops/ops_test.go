@@ -203,6 +203,59 @@ func TestOperatorWorkflows(t *testing.T) {
 		})
 	})
 
+	t.Run("CordonRoundsListedOnEveryCoordinator", func(t *testing.T) {
+		// Issue 47: three cordon/uncordon rounds are three pairs of
+		// placement_version_changed events (each occurrence its own
+		// identity) on both coordinators, and talonctl lists them merged
+		// in time order.
+		since := time.Now().UnixMilli()
+		for range 3 {
+			for _, verb := range []string{"cordon", "uncordon"} {
+				if code, _, stderr := talontest.Ctl(t, servers, "nodes", verb, "w-2"); code != 0 {
+					t.Fatalf("%s w-2: %d %s", verb, code, stderr)
+				}
+				want := all
+				if verb == "cordon" {
+					want = []string{"w-1", "w-3"}
+				}
+				testsupport.WaitFor(t, 5*time.Second, verb+" seen by both coordinators", func() bool {
+					return slices.Equal(talontest.EligibleOn(t, a), want) && slices.Equal(talontest.EligibleOn(t, b), want)
+				})
+			}
+		}
+		for _, p := range []*talontest.Proc{a, b} {
+			testsupport.WaitFor(t, 5*time.Second, "three rounds listed on "+p.Name, func() bool {
+				page, err := talontest.OpsAPI(t, p).Events(context.Background(), apiv1.EventFilter{SinceUnixMs: since,
+					Types: []string{"placement_version_changed", "node_cordoned", "node_uncordoned"}})
+				if err != nil {
+					return false
+				}
+				n := map[string]int{}
+				for _, e := range page.Items {
+					n[e.Type]++
+				}
+				return n["placement_version_changed"] >= 6 && n["node_cordoned"] == 3 && n["node_uncordoned"] == 3
+			})
+		}
+		code, stdout, _ := talontest.Ctl(t, []string{"http://" + a.Admin, "http://" + b.Admin}, "events", "--for", "w-2", "--since", fmt.Sprintf("%ds", int(time.Since(time.UnixMilli(since)).Seconds())+2), "-o", "json")
+		var merged struct{ Items []apiv1.Event }
+		if code != 0 || json.Unmarshal([]byte(stdout), &merged) != nil {
+			t.Fatalf("talonctl events: exit %d\n%s", code, stdout)
+		}
+		var kinds []string
+		for i, e := range merged.Items {
+			if i > 0 && e.TimeUnixMs < merged.Items[i-1].TimeUnixMs {
+				t.Fatalf("talonctl events not in time order at %d: %+v", i, merged.Items)
+			}
+			if e.Type == "node_cordoned" || e.Type == "node_uncordoned" {
+				kinds = append(kinds, e.Type)
+			}
+		}
+		if want := "node_cordoned node_uncordoned node_cordoned node_uncordoned node_cordoned node_uncordoned"; strings.Join(kinds, " ") != want {
+			t.Fatalf("talonctl events --for w-2: %v; want the three rounds in order", kinds)
+		}
+	})
+
 	t.Run("SimulateDrainMatchesALiveDrain", func(t *testing.T) { checkSimulateDrain(t, servers, []*talontest.Proc{a, b}, all) })
 
 	t.Run("DrainReturnsWhenNoCoordinatorPlacesAndTheWorkerIsIdle", func(t *testing.T) {

@@ -43,8 +43,9 @@ type Store struct {
 	closed   atomic.Bool
 	closeMu  sync.RWMutex // held to set closed, and shared while adding to wg
 
-	// mu guards hints and leases. It is never held across a request. Lock
-	// order: watchCache.mu before mu.
+	// mu guards hints and leases. It is never held across a request, nor
+	// together with any other lock: view releases it before it reads the
+	// watch cache, whose Reflector has its own.
 	mu     sync.RWMutex
 	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
 	obs    *state.Observations   // when this store first saw each record version
