@@ -1,4 +1,8 @@
-package blob
+// Package s3 is the s3:// blob store (blob.Store) on aws-sdk-go-v2: its
+// own package so that only the wiring that opens it (internal/app) links
+// the SDK. Package blob's doc gives the URL parameters, versions,
+// checksums and errors.
+package s3
 
 import (
 	"bytes"
@@ -23,26 +27,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/talonhq/talon/internal/redact"
-)
-
-// Defaults and limits of the s3:// backend's URL parameters.
-const (
-	// DefaultS3MaxAttempts is how many times one S3 request is tried
-	// (the first attempt and retries with jittered exponential backoff)
-	// when the URL has no max_attempts.
-	DefaultS3MaxAttempts = 5
-	// MaxS3MaxAttempts bounds max_attempts.
-	MaxS3MaxAttempts = 20
-	// DefaultS3RequestTimeout bounds one S3 request, body included, when
-	// the URL has no request_timeout.
-	DefaultS3RequestTimeout = 60 * time.Second
-	// s3MaxBackoff caps the backoff between two attempts.
-	s3MaxBackoff = 5 * time.Second
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/blob/remote"
 )
 
 // s3Params are the URL parameters the s3:// backend accepts. region,
@@ -50,23 +40,23 @@ const (
 // names them.
 var s3Params = []string{"region", "endpoint", "use_path_style", "profile", "ca_file", "request_timeout", "max_attempts"}
 
-// S3 is the s3:// backend: object k is key <prefix>k in the bucket, read
+// Store is the s3:// backend: object k is key <prefix>k in the bucket, read
 // with ranged GetObject requests through aws-sdk-go-v2. Credentials come
 // from the SDK's default chain (environment, shared config and profiles,
 // web identity / IRSA, container and instance roles); they are never in
 // the URL, and no error, log line or String of this type carries them.
 // Safe for concurrent use.
-type S3 struct {
+type Store struct {
 	bucket string
 	prefix string // "" or ending in "/"
 	desc   string // s3://bucket/prefix, for errors and logs
-	client *s3.Client
+	client *awss3.Client
 }
 
-// NewS3 returns the store of the objects below rawURL,
+// New returns the store of the objects below rawURL,
 // s3://bucket[/prefix][?region=R&endpoint=URL&use_path_style=true&profile=P&ca_file=PATH&request_timeout=D&max_attempts=N].
 // It reads the SDK's shared configuration files but makes no request.
-func NewS3(rawURL string, opts Options) (*S3, error) {
+func New(rawURL string, opts blob.Options) (*Store, error) {
 	st, bad, err := parseS3URL(rawURL)
 	if err != nil {
 		return nil, err
@@ -76,7 +66,7 @@ func NewS3(rawURL string, opts Options) (*S3, error) {
 		return nil, bad("%v", err)
 	}
 	desc := "s3://" + st.bucket + "/" + st.prefix
-	return &S3{bucket: st.bucket, prefix: st.prefix, desc: desc, client: client}, nil
+	return &Store{bucket: st.bucket, prefix: st.prefix, desc: desc, client: client}, nil
 }
 
 // s3Settings are what an s3:// URL says.
@@ -115,8 +105,8 @@ var s3ParamParsers = map[string]func(st *s3Settings, v string) error{
 		return nil
 	},
 	"max_attempts": func(st *s3Settings, v string) (err error) {
-		if st.attempts, err = strconv.Atoi(v); err != nil || st.attempts < 1 || st.attempts > MaxS3MaxAttempts {
-			return fmt.Errorf("must be an integer from 1 to %d", MaxS3MaxAttempts)
+		if st.attempts, err = strconv.Atoi(v); err != nil || st.attempts < 1 || st.attempts > remote.MaxAttempts {
+			return fmt.Errorf("must be an integer from 1 to %d", remote.MaxAttempts)
 		}
 		return nil
 	},
@@ -137,11 +127,11 @@ var s3ParamParsers = map[string]func(st *s3Settings, v string) error{
 func parseS3URL(rawURL string) (*s3Settings, func(format string, args ...any) error, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", ErrInvalidURL)
+		return nil, nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", blob.ErrInvalidURL)
 	}
 	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: blob-store %q: %s", ErrInvalidURL, shown.String(), fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: blob-store %q: %s", blob.ErrInvalidURL, shown.String(), fmt.Sprintf(format, args...))
 	}
 	switch {
 	case u.Scheme != "s3":
@@ -153,26 +143,14 @@ func parseS3URL(rawURL string) (*s3Settings, func(format string, args ...any) er
 	case u.Fragment != "":
 		return nil, nil, bad("must not have a fragment")
 	}
-	st := &s3Settings{bucket: u.Host, timeout: DefaultS3RequestTimeout, attempts: DefaultS3MaxAttempts}
-	if st.prefix, err = s3Prefix(u.Path); err != nil {
+	st := &s3Settings{bucket: u.Host, timeout: remote.DefaultRequestTimeout, attempts: remote.DefaultMaxAttempts}
+	if st.prefix, err = remote.Prefix(u.Path); err != nil {
 		return nil, nil, bad("prefix: %v", err)
 	}
 	if err := st.readQuery(u.RawQuery, bad); err != nil {
 		return nil, nil, err
 	}
 	return st, bad, nil
-}
-
-// s3Prefix is the URL path as a key prefix: "" or ending in "/".
-func s3Prefix(path string) (string, error) {
-	prefix := strings.TrimSuffix(strings.TrimPrefix(path, "/"), "/")
-	if prefix == "" {
-		return "", nil
-	}
-	if err := ValidateKey(prefix); err != nil {
-		return "", err
-	}
-	return prefix + "/", nil
 }
 
 // readQuery reads the URL parameters into st, each at most once.
@@ -193,7 +171,7 @@ func (st *s3Settings) readQuery(raw string, bad func(format string, args ...any)
 		if err := parse(st, v[0]); err != nil {
 			shown := v[0]
 			if k == "endpoint" {
-				shown = redactParam(shown)
+				shown = remote.RedactParam(shown)
 			}
 			return bad("%s=%q: %v", k, shown, err)
 		}
@@ -202,7 +180,7 @@ func (st *s3Settings) readQuery(raw string, bad func(format string, args ...any)
 }
 
 // client builds the SDK client of the settings.
-func (st *s3Settings) client(opts Options) (*s3.Client, error) {
+func (st *s3Settings) client(opts blob.Options) (*awss3.Client, error) {
 	var hc awsconfig.HTTPClient = opts.HTTPClient
 	if opts.HTTPClient == nil {
 		// The SDK's buildable client, so that a CA bundle (ca_file, or
@@ -216,7 +194,7 @@ func (st *s3Settings) client(opts Options) (*s3.Client, error) {
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = st.attempts
-				o.MaxBackoff = s3MaxBackoff
+				o.MaxBackoff = remote.MaxBackoff
 				// Every request gets its attempts: a retry budget
 				// shared by the process would fail reads at once after
 				// an outage instead of backing off.
@@ -242,7 +220,7 @@ func (st *s3Settings) client(opts Options) (*s3.Client, error) {
 		cfg.Region = "us-east-1" // S3-compatible stores ignore it; AWS redirects
 	}
 	cfg.HTTPClient = sameHostRedirects(cfg.HTTPClient)
-	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+	return awss3.NewFromConfig(cfg, func(o *awss3.Options) {
 		if st.endpoint != "" {
 			o.BaseEndpoint = aws.String(st.endpoint)
 		}
@@ -274,34 +252,15 @@ func sameHostRedirects(hc aws.HTTPClient) aws.HTTPClient {
 	default:
 		return hc
 	}
-	c.CheckRedirect = checkS3Redirect
+	c.CheckRedirect = remote.CheckRedirect
 	return &c
 }
 
-// checkS3Redirect follows a 307 or 308 to the same host and nothing else.
-func checkS3Redirect(r *http.Request, via []*http.Request) error {
-	if len(via) >= 10 || !strings.EqualFold(r.URL.Host, via[0].URL.Host) || r.URL.Scheme != via[0].URL.Scheme {
-		return http.ErrUseLastResponse
-	}
-	if resp := r.Response; resp == nil || (resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect) {
-		return http.ErrUseLastResponse
-	}
-	return nil
-}
-
-// redactParam hides a password in a URL given as a parameter.
-func redactParam(s string) string {
-	if _, err := url.Parse(s); err == nil {
-		return redact.URL(s)
-	}
-	return "(unparsable)"
-}
-
 // String describes the store for logs: s3://bucket/prefix.
-func (s *S3) String() string { return s.desc }
+func (s *Store) String() string { return s.desc }
 
 // Size returns the object's length.
-func (s *S3) Size(ctx context.Context, object string) (int64, error) {
+func (s *Store) Size(ctx context.Context, object string) (int64, error) {
 	info, err := s.Stat(ctx, object)
 	return info.Size, err
 }
@@ -314,38 +273,38 @@ func (s *S3) Size(ctx context.Context, object string) (int64, error) {
 // or CRC-32, which detect corruption but not tampering (see
 // Checksum.Cryptographic); a composite checksum of a multipart upload is
 // no checksum of the object.
-func (s *S3) Stat(ctx context.Context, object string) (Info, error) {
-	if err := ValidateKey(object); err != nil {
-		return Info{}, err
+func (s *Store) Stat(ctx context.Context, object string) (blob.Info, error) {
+	if err := blob.ValidateKey(object); err != nil {
+		return blob.Info{}, err
 	}
-	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + object), ChecksumMode: types.ChecksumModeEnabled,
 	})
 	if err != nil {
-		return Info{}, s.mapErr(ctx, "HEAD", object, err)
+		return blob.Info{}, s.mapErr(ctx, "HEAD", object, err)
 	}
-	info := Info{Size: aws.ToInt64(out.ContentLength)}
+	info := blob.Info{Size: aws.ToInt64(out.ContentLength)}
 	etag := aws.ToString(out.ETag)
 	switch vid := aws.ToString(out.VersionId); {
 	case vid != "" && vid != "null":
-		info.Version = normVersion("vid:" + vid)
+		info.Version = blob.NormVersion("vid:" + vid)
 	case etag != "":
-		info.Version = normVersion("etag:" + etag)
+		info.Version = blob.NormVersion("etag:" + etag)
 	}
 	composite := out.ChecksumType == types.ChecksumTypeComposite
 	md5 := aws.String("")
-	if b, err := hex.DecodeString(strings.Trim(etag, `"`)); err == nil && len(b) == checksumLen[MD5] {
+	if b, err := hex.DecodeString(strings.Trim(etag, `"`)); err == nil && len(b) == blob.DigestSize(blob.MD5) {
 		md5 = aws.String(base64.StdEncoding.EncodeToString(b))
 	}
 	for _, c := range []struct {
 		alg string
 		v   *string
-	}{{SHA256, out.ChecksumSHA256}, {SHA1, out.ChecksumSHA1}, {MD5, md5}, {CRC64NVME, out.ChecksumCRC64NVME}, {CRC32C, out.ChecksumCRC32C}, {CRC32, out.ChecksumCRC32}} {
-		if composite && c.alg != MD5 {
+	}{{blob.SHA256, out.ChecksumSHA256}, {blob.SHA1, out.ChecksumSHA1}, {blob.MD5, md5}, {blob.CRC64NVME, out.ChecksumCRC64NVME}, {blob.CRC32C, out.ChecksumCRC32C}, {blob.CRC32, out.ChecksumCRC32}} {
+		if composite && c.alg != blob.MD5 {
 			continue
 		}
-		if b, err := base64.StdEncoding.DecodeString(aws.ToString(c.v)); err == nil && len(b) == checksumLen[c.alg] {
-			info.Checksum = Checksum{Algorithm: c.alg, Value: b}
+		if b, err := base64.StdEncoding.DecodeString(aws.ToString(c.v)); err == nil && len(b) == blob.DigestSize(c.alg) {
+			info.Checksum = blob.Checksum{Algorithm: c.alg, Value: b}
 			break
 		}
 	}
@@ -353,18 +312,18 @@ func (s *S3) Stat(ctx context.Context, object string) (Info, error) {
 }
 
 // ReadRange streams [off, off+length) of the object's current version.
-func (s *S3) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
+func (s *Store) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
 	return s.ReadVersion(ctx, object, "", off, length)
 }
 
 // ReadVersion streams [off, off+length) with one ranged GetObject, of the
 // version ID, or If-Match the ETag, that version names: S3 answers 412
-// (ErrVersionChanged) rather than bytes of another content.
-func (s *S3) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
-	if r, err := remoteRead(object, off, length); r != nil || err != nil {
+// (blob.ErrVersionChanged) rather than bytes of another content.
+func (s *Store) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
+	if r, err := blob.RemoteRead(object, off, length); r != nil || err != nil {
 		return r, err
 	}
-	in := &s3.GetObjectInput{
+	in := &awss3.GetObjectInput{
 		Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + object),
 		Range: aws.String("bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(off+length-1, 10)),
 	}
@@ -380,7 +339,7 @@ func (s *S3) ReadVersion(ctx context.Context, object, version string, off, lengt
 		}
 		return nil, s.mapErr(ctx, "GET", object, err)
 	}
-	return &backendBody{ctx: ctx, body: out.Body, r: io.LimitReader(out.Body, length), object: object, store: s}, nil
+	return blob.NewBody(ctx, out.Body, length, object, s), nil
 }
 
 // statusOf returns the HTTP status of an S3 answer error, or 0.
@@ -396,8 +355,8 @@ func statusOf(err error) int {
 // the status and the S3 error code: an S3 message can quote the request
 // (SignatureDoesNotMatch echoes the string to sign and the access key
 // ID), so it never reaches a log or a client.
-func (s *S3) mapErr(ctx context.Context, op, object string, err error) error {
-	if cerr := ctxErr(ctx, err); cerr != nil {
+func (s *Store) mapErr(ctx context.Context, op, object string, err error) error {
+	if cerr := blob.ContextErr(ctx, err); cerr != nil {
 		return fmt.Errorf("%s object %q at %s: %w", op, object, s, cerr)
 	}
 	status := statusOf(err)
@@ -408,9 +367,9 @@ func (s *S3) mapErr(ctx context.Context, op, object string, err error) error {
 	}
 	switch {
 	case status == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
-		return fmt.Errorf("%w: object %q at %s", ErrNotFound, object, s)
+		return fmt.Errorf("%w: object %q at %s", blob.ErrNotFound, object, s)
 	case status == http.StatusPreconditionFailed:
-		return fmt.Errorf("%w: object %q at %s changed since it was stat'ed", ErrVersionChanged, object, s)
+		return fmt.Errorf("%w: object %q at %s changed since it was stat'ed", blob.ErrVersionChanged, object, s)
 	case status != 0:
 		what := code
 		if what == "" {
@@ -420,9 +379,9 @@ func (s *S3) mapErr(ctx context.Context, op, object string, err error) error {
 		if status == http.StatusForbidden || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" {
 			hint = ": check the worker's S3 credentials and its permission to read the bucket"
 		}
-		return fmt.Errorf("%w: %s object %q at %s: HTTP %d %s%s", ErrBackend, op, object, s, status, what, hint)
+		return fmt.Errorf("%w: %s object %q at %s: HTTP %d %s%s", blob.ErrBackend, op, object, s, status, what, hint)
 	}
 	// No answer: connection failures, timeouts, credential lookups. The
 	// SDK's text names endpoints and causes, not secrets.
-	return fmt.Errorf("%w: %s object %q at %s: %w", ErrBackend, op, object, s, err)
+	return fmt.Errorf("%w: %s object %q at %s: %w", blob.ErrBackend, op, object, s, err)
 }
