@@ -63,6 +63,16 @@ var cloudSDKs = []string{"cloud.google.com/", "github.com/Azure/", "github.com/a
 // from): only tracing/otlp imports them, and only the wiring links it.
 var otlpExporters = []string{"go.opentelemetry.io/otel/exporters/", "go.opentelemetry.io/otel/sdk"}
 
+// ReleaseTags are the build tags talon is built and released with
+// (Makefile BUILDTAGS, goreleaser.yaml). disable_grpc_modules drops what
+// cloud.google.com/go/storage links only for its gRPC transport's Direct
+// Connectivity; gs:// reads over the JSON API and needs none of it.
+const ReleaseTags = "disable_grpc_modules"
+
+// ReleaseDenied are what talon built with ReleaseTags must not link: xDS
+// (envoyproxy's go-control-plane, cncf/xds) and the RLS balancer.
+var ReleaseDenied = []string{"github.com/envoyproxy/", "github.com/cncf/xds/", "google.golang.org/grpc/xds", "google.golang.org/grpc/balancer/rls"}
+
 // TestOnly lists the packages production code never links.
 var TestOnly = []string{"internal/testsupport", "internal/testenv", "internal/state/statetest"}
 

@@ -1,6 +1,7 @@
 package deptest
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -45,6 +46,42 @@ func TestModuleBoundaries(t *testing.T) {
 	}
 	for _, v := range Check(Graph{Deps: deps, Imports: imports}) {
 		t.Error(v)
+	}
+}
+
+// TestReleaseBuildLeavesOutXDS: talon as the Makefile and goreleaser
+// build it (with ReleaseTags) links nothing of ReleaseDenied, and both
+// pass the tags.
+func TestReleaseBuildLeavesOutXDS(t *testing.T) {
+	out, err := exec.Command("go", "list", "-tags", ReleaseTags, "-deps", Module+"/cmd/talon").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "cloud.google.com/go/storage") {
+		t.Fatal("talon does not link cloud.google.com/go/storage: the check would pass vacuously")
+	}
+	for _, d := range deps {
+		if matchesAny(d, ReleaseDenied) {
+			t.Errorf("talon built with -tags %s links %s", ReleaseTags, d)
+		}
+	}
+	for file, want := range map[string][]string{
+		"../../Makefile":        {"BUILDTAGS := " + ReleaseTags, "build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o bin/talon ", "build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o dist/image-bin/"},
+		"../../goreleaser.yaml": {"flags: [-trimpath, -tags=" + ReleaseTags + "]"},
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s does not build talon with the release tags: no %q", file, w)
+			}
+		}
+	}
+	if b, _ := os.ReadFile("../../goreleaser.yaml"); strings.Count(string(b), "-tags="+ReleaseTags) != 2 {
+		t.Errorf("goreleaser.yaml: want -tags=%s on the talon build and the ko image", ReleaseTags)
 	}
 }
 

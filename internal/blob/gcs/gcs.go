@@ -2,6 +2,15 @@
 // cloud.google.com/go/storage: its own package so that only the wiring
 // that opens it (internal/app) links the SDK. Package blob's doc gives
 // the URL parameters, versions, checksums and errors.
+//
+// The store reads over the JSON API. Built with -tags
+// disable_grpc_modules (as the Makefile and goreleaser build talon), the
+// client leaves out its gRPC transport's Direct Connectivity: xDS,
+// envoyproxy's go-control-plane and the RLS balancer (150 packages,
+// 14 MB of a stripped talon). gRPC itself and the client-side metrics
+// exporter stay linked (the storage package's gRPC client and metrics
+// files have no build tag); WithDisabledClientMetrics keeps the exporter
+// from running.
 package gcs
 
 import (
