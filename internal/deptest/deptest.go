@@ -84,8 +84,9 @@ var testTooling = append(slices.Clone(TestOnly), "internal/integration", "intern
 
 // presentation is what talonctl and its top view may link of this module:
 // the API (and the record model its types convert from), the CLI and TUI
-// themselves, and the presentation helpers.
-var presentation = []string{"internal/apiv1", "internal/cluster", "internal/cli", "tui", "internal/format", "internal/suggest", "internal/buildinfo", "internal/backoff"}
+// themselves, the presentation helpers, and the CA-file helper its TLS
+// settings share with the servers (pki/capool, standard library only).
+var presentation = []string{"internal/apiv1", "internal/cluster", "internal/cli", "tui", "internal/format", "internal/suggest", "internal/buildinfo", "internal/backoff", "internal/pki/capool"}
 
 // Rules are Talon's import boundaries, one row per rule.
 var Rules = []Rule{

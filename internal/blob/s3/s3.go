@@ -7,7 +7,6 @@ package s3
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/blob/remote"
+	"github.com/talonhq/talon/internal/pki/capool"
 )
 
 // s3Params are the URL parameters the s3:// backend accepts. region,
@@ -114,10 +114,8 @@ var s3ParamParsers = map[string]func(st *s3Settings, v string) error{
 		if st.caPEM, err = os.ReadFile(v); err != nil {
 			return errors.Unwrap(err)
 		}
-		if !x509.NewCertPool().AppendCertsFromPEM(st.caPEM) {
-			return errors.New("holds no PEM certificate")
-		}
-		return nil
+		_, err = capool.FromPEM(st.caPEM)
+		return err
 	},
 }
 
