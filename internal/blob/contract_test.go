@@ -187,10 +187,12 @@ func closeStore(t *testing.T, s blob.Store) {
 	}
 }
 
-// TestCloudURLs: gs:// and az:// URLs are checked before any request;
+// TestCloudURLs: s3://, gs:// and az:// URLs are checked by one parser
+// before any request (the common parameters, and each scheme's own);
 // errors name the URL (no query) and the rule, and never a credential.
 func TestCloudURLs(t *testing.T) {
 	t.Setenv(azure.EnvConnectionString, "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	for url, want := range map[string]string{
 		"gs://b/p?anonymous=true":                              "",
 		"gs://b/p?endpoint=http://127.0.0.1:1&anonymous=1":     "",
@@ -203,6 +205,9 @@ func TestCloudURLs(t *testing.T) {
 		"az://acct?anonymous=true":                             "no container: write az://account/container/prefix",
 		"az://acct/cont/p?request_timeout=1ms":                 `request_timeout="1ms": must be a duration from 100ms to 1h`,
 		"az://k:s@acct/cont":                                   "must not carry credentials",
+		"s3://b/p?anonymous=true":                              `unknown parameter "anonymous": the parameters are endpoint, region, use_path_style, profile, ca_file, request_timeout, max_attempts`,
+		"gs://b/p?use_path_style=true":                         `unknown parameter "use_path_style": the parameters are endpoint, anonymous, request_timeout, max_attempts`,
+		"s3://b/p?endpoint=http://127.0.0.1:1/&max_attempts=3": "",
 	} {
 		s, err := open(url, blob.Options{})
 		if c, ok := s.(interface{ Close() error }); ok && err == nil {

@@ -51,8 +51,8 @@ type Store struct {
 // (an emulator, a private endpoint); anonymous=true sends no credentials
 // (a public container). It makes no request.
 func New(rawURL string, opts blob.Options) (*Store, error) {
-	c, err := remote.ParseURL(rawURL, "az", []string{"container"}, "az://account/container/prefix",
-		"Azure credentials come from "+EnvConnectionString+" or DefaultAzureCredential (environment, workload or managed identity, the Azure CLI)")
+	c, err := remote.ParseURL(rawURL, remote.Scheme{Name: "az", Host: "account", Segments: []string{"container"}, Shape: "az://account/container/prefix", Anonymous: true,
+		Credentials: "Azure credentials come from " + EnvConnectionString + " or DefaultAzureCredential (environment, workload or managed identity, the Azure CLI)"})
 	if err != nil {
 		return nil, err
 	}

@@ -55,8 +55,8 @@ type Store struct {
 // such as http://127.0.0.1:4443); anonymous=true sends no credentials
 // (an emulator, a public bucket). It makes no request.
 func New(rawURL string, opts blob.Options) (*Store, error) {
-	c, err := remote.ParseURL(rawURL, "gs", nil, "gs://bucket/prefix",
-		"Google Cloud Storage credentials come from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server, workload identity)")
+	c, err := remote.ParseURL(rawURL, remote.Scheme{Name: "gs", Host: "bucket", Shape: "gs://bucket/prefix", Anonymous: true,
+		Credentials: "Google Cloud Storage credentials come from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server, workload identity)"})
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,9 @@
 // Package remote is what the cloud blob stores (packages blob/s3,
 // blob/gcs, blob/azure) share and the contract (package blob) does not
-// need: the parameters of gs:// and az:// URLs, the key prefix of a URL
-// path, and the HTTP client rule that follows redirects to the same host
-// only. It imports no SDK.
+// need: the one parser of their URLs (the common parameters, and each
+// scheme's own as extras), the key prefix of a URL path, and the HTTP
+// client rule that follows redirects to the same host only. It imports
+// no SDK.
 package remote
 
 import (
@@ -35,12 +36,12 @@ const (
 	MaxBackoff = 5 * time.Second
 )
 
-// Settings are what a gs:// or az:// URL's parameters say.
+// Settings are what the parameters every cloud store takes say.
 type Settings struct {
 	// Endpoint replaces the service's (an emulator, a private endpoint),
 	// without a trailing slash; "" for the service's own.
 	Endpoint string
-	// Anonymous: send no credentials.
+	// Anonymous: send no credentials (only where Scheme.Anonymous).
 	Anonymous bool
 	// Timeout bounds one request, body included.
 	Timeout time.Duration
@@ -48,60 +49,53 @@ type Settings struct {
 	Attempts int
 }
 
-// cloudParams are the parameters gs:// and az:// URLs accept.
-var cloudParams = []string{"endpoint", "anonymous", "request_timeout", "max_attempts"}
-
-// cloudParamParsers read each parameter; an error is the text after
-// "name=value: ".
-var cloudParamParsers = map[string]func(st *Settings, v string) error{
-	"endpoint": func(st *Settings, v string) error {
-		eu, err := url.Parse(v)
-		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
-			return errors.New("must be an http:// or https:// URL without credentials or query")
-		}
-		st.Endpoint = strings.TrimSuffix(v, "/")
-		return nil
-	},
-	"anonymous": func(st *Settings, v string) (err error) {
-		if st.Anonymous, err = strconv.ParseBool(v); err != nil {
-			return errors.New("must be true or false")
-		}
-		return nil
-	},
-	"request_timeout": func(st *Settings, v string) (err error) {
-		if st.Timeout, err = time.ParseDuration(v); err != nil || st.Timeout < 100*time.Millisecond || st.Timeout > time.Hour {
-			return errors.New("must be a duration from 100ms to 1h")
-		}
-		return nil
-	},
-	"max_attempts": func(st *Settings, v string) (err error) {
-		if st.Attempts, err = strconv.Atoi(v); err != nil || st.Attempts < 1 || st.Attempts > MaxAttempts {
-			return fmt.Errorf("must be an integer from 1 to %d", MaxAttempts)
-		}
-		return nil
-	},
+// Param is a parameter one scheme takes beyond the common ones: its name
+// and how to read it (an error is the text after "name=value: ").
+type Param struct {
+	Name  string
+	Parse func(v string) error
 }
 
-// URL is a parsed gs:// or az:// URL.
-type URL struct {
-	// Host is the bucket (gs://) or the account (az://).
+// Scheme is the shape of one cloud store's URLs:
+// <Name>://<Host>/<Segments...>/<prefix>?<parameters>.
+type Scheme struct {
+	// Name is the URL scheme ("s3").
+	Name string
+	// Host names what the URL's host is ("bucket", "account").
 	Host string
-	// Segments are the path segments before the key prefix: none for
-	// gs://, the container for az://.
+	// Segments name the path segments before the key prefix, each
+	// required ("container" for az://).
+	Segments []string
+	// Shape is an example URL for errors ("s3://bucket/prefix").
+	Shape string
+	// Credentials says where the store's credentials come from, for the
+	// error that refuses them in the URL.
+	Credentials string
+	// Anonymous: the scheme takes anonymous=true (no credentials).
+	Anonymous bool
+	// Params are the scheme's own parameters.
+	Params []Param
+}
+
+// URL is a parsed cloud store URL.
+type URL struct {
+	// Host is the URL's host: the bucket or the account.
+	Host string
+	// Segments are the path segments before the key prefix.
 	Segments []string
 	// Prefix is the key prefix, "" or ending in "/".
 	Prefix string
-	// Settings are what the parameters say.
+	// Settings are what the common parameters say.
 	Settings Settings
 	// Bad builds an error that names the URL without its query (a
 	// parameter could carry a password) and wraps blob.ErrInvalidURL.
 	Bad func(format string, args ...any) error
 }
 
-// ParseURL checks rawURL of scheme, whose path starts with the
-// segments named in segNames (each required), and reads its parameters.
-// credHint says where the scheme's credentials come from.
-func ParseURL(rawURL, scheme string, segNames []string, shape, credHint string) (*URL, error) {
+// ParseURL checks rawURL against s and reads its parameters: endpoint,
+// request_timeout, max_attempts, anonymous where s takes it, and s.Params.
+// Each may be given once.
+func ParseURL(rawURL string, s Scheme) (*URL, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", blob.ErrInvalidURL)
@@ -112,55 +106,87 @@ func ParseURL(rawURL, scheme string, segNames []string, shape, credHint string) 
 		return fmt.Errorf("%w: blob-store %q: %s", blob.ErrInvalidURL, shown.String(), fmt.Sprintf(format, args...))
 	}
 	switch {
-	case u.Scheme != scheme:
-		return nil, c.Bad("scheme %q is not %s", u.Scheme, scheme)
+	case u.Scheme != s.Name:
+		return nil, c.Bad("scheme %q is not %s", u.Scheme, s.Name)
 	case u.User != nil:
-		return nil, c.Bad("must not carry credentials (user info): %s", credHint)
+		return nil, c.Bad("must not carry credentials (user info): %s", s.Credentials)
 	case u.Host == "":
-		return nil, c.Bad("no %s: write %s", segNamesOr(segNames, "bucket"), shape)
+		return nil, c.Bad("no %s: write %s", s.Host, s.Shape)
 	case u.Fragment != "":
 		return nil, c.Bad("must not have a fragment")
 	}
 	path := strings.TrimPrefix(u.Path, "/")
-	for _, name := range segNames {
+	for _, name := range s.Segments {
 		seg, rest, _ := strings.Cut(path, "/")
 		if seg == "" {
-			return nil, c.Bad("no %s: write %s", name, shape)
+			return nil, c.Bad("no %s: write %s", name, s.Shape)
 		}
 		c.Segments, path = append(c.Segments, seg), rest
 	}
 	if c.Prefix, err = Prefix(path); err != nil {
 		return nil, c.Bad("prefix: %v", err)
 	}
-	if err := c.readQuery(u.RawQuery); err != nil {
+	if err := c.readQuery(u.RawQuery, s.params(&c.Settings)); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func segNamesOr(names []string, host string) string {
-	if len(names) == 0 {
-		return host
+// params are the parameters of s in the order errors list them: endpoint,
+// anonymous, the scheme's own, request_timeout, max_attempts; the common
+// ones read into st.
+func (s Scheme) params(st *Settings) []Param {
+	ps := []Param{{"endpoint", func(v string) error {
+		eu, err := url.Parse(v)
+		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
+			return errors.New("must be an http:// or https:// URL without credentials or query")
+		}
+		st.Endpoint = strings.TrimSuffix(v, "/")
+		return nil
+	}}}
+	if s.Anonymous {
+		ps = append(ps, Param{"anonymous", func(v string) (err error) {
+			if st.Anonymous, err = strconv.ParseBool(v); err != nil {
+				return errors.New("must be true or false")
+			}
+			return nil
+		}})
 	}
-	return "account"
+	return append(append(ps, s.Params...),
+		Param{"request_timeout", func(v string) (err error) {
+			if st.Timeout, err = time.ParseDuration(v); err != nil || st.Timeout < 100*time.Millisecond || st.Timeout > time.Hour {
+				return errors.New("must be a duration from 100ms to 1h")
+			}
+			return nil
+		}},
+		Param{"max_attempts", func(v string) (err error) {
+			if st.Attempts, err = strconv.Atoi(v); err != nil || st.Attempts < 1 || st.Attempts > MaxAttempts {
+				return fmt.Errorf("must be an integer from 1 to %d", MaxAttempts)
+			}
+			return nil
+		}})
 }
 
 // readQuery reads the URL parameters, each at most once.
-func (c *URL) readQuery(raw string) error {
+func (c *URL) readQuery(raw string, params []Param) error {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return c.Bad("query does not parse")
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		v := q[k]
-		parse, ok := cloudParamParsers[k]
+		i := slices.IndexFunc(params, func(p Param) bool { return p.Name == k })
 		switch {
-		case !ok:
-			return c.Bad("unknown parameter %q: the parameters are %s", k, strings.Join(cloudParams, ", "))
+		case i < 0:
+			names := make([]string, len(params))
+			for j, p := range params {
+				names[j] = p.Name
+			}
+			return c.Bad("unknown parameter %q: the parameters are %s", k, strings.Join(names, ", "))
 		case len(v) != 1:
 			return c.Bad("parameter %s is given %d times: give it once", k, len(v))
 		}
-		if err := parse(&c.Settings, v[0]); err != nil {
+		if err := params[i].Parse(v[0]); err != nil {
 			shown := v[0]
 			if k == "endpoint" {
 				shown = RedactParam(shown)

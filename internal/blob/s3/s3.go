@@ -12,14 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -34,11 +30,6 @@ import (
 	"github.com/talonhq/talon/internal/blob/remote"
 	"github.com/talonhq/talon/internal/pki/capool"
 )
-
-// s3Params are the URL parameters the s3:// backend accepts. region,
-// endpoint, use_path_style and profile are named as gocloud.dev's s3blob
-// names them.
-var s3Params = []string{"region", "endpoint", "use_path_style", "profile", "ca_file", "request_timeout", "max_attempts"}
 
 // Store is the s3:// backend: object k is key <prefix>k in the bucket, read
 // with ranged GetObject requests through aws-sdk-go-v2. Credentials come
@@ -57,124 +48,51 @@ type Store struct {
 // s3://bucket[/prefix][?region=R&endpoint=URL&use_path_style=true&profile=P&ca_file=PATH&request_timeout=D&max_attempts=N].
 // It reads the SDK's shared configuration files but makes no request.
 func New(rawURL string, opts blob.Options) (*Store, error) {
-	st, bad, err := parseS3URL(rawURL)
+	st := &s3Settings{}
+	u, err := remote.ParseURL(rawURL, remote.Scheme{Name: "s3", Host: "bucket", Shape: "s3://bucket/prefix", Params: st.params(),
+		Credentials: "S3 credentials come from the environment, the shared config files or the web identity token"})
 	if err != nil {
 		return nil, err
 	}
+	st.Settings = u.Settings
 	client, err := st.client(opts)
 	if err != nil {
-		return nil, bad("%v", err)
+		return nil, u.Bad("%v", err)
 	}
-	desc := "s3://" + st.bucket + "/" + st.prefix
-	return &Store{bucket: st.bucket, prefix: st.prefix, desc: desc, client: client}, nil
+	desc := "s3://" + u.Host + "/" + u.Prefix
+	return &Store{bucket: u.Host, prefix: u.Prefix, desc: desc, client: client}, nil
 }
 
-// s3Settings are what an s3:// URL says.
+// s3Settings are what an s3:// URL says: the common parameters and its
+// own.
 type s3Settings struct {
-	bucket, prefix            string
-	endpoint, region, profile string
-	pathStyle                 bool
-	timeout                   time.Duration
-	attempts                  int
-	caPEM                     []byte
+	remote.Settings
+	region, profile string
+	pathStyle       bool
+	caPEM           []byte
 }
 
-// s3ParamParsers read each URL parameter into the settings; an error is
-// the text after "name=value: ".
-var s3ParamParsers = map[string]func(st *s3Settings, v string) error{
-	"region":  func(st *s3Settings, v string) error { st.region = v; return nil },
-	"profile": func(st *s3Settings, v string) error { st.profile = v; return nil },
-	"use_path_style": func(st *s3Settings, v string) (err error) {
-		if st.pathStyle, err = strconv.ParseBool(v); err != nil {
-			return errors.New("must be true or false")
-		}
-		return nil
-	},
-	"endpoint": func(st *s3Settings, v string) error {
-		eu, err := url.Parse(v)
-		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
-			return errors.New("must be an http:// or https:// URL without credentials or query")
-		}
-		st.endpoint = v
-		return nil
-	},
-	"request_timeout": func(st *s3Settings, v string) (err error) {
-		if st.timeout, err = time.ParseDuration(v); err != nil || st.timeout < 100*time.Millisecond || st.timeout > time.Hour {
-			return errors.New("must be a duration from 100ms to 1h")
-		}
-		return nil
-	},
-	"max_attempts": func(st *s3Settings, v string) (err error) {
-		if st.attempts, err = strconv.Atoi(v); err != nil || st.attempts < 1 || st.attempts > remote.MaxAttempts {
-			return fmt.Errorf("must be an integer from 1 to %d", remote.MaxAttempts)
-		}
-		return nil
-	},
-	"ca_file": func(st *s3Settings, v string) (err error) {
-		if st.caPEM, err = os.ReadFile(v); err != nil {
-			return errors.Unwrap(err)
-		}
-		_, err = capool.FromPEM(st.caPEM)
-		return err
-	},
-}
-
-// parseS3URL checks rawURL and reads its settings. It also returns the
-// error builder for later failures: errors name the URL without its
-// query (a parameter could carry a password) and the parameter at fault.
-func parseS3URL(rawURL string) (*s3Settings, func(format string, args ...any) error, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", blob.ErrInvalidURL)
-	}
-	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: blob-store %q: %s", blob.ErrInvalidURL, shown.String(), fmt.Sprintf(format, args...))
-	}
-	switch {
-	case u.Scheme != "s3":
-		return nil, nil, bad("scheme %q is not s3", u.Scheme)
-	case u.User != nil:
-		return nil, nil, bad("must not carry credentials (user info): S3 credentials come from the environment, the shared config files or the web identity token")
-	case u.Host == "":
-		return nil, nil, bad("no bucket: write s3://bucket/prefix")
-	case u.Fragment != "":
-		return nil, nil, bad("must not have a fragment")
-	}
-	st := &s3Settings{bucket: u.Host, timeout: remote.DefaultRequestTimeout, attempts: remote.DefaultMaxAttempts}
-	if st.prefix, err = remote.Prefix(u.Path); err != nil {
-		return nil, nil, bad("prefix: %v", err)
-	}
-	if err := st.readQuery(u.RawQuery, bad); err != nil {
-		return nil, nil, err
-	}
-	return st, bad, nil
-}
-
-// readQuery reads the URL parameters into st, each at most once.
-func (st *s3Settings) readQuery(raw string, bad func(format string, args ...any) error) error {
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return bad("query does not parse")
-	}
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		v := q[k]
-		parse, ok := s3ParamParsers[k]
-		switch {
-		case !ok:
-			return bad("unknown parameter %q: the parameters are %s", k, strings.Join(s3Params, ", "))
-		case len(v) != 1:
-			return bad("parameter %s is given %d times: give it once", k, len(v))
-		}
-		if err := parse(st, v[0]); err != nil {
-			shown := v[0]
-			if k == "endpoint" {
-				shown = remote.RedactParam(shown)
+// params are the parameters only s3:// takes, read into st. region,
+// use_path_style and profile (and endpoint) are named as gocloud.dev's
+// s3blob names them.
+func (st *s3Settings) params() []remote.Param {
+	return []remote.Param{
+		{Name: "region", Parse: func(v string) error { st.region = v; return nil }},
+		{Name: "use_path_style", Parse: func(v string) (err error) {
+			if st.pathStyle, err = strconv.ParseBool(v); err != nil {
+				return errors.New("must be true or false")
 			}
-			return bad("%s=%q: %v", k, shown, err)
-		}
+			return nil
+		}},
+		{Name: "profile", Parse: func(v string) error { st.profile = v; return nil }},
+		{Name: "ca_file", Parse: func(v string) (err error) {
+			if st.caPEM, err = os.ReadFile(v); err != nil {
+				return errors.Unwrap(err)
+			}
+			_, err = capool.FromPEM(st.caPEM)
+			return err
+		}},
 	}
-	return nil
 }
 
 // client builds the SDK client of the settings.
@@ -183,7 +101,7 @@ func (st *s3Settings) client(opts blob.Options) (*awss3.Client, error) {
 	if opts.HTTPClient == nil {
 		// The SDK's buildable client, so that a CA bundle (ca_file, or
 		// AWS_CA_BUNDLE in the environment) can be added to it.
-		hc = awshttp.NewBuildableClient().WithTimeout(st.timeout).WithTransportOptions(func(t *http.Transport) {
+		hc = awshttp.NewBuildableClient().WithTimeout(st.Timeout).WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConnsPerHost = 32
 		})
 	}
@@ -191,7 +109,7 @@ func (st *s3Settings) client(opts blob.Options) (*awss3.Client, error) {
 		awsconfig.WithHTTPClient(hc),
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = st.attempts
+				o.MaxAttempts = st.Attempts
 				o.MaxBackoff = remote.MaxBackoff
 				// Every request gets its attempts: a retry budget
 				// shared by the process would fail reads at once after
@@ -219,8 +137,8 @@ func (st *s3Settings) client(opts blob.Options) (*awss3.Client, error) {
 	}
 	cfg.HTTPClient = sameHostRedirects(cfg.HTTPClient)
 	return awss3.NewFromConfig(cfg, func(o *awss3.Options) {
-		if st.endpoint != "" {
-			o.BaseEndpoint = aws.String(st.endpoint)
+		if st.Endpoint != "" {
+			o.BaseEndpoint = aws.String(st.Endpoint)
 		}
 		o.UsePathStyle = st.pathStyle
 		// Checksums of uploads and of whole-object downloads are the
