@@ -25,7 +25,7 @@ import (
 	"github.com/talonhq/talon/internal/metrics"
 	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/pki"
-	"github.com/talonhq/talon/internal/worker"
+	"github.com/talonhq/talon/internal/readiness"
 )
 
 // Coordinator is what the admin listener reads from a coordinator
@@ -63,7 +63,7 @@ type Worker interface {
 	NodeID() string
 	Incarnation() string
 	DataAddress() string
-	Readiness() worker.Readiness
+	Readiness() readiness.Report
 	LastAccepted() (*cluster.Record, string)
 	Cordoned() (cordoned, persisted bool)
 	// InflightRequests is how many data requests are being served.

@@ -16,6 +16,7 @@ import (
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/devcluster"
 	"github.com/talonhq/talon/internal/tracing"
+	"github.com/talonhq/talon/internal/tracing/otlp"
 )
 
 // Exit codes of the talon daemon.
@@ -169,7 +170,7 @@ func newRoleCmd(env Env, role cluster.Role) *cobra.Command {
 			if err != nil {
 				return &usageError{err}
 			}
-			if _, err := tracing.Decide(getenvFrom(env.Environ)); err != nil {
+			if _, err := otlp.Decide(getenvFrom(env.Environ)); err != nil {
 				return &usageError{err}
 			}
 			log := NewLogger(env.Stderr, loaded.Config)

@@ -3,16 +3,15 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/talonhq/talon/internal/cli"
+	"github.com/talonhq/talon/internal/pki/capool"
 )
 
 // exitError ends talon with code, its message already printed (talon
@@ -94,13 +93,9 @@ func (o probeOptions) client() (*http.Client, error) {
 	}
 	tr := &http.Transport{}
 	if o.caFile != "" {
-		pem, err := os.ReadFile(o.caFile)
+		pool, err := capool.Load(o.caFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", o.caFile)
+			return nil, fmt.Errorf("--ca-file %q: %w", o.caFile, err)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

@@ -162,7 +162,7 @@ func getRun(ctx context.Context, env Env, opts getOptions, object string) error 
 	}
 	var src blob.Store
 	if opts.source != "" {
-		if src, err = blob.Open(opts.source, blob.Options{}); err != nil {
+		if src, err = openBlobStore(opts.source); err != nil {
 			return &usageError{fmt.Errorf("--source: %w", err)}
 		}
 	}

@@ -49,7 +49,7 @@ func checkBlobStore(s string) error {
 			return &usageError{fmt.Errorf("blob-store %q: directory %s does not exist or is not a directory: create it, or point blob-store at the directory that holds the objects", config.RedactURL(s), u.Path)}
 		}
 	}
-	bs, err := blob.Open(s, blob.Options{})
+	bs, err := openBlobStore(s)
 	if errors.Is(err, blob.ErrInvalidURL) {
 		return &usageError{fmt.Errorf("blob-store: %w", err)}
 	}

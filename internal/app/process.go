@@ -40,15 +40,20 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, reg pr
 	case config.BackendEtcd:
 		return etcd.New(ctx, etcdOptions(cfg, log, reg))
 	case config.BackendKubernetes:
-		return kube.New(ctx, kube.Options{
-			Kubeconfig: cfg.Kube.Kubeconfig, Namespace: cfg.Kube.Namespace, RequestTimeout: cfg.RequestTimeout,
-			QPS: float32(cfg.Kube.QPS), Burst: cfg.Kube.Burst,
-			MaxInflightWrites: cfg.Kube.MaxInflightWrites, AdmissionWait: cfg.Kube.AdmissionWait,
-			CacheSnapshots: true, Identity: cfg.NodeID,
-			Registerer: reg, Logger: log,
-		})
+		return kube.New(ctx, kubeOptions(cfg, log, reg))
 	}
 	return nil, fmt.Errorf("state-backend %q: must be memory, etcd or kubernetes", cfg.StateBackend)
+}
+
+// kubeOptions are the Kubernetes store's options of the configuration.
+func kubeOptions(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) kube.Options {
+	return kube.Options{
+		Kubeconfig: cfg.Kube.Kubeconfig, Namespace: cfg.Kube.Namespace, RequestTimeout: cfg.RequestTimeout,
+		QPS: float32(cfg.Kube.QPS), Burst: cfg.Kube.Burst,
+		MaxInflightWrites: cfg.Kube.MaxInflightWrites, AdmissionWait: cfg.Kube.AdmissionWait,
+		CacheSnapshots: true, Identity: cfg.NodeID,
+		Registerer: reg, Logger: log,
+	}
 }
 
 // listeners binds a role's main and admin listeners (admin may be disabled).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/config"
-	"github.com/talonhq/talon/internal/tracing"
+	"github.com/talonhq/talon/internal/tracing/otlp"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -17,10 +17,10 @@ import (
 const flushTimeout = 5 * time.Second
 
 // startTracing builds the process's trace provider from the OTEL_*
-// environment (package tracing: off unless asked for) and logs where
+// environment (package tracing/otlp: off unless asked for) and logs where
 // spans go. newRoleCmd has already checked the variables.
-func startTracing(ctx context.Context, cfg *config.Config, role string, log *slog.Logger) (*tracing.Provider, error) {
-	tp, err := tracing.New(ctx, os.Getenv, tracing.Process{Role: role, NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: buildinfo.Get().Version})
+func startTracing(ctx context.Context, cfg *config.Config, role string, log *slog.Logger) (*otlp.Provider, error) {
+	tp, err := otlp.New(ctx, os.Getenv, otlp.Process{Role: role, NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: buildinfo.Get().Version})
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func firstTracers(tps []trace.TracerProvider) trace.TracerProvider {
 }
 
 // stopTracing exports the spans still buffered, within flushTimeout.
-func stopTracing(tp *tracing.Provider, log *slog.Logger) {
+func stopTracing(tp *otlp.Provider, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {

@@ -214,7 +214,7 @@ func openCache(cfg *config.Config, st *stats.Stats, log *slog.Logger, tp trace.T
 	if err := checkBlobStore(cfg.BlobStore); err != nil {
 		return nil, err
 	}
-	bs, err := blob.Open(cfg.BlobStore, blob.Options{})
+	bs, err := openBlobStore(cfg.BlobStore)
 	if errors.Is(err, blob.ErrInvalidURL) {
 		return nil, &usageError{fmt.Errorf("blob-store: %w", err)}
 	}

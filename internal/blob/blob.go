@@ -1,14 +1,15 @@
 package blob
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -92,15 +93,6 @@ func ReadVersion(ctx context.Context, s Store, object, version string, off, leng
 	return s.ReadRange(ctx, object, off, length)
 }
 
-// normVersion bounds a store's version token (see MaxVersionBytes).
-func normVersion(v string) string {
-	if len(v) <= MaxVersionBytes && utf8.ValidString(v) && !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return v
-	}
-	sum := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // Store reads objects. Implementations are safe for concurrent use.
 type Store interface {
 	// Size returns the length of object in bytes.
@@ -168,22 +160,6 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// remoteRead checks a remote store's read before any request: the key and
-// the range; an empty range is answered here, with an empty reader. A nil
-// reader and error mean the read must go to the store.
-func remoteRead(object string, off, length int64) (io.ReadCloser, error) {
-	if err := ValidateKey(object); err != nil {
-		return nil, err
-	}
-	if err := checkRange(object, off, length); err != nil {
-		return nil, err
-	}
-	if length == 0 {
-		return io.NopCloser(strings.NewReader("")), nil
-	}
-	return nil, nil
-}
-
 func checkRange(object string, off, length int64) error {
 	if off < 0 || length < 0 {
 		return fmt.Errorf("%w: object %q offset %d length %d: must not be negative", ErrInvalidRange, object, off, length)
@@ -206,18 +182,39 @@ type Options struct {
 // DefaultMaxDiscardBytes is the default Options.MaxDiscardBytes.
 const DefaultMaxDiscardBytes = 64 << 20
 
+// Opener opens the store of a URL of one scheme; OpenerOf makes one of
+// a backend's constructor.
+type Opener func(rawURL string, opts Options) (Store, error)
+
+// OpenerOf returns an Opener of newStore, the constructor of a backend
+// that returns its concrete type (a nil *T is no Store).
+func OpenerOf[S Store](newStore func(rawURL string, opts Options) (S, error)) Opener {
+	return func(rawURL string, opts Options) (Store, error) {
+		s, err := newStore(rawURL, opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
 // Open returns the Store the URL names: file:///dir, http(s)://host/prefix,
-// s3://bucket/prefix (see NewS3 for its parameters), gs://bucket/prefix
-// (NewGCS) or az://account/container/prefix (NewAzure).
+// or a URL of a scheme in remote, opened by its Opener. The cloud stores
+// (s3://, gs://, az://: packages blob/s3, blob/gcs and blob/azure) are
+// each their own package, so that only the wiring that builds remote
+// links their SDKs.
 // It does no I/O except checking that a file store's directory exists.
 // Errors wrap ErrInvalidURL and name the URL (with any password redacted)
 // and the rule.
-func Open(rawURL string, opts Options) (Store, error) {
+func Open(rawURL string, opts Options, remote map[string]Opener) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error repeats the raw URL, which may carry a password: say
 		// only that it does not parse.
 		return nil, fmt.Errorf("%w: blob-store URL does not parse as a URL", ErrInvalidURL)
+	}
+	if open, ok := remote[u.Scheme]; ok && u.Scheme != "" {
+		return open(rawURL, opts)
 	}
 	switch u.Scheme {
 	case "file":
@@ -230,24 +227,45 @@ func Open(rawURL string, opts Options) (Store, error) {
 		return NewFile(u.Path)
 	case "http", "https":
 		return NewHTTP(rawURL, opts)
-	case "s3":
-		return NewS3(rawURL, opts)
-	case "gs":
-		return NewGCS(rawURL, opts)
-	case "az":
-		return NewAzure(rawURL, opts)
 	case "":
-		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix, s3://bucket/prefix, gs://bucket/prefix or az://account/container/prefix", ErrInvalidURL, redact.URL(u.String()))
+		return nil, fmt.Errorf("%w: blob-store %q: no scheme; use file:///dir, http(s)://host/prefix%s", ErrInvalidURL, redact.URL(u.String()), remoteShapes(remote))
 	default:
-		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of file, http, https, s3, gs, az", ErrInvalidURL, redact.URL(u.String()), u.Scheme)
+		return nil, fmt.Errorf("%w: blob-store %q: scheme %q is not one of %s", ErrInvalidURL, redact.URL(u.String()), u.Scheme, strings.Join(schemes(remote), ", "))
 	}
 }
 
-// ctxErr reports the caller's ctx error, if its ctx has ended, so that
-// backends return it instead of ErrBackend.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w (%v)", cerr, err)
+// shapes are the URL shapes of the remote schemes Talon has, for errors.
+var shapes = map[string]string{"s3": "s3://bucket/prefix", "gs": "gs://bucket/prefix", "az": "az://account/container/prefix"}
+
+// schemes lists file, http, https and remote's schemes: the ones Open
+// takes.
+func schemes(remote map[string]Opener) []string {
+	return append([]string{"file", "http", "https"}, remoteSchemes(remote)...)
+}
+
+// remoteSchemes lists remote's schemes in the order s3, gs, az, then any
+// other.
+func remoteSchemes(remote map[string]Opener) []string {
+	return slices.SortedFunc(maps.Keys(remote), func(a, b string) int { return cmp.Compare(shapeRank(a), shapeRank(b)) })
+}
+
+// remoteShapes is ", " and the shape of each scheme of remote.
+func remoteShapes(remote map[string]Opener) string {
+	var b strings.Builder
+	for _, s := range remoteSchemes(remote) {
+		b.WriteString(", " + cmp.Or(shapes[s], s+"://..."))
 	}
-	return nil
+	return b.String()
+}
+
+func shapeRank(scheme string) string {
+	switch scheme {
+	case "s3":
+		return "0"
+	case "gs":
+		return "1"
+	case "az":
+		return "2"
+	}
+	return "3" + scheme
 }

@@ -98,7 +98,7 @@ func TestOpen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := blob.Open(tt.url, blob.Options{})
+			s, err := open(tt.url, blob.Options{})
 			if tt.wantErr == "" {
 				if err != nil || s == nil {
 					t.Fatalf("Open(%q) = %v, %v", tt.url, s, err)
@@ -216,7 +216,7 @@ func TestFile(t *testing.T) {
 	if err := os.Symlink("obj", filepath.Join(dir, "dir", "inside")); err != nil {
 		t.Fatal(err)
 	}
-	s, err := blob.Open("file://"+dir, blob.Options{})
+	s, err := open("file://"+dir, blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func newHTTP(t *testing.T, srv *httptest.Server, opts blob.Options) blob.Store {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = srv.Client()
 	}
-	s, err := blob.Open(srv.URL+"/base/", opts)
+	s, err := open(srv.URL+"/base/", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestHTTPServerIgnoresRange(t *testing.T) {
 	var written atomic.Int64
 	srv := httptest.NewServer(ignoreRange(data, &written))
 	t.Cleanup(srv.Close)
-	s, err := blob.Open(srv.URL, blob.Options{HTTPClient: srv.Client(), MaxDiscardBytes: 64 << 10})
+	s, err := open(srv.URL, blob.Options{HTTPClient: srv.Client(), MaxDiscardBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestFileFIFORefusedAtOnce(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := blob.Open("file://"+dir, blob.Options{})
+	s, err := open("file://"+dir, blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,5 +509,20 @@ func TestFileFIFORefusedAtOnce(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a FIFO in the store blocked the read")
 		}
+	}
+}
+
+// TestOpenWithoutCloudStores: Open knows the cloud schemes it is given
+// and no others, so a caller that wires in none refuses s3:// and links
+// no SDK.
+func TestOpenWithoutCloudStores(t *testing.T) {
+	if _, err := blob.Open("s3://bucket/p", blob.Options{}, nil); !errors.Is(err, blob.ErrInvalidURL) || !strings.Contains(err.Error(), `scheme "s3" is not one of file, http, https`) {
+		t.Errorf("Open(s3://) without cloud stores = %v, want ErrInvalidURL naming file, http, https", err)
+	}
+	if _, err := blob.Open("/dir", blob.Options{}, nil); err == nil || !strings.HasSuffix(err.Error(), "use file:///dir, http(s)://host/prefix") {
+		t.Errorf("Open(/dir) without cloud stores = %v, want the file and http shapes only", err)
+	}
+	if _, err := open("/dir", blob.Options{}); err == nil || !strings.HasSuffix(err.Error(), "s3://bucket/prefix, gs://bucket/prefix, az://account/container/prefix") {
+		t.Errorf("Open(/dir) = %v, want every shape", err)
 	}
 }

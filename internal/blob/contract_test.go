@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/blob/azure"
 	"github.com/talonhq/talon/internal/testenv"
 )
 
@@ -129,7 +130,7 @@ func putFile(dir string) func(t *testing.T, key string, data []byte) {
 
 func fileContract(t *testing.T) contractStore {
 	dir := t.TempDir()
-	s, err := blob.Open("file://"+dir, blob.Options{})
+	s, err := open("file://"+dir, blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func httpContract(t *testing.T) contractStore {
 	dir := t.TempDir()
 	srv := httptest.NewServer(http.StripPrefix("/base/", http.FileServer(http.Dir(dir))))
 	t.Cleanup(srv.Close)
-	s, err := blob.Open(srv.URL+"/base/", blob.Options{HTTPClient: srv.Client()})
+	s, err := open(srv.URL+"/base/", blob.Options{HTTPClient: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func httpContract(t *testing.T) contractStore {
 
 func s3Contract(t *testing.T) contractStore {
 	srv := s3Setup(t)
-	s, err := blob.Open(srv.URL("talon", "pre/fix"), blob.Options{})
+	s, err := open(srv.URL("talon", "pre/fix"), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func gcsContract(t *testing.T) contractStore {
 	testenv.SkipIfShort(t)
 	g := testenv.StartGCS(t)
 	g.CreateBucket(t, "talon")
-	s, err := blob.Open(g.URL("talon", "pre/fix"), blob.Options{})
+	s, err := open(g.URL("talon", "pre/fix"), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,9 +172,9 @@ func gcsContract(t *testing.T) contractStore {
 func azureContract(t *testing.T) contractStore {
 	testenv.SkipIfShort(t)
 	a := testenv.StartAzurite(t)
-	t.Setenv(blob.EnvAzureConnectionString, a.ConnectionString)
+	t.Setenv(azure.EnvConnectionString, a.ConnectionString)
 	a.CreateContainer(t, "talon")
-	s, err := blob.Open(a.URL("talon", "pre/fix"), blob.Options{})
+	s, err := open(a.URL("talon", "pre/fix"), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +187,12 @@ func closeStore(t *testing.T, s blob.Store) {
 	}
 }
 
-// TestCloudURLs: gs:// and az:// URLs are checked before any request;
+// TestCloudURLs: s3://, gs:// and az:// URLs are checked by one parser
+// before any request (the common parameters, and each scheme's own);
 // errors name the URL (no query) and the rule, and never a credential.
 func TestCloudURLs(t *testing.T) {
-	t.Setenv(blob.EnvAzureConnectionString, "")
+	t.Setenv(azure.EnvConnectionString, "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	for url, want := range map[string]string{
 		"gs://b/p?anonymous=true":                              "",
 		"gs://b/p?endpoint=http://127.0.0.1:1&anonymous=1":     "",
@@ -202,8 +205,11 @@ func TestCloudURLs(t *testing.T) {
 		"az://acct?anonymous=true":                             "no container: write az://account/container/prefix",
 		"az://acct/cont/p?request_timeout=1ms":                 `request_timeout="1ms": must be a duration from 100ms to 1h`,
 		"az://k:s@acct/cont":                                   "must not carry credentials",
+		"s3://b/p?anonymous=true":                              `unknown parameter "anonymous": the parameters are endpoint, region, use_path_style, profile, ca_file, request_timeout, max_attempts`,
+		"gs://b/p?use_path_style=true":                         `unknown parameter "use_path_style": the parameters are endpoint, anonymous, request_timeout, max_attempts`,
+		"s3://b/p?endpoint=http://127.0.0.1:1/&max_attempts=3": "",
 	} {
-		s, err := blob.Open(url, blob.Options{})
+		s, err := open(url, blob.Options{})
 		if c, ok := s.(interface{ Close() error }); ok && err == nil {
 			c.Close()
 		}
@@ -216,8 +222,8 @@ func TestCloudURLs(t *testing.T) {
 			t.Errorf("Open(%q) error names a credential: %v", url, err)
 		}
 	}
-	t.Setenv(blob.EnvAzureConnectionString, "AccountName=other;AccountKey=PLANTED")
-	if _, err := blob.Open("az://acct/cont", blob.Options{}); err == nil || !strings.Contains(err.Error(), `names account "other"`) || strings.Contains(err.Error(), "PLANTED") {
+	t.Setenv(azure.EnvConnectionString, "AccountName=other;AccountKey=PLANTED")
+	if _, err := open("az://acct/cont", blob.Options{}); err == nil || !strings.Contains(err.Error(), `names account "other"`) || strings.Contains(err.Error(), "PLANTED") {
 		t.Errorf("az:// with another account's connection string: %v", err)
 	}
 }

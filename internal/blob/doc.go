@@ -10,6 +10,16 @@
 //	gs://bucket/prefix?...           objects of a Google Cloud Storage bucket
 //	az://account/container/prefix?.. blobs of an Azure Blob Storage container
 //
+// The file and http(s) backends are here, with the contract (Store,
+// Versioned, Info, Checksum, ValidateKey, the errors) and what the
+// remote backends share (RemoteRead, NewBody, NormVersion). The cloud
+// backends are packages of their own, blob/s3, blob/gcs and blob/azure
+// (with blob/remote, the URL parameters and redirect rule they share), so
+// that their SDKs link only where they are wired in: Open takes them as a
+// table of Openers by scheme, which internal/app builds. Packages that
+// need only the contract (datav1, client, the cache) link no SDK; deptest
+// holds it.
+//
 // The gs:// backend uses cloud.google.com/go/storage and az:// the Azure
 // SDK's azblob (the official clients; gocloud.dev would hide the
 // generation and ETag preconditions and the checksums as it does for S3).

@@ -90,7 +90,7 @@ func (s *HTTP) do(ctx context.Context, method, object, rng string, hdr ...string
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		if cerr := ctxErr(ctx, err); cerr != nil {
+		if cerr := ContextErr(ctx, err); cerr != nil {
 			return nil, fmt.Errorf("%s object %q: %w", method, object, cerr)
 		}
 		return nil, fmt.Errorf("%w: %s object %q: %w", ErrBackend, method, object, err)
@@ -150,11 +150,11 @@ func (s *HTTP) Stat(ctx context.Context, object string) (Info, error) {
 // "lm:" and Last-Modified, or "".
 func httpVersion(h http.Header) string {
 	if et := h.Get("ETag"); et != "" && !strings.HasPrefix(et, "W/") {
-		return normVersion("etag:" + et)
+		return NormVersion("etag:" + et)
 	}
 	if lm := h.Get("Last-Modified"); lm != "" {
 		if _, err := http.ParseTime(lm); err == nil {
-			return normVersion("lm:" + lm)
+			return NormVersion("lm:" + lm)
 		}
 	}
 	return ""
@@ -207,7 +207,7 @@ func (s *HTTP) ReadRange(ctx context.Context, object string, off, length int64) 
 // ETag, If-Unmodified-Since for a Last-Modified): a 412 answer, or an
 // answer naming another version, is ErrVersionChanged.
 func (s *HTTP) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
-	if r, err := remoteRead(object, off, length); r != nil || err != nil {
+	if r, err := RemoteRead(object, off, length); r != nil || err != nil {
 		return r, err
 	}
 	last := off + length - 1
@@ -258,11 +258,7 @@ func (s *HTTP) ReadVersion(ctx context.Context, object, version string, off, len
 }
 
 func (s *HTTP) body(ctx context.Context, resp *http.Response, object string, n int64) *backendBody {
-	var r io.Reader = resp.Body
-	if n >= 0 {
-		r = io.LimitReader(r, n)
-	}
-	return &backendBody{ctx: ctx, body: resp.Body, r: r, object: object, store: s}
+	return newBody(ctx, resp.Body, n, object, s, nil)
 }
 
 // backendBody is a remote store's response body: read errors become
@@ -273,12 +269,14 @@ type backendBody struct {
 	r      io.Reader
 	object string
 	store  fmt.Stringer
+	// release is called after body is closed.
+	release []func()
 }
 
 func (b *backendBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err != nil && err != io.EOF {
-		if cerr := ctxErr(b.ctx, err); cerr != nil {
+		if cerr := ContextErr(b.ctx, err); cerr != nil {
 			return n, fmt.Errorf("read object %q: %w", b.object, cerr)
 		}
 		return n, fmt.Errorf("%w: read object %q at %s: %w", ErrBackend, b.object, b.store, err)
@@ -286,7 +284,13 @@ func (b *backendBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *backendBody) Close() error { return b.body.Close() }
+func (b *backendBody) Close() error {
+	err := b.body.Close()
+	for _, f := range b.release {
+		f()
+	}
+	return err
+}
 
 // parseContentRange parses "bytes first-last/total" or "bytes */total"
 // (first and last -1) where total may be "*" (-1).

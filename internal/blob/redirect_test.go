@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/blob/azure"
 	"github.com/talonhq/talon/internal/testenv"
 )
 
@@ -59,7 +60,7 @@ func TestCloudStoresRefuseRedirectsElsewhere(t *testing.T) {
 		g.CreateBucket(t, "talon")
 		g.Put(t, "talon", "obj", []byte("hello, world"))
 		front, elsewhere := redirectingFront(t, g.Endpoint)
-		s, err := blob.Open("gs://talon?anonymous=true&max_attempts=1&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+		s, err := open("gs://talon?anonymous=true&max_attempts=1&endpoint="+url.QueryEscape(front.URL), blob.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,8 +71,8 @@ func TestCloudStoresRefuseRedirectsElsewhere(t *testing.T) {
 		a.CreateContainer(t, "talon")
 		a.Put(t, "talon", "obj", []byte("hello, world"))
 		front, elsewhere := redirectingFront(t, a.Endpoint)
-		t.Setenv(blob.EnvAzureConnectionString, strings.Replace(a.ConnectionString, a.Endpoint, front.URL+"/"+testenv.AzuriteAccount, 1))
-		s, err := blob.Open(a.URL("talon", "")+"?max_attempts=1", blob.Options{})
+		t.Setenv(azure.EnvConnectionString, strings.Replace(a.ConnectionString, a.Endpoint, front.URL+"/"+testenv.AzuriteAccount, 1))
+		s, err := open(a.URL("talon", "")+"?max_attempts=1", blob.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/blob/s3"
 	"github.com/talonhq/talon/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func TestS3URL(t *testing.T) {
 		{"s3://b/a/../p", `has a ".." segment`},
 	}
 	for _, tt := range tests {
-		_, err := blob.Open(tt.url, blob.Options{})
+		_, err := open(tt.url, blob.Options{})
 		if !errors.Is(err, blob.ErrInvalidURL) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Open(%q) = %v, want ErrInvalidURL containing %q", tt.url, err, tt.want)
 		}
@@ -45,11 +46,11 @@ func TestS3URL(t *testing.T) {
 			t.Errorf("Open(%q) error shows the password: %v", tt.url, err)
 		}
 	}
-	s, err := blob.Open("s3://bucket/some/prefix/?region=eu-west-1&use_path_style=true&endpoint=http://127.0.0.20:9", blob.Options{})
+	s, err := open("s3://bucket/some/prefix/?region=eu-west-1&use_path_style=true&endpoint=http://127.0.0.20:9", blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.(*blob.S3).String(); got != "s3://bucket/some/prefix/" {
+	if got := s.(*s3.Store).String(); got != "s3://bucket/some/prefix/" {
 		t.Fatalf("String = %q", got)
 	}
 }
@@ -85,7 +86,7 @@ func TestS3Store(t *testing.T) {
 		data[i] = byte(i*7 + i>>9)
 	}
 	srv.Put(t, "talon", "pre/fix/obj.bin", data)
-	s, err := blob.Open(srv.URL("talon", "pre/fix"), blob.Options{})
+	s, err := open(srv.URL("talon", "pre/fix"), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestS3Failures(t *testing.T) {
 	t.Run("wrong credentials", func(t *testing.T) {
 		const secret = "wrong-secret-value-Zq81"
 		t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-		s, err := blob.Open(srv.URL("talon", "")+"&max_attempts=1", blob.Options{})
+		s, err := open(srv.URL("talon", "")+"&max_attempts=1", blob.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func TestS3Failures(t *testing.T) {
 	})
 
 	t.Run("store down", func(t *testing.T) {
-		s, err := blob.Open(srv.URL("talon", "")+"&max_attempts=2&request_timeout=2s", blob.Options{})
+		s, err := open(srv.URL("talon", "")+"&max_attempts=2&request_timeout=2s", blob.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestS3Failures(t *testing.T) {
 			http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 		}))
 		defer front.Close()
-		s, err := blob.Open("s3://talon?use_path_style=true&max_attempts=1&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+		s, err := open("s3://talon?use_path_style=true&max_attempts=1&endpoint="+url.QueryEscape(front.URL), blob.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +225,7 @@ func TestS3Failures(t *testing.T) {
 			proxy.ServeHTTP(w, r)
 		}))
 		defer front.Close()
-		s, err := blob.Open("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+		s, err := open("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestHTTPVersions(t *testing.T) {
 		http.ServeContent(w, r, "obj", time.Unix(1, 0), strings.NewReader("hello world"))
 	}))
 	defer srv.Close()
-	s, err := blob.Open(srv.URL, blob.Options{})
+	s, err := open(srv.URL, blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

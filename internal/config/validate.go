@@ -12,6 +12,7 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/redact"
 	"github.com/talonhq/talon/internal/state/etcd/etcdrules"
+	"github.com/talonhq/talon/internal/state/kube/kuberules"
 )
 
 // Limits on settings that have no natural bound elsewhere.
@@ -337,8 +338,8 @@ func (c *Config) validateEtcd() error {
 }
 
 func (c *Config) validateKube() error {
-	if err := cluster.ValidateID("kube-namespace", c.Kube.Namespace); err != nil || len(c.Kube.Namespace) > 63 {
-		return fmt.Errorf("kube-namespace %q: must be a DNS-1123 label of at most 63 characters", c.Kube.Namespace)
+	if err := kuberules.Namespace(c.Kube.Namespace); err != nil {
+		return fmt.Errorf("kube-namespace %q: %w", c.Kube.Namespace, err)
 	}
 	if c.Kube.QPS < 1 || c.Kube.Burst < c.Kube.QPS {
 		return fmt.Errorf("kube-qps %d and kube-burst %d: qps must be at least 1 and burst at least qps", c.Kube.QPS, c.Kube.Burst)

@@ -2,8 +2,11 @@
 // STYLE.md and ADR 0001: the wire and model packages import nothing
 // networked or stateful, the store knows no runtime, the CLI and TUI speak
 // only the API and presentation code, the client library never links the
-// worker, the worker never links the coordinator, and production code
-// never links test support; every package lies where the layout puts it.
+// worker, the worker never links the coordinator, heavy modules (cloud
+// SDKs, gRPC, the OTLP exporters) stay in the packages that use them (as
+// tailscale's deptest BadDeps keeps them out of binaries that need none),
+// and production code never links test support; every package lies where
+// the layout puts it.
 //
 // Each rule is one row of Rules or Layout. The test lists the module with
 // `go list` and fails on the first forbidden edge or misplaced package;
@@ -51,6 +54,25 @@ var stateful = []string{"internal/state", "internal/coordinator", "internal/work
 // that pure packages must not link.
 var networked = []string{"go.etcd.io/", "k8s.io/client-go/", "google.golang.org/grpc", "github.com/prometheus/"}
 
+// cloudSDKs are the cloud providers' SDKs: only the blob stores that use
+// them (blob/s3, blob/gcs, blob/azure) import them, and only the wiring
+// (internal/app) links those.
+var cloudSDKs = []string{"cloud.google.com/", "github.com/Azure/", "github.com/aws/", "google.golang.org/api/"}
+
+// otlpExporters are the OpenTelemetry exporters (and the SDK they export
+// from): only tracing/otlp imports them, and only the wiring links it.
+var otlpExporters = []string{"go.opentelemetry.io/otel/exporters/", "go.opentelemetry.io/otel/sdk"}
+
+// ReleaseTags are the build tags talon is built and released with
+// (Makefile BUILDTAGS, goreleaser.yaml). disable_grpc_modules drops what
+// cloud.google.com/go/storage links only for its gRPC transport's Direct
+// Connectivity; gs:// reads over the JSON API and needs none of it.
+const ReleaseTags = "disable_grpc_modules"
+
+// ReleaseDenied are what talon built with ReleaseTags must not link: xDS
+// (envoyproxy's go-control-plane, cncf/xds) and the RLS balancer.
+var ReleaseDenied = []string{"github.com/envoyproxy/", "github.com/cncf/xds/", "google.golang.org/grpc/xds", "google.golang.org/grpc/balancer/rls"}
+
 // TestOnly lists the packages production code never links.
 var TestOnly = []string{"internal/testsupport", "internal/testenv", "internal/state/statetest"}
 
@@ -62,8 +84,9 @@ var testTooling = append(slices.Clone(TestOnly), "internal/integration", "intern
 
 // presentation is what talonctl and its top view may link of this module:
 // the API (and the record model its types convert from), the CLI and TUI
-// themselves, and the presentation helpers.
-var presentation = []string{"internal/apiv1", "internal/cluster", "internal/cli", "tui", "internal/format", "internal/suggest", "internal/buildinfo", "internal/backoff"}
+// themselves, the presentation helpers, and the CA-file helper its TLS
+// settings share with the servers (pki/capool, standard library only).
+var presentation = []string{"internal/apiv1", "internal/cluster", "internal/cli", "tui", "internal/format", "internal/suggest", "internal/buildinfo", "internal/backoff", "internal/pki/capool"}
 
 // Rules are Talon's import boundaries, one row per rule.
 var Rules = []Rule{
@@ -95,6 +118,14 @@ var Rules = []Rule{
 		Reason: "the self-registration state machine is shared by both runtimes: its write is injected, it reaches no store, server or network"},
 	{From: []string{"internal/pki"}, Deny: []string{"internal/state", "internal/coordinator", "internal/worker", "internal/admin", "internal/protocol", "net/http"},
 		Reason: "TLS credentials know no server"},
+	{From: []string{"internal/datav1", "internal/client", "internal/cli", "tui", "cmd/talonctl"}, Deny: slices.Concat(cloudSDKs, []string{"google.golang.org/grpc"}, otlpExporters),
+		Reason: "heavy modules stay where they are used: the data-path contract, the client and talonctl link no cloud SDK, gRPC or OTLP exporter"},
+	{From: []string{"internal/coordinator", "internal/worker"}, Deny: otlpExporters,
+		Reason: "the runtimes take a trace.TracerProvider: the OTLP exporters link only where app sets up tracing"},
+	{From: []string{AnyPackage}, Except: slices.Concat(testTooling, []string{"internal/blob/s3", "internal/blob/gcs", "internal/blob/azure"}), Deny: cloudSDKs, Direct: true,
+		Reason: "a cloud SDK is imported only by its blob store (blob/s3, blob/gcs, blob/azure), which only app wires in"},
+	{From: []string{AnyPackage}, Except: slices.Concat(testTooling, []string{"internal/tracing/otlp"}), Deny: otlpExporters, Direct: true,
+		Reason: "the OTLP exporters are imported only by tracing/otlp, which only app wires in"},
 	{From: []string{AnyPackage}, Except: testTooling, Deny: TestOnly,
 		Reason: "production code never links test support"},
 }

@@ -1,6 +1,7 @@
 package deptest
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -48,6 +49,42 @@ func TestModuleBoundaries(t *testing.T) {
 	}
 }
 
+// TestReleaseBuildLeavesOutXDS: talon as the Makefile and goreleaser
+// build it (with ReleaseTags) links nothing of ReleaseDenied, and both
+// pass the tags.
+func TestReleaseBuildLeavesOutXDS(t *testing.T) {
+	out, err := exec.Command("go", "list", "-tags", ReleaseTags, "-deps", Module+"/cmd/talon").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "cloud.google.com/go/storage") {
+		t.Fatal("talon does not link cloud.google.com/go/storage: the check would pass vacuously")
+	}
+	for _, d := range deps {
+		if matchesAny(d, ReleaseDenied) {
+			t.Errorf("talon built with -tags %s links %s", ReleaseTags, d)
+		}
+	}
+	for file, want := range map[string][]string{
+		"../../Makefile":        {"BUILDTAGS := " + ReleaseTags, "build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o bin/talon ", "build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o dist/image-bin/"},
+		"../../goreleaser.yaml": {"flags: [-trimpath, -tags=" + ReleaseTags + "]"},
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s does not build talon with the release tags: no %q", file, w)
+			}
+		}
+	}
+	if b, _ := os.ReadFile("../../goreleaser.yaml"); strings.Count(string(b), "-tags="+ReleaseTags) != 2 {
+		t.Errorf("goreleaser.yaml: want -tags=%s on the talon build and the ko image", ReleaseTags)
+	}
+}
+
 // TestModuleLayout applies Layout to every package of the module.
 func TestModuleLayout(t *testing.T) {
 	var pkgs []Package
@@ -91,15 +128,21 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		m("internal/testsupport/talontest"):  {m("internal/testenv"), m("internal/testsupport"), m("internal/apiv1"), m("internal/client")},
 		m("internal/integration/faults"):     {m("internal/testsupport/talontest")},
 		m("internal/bench/integration"):      {m("internal/testsupport/talontest"), m("internal/bench/harness")},
+		m("internal/blob/s3"):                {m("internal/blob"), "github.com/aws/aws-sdk-go-v2/service/s3"},
+		m("internal/tracing/otlp"):           {"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc", "go.opentelemetry.io/otel/sdk/trace", "google.golang.org/grpc"},
+		m("internal/app"): {m("internal/blob/s3"), m("internal/tracing/otlp"), "github.com/aws/aws-sdk-go-v2/service/s3",
+			"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc", "go.opentelemetry.io/otel/sdk/trace", "google.golang.org/grpc"},
 	}
 	// In the made-up graph every dependency is a direct import too, but
 	// config's go-humanize, which it reaches through format.
 	cleanImports := copyGraph(clean)
 	cleanImports[m("internal/config")] = []string{m("internal/format")}
+	cleanImports[m("internal/app")] = []string{m("internal/blob/s3"), m("internal/tracing/otlp")}
 	if v := Check(Graph{Deps: clean, Imports: cleanImports}); len(v) != 0 {
 		t.Fatalf("clean graph reported: %q", v)
 	}
-	tests := []struct{ from, dep, want string }{
+	type edge struct{ from, dep, want string }
+	tests := []edge{
 		// The wire and model packages import nothing networked or stateful.
 		{"internal/protocol", m("internal/state"), "nothing networked or stateful"},
 		{"internal/protocol", m("internal/coordinator"), "nothing networked or stateful"},
@@ -140,6 +183,11 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/membership", m("internal/state"), "self-registration state machine"},
 		{"internal/membership", m("internal/protocol"), "self-registration state machine"},
 		{"internal/membership", "net", "self-registration state machine"},
+		// Heavy modules stay where they are used (more in transitive).
+		{"cmd/talonctl", "google.golang.org/grpc", "link no cloud SDK, gRPC or OTLP exporter"},
+		{"internal/worker", "github.com/aws/aws-sdk-go-v2/service/s3", "imported only by its blob store"},
+		{"internal/blob", "cloud.google.com/go/storage", "imported only by its blob store"},
+		{"internal/app", "go.opentelemetry.io/otel/exporters/otlp/otlptrace", "imported only by tracing/otlp"},
 		// Test support.
 		{"internal/coordinator", m("internal/testsupport"), "never links test support"},
 		{"internal/state/etcd", m("internal/state/statetest"), "never links test support"},
@@ -147,12 +195,24 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 		{"internal/worker", m("internal/testsupport/talontest"), "never links test support"},
 		{"internal/bench", m("internal/testsupport/talontest"), "never links test support"},
 	}
+	// transitive are edges reached through another package, not imported
+	// by from itself.
+	transitive := []edge{
+		{"internal/datav1", "cloud.google.com/go/storage", "link no cloud SDK, gRPC or OTLP exporter"},
+		{"internal/client", "github.com/aws/aws-sdk-go-v2/service/s3", "link no cloud SDK, gRPC or OTLP exporter"},
+		{"internal/cli/nodes", "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob", "link no cloud SDK, gRPC or OTLP exporter"},
+		{"tui", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "link no cloud SDK, gRPC or OTLP exporter"},
+		{"internal/coordinator", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc", "runtimes take a trace.TracerProvider"},
+		{"internal/worker", "go.opentelemetry.io/otel/sdk/trace", "runtimes take a trace.TracerProvider"},
+	}
 	exercised := map[string]bool{}
-	for _, tt := range tests {
+	run := func(tt edge, direct bool) {
 		t.Run(tt.from+"->"+tt.dep, func(t *testing.T) {
 			g, im := copyGraph(clean), copyGraph(cleanImports)
 			g[m(tt.from)] = append(g[m(tt.from)], tt.dep)
-			im[m(tt.from)] = append(im[m(tt.from)], tt.dep)
+			if direct {
+				im[m(tt.from)] = append(im[m(tt.from)], tt.dep)
+			}
 			v := Check(Graph{Deps: g, Imports: im})
 			if len(v) != 1 || !strings.Contains(v[0], tt.dep) || !strings.Contains(v[0], tt.want) {
 				t.Fatalf("Check = %q, want one violation naming %s (%s)", v, tt.dep, tt.want)
@@ -163,6 +223,12 @@ func TestCheckFindsForbiddenImports(t *testing.T) {
 				}
 			}
 		})
+	}
+	for _, tt := range tests {
+		run(tt, true)
+	}
+	for _, tt := range transitive {
+		run(tt, false)
 	}
 	for _, r := range Rules {
 		if !exercised[r.Reason] {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/pki/capool"
 	"log/slog"
 	"os"
 	"sync"
@@ -251,13 +252,8 @@ func (s *Source) load() (*material, error) {
 		}
 	}
 	if s.files.CAFile != "" {
-		caPEM, err := os.ReadFile(s.files.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s-ca-file: %w", set, err)
-		}
-		m.pool = x509.NewCertPool()
-		if !m.pool.AppendCertsFromPEM(caPEM) {
-			return nil, fmt.Errorf("%s-ca-file %q: no PEM certificate in it", set, s.files.CAFile)
+		if m.pool, err = capool.Load(s.files.CAFile); err != nil {
+			return nil, fmt.Errorf("%s-ca-file %q: %w", set, s.files.CAFile, err)
 		}
 		if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: m.pool, Intermediates: intermediates(pair.Certificate), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: s.opts.Clock()}); err != nil {
 			return nil, fmt.Errorf("%s-cert-file %q is not valid under %s-ca-file %q: %w", set, s.files.CertFile, set, s.files.CAFile, err)

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,7 +26,9 @@ import (
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/devcluster"
+	"github.com/talonhq/talon/internal/state/etcd/etcdrules"
 	"github.com/talonhq/talon/internal/state/kube"
+	"github.com/talonhq/talon/internal/state/kube/kuberules"
 )
 
 // Conn are the connection settings of the backends the self-contained
@@ -92,13 +93,14 @@ func (o *Conn) validateEtcd(getenv func(key string) string) error {
 		return errors.New("--etcd-endpoints is empty: the etcd backend needs at least one endpoint")
 	}
 	for _, ep := range o.Etcd.Endpoints {
-		if ep == "" || (!strings.Contains(ep, "://") && !strings.Contains(ep, ":")) {
-			return fmt.Errorf("--etcd-endpoints %q: must be host:port or a URL", ep)
+		if err := etcdrules.Endpoint(ep); err != nil {
+			return fmt.Errorf("--etcd-endpoints %q: %w", config.RedactURL(ep), err)
 		}
 	}
-	p := o.Etcd.Prefix
-	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") || len(p) > 200 {
-		return fmt.Errorf("--etcd-prefix %q: must start with \"/\", not end with \"/\", contain no \"//\" and be at most 200 bytes", p)
+	// The run works under <prefix>/run-<id>: that is the prefix the store
+	// checks.
+	if err := etcdrules.Prefix(o.Etcd.Prefix + "/run-" + strings.Repeat("0", runIDLen)); err != nil {
+		return fmt.Errorf("--etcd-prefix %q: %w (the run works under <prefix>/run-<id>)", o.Etcd.Prefix, err)
 	}
 	if (o.Etcd.CertFile == "") != (o.Etcd.KeyFile == "") {
 		return fmt.Errorf("--etcd-cert-file %q and --etcd-key-file %q: set both or neither", o.Etcd.CertFile, o.Etcd.KeyFile)
@@ -130,9 +132,8 @@ func (o *Conn) etcdPassword(getenv func(key string) string) error {
 }
 
 func (o *Conn) validateKube() error {
-	ns := o.Kube.Namespace
-	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 || len(ns) > 54 {
-		return fmt.Errorf("--kube-namespace %q: must be a DNS-1123 label of at most 54 characters (the run adds -<id>)", ns)
+	if err := kuberules.NamespacePrefix(o.Kube.Namespace, runIDLen); err != nil {
+		return fmt.Errorf("--kube-namespace %q: %w", o.Kube.Namespace, err)
 	}
 	if o.Kube.QPS < 1 || o.Kube.QPS > 100000 {
 		return fmt.Errorf("--kube-qps %d: must be from 1 to 100000", o.Kube.QPS)
@@ -143,9 +144,12 @@ func (o *Conn) validateKube() error {
 	return nil
 }
 
+// runIDLen is the length of a run ID.
+const runIDLen = 8
+
 // runID returns a random ID naming one run's prefix and namespace.
 func runID() string {
-	b := make([]byte, 4)
+	b := make([]byte, runIDLen/2)
 	_, _ = crand.Read(b)
 	return hex.EncodeToString(b)
 }

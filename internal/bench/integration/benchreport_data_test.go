@@ -14,6 +14,9 @@ import (
 
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/blob/azure"
+	"github.com/talonhq/talon/internal/blob/gcs"
+	"github.com/talonhq/talon/internal/blob/s3"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testenv"
@@ -47,7 +50,7 @@ func reportS3(t *testing.T) (blob.Store, func(string, []byte)) {
 		t.Setenv(k, v)
 	}
 	srv.CreateBucket(t, "bench")
-	s, err := blob.Open(srv.URL("bench", ""), blob.Options{})
+	s, err := s3.New(srv.URL("bench", ""), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func reportS3(t *testing.T) (blob.Store, func(string, []byte)) {
 func reportGCS(t *testing.T) (blob.Store, func(string, []byte)) {
 	g := testenv.StartGCS(t)
 	g.CreateBucket(t, "bench")
-	s, err := blob.Open(g.URL("bench", ""), blob.Options{})
+	s, err := gcs.New(g.URL("bench", ""), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +69,9 @@ func reportGCS(t *testing.T) (blob.Store, func(string, []byte)) {
 
 func reportAzure(t *testing.T) (blob.Store, func(string, []byte)) {
 	a := testenv.StartAzurite(t)
-	t.Setenv(blob.EnvAzureConnectionString, a.ConnectionString)
+	t.Setenv(azure.EnvConnectionString, a.ConnectionString)
 	a.CreateContainer(t, "bench")
-	s, err := blob.Open(a.URL("bench", ""), blob.Options{})
+	s, err := azure.New(a.URL("bench", ""), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

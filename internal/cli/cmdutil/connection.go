@@ -3,7 +3,6 @@ package cmdutil
 import (
 	"cmp"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/cli/cliconfig"
+	"github.com/talonhq/talon/internal/pki/capool"
 )
 
 // Connection defaults and environment variables.
@@ -356,13 +356,9 @@ func (c *Connection) TLSConfig() (*tls.Config, error) {
 		cfg.InsecureSkipVerify = true //nolint:gosec // the operator asked for it explicitly
 		return cfg, nil
 	}
-	pem, err := os.ReadFile(c.CAFile)
+	pool, err := capool.Load(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("ca-file %q: %w", c.CAFile, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("ca-file %q: holds no PEM certificate", c.CAFile)
 	}
 	cfg.RootCAs = pool
 	return cfg, nil

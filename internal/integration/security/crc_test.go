@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/talonhq/talon/internal/blob"
+	s3store "github.com/talonhq/talon/internal/blob/s3"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/pki"
 	"github.com/talonhq/talon/internal/testenv"
@@ -162,7 +163,7 @@ func TestCRCForgeryOnS3(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	store, err := blob.Open(blobURL, blob.Options{})
+	store, err := s3store.New(blobURL, blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

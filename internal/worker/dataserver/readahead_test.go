@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/talonhq/talon/internal/blob"
+	s3store "github.com/talonhq/talon/internal/blob/s3"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/worker/cache"
@@ -47,7 +48,7 @@ func countingS3(t *testing.T) (blob.Store, map[string]*atomic.Int64, func(key st
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	store, err := blob.Open("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+	store, err := s3store.New("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

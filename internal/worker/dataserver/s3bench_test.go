@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/talonhq/talon/internal/blob"
+	s3store "github.com/talonhq/talon/internal/blob/s3"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/worker/cache"
@@ -59,7 +60,7 @@ func BenchmarkS3ColdVsDirect(b *testing.B) {
 		ContentLength: aws.Int64(objSize), ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:]))}); err != nil {
 		b.Fatal(err)
 	}
-	store, err := blob.Open(srv.URL("bench", ""), blob.Options{})
+	store, err := s3store.New(srv.URL("bench", ""), blob.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

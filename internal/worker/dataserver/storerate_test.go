@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/talonhq/talon/internal/blob"
+	s3store "github.com/talonhq/talon/internal/blob/s3"
 	"github.com/talonhq/talon/internal/datav1"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/worker/cache"
@@ -129,7 +130,7 @@ func TestForcedStoreReadsAtS3(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	store, err := blob.Open("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
+	store, err := s3store.New("s3://talon?use_path_style=true&endpoint="+url.QueryEscape(front.URL), blob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tracing
+package otlp
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func TestExportNotRedirectedAcrossOrigins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, span := Tracer(p.Tracers(), "x").Start(context.Background(), "op")
+	_, span := p.Tracers().Tracer("x").Start(context.Background(), "op")
 	span.End()
 	_ = p.Shutdown(context.Background()) // the export fails: refused redirect
 

@@ -1,4 +1,17 @@
-package blob
+// Package gcs is the gs:// blob store (blob.Store) on
+// cloud.google.com/go/storage: its own package so that only the wiring
+// that opens it (internal/app) links the SDK. Package blob's doc gives
+// the URL parameters, versions, checksums and errors.
+//
+// The store reads over the JSON API. Built with -tags
+// disable_grpc_modules (as the Makefile and goreleaser build talon), the
+// client leaves out its gRPC transport's Direct Connectivity: xDS,
+// envoyproxy's go-control-plane and the RLS balancer (150 packages,
+// 14 MB of a stripped talon). gRPC itself and the client-side metrics
+// exporter stay linked (the storage package's gRPC client and metrics
+// files have no build tag); WithDisabledClientMetrics keeps the exporter
+// from running.
+package gcs
 
 import (
 	"context"
@@ -16,15 +29,18 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
+
+	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/blob/remote"
 )
 
-// GCS is the gs:// backend: object k is <prefix>k in the bucket, read
+// Store is the gs:// backend: object k is <prefix>k in the bucket, read
 // with ranged reads through cloud.google.com/go/storage. Credentials come
 // from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS,
 // gcloud's user credentials, the metadata server, workload identity);
 // never from the URL, and no error or String of this type carries them.
 // Safe for concurrent use.
-type GCS struct {
+type Store struct {
 	bucket  string
 	prefix  string
 	desc    string
@@ -33,26 +49,26 @@ type GCS struct {
 	retry   []storage.RetryOption
 }
 
-// NewGCS returns the store of the objects below rawURL,
+// New returns the store of the objects below rawURL,
 // gs://bucket[/prefix][?endpoint=URL&anonymous=true&request_timeout=D&max_attempts=N].
 // endpoint names an emulator or a private endpoint (the JSON API's base,
 // such as http://127.0.0.1:4443); anonymous=true sends no credentials
 // (an emulator, a public bucket). It makes no request.
-func NewGCS(rawURL string, opts Options) (*GCS, error) {
-	c, err := parseCloudURL(rawURL, "gs", nil, "gs://bucket/prefix",
-		"Google Cloud Storage credentials come from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server, workload identity)")
+func New(rawURL string, opts blob.Options) (*Store, error) {
+	c, err := remote.ParseURL(rawURL, remote.Scheme{Name: "gs", Host: "bucket", Shape: "gs://bucket/prefix", Anonymous: true,
+		Credentials: "Google Cloud Storage credentials come from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server, workload identity)"})
 	if err != nil {
 		return nil, err
 	}
-	client, err := gcsClient(c.settings, opts)
+	client, err := gcsClient(c.Settings, opts)
 	if err != nil {
-		return nil, c.bad("%v", err)
+		return nil, c.Bad("%v", err)
 	}
-	return &GCS{
-		bucket: c.host, prefix: c.prefix, desc: "gs://" + c.host + "/" + c.prefix, timeout: c.settings.timeout, client: client,
+	return &Store{
+		bucket: c.Host, prefix: c.Prefix, desc: "gs://" + c.Host + "/" + c.Prefix, timeout: c.Settings.Timeout, client: client,
 		retry: []storage.RetryOption{
-			storage.WithMaxAttempts(c.settings.attempts),
-			storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: s3MaxBackoff, Multiplier: 2}),
+			storage.WithMaxAttempts(c.Settings.Attempts),
+			storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: remote.MaxBackoff, Multiplier: 2}),
 			storage.WithPolicy(storage.RetryAlways), // reads only: every one is idempotent
 		},
 	}, nil
@@ -62,14 +78,14 @@ func NewGCS(rawURL string, opts Options) (*GCS, error) {
 // sends nothing to Cloud Monitoring), requests through cloudHTTPClient
 // (same-host redirects only), authorized by Application Default
 // Credentials unless anonymous.
-func gcsClient(st cloudSettings, opts Options) (*storage.Client, error) {
+func gcsClient(st remote.Settings, opts blob.Options) (*storage.Client, error) {
 	ctx := context.Background()
-	hc := cloudHTTPClient(opts, st.timeout)
+	hc := remote.HTTPClient(opts, st.Timeout)
 	copts := []option.ClientOption{storage.WithDisabledClientMetrics()}
-	if st.endpoint != "" {
-		copts = append(copts, option.WithEndpoint(st.endpoint+"/storage/v1/"))
+	if st.Endpoint != "" {
+		copts = append(copts, option.WithEndpoint(st.Endpoint+"/storage/v1/"))
 	}
-	if st.anonymous {
+	if st.Anonymous {
 		copts = append(copts, option.WithoutAuthentication())
 	} else {
 		rt, err := htransport.NewTransport(ctx, hc.Transport, option.WithScopes(storage.ScopeReadOnly))
@@ -87,12 +103,12 @@ func gcsClient(st cloudSettings, opts Options) (*storage.Client, error) {
 }
 
 // String describes the store for logs: gs://bucket/prefix.
-func (g *GCS) String() string { return g.desc }
+func (g *Store) String() string { return g.desc }
 
 // Close releases the client's connections.
-func (g *GCS) Close() error { return g.client.Close() }
+func (g *Store) Close() error { return g.client.Close() }
 
-func (g *GCS) object(key string) *storage.ObjectHandle {
+func (g *Store) object(key string) *storage.ObjectHandle {
 	// ReadCompressed: the stored bytes, whose length Stat gives, even of
 	// an object stored with Content-Encoding gzip (GCS would otherwise
 	// decompress them).
@@ -100,7 +116,7 @@ func (g *GCS) object(key string) *storage.ObjectHandle {
 }
 
 // Size returns the object's length.
-func (g *GCS) Size(ctx context.Context, object string) (int64, error) {
+func (g *Store) Size(ctx context.Context, object string) (int64, error) {
 	info, err := g.Stat(ctx, object)
 	return info.Size, err
 }
@@ -108,43 +124,43 @@ func (g *GCS) Size(ctx context.Context, object string) (int64, error) {
 // Stat reads the object's metadata. The version is its generation; the
 // checksum its MD5 when GCS keeps one (not for composite objects), else
 // its CRC32C, which GCS keeps for every object.
-func (g *GCS) Stat(ctx context.Context, object string) (Info, error) {
-	if err := ValidateKey(object); err != nil {
-		return Info{}, err
+func (g *Store) Stat(ctx context.Context, object string) (blob.Info, error) {
+	if err := blob.ValidateKey(object); err != nil {
+		return blob.Info{}, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	attrs, err := g.object(object).Attrs(tctx)
 	if err != nil {
-		return Info{}, g.mapErr(ctx, "stat", object, "", err)
+		return blob.Info{}, g.mapErr(ctx, "stat", object, "", err)
 	}
-	info := Info{Size: attrs.Size, Version: "gen:" + strconv.FormatInt(attrs.Generation, 10)}
+	info := blob.Info{Size: attrs.Size, Version: "gen:" + strconv.FormatInt(attrs.Generation, 10)}
 	switch {
-	case len(attrs.MD5) == checksumLen[MD5]:
-		info.Checksum = Checksum{Algorithm: MD5, Value: attrs.MD5}
+	case len(attrs.MD5) == blob.DigestSize(blob.MD5):
+		info.Checksum = blob.Checksum{Algorithm: blob.MD5, Value: attrs.MD5}
 	default:
-		info.Checksum = Checksum{Algorithm: CRC32C, Value: binary.BigEndian.AppendUint32(nil, attrs.CRC32C)}
+		info.Checksum = blob.Checksum{Algorithm: blob.CRC32C, Value: binary.BigEndian.AppendUint32(nil, attrs.CRC32C)}
 	}
 	return info, nil
 }
 
 // ReadRange streams [off, off+length) of the object's current generation.
-func (g *GCS) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
+func (g *Store) ReadRange(ctx context.Context, object string, off, length int64) (io.ReadCloser, error) {
 	return g.ReadVersion(ctx, object, "", off, length)
 }
 
 // ReadVersion streams [off, off+length) of the generation version names:
 // GCS answers not found for a generation that is gone, which is
-// ErrVersionChanged here, never bytes of another generation.
-func (g *GCS) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
-	if r, err := remoteRead(object, off, length); r != nil || err != nil {
+// blob.ErrVersionChanged here, never bytes of another generation.
+func (g *Store) ReadVersion(ctx context.Context, object, version string, off, length int64) (io.ReadCloser, error) {
+	if r, err := blob.RemoteRead(object, off, length); r != nil || err != nil {
 		return r, err
 	}
 	o := g.object(object)
 	if gen, ok := strings.CutPrefix(version, "gen:"); ok {
 		n, err := strconv.ParseInt(gen, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: object %q at %s: version %q is not a generation", ErrVersionChanged, object, g, version)
+			return nil, fmt.Errorf("%w: object %q at %s: version %q is not a generation", blob.ErrVersionChanged, object, g, version)
 		}
 		o = o.Generation(n)
 	}
@@ -157,7 +173,7 @@ func (g *GCS) ReadVersion(ctx context.Context, object, version string, off, leng
 		}
 		return nil, g.mapErr(ctx, "read", object, version, err)
 	}
-	return timedBody{&backendBody{ctx: tctx, body: r, r: io.LimitReader(r, length), object: object, store: g}, cancel}, nil
+	return blob.NewBody(tctx, r, length, object, g, cancel), nil
 }
 
 func statusOfGCS(err error) int {
@@ -170,22 +186,22 @@ func statusOfGCS(err error) int {
 
 // mapErr maps a client error onto the sentinels, keeping only the status
 // (a GCS message is no secret, but the rule is the same for every store).
-func (g *GCS) mapErr(ctx context.Context, op, object, version string, err error) error {
-	if cerr := ctxErr(ctx, err); cerr != nil {
+func (g *Store) mapErr(ctx context.Context, op, object, version string, err error) error {
+	if cerr := blob.ContextErr(ctx, err); cerr != nil {
 		return fmt.Errorf("%s object %q at %s: %w", op, object, g, cerr)
 	}
 	status := statusOfGCS(err)
 	switch {
 	case (errors.Is(err, storage.ErrObjectNotExist) || status == http.StatusNotFound) && version != "":
-		return fmt.Errorf("%w: object %q at %s: generation %s is gone", ErrVersionChanged, object, g, strings.TrimPrefix(version, "gen:"))
+		return fmt.Errorf("%w: object %q at %s: generation %s is gone", blob.ErrVersionChanged, object, g, strings.TrimPrefix(version, "gen:"))
 	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist), status == http.StatusNotFound:
-		return fmt.Errorf("%w: object %q at %s", ErrNotFound, object, g)
+		return fmt.Errorf("%w: object %q at %s", blob.ErrNotFound, object, g)
 	case status == http.StatusPreconditionFailed:
-		return fmt.Errorf("%w: object %q at %s changed since it was stat'ed", ErrVersionChanged, object, g)
+		return fmt.Errorf("%w: object %q at %s changed since it was stat'ed", blob.ErrVersionChanged, object, g)
 	case status == http.StatusForbidden || status == http.StatusUnauthorized:
-		return fmt.Errorf("%w: %s object %q at %s: HTTP %d: check the worker's Google Cloud credentials and its permission to read the bucket", ErrBackend, op, object, g, status)
+		return fmt.Errorf("%w: %s object %q at %s: HTTP %d: check the worker's Google Cloud credentials and its permission to read the bucket", blob.ErrBackend, op, object, g, status)
 	case status != 0:
-		return fmt.Errorf("%w: %s object %q at %s: HTTP %d %s", ErrBackend, op, object, g, status, http.StatusText(status))
+		return fmt.Errorf("%w: %s object %q at %s: HTTP %d %s", blob.ErrBackend, op, object, g, status, http.StatusText(status))
 	}
-	return fmt.Errorf("%w: %s object %q at %s: %w", ErrBackend, op, object, g, err)
+	return fmt.Errorf("%w: %s object %q at %s: %w", blob.ErrBackend, op, object, g, err)
 }

@@ -1,17 +1,16 @@
-package tracing
+package otlp
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/talonhq/talon/internal/pki/capool"
 	"github.com/talonhq/talon/internal/redact"
 )
 
@@ -95,13 +94,9 @@ func exportTLS(getenv func(string) string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
-		pem, err := os.ReadFile(ca)
+		pool, err := capool.Load(ca)
 		if err != nil {
 			return nil, fmt.Errorf("%s=%q: %w", caVar, ca, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s=%q: no PEM certificate in the file", caVar, ca)
 		}
 		cfg.RootCAs = pool
 	}
