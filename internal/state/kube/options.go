@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/talonhq/talon/internal/state/kube/kuberules"
 )
 
 // Defaults for Options fields left zero.
@@ -175,8 +176,8 @@ func validateNamespace(ns string) error {
 	if ns == "" {
 		return fmt.Errorf("kube namespace: must be set")
 	}
-	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return fmt.Errorf("kube namespace %q: must be a DNS-1123 label: %s", ns, errs[0])
+	if err := kuberules.Namespace(ns); err != nil {
+		return fmt.Errorf("kube namespace %q: %w", ns, err)
 	}
 	return nil
 }
