@@ -41,10 +41,10 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/backoff"
+	"github.com/talonhq/talon/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Outcome is what the store did with one attempt.
@@ -194,7 +194,7 @@ func New(opts Options) (*Loop, error) {
 		opts.RetryInitial = DefaultRetryInitial
 	}
 	if opts.Tracer == nil {
-		opts.Tracer = noop.NewTracerProvider().Tracer("")
+		opts.Tracer = tracing.Tracer(nil, "membership")
 	}
 	l := &Loop{opts: opts, log: opts.Logger, register: true}
 	l.status.Interval = opts.Interval

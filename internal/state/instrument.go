@@ -9,9 +9,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/tracing"
 )
 
 // Instrumented is a Store whose every operation is timed on one clock,
@@ -48,14 +48,11 @@ const (
 // talon_coordinator_store_watches (watches open). tp may be nil (no spans);
 // clock times every operation.
 func Instrument(s Store, reg prometheus.Registerer, tp trace.TracerProvider, clock func() time.Time) (*Instrumented, error) {
-	if tp == nil {
-		tp = noop.NewTracerProvider()
-	}
 	constLabels := prometheus.Labels{"backend": s.Backend()}
 	i := &Instrumented{
 		s:      s,
 		clock:  clock,
-		tracer: tp.Tracer("github.com/talonhq/talon/internal/state"),
+		tracer: tracing.Tracer(tp, "state"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:        "talon_coordinator_store_operation_duration_seconds",
 			Help:        "Duration of shared-store operations (upsert, remove, transition, marks, snapshot, check_ready; watch: the time to its first batch).",
