@@ -1,10 +1,11 @@
 package coordinator
 
 import (
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/talonhq/talon/internal/netlimit"
 )
 
 // Write rates per node: a live worker writes once per heartbeat interval;
@@ -17,23 +18,13 @@ import (
 // The burst is writeBurstIntervals intervals' worth.
 const writeBurstIntervals = 6
 
-// writeRates is a token bucket per node ID. Buckets idle for pruneAfter
-// are dropped when the map passes its bound, so it holds about as many
-// entries as the cluster has writing nodes.
+// writeRates is a token bucket per node ID (netlimit.Buckets). Buckets
+// idle for 10 intervals are dropped first when it reaches its bound, so
+// it holds about as many entries as the cluster has writing nodes. A nil
+// *writeRates allows everything.
 type writeRates struct {
-	perInterval int
-	burst       int
-	every       rate.Limit
-	pruneAfter  time.Duration
-	bound       int
-
-	mu      sync.Mutex // guards the fields below
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	lim  *rate.Limiter
-	used time.Time
+	b                  *netlimit.Buckets[string]
+	perInterval, burst int // for the refusal's message
 }
 
 // newWriteRates returns the buckets of perInterval writes per interval,
@@ -42,14 +33,8 @@ func newWriteRates(interval time.Duration, perInterval, maxRecords int) *writeRa
 	if perInterval <= 0 {
 		return nil
 	}
-	return &writeRates{
-		perInterval: perInterval,
-		burst:       writeBurstIntervals * perInterval,
-		every:       rate.Every(interval / time.Duration(perInterval)),
-		pruneAfter:  10 * interval,
-		bound:       2 * maxRecords,
-		buckets:     map[string]*bucket{},
-	}
+	burst := writeBurstIntervals * perInterval
+	return &writeRates{b: netlimit.NewBuckets[string](rate.Every(interval/time.Duration(perInterval)), burst, 2*maxRecords, 10*interval), perInterval: perInterval, burst: burst}
 }
 
 // Attestation rates per peer: a worker attests each connection once, when
@@ -64,16 +49,9 @@ const (
 )
 
 // newPeerRates returns buckets of burst tokens refilled once per every,
-// pruned like the write buckets (idle 10 intervals, past bound entries).
+// pruned like the write buckets (idle 10 refills, past bound entries).
 func newPeerRates(every time.Duration, burst, bound int) *writeRates {
-	return &writeRates{
-		perInterval: 1,
-		burst:       burst,
-		every:       rate.Every(every),
-		pruneAfter:  10 * every,
-		bound:       bound,
-		buckets:     map[string]*bucket{},
-	}
+	return &writeRates{b: netlimit.NewBuckets[string](rate.Every(every), burst, bound, 10*every), perInterval: 1, burst: burst}
 }
 
 // allow takes a token of node's bucket at now; when none is left it
@@ -82,29 +60,5 @@ func (w *writeRates) allow(node string, now time.Time) (bool, time.Duration) {
 	if w == nil {
 		return true, 0
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b := w.buckets[node]
-	if b == nil {
-		if len(w.buckets) >= w.bound {
-			w.pruneLocked(now)
-		}
-		b = &bucket{lim: rate.NewLimiter(w.every, w.burst)}
-		w.buckets[node] = b
-	}
-	b.used = now
-	r := b.lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
-	}
-	return true, 0
-}
-
-func (w *writeRates) pruneLocked(now time.Time) {
-	for k, b := range w.buckets {
-		if now.Sub(b.used) > w.pruneAfter {
-			delete(w.buckets, k)
-		}
-	}
+	return w.b.Allow(node, now)
 }
