@@ -134,3 +134,10 @@ func (b *Buckets[K]) Allow(key K, now time.Time) (ok bool, wait time.Duration) {
 
 // Len returns the keys held.
 func (b *Buckets[K]) Len() int { return b.k.Len() }
+
+// AllowN takes n tokens of key's bucket at now, or none when fewer are
+// left.
+func (b *Buckets[K]) AllowN(key K, now time.Time, n int) (ok bool) {
+	b.k.Do(key, now, func(l *rate.Limiter) { ok = l.AllowN(now, n) })
+	return ok
+}

@@ -52,3 +52,21 @@ func TestBuckets(t *testing.T) {
 		t.Fatal("no token a second later")
 	}
 }
+
+// TestBucketsAllowN: n tokens are taken at once or not at all, per key.
+func TestBucketsAllowN(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	b := NewBuckets[string](1, 4, 8, time.Minute)
+	if !b.AllowN("a", now, 3) {
+		t.Fatal("3 of a burst of 4 refused")
+	}
+	if b.AllowN("a", now, 2) {
+		t.Fatal("2 more taken with 1 left")
+	}
+	if !b.AllowN("a", now, 1) || !b.AllowN("b", now, 4) {
+		t.Fatal("the last token, or another key's burst, refused")
+	}
+	if !b.AllowN("a", now.Add(2*time.Second), 2) {
+		t.Fatal("2 tokens refilled in 2s refused")
+	}
+}

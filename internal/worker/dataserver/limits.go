@@ -5,43 +5,28 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/datav1"
+	"github.com/talonhq/talon/internal/netlimit"
 )
 
 // clientRates is a token bucket per client (clientOf), of perSecond
-// tokens a second and a burst of twice that. Past maxLimiters clients
-// they are all forgotten (a client then starts with a full burst again).
-type clientRates struct {
-	perSecond float64
-
-	mu sync.Mutex // guards m
-	m  map[string]*rate.Limiter
-}
+// tokens a second and a burst of twice that, in a netlimit.Buckets of at
+// most maxLimiters clients: past that, those idle for a minute go first,
+// then the least recently used (a client dropped starts with a full burst
+// again; a flood of new clients no longer resets every other's bucket).
+type clientRates struct{ b *netlimit.Buckets[string] }
 
 func newClientRates(perSecond float64) *clientRates {
-	return &clientRates{perSecond: perSecond, m: map[string]*rate.Limiter{}}
+	return &clientRates{netlimit.NewBuckets[string](rate.Limit(perSecond), int(max(2*perSecond, 1)), maxLimiters, time.Minute)}
 }
 
 // allow takes n tokens of who's bucket.
-func (c *clientRates) allow(who string, n int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l := c.m[who]
-	if l == nil {
-		if len(c.m) >= maxLimiters {
-			clear(c.m)
-		}
-		l = rate.NewLimiter(rate.Limit(c.perSecond), int(max(2*c.perSecond, 1)))
-		c.m[who] = l
-	}
-	return l.AllowN(time.Now(), n)
-}
+func (c *clientRates) allow(who string, n int) bool { return c.b.AllowN(who, time.Now(), n) }
 
 // clientOf names the client of r: its certificate's common name (the node
 // ID) over mutual TLS, whatever address it comes from, else its remote

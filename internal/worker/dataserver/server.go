@@ -44,8 +44,7 @@ const (
 	// DefaultStoreReadRate is the default Config.StoreReadRate (the
 	// store-reads-per-client setting's default).
 	DefaultStoreReadRate = 256
-	// maxLimiters bounds the per-client limiters kept; past it they are
-	// all forgotten (a client then starts with a full burst again).
+	// maxLimiters bounds the per-client limiters kept (clientRates).
 	maxLimiters = 4096
 )
 
