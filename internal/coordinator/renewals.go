@@ -13,19 +13,19 @@ import (
 // record, so only the coordinator that accepted it knows when the worker
 // was last heard. Each coordinator therefore publishes the renewals it
 // accepted to the store's renewal log (state.RenewalLog) every half
-// heartbeat interval, and reads its peers' every quarter: a peer learns a
-// renewal at most about three quarters of an interval after it was
-// accepted, so every coordinator shows each heartbeat age within one
-// interval of the truth. A batch costs about 7 bytes a renewal; nothing is
-// published while this coordinator is the only one, and nothing decides on
-// what is learned: it only raises the heartbeat time the API shows
-// (HeardAtUnixMs). A backend whose renewals every reader sees (Kubernetes)
-// does not implement the log.
+// heartbeat interval, and watches its peers': a peer learns a renewal at
+// most about half an interval after it was accepted, so every coordinator
+// shows each heartbeat age within one interval of the truth. A batch costs
+// about 7 bytes a renewal; nothing is published while this coordinator is
+// the only one or accepted no renewal, the watch polls nothing, and
+// nothing decides on what is learned: it only raises the heartbeat time
+// the API shows (HeardAtUnixMs). A backend whose renewals every reader
+// sees (Kubernetes) does not implement the log.
 
-// renewalTick is the renewal log's read period: a quarter of the
-// heartbeat interval. Batches are published every second tick.
+// renewalTick is the renewal log's publication period: half the
+// heartbeat interval.
 func renewalTick(t cluster.Timing) time.Duration {
-	return max(t.HeartbeatInterval/4, 50*time.Millisecond)
+	return max(t.HeartbeatInterval/2, 50*time.Millisecond)
 }
 
 // renewalLog returns the store's renewal log, nil when it has none.
@@ -50,42 +50,37 @@ func (c *Coordinator) hasPeers() bool {
 }
 
 // renewalLoop publishes this coordinator's renewals and learns its
-// peers' until ctx ends. Failures are logged once per kind of outcome and
-// retried at the next tick: a lost batch makes ages coarser for a tick,
-// nothing more.
+// peers' until ctx ends. A failed publication is logged once per run of
+// failures and retried at the next tick; a failed watch is opened again a
+// second later: either makes ages coarser for a moment, nothing more.
 func (c *Coordinator) renewalLoop(ctx context.Context, log state.RenewalLog) {
 	t := time.NewTicker(renewalTick(c.opts.Timing))
 	defer t.Stop()
-	var after state.Revision
 	failing := false
-	report := func(op string, err error) {
-		if err != nil && !failing && ctx.Err() == nil {
-			c.log.Warn("renewal log "+op+" failed; heartbeat ages on other coordinators are coarser until it answers", "err", err)
-		}
-		failing = err != nil
-	}
-	for tick := 0; ; tick++ {
+	watched := log.WatchRenewals(ctx, c.opts.ClusterID, c.opts.NodeID)
+	var rewatch <-chan time.Time
+	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		peers := c.hasPeers()
-		if tick%2 == 1 {
-			if batch := c.evidence.takeOwn(); len(batch) > 0 && peers {
-				report("publish", c.publishRenewals(ctx, log, batch))
+		case rs, ok := <-watched:
+			if !ok {
+				watched, rewatch = nil, time.After(time.Second)
+				continue
 			}
-		}
-		if !peers {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-		rs, next, err := log.RenewalsSince(rctx, c.opts.ClusterID, c.opts.NodeID, after)
-		cancel()
-		report("read", err)
-		if err == nil {
-			after = next
 			c.evidence.learn(c.opts.ClusterID, rs)
+		case <-rewatch:
+			rewatch, watched = nil, log.WatchRenewals(ctx, c.opts.ClusterID, c.opts.NodeID)
+		case <-t.C:
+			batch := c.evidence.takeOwn()
+			if len(batch) == 0 || !c.hasPeers() {
+				continue
+			}
+			err := c.publishRenewals(ctx, log, batch)
+			if err != nil && !failing && ctx.Err() == nil {
+				c.log.Warn("renewal log publication failed; heartbeat ages on other coordinators are coarser until it succeeds", "err", err)
+			}
+			failing = err != nil
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 // renew a record's lease without writing the record (etcd): no other
 // coordinator sees such a renewal in the records, so each coordinator
 // publishes the renewals it accepted, in small compressed batches, and
-// reads its peers'. Nothing decides on them: they only make every
+// watches its peers'. Nothing decides on them: they only make every
 // coordinator's heartbeat ages exact (ADR 0001 amendment, "heartbeat
 // ages on every coordinator"). A backend whose renewals show in what
 // every coordinator reads (Kubernetes: a Lease's renewTime) does not
@@ -37,10 +37,10 @@ type RenewalLog interface {
 	// renewals it accepted since its previous one). keepFor is how long
 	// the batch outlives a publisher that stops publishing.
 	PublishRenewals(ctx context.Context, clusterID, from string, batch []Renewal, keepFor time.Duration) error
-	// RenewalsSince returns the batches published after revision after
-	// (zero: every batch kept), except from's own, and the revision to
-	// pass next time.
-	RenewalsSince(ctx context.Context, clusterID, from string, after Revision) ([]Renewal, Revision, error)
+	// WatchRenewals sends the batches other coordinators publish from
+	// about now on (not from's own), each decoded. The channel is closed
+	// when ctx ends or the watch fails: the reader watches again.
+	WatchRenewals(ctx context.Context, clusterID, from string) <-chan []Renewal
 }
 
 // Renewal is one accepted heartbeat that only renewed its record's lease.

@@ -84,7 +84,7 @@ func TestStoreBytesEtcd(t *testing.T) {
 	}
 	// The renewal log (exact heartbeat ages on every coordinator) costs
 	// about 7 bytes a renewal plus a fixed part per coordinator (a put
-	// every half interval, a read every quarter), which a 60-worker run
+	// every half interval while it accepted renewals, and a watch), which a 60-worker run
 	// spreads over few workers. It must keep at least 95% of what the
 	// renewals saved, in bytes received and in database growth.
 	t.Logf("renewal log: %.0f bytes per heartbeat at %d workers over two coordinators (received, two coordinators minus one)", (pair.received-after.received)/720, workers)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,41 +85,40 @@ func (s *Store) renewalLeaseFor(ctx context.Context, keepFor time.Duration, rene
 	return l.id, nil
 }
 
-// RenewalsSince implements state.RenewalLog: one read of the batches
-// modified after after, skipping from's own and any value it cannot
-// decode.
-func (s *Store) RenewalsSince(ctx context.Context, clusterID, from string, after state.Revision) ([]state.Renewal, state.Revision, error) {
-	ctx, cancel, ci, err := s.begin(ctx, "read renewals")
-	if err != nil {
-		return nil, state.Revision{}, err
-	}
-	defer cancel()
+// WatchRenewals implements state.RenewalLog: a watch of the cluster's
+// renewal prefix from the current revision, puts only, skipping from's
+// key and any value it cannot decode. Nothing is requested while no peer
+// publishes: the watch costs a stream, not a poll.
+func (s *Store) WatchRenewals(ctx context.Context, clusterID, from string) <-chan []state.Renewal {
+	out := make(chan []state.Renewal, 16)
 	prefix := s.keys.renewals(clusterID)
-	opts := []clientv3.OpOption{clientv3.WithPrefix()}
-	if !after.IsZero() {
-		rev, perr := strconv.ParseInt(after.String(), 10, 64)
-		if perr != nil {
-			return nil, state.Revision{}, fmt.Errorf("etcd read renewals: revision %q: %w", after, perr)
+	go func() {
+		defer close(out)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		defer cancel()
+		defer context.AfterFunc(s.lifetime, cancel)()
+		for resp := range s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterDelete()) {
+			if resp.Err() != nil {
+				return
+			}
+			for _, ev := range resp.Events {
+				if strings.TrimPrefix(string(ev.Kv.Key), prefix) == from {
+					continue
+				}
+				batch, err := state.DecodeRenewals(ev.Kv.Value)
+				if err != nil {
+					s.skipped(string(ev.Kv.Key), err)
+					continue
+				}
+				select {
+				case out <- batch:
+				case <-wctx.Done():
+					return
+				}
+			}
 		}
-		opts = append(opts, clientv3.WithMinModRev(rev+1))
-	}
-	resp, err := s.client.Get(ctx, prefix, opts...)
-	if err != nil {
-		return nil, state.Revision{}, s.mapError("read renewals", err, ci)
-	}
-	var out []state.Renewal
-	for _, kv := range resp.Kvs {
-		if strings.TrimPrefix(string(kv.Key), prefix) == from {
-			continue
-		}
-		batch, err := state.DecodeRenewals(kv.Value)
-		if err != nil {
-			s.skipped(string(kv.Key), err)
-			continue
-		}
-		out = append(out, batch...)
-	}
-	return out, revision(resp.Header.Revision), nil
+	}()
+	return out
 }
 
 var _ state.RenewalLog = (*Store)(nil)

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -12,37 +13,44 @@ import (
 )
 
 // TestRenewalLog publishes two coordinators' batches on a real etcd and
-// reads them back the way a peer does: its own batch skipped, only what
-// changed since the last read, nothing in the records' snapshot, and the
-// key gone with its lease when the publisher stops.
+// reads them the way a peer does, with a watch: its own batch skipped,
+// every batch of the other delivered at once, nothing in the records'
+// snapshot, and the key gone with its lease when the publisher stops.
 func TestRenewalLog(t *testing.T) {
 	testenv.SkipIfShort(t)
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
 	a, b := newStore(t, optionsFor(e, true)), newStore(t, optionsFor(e, false))
 	clusterID := uniqueCluster(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	watched := b.WatchRenewals(ctx, clusterID, "coord-b")
+	time.Sleep(200 * time.Millisecond) // the watch is established
 	at := time.Now().UnixMilli()
 	w1 := state.Renewal{Role: cluster.RoleWorker, NodeID: "w1", Incarnation: state.IncarnationTag("i1"), AtUnixMs: at}
 	w2 := state.Renewal{Role: cluster.RoleWorker, NodeID: "w2", Incarnation: state.IncarnationTag("i2"), AtUnixMs: at + 5}
-	if err := a.PublishRenewals(testCtx(t), clusterID, "coord-a", []state.Renewal{w1}, 3*time.Second); err != nil {
-		t.Fatalf("PublishRenewals a: %v", err)
+	next := func(want state.Renewal) {
+		t.Helper()
+		select {
+		case got, ok := <-watched:
+			if !ok || len(got) != 1 || got[0] != want {
+				t.Fatalf("coord-b's watch delivered %+v (open %t); want %+v", got, ok, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("coord-b's watch delivered nothing in 5s; want %+v", want)
+		}
 	}
 	if err := b.PublishRenewals(testCtx(t), clusterID, "coord-b", []state.Renewal{w2}, 3*time.Second); err != nil {
 		t.Fatalf("PublishRenewals b: %v", err)
 	}
-	got, rev, err := b.RenewalsSince(testCtx(t), clusterID, "coord-b", state.Revision{})
-	if err != nil || len(got) != 1 || got[0] != w1 {
-		t.Fatalf("coord-b reads %+v, %v; want coord-a's %+v only", got, err, w1)
+	if err := a.PublishRenewals(testCtx(t), clusterID, "coord-a", []state.Renewal{w1}, 3*time.Second); err != nil {
+		t.Fatalf("PublishRenewals a: %v", err)
 	}
-	if got, _, err := b.RenewalsSince(testCtx(t), clusterID, "coord-b", rev); err != nil || len(got) != 0 {
-		t.Fatalf("coord-b reads again with nothing new: %+v, %v; want nothing", got, err)
-	}
+	next(w1) // coord-b's own batch is skipped
 	w1.AtUnixMs += 1000
 	if err := a.PublishRenewals(testCtx(t), clusterID, "coord-a", []state.Renewal{w1}, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := b.RenewalsSince(testCtx(t), clusterID, "coord-b", rev); err != nil || len(got) != 1 || got[0] != w1 {
-		t.Fatalf("coord-b reads after coord-a's second batch: %+v, %v; want %+v", got, err, w1)
-	}
+	next(w1)
 	if snap, err := a.Snapshot(testCtx(t), clusterID); err != nil || len(snap.Records) != 0 {
 		t.Fatalf("Snapshot sees %d records (%v), want none: renewal batches are not records", len(snap.Records), err)
 	}
