@@ -247,7 +247,7 @@ func TestOperatorWorkflows(t *testing.T) {
 			if i > 0 && e.TimeUnixMs < merged.Items[i-1].TimeUnixMs {
 				t.Fatalf("talonctl events not in time order at %d: %+v", i, merged.Items)
 			}
-			if e.Type == "node_cordoned" || e.Type == "node_uncordoned" {
+			if (e.Type == "node_cordoned" || e.Type == "node_uncordoned") && e.TimeUnixMs >= since {
 				kinds = append(kinds, e.Type)
 			}
 		}

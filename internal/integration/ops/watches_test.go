@@ -12,11 +12,14 @@ import (
 )
 
 // TestOneWatchPerCoordinator counts watches where etcd counts them: two
-// coordinators with workers heartbeating hold two etcd watchers, one
-// each (the snapshot cache's, which also serves the coordinator's change
-// stream), however long they run; a coordinator killed takes its watch
-// with it, and one restarted holds one again.
+// coordinators with workers heartbeating hold a fixed number of etcd
+// watchers each, however long they run and however many workers, clients
+// and API watchers they serve: one of the records (the snapshot cache's,
+// which also serves the coordinator's change stream), one of the shared
+// event log and one of the renewal log (issues 47 and 48); a coordinator
+// killed takes its watches with it, and one restarted holds as many again.
 func TestOneWatchPerCoordinator(t *testing.T) {
+	const perCoordinator = 3
 	talontest.SkipShort(t)
 	etcd := testenv.StartEtcd(t, testenv.EtcdOptions{})
 	base := etcd.Watchers(t)
@@ -46,18 +49,18 @@ func TestOneWatchPerCoordinator(t *testing.T) {
 		}
 		t.Logf("%s: %d etcd watchers", what, got)
 	}
-	want("two coordinators, two workers heartbeating", 2)
-	// Several heartbeat intervals and view refreshes later, still one each.
+	want("two coordinators, two workers heartbeating", 2*perCoordinator)
+	// Several heartbeat intervals and view refreshes later, still as many.
 	time.Sleep(20 * 250 * time.Millisecond)
-	want("after twenty heartbeat intervals", 2)
+	want("after twenty heartbeat intervals", 2*perCoordinator)
 	for _, p := range []*talontest.Proc{a, b} {
 		if n := talontest.ScrapeGauge(t, p, "talon_coordinator_store_watches"); n != 1 {
 			t.Errorf("%s: talon_coordinator_store_watches = %v, want 1", p.Name, n)
 		}
 	}
 	b.Kill()
-	want("coord-b killed", 1)
+	want("coord-b killed", perCoordinator)
 	b.Restart()
 	testsupport.WaitFor(t, 60*time.Second, "coord-b ready again", func() bool { return talontest.Ready(t, b) })
-	want("coord-b restarted", 2)
+	want("coord-b restarted", 2*perCoordinator)
 }

@@ -153,8 +153,10 @@
 // # Watches
 //
 // With the cache, Watch is served from the cache's own watch
-// (state.Reflector): one etcd watch per store however many callers watch
-// (TestOneWatchPerStore counts them with etcd's own gauge). A caller whose
+// (state.Reflector): one etcd watch of the records per store however many
+// callers watch (TestOneWatchPerStore counts them with etcd's own gauge);
+// the event log (WatchEvents) and the renewal log (WatchRenewals) are
+// watched once each by a coordinator, three etcd watches in all. A caller whose
 // revision the cache has passed is replayed from a ring of recent events,
 // once a count-only read at that revision shows etcd still has it; one
 // etcd has compacted ends with state.ErrCompacted, as the contract says. A
