@@ -133,11 +133,7 @@ func eventsRun(ctx context.Context, opts *EventsOptions) error {
 			fmt.Fprintln(io.ErrOut, "No events.")
 			return nil
 		}
-		write := func() error { return p.WriteFolded(io.Out, eventtable.Coalesce(res.Events)) }
-		if opts.NoCoalesce || opts.Watch {
-			write = func() error { return p.Write(io.Out, res.Events) }
-		}
-		if err := write(); err != nil {
+		if err := writeTable(opts, p, res.Events); err != nil {
 			return err
 		}
 	case opts.Watch: // -o json: one object per line
@@ -280,4 +276,13 @@ func printWatched(opts *EventsOptions, p *eventtable.Printer, evs []apiv1.Event)
 		}
 	}
 	return nil
+}
+
+// writeTable prints evs as a table, repeats folded (eventtable.Coalesce)
+// unless --no-coalesce or a watch, whose rows follow one by one.
+func writeTable(opts *EventsOptions, p *eventtable.Printer, evs []apiv1.Event) error {
+	if opts.NoCoalesce || opts.Watch {
+		return p.Write(opts.IO.Out, evs)
+	}
+	return p.WriteFolded(opts.IO.Out, eventtable.Coalesce(evs))
 }
