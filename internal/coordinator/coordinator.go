@@ -435,6 +435,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	go func() { defer c.bg.Done(); c.proposeLoop(base) }()
 	if log := c.renewalLog(); log != nil {
+		c.evidence.shareRenewals()
 		c.bg.Add(1)
 		go func() { defer c.bg.Done(); c.renewalLoop(base, log) }()
 	}

@@ -32,7 +32,8 @@ type evidence struct {
 	last     time.Time // start of the read last observed (observeEvery)
 	gen      uint64    // observations so far: versions not marked with the latest are no longer listed
 	// own are the renewals this coordinator accepted since it last
-	// published them (takeOwn), for its peers (renewals.go).
+	// published them (takeOwn), for its peers (renewals.go); nil when the
+	// store keeps no renewal log, so nothing is kept for nobody.
 	own map[cluster.Key]state.Renewal
 }
 
@@ -87,7 +88,7 @@ type proposal struct {
 }
 
 func newEvidence(t cluster.Timing) *evidence {
-	return &evidence{timing: t, versions: map[cluster.Key]seenVersion{}, own: map[cluster.Key]state.Renewal{}}
+	return &evidence{timing: t, versions: map[cluster.Key]seenVersion{}}
 }
 
 // interrupt ends the current observation: a failed read or a gap.
@@ -192,9 +193,17 @@ func (e *evidence) heard(key cluster.Key, incarnation string, wallMs int64) {
 		v.heardMs = max(v.heardMs, wallMs)
 		e.versions[key] = v
 	}
-	if len(e.own) < state.MaxRenewalBatch {
+	if e.own != nil && len(e.own) < state.MaxRenewalBatch {
 		e.own[key] = state.Renewal{Role: key.Role, NodeID: key.NodeID, Incarnation: state.IncarnationTag(incarnation), AtUnixMs: wallMs}
 	}
+}
+
+// shareRenewals makes heard keep this coordinator's renewals for takeOwn:
+// called once, before Run, when the store keeps a renewal log.
+func (e *evidence) shareRenewals() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.own = map[cluster.Key]state.Renewal{}
 }
 
 // takeOwn returns the renewals heard since the last call and forgets them.

@@ -128,6 +128,11 @@ func TestEvidenceThrottled(t *testing.T) {
 func TestEvidenceRenewalsForPeers(t *testing.T) {
 	tm := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: 4 * time.Second, LeaseTTL: 8 * time.Second}
 	e := newEvidence(tm)
+	e.heard(cluster.Key{ClusterID: "c", Role: cluster.RoleWorker, NodeID: "w1"}, "i1", 500)
+	if own := e.takeOwn(); own != nil {
+		t.Fatalf("without a renewal log, takeOwn = %+v; want nothing kept", own)
+	}
+	e.shareRenewals()
 	t0 := time.Unix(1_800_000_000, 0)
 	recs := []*cluster.Record{
 		{ClusterID: "c", Role: cluster.RoleWorker, NodeID: "w1", IncarnationID: "i1", HeartbeatSeq: 1},
