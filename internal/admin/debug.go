@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,12 +31,8 @@ func (s *Server) debugProfile(w http.ResponseWriter, r *http.Request, _ bool) er
 		return err
 	}
 	name := strings.TrimPrefix(r.URL.Path, apiv1.PathDebugProfile+"/")
-	known := false
-	for _, p := range debugProfiles {
-		known = known || p == name
-	}
 	prof := pprof.Lookup(name)
-	if !known || prof == nil {
+	if !slices.Contains(debugProfiles, name) || prof == nil {
 		return notFound("no profile %s: the debug route serves %s", quoteShort(name), strings.Join(debugProfiles, " and "))
 	}
 	var b bytes.Buffer

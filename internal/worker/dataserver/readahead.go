@@ -8,9 +8,10 @@ package dataserver
 
 import (
 	"math/bits"
-	"sync"
+	"time"
 
 	"github.com/talonhq/talon/internal/blob"
+	"github.com/talonhq/talon/internal/netlimit"
 )
 
 const (
@@ -20,8 +21,7 @@ const (
 	// minWindow is how many blocks before a read tell its pattern, at
 	// least (stream.window).
 	minWindow = 8
-	// maxStreams bounds the (client, object) streams remembered; past it
-	// one is forgotten for each new one.
+	// maxStreams bounds the (client, object) streams remembered.
 	maxStreams = 4096
 )
 
@@ -157,38 +157,30 @@ func (s *stream) add(first, last int64) {
 	}
 }
 
-// streams remembers each client's reads of each object (at most
-// maxStreams of them). It is safe for concurrent use.
+// streams remembers each client's reads of each object, at most
+// maxStreams of them in a netlimit.Keyed (those idle for a minute go first
+// when it is full, then the least recently used). It is safe for
+// concurrent use.
 type streams struct {
-	mu sync.Mutex // guards m
-	m  map[streamKey]stream
+	k *netlimit.Keyed[streamKey, *stream]
 }
 
-func newStreams() *streams { return &streams{m: map[streamKey]stream{}} }
+func newStreams() *streams {
+	return &streams{k: netlimit.NewKeyed[streamKey](maxStreams, time.Minute, func() *stream { return &stream{} }, nil)}
+}
 
 // observe records that client read blocks [first, last] of object and
 // returns the stream with them.
-func (s *streams) observe(client, object string, first, last int64) stream {
-	k := streamKey{client, object}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, known := s.m[k]
-	if known {
-		if last < st.last-maxStreamGap { // a seek back: a new stream
-			st = stream{last: last}
+func (s *streams) observe(client, object string, first, last int64) (out stream) {
+	s.k.Do(streamKey{client, object}, time.Now(), func(st *stream) {
+		// A new stream (nothing read yet) or a seek back starts afresh.
+		if st.seen == 0 || last < st.last-maxStreamGap {
+			*st = stream{last: last}
 		}
-	} else {
-		if len(s.m) >= maxStreams {
-			for old := range s.m { // forget one, any
-				delete(s.m, old)
-				break
-			}
-		}
-		st = stream{last: last}
-	}
-	st.add(first, last)
-	s.m[k] = st
-	return st
+		st.add(first, last)
+		out = *st
+	})
+	return out
 }
 
 // streamRead is one read, blocks [first, last], and its client's stream

@@ -109,7 +109,7 @@ func TestStreams(t *testing.T) {
 	for i := range maxStreams + 10 {
 		s.observe("a", string(rune('a'+i%26))+string(rune(i)), 0, 0)
 	}
-	if len(s.m) > maxStreams {
-		t.Fatalf("%d streams remembered, want at most %d", len(s.m), maxStreams)
+	if n := s.k.Len(); n > maxStreams {
+		t.Fatalf("%d streams remembered, want at most %d", n, maxStreams)
 	}
 }
