@@ -88,6 +88,8 @@ type Store struct {
 	events eventRing
 	// cordons are the persisted cordons (cordons.go), with their own lock.
 	cordons cordonTable
+	// jobs are the cache jobs (jobs.go), with their own lock.
+	jobs jobTable
 
 	// mu guards the fields below.
 	mu        sync.RWMutex

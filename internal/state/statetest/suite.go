@@ -53,6 +53,7 @@ func Run(t *testing.T, newHarness Factory) {
 	t.Run("Skew", func(t *testing.T) { runSkew(t, newHarness) })
 	t.Run("Events", func(t *testing.T) { runEvents(t, newHarness) })
 	t.Run("Cordons", func(t *testing.T) { runCordons(t, newHarness) })
+	t.Run("Jobs", func(t *testing.T) { runJobs(t, newHarness) })
 }
 
 // env is one case: its harness and its own cluster ID.

@@ -1,0 +1,144 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Cache jobs (state.JobLog) are keys <prefix>/jobs/<cluster-id>/<job-id>
+// without a lease, outside <prefix>/clusters/ so that no reader of the
+// records sees them; a job's revision is its key's mod revision. The
+// coordinators delete ended jobs after their retention, so the keyspace
+// holds at most state.MaxJobs per cluster.
+func (k keys) jobs(clusterID string) string { return k.prefix + "/jobs/" + clusterID + "/" }
+
+func (k keys) job(clusterID, id string) string { return k.jobs(clusterID) + id }
+
+// CreateJob implements state.JobLog: a count, then one transaction that
+// creates the key when it is new. Two coordinators creating at once may
+// pass the count together: the bound is then exceeded by at most the
+// number of coordinators, until ended jobs are deleted.
+func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) error {
+	val, err := state.EncodeJob(&j)
+	if err != nil {
+		return fmt.Errorf("etcd create job: %w", err)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "create job")
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	prefix := s.keys.jobs(clusterID)
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return s.mapError("create job", err, ci)
+	}
+	if resp.Count >= state.MaxJobs {
+		return fmt.Errorf("etcd create job %q: %w", j.ID, state.ErrTooManyJobs)
+	}
+	k := s.keys.job(clusterID, j.ID)
+	txn, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(val))).
+		Commit()
+	if err != nil {
+		return s.mapError("create job", err, ci)
+	}
+	if !txn.Succeeded {
+		return fmt.Errorf("etcd create job %q: %w", j.ID, state.ErrJobExists)
+	}
+	return nil
+}
+
+// Job implements state.JobLog: one linearizable read.
+func (s *Store) Job(ctx context.Context, clusterID, id string) (state.Job, string, bool, error) {
+	if err := state.ValidateJobID(id); err != nil {
+		return state.Job{}, "", false, fmt.Errorf("etcd read job: %w: %v", state.ErrInvalidRecord, err)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "read job")
+	if err != nil {
+		return state.Job{}, "", false, err
+	}
+	defer cancel()
+	resp, err := s.client.Get(ctx, s.keys.job(clusterID, id))
+	if err != nil {
+		return state.Job{}, "", false, s.mapError("read job", err, ci)
+	}
+	if len(resp.Kvs) == 0 {
+		return state.Job{}, "", false, nil
+	}
+	j, err := state.DecodeJob(resp.Kvs[0].Value)
+	if err != nil {
+		s.skipped(string(resp.Kvs[0].Key), err)
+		return state.Job{}, "", false, nil
+	}
+	return j, strconv.FormatInt(resp.Kvs[0].ModRevision, 10), true, nil
+}
+
+// ReplaceJob implements state.JobLog: a put guarded by the key's mod
+// revision.
+func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, revision string) (bool, error) {
+	val, err := state.EncodeJob(&j)
+	if err != nil {
+		return false, fmt.Errorf("etcd replace job: %w", err)
+	}
+	rev, err := strconv.ParseInt(revision, 10, 64)
+	if err != nil || rev <= 0 {
+		return false, fmt.Errorf("etcd replace job %q: %w: revision %q is not one of this store's", j.ID, state.ErrInvalidRecord, revision)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "replace job")
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	k := s.keys.job(clusterID, j.ID)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+		Then(clientv3.OpPut(k, string(val))).
+		Commit()
+	if err != nil {
+		return false, s.mapError("replace job", err, ci)
+	}
+	return resp.Succeeded, nil
+}
+
+// Jobs implements state.JobLog: one range read.
+func (s *Store) Jobs(ctx context.Context, clusterID string) ([]state.Job, error) {
+	ctx, cancel, ci, err := s.begin(ctx, "list jobs")
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	resp, err := s.client.Get(ctx, s.keys.jobs(clusterID), clientv3.WithPrefix(), clientv3.WithLimit(2*state.MaxJobs))
+	if err != nil {
+		return nil, s.mapError("list jobs", err, ci)
+	}
+	vals := make([][]byte, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		vals = append(vals, kv.Value)
+	}
+	return state.DecodeJobs(vals), nil
+}
+
+// DeleteJob implements state.JobLog.
+func (s *Store) DeleteJob(ctx context.Context, clusterID, id string) error {
+	if err := state.ValidateJobID(id); err != nil {
+		return fmt.Errorf("etcd delete job: %w: %v", state.ErrInvalidRecord, err)
+	}
+	ctx, cancel, ci, err := s.begin(ctx, "delete job")
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if _, err := s.client.Delete(ctx, s.keys.job(clusterID, id)); err != nil {
+		return s.mapError("delete job", err, ci)
+	}
+	return nil
+}
+
+var _ state.JobLog = (*Store)(nil)
