@@ -24,6 +24,8 @@ func ResponseType(t Type) (Type, bool) {
 		return TypeAttested, true
 	case TypeInstructions:
 		return TypeInstructed, true
+	case TypeJobs:
+		return TypeJobOrders, true
 	case TypeSubscribe:
 		return TypeEpochBump, true
 	case TypePlacementLookup:

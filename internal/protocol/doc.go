@@ -47,7 +47,7 @@
 // two's complement; bool is one byte, 0 or 1 (anything else is
 // ErrInvalidValue); str(N) is a u16 byte length then that many bytes of
 // UTF-8, at most N bytes; bytes(N) is the same without the UTF-8 rule.
-// Types not listed (0, 4..15, 24..31, 36..) are unknown: Decode returns
+// Types not listed (0, 4..15, 26..31, 36..) are unknown: Decode returns
 // ErrUnknownType.
 //
 //	type name               direction         payload
@@ -62,6 +62,9 @@
 //	21   Attested           response          nodeId str(256) | expiresUnixMs i64 (> 0)
 //	22   Instructions       request           clusterId str(256) | nodeId str(256) | incarnationId str(256)
 //	23   Instructed         response          cordoned bool | persist bool | by str(256) | atUnixMs i64 (>= 0) | revoked bool
+//	24   Jobs               request           clusterId str(256) | nodeId str(256) | incarnationId str(256) | count u16 (0..8) × report
+//	                                          report: jobId str(64) | state u8 (1 running, 2 done, 3 failed, 4 cancelled) | blocksDone u64 | blocksTotal u64 | bytesDone u64 | bytesTotal u64 | error str(256)
+//	25   JobOrders          response          count u16 (0..6) × (jobId str(64) | op u8 (1 warm, 2 free) | count u16 (1..8) × (prefix bool | key str(1024)))
 //	32   Subscribe          request           (empty)
 //	33   EpochBump          response or push  version u64
 //	34   PlacementLookup    request           replicas u16 (1..16) | key bytes(1024), not empty
@@ -69,7 +72,7 @@
 //
 // Requests and their successful responses: Ping→Pong;
 // Register, Heartbeat, Deregister→Ack; Attest→Attested;
-// Instructions→Instructed; Subscribe→EpochBump;
+// Instructions→Instructed; Jobs→JobOrders; Subscribe→EpochBump;
 // PlacementLookup→PlacementResponse (see ResponseType). Any request may
 // instead be answered by an Error under its request ID.
 //

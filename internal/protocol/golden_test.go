@@ -31,11 +31,13 @@ func goldenMessages() []Message {
 		&Attested{NodeID: "w1", ExpiresUnixMs: 1700000000000},
 		&Instructions{ClusterID: "c", NodeID: "w1", IncarnationID: "i"},
 		&Instructed{Cordoned: true, Persist: true, By: "ops", AtUnixMs: 1700000000000, Revoked: false},
+		&Jobs{ClusterID: "c", NodeID: "w1", IncarnationID: "i", Reports: []JobReport{{JobID: "j1", State: JobRunning, BlocksDone: 1, BlocksTotal: 2, BytesDone: 3, BytesTotal: 4}}},
+		&JobOrders{Orders: []JobOrder{{JobID: "j1", Op: JobWarm, Targets: []JobTarget{{Prefix: true, Key: "d/"}}}}},
 	}
 }
 
 // golden holds the exact bytes of one frame of each type, request IDs 1
-// to 13 in goldenMessages order. Spaces separate the header fields (magic,
+// to 17 in goldenMessages order. Spaces separate the header fields (magic,
 // version, type, flags, length, request ID) and the payload fields. A
 // failure here means the wire format changed: if that is intended, the
 // protocol version must change too.
@@ -55,6 +57,8 @@ var golden = map[Type]string{
 	TypeAttested:          "544c4e43 0001 0015 00000000 0000000c 000000000000000d  0002 7731 0000018bcfe56800",
 	TypeInstructions:      "544c4e43 0001 0016 00000000 0000000a 000000000000000e  0001 63 0002 7731 0001 69",
 	TypeInstructed:        "544c4e43 0001 0017 00000000 00000010 000000000000000f  01 01 0003 6f7073 0000018bcfe56800 00",
+	TypeJobs:              "544c4e43 0001 0018 00000000 00000033 0000000000000010  0001 63 0002 7731 0001 69 0001 0002 6a31 01 0000000000000001 0000000000000002 0000000000000003 0000000000000004 0000",
+	TypeJobOrders:         "544c4e43 0001 0019 00000000 0000000e 0000000000000011  0001 0002 6a31 01 0001 01 0002 642f",
 }
 
 func TestGoldenFrames(t *testing.T) {

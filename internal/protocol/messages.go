@@ -25,6 +25,8 @@ const (
 	TypeAttested          Type = 21 // response to Attest
 	TypeInstructions      Type = 22 // request: the operator's standing instructions for the sending worker
 	TypeInstructed        Type = 23 // response to Instructions
+	TypeJobs              Type = 24 // request: the operator's cache jobs for the sending worker, with its progress
+	TypeJobOrders         Type = 25 // response to Jobs
 	TypeSubscribe         Type = 32 // request: receive EpochBump pushes on this connection
 	TypeEpochBump         Type = 33 // response to Subscribe, then pushed with request ID 0
 	TypePlacementLookup   Type = 34 // request: owners of a key
@@ -57,6 +59,10 @@ func (t Type) String() string {
 		return "instructions"
 	case TypeInstructed:
 		return "instructed"
+	case TypeJobs:
+		return "jobs"
+	case TypeJobOrders:
+		return "job_orders"
 	case TypeSubscribe:
 		return "subscribe"
 	case TypeEpochBump:
@@ -121,6 +127,10 @@ func NewMessage(t Type) Message {
 		return &Instructions{}
 	case TypeInstructed:
 		return &Instructed{}
+	case TypeJobs:
+		return &Jobs{}
+	case TypeJobOrders:
+		return &JobOrders{}
 	case TypeSubscribe:
 		return &Subscribe{}
 	case TypeEpochBump:

@@ -140,6 +140,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"instructions no incarnation", TypeInstructions, cat(str16("c"), str16("w1"), str16("")), ErrInvalidValue, "incarnationId", "must not be empty"},
 		{"instructed negative time", TypeInstructed, cat([]byte{1, 0}, str16("ops"), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, []byte{0}), ErrInvalidValue, "atUnixMs", "-1 is negative"},
 		{"instructed bad bool", TypeInstructed, cat([]byte{2, 0}, str16(""), make([]byte, 8), []byte{0}), ErrInvalidValue, "cordoned", ""},
+		{"jobs too many reports", TypeJobs, cat(str16("c"), str16("w1"), str16("i"), []byte{0, 9}), ErrFieldTooLarge, "reports", "at most 8"},
+		{"jobs bad state", TypeJobs, cat(str16("c"), str16("w1"), str16("i"), []byte{0, 1}, str16("j1"), []byte{9}, make([]byte, 32), str16("")), ErrInvalidValue, "state", "must be 1 running"},
+		{"jobs done past total", TypeJobs, cat(str16("c"), str16("w1"), str16("i"), []byte{0, 1}, str16("j1"), []byte{1}, []byte{0, 0, 0, 0, 0, 0, 0, 5}, make([]byte, 24), str16("")), ErrInvalidValue, "blocksDone", "must not exceed total"},
+		{"job orders bad op", TypeJobOrders, cat([]byte{0, 1}, str16("j1"), []byte{3}, []byte{0, 1}, []byte{0}, str16("k")), ErrInvalidValue, "op", "must be 1 warm or 2 free"},
+		{"job orders no target", TypeJobOrders, cat([]byte{0, 1}, str16("j1"), []byte{1}, []byte{0, 0}), ErrInvalidValue, "targets", "must be 1 to 8"},
+		{"job orders too many", TypeJobOrders, []byte{0, 7}, ErrFieldTooLarge, "orders", "at most 6"},
 		{"instructed trailing", TypeInstructed, cat([]byte{0, 0}, str16(""), make([]byte, 8), []byte{0, 9}), ErrTrailingData, "(end)", "1 bytes"},
 		{"ack outcome zero", TypeAck, ack(0, 0, u64, str16("")), ErrInvalidValue, "outcome", "0 is not an outcome"},
 		{"ack outcome five", TypeAck, ack(5, 0, u64, str16("")), ErrInvalidValue, "outcome", "5 is not an outcome"},
@@ -177,7 +183,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeUnknownType(t *testing.T) {
-	for _, typ := range []Type{0, 4, 15, 24, 31, 36, 0xffff} {
+	for _, typ := range []Type{0, 4, 15, 26, 31, 36, 0xffff} {
 		_, err := Decode(typ, nil)
 		wantErrIs(t, err, ErrUnknownType)
 		if errors.Is(err, ErrMalformed) {
