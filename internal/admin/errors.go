@@ -36,6 +36,9 @@ var errorTable = []struct {
 	{errBodyNotAccepted, http.StatusRequestEntityTooLarge, apiv1.CodeTooLarge, false},
 	{errRateLimited, http.StatusTooManyRequests, apiv1.CodeRateLimited, true},
 	{coordinator.ErrFeatureLevel, http.StatusConflict, apiv1.CodeFeatureLevel, true},
+	{coordinator.ErrJobRefused, http.StatusConflict, apiv1.CodeConflict, true},
+	{state.ErrTooManyJobs, http.StatusConflict, apiv1.CodeConflict, true},
+	{state.ErrConflict, http.StatusConflict, apiv1.CodeConflict, true},
 	// Fail closed: no current snapshot. The store sentinels appear only
 	// wrapped in ErrNotReady today; they are listed so that a future path
 	// returning them bare still answers 503, not 500.

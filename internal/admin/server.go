@@ -103,6 +103,9 @@ type Options struct {
 	// Coordinator is set on coordinators: /api/v1 cluster, nodes,
 	// placement, and readiness from it.
 	Coordinator Coordinator
+	// Jobs, on coordinators, serves /api/v1/jobs (the cache jobs); nil
+	// answers 404.
+	Jobs Jobs
 	// Worker is set on workers: /api/v1/status and readiness from it.
 	Worker Worker
 	// WorkerUsage optionally gives /api/v1/status live capacity and
@@ -423,6 +426,8 @@ func newRouter(coordinator bool) *http.ServeMux {
 		routes[apiv1.PathEvents] = routeEvents
 		routes[apiv1.PathNodes+"/{node}"+apiv1.SuffixCordon] = routeCordon
 		routes[apiv1.PathNodes+"/{node}"+apiv1.SuffixUncordon] = routeUncordon
+		routes[apiv1.PathJobs] = routeJobs
+		routes[apiv1.PathJobs+"/"] = routeJob
 		routes["/"] = routeUI
 	} else {
 		routes[apiv1.PathStatus] = routeStatus

@@ -469,6 +469,10 @@ const (
 	// write needs a cluster feature level that a live process of an older
 	// build holds back (mid-upgrade).
 	CodeFeatureLevel = "feature_level"
+	// CodeConflict is a 409, retryable later: the cluster cannot take the
+	// request now (a job past the running jobs' bound, a cluster without
+	// live workers, a job changed by many writers at once).
+	CodeConflict = "conflict"
 )
 
 // Profiles of PathDebugProfile.

@@ -89,7 +89,7 @@ func NewCoordinator(ctx context.Context, cfg *config.Config, store state.Store, 
 		p.close()
 		return nil, err
 	}
-	err = p.newAdmin(cfg, admin.Options{Coordinator: p.coord, UI: ui, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, MaxConnections: fds.Admin})
+	err = p.newAdmin(cfg, admin.Options{Coordinator: p.coord, Jobs: p.coord.Jobs(), UI: ui, Gatherer: reg, Registerer: reg, Process: proc, Logger: log, MaxConnections: fds.Admin})
 	if err != nil {
 		ln.Close()
 		p.close()

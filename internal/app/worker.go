@@ -128,8 +128,9 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 	// worker runtime serves the data server: the gate is built first and
 	// given the runtime once it exists.
 	gate := &servingGate{}
+	own := worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout)
 	ds, err := dataserver.New(dataserver.Config{
-		Cache: p.cache, Ownership: worker.NewOwnership(p.ownClient, cfg.NodeID, cfg.PlacementReplicas, cfg.RequestTimeout), Stats: p.Stats,
+		Cache: p.cache, Ownership: own, Stats: p.Stats,
 		Logger: log.With("component", "data"), Ready: gate.Ready, Observe: p.proc.Observe,
 		StoreReadRate: float64(cfg.Limits.StoreReadsPerClient), ReadAhead: readAhead(cfg.ReadAhead),
 		WarmupRate: warmupRate(cfg.WarmupRate), WarmupPeriod: cfg.WarmupPeriod, WarmupRefuse: cfg.PlacementReplicas >= 2,
@@ -147,6 +148,7 @@ func (p *WorkerProcess) open(cfg *config.Config, log *slog.Logger) (err error) {
 		DataListener: p.ln, DataHandler: denyGuard(ds, p.ptls.revoked()), Status: p.Stats, Client: p.client, Logger: log, Clock: time.Now, Registerer: p.reg, Process: p.proc, Tracers: p.tracers,
 		DiskErrors: p.Stats.DiskErrors, DiskProbe: p.cache.Probe, DataTLS: p.ptls.server(),
 		CordonFile: filepath.Join(cfg.CacheDir, "cordon"),
+		Jobs:       &worker.JobOptions{Cache: p.cache, Owns: own.Owns, Rate: float64(cfg.WarmupRate)},
 		DataLimits: worker.DataLimits{
 			MaxConnections: p.fds.Main, IdleTimeout: cfg.Limits.IdleTimeout,
 			FrameTimeout: cfg.Limits.FrameTimeout, WriteTimeout: cfg.Limits.WriteTimeout,

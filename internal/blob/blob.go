@@ -269,3 +269,23 @@ func shapeRank(scheme string) string {
 	}
 	return "3" + scheme
 }
+
+// Lister is implemented by stores that list their keys (s3://, file://):
+// an operator's warm of a prefix needs it.
+type Lister interface {
+	// List returns the keys under prefix in key order, at most max of
+	// them; more is true when there are others.
+	List(ctx context.Context, prefix string, max int) (keys []string, more bool, err error)
+}
+
+// ErrNoList is the answer of a store that cannot list its keys.
+var ErrNoList = errors.New("this blob store cannot list keys (prefixes are supported on s3:// and file://)")
+
+// List lists s's keys under prefix (Lister), or fails with ErrNoList.
+func List(ctx context.Context, s Store, prefix string, max int) ([]string, bool, error) {
+	l, ok := s.(Lister)
+	if !ok {
+		return nil, false, ErrNoList
+	}
+	return l.List(ctx, prefix, max)
+}

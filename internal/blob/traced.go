@@ -100,3 +100,12 @@ func (r *tracedReader) Close() error {
 	}
 	return err
 }
+
+// List implements Lister when the traced store does.
+func (t *traced) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
+	ctx, span := t.start(ctx, "blob.list", prefix)
+	keys, more, err := List(ctx, t.s, prefix, max)
+	span.SetAttributes(attribute.Int("talon.blob.keys", len(keys)))
+	endSpan(span, err)
+	return keys, more, err
+}

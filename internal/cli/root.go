@@ -25,6 +25,7 @@ import (
 	"github.com/talonhq/talon/internal/cli/coordinators"
 	"github.com/talonhq/talon/internal/cli/debug"
 	"github.com/talonhq/talon/internal/cli/events"
+	"github.com/talonhq/talon/internal/cli/jobs"
 	"github.com/talonhq/talon/internal/cli/nodes"
 	"github.com/talonhq/talon/internal/cli/placement"
 	"github.com/talonhq/talon/internal/cli/top"
@@ -164,6 +165,9 @@ timestamps (UTC) when piped. -o json and -o yaml print the API's field names.
 		nodes.NewCmdNodes(f),
 		coordinators.NewCmdCoordinators(f),
 		events.NewCmdEvents(f, nil),
+		jobs.NewCmdWarm(f, nil),
+		jobs.NewCmdFree(f, nil),
+		jobs.NewCmdJobs(f),
 		placement.NewCmdPlacement(f),
 		config.NewCmdConfig(f),
 		auth.NewCmdAuth(f),

@@ -22,8 +22,8 @@ import (
 //
 // Each level and what it enables:
 const (
-	// LevelBase (0) is what builds before feature levels speak (the
-	// previous release, c17bbb4): every accepted heartbeat writes the whole
+	// LevelBase (0) is what builds before feature levels speak (c17bbb4
+	// and before): every accepted heartbeat writes the whole
 	// record, and no record carries featureLevel.
 	LevelBase int64 = 0
 	// LevelRenewals (1) enables heartbeats that change nothing renewing
@@ -32,9 +32,14 @@ const (
 	// and operator cordons held in the store as record marks (SetMarks),
 	// which a level-0 coordinator's next write of the record would drop.
 	LevelRenewals int64 = 1
+	// LevelJobs (2) enables the operator's cache jobs (warm, free): a
+	// worker of level 2 asks the coordinators for its jobs over its
+	// control connection (protocol.Jobs) and reports its progress; one of
+	// a lower level never would, so no job starts while one is live.
+	LevelJobs int64 = 2
 
 	// BuildLevel is the level this build speaks.
-	BuildLevel = LevelRenewals
+	BuildLevel = LevelJobs
 	// MaxLevelSkew is the version-skew policy: two processes may run in
 	// one cluster when their levels differ by at most this much
 	// (coordinators N and N-1, workers one level either side of them).

@@ -20,12 +20,12 @@ func TestSurveyRecords(t *testing.T) {
 		allowRenewals bool
 	}{
 		{"empty", nil, BuildLevel, BuildLevel, false, "", nil, true},
-		{"all at the build's level", []*Record{rec(RoleCoordinator, "c1", "v2", 1), rec(RoleWorker, "w1", "v2", 1)}, 1, 1, false, "", []string{"v2"}, true},
+		{"all at the build's level", []*Record{rec(RoleCoordinator, "c1", "v2", BuildLevel), rec(RoleWorker, "w1", "v2", BuildLevel)}, BuildLevel, BuildLevel, false, "", []string{"v2"}, true},
 		{"a previous-release coordinator", []*Record{rec(RoleCoordinator, "c2", "v2", 1), rec(RoleCoordinator, "c1", "v1", 0), rec(RoleWorker, "w1", "v2", 1)},
 			0, 1, true, "coordinator/c1", []string{"v1", "v2"}, false},
 		{"previous-release workers", []*Record{rec(RoleCoordinator, "c1", "v2", 1), rec(RoleWorker, "w2", "v1", 0), rec(RoleWorker, "w1", "v1", 0)},
 			0, 1, true, "worker/w1", []string{"v1", "v2"}, false},
-		{"same level, two versions (a patch release)", []*Record{rec(RoleWorker, "w1", "v2.0.1", 1), rec(RoleWorker, "w2", "v2.0.0", 1)}, 1, 1, true, "", []string{"v2.0.0", "v2.0.1"}, true},
+		{"same level, two versions (a patch release)", []*Record{rec(RoleWorker, "w1", "v2.0.1", BuildLevel), rec(RoleWorker, "w2", "v2.0.0", BuildLevel)}, BuildLevel, BuildLevel, true, "", []string{"v2.0.0", "v2.0.1"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

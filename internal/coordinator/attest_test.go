@@ -56,7 +56,7 @@ func TestAttestationBindsWrites(t *testing.T) {
 	}
 	rec := func(node string) *cluster.Record {
 		return &cluster.Record{ClusterID: "test", NodeID: node, Role: cluster.RoleWorker, IncarnationID: "i1", Address: "127.0.0.1:9001",
-			Version: "test", Health: cluster.HealthHealthy, Ready: true}
+			Version: "test", Health: cluster.HealthHealthy, Ready: true, FeatureLevel: cluster.BuildLevel}
 	}
 	register := func(cn *protocol.Conn, node string) error {
 		msg, err := protocol.NewRegister(rec(node))
@@ -210,7 +210,7 @@ func TestAttestationWithMutualTLS(t *testing.T) {
 		t.Fatalf("w1's certificate with w1's token: %v", err)
 	}
 	msg, err := protocol.NewRegister(&cluster.Record{ClusterID: "test", NodeID: "w1", Role: cluster.RoleWorker, IncarnationID: "i1",
-		Address: "127.0.0.1:9001", Version: "test", Health: cluster.HealthHealthy, Ready: true})
+		Address: "127.0.0.1:9001", Version: "test", Health: cluster.HealthHealthy, Ready: true, FeatureLevel: cluster.BuildLevel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,7 @@ type controlHandler interface {
 	remove(ctx context.Context, cn *conn, m *protocol.Deregister) protocol.Message
 	attest(ctx context.Context, cn *conn, token []byte) protocol.Message
 	instructions(cn *conn, m *protocol.Instructions) protocol.Message
+	jobs(cn *conn, m *protocol.Jobs) protocol.Message
 }
 
 // controlServer serves the control protocol on the coordinator's
@@ -428,6 +429,8 @@ func (c *controlServer) dispatch(ctx context.Context, cn *conn, t protocol.Type,
 		return "attest", c.h.attest(ctx, cn, m.Token)
 	case *protocol.Instructions:
 		return "instructions", c.h.instructions(cn, m)
+	case *protocol.Jobs:
+		return "jobs", c.h.jobs(cn, m)
 	case *protocol.Register:
 		return "register", c.h.upsert(ctx, cn, "register", m.Record)
 	case *protocol.Heartbeat:

@@ -39,6 +39,10 @@ func (h handler) instructions(cn *conn, m *protocol.Instructions) protocol.Messa
 	return h.c.instructions(cn, m)
 }
 
+func (h handler) jobs(cn *conn, m *protocol.Jobs) protocol.Message {
+	return h.c.jobOrders(cn, m)
+}
+
 // placementResponse answers a placement lookup.
 func (c *Coordinator) placementResponse(ctx context.Context, m *protocol.PlacementLookup) protocol.Message {
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("talon.placement.replicas", int(m.Replicas)), attribute.Int("talon.placement.key_bytes", len(m.Key)))

@@ -253,6 +253,7 @@ type Coordinator struct {
 	ready       *readiness.Tracker
 	events      *eventLog     // what this coordinator observed, bounded, in memory
 	shared      *sharedEvents // node events to and from the store's event log; nil without one
+	jobs        *JobBoard     // the operator's cache jobs (jobs.go)
 	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
 	rates       *writeRates   // per-node write rates
 	attestRates *writeRates   // per-peer attestations (TokenReviews)
@@ -339,6 +340,7 @@ func New(opts Options) (*Coordinator, error) {
 	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
+	c.jobs = newJobBoard(c)
 	if err := c.openSharedEvents(); err != nil {
 		return nil, err
 	}
@@ -434,6 +436,8 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	go func() { defer c.bg.Done(); c.refreshLoop(base) }()
 	go func() { defer c.bg.Done(); c.watchLoop(base) }()
 	go func() { defer c.bg.Done(); c.proposeLoop(base) }()
+	c.bg.Add(1)
+	go func() { defer c.bg.Done(); c.jobs.run(base, c.opts.Timing.HeartbeatInterval) }()
 	if log := c.renewalLog(); log != nil {
 		c.evidence.shareRenewals()
 		c.bg.Add(1)

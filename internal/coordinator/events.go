@@ -32,6 +32,11 @@ const (
 	EventSelfReady        EventType = "coordinator_ready"
 	EventStoreUnreachable EventType = "store_unreachable"
 	EventStoreRecovered   EventType = "store_recovered"
+	// EventJobStarted and EventJobEnded: an operator's cache job (warm,
+	// free) started, and ended (done, partial or cancelled); protected,
+	// like the cordons.
+	EventJobStarted EventType = "job_started"
+	EventJobEnded   EventType = "job_ended"
 	// EventsDropped stands for the node events of one view past
 	// maxMembershipEvents: a mass expiry is summed up, not listed.
 	EventsDropped EventType = "events_dropped"
@@ -41,7 +46,7 @@ const (
 func EventTypes() []EventType {
 	return []EventType{EventNodeJoined, EventNodeHealth, EventNodeReadiness, EventNodeRestarted, EventNodeRemoved,
 		EventNodeCordoned, EventNodeUncordoned, EventNodeRevoked,
-		EventPlacementVersion, EventSelfUnready, EventSelfReady, EventStoreUnreachable, EventStoreRecovered, EventsDropped}
+		EventPlacementVersion, EventSelfUnready, EventSelfReady, EventStoreUnreachable, EventStoreRecovered, EventJobStarted, EventJobEnded, EventsDropped}
 }
 
 // Event is one thing this coordinator observed, or, for node events, one

@@ -178,7 +178,8 @@ func TestCordonRoundsAreEachAnEvent(t *testing.T) {
 // (state.ProtectedEventTypes, which no worker-driven flood evicts) are
 // exactly the coordinator's operator and security events.
 func TestOperatorEventsProtected(t *testing.T) {
-	want := []string{string(coordinator.EventNodeCordoned), string(coordinator.EventNodeUncordoned), string(coordinator.EventNodeRevoked)}
+	want := []string{string(coordinator.EventNodeCordoned), string(coordinator.EventNodeUncordoned), string(coordinator.EventNodeRevoked),
+		string(coordinator.EventJobStarted), string(coordinator.EventJobEnded)}
 	if got := state.ProtectedEventTypes; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("state.ProtectedEventTypes = %v; want the operator and security events %v", got, want)
 	}

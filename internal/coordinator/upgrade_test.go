@@ -3,71 +3,45 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/protocol"
+	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
-// TestRenewalsWaitForFeatureLevel is issue 46's rule on one coordinator: while
-// a process of feature level 0 (a build before renewals) is live, every
-// accepted heartbeat writes the whole record, since a level-0 coordinator
-// would read a renewal as silence; once it leaves, quiet heartbeats renew
-// the lease again. It fails on the code before feature levels, whose
-// quiet heartbeats renewed whatever else was live.
-func TestRenewalsWaitForFeatureLevel(t *testing.T) {
+// TestJobsWaitForFeatureLevel: while a worker of the level before jobs
+// (cluster.LevelJobs - 1, the previous release) is live, a cache job is
+// refused with ErrFeatureLevel naming that worker, since it would never
+// pick its part up; once it leaves, the job starts, and a worker of this
+// build that asks is handed it.
+func TestJobsWaitForFeatureLevel(t *testing.T) {
 	store := memory.New(memory.Options{})
 	t.Cleanup(func() { store.Close() })
-	timing := testTiming
-	timing.StatusInterval = time.Hour
-	f := startTimed(t, store, 0, Limits{}, timing)
+	f := start(t, store, 0)
 	cn := dial(t, f.addr)
 	old := workerRecord("w2", "old", 0)
-	old.FeatureLevel = cluster.LevelBase
+	old.FeatureLevel = cluster.LevelJobs - 1
 	for _, r := range []*cluster.Record{workerRecord("w1", "inc", 0), old} {
 		if _, err := register(t, cn, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the level-0 worker in the view", func() bool {
+	waitFor(t, "the previous-level worker in the view", func() bool {
 		v := f.c.LastGood()
-		return v != nil && v.Survey.Level == cluster.LevelBase && v.Survey.Mixed()
+		return v != nil && v.Survey.Level == cluster.LevelJobs-1 && v.Survey.Mixed()
 	})
-	stored := func(id string) uint64 {
-		snap, err := store.Snapshot(context.Background(), "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := snap.Find(workerRecord(id, "", 0).Key())
-		if r == nil {
-			t.Fatalf("no record of %s", id)
-		}
-		return r.HeartbeatSeq
+	req := JobRequest{Op: state.JobWarm, Targets: []state.JobTarget{{Key: "data/a"}}, By: "ops"}
+	_, err := f.c.Jobs().Start(context.Background(), req)
+	if !errors.Is(err, ErrFeatureLevel) || !strings.Contains(err.Error(), "worker/w2") {
+		t.Fatalf("a job beside a level-%d worker: %v; want ErrFeatureLevel naming worker/w2", cluster.LevelJobs-1, err)
 	}
-	quiet := func(seq uint64) {
-		t.Helper()
-		for _, r := range []*cluster.Record{workerRecord("w1", "inc", seq), workerRecord("w2", "old", seq)} {
-			if r.NodeID == "w2" {
-				r.FeatureLevel = cluster.LevelBase
-			}
-			if _, err := heartbeat(t, cn, r); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for seq := uint64(1); seq <= 3; seq++ {
-		quiet(seq)
-	}
-	if got := stored("w1"); got != 3 {
-		t.Fatalf("with a level-0 worker live, the stored sequence of w1 is %d after 3 quiet heartbeats; want 3 (every heartbeat written)", got)
-	}
-	if n := testutil.ToFloat64(f.c.m.renewals); n != 0 {
-		t.Fatalf("%v renewals while the cluster's level is 0; want none", n)
+	if jobs, err := store.Jobs(context.Background(), "test"); err != nil || len(jobs) != 0 {
+		t.Fatalf("a refused job left %d jobs in the log (%v); want none", len(jobs), err)
 	}
 	if _, err := cn.Call(context.Background(), &protocol.Deregister{ClusterID: "test", Role: cluster.RoleWorker, NodeID: "w2", IncarnationID: "old"}); err != nil {
 		t.Fatal(err)
@@ -76,16 +50,21 @@ func TestRenewalsWaitForFeatureLevel(t *testing.T) {
 		v := f.c.LastGood()
 		return v != nil && v.Survey.Level == cluster.BuildLevel
 	})
-	for seq := uint64(4); seq <= 6; seq++ {
-		if _, err := heartbeat(t, cn, workerRecord("w1", "inc", seq)); err != nil {
-			t.Fatal(err)
-		}
+	j, err := f.c.Jobs().Start(context.Background(), req)
+	if err != nil {
+		t.Fatalf("a job at the build's level: %v", err)
 	}
-	if got := stored("w1"); got != 3 {
-		t.Fatalf("at the build's level, quiet heartbeats wrote w1's record (stored seq %d); want renewals only (seq 3)", got)
+	if len(j.Workers) != 1 || j.Workers[0].NodeID != "w1" || j.State != state.JobRunning {
+		t.Fatalf("job %+v; want running, with w1 alone", j)
 	}
-	if n := testutil.ToFloat64(f.c.m.renewals); n < 3 {
-		t.Fatalf("%v renewals at the build's level; want 3", n)
+	var orders *protocol.JobOrders
+	waitFor(t, "w1 handed the job", func() bool {
+		resp, err := cn.Call(context.Background(), &protocol.Jobs{ClusterID: "test", NodeID: "w1", IncarnationID: "inc"})
+		orders, _ = resp.(*protocol.JobOrders)
+		return err == nil && orders != nil && len(orders.Orders) == 1
+	})
+	if o := orders.Orders[0]; o.JobID != j.ID || o.Op != protocol.JobWarm || len(o.Targets) != 1 || o.Targets[0].Key != "data/a" {
+		t.Fatalf("order %+v; want the job %s warming data/a", o, j.ID)
 	}
 }
 
@@ -104,7 +83,8 @@ func TestSkewedRegistrationRefused(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnsupportedVersion {
 		t.Fatalf("registration two levels ahead: got %v; want unsupported_version", err)
 	}
-	for _, want := range []string{`worker "w1"`, "v9.9.9", "feature level 3", `coordinator "coord-a"`, "version-skew policy", "levels 0 to 2"} {
+	levels := fmt.Sprintf("levels %d to %d", cluster.BuildLevel-cluster.MaxLevelSkew, cluster.BuildLevel+cluster.MaxLevelSkew)
+	for _, want := range []string{`worker "w1"`, "v9.9.9", fmt.Sprintf("feature level %d", cluster.BuildLevel+2), `coordinator "coord-a"`, "version-skew policy", levels} {
 		if !strings.Contains(pe.Message, want) {
 			t.Errorf("refusal %q does not say %q", pe.Message, want)
 		}

@@ -136,7 +136,7 @@ const (
 
 // ProtectedEventTypes are the operator and security event types that
 // worker-driven events never evict.
-var ProtectedEventTypes = []string{"node_cordoned", "node_uncordoned", "node_revoked"}
+var ProtectedEventTypes = []string{"node_cordoned", "node_uncordoned", "node_revoked", "job_started", "job_ended"}
 
 // Protected reports whether ev is an operator or security event.
 func Protected(ev NodeEvent) bool { return slices.Contains(ProtectedEventTypes, ev.Type) }

@@ -300,6 +300,19 @@ func DecodeJob(b []byte) (Job, error) {
 	return j, nil
 }
 
+// SortJobWorkers orders a job's workers by node ID.
+func SortJobWorkers(ws []JobWorker) {
+	slices.SortFunc(ws, func(a, b JobWorker) int {
+		switch {
+		case a.NodeID < b.NodeID:
+			return -1
+		case a.NodeID > b.NodeID:
+			return 1
+		}
+		return 0
+	})
+}
+
 // SortJobs orders jobs oldest first (creation time, ties by ID).
 func SortJobs(jobs []Job) {
 	slices.SortFunc(jobs, func(a, b Job) int {

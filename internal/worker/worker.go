@@ -87,6 +87,9 @@ type Options struct {
 	// CordonFile is where a persisted cordon is kept (cordon.go); empty
 	// refuses persisted cordons. A worker that finds it starts cordoned.
 	CordonFile string
+	// Jobs, when set, lets the worker run the operator's cache jobs
+	// (jobs.go); nil runs none.
+	Jobs *JobOptions
 }
 
 // DiskErrorStreak is how many accepted heartbeats in a row with new cache
@@ -113,6 +116,7 @@ type Worker struct {
 	cordon   *cordon          // an operator's out-of-service request
 	inflight *inflight        // data requests being served
 	ready    *readiness.Tracker
+	jobs     *jobRunner // the operator's cache jobs; nil without Options.Jobs
 
 	mu         sync.Mutex // guards the fields below
 	draining   bool
@@ -172,6 +176,9 @@ func New(opts Options) (*Worker, error) {
 		w.log.Info("starting cordoned: a persisted cordon was found (talonctl nodes uncordon lifts it)", "file", opts.CordonFile)
 	}
 	w.inflight = &inflight{h: opts.DataHandler}
+	if opts.Jobs != nil {
+		w.jobs = newJobRunner(*opts.Jobs, w.log.With("part", "jobs"))
+	}
 	lim := opts.DataLimits.withDefaults()
 	// Within MaxConnections, half from one address and a quarter before
 	// a first request (after the TLS handshake): connections without a
@@ -285,6 +292,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	stopHB()
 	<-hbDone
+	if w.jobs != nil {
+		w.jobs.close()
+	}
 	w.deregister()
 	w.log.Info("worker stopped")
 	return err
@@ -393,6 +403,7 @@ func (w *Worker) writeRecord(ctx context.Context, a membership.Attempt) (members
 		w.accepted(rec, ack)
 		if !a.Register {
 			w.askInstructions(ctx) // a registration is not in any view yet
+			w.askJobs()
 		}
 	case protocol.OutcomeNotFound:
 		ans.Outcome = membership.NotFound

@@ -74,7 +74,11 @@ func runJobs(t *testing.T, newHarness Factory) {
 		func() state.Job { j := job("j-bad", 1); j.Op = "load"; return j }(),
 		func() state.Job { j := job("Bad_ID", 1); return j }(),
 		func() state.Job { j := job("j-bad", 1); j.Targets = nil; return j }(),
-		func() state.Job { j := job("j-bad", 1); j.Workers[0], j.Workers[1] = j.Workers[1], j.Workers[0]; return j }(),
+		func() state.Job {
+			j := job("j-bad", 1)
+			j.Workers[0], j.Workers[1] = j.Workers[1], j.Workers[0]
+			return j
+		}(),
 		func() state.Job { j := job("j-bad", 1); j.Workers[0].BlocksDone = -1; return j }(),
 	} {
 		if err := log.CreateJob(e.ctx(), e.cluster, bad); !errors.Is(err, state.ErrInvalidRecord) {

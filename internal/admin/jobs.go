@@ -1,0 +1,162 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/talonhq/talon/internal/apiv1"
+	"github.com/talonhq/talon/internal/config"
+	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/state"
+)
+
+// Jobs is what the admin listener asks of a coordinator's cache jobs
+// (*coordinator.JobBoard implements it).
+type Jobs interface {
+	Start(ctx context.Context, req coordinator.JobRequest) (state.Job, error)
+	Cancel(ctx context.Context, id, by string) (state.Job, error)
+	List(ctx context.Context) ([]state.Job, error)
+	Get(ctx context.Context, id string) (state.Job, error)
+}
+
+// The cache jobs' routes, on coordinators: GET lists and reads (scope
+// read); POST starts and cancels (scope operate, audited, never
+// cross-site, like every write).
+var (
+	routeJobs = &route{name: "jobs", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).jobs,
+		methods: []string{http.MethodGet, http.MethodHead, http.MethodPost}, actions: map[string]string{http.MethodPost: "job_start"}}
+	routeJob = &route{name: "job", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).job,
+		methods: []string{http.MethodGet, http.MethodHead, http.MethodPost}, actions: map[string]string{http.MethodPost: "job_cancel"}}
+)
+
+// jobs answers GET /api/v1/jobs (the kept jobs) and POST
+// /api/v1/jobs?op=warm|free&object=…&prefix=… (start one: 202).
+func (s *Server) jobs(w http.ResponseWriter, r *http.Request, _ bool) error {
+	if s.opts.Jobs == nil {
+		return notFound("this coordinator runs no cache jobs")
+	}
+	if r.Method != http.MethodPost {
+		if _, err := parseQuery(r.URL.RawQuery, nil, nil); err != nil {
+			return err
+		}
+		jobs, err := s.opts.Jobs.List(r.Context())
+		if err != nil {
+			return err
+		}
+		out := apiv1.JobList{Meta: apiv1.Meta{SchemaVersion: apiv1.SchemaVersion, GeneratedAtUnixMs: s.now().UnixMilli()}, Items: make([]apiv1.Job, 0, len(jobs))}
+		if v := s.opts.Coordinator.LastGood(); v != nil {
+			out.Meta = s.meta(v, false)
+		}
+		for _, j := range jobs {
+			out.Items = append(out.Items, apiJob(j))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	req, err := parseJobRequest(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	aud := auditOf(r.Context())
+	req.By = aud.principal
+	aud.attrs = append(aud.attrs, "op", req.Op, "targets", len(req.Targets))
+	j, err := s.opts.Jobs.Start(r.Context(), req)
+	if err != nil {
+		aud.attrs = append(aud.attrs, "error", err)
+		return fmt.Errorf("%s: %w", req.Op, err)
+	}
+	aud.attrs = append(aud.attrs, "job", j.ID, "workers", len(j.Workers))
+	w.Header().Set("Location", apiv1.JobPath(j.ID))
+	writeJSON(w, http.StatusAccepted, apiJob(j))
+	return nil
+}
+
+// job answers GET /api/v1/jobs/{id} and POST /api/v1/jobs/{id}/cancel.
+func (s *Server) job(w http.ResponseWriter, r *http.Request, _ bool) error {
+	if s.opts.Jobs == nil {
+		return notFound("this coordinator runs no cache jobs")
+	}
+	rest := strings.TrimPrefix(r.URL.Path, apiv1.PathJobs+"/")
+	id, cancel := strings.CutSuffix(rest, apiv1.SuffixCancel)
+	if err := state.ValidateJobID(id); err != nil {
+		return badParam("id", id, "must be a job ID (talonctl jobs list): %v", err)
+	}
+	if _, err := parseQuery(r.URL.RawQuery, nil, nil); err != nil {
+		return err
+	}
+	var j state.Job
+	var err error
+	switch {
+	case r.Method == http.MethodPost && cancel:
+		aud := auditOf(r.Context())
+		aud.attrs = append(aud.attrs, "job", id)
+		j, err = s.opts.Jobs.Cancel(r.Context(), id, aud.principal)
+	case r.Method == http.MethodPost:
+		return fmt.Errorf("%w: POST %s; only POST %s/{id}%s is served", errMethodNotAllowed, quoteShort(r.URL.Path), apiv1.PathJobs, apiv1.SuffixCancel)
+	case cancel:
+		return fmt.Errorf("%w: %s %s; only POST is served", errMethodNotAllowed, r.Method, quoteShort(r.URL.Path))
+	default:
+		j, err = s.opts.Jobs.Get(r.Context(), id)
+	}
+	if errors.Is(err, coordinator.ErrJobNotFound) {
+		return notFound("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiJob(j))
+	return nil
+}
+
+// parseJobRequest reads op, object and prefix, each checked against the
+// job log's rules.
+func parseJobRequest(raw string) (coordinator.JobRequest, error) {
+	q, err := parseQuery(raw, []string{apiv1.ParamOp}, []string{apiv1.ParamObject, apiv1.ParamPrefix})
+	if err != nil {
+		return coordinator.JobRequest{}, err
+	}
+	op, _ := q.get(apiv1.ParamOp)
+	if op != state.JobWarm && op != state.JobFree {
+		return coordinator.JobRequest{}, badParam(apiv1.ParamOp, op, "must be %s or %s", state.JobWarm, state.JobFree)
+	}
+	req := coordinator.JobRequest{Op: op}
+	for _, p := range []struct {
+		name   string
+		prefix bool
+	}{{apiv1.ParamObject, false}, {apiv1.ParamPrefix, true}} {
+		for _, k := range q.v[p.name] {
+			if err := state.ValidateJobKey(k); err != nil {
+				return coordinator.JobRequest{}, badParam(p.name, k, "%v", err)
+			}
+			req.Targets = append(req.Targets, state.JobTarget{Key: k, Prefix: p.prefix})
+		}
+	}
+	if n := len(req.Targets); n == 0 || n > state.MaxJobTargets {
+		return coordinator.JobRequest{}, badParam(apiv1.ParamObject, fmt.Sprint(n), "a job takes 1 to %d objects and prefixes together; %d given", state.MaxJobTargets, n)
+	}
+	return req, nil
+}
+
+// apiJob is j as the API shows it, with its totals.
+func apiJob(j state.Job) apiv1.Job {
+	out := apiv1.Job{ID: j.ID, Op: j.Op, By: j.By, Coordinator: j.Coordinator, CreatedAtMs: j.CreatedAtUnixMs,
+		State: j.State, EndedAtMs: j.EndedAtUnixMs, CancelledBy: j.CancelledBy, Workers: make([]apiv1.JobWorker, 0, len(j.Workers))}
+	for _, t := range j.Targets {
+		out.Targets = append(out.Targets, apiv1.JobTarget{Key: t.Key, Prefix: t.Prefix})
+	}
+	for _, w := range j.Workers {
+		out.Workers = append(out.Workers, apiv1.JobWorker{NodeID: w.NodeID, State: w.State, BlocksDone: w.BlocksDone, BlocksTotal: w.BlocksTotal,
+			BytesDone: w.BytesDone, BytesTotal: w.BytesTotal, Error: w.Error})
+		out.BlocksDone += w.BlocksDone
+		out.BlocksTotal += w.BlocksTotal
+		out.BytesDone += w.BytesDone
+		out.BytesTotal += w.BytesTotal
+		if state.WorkerEnded(w.State) {
+			out.WorkersDone++
+		}
+	}
+	return out
+}
