@@ -239,6 +239,17 @@ func (m *JobOrders) UnmarshalBinary(p []byte) error {
 	return nil
 }
 
+// String returns the operation's name.
+func (o JobOp) String() string {
+	switch o {
+	case JobWarm:
+		return "warm"
+	case JobFree:
+		return "free"
+	}
+	return fmt.Sprintf("op_%d", uint8(o))
+}
+
 // String returns the state's name.
 func (s JobState) String() string {
 	switch s {

@@ -221,7 +221,7 @@ func (r *jobRunner) run(ctx context.Context, j *runningJob) {
 		r.log.Warn("cache job failed", "job", j.order.JobID, "error", err)
 	default:
 		j.state.Store(uint32(protocol.JobDone))
-		r.log.Info("cache job done", "job", j.order.JobID, "op", j.order.Op, "blocks", j.blocksDone.Load(), "bytes", j.bytesDone.Load(), "took", time.Since(start).Round(time.Millisecond))
+		r.log.Info("cache job done", "job", j.order.JobID, "op", j.order.Op.String(), "blocks", j.blocksDone.Load(), "bytes", j.bytesDone.Load(), "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -62,13 +62,20 @@ func StartCluster(t *testing.T, blobs string, nworkers int, workerExtra ...strin
 		cl, err := c.Coord.API(t).Cluster(context.Background())
 		return err == nil && cl.Nodes.Workers.Healthy == nworkers && cl.EligibleWorkers == nworkers
 	})
-	cl, err := client.New(client.Options{Coordinators: []string{c.Ctl}, CacheTTL: time.Minute})
+	c.Reader = NewReader(t, c.Ctl)
+	return c
+}
+
+// NewReader returns an object reader through the coordinator at ctl
+// (replicas 2, BlockSize), closed when t ends.
+func NewReader(t *testing.T, ctl string) *client.ObjectReader {
+	t.Helper()
+	cl, err := client.New(client.Options{Coordinators: []string{ctl}, CacheTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	c.Reader = &client.ObjectReader{Client: cl, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: BlockSize, Replicas: 2}
-	return c
+	return &client.ObjectReader{Client: cl, HTTP: &http.Client{Timeout: 10 * time.Second}, BlockSize: BlockSize, Replicas: 2}
 }
 
 // Read reads object through the cluster, failing t on an error.
