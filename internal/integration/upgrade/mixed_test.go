@@ -6,28 +6,46 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/apiv1"
-
+	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
-// Issue 46's case: a coordinator of the previous release beside one of
-// HEAD on one store, three HEAD workers listing HEAD's coordinator first.
-// The previous release judges liveness by the record's version alone, so
-// while it is live HEAD must write the whole record on every heartbeat
-// (the cluster's feature level is 0): every worker stays eligible on both
-// coordinators in every sample, with the same placement at every shared
-// revision, and HEAD's coordinator renews no lease without a write.
+// prevLevel is the feature level of the previous release: the level
+// before this build's (the version-skew policy lets nothing older run
+// beside HEAD). While it is live the cluster's level is prevLevel, so
+// HEAD starts no cache job (cluster.LevelJobs), and HEAD's workers, whose
+// Jobs requests a previous coordinator answers invalid_argument, stop
+// asking it for a minute at a time.
+const prevLevel = cluster.BuildLevel - 1
+
+// Issue 46's case, a coordinator of the previous release beside one of
+// HEAD on one store, three HEAD workers listing HEAD's coordinator first:
+// every worker stays eligible on both coordinators in every sample, with
+// the same placement at every shared revision; HEAD's coordinator renews
+// leases without writes exactly when the previous release's level has
+// renewals (cluster.LevelRenewals).
 func TestMixedCoordinators(t *testing.T) { onEachBackend(t, testMixedCoordinators) }
 
 func testMixedCoordinators(t *testing.T, s *suite) {
 	s.start([]string{"", s.prev}, repeat("", workers), false)
 	before := s.renewals()
 	s.phase("previous and HEAD coordinators, HEAD workers listing HEAD first, "+window().String(), func() { time.Sleep(window()) })
-	if n := s.renewals() - before; n != 0 {
-		t.Errorf("HEAD's coordinator renewed %v leases without a write while a level-0 coordinator was live", n)
-	}
+	s.checkRenewals(s.renewals()-before, "a previous-release coordinator")
 	s.table()
-	s.expectLevel(0, true)
+	s.expectLevel(prevLevel, true)
+}
+
+// checkRenewals checks n, the leases HEAD renewed without a write while
+// a previous-release process (what) was live, against what its level
+// allows.
+func (s *suite) checkRenewals(n float64, what string) {
+	s.t.Helper()
+	switch allowed := prevLevel >= cluster.LevelRenewals; {
+	case !allowed && n != 0:
+		s.t.Errorf("HEAD renewed %v leases without a write while %s of level %d was live; want none", n, what, prevLevel)
+	case allowed && n == 0:
+		s.t.Errorf("HEAD renewed no lease without a write while %s of level %d was live; that level has renewals", what, prevLevel)
+	}
 }
 
 // onEachBackend runs test on a 3-member etcd with mutual TLS and on a
@@ -45,11 +63,9 @@ func testPreviousWorkers(t *testing.T, s *suite) {
 	s.start([]string{"", ""}, repeat(s.prev, workers), true)
 	before := s.renewals()
 	s.phase("HEAD coordinators, previous workers, "+window().String(), func() { time.Sleep(window()) })
-	if n := s.renewals() - before; n != 0 {
-		t.Errorf("HEAD's coordinators renewed %v leases without a write while level-0 workers were live", n)
-	}
+	s.checkRenewals(s.renewals()-before, "previous-release workers")
 	s.table()
-	s.expectLevel(0, true)
+	s.expectLevel(prevLevel, true)
 }
 
 // A rolling upgrade previous → HEAD (coordinators first, then workers), a
@@ -66,16 +82,16 @@ func testRollingUpgrade(t *testing.T, s *suite) {
 	s.expectVersions(prev, prev)
 	s.phase("upgrade previous → HEAD, coordinators first", func() {
 		s.roll(s.coords, "")()
-		s.expectLevel(0, true)
+		s.expectLevel(prevLevel, true)
 		time.Sleep(hold())
 		s.roll(s.workers, "")()
 	})
 	s.expectVersions(head, head)
-	s.expectLevel(1, false)
+	s.expectLevel(cluster.BuildLevel, false)
 	s.expectRenewals()
 	s.phase("rollback HEAD → previous, workers first", func() {
 		s.roll(s.workers, s.prev)()
-		s.expectLevel(0, true)
+		s.expectLevel(prevLevel, true)
 		time.Sleep(hold())
 		s.roll(s.coords, s.prev)()
 	})
@@ -87,7 +103,7 @@ func testRollingUpgrade(t *testing.T, s *suite) {
 		s.roll(s.coords, "")()
 	})
 	s.expectVersions(head, head)
-	s.expectLevel(1, false)
+	s.expectLevel(cluster.BuildLevel, false)
 	s.expectRenewals()
 	s.restartStore()
 	s.table()
