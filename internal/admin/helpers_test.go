@@ -140,7 +140,7 @@ func startCoordinator(t testing.TB, o envOptions) *env {
 			return r != nil && r.Ready && r.Health == cluster.HealthHealthy
 		})
 	}
-	e.serve(t, Options{Config: o.admin, Coordinator: e.coord, UI: o.ui})
+	e.serve(t, Options{Config: o.admin, Coordinator: e.coord, Jobs: e.coord.Jobs(), UI: o.ui})
 	return e
 }
 

@@ -30,6 +30,8 @@ var verbs = []verb{
 	{name: apiv1.VerbCordon, routes: []*route{routeCordon}, writes: true},
 	{name: apiv1.VerbUncordon, routes: []*route{routeUncordon}, writes: true},
 	{name: apiv1.VerbDrain, routes: []*route{routeCordon, routeNode}, writes: true},
+	{name: apiv1.VerbWarm, routes: []*route{routeJobs, routeJob}, writes: true},
+	{name: apiv1.VerbFree, routes: []*route{routeJobs, routeJob}, writes: true},
 	{name: apiv1.VerbDebug, routes: []*route{routeDebugProfile, routeDebugConfig}},
 }
 

@@ -27,7 +27,7 @@ func TestWhoAmI(t *testing.T) {
 	for _, tt := range []struct {
 		token, principal, scopes, allowed string
 	}{
-		{tokOps, "ops", "read,operate", "read,cordon,uncordon,drain"},
+		{tokOps, "ops", "read,operate", "read,cordon,uncordon,drain,warm,free"},
 		{tokMetrics, "prometheus", "metrics", "metrics"},
 		{tokReader, "viewer", "read", "read"},
 		{tokLegacy, "line-4", "read,metrics", "read,metrics"},

@@ -495,6 +495,10 @@ const (
 	VerbCordon   = "cordon"
 	VerbUncordon = "uncordon"
 	VerbDrain    = "drain"
+	// VerbWarm and VerbFree start cache jobs; VerbJobs lists, reads and
+	// cancels them (cancel is a write).
+	VerbWarm = "warm"
+	VerbFree = "free"
 )
 
 // WhoAmI is the body of GET /api/v1/auth/whoami: the principal a bearer

@@ -89,7 +89,7 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 		}
 		golden(t, "auth-whoami-viewer-tty", strings.ReplaceAll(r.stdout, e.url, "http://ADMIN"))
 		r = talonctl(t, run{args: []string{"__complete", "auth", "can-i", ""}, env: []string{server}})
-		if !strings.HasPrefix(r.stdout, "read\nmetrics\ncordon\nuncordon\ndrain\ndebug\n") {
+		if !strings.HasPrefix(r.stdout, "read\nmetrics\ncordon\nuncordon\ndrain\nwarm\nfree\ndebug\n") {
 			t.Errorf("can-i completes %q", r.stdout)
 		}
 	})
@@ -108,7 +108,7 @@ func TestAuthWhoAmIAndCanI(t *testing.T) {
 			}
 		}
 		r := talonctl(t, run{args: []string{"auth", "can-i", "delete"}, env: []string{server}})
-		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, `VERB "delete": must be one of read, metrics, cordon, uncordon, drain, debug`) {
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, `VERB "delete": must be one of read, metrics, cordon, uncordon, drain, warm, free, debug`) {
 			t.Errorf("unknown verb: exit %d, stderr %s", r.code, r.stderr)
 		}
 	})

@@ -150,6 +150,9 @@ func (e *env) seedWorkers(t *testing.T) {
 		rec.ClusterID, rec.Role = clusterID, cluster.RoleWorker
 		rec.IncarnationID = "inc-" + rec.NodeID
 		rec.Address = rec.NodeID + ".data.test:7500"
+		// The previous release's level: the coordinator (this build)
+		// runs beside them, mid-upgrade.
+		rec.FeatureLevel = cluster.BuildLevel - 1
 		e.put(t, &rec)
 	}
 	// A coordinator that watched w-5 unchanged for unhealthy-after would

@@ -68,16 +68,18 @@ func TestVersion(t *testing.T) {
 		}
 	})
 	t.Run("mixed versions", func(t *testing.T) {
-		// The seeded workers run 1.4.0 and 1.5.0-rc.1 and carry no
-		// feature level (builds before feature levels): the cluster is at
-		// level 0 and mid-upgrade.
+		// The seeded workers run 1.4.0 and 1.5.0-rc.1 at the previous
+		// release's feature level: the cluster is at that level and
+		// mid-upgrade.
 		m := startEnv(t, envOptions{seed: true})
 		r := talonctl(t, run{args: []string{"version"}, env: []string{"TALONCTL_SERVER=" + m.url}})
 		if r.code != 0 || r.stderr != "" {
 			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 		}
-		for _, want := range []string{"  feature level: 1\n", "cluster\n  feature level: 0 (mid-upgrade", "coordinator   coord-a   dev          1       1\n",
-			"worker        -         1.4.0        0       4\n", "worker        -         1.5.0-rc.1   0       1\n"} {
+		own, prev := cluster.BuildLevel, cluster.BuildLevel-1
+		for _, want := range []string{fmt.Sprintf("  feature level: %d\n", own), fmt.Sprintf("cluster\n  feature level: %d (mid-upgrade", prev),
+			fmt.Sprintf("coordinator   coord-a   dev          %d       1\n", own),
+			fmt.Sprintf("worker        -         1.4.0        %d       4\n", prev), fmt.Sprintf("worker        -         1.5.0-rc.1   %d       1\n", prev)} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 			}
@@ -97,9 +99,9 @@ func TestVersion(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 			t.Fatalf("%v: %s", err, r.stdout)
 		}
-		if c := v.Cluster; c == nil || c.FeatureLevel != 0 || !c.Mixed || len(c.Coordinators) != 1 || len(c.Workers) != 2 ||
+		if c := v.Cluster; c == nil || c.FeatureLevel != cluster.BuildLevel-1 || !c.Mixed || len(c.Coordinators) != 1 || len(c.Workers) != 2 ||
 			c.Workers[0].Version != "1.4.0" || c.Workers[0].Count < 1 || c.Workers[1].Version != "1.5.0-rc.1" {
-			t.Fatalf("cluster versions %+v; want level 0, mixed, coord-a and workers of 1.4.0 and 1.5.0-rc.1", v.Cluster)
+			t.Fatalf("cluster versions %+v; want the previous level, mixed, coord-a and workers of 1.4.0 and 1.5.0-rc.1", v.Cluster)
 		}
 	})
 	t.Run("client only", func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 var Formats = []string{cmdutil.OutputText, cmdutil.OutputJSON, cmdutil.OutputYAML}
 
 // Verbs are the verbs can-i knows.
-var Verbs = []string{apiv1.VerbRead, apiv1.VerbMetrics, apiv1.VerbCordon, apiv1.VerbUncordon, apiv1.VerbDrain, apiv1.VerbDebug}
+var Verbs = []string{apiv1.VerbRead, apiv1.VerbMetrics, apiv1.VerbCordon, apiv1.VerbUncordon, apiv1.VerbDrain, apiv1.VerbWarm, apiv1.VerbFree, apiv1.VerbDebug}
 
 // CanIOptions are the parsed arguments and flags of `auth can-i`.
 type CanIOptions struct {
