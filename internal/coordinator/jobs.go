@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -307,7 +308,7 @@ func jobSummary(j state.Job) string {
 		}
 	}
 	if len(s) > maxEventReason {
-		s = s[:maxEventReason]
+		s = strings.ToValidUTF8(s[:maxEventReason], "")
 	}
 	return s
 }
