@@ -270,7 +270,8 @@ func shapeRank(scheme string) string {
 	return "3" + scheme
 }
 
-// Lister is implemented by stores that list their keys (s3://, file://):
+// Lister is implemented by stores that list their keys (s3://, gs://,
+// az://, file://; not http://):
 // an operator's warm of a prefix needs it.
 type Lister interface {
 	// List returns the keys under prefix in key order, at most max of
@@ -279,7 +280,7 @@ type Lister interface {
 }
 
 // ErrNoList is the answer of a store that cannot list its keys.
-var ErrNoList = errors.New("this blob store cannot list keys (prefixes are supported on s3:// and file://)")
+var ErrNoList = errors.New("this blob store cannot list keys (prefixes are supported on s3://, gs://, az:// and file://)")
 
 // List lists s's keys under prefix (Lister), or fails with ErrNoList.
 func List(ctx context.Context, s Store, prefix string, max int) ([]string, bool, error) {

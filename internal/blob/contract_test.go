@@ -35,7 +35,11 @@ func TestBlobStoreContract(t *testing.T) {
 	for name, open := range map[string]func(t *testing.T) contractStore{
 		"file": fileContract, "http": httpContract, "s3": s3Contract, "gcs": gcsContract, "azure": azureContract,
 	} {
-		t.Run(name, func(t *testing.T) { runContract(t, open(t)) })
+		t.Run(name, func(t *testing.T) {
+			c := open(t)
+			runContract(t, c)
+			runListContract(t, c, name != "http")
+		})
 	}
 }
 
@@ -106,6 +110,32 @@ func runContract(t *testing.T, c contractStore) {
 	rc.Close()
 	if !bytes.Equal(b, changed[:2]) {
 		t.Fatalf("ReadVersion of the new version = %x, want %x", b, changed[:2])
+	}
+}
+
+// runListContract checks blob.List: the keys under a prefix in key
+// order, none outside it, the bound with more set; a store that cannot
+// list (http) answers ErrNoList.
+func runListContract(t *testing.T, c contractStore, lists bool) {
+	ctx := context.Background()
+	for _, k := range []string{"list/a", "list/b/c", "list/d", "listing/e", "other/f"} {
+		c.put(t, k, []byte(k))
+	}
+	keys, more, err := blob.List(ctx, c.store, "list/", 10)
+	if !lists {
+		if !errors.Is(err, blob.ErrNoList) {
+			t.Fatalf("List on a store that cannot list = %v, want ErrNoList", err)
+		}
+		return
+	}
+	if err != nil || more || strings.Join(keys, ",") != "list/a,list/b/c,list/d" {
+		t.Fatalf("List(list/) = %q, more %v, %v; want list/a, list/b/c, list/d", keys, more, err)
+	}
+	if keys, more, err := blob.List(ctx, c.store, "list", 2); err != nil || !more || len(keys) != 2 || keys[0] != "list/a" {
+		t.Fatalf("List(list, 2) = %q, more %v, %v; want the first 2 and more", keys, more, err)
+	}
+	if keys, more, err := blob.List(ctx, c.store, "none/", 10); err != nil || more || len(keys) != 0 {
+		t.Fatalf("List(none/) = %q, %v, %v; want nothing", keys, more, err)
 	}
 }
 

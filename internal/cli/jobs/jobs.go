@@ -47,7 +47,7 @@ func NewCmdWarm(f *cmdutil.Factory, runF func(*StartOptions) error) *cobra.Comma
 objects that it owns (the placement the coordinators compute), at most
 warmup-rate blocks a second, so that the reads that follow are cache hits.
 An argument that ends in '/' or '*' is a prefix: every object under it (at
-most 10,000 a prefix, on s3:// and file:// stores). A job takes 1 to 8
+most 10,000 a prefix; not on http:// stores). A job takes 1 to 8
 objects and prefixes; at most 6 jobs run at once in a cluster.
 
 The job runs on the workers whatever happens to the coordinator that took

@@ -1,0 +1,38 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
+
+	"github.com/talonhq/talon/internal/blob"
+)
+
+// List implements blob.Lister: the bucket's objects under the store's
+// prefix and prefix, in key order (the order GCS lists in).
+func (g *Store) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
+	it := g.client.Bucket(g.bucket).Objects(ctx, &storage.Query{Prefix: g.prefix + prefix, Projection: storage.ProjectionNoACL})
+	var keys []string
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return keys, false, nil
+		}
+		if err != nil {
+			return nil, false, g.mapErr(ctx, "list", prefix, "", err)
+		}
+		key := strings.TrimPrefix(attrs.Name, g.prefix)
+		if attrs.Name == "" || blob.ValidateKey(key) != nil {
+			continue
+		}
+		if len(keys) == max {
+			return keys, true, nil
+		}
+		keys = append(keys, key)
+	}
+}
+
+var _ blob.Lister = (*Store)(nil)
