@@ -341,6 +341,9 @@ func New(opts Options) (*Coordinator, error) {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
 	c.jobs = newJobBoard(c)
+	if err := c.jobs.registerJobs(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
 	if err := c.openSharedEvents(); err != nil {
 		return nil, err
 	}

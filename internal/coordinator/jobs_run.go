@@ -96,18 +96,49 @@ func (b *JobBoard) run(ctx context.Context, every time.Duration) {
 	}
 	tick := time.NewTicker(jobTick)
 	defer tick.Stop()
-	var lastRead time.Time
+	var lastRead, lastPrune time.Time
 	for {
 		if b.fold(ctx) || b.now().Sub(lastRead) >= every {
 			if b.refresh(ctx) {
 				lastRead = b.now()
 			}
 		}
+		if b.now().Sub(lastPrune) >= jobPruneEvery {
+			b.prune(ctx)
+			lastPrune = b.now()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// jobPruneEvery is how often a coordinator deletes the ended jobs past
+// JobRetention (any coordinator may: a delete of a deleted job is none).
+const jobPruneEvery = 10 * time.Minute
+
+// prune deletes the ended jobs past JobRetention that this coordinator
+// last read.
+func (b *JobBoard) prune(ctx context.Context) {
+	b.mu.Lock()
+	var expired []string
+	for id, j := range b.jobs {
+		if j.Ended() && b.now().Sub(time.UnixMilli(j.EndedAtUnixMs)) > JobRetention {
+			expired = append(expired, id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range expired {
+		dctx, cancel := context.WithTimeout(ctx, b.timeout)
+		err := b.log.DeleteJob(dctx, b.clusterID, id)
+		cancel()
+		if err != nil {
+			b.logger.Debug("ended job not deleted; trying again later", "job", id, "error", err)
+			return
+		}
+		b.forget(id)
 	}
 }
 
@@ -141,6 +172,9 @@ func (b *JobBoard) refresh(ctx context.Context) bool {
 func (b *JobBoard) fold(ctx context.Context) bool {
 	v := b.lastGood()
 	b.mu.Lock()
+	if countRunning(b.sortedLocked()) == 0 {
+		clear(b.absent) // absences matter only to running jobs
+	}
 	var work []foldWork
 	for _, j := range b.sortedLocked() {
 		if j.Ended() {

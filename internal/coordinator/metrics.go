@@ -142,6 +142,25 @@ func registerSkew(reg prometheus.Registerer, sk skewEstimator) error {
 	}))
 }
 
+// registerJobs exports the cache jobs running as this coordinator last
+// read the job log.
+func (b *JobBoard) registerJobs(reg prometheus.Registerer) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_coordinator_jobs_running",
+		Help: "Cache jobs (warm, free) running in the cluster, as this coordinator last read the job log.",
+	}, func() float64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, j := range b.jobs {
+			if !j.Ended() {
+				n++
+			}
+		}
+		return float64(n)
+	}))
+}
+
 // registerPresence exports the coordinators expected (coordinator-replicas)
 // and the ones with a live record in the last good view, so an alert can
 // fire when one is missing (max(present) < max(expected) over the

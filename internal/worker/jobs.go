@@ -33,6 +33,9 @@ type JobCache interface {
 // them.
 type JobOptions struct {
 	Cache JobCache
+	// counted, when set, counts blocks loaded (op warm) or freed (op
+	// free); the worker sets it to its talon_worker_job_blocks_total.
+	counted func(op string, blocks int)
 	Owns  func(object string, block int64) (bool, uint64)
 	// Rate bounds a warm's loads a second (the worker's warmup-rate); 0
 	// is no bound.
@@ -239,6 +242,13 @@ func (r *jobRunner) free(j *runningJob) {
 	j.bytesTotal.Store(uint64(bytes))
 	j.blocksDone.Store(uint64(blocks))
 	j.bytesDone.Store(uint64(bytes))
+	r.count("free", int(blocks))
+}
+
+func (r *jobRunner) count(op string, blocks int) {
+	if r.opts.counted != nil {
+		r.opts.counted(op, blocks)
+	}
 }
 
 func matchTargets(ts []protocol.JobTarget, object string) bool {
@@ -274,7 +284,7 @@ func (r *jobRunner) warm(ctx context.Context, j *runningJob) error {
 	for range r.opts.Parallel {
 		wg.Go(func() {
 			for b := range next {
-				_, n, err := r.opts.Cache.Load(ctx, b.object, b.info, b.index)
+				loaded, n, err := r.opts.Cache.Load(ctx, b.object, b.info, b.index)
 				if err != nil {
 					select {
 					case errs <- err:
@@ -284,6 +294,9 @@ func (r *jobRunner) warm(ctx context.Context, j *runningJob) error {
 				}
 				j.blocksDone.Add(1)
 				j.bytesDone.Add(uint64(n))
+				if loaded {
+					r.count("warm", 1)
+				}
 			}
 		})
 	}

@@ -15,6 +15,8 @@ type workerMetrics struct {
 	heartbeats *prometheus.CounterVec
 	refused    *prometheus.CounterVec
 	timeouts   *prometheus.CounterVec
+	// jobBlocks counts the blocks cache jobs loaded or freed, by op.
+	jobBlocks *prometheus.CounterVec
 }
 
 // newWorkerMetrics registers the worker's series with reg; on an error it
@@ -33,9 +35,13 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 			Name: "talon_worker_data_timeouts_total",
 			Help: "Data connections ended by a timeout: read (idle-timeout, frame-timeout for a request header or TLS handshake) or write (write-timeout).",
 		}, []string{"reason"}),
+		jobBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "talon_worker_job_blocks_total",
+			Help: "Blocks the operator's cache jobs loaded from the store (operation warm: resident ones are not counted) or evicted (operation free).",
+		}, []string{"operation"}),
 	}
 	var done []prometheus.Collector
-	for _, c := range []prometheus.Collector{m.heartbeats, m.refused, m.timeouts} {
+	for _, c := range []prometheus.Collector{m.heartbeats, m.refused, m.timeouts, m.jobBlocks} {
 		if err := reg.Register(c); err != nil {
 			for _, d := range done {
 				reg.Unregister(d)
@@ -46,6 +52,9 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 	}
 	for _, r := range []string{"read", "write"} {
 		m.timeouts.WithLabelValues(r)
+	}
+	for _, op := range []string{"warm", "free"} {
+		m.jobBlocks.WithLabelValues(op)
 	}
 	for _, r := range refusalReasons {
 		m.refused.WithLabelValues(r)

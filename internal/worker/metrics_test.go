@@ -70,6 +70,10 @@ talon_worker_data_connections_refused_total{reason="worker_credential"} 0
 # TYPE talon_worker_data_timeouts_total counter
 talon_worker_data_timeouts_total{reason="read"} 0
 talon_worker_data_timeouts_total{reason="write"} 0
+# HELP talon_worker_job_blocks_total Blocks the operator's cache jobs loaded from the store (operation warm: resident ones are not counted) or evicted (operation free).
+# TYPE talon_worker_job_blocks_total counter
+talon_worker_job_blocks_total{operation="free"} 0
+talon_worker_job_blocks_total{operation="warm"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Fatalf("before Run: %v", err)
@@ -88,7 +92,7 @@ talon_worker_data_timeouts_total{reason="write"} 0
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	testsupport.LintMetrics(t, reg, "talon_worker_", 3)
+	testsupport.LintMetrics(t, reg, "talon_worker_", 4)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

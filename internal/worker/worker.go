@@ -177,7 +177,9 @@ func New(opts Options) (*Worker, error) {
 	}
 	w.inflight = &inflight{h: opts.DataHandler}
 	if opts.Jobs != nil {
-		w.jobs = newJobRunner(*opts.Jobs, w.log.With("part", "jobs"))
+		jo := *opts.Jobs
+		jo.counted = func(op string, n int) { m.jobBlocks.WithLabelValues(op).Add(float64(n)) }
+		w.jobs = newJobRunner(jo, w.log.With("part", "jobs"))
 	}
 	lim := opts.DataLimits.withDefaults()
 	// Within MaxConnections, half from one address and a quarter before
