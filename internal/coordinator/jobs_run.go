@@ -89,16 +89,25 @@ func (b *JobBoard) sortedLocked() []state.Job {
 }
 
 // run reads the job log at start and at every heartbeat interval, and
-// folds the workers' reports into it every jobTick, until ctx ends.
+// folds the workers' reports into it at the same pace (at most once a
+// jobTick): a worker reports once a heartbeat, so folding more often
+// would write more and show nothing new. A job's stored form grows with
+// its workers (about 150 bytes each), so the pace bounds the store's
+// writes while a job runs to one job a heartbeat interval per
+// coordinator. It returns when ctx ends.
 func (b *JobBoard) run(ctx context.Context, every time.Duration) {
 	if b.log == nil {
 		return
 	}
 	tick := time.NewTicker(jobTick)
 	defer tick.Stop()
-	var lastRead, lastPrune time.Time
+	var lastRead, lastFold, lastPrune time.Time
 	for {
-		if b.fold(ctx) || b.now().Sub(lastRead) >= every {
+		folded := false
+		if b.now().Sub(lastFold) >= every {
+			folded, lastFold = b.fold(ctx), b.now()
+		}
+		if folded || b.now().Sub(lastRead) >= every {
 			if b.refresh(ctx) {
 				lastRead = b.now()
 			}
