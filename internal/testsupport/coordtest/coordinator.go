@@ -192,7 +192,7 @@ func Start(t testing.TB, o Options) *Coordinator {
 	}
 	if o.Admin != nil {
 		srv, err := admin.New(admin.Options{
-			Config: *o.Admin, Coordinator: c.Coordinator, UI: o.UI,
+			Config: *o.Admin, Coordinator: c.Coordinator, Jobs: c.Coordinator.Jobs(), UI: o.UI,
 			Gatherer: o.Registry, Registerer: o.Registry, Process: c.Process, Logger: o.Logger, Clock: o.Clock,
 		})
 		if err != nil {
