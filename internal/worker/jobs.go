@@ -36,7 +36,7 @@ type JobOptions struct {
 	// counted, when set, counts blocks loaded (op warm) or freed (op
 	// free); the worker sets it to its talon_worker_job_blocks_total.
 	counted func(op string, blocks int)
-	Owns  func(object string, block int64) (bool, uint64)
+	Owns    func(object string, block int64) (bool, uint64)
 	// Rate bounds a warm's loads a second (the worker's warmup-rate); 0
 	// is no bound.
 	Rate float64
