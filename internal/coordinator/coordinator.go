@@ -337,11 +337,8 @@ func New(opts Options) (*Coordinator, error) {
 	c.ready = c.newReadiness()
 	c.departed = newDepartures(max(c.opts.Limits.MaxRecords, 1))
 	c.proc.ReadyFrom(c.ready.Ready)
-	if err := c.registerPresence(opts.Registerer); err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
 	c.jobs = newJobBoard(c)
-	if err := c.jobs.registerJobs(opts.Registerer); err != nil {
+	if err := c.registerPresence(opts.Registerer); err != nil {
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
 	if err := c.openSharedEvents(); err != nil {

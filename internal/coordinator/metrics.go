@@ -161,11 +161,14 @@ func (b *JobBoard) registerJobs(reg prometheus.Registerer) error {
 	}))
 }
 
-// registerPresence exports the coordinators expected (coordinator-replicas)
+// registerPresence exports the cache jobs running (registerJobs), the coordinators expected (coordinator-replicas)
 // and the ones with a live record in the last good view, so an alert can
 // fire when one is missing (max(present) < max(expected) over the
 // coordinators).
 func (c *Coordinator) registerPresence(reg prometheus.Registerer) error {
+	if err := c.jobs.registerJobs(reg); err != nil {
+		return err
+	}
 	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "talon_coordinators_expected",
 		Help: "Coordinators the cluster is configured to run (coordinator-replicas).",

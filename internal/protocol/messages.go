@@ -33,44 +33,20 @@ const (
 	TypePlacementResponse Type = 35 // response to PlacementLookup
 )
 
+// typeNames are the types' snake_case names.
+var typeNames = map[Type]string{
+	TypeError: "error", TypePing: "ping", TypePong: "pong", TypeRegister: "register", TypeHeartbeat: "heartbeat",
+	TypeDeregister: "deregister", TypeAck: "ack", TypeAttest: "attest", TypeAttested: "attested",
+	TypeInstructions: "instructions", TypeInstructed: "instructed", TypeJobs: "jobs", TypeJobOrders: "job_orders",
+	TypeSubscribe: "subscribe", TypeEpochBump: "epoch_bump", TypePlacementLookup: "placement_lookup",
+	TypePlacementResponse: "placement_response",
+}
+
 // String returns the type's snake_case name, or "type_N" for a value this
 // build does not know.
 func (t Type) String() string {
-	switch t {
-	case TypeError:
-		return "error"
-	case TypePing:
-		return "ping"
-	case TypePong:
-		return "pong"
-	case TypeRegister:
-		return "register"
-	case TypeHeartbeat:
-		return "heartbeat"
-	case TypeDeregister:
-		return "deregister"
-	case TypeAck:
-		return "ack"
-	case TypeAttest:
-		return "attest"
-	case TypeAttested:
-		return "attested"
-	case TypeInstructions:
-		return "instructions"
-	case TypeInstructed:
-		return "instructed"
-	case TypeJobs:
-		return "jobs"
-	case TypeJobOrders:
-		return "job_orders"
-	case TypeSubscribe:
-		return "subscribe"
-	case TypeEpochBump:
-		return "epoch_bump"
-	case TypePlacementLookup:
-		return "placement_lookup"
-	case TypePlacementResponse:
-		return "placement_response"
+	if n, ok := typeNames[t]; ok {
+		return n
 	}
 	return fmt.Sprintf("type_%d", uint16(t))
 }
@@ -102,43 +78,22 @@ type Message interface {
 	UnmarshalBinary(payload []byte) error
 }
 
+// newMessages make a zero message of each type.
+var newMessages = map[Type]func() Message{
+	TypeError: func() Message { return &Error{} }, TypePing: func() Message { return &Ping{} }, TypePong: func() Message { return &Pong{} },
+	TypeRegister: func() Message { return &Register{} }, TypeHeartbeat: func() Message { return &Heartbeat{} },
+	TypeDeregister: func() Message { return &Deregister{} }, TypeAck: func() Message { return &Ack{} },
+	TypeAttest: func() Message { return &Attest{} }, TypeAttested: func() Message { return &Attested{} },
+	TypeInstructions: func() Message { return &Instructions{} }, TypeInstructed: func() Message { return &Instructed{} },
+	TypeJobs: func() Message { return &Jobs{} }, TypeJobOrders: func() Message { return &JobOrders{} },
+	TypeSubscribe: func() Message { return &Subscribe{} }, TypeEpochBump: func() Message { return &EpochBump{} },
+	TypePlacementLookup: func() Message { return &PlacementLookup{} }, TypePlacementResponse: func() Message { return &PlacementResponse{} },
+}
+
 // NewMessage returns a new zero message of type t, or nil for an unknown type.
 func NewMessage(t Type) Message {
-	switch t {
-	case TypeError:
-		return &Error{}
-	case TypePing:
-		return &Ping{}
-	case TypePong:
-		return &Pong{}
-	case TypeRegister:
-		return &Register{}
-	case TypeHeartbeat:
-		return &Heartbeat{}
-	case TypeDeregister:
-		return &Deregister{}
-	case TypeAck:
-		return &Ack{}
-	case TypeAttest:
-		return &Attest{}
-	case TypeAttested:
-		return &Attested{}
-	case TypeInstructions:
-		return &Instructions{}
-	case TypeInstructed:
-		return &Instructed{}
-	case TypeJobs:
-		return &Jobs{}
-	case TypeJobOrders:
-		return &JobOrders{}
-	case TypeSubscribe:
-		return &Subscribe{}
-	case TypeEpochBump:
-		return &EpochBump{}
-	case TypePlacementLookup:
-		return &PlacementLookup{}
-	case TypePlacementResponse:
-		return &PlacementResponse{}
+	if f, ok := newMessages[t]; ok {
+		return f()
 	}
 	return nil
 }

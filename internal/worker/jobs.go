@@ -94,6 +94,16 @@ func newJobRunner(opts JobOptions, log *slog.Logger) *jobRunner {
 	return &jobRunner{opts: opts, log: log, lifetime: lifetime, stop: stop, running: map[string]*runningJob{}}
 }
 
+// newJobs returns the runner of Options.Jobs, nil without them.
+func (w *Worker) newJobs() *jobRunner {
+	if w.opts.Jobs == nil {
+		return nil
+	}
+	jo := *w.opts.Jobs
+	jo.counted = func(op string, n int) { w.metrics.jobBlocks.WithLabelValues(op).Add(float64(n)) }
+	return newJobRunner(jo, w.log.With("part", "jobs"))
+}
+
 // close cancels every job and waits for their goroutines.
 func (r *jobRunner) close() {
 	r.stop()

@@ -176,11 +176,7 @@ func New(opts Options) (*Worker, error) {
 		w.log.Info("starting cordoned: a persisted cordon was found (talonctl nodes uncordon lifts it)", "file", opts.CordonFile)
 	}
 	w.inflight = &inflight{h: opts.DataHandler}
-	if opts.Jobs != nil {
-		jo := *opts.Jobs
-		jo.counted = func(op string, n int) { m.jobBlocks.WithLabelValues(op).Add(float64(n)) }
-		w.jobs = newJobRunner(jo, w.log.With("part", "jobs"))
-	}
+	w.jobs = w.newJobs()
 	lim := opts.DataLimits.withDefaults()
 	// Within MaxConnections, half from one address and a quarter before
 	// a first request (after the TLS handshake): connections without a
