@@ -147,12 +147,17 @@ func (s *S3) Env() []string {
 }
 
 // URL is the blob-store URL of bucket/prefix on this server.
-func (s *S3) URL(bucket, prefix string) string {
+func (s *S3) URL(bucket, prefix string) string { return s.URLVia(s.Endpoint, bucket, prefix) }
+
+// URLVia is the blob-store URL of bucket/prefix on this server reached
+// at endpoint (http://host:port), a proxy in front of it: requests are
+// signed for the proxy's address, which forwards the Host header as it is.
+func (s *S3) URLVia(endpoint, bucket, prefix string) string {
 	u := "s3://" + bucket
 	if prefix != "" {
 		u += "/" + prefix
 	}
-	return u + "?endpoint=" + url.QueryEscape(s.Endpoint) + "&use_path_style=true&region=" + S3Region
+	return u + "?endpoint=" + url.QueryEscape(endpoint) + "&use_path_style=true&region=" + S3Region
 }
 
 // Client returns an S3 client of the root credential.
