@@ -136,6 +136,10 @@ func (s *S3) Start() {
 	}
 }
 
+// PID is the server's process id, 0 while it is stopped: a benchmark
+// reads the CPU time it used from /proc.
+func (s *S3) PID() int { return s.p.pid() }
+
 // Env is the environment that gives an AWS SDK the root credential and
 // turns off the instance metadata lookup (no request may leave loopback).
 func (s *S3) Env() []string {

@@ -239,6 +239,9 @@ func TestBenchReport(t *testing.T) {
 	for _, r := range dataPathRows(t, pairs) { // issue 40 (benchreport_data_test.go)
 		add(r)
 	}
+	for _, r := range shapedRows(t, pairs) { // issue 51 (benchreport_shaped_test.go)
+		add(r)
+	}
 	finishReport(t, rows, e, pairs)
 }
 
