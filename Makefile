@@ -16,7 +16,7 @@ BUILDTAGS := disable_grpc_modules
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale faults soak upgrade clean image manifests release-snapshot release-check cosign goreleaser release-snapshot-test
+.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale bench-shaped faults soak upgrade clean image manifests release-snapshot release-check cosign goreleaser release-snapshot-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -227,6 +227,18 @@ bench-scale: ## measure the scale rows of bench-report alone (50,000 workers on 
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_SCALE=$${SCALE:-1} \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-scale.md \
 	  $(GO) test -count=1 -run '^TestBenchScale$$' -timeout 30m ./internal/bench/integration && cat bin/bench-scale.md
+
+# The shaped-store rows of bench-report alone: S3 (versitygw) behind a proxy
+# with a cloud store's latency and bandwidth per connection, read directly
+# and through talon worker processes. SHAPE_LATENCY (30ms), SHAPE_MBPS (MB/s
+# per connection, 100) and SHAPE_CONNS (256) set the shape.
+bench-shaped: ## measure the shaped-store rows of bench-report alone (cold and second reads through a worker vs direct, talon get over 3 workers vs 1, S3 behind a 30 ms, 100 MB/s proxy); BENCH_PAIRS, SHAPE_LATENCY, SHAPE_MBPS, SHAPE_CONNS
+	@mkdir -p bin && TALON_BENCH_REPORT=1 TALON_BENCH_PAIRS=$${BENCH_PAIRS:-3} \
+	  TALON_BENCH_SHAPE_LATENCY=$(SHAPE_LATENCY) TALON_BENCH_SHAPE_MBPS=$(SHAPE_MBPS) TALON_BENCH_SHAPE_CONNS=$(SHAPE_CONNS) \
+	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-shaped.md \
+	  $(GO) test -count=1 -v -run '^TestBenchReportShaped$$' -timeout 20m ./internal/bench/integration > bin/bench-shaped.log 2>&1; rc=$$?; \
+	  grep -E 'benchreport_shaped_test.go|^(--- |ok|FAIL)' bin/bench-shaped.log; echo "full log: bin/bench-shaped.log"; \
+	  [ $$rc -eq 0 ] && cat bin/bench-shaped.md; exit $$rc
 
 bench: ## run the Go benchmarks (figures in docs/performance.md)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \

@@ -136,6 +136,10 @@ func (s *S3) Start() {
 	}
 }
 
+// PID is the server's process id, 0 while it is stopped: a benchmark
+// reads the CPU time it used from /proc.
+func (s *S3) PID() int { return s.p.pid() }
+
 // Env is the environment that gives an AWS SDK the root credential and
 // turns off the instance metadata lookup (no request may leave loopback).
 func (s *S3) Env() []string {
@@ -147,12 +151,17 @@ func (s *S3) Env() []string {
 }
 
 // URL is the blob-store URL of bucket/prefix on this server.
-func (s *S3) URL(bucket, prefix string) string {
+func (s *S3) URL(bucket, prefix string) string { return s.URLVia(s.Endpoint, bucket, prefix) }
+
+// URLVia is the blob-store URL of bucket/prefix on this server reached
+// at endpoint (http://host:port), a proxy in front of it: requests are
+// signed for the proxy's address, which forwards the Host header as it is.
+func (s *S3) URLVia(endpoint, bucket, prefix string) string {
 	u := "s3://" + bucket
 	if prefix != "" {
 		u += "/" + prefix
 	}
-	return u + "?endpoint=" + url.QueryEscape(s.Endpoint) + "&use_path_style=true&region=" + S3Region
+	return u + "?endpoint=" + url.QueryEscape(endpoint) + "&use_path_style=true&region=" + S3Region
 }
 
 // Client returns an S3 client of the root credential.

@@ -9,14 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -242,6 +239,9 @@ func TestBenchReport(t *testing.T) {
 	for _, r := range dataPathRows(t, pairs) { // issue 40 (benchreport_data_test.go)
 		add(r)
 	}
+	for _, r := range shapedRows(t, pairs) { // issue 51 (benchreport_shaped_test.go)
+		add(r)
+	}
 	finishReport(t, rows, e, pairs)
 }
 
@@ -277,7 +277,13 @@ func finishReport(t *testing.T, rows []reportRow, e *testenv.Etcd, pairs int) {
 	for _, r := range scaleRows(t, e) { // issue 30's scale rows (scale_test.go)
 		add(r)
 	}
+	writeTable(t, rows)
+}
 
+// writeTable prints rows as the report's table with the machine it ran
+// on, and writes it to TALON_BENCH_REPORT_FILE when set.
+func writeTable(t *testing.T, rows []reportRow) {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| path | Talon | raw ceiling / limit (same run) | ratio | goal | met |\n|---|---|---|---|---|---|\n")
 	for _, r := range rows {
@@ -554,40 +560,4 @@ func rssRow(t *testing.T, e *testenv.Etcd) reportRow {
 	}
 	mib := float64(hwm) / 1024
 	return reportRow{path: "coordinator peak RSS, 10,000 workers on etcd, under lookups", talon: fmt.Sprintf("%.0f MiB", mib), limit: "256 MiB", ratio: fmt.Sprintf("%.2f", 256/mib), goal: "<=256 MiB", met: mib > 0 && mib <= 256}
-}
-
-// cpuTime returns the process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// profile records a CPU profile of this process (the in-process
-// coordinators and clients) until the returned function is called, then
-// prints its top entries: the bottleneck docs/performance.md explains.
-func profile(t *testing.T, name string) func() {
-	t.Helper()
-	path := filepath.Join(os.TempDir(), "talon-bench-"+name+".pprof")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		t.Logf("no profile: %v", err)
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", path).CombinedOutput()
-		if err != nil {
-			t.Logf("pprof: %v", err)
-			return
-		}
-		t.Logf("CPU profile of %s (%s):\n%s", name, path, out)
-	}
 }

@@ -1,7 +1,10 @@
 // Package integration holds the measurements of package bench on real
 // talon processes (package talontest) and real stores: the report of
 // `make bench-report` (TestBenchReport, TestBenchReportDataPath,
-// TALON_BENCH_REPORT_FILE), the scale rows of `make bench-scale`
+// TALON_BENCH_REPORT_FILE), its shaped-store rows alone (`make
+// bench-shaped`, TestBenchReportShaped: S3 behind internal/testsupport/
+// shapeproxy, and TestBenchShapedProfile, their profile), the scale rows
+// of `make bench-scale`
 // (TestBenchScale: many workers on etcd and Kubernetes, top and the UI in
 // Chromium), `talon bench` end to end, the Kubernetes heartbeat benchmark
 // and store bytes, lookups over the protocol and the cost of mutual TLS
