@@ -107,6 +107,9 @@ func bindWorker(cfg *config.Config, log *slog.Logger) (*WorkerProcess, error) {
 	return p, nil
 }
 
+// Read-ahead follows the blocks a worker is first owner of.
+var _ dataserver.FirstOwnership = (*worker.Ownership)(nil)
+
 // open is the second half of NewWorker: it opens (scans) the cache, builds
 // the clients, the data server and the runtime, and hands the runtime to
 // the admin server's view. On error it closes the data listener and what

@@ -62,3 +62,20 @@ func (o *Ownership) Owns(object string, block int64) (bool, uint64) {
 	}
 	return false, uint64(p.Version)
 }
+
+// OwnsFirst implements dataserver.FirstOwnership: whether this worker is
+// the first of the block's owners (readers ask it first). Like Owns it
+// fails open while no coordinator answers.
+func (o *Ownership) OwnsFirst(object string, block int64) bool {
+	if time.Now().UnixNano() < o.openUntil.Load() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	p, err := o.client.Lookup(ctx, datav1.BlockKey(object, block), o.replicas)
+	if err != nil {
+		o.openUntil.Store(time.Now().Add(failOpenFor).UnixNano())
+		return true
+	}
+	return len(p.Owners) > 0 && p.Owners[0].NodeID == o.self
+}

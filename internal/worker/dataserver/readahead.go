@@ -210,6 +210,9 @@ func (s *Server) readAhead(key string, info blob.Info, r streamRead) {
 		return
 	}
 	owned := func(b int64) bool { o, _ := s.cfg.Ownership.Owns(key, b); return o }
+	if f, ok := s.cfg.Ownership.(FirstOwnership); ok {
+		owned = func(b int64) bool { return f.OwnsFirst(key, b) }
+	}
 	in := prefetchInput{sequential: sequential(r.stream.window(r.first, owned))}
 	if !in.sequential { // planPrefetch plans nothing: spare the look-ups
 		return

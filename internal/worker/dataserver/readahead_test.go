@@ -88,6 +88,9 @@ func serveStore(t *testing.T, store blob.Store, own dataserver.Ownership) (strin
 type readAheadCase struct {
 	name  string
 	owned func(block int64) bool
+	// first reports the blocks this worker is the first owner of, the
+	// one readers ask (nil: every block it owns, placement-replicas 1).
+	first func(block int64) bool
 	reads []int64
 	// sequential: read-ahead must load blocks before they are read;
 	// else it must load none.
@@ -107,11 +110,16 @@ func readAheadCases() []readAheadCase {
 		return out
 	}
 	return []readAheadCase{
-		{"sparse, one worker", all, seq(0, readAheadBlocks, 10), false},
-		{"sparse, every other block", all, seq(0, 20, 2), false},
-		{"sparse, a third owned", third, seq(0, readAheadBlocks, 9), false},
-		{"sequential, one worker", all, seq(0, readAheadBlocks, 1), true},
-		{"sequential, a third owned", third, seq(0, readAheadBlocks, 3), true},
+		{name: "sparse, one worker", owned: all, reads: seq(0, readAheadBlocks, 10)},
+		{name: "sparse, every other block", owned: all, reads: seq(0, 20, 2)},
+		{name: "sparse, a third owned", owned: third, reads: seq(0, readAheadBlocks, 9)},
+		{name: "sequential, one worker", owned: all, reads: seq(0, readAheadBlocks, 1), sequential: true},
+		{name: "sequential, a third owned", owned: third, reads: seq(0, readAheadBlocks, 3), sequential: true},
+		// placement-replicas 2 on two workers: this worker owns every
+		// block and is the first owner of every other one, which the
+		// client reads here; it read ahead on 23 of 64 blocks before.
+		{name: "sequential, first owner of every other block (replicas 2)", owned: all, first: func(b int64) bool { return b%2 == 0 },
+			reads: seq(0, readAheadBlocks, 2), sequential: true},
 	}
 }
 
@@ -171,7 +179,7 @@ func TestReadAheadOnlyForSequentialReads(t *testing.T) {
 	data := pattern(5, readAheadBlocks*bs)
 	for _, tc := range readAheadCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnvWith(t, bs, 1<<20, nil, func(c *dataserver.Config) { c.Ownership = ownedBy(tc.owned) })
+			e := newEnvWith(t, bs, 1<<20, nil, func(c *dataserver.Config) { c.Ownership = tc.ownership() })
 			e.put(t, "obj", data)
 			perRead, prefetches, hits := runReadAhead(t, tc, e.addr, e.st, e.src.reads.Load, data)
 			checkReadAhead(t, tc, perRead, prefetches, hits)
@@ -187,7 +195,7 @@ func TestReadAheadAtS3(t *testing.T) {
 	put("obj", data)
 	for _, tc := range readAheadCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			addr, st := serveStore(t, store, ownedBy(tc.owned))
+			addr, st := serveStore(t, store, tc.ownership())
 			perRead, prefetches, hits := runReadAhead(t, tc, addr, st, counts[http.MethodGet].Load, data)
 			checkReadAhead(t, tc, perRead, prefetches, hits)
 		})
@@ -198,3 +206,18 @@ func TestReadAheadAtS3(t *testing.T) {
 type ownedBy func(block int64) bool
 
 func (o ownedBy) Owns(_ string, block int64) (bool, uint64) { return o(block), 0 }
+
+// firstOwnedBy is an Ownership that also tells the blocks this worker is
+// the first owner of (dataserver.FirstOwnership).
+type firstOwnedBy struct{ owned, first func(block int64) bool }
+
+func (o firstOwnedBy) Owns(_ string, block int64) (bool, uint64) { return o.owned(block), 0 }
+func (o firstOwnedBy) OwnsFirst(_ string, block int64) bool     { return o.first(block) }
+
+// ownership is the case's Ownership.
+func (tc readAheadCase) ownership() dataserver.Ownership {
+	if tc.first == nil {
+		return ownedBy(tc.owned)
+	}
+	return firstOwnedBy{owned: tc.owned, first: tc.first}
+}

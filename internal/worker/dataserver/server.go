@@ -37,6 +37,16 @@ type Ownership interface {
 	Owns(object string, block int64) (owned bool, version uint64)
 }
 
+// FirstOwnership is implemented by an Ownership that also tells whether
+// this worker is a block's first owner: the one a reader asks first.
+// Read-ahead follows the blocks a worker is first owner of, so that with
+// placement-replicas 2 or more the blocks readers fetch from their first
+// owner elsewhere are neither holes in a sequential read nor loads
+// nobody asks this worker for. Without it every owned block counts.
+type FirstOwnership interface {
+	OwnsFirst(object string, block int64) bool
+}
+
 // Defaults of the digest limit.
 const (
 	// DefaultUnownedDigestRate is the default Config.UnownedDigestRate.
