@@ -83,8 +83,9 @@ type Event struct {
 // DefaultEventCapacity is how many events a coordinator keeps.
 const DefaultEventCapacity = 1000
 
-// maxEventReason bounds an event's reason (store errors can be long).
-const maxEventReason = 256
+// maxEventReason bounds an event's reason (store errors can be long):
+// the shared log's bound, which its writers enforce (state.ValidateEvent).
+const maxEventReason = state.MaxEventReason
 
 // eventLog is the bounded in-memory list of events: the last capacity
 // events, and apart from them the last capacity operator and security
@@ -165,9 +166,7 @@ func protectedEvent(t EventType) bool {
 // it; added is false (and nothing changes) when an event with e's ID is
 // kept already.
 func (l *eventLog) add(e Event) (stamped Event, added bool) {
-	if len(e.Reason) > maxEventReason {
-		e.Reason = e.Reason[:maxEventReason] + "…"
-	}
+	e.Reason = state.CutEventReason(e.Reason)
 	if e.Time.IsZero() {
 		e.Time = l.now()
 	}

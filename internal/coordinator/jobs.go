@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -307,10 +306,7 @@ func jobSummary(j state.Job) string {
 			s += " (cancelled by " + j.CancelledBy + ")"
 		}
 	}
-	if len(s) > maxEventReason {
-		s = strings.ToValidUTF8(s[:maxEventReason], "")
-	}
-	return s
+	return state.CutEventReason(s)
 }
 
 func jobBlocks(j state.Job) (done, total int64) {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
 )
@@ -108,8 +111,21 @@ func ValidateEvent(ev NodeEvent) error {
 		return errors.New("event time: must not be zero")
 	case ev.Type == "":
 		return errors.New("event type: must not be empty")
+	case len(ev.Reason) > MaxEventReason || !utf8.ValidString(ev.Reason):
+		return fmt.Errorf("event reason: %d bytes; must be valid UTF-8 of at most %d bytes (CutEventReason)", len(ev.Reason), MaxEventReason)
 	}
 	return nil
+}
+
+// CutEventReason returns reason cut to MaxEventReason bytes, on a rune,
+// with "…" when it was cut.
+func CutEventReason(reason string) string {
+	if len(reason) <= MaxEventReason && utf8.ValidString(reason) {
+		return reason
+	}
+	const ellipsis = "…"
+	cut := reason[:min(len(reason), MaxEventReason-len(ellipsis))]
+	return strings.ToValidUTF8(cut, "") + ellipsis
 }
 
 // Eviction of the shared event log (issue 47: three worker credentials
