@@ -145,6 +145,10 @@ func (b *JobBoard) Start(ctx context.Context, req JobRequest) (state.Job, error)
 		return state.Job{}, err
 	}
 	if err := b.log.CreateJob(ctx, b.clusterID, j); err != nil {
+		if errors.Is(err, state.ErrInvalidRecord) {
+			// Past a stored bound (MaxJobBytes: many workers with long IDs).
+			return state.Job{}, fmt.Errorf("%w: %v", ErrJobRefused, err)
+		}
 		return state.Job{}, err
 	}
 	b.learn([]state.Job{j})
