@@ -50,6 +50,9 @@ const (
 	DefaultJobParallel = 4
 	// MaxJobObjects bounds the objects a warm lists under one prefix.
 	MaxJobObjects = 10_000
+	// MaxJobBlocks bounds the blocks one worker plans for one warm (16
+	// TiB of 4 MiB blocks).
+	MaxJobBlocks = 1 << 22
 	// jobsUnsupportedFor is how long a worker stops asking after a
 	// coordinator of a lower level answered that it does not know the
 	// Jobs message.
@@ -277,6 +280,14 @@ type block struct {
 	index  int64
 }
 
+// planned is one object of a warm's plan and the blocks of it this
+// worker owns (8 bytes a block: a plan of MaxJobBlocks is 32 MiB).
+type planned struct {
+	object string
+	info   blob.Info
+	blocks []int64
+}
+
 // warm plans the blocks of the job's objects this worker owns, then loads
 // them, Parallel at once and at most Rate a second.
 func (r *jobRunner) warm(ctx context.Context, j *runningJob) error {
@@ -326,19 +337,21 @@ func (r *jobRunner) warm(ctx context.Context, j *runningJob) error {
 
 // feed sends the plan's blocks at the limiter's pace, stopping at the
 // first load error.
-func feed(ctx context.Context, plan []block, lim *rate.Limiter, next chan<- block, errs <-chan error) error {
-	for _, b := range plan {
-		if lim != nil {
-			if err := lim.Wait(ctx); err != nil {
-				return nil // cancelled: run records it
+func feed(ctx context.Context, plan []planned, lim *rate.Limiter, next chan<- block, errs <-chan error) error {
+	for _, p := range plan {
+		for _, i := range p.blocks {
+			if lim != nil {
+				if err := lim.Wait(ctx); err != nil {
+					return nil // cancelled: run records it
+				}
 			}
-		}
-		select {
-		case next <- b:
-		case err := <-errs:
-			return err
-		case <-ctx.Done():
-			return nil
+			select {
+			case next <- block{object: p.object, info: p.info, index: i}:
+			case err := <-errs:
+				return err
+			case <-ctx.Done():
+				return nil
+			}
 		}
 	}
 	return nil
@@ -346,7 +359,7 @@ func feed(ctx context.Context, plan []block, lim *rate.Limiter, next chan<- bloc
 
 // plan lists the job's objects (a prefix through the store's listing),
 // reads their sizes, and keeps the blocks this worker owns.
-func (r *jobRunner) plan(ctx context.Context, j *runningJob) ([]block, error) {
+func (r *jobRunner) plan(ctx context.Context, j *runningJob) ([]planned, error) {
 	var objects []string
 	for _, t := range j.order.Targets {
 		if !t.Prefix {
@@ -363,21 +376,30 @@ func (r *jobRunner) plan(ctx context.Context, j *runningJob) ([]block, error) {
 		objects = append(objects, keys...)
 	}
 	bs := r.opts.Cache.BlockSize()
-	var plan []block
+	var plan []planned
+	total := 0
 	for _, o := range objects {
 		info, err := r.opts.Cache.Stat(ctx, o)
 		if err != nil {
 			return nil, err
 		}
+		p := planned{object: o, info: info}
 		for i := int64(0); i*bs < info.Size; i++ {
 			if owned, _ := r.opts.Owns(o, i); !owned {
 				continue
 			}
-			plan = append(plan, block{object: o, info: info, index: i})
+			if total == MaxJobBlocks {
+				return nil, fmt.Errorf("more than %d blocks of the job's objects are this worker's (the most a warm plans); warm narrower prefixes", MaxJobBlocks)
+			}
+			p.blocks = append(p.blocks, i)
+			total++
 			j.bytesTotal.Add(uint64(min(bs, info.Size-i*bs)))
 		}
+		if len(p.blocks) > 0 {
+			plan = append(plan, p)
+		}
 	}
-	j.blocksTotal.Store(uint64(len(plan)))
+	j.blocksTotal.Store(uint64(total))
 	return plan, nil
 }
 
