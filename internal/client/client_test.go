@@ -42,7 +42,7 @@ func coord(t *testing.T, workers ...string) (string, *memory.Store) {
 
 func upsert(t *testing.T, store *memory.Store, id, addr string) {
 	t.Helper()
-	_, err := store.UpsertNode(context.Background(), &cluster.Record{
+	_, err := store.UpsertNode(context.Background(), &cluster.Record{FeatureLevel: cluster.BuildLevel,
 		ClusterID: "t", NodeID: id, Role: cluster.RoleWorker, IncarnationID: "i-" + addr, Address: addr,
 		StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true,
 	}, time.Hour)

@@ -34,7 +34,7 @@ func TestLookups(t *testing.T) {
 	// coordinator never proposes them late while the lookups run.
 	c := coordtest.Start(t, coordtest.Options{ClusterID: "dev", WaitReady: true, FrozenLiveness: true})
 	for _, id := range []string{"w1", "w2", "w3"} {
-		_, err := c.Store.UpsertNode(context.Background(), &cluster.Record{
+		_, err := c.Store.UpsertNode(context.Background(), &cluster.Record{FeatureLevel: cluster.BuildLevel,
 			ClusterID: "dev", NodeID: id, Role: cluster.RoleWorker, IncarnationID: "i", Address: "127.0.0.1:1",
 			Health: cluster.HealthHealthy, Ready: true,
 		}, time.Minute)

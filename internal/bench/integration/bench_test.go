@@ -43,7 +43,7 @@ func benchLookups(b *testing.B, store state.Store) {
 	b.Cleanup(func() { store.Close() }) // after the coordinator has stopped
 	timing := cluster.Timing{HeartbeatInterval: time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}
 	for i := range 100 {
-		_, err := store.UpsertNode(context.Background(), &cluster.Record{
+		_, err := store.UpsertNode(context.Background(), &cluster.Record{FeatureLevel: cluster.BuildLevel,
 			ClusterID: "bench", NodeID: fmt.Sprintf("worker-%03d", i), Role: cluster.RoleWorker, IncarnationID: "i",
 			Address: fmt.Sprintf("10.0.%d.%d:7500", i/250, i%250+1), Health: cluster.HealthHealthy, Ready: true,
 		}, timing.LeaseTTL)

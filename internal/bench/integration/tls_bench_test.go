@@ -55,7 +55,7 @@ func BenchmarkControlPlaneTLS(b *testing.B) {
 		store := memory.New(memory.Options{})
 		b.Cleanup(func() { store.Close() })
 		for i := range 100 {
-			if _, err := store.UpsertNode(context.Background(), &cluster.Record{
+			if _, err := store.UpsertNode(context.Background(), &cluster.Record{FeatureLevel: cluster.BuildLevel,
 				ClusterID: "bench", NodeID: fmt.Sprintf("worker-%03d", i), Role: cluster.RoleWorker, IncarnationID: "i",
 				Address: fmt.Sprintf("10.0.0.%d:7500", i+1), Health: cluster.HealthHealthy, Ready: true,
 			}, timing.LeaseTTL); err != nil {
@@ -113,7 +113,7 @@ func BenchmarkControlPlaneTLS(b *testing.B) {
 					return
 				}
 				defer cl.Close()
-				rec := &cluster.Record{ClusterID: "bench", NodeID: node, Role: cluster.RoleWorker, IncarnationID: fmt.Sprintf("inc-%d-%d", w, time.Now().UnixNano()),
+				rec := &cluster.Record{FeatureLevel: cluster.BuildLevel, ClusterID: "bench", NodeID: node, Role: cluster.RoleWorker, IncarnationID: fmt.Sprintf("inc-%d-%d", w, time.Now().UnixNano()),
 					Address: "127.0.0.1:1", Version: "bench", StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
 				msg, _ := protocol.NewRegister(rec)
 				if _, err := cl.Call(context.Background(), msg); err != nil {

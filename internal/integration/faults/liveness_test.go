@@ -321,7 +321,7 @@ func TestCrashLoop(t *testing.T) {
 	base := time.Now().UnixMilli()
 	incarnation := func(i int) string { return fmt.Sprintf("crash-%02d", i) }
 	rec := func(i int, seq uint64) *cluster.Record {
-		return &cluster.Record{ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: incarnation(i),
+		return &cluster.Record{FeatureLevel: cluster.BuildLevel, ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: incarnation(i),
 			Address: "127.0.0.1:9", Version: "sim", StartTimeUnixMs: base + int64(i), HeartbeatSeq: seq,
 			Health: cluster.HealthHealthy, Ready: true}
 	}

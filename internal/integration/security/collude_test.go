@@ -92,7 +92,7 @@ func rogueWorker(t *testing.T, p *talontest.PKI, ctl, node string, h http.Handle
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
 
 	cn := p.DialAs(t, ctl, pki.RoleWorker, node)
-	rec := &cluster.Record{ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: node + "-1",
+	rec := &cluster.Record{FeatureLevel: cluster.BuildLevel, ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: node + "-1",
 		Address: ln.Addr().String(), Version: "rogue", StartTimeUnixMs: time.Now().UnixMilli(), Health: cluster.HealthHealthy, Ready: true}
 	msg, err := protocol.NewRegister(rec)
 	if err != nil {

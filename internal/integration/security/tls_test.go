@@ -26,7 +26,7 @@ import (
 )
 
 func forgedRecord(node, incarnation, addr string) []byte {
-	b, err := cluster.Encode(&cluster.Record{
+	b, err := cluster.Encode(&cluster.Record{FeatureLevel: cluster.BuildLevel,
 		ClusterID: "it", NodeID: node, Role: cluster.RoleWorker, IncarnationID: incarnation, Address: addr,
 		Version: "evil", HeartbeatSeq: 1, Health: cluster.HealthHealthy, Ready: true,
 		StartTimeUnixMs: time.Now().Add(time.Hour).UnixMilli(),
@@ -97,7 +97,7 @@ func TestControlPlaneAttacksRefused(t *testing.T) {
 			wantCode(t, "forged deregistration", err, protocol.CodePermissionDenied)
 			// A worker credential registering as a coordinator, and a client
 			// credential registering at all.
-			coordRec, _ := cluster.Encode(&cluster.Record{ClusterID: "it", NodeID: "evil", Role: cluster.RoleCoordinator, IncarnationID: "x", Address: "127.0.0.1:1", Version: "evil", Health: cluster.HealthHealthy, Ready: true})
+			coordRec, _ := cluster.Encode(&cluster.Record{FeatureLevel: cluster.BuildLevel, ClusterID: "it", NodeID: "evil", Role: cluster.RoleCoordinator, IncarnationID: "x", Address: "127.0.0.1:1", Version: "evil", Health: cluster.HealthHealthy, Ready: true})
 			_, err = evil.Call(ctx, &protocol.Register{Record: coordRec})
 			wantCode(t, "worker credential registering a coordinator", err, protocol.CodePermissionDenied)
 			reader := p.DialAs(t, ctl, pki.RoleClient, "reader")
