@@ -105,7 +105,7 @@ func TestDebugBundle(t *testing.T) {
 	})
 	out := filepath.Join(t.TempDir(), "bundle.tar.gz")
 	code, stdout, stderr := talontest.Ctl(t, []string{"http://" + coords[0].Admin}, "debug", "bundle", "--duration", "1s", "-o", out)
-	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "wrote "+out+": 3 coordinators, 27 parts") {
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "wrote "+out+": 3 coordinators, 30 parts") {
 		t.Fatalf("debug bundle: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
@@ -120,8 +120,8 @@ func TestDebugBundle(t *testing.T) {
 		t.Fatalf("manifest lists %d coordinators", len(m.Coordinators))
 	}
 	for _, c := range m.Coordinators {
-		if len(c.Parts) != 9 {
-			t.Errorf("%s: %d parts, want 9", c.NodeID, len(c.Parts))
+		if len(c.Parts) != 10 {
+			t.Errorf("%s: %d parts, want 10", c.NodeID, len(c.Parts))
 		}
 		for _, p := range c.Parts {
 			if p.Error != "" || len(files[p.Path]) == 0 || len(files[p.Path]) != p.Bytes {

@@ -79,6 +79,8 @@ manifest.json of what was collected and what failed, and for every
 coordinator (its record's admin address, and every --server):
 
   whoami.json, cluster.json, nodes.json, events.json   /api/v1 as it answered
+  nodes-2.json, nodes-3.json, ...                      the node list's further pages (up to 100)
+  jobs.json                                            the cache jobs (warm, free)
   metrics-start.txt, metrics-end.txt                   /metrics, --duration apart
   goroutine.pb.gz, heap.pb.gz                          go tool pprof reads them
   config.yaml                                          its configuration, secrets redacted by the coordinator
@@ -174,6 +176,7 @@ var (
 		{"cluster.json", apiv1.PathCluster, url.Values{apiv1.ParamAllowStale: {"true"}}},
 		{"nodes.json", apiv1.PathNodes, url.Values{apiv1.ParamLimit: {strconv.Itoa(apiv1.MaxLimit)}, apiv1.ParamAllowStale: {"true"}}},
 		{"events.json", apiv1.PathEvents, url.Values{apiv1.ParamLimit: {strconv.Itoa(apiv1.MaxEventLimit)}}},
+		{"jobs.json", apiv1.PathJobs, nil},
 		{"goroutine.pb.gz", apiv1.PathDebugProfile + "/" + apiv1.ProfileGoroutine, nil},
 		{"heap.pb.gz", apiv1.PathDebugProfile + "/" + apiv1.ProfileHeap, nil},
 		{"config.yaml", apiv1.PathDebugConfig, nil},
@@ -194,21 +197,26 @@ func collect(ctx context.Context, ep *cmdutil.Endpoint, duration time.Duration, 
 		c.NodeID = ep.URL
 	}
 	dir := "coordinators/" + path.Clean(url.PathEscape(c.NodeID))
-	fetch := func(s source) {
+	fetch := func(s source) []byte {
 		b, err := ep.Client.Get(ctx, s.path, s.query)
 		p := Part{Name: s.name, Bytes: len(b)}
 		if err != nil {
 			p.Error = err.Error()
+			b = nil
 		} else {
 			p.Path = dir + "/" + s.name
 			a.add(p.Path, b)
 		}
 		c.Parts = append(c.Parts, p)
+		return b
 	}
 	fetch(metricsStart)
 	start := time.Now()
 	for _, s := range snapshots {
-		fetch(s)
+		b := fetch(s)
+		if s.path == apiv1.PathNodes {
+			nextPages(b, s, fetch)
+		}
 	}
 	select {
 	case <-ctx.Done():
@@ -216,6 +224,32 @@ func collect(ctx context.Context, ep *cmdutil.Endpoint, duration time.Duration, 
 	}
 	fetch(metricsEnd)
 	return c
+}
+
+// maxNodePages bounds the node list's pages a bundle keeps (100,000
+// nodes at the API's page size).
+const maxNodePages = 100
+
+// nextPages fetches the node list's pages after first, as nodes-2.json,
+// nodes-3.json and on, each as the API answered it, following continue.
+func nextPages(first []byte, s source, fetch func(source) []byte) {
+	page := first
+	for n := 2; n <= maxNodePages; n++ {
+		var l struct {
+			Continue string `json:"continue"`
+		}
+		if json.Unmarshal(page, &l) != nil || l.Continue == "" {
+			return
+		}
+		q := url.Values{}
+		for k, v := range s.query {
+			q[k] = v
+		}
+		q.Set(apiv1.ParamContinue, l.Continue)
+		if page = fetch(source{name: fmt.Sprintf("nodes-%d.json", n), path: s.path, query: q}); page == nil {
+			return
+		}
+	}
 }
 
 // writeArchive writes the manifest and the files to a new tar.gz at

@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,25 @@ func TestArgsToOptions(t *testing.T) {
 				t.Errorf("options = %+v", got)
 			}
 		})
+	}
+}
+
+// TestNextPages: the node list's pages after the first are fetched by
+// their continue tokens, named nodes-2.json and on, until a page without
+// one.
+func TestNextPages(t *testing.T) {
+	pages := map[string]string{"": `{"items":[],"continue":"a"}`, "a": `{"items":[],"continue":"b"}`, "b": `{"items":[]}`}
+	var names []string
+	first := source{name: "nodes.json", path: "/api/v1/nodes", query: url.Values{"limit": {"1000"}}}
+	nextPages([]byte(pages[""]), first, func(s source) []byte {
+		names = append(names, s.name+"?"+s.query.Encode())
+		return []byte(pages[s.query.Get("continue")])
+	})
+	want := []string{"nodes-2.json?continue=a&limit=1000", "nodes-3.json?continue=b&limit=1000"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Fatalf("fetched %q; want %q", names, want)
+	}
+	if first.query.Get("continue") != "" {
+		t.Fatal("the first page's query was changed")
 	}
 }
