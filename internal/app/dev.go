@@ -40,7 +40,7 @@ throwaway CA and a certificate per process in <dir>/tls. Clients pick them up
 with --dir (talon get --dir DIR, talon bench lookups --dir DIR), and a worker
 started separately joins with talon worker --dev-dir DIR. The admin listeners
 stay plain HTTP on loopback and require a bearer token: dev generates one
-with every scope (reads, cordons, scrapes), prints it, writes it to
+with every scope (reads, cordons and jobs, scrapes, debug), prints it, writes it to
 <dir>/admin-token and writes a talonctl configuration file of its own,
 <dir>/talonctl.yaml, whose current context "dev" names every coordinator and
 the token (export TALONCTL_CONFIG=<dir>/talonctl.yaml, as the banner says).

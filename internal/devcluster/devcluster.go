@@ -165,7 +165,7 @@ func (d *devDir) config(role cluster.Role, nodeID string, mutate func(c *config.
 		if d.adminToken != "" {
 			// The dev cluster's one token does everything: talonctl's
 			// reads, its cordons, and scrapes.
-			c.Admin.Tokens = []config.AdminToken{{Name: "dev", Scopes: config.ScopeRead | config.ScopeOperate | config.ScopeMetrics, Token: config.Secret(d.adminToken)}}
+			c.Admin.Tokens = []config.AdminToken{{Name: "dev", Scopes: config.ScopeRead | config.ScopeOperate | config.ScopeMetrics | config.ScopeDebug, Token: config.Secret(d.adminToken)}}
 		}
 	})
 	return cfg, errors.Join(credErr, err)
@@ -505,7 +505,7 @@ func (c *running) banner(stdout io.Writer) {
 	fmt.Fprintf(stdout, "  blobs                %s\n", cmp.Or(config.RedactURL(d.opts.BlobStore), d.blobs))
 	fmt.Fprintf(stdout, "  credentials          %s (throwaway CA; control and data ports use mutual TLS)\n", filepath.Join(d.dir, TLSDir))
 	if d.adminToken != "" {
-		fmt.Fprintf(stdout, "  admin token          %s (every scope: reads, cordons, scrapes; also in %s; the web UI asks for it)\n", d.adminToken, filepath.Join(d.dir, AdminTokenFile))
+		fmt.Fprintf(stdout, "  admin token          %s (every scope: reads, cordons and jobs, scrapes, debug; also in %s; the web UI asks for it)\n", d.adminToken, filepath.Join(d.dir, AdminTokenFile))
 	}
 	with := "every coordinator's admin URL"
 	if d.adminToken != "" {
