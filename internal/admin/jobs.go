@@ -10,16 +10,16 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/config"
 	"github.com/talonhq/talon/internal/coordinator"
-	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/job"
 )
 
 // Jobs is what the admin listener asks of a coordinator's cache jobs
 // (*coordinator.JobBoard implements it).
 type Jobs interface {
-	Start(ctx context.Context, req coordinator.JobRequest) (state.Job, error)
-	Cancel(ctx context.Context, id, by string) (state.Job, error)
-	List(ctx context.Context) ([]state.Job, error)
-	Get(ctx context.Context, id string) (state.Job, error)
+	Start(ctx context.Context, req coordinator.JobRequest) (job.Job, error)
+	Cancel(ctx context.Context, id, by string) (job.Job, error)
+	List(ctx context.Context) ([]job.Job, error)
+	Get(ctx context.Context, id string) (job.Job, error)
 }
 
 // The cache jobs' routes, on coordinators: GET lists and reads (scope
@@ -81,13 +81,13 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, _ bool) error {
 	}
 	rest := strings.TrimPrefix(r.URL.Path, apiv1.PathJobs+"/")
 	id, cancel := strings.CutSuffix(rest, apiv1.SuffixCancel)
-	if err := state.ValidateJobID(id); err != nil {
+	if err := job.ValidateID(id); err != nil {
 		return badParam("id", id, "must be a job ID (talonctl jobs list): %v", err)
 	}
 	if _, err := parseQuery(r.URL.RawQuery, nil, nil); err != nil {
 		return err
 	}
-	var j state.Job
+	var j job.Job
 	var err error
 	switch {
 	case r.Method == http.MethodPost && cancel:
@@ -119,8 +119,8 @@ func parseJobRequest(raw string) (coordinator.JobRequest, error) {
 		return coordinator.JobRequest{}, err
 	}
 	op, _ := q.get(apiv1.ParamOp)
-	if op != state.JobWarm && op != state.JobFree {
-		return coordinator.JobRequest{}, badParam(apiv1.ParamOp, op, "must be %s or %s", state.JobWarm, state.JobFree)
+	if op != job.Warm && op != job.Free {
+		return coordinator.JobRequest{}, badParam(apiv1.ParamOp, op, "must be %s or %s", job.Warm, job.Free)
 	}
 	req := coordinator.JobRequest{Op: op}
 	for _, p := range []struct {
@@ -128,35 +128,17 @@ func parseJobRequest(raw string) (coordinator.JobRequest, error) {
 		prefix bool
 	}{{apiv1.ParamObject, false}, {apiv1.ParamPrefix, true}} {
 		for _, k := range q.v[p.name] {
-			if err := state.ValidateJobKey(k); err != nil {
+			if err := job.ValidateKey(k); err != nil {
 				return coordinator.JobRequest{}, badParam(p.name, k, "%v", err)
 			}
-			req.Targets = append(req.Targets, state.JobTarget{Key: k, Prefix: p.prefix})
+			req.Targets = append(req.Targets, job.Target{Key: k, Prefix: p.prefix})
 		}
 	}
-	if n := len(req.Targets); n == 0 || n > state.MaxJobTargets {
-		return coordinator.JobRequest{}, badParam(apiv1.ParamObject, fmt.Sprint(n), "a job takes 1 to %d objects and prefixes together; %d given", state.MaxJobTargets, n)
+	if n := len(req.Targets); n == 0 || n > job.MaxTargets {
+		return coordinator.JobRequest{}, badParam(apiv1.ParamObject, fmt.Sprint(n), "a job takes 1 to %d objects and prefixes together; %d given", job.MaxTargets, n)
 	}
 	return req, nil
 }
 
-// apiJob is j as the API shows it, with its totals.
-func apiJob(j state.Job) apiv1.Job {
-	out := apiv1.Job{ID: j.ID, Op: j.Op, By: j.By, Coordinator: j.Coordinator, CreatedAtMs: j.CreatedAtUnixMs,
-		State: j.State, EndedAtMs: j.EndedAtUnixMs, CancelledBy: j.CancelledBy, Workers: make([]apiv1.JobWorker, 0, len(j.Workers))}
-	for _, t := range j.Targets {
-		out.Targets = append(out.Targets, apiv1.JobTarget{Key: t.Key, Prefix: t.Prefix})
-	}
-	for _, w := range j.Workers {
-		out.Workers = append(out.Workers, apiv1.JobWorker{NodeID: w.NodeID, State: w.State, BlocksDone: w.BlocksDone, BlocksTotal: w.BlocksTotal,
-			BytesDone: w.BytesDone, BytesTotal: w.BytesTotal, Error: w.Error})
-		out.BlocksDone += w.BlocksDone
-		out.BlocksTotal += w.BlocksTotal
-		out.BytesDone += w.BytesDone
-		out.BytesTotal += w.BytesTotal
-		if state.WorkerEnded(w.State) {
-			out.WorkersDone++
-		}
-	}
-	return out
-}
+// apiJob is j as the API shows it, with its sums.
+func apiJob(j job.Job) apiv1.Job { return apiv1.NewJob(j) }

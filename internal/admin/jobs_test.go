@@ -70,7 +70,7 @@ func TestJobRoutes(t *testing.T) {
 		t.Fatalf("cancel with a read-only token: %d %s; want 403", r.status, r.body)
 	}
 	r = e.do(t, http.MethodPost, apiv1.JobPath(j.ID)+apiv1.SuffixCancel, "tok-op")
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &j) != nil || j.State != apiv1.JobCancelled || j.CancelledBy != "name-of-tok-o" || j.EndedAtMs == 0 {
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &j) != nil || j.State != apiv1.JobCancelled || j.CancelledBy != "name-of-tok-o" || j.EndedAtUnixMs == 0 {
 		t.Fatalf("cancel: %d %s; want cancelled by name-of-tok-o", r.status, r.body)
 	}
 	for _, w := range j.Workers {

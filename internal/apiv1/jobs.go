@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/talonhq/talon/internal/job"
 )
 
 // Paths and parameters of the operator's cache jobs (warm, free).
@@ -21,60 +23,45 @@ const (
 	ParamPrefix = "prefix"
 )
 
-// Job operations and states, as the API spells them.
+// Job operations and states, as the API spells them (package job's).
 const (
-	JobWarm      = "warm"
-	JobFree      = "free"
-	JobRunning   = "running"
-	JobDone      = "done"
-	JobPartial   = "partial"
-	JobCancelled = "cancelled"
+	JobWarm      = job.Warm
+	JobFree      = job.Free
+	JobRunning   = job.Running
+	JobDone      = job.Done
+	JobPartial   = job.Partial
+	JobCancelled = job.Cancelled
 )
 
-// Job is an operator's cache job: warm (load the blocks of some objects
-// onto the workers that own them) or free (evict them from every worker),
-// with each worker's progress.
+// Job is an operator's cache job as the API shows it: the job as the
+// store keeps it (package job: warm or free, its targets, state, and each
+// worker's part) and the sums of its workers' parts.
 type Job struct {
-	ID      string      `json:"id"`
-	Op      string      `json:"op"`
-	Targets []JobTarget `json:"targets"`
-	// By is the principal that started the job; Coordinator the node ID
-	// of the coordinator that took the request.
-	By          string `json:"by"`
-	Coordinator string `json:"coordinator"`
-	CreatedAtMs int64  `json:"createdAtUnixMs"`
-	// State is running, done, partial (a worker failed or left) or
-	// cancelled.
-	State       string `json:"state"`
-	EndedAtMs   int64  `json:"endedAtUnixMs,omitempty"`
-	CancelledBy string `json:"cancelledBy,omitempty"`
-	// Totals sum the workers' parts.
+	job.Job
 	BlocksDone  int64 `json:"blocksDone"`
 	BlocksTotal int64 `json:"blocksTotal"`
 	BytesDone   int64 `json:"bytesDone"`
 	BytesTotal  int64 `json:"bytesTotal"`
 	// WorkersDone counts the workers whose part is over, of len(Workers).
-	WorkersDone int         `json:"workersDone"`
-	Workers     []JobWorker `json:"workers"`
+	WorkersDone int `json:"workersDone"`
 }
 
-// JobTarget is an object, or every object under a prefix.
-type JobTarget struct {
-	Key    string `json:"key"`
-	Prefix bool   `json:"prefix,omitempty"`
-}
-
-// JobWorker is one worker's part of a job: pending (not picked up yet),
-// running, done, failed (Error says why), left (it left the cluster) or
-// cancelled.
-type JobWorker struct {
-	NodeID      string `json:"nodeId"`
-	State       string `json:"state"`
-	BlocksDone  int64  `json:"blocksDone"`
-	BlocksTotal int64  `json:"blocksTotal"`
-	BytesDone   int64  `json:"bytesDone"`
-	BytesTotal  int64  `json:"bytesTotal"`
-	Error       string `json:"error,omitempty"`
+// NewJob is j with its sums.
+func NewJob(j job.Job) Job {
+	out := Job{Job: j}
+	if out.Workers == nil {
+		out.Workers = []job.Part{}
+	}
+	for _, w := range j.Workers {
+		out.BlocksDone += w.BlocksDone
+		out.BlocksTotal += w.BlocksTotal
+		out.BytesDone += w.BytesDone
+		out.BytesTotal += w.BytesTotal
+		if job.PartEnded(w.State) {
+			out.WorkersDone++
+		}
+	}
+	return out
 }
 
 // JobList is GET /api/v1/jobs: the cluster's kept jobs, oldest first.
@@ -82,9 +69,6 @@ type JobList struct {
 	Meta
 	Items []Job `json:"items"`
 }
-
-// Ended reports whether the job is over.
-func (j *Job) Ended() bool { return j.State != JobRunning }
 
 // JobPath is the path of job id.
 func JobPath(id string) string { return PathJobs + "/" + url.PathEscape(id) }

@@ -282,6 +282,26 @@ type Lister interface {
 // ErrNoList is the answer of a store that cannot list its keys.
 var ErrNoList = errors.New("this blob store cannot list keys (prefixes are supported on s3://, gs://, az:// and file://)")
 
+// Keys gathers a listing's keys for a Lister: those ValidateKey takes,
+// at most Max of them.
+type Keys struct {
+	Max  int
+	List []string
+}
+
+// Add keeps key unless it is not a valid key; full is true when Max keys
+// are kept and key is one more (the listing has more: stop).
+func (k *Keys) Add(key string) (full bool) {
+	if ValidateKey(key) != nil {
+		return false
+	}
+	if len(k.List) == k.Max {
+		return true
+	}
+	k.List = append(k.List, key)
+	return false
+}
+
 // List lists s's keys under prefix (Lister), or fails with ErrNoList.
 func List(ctx context.Context, s Store, prefix string, max int) ([]string, bool, error) {
 	l, ok := s.(Lister)

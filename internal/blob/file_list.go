@@ -14,7 +14,7 @@ var errListFull = errors.New("list full")
 // List implements Lister: the regular files below the store's directory
 // whose keys (slash-separated paths) start with prefix, in key order.
 func (s *File) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
-	var keys []string
+	keys := Keys{Max: max}
 	more := false
 	root := s.dir
 	// Walk only the directory the prefix names, when it names one.
@@ -39,20 +39,19 @@ func (s *File) List(ctx context.Context, prefix string, max int) ([]string, bool
 			return err
 		}
 		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) || ValidateKey(key) != nil {
+		if !strings.HasPrefix(key, prefix) {
 			return nil
 		}
-		if len(keys) == max {
+		if keys.Add(key) {
 			more = true
 			return errListFull
 		}
-		keys = append(keys, key)
 		return nil
 	})
 	if err != nil && !errors.Is(err, errListFull) {
 		return nil, false, s.mapErr(prefix, err)
 	}
-	return keys, more, nil
+	return keys.List, more, nil
 }
 
 var _ Lister = (*File)(nil)

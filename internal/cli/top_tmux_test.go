@@ -69,7 +69,7 @@ func TestTopInTmux(t *testing.T) {
 	})
 	for i := 1; i <= 5; i++ {
 		rec := &cluster.Record{ClusterID: clusterID, NodeID: fmt.Sprintf("w-%d", i), Role: cluster.RoleWorker, IncarnationID: "inc",
-			Address: fmt.Sprintf("w-%d.data.test:7500", i), Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true}
+			Address: fmt.Sprintf("w-%d.data.test:7500", i), Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true, FeatureLevel: cluster.BuildLevel}
 		if _, err := c.Memory.UpsertNode(context.Background(), rec, time.Hour); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -51,7 +52,7 @@ type JobBoard struct {
 	// question is answered not_ready, never "no jobs" (which would stop
 	// the jobs it runs).
 	loaded bool
-	jobs   map[string]state.Job
+	jobs   map[string]job.Job
 	// reports are the workers' latest reports not yet folded into the
 	// log, by job ID and node ID.
 	reports map[string]map[string]protocol.JobReport
@@ -75,7 +76,7 @@ var (
 	// ErrJobNotFound is a job ID the log does not keep.
 	ErrJobNotFound = errors.New("job not found")
 	// ErrJobRefused is a job the cluster cannot take now (409 conflict):
-	// ErrTooManyJobs, ErrNoWorkers, a cluster past state.MaxJobWorkers.
+	// ErrTooManyJobs, ErrNoWorkers, a cluster past job.MaxParts.
 	ErrJobRefused = errors.New("job refused")
 	// ErrTooManyJobs is a job refused while MaxActiveJobs run.
 	ErrTooManyJobs = fmt.Errorf("%w: at most %d jobs run at once in a cluster; wait for one to end or cancel one (talonctl jobs list)", ErrJobRefused, MaxActiveJobs)
@@ -87,8 +88,8 @@ var (
 
 // JobRequest is an operator's request for a job.
 type JobRequest struct {
-	Op      string // state.JobWarm or state.JobFree
-	Targets []state.JobTarget
+	Op      string // job.Warm or job.Free
+	Targets []job.Target
 	By      string // the operator's principal
 }
 
@@ -98,7 +99,7 @@ func newJobBoard(c *Coordinator) *JobBoard {
 		log: log, clusterID: c.opts.ClusterID, nodeID: c.opts.NodeID, now: c.now, logger: c.log,
 		timeout: c.opts.RequestTimeout, leaseTTL: c.opts.Timing.LeaseTTL,
 		view: c.View, lastGood: c.LastGood, requireLevel: c.requireLevel, event: c.addEvent,
-		jobs: map[string]state.Job{}, reports: map[string]map[string]protocol.JobReport{}, absent: map[string]time.Time{},
+		jobs: map[string]job.Job{}, reports: map[string]map[string]protocol.JobReport{}, absent: map[string]time.Time{},
 	}
 }
 
@@ -108,50 +109,50 @@ func (c *Coordinator) Jobs() *JobBoard { return c.jobs }
 // Start creates a job for req over the cluster's live workers and returns
 // it. It fails closed (the view), refuses below cluster.LevelJobs
 // (ErrFeatureLevel) and past MaxActiveJobs (ErrTooManyJobs).
-func (b *JobBoard) Start(ctx context.Context, req JobRequest) (state.Job, error) {
+func (b *JobBoard) Start(ctx context.Context, req JobRequest) (job.Job, error) {
 	if b.log == nil {
-		return state.Job{}, ErrNoJobLog
+		return job.Job{}, ErrNoJobLog
 	}
 	v, err := b.view(ctx)
 	if err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	if err := b.requireLevel(v, cluster.LevelJobs, "a cache job (warm, free)"); err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	kept, err := b.log.Jobs(ctx, b.clusterID)
 	if err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	b.learn(kept)
 	if n := countRunning(kept); n >= MaxActiveJobs {
-		return state.Job{}, fmt.Errorf("%w (%d running)", ErrTooManyJobs, n)
+		return job.Job{}, fmt.Errorf("%w (%d running)", ErrTooManyJobs, n)
 	}
-	j := state.Job{ID: b.newID(), Op: req.Op, Targets: req.Targets, By: req.By, Coordinator: b.nodeID,
-		CreatedAtUnixMs: b.now().UnixMilli(), State: state.JobRunning}
+	j := job.Job{ID: b.newID(), Op: req.Op, Targets: req.Targets, By: req.By, Coordinator: b.nodeID,
+		CreatedAtUnixMs: b.now().UnixMilli(), State: job.Running}
 	for _, r := range v.Snapshot.Records {
 		if r.Role == cluster.RoleWorker {
-			j.Workers = append(j.Workers, state.JobWorker{NodeID: r.NodeID, State: state.WorkerPending})
+			j.Workers = append(j.Workers, job.Part{NodeID: r.NodeID, State: job.PartPending})
 		}
 	}
-	state.SortJobWorkers(j.Workers)
+	job.SortParts(j.Workers)
 	switch {
 	case len(j.Workers) == 0:
-		return state.Job{}, fmt.Errorf("%w in cluster %q", ErrNoWorkers, b.clusterID)
-	case len(j.Workers) > state.MaxJobWorkers:
-		return state.Job{}, fmt.Errorf("%w: the cluster has %d workers; a job spans at most %d", ErrJobRefused, len(j.Workers), state.MaxJobWorkers)
+		return job.Job{}, fmt.Errorf("%w in cluster %q", ErrNoWorkers, b.clusterID)
+	case len(j.Workers) > job.MaxParts:
+		return job.Job{}, fmt.Errorf("%w: the cluster has %d workers; a job spans at most %d", ErrJobRefused, len(j.Workers), job.MaxParts)
 	}
 	if err := b.makeRoom(ctx, kept); err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	if err := b.log.CreateJob(ctx, b.clusterID, j); err != nil {
 		if errors.Is(err, state.ErrInvalidRecord) {
 			// Past a stored bound (MaxJobBytes: many workers with long IDs).
-			return state.Job{}, fmt.Errorf("%w: %v", ErrJobRefused, err)
+			return job.Job{}, fmt.Errorf("%w: %v", ErrJobRefused, err)
 		}
-		return state.Job{}, err
+		return job.Job{}, err
 	}
-	b.learn([]state.Job{j})
+	b.learn([]job.Job{j})
 	b.event(b.jobEvent(j, EventJobStarted, 1))
 	b.logger.Info("cache job started", "job", j.ID, "op", j.Op, "targets", len(j.Targets), "workers", len(j.Workers), "by", j.By)
 	return j, nil
@@ -159,22 +160,22 @@ func (b *JobBoard) Start(ctx context.Context, req JobRequest) (state.Job, error)
 
 // Cancel ends a running job as cancelled; an ended job is returned as it
 // is.
-func (b *JobBoard) Cancel(ctx context.Context, id, by string) (state.Job, error) {
+func (b *JobBoard) Cancel(ctx context.Context, id, by string) (job.Job, error) {
 	if b.log == nil {
-		return state.Job{}, ErrNoJobLog
+		return job.Job{}, ErrNoJobLog
 	}
 	if _, err := b.view(ctx); err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	var ended bool
-	j, found, err := state.UpdateJob(ctx, b.log, b.clusterID, id, func(j *state.Job) error {
+	j, found, err := state.UpdateJob(ctx, b.log, b.clusterID, id, func(j *job.Job) error {
 		if j.Ended() {
 			return state.ErrNoChange
 		}
-		j.State, j.EndedAtUnixMs, j.CancelledBy = state.JobCancelled, b.now().UnixMilli(), by
+		j.State, j.EndedAtUnixMs, j.CancelledBy = job.Cancelled, b.now().UnixMilli(), by
 		for i := range j.Workers {
-			if !state.WorkerEnded(j.Workers[i].State) {
-				j.Workers[i].State = state.WorkerCancelled
+			if !job.PartEnded(j.Workers[i].State) {
+				j.Workers[i].State = job.PartCancelled
 			}
 		}
 		ended = true
@@ -182,11 +183,11 @@ func (b *JobBoard) Cancel(ctx context.Context, id, by string) (state.Job, error)
 	})
 	switch {
 	case err != nil:
-		return state.Job{}, err
+		return job.Job{}, err
 	case !found:
-		return state.Job{}, fmt.Errorf("%w: no job %q in cluster %q (never started, or ended more than %v ago)", ErrJobNotFound, id, b.clusterID, JobRetention)
+		return job.Job{}, fmt.Errorf("%w: no job %q in cluster %q (never started, or ended more than %v ago)", ErrJobNotFound, id, b.clusterID, JobRetention)
 	}
-	b.learn([]state.Job{j})
+	b.learn([]job.Job{j})
 	if ended {
 		b.event(b.jobEvent(j, EventJobEnded, 2))
 		b.logger.Info("cache job cancelled", "job", j.ID, "by", by)
@@ -195,7 +196,7 @@ func (b *JobBoard) Cancel(ctx context.Context, id, by string) (state.Job, error)
 }
 
 // List returns the cluster's kept jobs, oldest first, read from the store.
-func (b *JobBoard) List(ctx context.Context) ([]state.Job, error) {
+func (b *JobBoard) List(ctx context.Context) ([]job.Job, error) {
 	if b.log == nil {
 		return nil, ErrNoJobLog
 	}
@@ -211,21 +212,21 @@ func (b *JobBoard) List(ctx context.Context) ([]state.Job, error) {
 }
 
 // Get returns job id, read from the store.
-func (b *JobBoard) Get(ctx context.Context, id string) (state.Job, error) {
+func (b *JobBoard) Get(ctx context.Context, id string) (job.Job, error) {
 	if b.log == nil {
-		return state.Job{}, ErrNoJobLog
+		return job.Job{}, ErrNoJobLog
 	}
 	if _, err := b.view(ctx); err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	j, _, found, err := b.log.Job(ctx, b.clusterID, id)
 	if err != nil {
-		return state.Job{}, err
+		return job.Job{}, err
 	}
 	if !found {
-		return state.Job{}, fmt.Errorf("%w: no job %q in cluster %q (never started, or ended more than %v ago)", ErrJobNotFound, id, b.clusterID, JobRetention)
+		return job.Job{}, fmt.Errorf("%w: no job %q in cluster %q (never started, or ended more than %v ago)", ErrJobNotFound, id, b.clusterID, JobRetention)
 	}
-	b.learn([]state.Job{j})
+	b.learn([]job.Job{j})
 	return j, nil
 }
 
@@ -239,11 +240,11 @@ func (b *JobBoard) newID() string {
 
 // makeRoom deletes ended jobs past JobRetention and, while the log is full,
 // the oldest ended ones.
-func (b *JobBoard) makeRoom(ctx context.Context, kept []state.Job) error {
+func (b *JobBoard) makeRoom(ctx context.Context, kept []job.Job) error {
 	n := len(kept)
 	for _, j := range kept { // oldest first
 		expired := j.Ended() && b.now().Sub(time.UnixMilli(j.EndedAtUnixMs)) > JobRetention
-		if !expired && (n < state.MaxJobs || !j.Ended()) {
+		if !expired && (n < job.MaxKept || !j.Ended()) {
 			continue
 		}
 		if err := b.log.DeleteJob(ctx, b.clusterID, j.ID); err != nil {
@@ -255,7 +256,7 @@ func (b *JobBoard) makeRoom(ctx context.Context, kept []state.Job) error {
 	return nil
 }
 
-func countRunning(jobs []state.Job) int {
+func countRunning(jobs []job.Job) int {
 	n := 0
 	for _, j := range jobs {
 		if !j.Ended() {
@@ -266,7 +267,7 @@ func countRunning(jobs []state.Job) int {
 }
 
 // learn records jobs as read or written.
-func (b *JobBoard) learn(jobs []state.Job) {
+func (b *JobBoard) learn(jobs []job.Job) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, j := range jobs {
@@ -283,14 +284,14 @@ func (b *JobBoard) forget(id string) {
 
 // jobEvent is the event of a job's start (seq 1) or end (seq 2): one per
 // cluster whichever coordinator writes it.
-func (b *JobBoard) jobEvent(j state.Job, t EventType, seq uint64) Event {
+func (b *JobBoard) jobEvent(j job.Job, t EventType, seq uint64) Event {
 	e := Event{Type: t, New: j.State, Reason: jobSummary(j)}
 	e.ID = state.EventID(state.EventIdentity{ClusterID: b.clusterID, Type: string(t), Incarnation: j.ID, Seq: seq})
 	return e
 }
 
 // jobSummary is a job in one line of at most maxEventReason bytes.
-func jobSummary(j state.Job) string {
+func jobSummary(j job.Job) string {
 	first := j.Targets[0].Key
 	if j.Targets[0].Prefix {
 		first += "*"
@@ -313,7 +314,7 @@ func jobSummary(j state.Job) string {
 	return state.CutEventReason(s)
 }
 
-func jobBlocks(j state.Job) (done, total int64) {
+func jobBlocks(j job.Job) (done, total int64) {
 	for _, w := range j.Workers {
 		done += w.BlocksDone
 		total += w.BlocksTotal

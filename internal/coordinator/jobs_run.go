@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/protocol"
 	"github.com/talonhq/talon/internal/state"
 )
@@ -47,7 +48,7 @@ func (b *JobBoard) answer(node string, reports []protocol.JobReport) (*protocol.
 	}
 	for _, r := range reports {
 		j, ok := b.jobs[r.JobID]
-		if !ok || j.Worker(node) == nil {
+		if !ok || j.Part(node) == nil {
 			continue // not a job of this node's: nothing to fold
 		}
 		if b.reports[r.JobID] == nil {
@@ -57,8 +58,8 @@ func (b *JobBoard) answer(node string, reports []protocol.JobReport) (*protocol.
 	}
 	out := &protocol.JobOrders{}
 	for _, j := range b.sortedLocked() {
-		w := j.Worker(node)
-		if j.Ended() || w == nil || state.WorkerEnded(w.State) {
+		w := j.Part(node)
+		if j.Ended() || w == nil || job.PartEnded(w.State) {
 			continue
 		}
 		if r, ok := b.reports[j.ID][node]; ok && r.State != protocol.JobRunning {
@@ -68,7 +69,7 @@ func (b *JobBoard) answer(node string, reports []protocol.JobReport) (*protocol.
 			break
 		}
 		o := protocol.JobOrder{JobID: j.ID, Op: protocol.JobWarm}
-		if j.Op == state.JobFree {
+		if j.Op == job.Free {
 			o.Op = protocol.JobFree
 		}
 		for _, t := range j.Targets {
@@ -79,12 +80,12 @@ func (b *JobBoard) answer(node string, reports []protocol.JobReport) (*protocol.
 	return out, true
 }
 
-func (b *JobBoard) sortedLocked() []state.Job {
-	jobs := make([]state.Job, 0, len(b.jobs))
+func (b *JobBoard) sortedLocked() []job.Job {
+	jobs := make([]job.Job, 0, len(b.jobs))
 	for _, j := range b.jobs {
 		jobs = append(jobs, j)
 	}
-	state.SortJobs(jobs)
+	job.Sort(jobs)
 	return jobs
 }
 
@@ -162,7 +163,7 @@ func (b *JobBoard) refresh(ctx context.Context) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.jobs = make(map[string]state.Job, len(jobs))
+	b.jobs = make(map[string]job.Job, len(jobs))
 	for _, j := range jobs {
 		b.jobs[j.ID] = j
 	}
@@ -211,14 +212,14 @@ type foldWork struct {
 
 // leftLocked lists j's workers with unfinished parts that the view has
 // not held for a lease TTL. Called with b.mu held.
-func (b *JobBoard) leftLocked(j state.Job, v *View) []string {
+func (b *JobBoard) leftLocked(j job.Job, v *View) []string {
 	if v == nil {
 		return nil
 	}
 	var left []string
 	now := b.now()
 	for _, w := range j.Workers {
-		if state.WorkerEnded(w.State) {
+		if job.PartEnded(w.State) {
 			continue
 		}
 		if v.record(cluster.Key{ClusterID: b.clusterID, Role: cluster.RoleWorker, NodeID: w.NodeID}) != nil {
@@ -243,14 +244,14 @@ func (b *JobBoard) foldOne(ctx context.Context, fw foldWork) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	now := b.now().UnixMilli()
-	j, found, err := state.UpdateJob(ctx, b.log, b.clusterID, fw.id, func(j *state.Job) error {
+	j, found, err := state.UpdateJob(ctx, b.log, b.clusterID, fw.id, func(j *job.Job) error {
 		if j.Ended() {
 			return state.ErrNoChange
 		}
 		changed := applyReports(j, fw.reports)
 		for _, id := range fw.left {
-			if w := j.Worker(id); w != nil && !state.WorkerEnded(w.State) {
-				w.State, w.Error, changed = state.WorkerLeft, "left the cluster before its part was done", true
+			if w := j.Part(id); w != nil && !job.PartEnded(w.State) {
+				w.State, w.Error, changed = job.PartLeft, "left the cluster before its part was done", true
 			}
 		}
 		if endJob(j, now) {
@@ -274,7 +275,7 @@ func (b *JobBoard) foldOne(ctx context.Context, fw foldWork) {
 	prev := b.jobs[j.ID]
 	b.jobs[j.ID] = j
 	b.mu.Unlock()
-	if j.Ended() && !prev.Ended() && j.State != state.JobCancelled {
+	if j.Ended() && !prev.Ended() && j.State != job.Cancelled {
 		b.event(b.jobEvent(j, EventJobEnded, 2))
 		done, total := jobBlocks(j)
 		b.logger.Info("cache job ended", "job", j.ID, "op", j.Op, "state", j.State, "blocks", done, "of", total)
@@ -301,14 +302,14 @@ func (b *JobBoard) putBack(fw foldWork) {
 
 // applyReports writes reports into j's workers; a report never moves an
 // ended part back. It reports whether anything changed.
-func applyReports(j *state.Job, reports map[string]protocol.JobReport) bool {
+func applyReports(j *job.Job, reports map[string]protocol.JobReport) bool {
 	changed := false
 	for node, r := range reports {
-		w := j.Worker(node)
-		if w == nil || state.WorkerEnded(w.State) {
+		w := j.Part(node)
+		if w == nil || job.PartEnded(w.State) {
 			continue
 		}
-		next := state.JobWorker{NodeID: node, State: workerState(r.State),
+		next := job.Part{NodeID: node, State: workerState(r.State),
 			BlocksDone: clampInt64(r.BlocksDone), BlocksTotal: clampInt64(r.BlocksTotal),
 			BytesDone: clampInt64(r.BytesDone), BytesTotal: clampInt64(r.BytesTotal), Error: r.Error}
 		if *w != next {
@@ -320,13 +321,13 @@ func applyReports(j *state.Job, reports map[string]protocol.JobReport) bool {
 
 // endJob ends j when every part is over: done when all are done, partial
 // otherwise. It reports whether it ended it.
-func endJob(j *state.Job, nowMs int64) bool {
-	if j.Ended() || slices.ContainsFunc(j.Workers, func(w state.JobWorker) bool { return !state.WorkerEnded(w.State) }) {
+func endJob(j *job.Job, nowMs int64) bool {
+	if j.Ended() || slices.ContainsFunc(j.Workers, func(w job.Part) bool { return !job.PartEnded(w.State) }) {
 		return false
 	}
-	j.State, j.EndedAtUnixMs = state.JobDone, nowMs
-	if slices.ContainsFunc(j.Workers, func(w state.JobWorker) bool { return w.State != state.WorkerDone }) {
-		j.State = state.JobPartial
+	j.State, j.EndedAtUnixMs = job.Done, nowMs
+	if slices.ContainsFunc(j.Workers, func(w job.Part) bool { return w.State != job.PartDone }) {
+		j.State = job.Partial
 	}
 	return true
 }
@@ -334,13 +335,13 @@ func endJob(j *state.Job, nowMs int64) bool {
 func workerState(s protocol.JobState) string {
 	switch s {
 	case protocol.JobDone:
-		return state.WorkerDone
+		return job.PartDone
 	case protocol.JobFailed:
-		return state.WorkerFailed
+		return job.PartFailed
 	case protocol.JobCancelled:
-		return state.WorkerCancelled
+		return job.PartCancelled
 	}
-	return state.WorkerRunning
+	return job.PartRunning
 }
 
 func clampInt64(v uint64) int64 {

@@ -3,8 +3,8 @@ package coordinator
 import (
 	"testing"
 
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/protocol"
-	"github.com/talonhq/talon/internal/state"
 )
 
 // TestFoldJobReports is the fold's decision as a table: reports update
@@ -12,10 +12,10 @@ import (
 // done when every part is done, partial when one failed or left, and
 // stays running while one part runs.
 func TestFoldJobReports(t *testing.T) {
-	job := func(states ...string) state.Job {
-		j := state.Job{ID: "j-1", Op: state.JobWarm, Targets: []state.JobTarget{{Key: "a"}}, State: state.JobRunning}
+	mkJob := func(states ...string) job.Job {
+		j := job.Job{ID: "j-1", Op: job.Warm, Targets: []job.Target{{Key: "a"}}, State: job.Running}
 		for i, s := range states {
-			j.Workers = append(j.Workers, state.JobWorker{NodeID: string(rune('a' + i)), State: s})
+			j.Workers = append(j.Workers, job.Part{NodeID: string(rune('a' + i)), State: s})
 		}
 		return j
 	}
@@ -24,27 +24,27 @@ func TestFoldJobReports(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		job       state.Job
+		job       job.Job
 		reports   map[string]protocol.JobReport
 		changed   bool
 		wantState string
 		wantParts []string
 	}{
-		{"progress", job(state.WorkerPending, state.WorkerPending), map[string]protocol.JobReport{"a": rep(protocol.JobRunning, 1, 4)},
-			true, state.JobRunning, []string{state.WorkerRunning, state.WorkerPending}},
-		{"all done", job(state.WorkerDone, state.WorkerRunning), map[string]protocol.JobReport{"b": rep(protocol.JobDone, 4, 4)},
-			true, state.JobDone, []string{state.WorkerDone, state.WorkerDone}},
-		{"one failed", job(state.WorkerDone, state.WorkerRunning), map[string]protocol.JobReport{"b": {JobID: "j-1", State: protocol.JobFailed, Error: "disk"}},
-			true, state.JobPartial, []string{state.WorkerDone, state.WorkerFailed}},
-		{"an ended part stays", job(state.WorkerDone, state.WorkerRunning), map[string]protocol.JobReport{"a": rep(protocol.JobRunning, 0, 4)},
-			false, state.JobRunning, []string{state.WorkerDone, state.WorkerRunning}},
-		{"a report of no part", job(state.WorkerRunning), map[string]protocol.JobReport{"z": rep(protocol.JobDone, 1, 1)},
-			false, state.JobRunning, []string{state.WorkerRunning}},
-		{"the same report again", func() state.Job {
-			j := job(state.WorkerRunning)
-			j.Workers[0] = state.JobWorker{NodeID: "a", State: state.WorkerRunning, BlocksDone: 1, BlocksTotal: 4, BytesDone: 1 << 20, BytesTotal: 4 << 20}
+		{"progress", mkJob(job.PartPending, job.PartPending), map[string]protocol.JobReport{"a": rep(protocol.JobRunning, 1, 4)},
+			true, job.Running, []string{job.PartRunning, job.PartPending}},
+		{"all done", mkJob(job.PartDone, job.PartRunning), map[string]protocol.JobReport{"b": rep(protocol.JobDone, 4, 4)},
+			true, job.Done, []string{job.PartDone, job.PartDone}},
+		{"one failed", mkJob(job.PartDone, job.PartRunning), map[string]protocol.JobReport{"b": {JobID: "j-1", State: protocol.JobFailed, Error: "disk"}},
+			true, job.Partial, []string{job.PartDone, job.PartFailed}},
+		{"an ended part stays", mkJob(job.PartDone, job.PartRunning), map[string]protocol.JobReport{"a": rep(protocol.JobRunning, 0, 4)},
+			false, job.Running, []string{job.PartDone, job.PartRunning}},
+		{"a report of no part", mkJob(job.PartRunning), map[string]protocol.JobReport{"z": rep(protocol.JobDone, 1, 1)},
+			false, job.Running, []string{job.PartRunning}},
+		{"the same report again", func() job.Job {
+			j := mkJob(job.PartRunning)
+			j.Workers[0] = job.Part{NodeID: "a", State: job.PartRunning, BlocksDone: 1, BlocksTotal: 4, BytesDone: 1 << 20, BytesTotal: 4 << 20}
 			return j
-		}(), map[string]protocol.JobReport{"a": rep(protocol.JobRunning, 1, 4)}, false, state.JobRunning, []string{state.WorkerRunning}},
+		}(), map[string]protocol.JobReport{"a": rep(protocol.JobRunning, 1, 4)}, false, job.Running, []string{job.PartRunning}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := tc.job
@@ -63,7 +63,7 @@ func TestFoldJobReports(t *testing.T) {
 			if j.Ended() && j.EndedAtUnixMs != 1000 {
 				t.Errorf("ended at %d; want 1000", j.EndedAtUnixMs)
 			}
-			if err := state.ValidateJob(&j); err != nil {
+			if err := job.Validate(&j); err != nil {
 				t.Errorf("the folded job does not validate: %v", err)
 			}
 		})
@@ -73,13 +73,13 @@ func TestFoldJobReports(t *testing.T) {
 // TestJobSummaryBounded: an event's reason stays within its bound
 // whatever the job's keys.
 func TestJobSummaryBounded(t *testing.T) {
-	long := make([]byte, state.MaxJobKey)
+	long := make([]byte, job.MaxKey)
 	for i := range long {
 		long[i] = 'k'
 	}
-	j := state.Job{ID: "j-1", Op: state.JobWarm, State: state.JobCancelled, By: string(long[:state.MaxJobText]), CancelledBy: string(long[:state.MaxJobText])}
-	for range state.MaxJobTargets {
-		j.Targets = append(j.Targets, state.JobTarget{Key: string(long), Prefix: true})
+	j := job.Job{ID: "j-1", Op: job.Warm, State: job.Cancelled, By: string(long[:job.MaxText]), CancelledBy: string(long[:job.MaxText])}
+	for range job.MaxTargets {
+		j.Targets = append(j.Targets, job.Target{Key: string(long), Prefix: true})
 	}
 	if s := jobSummary(j); len(s) > maxEventReason || len(s) == 0 {
 		t.Fatalf("summary of %d bytes; want 1 to %d", len(s), maxEventReason)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/protocol"
-	"github.com/talonhq/talon/internal/state"
 	"github.com/talonhq/talon/internal/state/memory"
 )
 
@@ -35,7 +35,7 @@ func TestJobsWaitForFeatureLevel(t *testing.T) {
 		v := f.c.LastGood()
 		return v != nil && v.Survey.Level == cluster.LevelJobs-1 && v.Survey.Mixed()
 	})
-	req := JobRequest{Op: state.JobWarm, Targets: []state.JobTarget{{Key: "data/a"}}, By: "ops"}
+	req := JobRequest{Op: job.Warm, Targets: []job.Target{{Key: "data/a"}}, By: "ops"}
 	_, err := f.c.Jobs().Start(context.Background(), req)
 	if !errors.Is(err, ErrFeatureLevel) || !strings.Contains(err.Error(), "worker/w2") {
 		t.Fatalf("a job beside a level-%d worker: %v; want ErrFeatureLevel naming worker/w2", cluster.LevelJobs-1, err)
@@ -54,7 +54,7 @@ func TestJobsWaitForFeatureLevel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a job at the build's level: %v", err)
 	}
-	if len(j.Workers) != 1 || j.Workers[0].NodeID != "w1" || j.State != state.JobRunning {
+	if len(j.Workers) != 1 || j.Workers[0].NodeID != "w1" || j.State != job.Running {
 		t.Fatalf("job %+v; want running, with w1 alone", j)
 	}
 	var orders *protocol.JobOrders

@@ -14,7 +14,7 @@ import (
 func (a *Store) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
 	full := a.prefix + prefix
 	pager := a.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
-	var keys []string
+	keys := blob.Keys{Max: max}
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -24,17 +24,12 @@ func (a *Store) List(ctx context.Context, prefix string, max int) ([]string, boo
 			if item == nil || item.Name == nil {
 				continue
 			}
-			key := strings.TrimPrefix(*item.Name, a.prefix)
-			if blob.ValidateKey(key) != nil {
-				continue
+			if keys.Add(strings.TrimPrefix(*item.Name, a.prefix)) {
+				return keys.List, true, nil
 			}
-			if len(keys) == max {
-				return keys, true, nil
-			}
-			keys = append(keys, key)
 		}
 	}
-	return keys, false, nil
+	return keys.List, false, nil
 }
 
 var _ blob.Lister = (*Store)(nil)

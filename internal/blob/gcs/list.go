@@ -15,23 +15,18 @@ import (
 // prefix and prefix, in key order (the order GCS lists in).
 func (g *Store) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
 	it := g.client.Bucket(g.bucket).Objects(ctx, &storage.Query{Prefix: g.prefix + prefix, Projection: storage.ProjectionNoACL})
-	var keys []string
+	keys := blob.Keys{Max: max}
 	for {
 		attrs, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return keys, false, nil
+			return keys.List, false, nil
 		}
 		if err != nil {
 			return nil, false, g.mapErr(ctx, "list", prefix, "", err)
 		}
-		key := strings.TrimPrefix(attrs.Name, g.prefix)
-		if attrs.Name == "" || blob.ValidateKey(key) != nil {
-			continue
+		if keys.Add(strings.TrimPrefix(attrs.Name, g.prefix)) {
+			return keys.List, true, nil
 		}
-		if len(keys) == max {
-			return keys, true, nil
-		}
-		keys = append(keys, key)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // List implements blob.Lister: ListObjectsV2 pages under the store's
 // prefix and prefix, in key order (the order S3 lists in).
 func (s *Store) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
-	var keys []string
+	keys := blob.Keys{Max: max}
 	p := awss3.NewListObjectsV2Paginator(s.client, &awss3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix + prefix),
 	})
@@ -23,17 +23,12 @@ func (s *Store) List(ctx context.Context, prefix string, max int) ([]string, boo
 			return nil, false, s.mapErr(ctx, "LIST", prefix, err)
 		}
 		for _, o := range page.Contents {
-			key := strings.TrimPrefix(aws.ToString(o.Key), s.prefix)
-			if blob.ValidateKey(key) != nil {
-				continue
+			if keys.Add(strings.TrimPrefix(aws.ToString(o.Key), s.prefix)) {
+				return keys.List, true, nil
 			}
-			if len(keys) == max {
-				return keys, true, nil
-			}
-			keys = append(keys, key)
 		}
 	}
-	return keys, false, nil
+	return keys.List, false, nil
 }
 
 var _ blob.Lister = (*Store)(nil)

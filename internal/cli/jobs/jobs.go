@@ -271,9 +271,9 @@ func writeDetail(w io.Writer, j *apiv1.Job) error {
 	kv.AddRow("Job:", j.ID)
 	kv.AddRow("Operation:", describeTargets(j))
 	kv.AddRow("State:", j.State)
-	kv.AddRow("Started:", time.UnixMilli(j.CreatedAtMs).UTC().Format(time.RFC3339)+" by "+j.By+" through "+j.Coordinator)
-	if j.EndedAtMs > 0 {
-		kv.AddRow("Ended:", time.UnixMilli(j.EndedAtMs).UTC().Format(time.RFC3339)+" after "+time.Duration((j.EndedAtMs-j.CreatedAtMs)*int64(time.Millisecond)).String())
+	kv.AddRow("Started:", time.UnixMilli(j.CreatedAtUnixMs).UTC().Format(time.RFC3339)+" by "+j.By+" through "+j.Coordinator)
+	if j.EndedAtUnixMs > 0 {
+		kv.AddRow("Ended:", time.UnixMilli(j.EndedAtUnixMs).UTC().Format(time.RFC3339)+" after "+time.Duration((j.EndedAtUnixMs-j.CreatedAtUnixMs)*int64(time.Millisecond)).String())
 	}
 	if j.CancelledBy != "" {
 		kv.AddRow("Cancelled by:", j.CancelledBy)

@@ -3,13 +3,14 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cli/cmdutil"
-	"github.com/talonhq/talon/internal/state"
+	"github.com/talonhq/talon/internal/job"
 )
 
 // NewCmdJobs returns `talonctl jobs` and its verbs.
@@ -76,13 +77,37 @@ func listRun(ctx context.Context, opts *JobOptions) error {
 	for i := range l.Items {
 		j := &l.Items[i]
 		t.AddRow(j.ID, j.Op, describeTargets(j)[len(j.Op)+1:], j.State, fmt.Sprintf("%d/%d", j.BlocksDone, j.BlocksTotal),
-			fmt.Sprintf("%d/%d", j.WorkersDone, len(j.Workers)), j.By, cmdutil.Duration(now.Sub(time.UnixMilli(j.CreatedAtMs))))
+			fmt.Sprintf("%d/%d", j.WorkersDone, len(j.Workers)), j.By, cmdutil.Duration(now.Sub(time.UnixMilli(j.CreatedAtUnixMs))))
 	}
 	return t.Render(opts.IO.Out, opts.NoHeaders)
 }
 
+// runOne checks the flags and the JOB argument, calls act and prints the
+// job it returns (nil: act printed what it had to) as -o asks, table with
+// table.
+func runOne(cmd *cobra.Command, args []string, opts *JobOptions, act func(context.Context, *apiv1.Client) (*apiv1.Job, error), table func(io.Writer, *apiv1.Job) error) error {
+	if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
+		return err
+	}
+	if err := idArg(opts, args); err != nil {
+		return err
+	}
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	j, err := act(cmd.Context(), client)
+	if err != nil || j == nil {
+		return err
+	}
+	if opts.Output == cmdutil.OutputJSON {
+		return writeJSON(opts.IO.Out, j)
+	}
+	return table(opts.IO.Out, j)
+}
+
 func idArg(opts *JobOptions, args []string) error {
-	if err := state.ValidateJobID(args[0]); err != nil {
+	if err := job.ValidateID(args[0]); err != nil {
 		return cmdutil.UsageErrorf("JOB %v (talonctl jobs list shows the IDs)", err)
 	}
 	opts.ID = args[0]
@@ -99,27 +124,12 @@ func newCmdGet(f *cmdutil.Factory) *cobra.Command {
 		Args:              cmdutil.ExactArgs(1, "JOB"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
-				return err
-			}
-			if err := idArg(opts, args); err != nil {
-				return err
-			}
-			client, err := opts.Client()
-			if err != nil {
-				return err
-			}
-			if opts.Wait {
-				return follow(cmd.Context(), client, opts.IO, opts.ID, opts.Interval, opts.Output)
-			}
-			j, err := client.Job(cmd.Context(), opts.ID)
-			if err != nil {
-				return err
-			}
-			if opts.Output == cmdutil.OutputJSON {
-				return writeJSON(opts.IO.Out, j)
-			}
-			return writeDetail(opts.IO.Out, j)
+			return runOne(cmd, args, opts, func(ctx context.Context, c *apiv1.Client) (*apiv1.Job, error) {
+				if opts.Wait {
+					return nil, follow(ctx, c, opts.IO, opts.ID, opts.Interval, opts.Output)
+				}
+				return c.Job(ctx, opts.ID)
+			}, writeDetail)
 		},
 	}
 	cmdutil.AddOutputFlag(cmd, &opts.Output, Formats...)
@@ -140,25 +150,12 @@ nothing. Needs a token with the operate scope.`,
 		Args:              cmdutil.ExactArgs(1, "JOB"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := cmdutil.CheckEnum("output", opts.Output, Formats); err != nil {
+			return runOne(cmd, args, opts, func(ctx context.Context, c *apiv1.Client) (*apiv1.Job, error) {
+				return c.CancelJob(ctx, opts.ID)
+			}, func(w io.Writer, j *apiv1.Job) error {
+				_, err := fmt.Fprintf(w, "job %s %s: %s\n", j.ID, j.State, progressText(j))
 				return err
-			}
-			if err := idArg(opts, args); err != nil {
-				return err
-			}
-			client, err := opts.Client()
-			if err != nil {
-				return err
-			}
-			j, err := client.CancelJob(cmd.Context(), opts.ID)
-			if err != nil {
-				return err
-			}
-			if opts.Output == cmdutil.OutputJSON {
-				return writeJSON(opts.IO.Out, j)
-			}
-			_, err = fmt.Fprintf(opts.IO.Out, "job %s %s: %s\n", j.ID, j.State, progressText(j))
-			return err
+			})
 		},
 	}
 	cmdutil.AddOutputFlag(cmd, &opts.Output, Formats...)

@@ -149,7 +149,7 @@ func startEnv(t *testing.T) *env {
 	for i := 1; i <= 3; i++ {
 		rec := &cluster.Record{
 			ClusterID: clusterID, NodeID: fmt.Sprintf("w-%d", i), Role: cluster.RoleWorker, IncarnationID: fmt.Sprintf("inc-%d", i),
-			Address: fmt.Sprintf("w-%d.test:7500", i), Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true,
+			Address: fmt.Sprintf("w-%d.test:7500", i), Version: "1.4.0", Health: cluster.HealthHealthy, Ready: true, FeatureLevel: cluster.BuildLevel,
 			StartTimeUnixMs: time.Now().Add(-time.Hour).UnixMilli(), HeartbeatSeq: 1,
 			Capacity: cluster.Capacity{CapacityBytes: 8 << 30, ResidentBytes: uint64(i) << 30},
 		}

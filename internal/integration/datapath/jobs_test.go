@@ -71,7 +71,7 @@ func TestWarmAndFree(t *testing.T) {
 	}
 	hits1, misses1, _, _ := c.Usage(t)
 	t.Logf("warm %s: %d blocks (%d bytes) in %v; the read after it: %d hits, %d misses", warm.ID, warm.BlocksDone, warm.BytesDone,
-		time.Duration(warm.EndedAtMs-warm.CreatedAtMs)*time.Millisecond, hits1-hits0, misses1-misses0)
+		time.Duration(warm.EndedAtUnixMs-warm.CreatedAtUnixMs)*time.Millisecond, hits1-hits0, misses1-misses0)
 	if misses1 != misses0 || hits1-hits0 < blocks {
 		t.Fatalf("the read after warm: %d hits, %d misses; want at least %d hits and no miss", hits1-hits0, misses1-misses0, blocks)
 	}

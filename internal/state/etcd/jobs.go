@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -14,7 +15,7 @@ import (
 // without a lease, outside <prefix>/clusters/ so that no reader of the
 // records sees them; a job's revision is its key's mod revision. The
 // coordinators delete ended jobs after their retention, so the keyspace
-// holds at most state.MaxJobs per cluster.
+// holds at most job.MaxKept per cluster.
 func (k keys) jobs(clusterID string) string { return k.prefix + "/jobs/" + clusterID + "/" }
 
 func (k keys) job(clusterID, id string) string { return k.jobs(clusterID) + id }
@@ -23,7 +24,7 @@ func (k keys) job(clusterID, id string) string { return k.jobs(clusterID) + id }
 // creates the key when it is new. Two coordinators creating at once may
 // pass the count together: the bound is then exceeded by at most the
 // number of coordinators, until ended jobs are deleted.
-func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) error {
+func (s *Store) CreateJob(ctx context.Context, clusterID string, j job.Job) error {
 	val, err := state.EncodeJob(&j)
 	if err != nil {
 		return fmt.Errorf("etcd create job: %w", err)
@@ -38,7 +39,7 @@ func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) er
 	if err != nil {
 		return s.mapError("create job", err, ci)
 	}
-	if resp.Count >= state.MaxJobs {
+	if resp.Count >= job.MaxKept {
 		return fmt.Errorf("etcd create job %q: %w", j.ID, state.ErrTooManyJobs)
 	}
 	k := s.keys.job(clusterID, j.ID)
@@ -56,33 +57,33 @@ func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) er
 }
 
 // Job implements state.JobLog: one linearizable read.
-func (s *Store) Job(ctx context.Context, clusterID, id string) (state.Job, string, bool, error) {
-	if err := state.ValidateJobID(id); err != nil {
-		return state.Job{}, "", false, fmt.Errorf("etcd read job: %w: %v", state.ErrInvalidRecord, err)
+func (s *Store) Job(ctx context.Context, clusterID, id string) (job.Job, string, bool, error) {
+	if err := job.ValidateID(id); err != nil {
+		return job.Job{}, "", false, fmt.Errorf("etcd read job: %w: %v", state.ErrInvalidRecord, err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "read job")
 	if err != nil {
-		return state.Job{}, "", false, err
+		return job.Job{}, "", false, err
 	}
 	defer cancel()
 	resp, err := s.client.Get(ctx, s.keys.job(clusterID, id))
 	if err != nil {
-		return state.Job{}, "", false, s.mapError("read job", err, ci)
+		return job.Job{}, "", false, s.mapError("read job", err, ci)
 	}
 	if len(resp.Kvs) == 0 {
-		return state.Job{}, "", false, nil
+		return job.Job{}, "", false, nil
 	}
-	j, err := state.DecodeJob(resp.Kvs[0].Value)
+	j, err := job.Decode(resp.Kvs[0].Value)
 	if err != nil {
 		s.skipped(string(resp.Kvs[0].Key), err)
-		return state.Job{}, "", false, nil
+		return job.Job{}, "", false, nil
 	}
 	return j, strconv.FormatInt(resp.Kvs[0].ModRevision, 10), true, nil
 }
 
 // ReplaceJob implements state.JobLog: a put guarded by the key's mod
 // revision.
-func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, revision string) (bool, error) {
+func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j job.Job, revision string) (bool, error) {
 	val, err := state.EncodeJob(&j)
 	if err != nil {
 		return false, fmt.Errorf("etcd replace job: %w", err)
@@ -108,13 +109,13 @@ func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, r
 }
 
 // Jobs implements state.JobLog: one range read.
-func (s *Store) Jobs(ctx context.Context, clusterID string) ([]state.Job, error) {
+func (s *Store) Jobs(ctx context.Context, clusterID string) ([]job.Job, error) {
 	ctx, cancel, ci, err := s.begin(ctx, "list jobs")
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	resp, err := s.client.Get(ctx, s.keys.jobs(clusterID), clientv3.WithPrefix(), clientv3.WithLimit(2*state.MaxJobs))
+	resp, err := s.client.Get(ctx, s.keys.jobs(clusterID), clientv3.WithPrefix(), clientv3.WithLimit(2*job.MaxKept))
 	if err != nil {
 		return nil, s.mapError("list jobs", err, ci)
 	}
@@ -122,12 +123,12 @@ func (s *Store) Jobs(ctx context.Context, clusterID string) ([]state.Job, error)
 	for _, kv := range resp.Kvs {
 		vals = append(vals, kv.Value)
 	}
-	return state.DecodeJobs(vals), nil
+	return job.DecodeAll(vals), nil
 }
 
 // DeleteJob implements state.JobLog.
 func (s *Store) DeleteJob(ctx context.Context, clusterID, id string) error {
-	if err := state.ValidateJobID(id); err != nil {
+	if err := job.ValidateID(id); err != nil {
 		return fmt.Errorf("etcd delete job: %w: %v", state.ErrInvalidRecord, err)
 	}
 	ctx, cancel, ci, err := s.begin(ctx, "delete job")

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -42,7 +43,7 @@ func jobSelector(clusterID string) string {
 }
 
 // CreateJob implements state.JobLog.
-func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) error {
+func (s *Store) CreateJob(ctx context.Context, clusterID string, j job.Job) error {
 	val, err := state.EncodeJob(&j)
 	if err != nil {
 		return fmt.Errorf("kube create job: %w", err)
@@ -53,7 +54,7 @@ func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) er
 	if err != nil {
 		return mapError("kube create job", err)
 	}
-	if len(list.Items) >= state.MaxJobs {
+	if len(list.Items) >= job.MaxKept {
 		return fmt.Errorf("kube create job %q: %w", j.ID, state.ErrTooManyJobs)
 	}
 	_, err = s.leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{
@@ -72,41 +73,41 @@ func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) er
 
 // jobOf decodes a job Lease of clusterID, found false when it is not one
 // (a hash collision, a foreign object) or does not decode.
-func jobOf(l *coordv1.Lease, clusterID, id string) (state.Job, bool) {
+func jobOf(l *coordv1.Lease, clusterID, id string) (job.Job, bool) {
 	if l.Labels[LabelJobCluster] != LabelValue(clusterID) {
-		return state.Job{}, false
+		return job.Job{}, false
 	}
-	j, err := state.DecodeJob([]byte(l.Annotations[AnnotationJob]))
+	j, err := job.Decode([]byte(l.Annotations[AnnotationJob]))
 	if err != nil || (id != "" && j.ID != id) {
-		return state.Job{}, false
+		return job.Job{}, false
 	}
 	return j, true
 }
 
 // Job implements state.JobLog.
-func (s *Store) Job(ctx context.Context, clusterID, id string) (state.Job, string, bool, error) {
-	if err := state.ValidateJobID(id); err != nil {
-		return state.Job{}, "", false, fmt.Errorf("kube read job: %w: %v", state.ErrInvalidRecord, err)
+func (s *Store) Job(ctx context.Context, clusterID, id string) (job.Job, string, bool, error) {
+	if err := job.ValidateID(id); err != nil {
+		return job.Job{}, "", false, fmt.Errorf("kube read job: %w: %v", state.ErrInvalidRecord, err)
 	}
 	ctx, cancel := s.eventCtx(ctx)
 	defer cancel()
 	l, err := s.leases.Get(ctx, JobName(clusterID, id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return state.Job{}, "", false, nil
+		return job.Job{}, "", false, nil
 	}
 	if err != nil {
-		return state.Job{}, "", false, mapError("kube read job", err)
+		return job.Job{}, "", false, mapError("kube read job", err)
 	}
 	j, ok := jobOf(l, clusterID, id)
 	if !ok {
-		return state.Job{}, "", false, nil
+		return job.Job{}, "", false, nil
 	}
 	return j, l.ResourceVersion, true, nil
 }
 
 // ReplaceJob implements state.JobLog: an update at the read
 // resourceVersion.
-func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, revision string) (bool, error) {
+func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j job.Job, revision string) (bool, error) {
 	val, err := state.EncodeJob(&j)
 	if err != nil {
 		return false, fmt.Errorf("kube replace job: %w", err)
@@ -132,26 +133,26 @@ func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, r
 }
 
 // Jobs implements state.JobLog.
-func (s *Store) Jobs(ctx context.Context, clusterID string) ([]state.Job, error) {
+func (s *Store) Jobs(ctx context.Context, clusterID string) ([]job.Job, error) {
 	ctx, cancel := s.eventCtx(ctx)
 	defer cancel()
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: jobSelector(clusterID), Limit: 2 * state.MaxJobs})
+	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: jobSelector(clusterID), Limit: 2 * job.MaxKept})
 	if err != nil {
 		return nil, mapError("kube list jobs", err)
 	}
-	jobs := make([]state.Job, 0, len(list.Items))
+	jobs := make([]job.Job, 0, len(list.Items))
 	for i := range list.Items {
 		if j, ok := jobOf(&list.Items[i], clusterID, ""); ok {
 			jobs = append(jobs, j)
 		}
 	}
-	state.SortJobs(jobs)
+	job.Sort(jobs)
 	return jobs, nil
 }
 
 // DeleteJob implements state.JobLog.
 func (s *Store) DeleteJob(ctx context.Context, clusterID, id string) error {
-	if err := state.ValidateJobID(id); err != nil {
+	if err := job.ValidateID(id); err != nil {
 		return fmt.Errorf("kube delete job: %w: %v", state.ErrInvalidRecord, err)
 	}
 	ctx, cancel := s.eventCtx(ctx)

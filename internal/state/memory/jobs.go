@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -24,7 +25,7 @@ type storedJob struct {
 }
 
 // CreateJob implements state.JobLog.
-func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) error {
+func (s *Store) CreateJob(ctx context.Context, clusterID string, j job.Job) error {
 	if err := s.gate(ctx, "create job"); err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) er
 	if _, ok := jobs[j.ID]; ok {
 		return fmt.Errorf("memory store create job %q: %w", j.ID, state.ErrJobExists)
 	}
-	if len(jobs) >= state.MaxJobs {
+	if len(jobs) >= job.MaxKept {
 		return fmt.Errorf("memory store create job %q: %w", j.ID, state.ErrTooManyJobs)
 	}
 	t.rev++
@@ -55,26 +56,26 @@ func (s *Store) CreateJob(ctx context.Context, clusterID string, j state.Job) er
 }
 
 // Job implements state.JobLog.
-func (s *Store) Job(ctx context.Context, clusterID, id string) (state.Job, string, bool, error) {
+func (s *Store) Job(ctx context.Context, clusterID, id string) (job.Job, string, bool, error) {
 	if err := s.gate(ctx, "read job"); err != nil {
-		return state.Job{}, "", false, err
+		return job.Job{}, "", false, err
 	}
 	t := &s.jobs
 	t.mu.Lock()
 	sj, ok := t.byCluster[clusterID][id]
 	t.mu.Unlock()
 	if !ok {
-		return state.Job{}, "", false, nil
+		return job.Job{}, "", false, nil
 	}
-	j, err := state.DecodeJob(sj.val)
+	j, err := job.Decode(sj.val)
 	if err != nil {
-		return state.Job{}, "", false, nil
+		return job.Job{}, "", false, nil
 	}
 	return j, strconv.FormatUint(sj.rev, 10), true, nil
 }
 
 // ReplaceJob implements state.JobLog.
-func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, revision string) (bool, error) {
+func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j job.Job, revision string) (bool, error) {
 	if err := s.gate(ctx, "replace job"); err != nil {
 		return false, err
 	}
@@ -95,7 +96,7 @@ func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j state.Job, r
 }
 
 // Jobs implements state.JobLog.
-func (s *Store) Jobs(ctx context.Context, clusterID string) ([]state.Job, error) {
+func (s *Store) Jobs(ctx context.Context, clusterID string) ([]job.Job, error) {
 	if err := s.gate(ctx, "list jobs"); err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func (s *Store) Jobs(ctx context.Context, clusterID string) ([]state.Job, error)
 		vals = append(vals, sj.val)
 	}
 	t.mu.Unlock()
-	return state.DecodeJobs(vals), nil
+	return job.DecodeAll(vals), nil
 }
 
 // DeleteJob implements state.JobLog.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/state"
 )
 
@@ -24,12 +25,12 @@ func runJobs(t *testing.T, newHarness Factory) {
 	if !ok {
 		t.Fatal("the peer store keeps no jobs")
 	}
-	job := func(id string, at int64) state.Job {
-		return state.Job{ID: id, Op: state.JobWarm, Targets: []state.JobTarget{{Key: "data/a.bin"}, {Key: "data/set/", Prefix: true}},
-			By: "ops", Coordinator: "c1", CreatedAtUnixMs: at, State: state.JobRunning,
-			Workers: []state.JobWorker{{NodeID: "w1", State: state.WorkerPending}, {NodeID: "w2", State: state.WorkerPending}}}
+	mk := func(id string, at int64) job.Job {
+		return job.Job{ID: id, Op: job.Warm, Targets: []job.Target{{Key: "data/a.bin"}, {Key: "data/set/", Prefix: true}},
+			By: "ops", Coordinator: "c1", CreatedAtUnixMs: at, State: job.Running,
+			Workers: []job.Part{{NodeID: "w1", State: job.PartPending}, {NodeID: "w2", State: job.PartPending}}}
 	}
-	first := job("j-first", 1_700_000_000_000)
+	first := mk("j-first", 1_700_000_000_000)
 	if err := log.CreateJob(e.ctx(), e.cluster, first); err != nil {
 		t.Fatalf("CreateJob: %v", err)
 	}
@@ -40,7 +41,7 @@ func runJobs(t *testing.T, newHarness Factory) {
 	if err != nil || !found || got.Workers[1].NodeID != "w2" || got.Targets[1] != first.Targets[1] {
 		t.Fatalf("the peer reads %+v, %t, %v; want %+v", got, found, err, first)
 	}
-	got.Workers[0] = state.JobWorker{NodeID: "w1", State: state.WorkerRunning, BlocksDone: 3, BlocksTotal: 16, BytesDone: 3 << 20, BytesTotal: 16 << 20}
+	got.Workers[0] = job.Part{NodeID: "w1", State: job.PartRunning, BlocksDone: 3, BlocksTotal: 16, BytesDone: 3 << 20, BytesTotal: 16 << 20}
 	if ok, err := log.ReplaceJob(e.ctx(), e.cluster, got, rev); err != nil || !ok {
 		t.Fatalf("ReplaceJob at the read revision: %t, %v; want replaced", ok, err)
 	}
@@ -51,7 +52,7 @@ func runJobs(t *testing.T, newHarness Factory) {
 	if snap := e.snapshot(e.cluster); len(snap.Records) != 0 {
 		t.Fatalf("a snapshot lists %d records; a job is not a record", len(snap.Records))
 	}
-	second := job("j-second", first.CreatedAtUnixMs+1)
+	second := mk("j-second", first.CreatedAtUnixMs+1)
 	if err := peer.CreateJob(e.ctx(), e.cluster, second); err != nil {
 		t.Fatalf("CreateJob of a second: %v", err)
 	}
@@ -69,17 +70,17 @@ func runJobs(t *testing.T, newHarness Factory) {
 		t.Fatalf("DeleteJob of no job: %v; want nil", err)
 	}
 	checkJobBound(t, e, log, second.CreatedAtUnixMs)
-	for _, bad := range []state.Job{
+	for _, bad := range []job.Job{
 		{},
-		func() state.Job { j := job("j-bad", 1); j.Op = "load"; return j }(),
-		func() state.Job { j := job("Bad_ID", 1); return j }(),
-		func() state.Job { j := job("j-bad", 1); j.Targets = nil; return j }(),
-		func() state.Job {
-			j := job("j-bad", 1)
+		func() job.Job { j := mk("j-bad", 1); j.Op = "load"; return j }(),
+		func() job.Job { j := mk("Bad_ID", 1); return j }(),
+		func() job.Job { j := mk("j-bad", 1); j.Targets = nil; return j }(),
+		func() job.Job {
+			j := mk("j-bad", 1)
 			j.Workers[0], j.Workers[1] = j.Workers[1], j.Workers[0]
 			return j
 		}(),
-		func() state.Job { j := job("j-bad", 1); j.Workers[0].BlocksDone = -1; return j }(),
+		func() job.Job { j := mk("j-bad", 1); j.Workers[0].BlocksDone = -1; return j }(),
 	} {
 		if err := log.CreateJob(e.ctx(), e.cluster, bad); !errors.Is(err, state.ErrInvalidRecord) {
 			t.Errorf("CreateJob(%+v) = %v; want ErrInvalidRecord", bad, err)
@@ -97,7 +98,7 @@ func checkConcurrentJobUpdates(t *testing.T, e *env, log, peer state.JobLog, id 
 	for i, l := range []state.JobLog{log, peer} {
 		wg.Go(func() {
 			for n := range rounds {
-				_, _, err := state.UpdateJob(e.ctx(), l, e.cluster, id, func(j *state.Job) error {
+				_, _, err := state.UpdateJob(e.ctx(), l, e.cluster, id, func(j *job.Job) error {
 					j.Workers[i].BlocksDone = int64(n + 1)
 					return nil
 				})
@@ -118,7 +119,7 @@ func checkConcurrentJobUpdates(t *testing.T, e *env, log, peer state.JobLog, id 
 	}
 }
 
-// checkJobBound fills the log to state.MaxJobs and checks one more is
+// checkJobBound fills the log to job.MaxKept and checks one more is
 // refused, then deletes what it made.
 func checkJobBound(t *testing.T, e *env, log state.JobLog, at int64) {
 	t.Helper()
@@ -127,17 +128,17 @@ func checkJobBound(t *testing.T, e *env, log state.JobLog, at int64) {
 		t.Fatalf("Jobs: %v", err)
 	}
 	var made []string
-	for i := len(jobs); i < state.MaxJobs; i++ {
+	for i := len(jobs); i < job.MaxKept; i++ {
 		id := fmt.Sprintf("j-fill-%d", i)
-		j := state.Job{ID: id, Op: state.JobFree, Targets: []state.JobTarget{{Key: "x"}}, State: state.JobDone, CreatedAtUnixMs: at + int64(i)}
+		j := job.Job{ID: id, Op: job.Free, Targets: []job.Target{{Key: "x"}}, State: job.Done, CreatedAtUnixMs: at + int64(i)}
 		if err := log.CreateJob(e.ctx(), e.cluster, j); err != nil {
-			t.Fatalf("CreateJob %d of %d: %v", i+1, state.MaxJobs, err)
+			t.Fatalf("CreateJob %d of %d: %v", i+1, job.MaxKept, err)
 		}
 		made = append(made, id)
 	}
-	over := state.Job{ID: "j-over", Op: state.JobFree, Targets: []state.JobTarget{{Key: "x"}}, State: state.JobRunning}
+	over := job.Job{ID: "j-over", Op: job.Free, Targets: []job.Target{{Key: "x"}}, State: job.Running}
 	if err := log.CreateJob(e.ctx(), e.cluster, over); !errors.Is(err, state.ErrTooManyJobs) {
-		t.Fatalf("CreateJob past %d jobs: %v; want ErrTooManyJobs", state.MaxJobs, err)
+		t.Fatalf("CreateJob past %d jobs: %v; want ErrTooManyJobs", job.MaxKept, err)
 	}
 	for _, id := range made {
 		if err := log.DeleteJob(e.ctx(), e.cluster, id); err != nil {
