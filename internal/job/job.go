@@ -26,7 +26,7 @@ const MaxKept = 64
 type Job struct {
 	ID string `json:"id"`
 	// Op is Warm or Free.
-	Op      string      `json:"op"`
+	Op      string   `json:"op"`
 	Targets []Target `json:"targets"`
 	// By is the operator's principal; Coordinator the node ID of the
 	// coordinator that took the request.

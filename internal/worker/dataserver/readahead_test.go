@@ -212,7 +212,7 @@ func (o ownedBy) Owns(_ string, block int64) (bool, uint64) { return o(block), 0
 type firstOwnedBy struct{ owned, first func(block int64) bool }
 
 func (o firstOwnedBy) Owns(_ string, block int64) (bool, uint64) { return o.owned(block), 0 }
-func (o firstOwnedBy) OwnsFirst(_ string, block int64) bool     { return o.first(block) }
+func (o firstOwnedBy) OwnsFirst(_ string, block int64) bool      { return o.first(block) }
 
 // ownership is the case's Ownership.
 func (tc readAheadCase) ownership() dataserver.Ownership {
