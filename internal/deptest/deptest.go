@@ -83,17 +83,18 @@ var TestOnly = []string{"internal/testsupport", "internal/testenv", "internal/st
 var testTooling = append(slices.Clone(TestOnly), "internal/integration", "internal/bench/integration", "internal/deptest", "internal/tools")
 
 // presentation is what talonctl and its top view may link of this module:
-// the API (and the record model its types convert from), the CLI and TUI
-// themselves, the presentation helpers, and the CA-file helper its TLS
-// settings share with the servers (pki/capool, standard library only).
-var presentation = []string{"internal/apiv1", "internal/cluster", "internal/cli", "tui", "internal/format", "internal/suggest", "internal/buildinfo", "internal/backoff", "internal/pki/capool"}
+// the API (and the record and cache-job models its types convert from or
+// embed), the CLI and TUI themselves, the presentation helpers, and the
+// CA-file helper its TLS settings share with the servers (pki/capool,
+// standard library only).
+var presentation = []string{"internal/apiv1", "internal/cluster", "internal/job", "internal/cli", "tui", "internal/format", "internal/suggest", "internal/buildinfo", "internal/backoff", "internal/pki/capool"}
 
 // Rules are Talon's import boundaries, one row per rule.
 var Rules = []Rule{
-	{From: []string{"internal/protocol", "internal/placement", "internal/cluster", "internal/apiv1"}, Deny: slices.Concat(stateful, networked),
+	{From: []string{"internal/protocol", "internal/placement", "internal/cluster", "internal/job", "internal/apiv1"}, Deny: slices.Concat(stateful, networked),
 		Reason: "the wire and model packages import nothing networked or stateful"},
-	{From: []string{"internal/protocol", "internal/placement", "internal/cluster"}, Deny: []string{"net/http", "crypto/tls"},
-		Reason: "the control codec, placement and the record model do no HTTP or TLS"},
+	{From: []string{"internal/protocol", "internal/placement", "internal/cluster", "internal/job"}, Deny: []string{"net/http", "crypto/tls"},
+		Reason: "the control codec, placement and the record and job models do no HTTP or TLS"},
 	{From: []string{"internal/apiv1"}, Deny: []string{"internal/protocol", "internal/datav1"},
 		Reason: "the API types are shared with talonctl and know no other wire format"},
 	{From: []string{"internal/datav1"}, Deny: []string{"internal/state", "internal/coordinator", "internal/worker", "internal/admin", "internal/app"},

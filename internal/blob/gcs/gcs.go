@@ -27,6 +27,7 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
@@ -205,3 +206,24 @@ func (g *Store) mapErr(ctx context.Context, op, object, version string, err erro
 	}
 	return fmt.Errorf("%w: %s object %q at %s: %w", blob.ErrBackend, op, object, g, err)
 }
+
+// List implements blob.Lister: the bucket's objects under the store's
+// prefix and prefix, in key order (the order GCS lists in).
+func (g *Store) List(ctx context.Context, prefix string, max int) ([]string, bool, error) {
+	it := g.client.Bucket(g.bucket).Objects(ctx, &storage.Query{Prefix: g.prefix + prefix, Projection: storage.ProjectionNoACL})
+	keys := blob.Keys{Max: max}
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return keys.List, false, nil
+		}
+		if err != nil {
+			return nil, false, g.mapErr(ctx, "list", prefix, "", err)
+		}
+		if keys.Add(strings.TrimPrefix(attrs.Name, g.prefix)) {
+			return keys.List, true, nil
+		}
+	}
+}
+
+var _ blob.Lister = (*Store)(nil)

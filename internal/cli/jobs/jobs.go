@@ -1,9 +1,3 @@
-// Package jobs implements the operator's cache jobs in talonctl: `warm`
-// and `free` (start one, optionally wait for it with a progress bar) and
-// `jobs list|get|cancel`. Every request goes to the coordinators' /api/v1
-// (the --server addresses); nothing is sent to an address a worker
-// advertises: the coordinators hand the job to the workers over their
-// control connections.
 package jobs
 
 import (
