@@ -11,19 +11,12 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
-// jobs answers a worker's protocol.Jobs: its reports are kept for the
+// jobOrders answers a worker's protocol.Jobs: its reports are kept for the
 // next fold (run), and the answer lists the running jobs it has an
 // unfinished part in, as this coordinator last read them.
 func (c *Coordinator) jobOrders(cn *conn, m *protocol.Jobs) protocol.Message {
-	key := cluster.Key{ClusterID: m.ClusterID, Role: cluster.RoleWorker, NodeID: m.NodeID}
-	if e := c.authorizeIdentity(cn, "jobs", key); e != nil {
+	if _, e := c.authorizeWorkerAsk(cn, "jobs", m.ClusterID, m.NodeID); e != nil {
 		return e
-	}
-	if e := c.authorizeAttested(cn, "jobs", key); e != nil {
-		return e
-	}
-	if m.ClusterID != c.opts.ClusterID {
-		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)
 	}
 	if c.jobs.log == nil {
 		return &protocol.JobOrders{}

@@ -18,15 +18,9 @@ import (
 // worker keeps what it has rather than lift a cordon on a view that does
 // not know it.
 func (c *Coordinator) instructions(cn *conn, m *protocol.Instructions) protocol.Message {
-	key := cluster.Key{ClusterID: m.ClusterID, Role: cluster.RoleWorker, NodeID: m.NodeID}
-	if e := c.authorizeIdentity(cn, "instructions", key); e != nil {
+	key, e := c.authorizeWorkerAsk(cn, "instructions", m.ClusterID, m.NodeID)
+	if e != nil {
 		return e
-	}
-	if e := c.authorizeAttested(cn, "instructions", key); e != nil {
-		return e
-	}
-	if m.ClusterID != c.opts.ClusterID {
-		return protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", m.ClusterID, c.opts.ClusterID)
 	}
 	v := c.LastGood()
 	if !c.current() || v == nil {
@@ -37,6 +31,25 @@ func (c *Coordinator) instructions(cn *conn, m *protocol.Instructions) protocol.
 		return protocol.NewError(protocol.CodeNotReady, "coordinator %s's view has no record of %s incarnation %s yet; ask again after the next heartbeat", c.opts.NodeID, m.NodeID, m.IncarnationID)
 	}
 	return &protocol.Instructed{Cordoned: r.Cordoned(), Persist: r.CordonPersist, By: r.CordonedBy, AtUnixMs: r.CordonedAtUnixMs, Revoked: r.Revoked()}
+}
+
+// authorizeWorkerAsk checks a worker's question about itself (op:
+// instructions, jobs): only the worker the connection's credential names
+// may ask (and, with attestation on, only on a connection attested for
+// it), and only of this coordinator's cluster. It returns the worker's
+// slot, or the error to answer.
+func (c *Coordinator) authorizeWorkerAsk(cn *conn, op, clusterID, nodeID string) (cluster.Key, *protocol.Error) {
+	key := cluster.Key{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: nodeID}
+	if e := c.authorizeIdentity(cn, op, key); e != nil {
+		return key, e
+	}
+	if e := c.authorizeAttested(cn, op, key); e != nil {
+		return key, e
+	}
+	if clusterID != c.opts.ClusterID {
+		return key, protocol.NewError(protocol.CodeInvalidArgument, "clusterId %q: this coordinator serves cluster %q", clusterID, c.opts.ClusterID)
+	}
+	return key, nil
 }
 
 // credentialSerial is the serial number of the connection's certificate,
