@@ -1,12 +1,10 @@
 package coordinator
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -15,15 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/time/rate"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/membership"
 	"github.com/talonhq/talon/internal/metrics"
-	"github.com/talonhq/talon/internal/netlimit"
 	"github.com/talonhq/talon/internal/readiness"
 	"github.com/talonhq/talon/internal/state"
-	"github.com/talonhq/talon/internal/tracing"
 )
 
 // ErrNotReady is returned by View and Lookup when no current snapshot can
@@ -251,22 +245,15 @@ type Coordinator struct {
 	ctl         *controlServer          // the control protocol: listener, connections, drain
 	departed    *departures             // deregistrations served here, reported as orderly leaves
 	ready       *readiness.Tracker
-	events      *eventLog     // what this coordinator observed, bounded, in memory
-	shared      *sharedEvents // node events to and from the store's event log; nil without one
-	jobs        *JobBoard     // the operator's cache jobs (jobs.go)
-	authzLog    *rate.Limiter // the store's authorization refusals of client writes, for the log
-	rates       *writeRates   // per-node write rates
-	attestRates *writeRates   // per-peer attestations (TokenReviews)
-	self        *membership.Loop
-	bg          sync.WaitGroup  // background goroutines: batched reads, loops
-	kick        chan struct{}   // asks the refresh loop for a new view now
-	selfKick    chan struct{}   // asks the own-record loop to write now
-	proposals   chan proposal   // transitions for the proposer
-	revocations chan revocation // deny-listed records for the proposer to mark
-
-	revokeMu      sync.Mutex    // guards revokeChecked; a leaf
-	revokeChecked time.Time     // when the view was last compared with the deny list
-	writeSlots    chan struct{} // one token per store write in flight (Limits.MaxInflightWrites)
+	events      *eventLog      // what this coordinator observed, bounded, in memory
+	shared      *sharedEvents  // node events to and from the store's event log; nil without one
+	jobs        *JobBoard      // the operator's cache jobs (jobs.go)
+	members     *membershipLog // node events from the difference of two views (membership_log.go)
+	refresh     *refresher     // reads the view periodically, on request and on relevant changes (loops.go)
+	cordons     *cordons       // the operator's cordons in the store (cordon.go)
+	proposer    *proposer      // liveness transitions and revocations to the store (proposals.go)
+	self        *ownRecord     // this coordinator's own record in the store (self.go)
+	bg          sync.WaitGroup // background goroutines: batched reads, loops
 
 	lookups      atomic.Uint64
 	lookupErrors atomic.Uint64
@@ -274,118 +261,6 @@ type Coordinator struct {
 
 	mu       sync.Mutex // guards the fields below: lifecycle
 	draining bool
-}
-
-// New returns a coordinator. It has no side effects: nothing is read,
-// written or started until Run.
-func New(opts Options) (*Coordinator, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	opts.Limits = opts.Limits.withDefaults()
-	if opts.PlacementReplicas <= 0 {
-		opts.PlacementReplicas = 2
-	}
-	if opts.LivenessClock == nil {
-		opts.LivenessClock = time.Now
-	}
-	if opts.RecoveryHold <= 0 {
-		opts.RecoveryHold = opts.Timing.HeartbeatInterval + 2*opts.RequestTimeout
-	}
-	m, err := newCoordMetrics(opts.Registerer, opts.Store.Backend())
-	if err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
-	store, err := state.Instrument(opts.Store, opts.Registerer, opts.Tracers, opts.LivenessClock)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
-	if sk, ok := opts.Store.(skewEstimator); ok {
-		if err := registerSkew(opts.Registerer, sk); err != nil {
-			return nil, fmt.Errorf("coordinator metrics: %w", err)
-		}
-	}
-	if err := registerCapacity(opts.Registerer, opts.Store); err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
-	advertise := opts.Advertise
-	if advertise == "" {
-		advertise = opts.Listener.Addr().String()
-	}
-
-	c := &Coordinator{
-		opts:        opts,
-		log:         opts.Logger.With("component", "coordinator"),
-		now:         opts.Clock,
-		mono:        opts.LivenessClock,
-		m:           m,
-		store:       store,
-		tracer:      tracing.Tracer(opts.Tracers, "coordinator"),
-		proc:        opts.Process,
-		incarnation: cluster.NewIncarnationID(),
-		startUnixMs: opts.Clock().UnixMilli(),
-		advertise:   advertise,
-		view:        newTracker(opts.RecoveryHold, maxReadGap(opts), newTolerances(opts.Timing, opts.RequestTimeout)),
-		evidence:    newEvidence(opts.Timing),
-		events:      newEventLog(opts.EventCapacity, cmp.Or(opts.EventMaxAge, DefaultEventMaxAge), opts.Clock),
-		authzLog:    rate.NewLimiter(rate.Every(10*time.Second), 1),
-		kick:        make(chan struct{}, 1),
-		selfKick:    make(chan struct{}, 1),
-		proposals:   make(chan proposal, maxQueuedProposals),
-		revocations: make(chan revocation, maxQueuedProposals),
-	}
-	c.ready = c.newReadiness()
-	c.departed = newDepartures(max(c.opts.Limits.MaxRecords, 1))
-	c.proc.ReadyFrom(c.ready.Ready)
-	c.jobs = newJobBoard(c)
-	if err := c.registerPresence(opts.Registerer); err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
-	if err := c.openSharedEvents(); err != nil {
-		return nil, err
-	}
-	c.writeSlots = make(chan struct{}, c.opts.Limits.MaxInflightWrites)
-	c.rates = newWriteRates(opts.Timing.HeartbeatInterval, c.opts.Limits.NodeWritesPerInterval, c.opts.Limits.MaxRecords)
-	c.attestRates = newPeerRates(attestEvery, attestBurst, 2*c.opts.Limits.MaxRecords)
-	lim := netlimit.Defaults(c.opts.Limits.MaxConnections)
-	if opts.TLS == nil {
-		// No credentials to wait for: nothing is ever pending.
-		lim.MaxPending, lim.MaxPendingPerAddress = 0, 0
-	}
-	c.ctl = &controlServer{
-		h: handler{c}, log: c.log, nodeID: opts.NodeID, m: m, proc: c.proc, tracer: c.tracer, now: c.now,
-		opts:  controlOptions{Limits: c.opts.Limits, TLS: opts.TLS, Revoked: opts.Revoked, RequestTimeout: opts.RequestTimeout},
-		ln:    netlimit.Wrap(opts.Listener, lim, func(reason string) { m.limitRefusals.WithLabelValues(reason).Inc() }),
-		subs:  newSubscribers(),
-		conns: map[*conn]struct{}{},
-	}
-	if c.self, err = c.newSelfLoop(); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (o *Options) validate() error {
-	if err := o.Timing.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case o.Store == nil:
-		return errors.New("coordinator: Store is required")
-	case o.Listener == nil:
-		return errors.New("coordinator: Listener is required")
-	case o.Logger == nil, o.Clock == nil, o.Registerer == nil, o.Process == nil:
-		return errors.New("coordinator: Logger, Clock, Registerer and Process are required")
-	case o.RequestTimeout <= 0:
-		return fmt.Errorf("coordinator: request timeout %s must be positive", o.RequestTimeout)
-	}
-	if err := o.Timing.ValidateTolerance(o.RequestTimeout); err != nil {
-		return err
-	}
-	if err := cluster.ValidateID("cluster-id", o.ClusterID); err != nil {
-		return err
-	}
-	return cluster.ValidateID("node-id", o.NodeID)
 }
 
 // Close releases a coordinator that will not be run: it closes the
@@ -414,70 +289,6 @@ func (c *Coordinator) ExpectedCoordinators() int { return max(c.opts.ExpectedCoo
 // Timing returns the heartbeat timing the coordinator applies.
 func (c *Coordinator) Timing() cluster.Timing { return c.opts.Timing }
 
-// Run serves until ctx ends, then drains and returns. It returns an error
-// only when the coordinator could not serve at all: ErrVersionSkew when a
-// live process of the cluster is outside this build's version-skew
-// policy (checked before anything is written; upgrade.go).
-func (c *Coordinator) Run(ctx context.Context) error {
-	if err := c.preflightSkew(ctx); err != nil {
-		return err
-	}
-	base, stopBase := context.WithCancel(context.WithoutCancel(ctx))
-	c.views.Store(&batcher{fetch: c.fetch, base: base, timeout: c.opts.RequestTimeout, wg: &c.bg})
-
-	selfCtx, stopSelf := context.WithCancel(base)
-	selfDone := make(chan struct{})
-	go func() { defer close(selfDone); c.self.Run(selfCtx) }()
-	c.bg.Add(3)
-	if c.shared != nil {
-		c.bg.Add(1)
-		go func() { defer c.bg.Done(); c.shared.run(base) }()
-	}
-	go func() { defer c.bg.Done(); c.refreshLoop(base) }()
-	go func() { defer c.bg.Done(); c.watchLoop(base) }()
-	go func() { defer c.bg.Done(); c.proposeLoop(base) }()
-	c.bg.Add(1)
-	go func() { defer c.bg.Done(); c.jobs.run(base, c.opts.Timing.HeartbeatInterval) }()
-	if log := c.renewalLog(); log != nil {
-		c.evidence.shareRenewals()
-		c.bg.Add(1)
-		go func() { defer c.bg.Done(); c.renewalLoop(base, log) }()
-	}
-	c.ctl.start()
-	c.log.Info("coordinator listening; waiting for the store before serving", "control", c.advertise, "node", c.opts.NodeID, "cluster", c.opts.ClusterID, "backend", c.opts.Store.Backend())
-
-	<-ctx.Done()
-	c.shutdown(func() { stopSelf(); <-selfDone })
-	stopBase()
-	c.bg.Wait()
-	return nil
-}
-
-// shutdown drains: unready, serve for DrainDelay, stop accepting, wait for
-// in-flight requests up to ShutdownTimeout, tell every connection it is
-// draining (notifyDrain), close connections, stop heartbeats and
-// deregister.
-func (c *Coordinator) shutdown(stopHeartbeats func()) {
-	c.mu.Lock()
-	c.draining = true
-	c.mu.Unlock()
-	c.ready.Set(readiness.Draining, readiness.DrainingReason)
-	c.updateReadyMetric()
-	c.log.Info("draining: reporting unready and serving for the drain delay", "drain_delay", c.opts.DrainDelay)
-	time.Sleep(c.opts.DrainDelay)
-
-	c.ctl.stop(c.opts.ShutdownTimeout)
-
-	// No heartbeat may follow the removal, or it would re-create the record.
-	stopHeartbeats()
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
-	defer cancel()
-	if _, err := c.store.RemoveNode(ctx, c.ownKey(), c.incarnation); err != nil {
-		c.log.Warn("could not remove own record; it expires with its lease", "error", err)
-	}
-	c.log.Info("coordinator stopped")
-}
-
 // ownKey is the slot of this coordinator's own record.
 func (c *Coordinator) ownKey() cluster.Key {
 	return cluster.Key{ClusterID: c.opts.ClusterID, Role: cluster.RoleCoordinator, NodeID: c.opts.NodeID}
@@ -497,4 +308,25 @@ func (c *Coordinator) updateReadyMetric() {
 		recovering = 1
 	}
 	c.m.recovering.Set(recovering)
+}
+
+// Events returns the events this coordinator kept that match q (its own,
+// and the cluster's node events, read from the store at start and every
+// sharedEventsResync), in the order it learnt them, and a channel closed when the next event is added (for a
+// watch: query again with AfterSeq once it closes).
+func (c *Coordinator) Events(q EventQuery) (EventPage, <-chan struct{}) {
+	return c.events.query(q)
+}
+
+// Incarnation returns this coordinator process's incarnation ID: event
+// sequence numbers are meaningful within one incarnation.
+func (c *Coordinator) Incarnation() string { return c.incarnation }
+
+// HeardAtUnixMs returns the latest heartbeat of the incarnation of key
+// this coordinator knows of that its record may not show: one it accepted
+// that only renewed the lease, or a renewal the store reported (Unix ms,
+// this coordinator's clock; 0 if none). The API raises a record's
+// heartbeat time to it.
+func (c *Coordinator) HeardAtUnixMs(key cluster.Key, incarnation string) int64 {
+	return c.evidence.heardAt(key, incarnation)
 }

@@ -69,33 +69,33 @@ func (c *Coordinator) SetCordon(ctx context.Context, req CordonRequest) (CordonR
 			if !req.On {
 				// Not cordoned: a persisted cordon left behind (a lift
 				// that failed half-way) goes too.
-				return CordonResult{Record: r}, c.liftPersistedCordon(ctx, key)
+				return CordonResult{Record: r}, c.cordons.lift(ctx, key)
 			}
 			return CordonResult{Record: r}, nil
 		}
 		if req.On {
 			// A level-0 coordinator's next write of the record would drop
 			// the mark; lifting one is always safe.
-			if err := c.requireLevel(v, cluster.LevelRenewals, "a cordon held in the store"); err != nil {
+			if err := requireLevel(v, cluster.LevelRenewals, "a cordon held in the store"); err != nil {
 				return CordonResult{}, err
 			}
 		}
 		if !req.On {
 			// Lifted from the log first: a failure leaves the cordon whole.
-			if err := c.liftPersistedCordon(ctx, key); err != nil {
+			if err := c.cordons.lift(ctx, key); err != nil {
 				return CordonResult{}, err
 			}
 		}
-		res, err := c.writeCordon(ctx, key, r, req)
+		res, err := c.cordons.write(ctx, key, r, req)
 		if err != nil {
 			return CordonResult{}, err
 		}
 		switch res.Outcome {
 		case state.OutcomeAccepted, state.OutcomeDuplicate:
-			if err := c.persistCordon(ctx, key, res.Record); err != nil {
+			if err := c.cordons.persist(ctx, key, res.Record); err != nil {
 				return CordonResult{}, err
 			}
-			c.requestRefresh()
+			c.refresh.request()
 			return CordonResult{Record: res.Record, Changed: res.Outcome == state.OutcomeAccepted}, nil
 		case state.OutcomeNotFound:
 			return CordonResult{}, fmt.Errorf("%w: worker %q left the store before the cordon was written", ErrNodeNotFound, req.NodeID)
@@ -113,62 +113,70 @@ func cordonChanges(r *cluster.Record, req CordonRequest) bool {
 	return !r.Cordoned() || (req.Persist && !r.CordonPersist)
 }
 
-// writeCordon writes req's mark on r's incarnation within one request
+// write writes req's mark on r's incarnation within one request
 // timeout.
-func (c *Coordinator) writeCordon(ctx context.Context, key cluster.Key, r *cluster.Record, req CordonRequest) (state.WriteResult, error) {
+func (k *cordons) write(ctx context.Context, key cluster.Key, r *cluster.Record, req CordonRequest) (state.WriteResult, error) {
 	m := state.MarkChange{SetCordon: true}
 	if req.On {
-		m.Cordon = state.Cordon{By: req.By, AtUnixMs: c.now().UnixMilli(), Persist: req.Persist || r.CordonPersist}
+		m.Cordon = state.Cordon{By: req.By, AtUnixMs: k.now().UnixMilli(), Persist: req.Persist || r.CordonPersist}
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, k.opts.RequestTimeout)
 	defer cancel()
-	res, err := c.store.SetMarks(rctx, key, r.IncarnationID, m)
+	res, err := k.store.SetMarks(rctx, key, r.IncarnationID, m)
 	if err != nil {
-		c.noteStoreError("marks", 0, err)
+		k.noteStoreError("marks", 0, err)
 		return state.WriteResult{}, fmt.Errorf("writing the cordon of %s: %w", req.NodeID, err)
 	}
 	return res, nil
 }
 
-// cordonLog returns the store's persisted cordons, nil when it keeps none.
-func (c *Coordinator) cordonLog() state.CordonLog {
-	log, _ := c.opts.Store.(state.CordonLog)
-	return log
+// cordons writes the operator's cordons: the mark on a worker's record
+// (write), and the store's cordon log by node (persist, lift, apply), so
+// that a persisted cordon holds when the node registers again after its
+// record is gone.
+type cordons struct {
+	*Coordinator
+	persisted state.CordonLog // nil when the store keeps none
 }
 
-// persistCordon keeps the cordon of rec, when it is a persisted one, in
+func newCordons(c *Coordinator) *cordons {
+	log, _ := c.opts.Store.(state.CordonLog)
+	return &cordons{Coordinator: c, persisted: log}
+}
+
+// persist keeps the cordon of rec, when it is a persisted one, in
 // the store's cordon log by node, so that it holds when the node
-// registers again after its record is gone (applyPersistedCordon).
-func (c *Coordinator) persistCordon(ctx context.Context, key cluster.Key, rec *cluster.Record) error {
-	log := c.cordonLog()
+// registers again after its record is gone (apply).
+func (k *cordons) persist(ctx context.Context, key cluster.Key, rec *cluster.Record) error {
+	log := k.persisted
 	if log == nil || rec == nil || !rec.Cordoned() || !rec.CordonPersist {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, k.opts.RequestTimeout)
 	defer cancel()
 	if err := log.PersistCordon(rctx, key, state.Cordon{By: rec.CordonedBy, AtUnixMs: rec.CordonedAtUnixMs, Persist: true}); err != nil {
-		c.noteStoreError("marks", 0, err)
+		k.noteStoreError("marks", 0, err)
 		return fmt.Errorf("persisting the cordon of %s (the record is cordoned; retry to persist it): %w", key.NodeID, err)
 	}
 	return nil
 }
 
-// liftPersistedCordon forgets key's persisted cordon.
-func (c *Coordinator) liftPersistedCordon(ctx context.Context, key cluster.Key) error {
-	log := c.cordonLog()
+// lift forgets key's persisted cordon.
+func (k *cordons) lift(ctx context.Context, key cluster.Key) error {
+	log := k.persisted
 	if log == nil {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, k.opts.RequestTimeout)
 	defer cancel()
 	if err := log.LiftCordon(rctx, key); err != nil {
-		c.noteStoreError("marks", 0, err)
+		k.noteStoreError("marks", 0, err)
 		return fmt.Errorf("lifting the persisted cordon of %s: %w", key.NodeID, err)
 	}
 	return nil
 }
 
-// applyPersistedCordon sets on rec, a registration for a slot this
+// apply sets on rec, a registration for a slot this
 // coordinator's view holds no record in, the node's persisted cordon, in
 // place of whatever cordon the process sent: the record is born cordoned,
 // in the same write, so placement never lists the node between the two
@@ -177,20 +185,20 @@ func (c *Coordinator) liftPersistedCordon(ctx context.Context, key cluster.Key) 
 // cordon (cluster.Next). The cordon log failing to answer refuses the
 // registration as not ready: the process retries, and the cordon is never
 // skipped.
-func (c *Coordinator) applyPersistedCordon(ctx context.Context, rec *cluster.Record) *protocol.Error {
-	log := c.cordonLog()
+func (k *cordons) apply(ctx context.Context, rec *cluster.Record) *protocol.Error {
+	log := k.persisted
 	if log == nil {
 		return nil
 	}
-	if v := c.LastGood(); v != nil && v.record(rec.Key()) != nil {
+	if v := k.LastGood(); v != nil && v.record(rec.Key()) != nil {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, k.opts.RequestTimeout)
 	defer cancel()
 	cd, found, err := log.PersistedCordon(rctx, rec.Key())
 	if err != nil {
-		c.noteStoreError("marks", 0, err)
-		return protocol.NewError(protocol.CodeNotReady, "coordinator %s could not read the persisted cordon of %s: %v; retry", c.opts.NodeID, rec.NodeID, err)
+		k.noteStoreError("marks", 0, err)
+		return protocol.NewError(protocol.CodeNotReady, "coordinator %s could not read the persisted cordon of %s: %v; retry", k.opts.NodeID, rec.NodeID, err)
 	}
 	if found {
 		rec.CordonedBy, rec.CordonedAtUnixMs, rec.CordonPersist = cd.By, cd.AtUnixMs, true

@@ -55,14 +55,38 @@
 //     linger, removes its own record and returns.
 //     Every goroutine it starts has ended when Run returns.
 //
-// Parts: the control-protocol server (controlServer, control.go) owns the
-// listener, the connections and their limits, framing, the peer's
-// authentication, version pushes and the drain, and asks the coordinator
-// only through a small interface (controlHandler: view, lookup, upsert,
-// remove, attest, instructions). Readiness is one readiness.Tracker
-// (readiness.go) whose conditions are set by shutdown or probed from the
-// view, the store and the own-record loop; /readyz, talon_ready and the own
-// record read it.
+// Parts: the Coordinator (coordinator.go) holds the options and its
+// parts; run.go wires them (New) and runs them (Run, the drain). Each
+// concern is a type or file of its own:
+//
+//   - the placement lookup: View, Lookup and LastGood (lookup.go), the
+//     batched read (wire.go) and what an applied read does (fetch.go);
+//   - the control-protocol server (controlServer, control.go): the
+//     listener, connections and their limits, framing, the peer's
+//     authentication, version pushes and the drain; it asks the rest only
+//     through a small interface (controlHandler) that handler
+//     (control_handler.go) implements: lookups, the writes within the
+//     admission limits it owns (writes.go), attestations (attest.go),
+//     authorization (authorize.go), instructions and jobs;
+//   - liveness: the evidence of silent records (evidence.go) and the
+//     proposer that sends the transitions and revocations it finds due to
+//     the store (proposer, proposals.go); the refresher (loops.go) that
+//     reads the view periodically and on relevant changes; the
+//     coordinator's own record (ownRecord, self.go); the renewal log
+//     (renewalPublisher, renewals.go);
+//   - events: the in-memory list (events.go), the store's shared log
+//     (events_shared.go), and the membership log that turns two views'
+//     difference into node events (membershipLog, membership_log.go);
+//   - the operator's cordons (cordons, cordon.go) and cache jobs
+//     (JobBoard, jobs.go);
+//   - readiness: one readiness.Tracker (readiness.go) whose conditions
+//     are set by shutdown or probed from the view, the store and the
+//     own-record loop; /readyz, talon_ready and the own record read it.
+//
+// The parts that act for the coordinator (handler, proposer, refresher,
+// ownRecord, renewalPublisher, cordons) embed it for its options, store,
+// metrics and log, and are created by New; nothing below them calls back
+// up into run.go.
 //
 // Concurrency: a Coordinator is safe for concurrent use. Each concern has
 // its own lock: Coordinator.mu (lifecycle), controlServer.mu (connections),

@@ -274,15 +274,3 @@ func (q EventQuery) match(e Event) bool {
 	}
 	return false
 }
-
-// Events returns the events this coordinator kept that match q (its own,
-// and the cluster's node events, read from the store at start and every
-// sharedEventsResync), in the order it learnt them, and a channel closed when the next event is added (for a
-// watch: query again with AfterSeq once it closes).
-func (c *Coordinator) Events(q EventQuery) (EventPage, <-chan struct{}) {
-	return c.events.query(q)
-}
-
-// Incarnation returns this coordinator process's incarnation ID: event
-// sequence numbers are meaningful within one incarnation.
-func (c *Coordinator) Incarnation() string { return c.incarnation }

@@ -249,12 +249,3 @@ func (e *evidence) heardAt(key cluster.Key, incarnation string) int64 {
 	}
 	return 0
 }
-
-// HeardAtUnixMs returns the latest heartbeat of the incarnation of key
-// this coordinator knows of that its record may not show: one it accepted
-// that only renewed the lease, or a renewal the store reported (Unix ms,
-// this coordinator's clock; 0 if none). The API raises a record's
-// heartbeat time to it.
-func (c *Coordinator) HeardAtUnixMs(key cluster.Key, incarnation string) int64 {
-	return c.evidence.heardAt(key, incarnation)
-}

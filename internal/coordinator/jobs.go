@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/protocol"
@@ -98,7 +100,7 @@ func newJobBoard(c *Coordinator) *JobBoard {
 	return &JobBoard{
 		log: log, clusterID: c.opts.ClusterID, nodeID: c.opts.NodeID, now: c.now, logger: c.log,
 		timeout: c.opts.RequestTimeout, leaseTTL: c.opts.Timing.LeaseTTL,
-		view: c.View, lastGood: c.LastGood, requireLevel: c.requireLevel, event: c.addEvent,
+		view: c.View, lastGood: c.LastGood, requireLevel: requireLevel, event: c.addEvent,
 		jobs: map[string]job.Job{}, reports: map[string]map[string]protocol.JobReport{}, absent: map[string]time.Time{},
 	}
 }
@@ -320,4 +322,23 @@ func jobBlocks(j job.Job) (done, total int64) {
 		total += w.BlocksTotal
 	}
 	return done, total
+}
+
+// registerJobs exports the cache jobs running as this coordinator last
+// read the job log.
+func (b *JobBoard) registerJobs(reg prometheus.Registerer) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "talon_coordinator_jobs_running",
+		Help: "Cache jobs (warm, free) running in the cluster, as this coordinator last read the job log.",
+	}, func() float64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, j := range b.jobs {
+			if !j.Ended() {
+				n++
+			}
+		}
+		return float64(n)
+	}))
 }

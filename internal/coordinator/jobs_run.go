@@ -11,22 +11,22 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
-// jobOrders answers a worker's protocol.Jobs: its reports are kept for the
+// jobs answers a worker's protocol.Jobs: its reports are kept for the
 // next fold (run), and the answer lists the running jobs it has an
 // unfinished part in, as this coordinator last read them.
-func (c *Coordinator) jobOrders(cn *conn, m *protocol.Jobs) protocol.Message {
-	if _, e := c.authorizeWorkerAsk(cn, "jobs", m.ClusterID, m.NodeID); e != nil {
+func (h *handler) jobs(cn *conn, m *protocol.Jobs) protocol.Message {
+	if _, e := h.authorizeWorkerAsk(cn, "jobs", m.ClusterID, m.NodeID); e != nil {
 		return e
 	}
-	if c.jobs.log == nil {
+	if h.Coordinator.jobs.log == nil {
 		return &protocol.JobOrders{}
 	}
-	if v := c.LastGood(); !c.current() || v == nil {
-		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has no current cluster view; retry, possibly elsewhere", c.opts.NodeID)
+	if v := h.LastGood(); !h.current() || v == nil {
+		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has no current cluster view; retry, possibly elsewhere", h.opts.NodeID)
 	}
-	orders, ok := c.jobs.answer(m.NodeID, m.Reports)
+	orders, ok := h.Coordinator.jobs.answer(m.NodeID, m.Reports)
 	if !ok {
-		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has not read the job log yet; ask again after the next heartbeat", c.opts.NodeID)
+		return protocol.NewError(protocol.CodeNotReady, "coordinator %s has not read the job log yet; ask again after the next heartbeat", h.opts.NodeID)
 	}
 	return orders
 }

@@ -211,7 +211,7 @@ func TestWriteAdmission(t *testing.T) {
 		_, err := register(t, dial(t, f.addr), fakeWorker(1, "i"))
 		first <- err
 	}()
-	waitFor(t, "the first write holds the slot", func() bool { return len(f.c.writeSlots) == 1 })
+	waitFor(t, "the first write holds the slot", func() bool { return len(f.c.ctl.h.(*handler).writeSlots) == 1 })
 	_, err := register(t, dial(t, f.addr), fakeWorker(2, "i"))
 	if !protocol.IsCode(err, protocol.CodeUnavailable) || !protocol.Retryable(err) {
 		t.Fatalf("write past the limit: %v, want retryable unavailable", err)

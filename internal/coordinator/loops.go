@@ -36,40 +36,52 @@ func maxReadGap(o Options) time.Duration {
 	return o.RequestTimeout + 2*refreshEvery(o) + minRefreshGap(o)
 }
 
-// requestRefresh asks the refresh loop for a new view without waiting.
-func (c *Coordinator) requestRefresh() {
+// refresher keeps the view fresh: it reads it periodically and on
+// request (run), and follows the store's change stream to read it again
+// when a change may move placement (watch).
+type refresher struct {
+	*Coordinator
+	kick chan struct{} // asks run for a new view now; capacity 1
+}
+
+func newRefresher(c *Coordinator) *refresher {
+	return &refresher{Coordinator: c, kick: make(chan struct{}, 1)}
+}
+
+// request asks the refresh loop for a new view without waiting.
+func (r *refresher) request() {
 	select {
-	case c.kick <- struct{}{}:
+	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// refreshLoop reads the view periodically and on request.
-func (c *Coordinator) refreshLoop(ctx context.Context) {
-	t := time.NewTicker(refreshEvery(c.opts))
+// run reads the view periodically and on request.
+func (r *refresher) run(ctx context.Context) {
+	t := time.NewTicker(refreshEvery(r.opts))
 	defer t.Stop()
 	for {
-		_, _ = c.views.Load().get(ctx)
+		_, _ = r.views.Load().get(ctx)
 		// A minimum gap keeps a burst of membership changes from turning
 		// into back-to-back store reads (a full LIST on Kubernetes).
-		if backoff.Sleep(ctx, minRefreshGap(c.opts)) != nil {
+		if backoff.Sleep(ctx, minRefreshGap(r.opts)) != nil {
 			return
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-c.kick:
+		case <-r.kick:
 		}
 	}
 }
 
-// watchLoop follows the store's change stream to push placement changes
+// watch follows the store's change stream to push placement changes
 // promptly. It recovers from compaction by re-reading and re-watching.
-func (c *Coordinator) watchLoop(ctx context.Context) {
-	retry := backoff.New(c.retryPolicy())
+func (r *refresher) watch(ctx context.Context) {
+	retry := backoff.New(r.retryPolicy())
 	for ctx.Err() == nil {
-		v, err := c.views.Load().get(ctx)
+		v, err := r.views.Load().get(ctx)
 		if err != nil {
 			if backoff.Sleep(ctx, retry.Next()) != nil {
 				return
@@ -77,18 +89,18 @@ func (c *Coordinator) watchLoop(ctx context.Context) {
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		for batch := range c.store.Watch(wctx, c.opts.ClusterID, v.Snapshot.Revision) {
+		for batch := range r.store.Watch(wctx, r.opts.ClusterID, v.Snapshot.Revision) {
 			if batch.Err != nil {
 				if errors.Is(batch.Err, state.ErrCompacted) {
-					c.log.Info("watch revision compacted; re-reading the cluster", "revision", v.Snapshot.Revision.String())
+					r.log.Info("watch revision compacted; re-reading the cluster", "revision", v.Snapshot.Revision.String())
 				} else if ctx.Err() == nil {
-					c.noteStoreError("watch", 0, batch.Err)
+					r.noteStoreError("watch", 0, batch.Err)
 				}
 				break
 			}
 			retry.Reset()
-			if c.placementRelevant(batch.Events) {
-				c.requestRefresh()
+			if r.placementRelevant(batch.Events) {
+				r.request()
 			}
 		}
 		cancel()
@@ -102,8 +114,8 @@ func (c *Coordinator) watchLoop(ctx context.Context) {
 // the node counts: a removal, a new node, or a change of incarnation,
 // address, readiness, reported health or the store's late mark. Plain
 // heartbeats (only the sequence and counters move) do not need a new view.
-func (c *Coordinator) placementRelevant(events []state.Event) bool {
-	last := c.LastGood()
+func (r *refresher) placementRelevant(events []state.Event) bool {
+	last := r.LastGood()
 	if last == nil {
 		return true
 	}
@@ -119,4 +131,9 @@ func (c *Coordinator) placementRelevant(events []state.Event) bool {
 		}
 	}
 	return false
+}
+
+// retryPolicy is the coordinator's wait between failed background reads.
+func (r *refresher) retryPolicy() backoff.Policy {
+	return backoff.Policy{Initial: 100 * time.Millisecond, Max: r.opts.Timing.HeartbeatInterval, Jitter: 0.5}
 }

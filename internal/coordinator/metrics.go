@@ -1,8 +1,9 @@
 package coordinator
 
 import (
-	"github.com/talonhq/talon/internal/netlimit"
 	"time"
+
+	"github.com/talonhq/talon/internal/netlimit"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -142,56 +143,22 @@ func registerSkew(reg prometheus.Registerer, sk skewEstimator) error {
 	}))
 }
 
-// registerJobs exports the cache jobs running as this coordinator last
-// read the job log.
-func (b *JobBoard) registerJobs(reg prometheus.Registerer) error {
-	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "talon_coordinator_jobs_running",
-		Help: "Cache jobs (warm, free) running in the cluster, as this coordinator last read the job log.",
-	}, func() float64 {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		n := 0
-		for _, j := range b.jobs {
-			if !j.Ended() {
-				n++
-			}
-		}
-		return float64(n)
-	}))
-}
-
-// registerPresence exports the cache jobs running (registerJobs), the coordinators expected (coordinator-replicas)
-// and the ones with a live record in the last good view, so an alert can
-// fire when one is missing (max(present) < max(expected) over the
-// coordinators).
-func (c *Coordinator) registerPresence(reg prometheus.Registerer) error {
-	if err := c.jobs.registerJobs(reg); err != nil {
-		return err
+// countNodes sets the live-node gauges and the eligible-worker gauge from
+// v, whose clients read with replicas.
+func (m *coordMetrics) countNodes(v *View, replicas int) {
+	m.eligible.Set(float64(v.Table.Len()))
+	under := 0.0
+	if v.Table.Len() < replicas {
+		under = 1
 	}
-	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "talon_coordinators_expected",
-		Help: "Coordinators the cluster is configured to run (coordinator-replicas).",
-	}, func() float64 { return float64(c.ExpectedCoordinators()) })); err != nil {
-		return err
+	m.underRepl.Set(under)
+	counts := map[[2]string]int{}
+	for _, r := range v.Snapshot.Records {
+		counts[[2]string{string(r.Role), string(r.EffectiveHealth())}]++
 	}
-	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "talon_coordinators_present",
-		Help: "Coordinators with a live record in this coordinator's last good view (0 before any).",
-	}, func() float64 {
-		v := c.LastGood()
-		if v == nil {
-			return 0
+	for _, r := range cluster.Roles() {
+		for _, h := range cluster.HealthStates() {
+			m.nodes.WithLabelValues(string(r), string(h)).Set(float64(counts[[2]string{string(r), string(h)}]))
 		}
-		n := 0
-		for _, r := range v.Snapshot.Records {
-			if r != nil && r.Role == cluster.RoleCoordinator {
-				n++
-			}
-		}
-		return float64(n)
-	})); err != nil {
-		return err
 	}
-	return c.registerUpgradeMetrics(reg)
 }

@@ -7,26 +7,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/placement"
-	"github.com/talonhq/talon/internal/state"
 )
-
-// placementEventID is the identity of a placement_version_changed event
-// from prev's version to v's. Keyed by the versions alone, a change back
-// and forth (a cordon, its lifting, the same cordon again) was one event
-// however often it happened (issue 47: three cordon rounds listed one
-// pair). The identity also carries the cause: for every worker that
-// entered or left the eligible set, its record's version of the change
-// (placementCause), which every coordinator reads alike from the store.
-// Without a previous view whose version is old (the first after a start
-// or a recovery) it falls back to the versions alone.
-func (c *Coordinator) placementEventID(prev, v *View, old, updated placement.Version) string {
-	id := state.EventIdentity{ClusterID: c.opts.ClusterID, Type: string(EventPlacementVersion), Old: old.String(), New: updated.String()}
-	if prev != nil && prev.Version() == old {
-		id.Seq = placementCause(prev, v)
-	}
-	return state.EventID(id)
-}
 
 // placementCause digests the record versions that moved workers in or out
 // of placement between prev and v: per worker, in node ID order, its node

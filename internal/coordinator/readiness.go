@@ -57,7 +57,7 @@ func (c *Coordinator) newReadiness() *readiness.Tracker {
 	})
 	t.Probe(condUnconfirmed, c.unconfirmedReason)
 	t.Probe(readiness.OwnRecord, func() string {
-		st := c.self.Status()
+		st := c.self.loop.Status()
 		return readiness.OwnRecordReason(st.Registered, st.Refusal, "warming up: own record not yet accepted by the store", nil)
 	})
 	return t

@@ -221,7 +221,7 @@ func planRecovery(outage time.Duration, tol tolerances, pending recoveryPlan) re
 // coordinator waits for before answering again.
 func (c *Coordinator) noteRecovery(v *View, a applied) {
 	c.evidence.interrupt()
-	c.kickSelf()
+	c.self.kick()
 	blip := c.view.tol.blip()
 	msg, level := "store answered: observing the cluster before answering again", slog.LevelInfo
 	reason := fmt.Sprintf("the store answered after %s, longer than the blip tolerance %s; observing for %s before answering again",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/placement"
 	"github.com/talonhq/talon/internal/state"

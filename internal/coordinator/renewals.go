@@ -28,36 +28,48 @@ func renewalTick(t cluster.Timing) time.Duration {
 	return max(t.HeartbeatInterval/2, 50*time.Millisecond)
 }
 
-// renewalLog returns the store's renewal log, nil when it has none.
-func (c *Coordinator) renewalLog() state.RenewalLog {
-	log, _ := c.opts.Store.(state.RenewalLog)
-	return log
+// renewalPublisher publishes this coordinator's accepted renewals to the store's
+// renewal log and learns its peers' (run).
+type renewalPublisher struct {
+	*Coordinator
+	store state.RenewalLog // the store's renewal log
+}
+
+// newRenewalPublisher returns the renewal publisher, nil when the store has no
+// renewal log.
+func newRenewalPublisher(c *Coordinator) *renewalPublisher {
+	log, ok := c.opts.Store.(state.RenewalLog)
+	if !ok {
+		return nil
+	}
+	return &renewalPublisher{Coordinator: c, store: log}
 }
 
 // hasPeers reports whether the last good view lists another live
 // coordinator: only then is a renewal batch worth its bytes.
-func (c *Coordinator) hasPeers() bool {
-	v := c.LastGood()
+func (p *renewalPublisher) hasPeers() bool {
+	v := p.LastGood()
 	if v == nil {
 		return false
 	}
 	for _, r := range v.Snapshot.Records {
-		if r != nil && r.Role == cluster.RoleCoordinator && r.NodeID != c.opts.NodeID {
+		if r != nil && r.Role == cluster.RoleCoordinator && r.NodeID != p.opts.NodeID {
 			return true
 		}
 	}
 	return false
 }
 
-// renewalLoop publishes this coordinator's renewals and learns its
+// run publishes this coordinator's renewals and learns its
 // peers' until ctx ends. A failed publication is logged once per run of
 // failures and retried at the next tick; a failed watch is opened again a
 // second later: either makes ages coarser for a moment, nothing more.
-func (c *Coordinator) renewalLoop(ctx context.Context, log state.RenewalLog) {
-	t := time.NewTicker(renewalTick(c.opts.Timing))
+func (p *renewalPublisher) run(ctx context.Context) {
+	log := p.store
+	t := time.NewTicker(renewalTick(p.opts.Timing))
 	defer t.Stop()
 	failing := false
-	watched := log.WatchRenewals(ctx, c.opts.ClusterID, c.opts.NodeID)
+	watched := log.WatchRenewals(ctx, p.opts.ClusterID, p.opts.NodeID)
 	var rewatch <-chan time.Time
 	for {
 		select {
@@ -68,25 +80,25 @@ func (c *Coordinator) renewalLoop(ctx context.Context, log state.RenewalLog) {
 				watched, rewatch = nil, time.After(time.Second)
 				continue
 			}
-			c.evidence.learn(c.opts.ClusterID, rs)
+			p.evidence.learn(p.opts.ClusterID, rs)
 		case <-rewatch:
-			rewatch, watched = nil, log.WatchRenewals(ctx, c.opts.ClusterID, c.opts.NodeID)
+			rewatch, watched = nil, log.WatchRenewals(ctx, p.opts.ClusterID, p.opts.NodeID)
 		case <-t.C:
-			batch := c.evidence.takeOwn()
-			if len(batch) == 0 || !c.hasPeers() {
+			batch := p.evidence.takeOwn()
+			if len(batch) == 0 || !p.hasPeers() {
 				continue
 			}
-			err := c.publishRenewals(ctx, log, batch)
+			err := p.publishRenewals(ctx, log, batch)
 			if err != nil && !failing && ctx.Err() == nil {
-				c.log.Warn("renewal log publication failed; heartbeat ages on other coordinators are coarser until it succeeds", "err", err)
+				p.log.Warn("renewal log publication failed; heartbeat ages on other coordinators are coarser until it succeeds", "err", err)
 			}
 			failing = err != nil
 		}
 	}
 }
 
-func (c *Coordinator) publishRenewals(ctx context.Context, log state.RenewalLog, batch []state.Renewal) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+func (p *renewalPublisher) publishRenewals(ctx context.Context, log state.RenewalLog, batch []state.Renewal) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.RequestTimeout)
 	defer cancel()
-	return log.PublishRenewals(ctx, c.opts.ClusterID, c.opts.NodeID, batch, c.opts.Timing.LeaseTTL)
+	return log.PublishRenewals(ctx, p.opts.ClusterID, p.opts.NodeID, batch, p.opts.Timing.LeaseTTL)
 }

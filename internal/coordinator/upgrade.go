@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/talonhq/talon/internal/buildinfo"
 	"github.com/talonhq/talon/internal/cluster"
-	"github.com/talonhq/talon/internal/protocol"
 )
 
 // Upgrades without a flag day (issue 46; cluster/feature.go): every
@@ -19,8 +19,8 @@ import (
 // cluster's level. The survey is a pure function of the snapshot, so
 // coordinators reading one revision decide alike.
 
-// statusEvery is the StatusEvery of the heartbeat writes this coordinator
-// makes: the timing's once every live process speaks
+// statusEvery is the StatusEvery of the heartbeat writes a coordinator
+// whose last good view is v makes: the timing's once every live process speaks
 // cluster.LevelRenewals, and 0 (every heartbeat writes the whole record)
 // before the first view and while a process of a lower level is live. A
 // coordinator of the level before renewals judges a worker's liveness by
@@ -28,25 +28,11 @@ import (
 // would look like silence to it, and it would mark the worker late every
 // unhealthy-after. The first write after a lower-level process joins is
 // at most one heartbeat away, well inside unhealthy-after.
-func (c *Coordinator) statusEvery() uint64 {
-	v := c.LastGood()
+func statusEvery(v *View, t cluster.Timing) uint64 {
 	if v == nil || !v.Survey.Allows(cluster.LevelRenewals) {
 		return 0
 	}
-	return c.opts.Timing.StatusEvery()
-}
-
-// checkRegistrationSkew refuses the registration of a process outside the
-// version-skew policy, before anything is written: an unsupported_version
-// error naming both versions and the policy.
-func (c *Coordinator) checkRegistrationSkew(rec *cluster.Record) *protocol.Error {
-	err := cluster.CheckSkew(rec, cluster.RoleCoordinator, c.opts.NodeID, buildinfo.Version, cluster.BuildLevel)
-	if err == nil {
-		return nil
-	}
-	c.log.Warn("registration refused: outside the version-skew policy", "node", rec.NodeID, "role", string(rec.Role),
-		"version", rec.Version, "feature_level", rec.FeatureLevel, "own_version", buildinfo.Version, "own_feature_level", cluster.BuildLevel)
-	return protocol.NewError(protocol.CodeUnsupportedVersion, "%v", err)
+	return t.StatusEvery()
 }
 
 // ErrVersionSkew is what Run returns when a live process of the cluster is
@@ -83,7 +69,7 @@ func (c *Coordinator) preflightSkew(ctx context.Context) error {
 // level would undo or misread, while the cluster's level is below l: an
 // error wrapping ErrFeatureLevel that names the level, the process that
 // holds it back, and what to do (admin answers it 409 feature_level).
-func (c *Coordinator) requireLevel(v *View, l int64, what string) error {
+func requireLevel(v *View, l int64, what string) error {
 	if v == nil || v.Survey.Allows(l) {
 		return nil
 	}
@@ -95,26 +81,27 @@ func (c *Coordinator) requireLevel(v *View, l int64, what string) error {
 // level is below the one it needs (mid-upgrade).
 var ErrFeatureLevel = errors.New("cluster feature level too low")
 
-// noteSurvey logs a change of the cluster's feature level or of the set
+// noteSurvey logs to log a change of the cluster's feature level or of the set
 // of build versions between two views.
-func (c *Coordinator) noteSurvey(prev, v *View) {
+func noteSurvey(log *slog.Logger, prev, v *View) {
 	if prev == nil {
 		if v.Survey.Mixed() {
-			c.log.Info("cluster is mid-upgrade: more than one build version or feature level is live", "feature_level", v.Survey.Level,
+			log.Info("cluster is mid-upgrade: more than one build version or feature level is live", "feature_level", v.Survey.Level,
 				"highest_level", v.Survey.Highest, "versions", v.Survey.DistinctVersions(), "own_feature_level", cluster.BuildLevel)
 		}
 		return
 	}
 	if prev.Survey.Level != v.Survey.Level {
-		c.log.Info("cluster feature level changed", "old", prev.Survey.Level, "new", v.Survey.Level,
+		log.Info("cluster feature level changed", "old", prev.Survey.Level, "new", v.Survey.Level,
 			"renewals", v.Survey.Allows(cluster.LevelRenewals), "lowest", v.Survey.Lowest, "versions", v.Survey.DistinctVersions())
 	}
 }
 
-// registerUpgradeMetrics exports the survey of the last good view.
-func (c *Coordinator) registerUpgradeMetrics(reg prometheus.Registerer) error {
+// registerUpgradeMetrics exports the survey of the last good view
+// (lastGood).
+func registerUpgradeMetrics(reg prometheus.Registerer, lastGood func() *View) error {
 	survey := func() (cluster.Survey, bool) {
-		v := c.LastGood()
+		v := lastGood()
 		if v == nil {
 			return cluster.Survey{}, false
 		}
