@@ -1,8 +1,10 @@
 // Command lintgate is the size gate of `make lint` (issue 39): it fails
 // when a production function's cyclomatic complexity (gocyclo's count) is
 // over MaxComplexity, when a function over NewComplexity is not in the
-// baseline or grew past its entry there, and when a production file is
-// longer than MaxLines. Production files are the module's .go files but
+// baseline or grew past its entry there, when a production file is
+// longer than MaxLines, and when a production type has more than
+// MaxMethods methods (issue 50: a type with dozens of methods is carved by
+// concern, STYLE.md rule 12). Production files are the module's .go files but
 // tests, testdata, test support (testSupport) and generated code.
 //
 //	go run ./internal/tools/lintgate [-baseline FILE] [-write-baseline] [DIR]
@@ -18,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -37,6 +40,9 @@ const (
 	MaxComplexity = 20
 	NewComplexity = 15
 	MaxLines      = 600
+	// MaxMethods bounds the methods declared on one type (value and
+	// pointer receivers, generated files included).
+	MaxMethods = 40
 )
 
 func main() {
@@ -65,7 +71,7 @@ func run(root, baselinePath string, write bool, out io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	stats, long, err := measure(files)
+	stats, long, err := measure(files, root)
 	if err != nil {
 		return 0, err
 	}
@@ -115,11 +121,13 @@ func productionFiles(root string) ([]string, error) {
 }
 
 // measure returns the complexity of every function in files and a line
-// for each file longer than MaxLines (generated files excepted).
-func measure(files []string) (gocyclo.Stats, []string, error) {
+// for each file longer than MaxLines (generated files excepted) and for
+// each type with more than MaxMethods methods.
+func measure(files []string, root string) (gocyclo.Stats, []string, error) {
 	fset := token.NewFileSet()
 	var stats gocyclo.Stats
 	var long []string
+	methods := map[string]int{} // "dir.Type" -> methods declared on it
 	for _, path := range files {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -129,6 +137,7 @@ func measure(files []string) (gocyclo.Stats, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		countMethods(f, filepath.Dir(path), methods)
 		if generated(src) {
 			continue
 		}
@@ -137,7 +146,36 @@ func measure(files []string) (gocyclo.Stats, []string, error) {
 			long = append(long, fmt.Sprintf("%s: %d lines, over %d: split it by concern", path, n, MaxLines))
 		}
 	}
+	for _, t := range slices.Sorted(maps.Keys(methods)) {
+		if n := methods[t]; n > MaxMethods {
+			rel, _ := filepath.Rel(root, t)
+			long = append(long, fmt.Sprintf("%s: %d methods, over %d: carve it by concern", filepath.ToSlash(rel), n, MaxMethods))
+		}
+	}
 	return stats, long, nil
+}
+
+// countMethods adds the methods f declares to methods, by "dir.Type".
+func countMethods(f *ast.File, dir string, methods map[string]int) {
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || len(fd.Recv.List) == 0 {
+			continue
+		}
+		t := fd.Recv.List[0].Type
+		if s, ok := t.(*ast.StarExpr); ok {
+			t = s.X
+		}
+		switch x := t.(type) {
+		case *ast.IndexExpr:
+			t = x.X
+		case *ast.IndexListExpr:
+			t = x.X
+		}
+		if id, ok := t.(*ast.Ident); ok {
+			methods[dir+"."+id.Name]++
+		}
+	}
 }
 
 // generated reports a file with the standard "Code generated ... DO NOT
