@@ -10,6 +10,7 @@ import (
 	"github.com/talonhq/talon/internal/apiv1"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/coordinator"
+	"github.com/talonhq/talon/internal/state"
 )
 
 // eventParams is the parsed query of GET /api/v1/events.
@@ -38,13 +39,13 @@ func parseEventParams(raw string) (eventParams, error) {
 	}
 	for _, t := range types {
 		known := false
-		for _, k := range coordinator.EventTypes() {
+		for _, k := range state.NodeEventTypes() {
 			known = known || string(k) == t
 		}
 		if !known {
-			return p, badParam(apiv1.ParamType, t, "must be one of %v", coordinator.EventTypes())
+			return p, badParam(apiv1.ParamType, t, "must be one of %v", state.NodeEventTypes())
 		}
-		p.q.Types = append(p.q.Types, coordinator.EventType(t))
+		p.q.Types = append(p.q.Types, state.NodeEventType(t))
 	}
 	for _, name := range []string{apiv1.ParamAfter, apiv1.ParamContinue} {
 		if s, ok := q.get(name); ok && s != "" {

@@ -25,10 +25,10 @@ var (
 )
 
 // waitEvent waits until the coordinator kept an event of type typ about node.
-func (e *env) waitEvent(t *testing.T, node string, typ coordinator.EventType) {
+func (e *env) waitEvent(t *testing.T, node string, typ state.NodeEventType) {
 	t.Helper()
 	testsupport.WaitFor(t, 10*time.Second, string(typ)+" of "+node, func() bool {
-		page, _ := e.coord.Events(coordinator.EventQuery{NodeID: node, Types: []coordinator.EventType{typ}})
+		page, _ := e.coord.Events(coordinator.EventQuery{NodeID: node, Types: []state.NodeEventType{typ}})
 		return len(page.Events) > 0
 	})
 }
@@ -43,15 +43,15 @@ func TestEventsAndDescribeGolden(t *testing.T) {
 		Capacity: cluster.Capacity{CapacityBytes: gib(8), ResidentBytes: gib(2), Blocks: 512, Pages: 8192},
 		Counters: cluster.Counters{RequestsTotal: 400, HitsTotal: 300, MissesTotal: 100, BytesServedTotal: 1 << 30}}
 	e.put(t, &rec)
-	e.waitEvent(t, "w-9", coordinator.EventNodeJoined)
+	e.waitEvent(t, "w-9", state.EventNodeJoined)
 	rec.Ready, rec.NotReadyReason, rec.HeartbeatSeq = false, "cordoned", 2
 	e.put(t, &rec)
-	e.waitEvent(t, "w-9", coordinator.EventNodeReadiness)
+	e.waitEvent(t, "w-9", state.EventNodeReadiness)
 	if _, err := e.store.SetMarks(context.Background(), rec.Key(), rec.IncarnationID,
 		state.MarkChange{SetCordon: true, Cordon: state.Cordon{By: "alice", AtUnixMs: t0.UnixMilli(), Persist: true}}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitEvent(t, "w-9", coordinator.EventNodeCordoned)
+	e.waitEvent(t, "w-9", state.EventNodeCordoned)
 	server := "TALONCTL_SERVER=" + e.url
 	tests := []struct {
 		name string

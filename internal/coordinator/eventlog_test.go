@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/talonhq/talon/internal/state"
 )
 
 // TestEventLogBounded: the list keeps the last capacity events, numbers
@@ -19,7 +21,7 @@ func TestEventLogBounded(t *testing.T) {
 	}
 	for i, id := range []string{"a", "b", "c", "a", "b"} {
 		now = time.Unix(1000+int64(i), 0)
-		l.add(Event{Type: EventNodeJoined, NodeID: id})
+		l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeJoined, NodeID: id}})
 	}
 	select {
 	case <-changed:
@@ -46,7 +48,7 @@ func TestEventLogBounded(t *testing.T) {
 	if got, _ := l.query(EventQuery{Since: time.Unix(1004, 0)}); len(got.Events) != 1 || got.Events[0].NodeID != "b" {
 		t.Fatalf("since filter %+v", got)
 	}
-	if got, _ := l.query(EventQuery{Types: []EventType{EventNodeRemoved}}); len(got.Events) != 0 {
+	if got, _ := l.query(EventQuery{Types: []state.NodeEventType{state.EventNodeRemoved}}); len(got.Events) != 0 {
 		t.Fatalf("type filter %+v", got)
 	}
 	if got, _ := l.query(EventQuery{Limit: 2}); len(got.Events) != 2 || !got.More || got.Events[1].Seq != 4 {
@@ -56,7 +58,7 @@ func TestEventLogBounded(t *testing.T) {
 	for i := range long {
 		long[i] = 'x'
 	}
-	l.add(Event{Type: EventStoreUnreachable, Reason: string(long)})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventStoreUnreachable, Reason: string(long)}})
 	if got, _ := l.query(EventQuery{AfterSeq: 5}); len(got.Events[0].Reason) > maxEventReason+4 {
 		t.Fatalf("reason of %d bytes kept", len(got.Events[0].Reason))
 	}
@@ -68,13 +70,13 @@ func TestEventLogBounded(t *testing.T) {
 // list), and the list stays in Seq order across the two rings.
 func TestEventLogKeepsProtectedEvents(t *testing.T) {
 	l := newEventLog(4, 0, time.Now)
-	l.add(Event{Type: EventNodeJoined, NodeID: "w1", ID: "j1"})
-	l.add(Event{Type: EventNodeCordoned, NodeID: "w1", ID: "c1"})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeJoined, NodeID: "w1", ID: "j1"}})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeCordoned, NodeID: "w1", ID: "c1"}})
 	for i := range 10 {
-		l.add(Event{Type: EventNodeReadiness, NodeID: "flood", ID: fmt.Sprint("r", i)})
+		l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeReadiness, NodeID: "flood", ID: fmt.Sprint("r", i)}})
 	}
-	l.add(Event{Type: EventNodeRevoked, NodeID: "flood", ID: "v1"})
-	l.add(Event{Type: EventNodeReadiness, NodeID: "flood", ID: "r10"})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeRevoked, NodeID: "flood", ID: "v1"}})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeReadiness, NodeID: "flood", ID: "r10"}})
 	page, _ := l.query(EventQuery{})
 	var got []string
 	for i, e := range page.Events {
@@ -89,7 +91,7 @@ func TestEventLogKeepsProtectedEvents(t *testing.T) {
 	if page.OldestSeq != 2 || page.LastSeq != 14 {
 		t.Fatalf("OldestSeq %d, LastSeq %d; want 2 (the cordon) and 14", page.OldestSeq, page.LastSeq)
 	}
-	if _, added := l.add(Event{Type: EventNodeCordoned, ID: "c1"}); added {
+	if _, added := l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeCordoned, ID: "c1"}}); added {
 		t.Fatal("a kept protected event was added again")
 	}
 	after, _ := l.query(EventQuery{AfterSeq: 12})

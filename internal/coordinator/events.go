@@ -8,47 +8,6 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
-// EventType names what a coordinator observed.
-type EventType string
-
-// Event types. Node events come from comparing successive views; the
-// coordinator's own events from its readiness and store reads.
-const (
-	EventNodeJoined    EventType = "node_joined"
-	EventNodeHealth    EventType = "node_health_changed"
-	EventNodeReadiness EventType = "node_readiness_changed"
-	EventNodeRestarted EventType = "node_restarted"
-	EventNodeRemoved   EventType = "node_expired_or_removed"
-	// EventNodeCordoned and EventNodeUncordoned: an operator's cordon
-	// of a worker was set or lifted (through any coordinator's /api/v1);
-	// Reason names who.
-	EventNodeCordoned   EventType = "node_cordoned"
-	EventNodeUncordoned EventType = "node_uncordoned"
-	// EventNodeRevoked: a coordinator found the worker's credential on
-	// its deny list and marked its incarnation revoked.
-	EventNodeRevoked      EventType = "node_revoked"
-	EventPlacementVersion EventType = "placement_version_changed"
-	EventSelfUnready      EventType = "coordinator_unready"
-	EventSelfReady        EventType = "coordinator_ready"
-	EventStoreUnreachable EventType = "store_unreachable"
-	EventStoreRecovered   EventType = "store_recovered"
-	// EventJobStarted and EventJobEnded: an operator's cache job (warm,
-	// free) started, and ended (done, partial or cancelled); protected,
-	// like the cordons.
-	EventJobStarted EventType = "job_started"
-	EventJobEnded   EventType = "job_ended"
-	// EventsDropped stands for the node events of one view past
-	// maxMembershipEvents: a mass expiry is summed up, not listed.
-	EventsDropped EventType = "events_dropped"
-)
-
-// EventTypes lists every event type, for validation of filters.
-func EventTypes() []EventType {
-	return []EventType{EventNodeJoined, EventNodeHealth, EventNodeReadiness, EventNodeRestarted, EventNodeRemoved,
-		EventNodeCordoned, EventNodeUncordoned, EventNodeRevoked,
-		EventPlacementVersion, EventSelfUnready, EventSelfReady, EventStoreUnreachable, EventStoreRecovered, EventJobStarted, EventJobEnded, EventsDropped}
-}
-
 // Event is one thing this coordinator observed, or, for node events, one
 // that any coordinator of the cluster observed and wrote to the store's
 // shared event log (state.EventLog; see sharedEvents): node events carry
@@ -58,26 +17,10 @@ func EventTypes() []EventType {
 type Event struct {
 	// Seq numbers the events of this coordinator process from 1, without
 	// gaps; with the incarnation it orders them.
-	Seq  uint64
-	Time time.Time
-	Type EventType
-	// Role and NodeID name the node the event is about; empty for the
-	// coordinator's own events.
-	Role   string
-	NodeID string
-	// Old and New are the values that changed (health, readiness,
-	// placement version); empty when nothing changed from one to another.
-	Old, New string
-	// Reason says why, when known (a not-ready reason, a store error).
-	Reason string
-	// Revision is the store revision of the view that showed the change.
-	Revision string
-	// ID is a node event's identity (state.EventID), the same at every
-	// coordinator that observed the change; empty for local events.
-	ID string
-	// Coordinator is the node ID of the coordinator that wrote a node
-	// event read from the store; empty for this coordinator's.
-	Coordinator string
+	Seq uint64
+	// NodeEvent is the event itself. Its Coordinator is empty for the
+	// events this coordinator observed; ClusterID is set on node events.
+	state.NodeEvent
 }
 
 // DefaultEventCapacity is how many events a coordinator keeps.
@@ -158,8 +101,8 @@ func newEventLog(capacity int, maxAge time.Duration, now func() time.Time) *even
 
 // protectedEvent reports whether e is an operator or security event,
 // which a flood of others never pushes out (state.Protected).
-func protectedEvent(t EventType) bool {
-	return slices.Contains(state.ProtectedEventTypes, string(t))
+func protectedEvent(t state.NodeEventType) bool {
+	return slices.Contains(state.ProtectedEventTypes, t)
 }
 
 // add appends e, stamping its Seq and, when zero, its Time, and returns
@@ -199,7 +142,7 @@ type EventQuery struct {
 	// Since returns only events at or after it.
 	Since  time.Time
 	NodeID string
-	Types  []EventType
+	Types  []state.NodeEventType
 	// Limit bounds the answer (the oldest matching first); 0 means all kept.
 	Limit int
 }

@@ -69,8 +69,8 @@ func (s *sharedEvents) offer(e Event) {
 	if s == nil || e.ID == "" {
 		return
 	}
-	ev := state.NodeEvent{ID: e.ID, ClusterID: s.cluster, Time: e.Time, Type: string(e.Type), Role: e.Role, NodeID: e.NodeID,
-		Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision, Coordinator: s.self}
+	ev := e.NodeEvent
+	ev.ClusterID, ev.Coordinator = s.cluster, s.self
 	q := s.queue
 	if protectedEvent(e.Type) {
 		q = s.priority
@@ -174,12 +174,10 @@ func (s *sharedEvents) resync(ctx context.Context, since time.Time) time.Time {
 // learn adds an event of the store's log to the local list (which drops
 // one it holds by ID).
 func (s *sharedEvents) learn(ev state.NodeEvent) {
-	by := ev.Coordinator
-	if by == s.self {
-		by = ""
+	if ev.Coordinator == s.self {
+		ev.Coordinator = ""
 	}
-	s.local.add(Event{ID: ev.ID, Time: ev.Time, Type: EventType(ev.Type), Role: ev.Role, NodeID: ev.NodeID,
-		Old: ev.Old, New: ev.New, Reason: ev.Reason, Revision: ev.Revision, Coordinator: by})
+	s.local.add(Event{NodeEvent: ev})
 }
 
 func (s *sharedEvents) collectors() []prometheus.Collector {

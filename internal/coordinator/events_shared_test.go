@@ -19,18 +19,18 @@ import (
 func TestEventLogKeepsAnIDOnce(t *testing.T) {
 	now := time.Unix(10_000, 0)
 	l := newEventLog(2, time.Hour, func() time.Time { return now })
-	if _, added := l.add(Event{Type: EventNodeRemoved, NodeID: "w1", ID: "x"}); !added {
+	if _, added := l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeRemoved, NodeID: "w1", ID: "x"}}); !added {
 		t.Fatal("first add of x not added")
 	}
-	if _, added := l.add(Event{Type: EventNodeRemoved, NodeID: "w1", ID: "x", Coordinator: "c2"}); added {
+	if _, added := l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeRemoved, NodeID: "w1", ID: "x", Coordinator: "c2"}}); added {
 		t.Fatal("second add of x added")
 	}
-	l.add(Event{Type: EventSelfReady})
-	l.add(Event{Type: EventSelfReady}) // evicts x
-	if _, added := l.add(Event{Type: EventNodeRemoved, ID: "x"}); !added {
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventSelfReady}})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventSelfReady}}) // evicts x
+	if _, added := l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeRemoved, ID: "x"}}); !added {
 		t.Fatal("x after its eviction not added")
 	}
-	l.add(Event{Type: EventNodeJoined, ID: "old", Time: now.Add(-2 * time.Hour)})
+	l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventNodeJoined, ID: "old", Time: now.Add(-2 * time.Hour)}})
 	page, _ := l.query(EventQuery{})
 	if len(page.Events) != 1 || page.Events[0].ID != "x" {
 		t.Fatalf("query = %+v, want x only (old is past the age bound)", page.Events)
@@ -51,7 +51,7 @@ func TestSharedEventsWriteOnceAndResync(t *testing.T) {
 	}
 	a, b := newShared("a"), newShared("b")
 	ctx := context.Background()
-	e := Event{Type: EventNodeRemoved, Role: "worker", NodeID: "w1", ID: state.EventID(state.EventIdentity{ClusterID: "c", Type: string(EventNodeRemoved), NodeID: "w1"})}
+	e := Event{NodeEvent: state.NodeEvent{Type: state.EventNodeRemoved, Role: "worker", NodeID: "w1", ID: state.EventID(state.EventIdentity{ClusterID: "c", Type: state.EventNodeRemoved, NodeID: "w1"})}}
 	for _, s := range []*sharedEvents{a, b} {
 		stamped, _ := s.local.add(e)
 		s.offer(stamped)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,11 +59,11 @@ func TestMembershipEvents(t *testing.T) {
 	// The same changes are events, in order, with the readiness and
 	// placement changes the log does not name one by one.
 	page, _ := c.Events(coordinator.EventQuery{NodeID: "w1"})
-	var types []coordinator.EventType
+	var types []state.NodeEventType
 	for _, e := range page.Events {
 		types = append(types, e.Type)
 	}
-	want := []coordinator.EventType{coordinator.EventNodeJoined, coordinator.EventNodeHealth, coordinator.EventNodeRemoved}
+	want := []state.NodeEventType{state.EventNodeJoined, state.EventNodeHealth, state.EventNodeRemoved}
 	if len(types) != len(want) {
 		t.Fatalf("events of w1: %v, want %v", types, want)
 	}
@@ -74,11 +75,11 @@ func TestMembershipEvents(t *testing.T) {
 	if h := page.Events[1]; h.Old != "healthy" || h.New != "unhealthy" || h.Reason == "" {
 		t.Fatalf("health event %+v", h)
 	}
-	pv, _ := c.Events(coordinator.EventQuery{Types: []coordinator.EventType{coordinator.EventPlacementVersion}})
+	pv, _ := c.Events(coordinator.EventQuery{Types: []state.NodeEventType{state.EventPlacementVersion}})
 	if len(pv.Events) < 2 || pv.Events[len(pv.Events)-1].Reason != "0 eligible workers" {
 		t.Fatalf("placement version events %+v", pv.Events)
 	}
-	self, _ := c.Events(coordinator.EventQuery{Types: []coordinator.EventType{coordinator.EventSelfReady}})
+	self, _ := c.Events(coordinator.EventQuery{Types: []state.NodeEventType{state.EventSelfReady}})
 	if len(self.Events) == 0 {
 		t.Fatal("no coordinator_ready event")
 	}
@@ -98,25 +99,25 @@ func TestReadinessEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	find := func(typ coordinator.EventType) func() bool {
+	find := func(typ state.NodeEventType) func() bool {
 		return func() bool {
 			_, _, _ = c.Lookup(context.Background(), "k#0", 1)
-			page, _ := c.Events(coordinator.EventQuery{NodeID: "w2", Types: []coordinator.EventType{typ}})
+			page, _ := c.Events(coordinator.EventQuery{NodeID: "w2", Types: []state.NodeEventType{typ}})
 			return len(page.Events) > 0
 		}
 	}
 	put()
-	testsupport.WaitFor(t, 5*time.Second, "join event", find(coordinator.EventNodeJoined))
+	testsupport.WaitFor(t, 5*time.Second, "join event", find(state.EventNodeJoined))
 	rec.Ready, rec.NotReadyReason, rec.HeartbeatSeq = false, "cordoned", 1
 	put()
-	testsupport.WaitFor(t, 5*time.Second, "readiness event", find(coordinator.EventNodeReadiness))
-	page, _ := c.Events(coordinator.EventQuery{NodeID: "w2", Types: []coordinator.EventType{coordinator.EventNodeReadiness}})
+	testsupport.WaitFor(t, 5*time.Second, "readiness event", find(state.EventNodeReadiness))
+	page, _ := c.Events(coordinator.EventQuery{NodeID: "w2", Types: []state.NodeEventType{state.EventNodeReadiness}})
 	if e := page.Events[0]; e.Old != "ready" || e.New != "not_ready" || e.Reason != "cordoned" || e.Revision == "" {
 		t.Fatalf("readiness event %+v", e)
 	}
 	rec.IncarnationID, rec.HeartbeatSeq = "i2", 0
 	put()
-	testsupport.WaitFor(t, 5*time.Second, "restart event", find(coordinator.EventNodeRestarted))
+	testsupport.WaitFor(t, 5*time.Second, "restart event", find(state.EventNodeRestarted))
 }
 
 // TestCordonRoundsAreEachAnEvent: three cordon and uncordon rounds of one
@@ -138,15 +139,15 @@ func TestCordonRoundsAreEachAnEvent(t *testing.T) {
 	}
 	put("w1", "10.0.0.1:7500")
 	w2 := put("w2", "10.0.0.2:7500")
-	count := func(typ coordinator.EventType, node string) int {
+	count := func(typ state.NodeEventType, node string) int {
 		_, _, _ = c.Lookup(context.Background(), "k#0", 1) // a fresh view
-		page, _ := c.Events(coordinator.EventQuery{NodeID: node, Types: []coordinator.EventType{typ}})
+		page, _ := c.Events(coordinator.EventQuery{NodeID: node, Types: []state.NodeEventType{typ}})
 		return len(page.Events)
 	}
 	testsupport.WaitFor(t, 5*time.Second, "both joined", func() bool {
-		return count(coordinator.EventNodeJoined, "w1") == 1 && count(coordinator.EventNodeJoined, "w2") == 1
+		return count(state.EventNodeJoined, "w1") == 1 && count(state.EventNodeJoined, "w2") == 1
 	})
-	base := count(coordinator.EventPlacementVersion, "")
+	base := count(state.EventPlacementVersion, "")
 	for round := 1; round <= 3; round++ {
 		for _, on := range []bool{true, false} {
 			m := state.MarkChange{SetCordon: true}
@@ -161,7 +162,7 @@ func TestCordonRoundsAreEachAnEvent(t *testing.T) {
 				want++
 			}
 			testsupport.WaitFor(t, 5*time.Second, fmt.Sprintf("round %d (cordon %v): %d placement events", round, on, want), func() bool {
-				return count(coordinator.EventPlacementVersion, "") == want
+				return count(state.EventPlacementVersion, "") == want
 			})
 		}
 	}
@@ -169,18 +170,18 @@ func TestCordonRoundsAreEachAnEvent(t *testing.T) {
 	if _, err := store.RemoveNode(context.Background(), w2.Key(), "i1"); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.WaitFor(t, 5*time.Second, "w2 removed", func() bool { return count(coordinator.EventNodeRemoved, "w2") == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "w2 removed", func() bool { return count(state.EventNodeRemoved, "w2") == 1 })
 	put("w2", "10.0.0.2:7500")
-	testsupport.WaitFor(t, 5*time.Second, "w2 joined a second time", func() bool { return count(coordinator.EventNodeJoined, "w2") == 2 })
+	testsupport.WaitFor(t, 5*time.Second, "w2 joined a second time", func() bool { return count(state.EventNodeJoined, "w2") == 2 })
 }
 
 // TestOperatorEventsProtected: the shared log's protected types
 // (state.ProtectedEventTypes, which no worker-driven flood evicts) are
 // exactly the coordinator's operator and security events.
 func TestOperatorEventsProtected(t *testing.T) {
-	want := []string{string(coordinator.EventNodeCordoned), string(coordinator.EventNodeUncordoned), string(coordinator.EventNodeRevoked),
-		string(coordinator.EventJobStarted), string(coordinator.EventJobEnded)}
-	if got := state.ProtectedEventTypes; strings.Join(got, ",") != strings.Join(want, ",") {
+	want := []state.NodeEventType{state.EventNodeCordoned, state.EventNodeUncordoned, state.EventNodeRevoked,
+		state.EventJobStarted, state.EventJobEnded}
+	if got := state.ProtectedEventTypes; !slices.Equal(got, want) {
 		t.Fatalf("state.ProtectedEventTypes = %v; want the operator and security events %v", got, want)
 	}
 }

@@ -89,8 +89,8 @@ func (c *Coordinator) noteView(v *View, a applied, start time.Time) {
 		if hadOld {
 			c.log.Info("placement version changed", "old", old.String(), "new", v.Version().String(), "eligible_workers", v.Table.Len())
 		}
-		e := Event{Type: EventPlacementVersion, New: v.Version().String(), Revision: v.Snapshot.Revision.String(),
-			Reason: fmt.Sprintf("%d eligible workers", v.Table.Len())}
+		e := Event{NodeEvent: state.NodeEvent{Type: state.EventPlacementVersion, New: v.Version().String(), Revision: v.Snapshot.Revision.String(),
+			Reason: fmt.Sprintf("%d eligible workers", v.Table.Len())}}
 		if hadOld {
 			// A node event every coordinator observes; the first version
 			// after a start is this coordinator's own.

@@ -155,7 +155,7 @@ func (b *JobBoard) Start(ctx context.Context, req JobRequest) (job.Job, error) {
 		return job.Job{}, err
 	}
 	b.learn([]job.Job{j})
-	b.event(b.jobEvent(j, EventJobStarted, 1))
+	b.event(b.jobEvent(j, state.EventJobStarted, 1))
 	b.logger.Info("cache job started", "job", j.ID, "op", j.Op, "targets", len(j.Targets), "workers", len(j.Workers), "by", j.By)
 	return j, nil
 }
@@ -191,7 +191,7 @@ func (b *JobBoard) Cancel(ctx context.Context, id, by string) (job.Job, error) {
 	}
 	b.learn([]job.Job{j})
 	if ended {
-		b.event(b.jobEvent(j, EventJobEnded, 2))
+		b.event(b.jobEvent(j, state.EventJobEnded, 2))
 		b.logger.Info("cache job cancelled", "job", j.ID, "by", by)
 	}
 	return j, nil
@@ -286,9 +286,9 @@ func (b *JobBoard) forget(id string) {
 
 // jobEvent is the event of a job's start (seq 1) or end (seq 2): one per
 // cluster whichever coordinator writes it.
-func (b *JobBoard) jobEvent(j job.Job, t EventType, seq uint64) Event {
-	e := Event{Type: t, New: j.State, Reason: jobSummary(j)}
-	e.ID = state.EventID(state.EventIdentity{ClusterID: b.clusterID, Type: string(t), Incarnation: j.ID, Seq: seq})
+func (b *JobBoard) jobEvent(j job.Job, t state.NodeEventType, seq uint64) Event {
+	e := Event{NodeEvent: state.NodeEvent{Type: t, New: j.State, Reason: jobSummary(j)}}
+	e.ID = state.EventID(state.EventIdentity{ClusterID: b.clusterID, Type: t, Incarnation: j.ID, Seq: seq})
 	return e
 }
 

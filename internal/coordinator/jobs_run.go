@@ -269,7 +269,7 @@ func (b *JobBoard) foldOne(ctx context.Context, fw foldWork) {
 	b.jobs[j.ID] = j
 	b.mu.Unlock()
 	if j.Ended() && !prev.Ended() && j.State != job.Cancelled {
-		b.event(b.jobEvent(j, EventJobEnded, 2))
+		b.event(b.jobEvent(j, state.EventJobEnded, 2))
 		done, total := jobBlocks(j)
 		b.logger.Info("cache job ended", "job", j.ID, "op", j.Op, "state", j.State, "blocks", done, "of", total)
 	}

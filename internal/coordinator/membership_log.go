@@ -60,11 +60,11 @@ func (l *membershipLog) diff(prev, v *View) {
 	}
 	for k, r := range after {
 		h := r.EffectiveHealth()
-		base := Event{Role: string(k.Role), NodeID: k.NodeID}
+		base := Event{NodeEvent: state.NodeEvent{Role: string(k.Role), NodeID: k.NodeID}}
 		old, ok := before[k]
 		if !ok {
 			e := base
-			e.Type, e.New, e.Reason = EventNodeJoined, string(h), "address "+r.Address
+			e.Type, e.New, e.Reason = state.EventNodeJoined, string(h), "address "+r.Address
 			// The generation tells a join from the next one of the same
 			// incarnation (it expired and registered again; issue 47).
 			e.ID = l.nodeEventID(e, r.IncarnationID, r.Generation)
@@ -73,13 +73,13 @@ func (l *membershipLog) diff(prev, v *View) {
 		}
 		if old.IncarnationID != r.IncarnationID {
 			e := base
-			e.Type, e.Reason = EventNodeRestarted, "new incarnation "+r.IncarnationID
+			e.Type, e.Reason = state.EventNodeRestarted, "new incarnation "+r.IncarnationID
 			e.ID = l.nodeEventID(e, r.IncarnationID, 0)
 			event(slog.LevelInfo, "", e)
 		}
 		if oh := old.EffectiveHealth(); oh != h {
 			e := base
-			e.Type, e.Old, e.New = EventNodeHealth, string(oh), string(h)
+			e.Type, e.Old, e.New = state.EventNodeHealth, string(oh), string(h)
 			e.ID = l.nodeEventID(e, r.IncarnationID, r.HeartbeatSeq)
 			if r.Late {
 				e.Reason = "no heartbeat accepted for unhealthy-after (marked late)"
@@ -92,7 +92,7 @@ func (l *membershipLog) diff(prev, v *View) {
 		}
 		if old.Ready != r.Ready || (!r.Ready && old.NotReadyReason != r.NotReadyReason) {
 			e := base
-			e.Type, e.Old, e.New, e.Reason = EventNodeReadiness, readyWord(old.Ready), readyWord(r.Ready), r.NotReadyReason
+			e.Type, e.Old, e.New, e.Reason = state.EventNodeReadiness, readyWord(old.Ready), readyWord(r.Ready), r.NotReadyReason
 			e.ID = l.nodeEventID(e, r.IncarnationID, r.HeartbeatSeq)
 			event(slog.LevelInfo, "node readiness changed", e, "was", e.Old, "now", e.New, "reason", r.NotReadyReason)
 		}
@@ -108,7 +108,7 @@ func (l *membershipLog) diff(prev, v *View) {
 		}
 	}
 	if dropped > 0 {
-		l.add(Event{Type: EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)})
+		l.add(Event{NodeEvent: state.NodeEvent{Type: state.EventsDropped, Revision: rev, Reason: fmt.Sprintf("%d more membership changes in one view", dropped)}})
 		l.log.Warn("more membership changes not logged one by one", "count", dropped)
 	}
 }
@@ -117,7 +117,7 @@ func (l *membershipLog) diff(prev, v *View) {
 // it: an orderly leave when this coordinator served its deregistration,
 // an expiry or removal to look into otherwise.
 func (l *membershipLog) removal(k cluster.Key, old *cluster.Record) (slog.Level, string, Event) {
-	e := Event{Type: EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID}
+	e := Event{NodeEvent: state.NodeEvent{Type: state.EventNodeRemoved, Role: string(k.Role), NodeID: k.NodeID}}
 	e.ID = l.nodeEventID(e, old.IncarnationID, 0)
 	if l.departed.take(k, old.IncarnationID, l.mono()) {
 		e.Reason = "deregistered"
@@ -135,9 +135,9 @@ func markEvents(old, r *cluster.Record, base Event) []Event {
 	var out []Event
 	if old.Cordoned() != r.Cordoned() || (r.Cordoned() && old.CordonPersist != r.CordonPersist) {
 		e := base
-		e.Type, e.Old, e.New, e.Reason = EventNodeUncordoned, cordonWord(old), cordonWord(r), "uncordoned by an operator"
+		e.Type, e.Old, e.New, e.Reason = state.EventNodeUncordoned, cordonWord(old), cordonWord(r), "uncordoned by an operator"
 		if r.Cordoned() {
-			e.Type, e.Reason = EventNodeCordoned, "cordoned by "+r.CordonedBy
+			e.Type, e.Reason = state.EventNodeCordoned, "cordoned by "+r.CordonedBy
 			if r.CordonPersist {
 				e.Reason += " (kept across restarts)"
 			}
@@ -146,7 +146,7 @@ func markEvents(old, r *cluster.Record, base Event) []Event {
 	}
 	if !old.Revoked() && r.Revoked() {
 		e := base
-		e.Type, e.New, e.Reason = EventNodeRevoked, "revoked", fmt.Sprintf("credential on %s's deny list (%s)", r.RevokedBy, r.RevokedReason)
+		e.Type, e.New, e.Reason = state.EventNodeRevoked, "revoked", fmt.Sprintf("credential on %s's deny list (%s)", r.RevokedBy, r.RevokedReason)
 		out = append(out, e)
 	}
 	return out
@@ -156,7 +156,7 @@ func markEvents(old, r *cluster.Record, base Event) []Event {
 // heartbeat sequence seq (0 when the incarnation alone identifies it):
 // every coordinator that observes the change derives the same.
 func (l *membershipLog) nodeEventID(e Event, inc string, seq uint64) string {
-	return state.EventID(state.EventIdentity{ClusterID: l.clusterID, Type: string(e.Type), Role: e.Role, NodeID: e.NodeID,
+	return state.EventID(state.EventIdentity{ClusterID: l.clusterID, Type: e.Type, Role: e.Role, NodeID: e.NodeID,
 		Incarnation: inc, Seq: seq, Old: e.Old, New: e.New})
 }
 
@@ -164,7 +164,7 @@ func (l *membershipLog) nodeEventID(e Event, inc string, seq uint64) string {
 // cordon's time tells one cordon (or its lifting) from the next.
 func (l *membershipLog) markEventID(e Event, old, r *cluster.Record) string {
 	at := r.CordonedAtUnixMs
-	if e.Type == EventNodeUncordoned {
+	if e.Type == state.EventNodeUncordoned {
 		at = old.CordonedAtUnixMs
 	}
 	return l.nodeEventID(e, r.IncarnationID, uint64(max(0, at)))
@@ -180,7 +180,7 @@ func (l *membershipLog) markEventID(e Event, old, r *cluster.Record) string {
 // Without a previous view whose version is old (the first after a start
 // or a recovery) it falls back to the versions alone.
 func (l *membershipLog) placementEventID(prev, v *View, old, updated placement.Version) string {
-	id := state.EventIdentity{ClusterID: l.clusterID, Type: string(EventPlacementVersion), Old: old.String(), New: updated.String()}
+	id := state.EventIdentity{ClusterID: l.clusterID, Type: state.EventPlacementVersion, Old: old.String(), New: updated.String()}
 	if prev != nil && prev.Version() == old {
 		id.Seq = placementCause(prev, v)
 	}

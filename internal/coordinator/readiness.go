@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/talonhq/talon/internal/readiness"
+	"github.com/talonhq/talon/internal/state"
 )
 
 // The coordinator's readiness conditions besides the shared ones
@@ -69,10 +70,10 @@ func (c *Coordinator) readinessChanged(ch readiness.Change) {
 	if c.events == nil || (ch.First && !ch.Ready) {
 		return
 	}
-	e := Event{Type: EventSelfReady, Old: "not_ready", New: "ready", Reason: ch.Was}
+	e := Event{NodeEvent: state.NodeEvent{Type: state.EventSelfReady, Old: "not_ready", New: "ready", Reason: ch.Was}}
 	switch {
 	case !ch.Ready:
-		e = Event{Type: EventSelfUnready, Old: "ready", New: "not_ready", Reason: strings.Join(ch.Reasons, "; ")}
+		e = Event{NodeEvent: state.NodeEvent{Type: state.EventSelfUnready, Old: "ready", New: "not_ready", Reason: strings.Join(ch.Reasons, "; ")}}
 	case ch.First:
 		e.Old = ""
 	default:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/state"
 )
 
 // Recovery after an interruption (ADR 0001 section 3, amendment rule 4:
@@ -242,6 +243,6 @@ func (c *Coordinator) noteRecovery(v *View, a applied) {
 	}
 	c.log.Log(context.Background(), level, msg, args...)
 	if a.recovered {
-		c.addEvent(Event{Type: EventStoreRecovered, Revision: v.Snapshot.Revision.String(), Reason: reason})
+		c.addEvent(Event{NodeEvent: state.NodeEvent{Type: state.EventStoreRecovered, Revision: v.Snapshot.Revision.String(), Reason: reason}})
 	}
 }

@@ -279,7 +279,7 @@ func TestBlipAnsweredAtOnce(t *testing.T) {
 	if rd := f.c.Readiness(); !rd.Ready {
 		t.Fatalf("readiness %+v after a blip with the own record refused, want ready (the own record cannot have expired)", rd)
 	}
-	page, _ := f.c.Events(EventQuery{Types: []EventType{EventStoreRecovered}})
+	page, _ := f.c.Events(EventQuery{Types: []state.NodeEventType{state.EventStoreRecovered}})
 	if n := len(page.Events); n == 0 || !strings.Contains(page.Events[n-1].Reason, "answering at once") {
 		t.Fatalf("store_recovered events %+v, want the last to say it answers at once", page.Events)
 	}

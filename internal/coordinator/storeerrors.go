@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+
+	"github.com/talonhq/talon/internal/state"
 )
 
 // noteStoreError records a failed store operation. Only a failed snapshot
@@ -25,7 +27,7 @@ func (c *Coordinator) noteStoreError(op string, seq uint64, err error) {
 	c.storeErrors.Add(1)
 	c.evidence.interrupt()
 	if wasOK {
-		c.addEvent(Event{Type: EventStoreUnreachable, Reason: err.Error()})
+		c.addEvent(Event{NodeEvent: state.NodeEvent{Type: state.EventStoreUnreachable, Reason: err.Error()}})
 		c.log.Warn("store unreachable: failing closed (unready, lookups refused)", "operation", op, "error", err)
 	}
 	if lastGood := c.LastGood(); lastGood != nil {

@@ -47,6 +47,49 @@ type EventWatcher interface {
 	WatchEvents(ctx context.Context, clusterID string) <-chan NodeEvent
 }
 
+// NodeEventType names what a coordinator observed: the type of a node event
+// (NodeEvent.Type) and of a coordinator's own events.
+type NodeEventType string
+
+// Event types. Node events come from comparing successive views; the
+// coordinator's own events from its readiness and store reads.
+const (
+	EventNodeJoined    NodeEventType = "node_joined"
+	EventNodeHealth    NodeEventType = "node_health_changed"
+	EventNodeReadiness NodeEventType = "node_readiness_changed"
+	EventNodeRestarted NodeEventType = "node_restarted"
+	EventNodeRemoved   NodeEventType = "node_expired_or_removed"
+	// EventNodeCordoned and EventNodeUncordoned: an operator's cordon
+	// of a worker was set or lifted (through any coordinator's /api/v1);
+	// Reason names who.
+	EventNodeCordoned   NodeEventType = "node_cordoned"
+	EventNodeUncordoned NodeEventType = "node_uncordoned"
+	// EventNodeRevoked: a coordinator found the worker's credential on
+	// its deny list and marked its incarnation revoked.
+	EventNodeRevoked      NodeEventType = "node_revoked"
+	EventPlacementVersion NodeEventType = "placement_version_changed"
+	EventSelfUnready      NodeEventType = "coordinator_unready"
+	EventSelfReady        NodeEventType = "coordinator_ready"
+	EventStoreUnreachable NodeEventType = "store_unreachable"
+	EventStoreRecovered   NodeEventType = "store_recovered"
+	// EventJobStarted and EventJobEnded: an operator's cache job (warm,
+	// free) started, and ended (done, partial or cancelled); protected,
+	// like the cordons.
+	EventJobStarted NodeEventType = "job_started"
+	EventJobEnded   NodeEventType = "job_ended"
+	// EventsDropped stands for the node events of one view past
+	// the coordinator's bound per view: a mass expiry is summed up, not listed.
+	EventsDropped NodeEventType = "events_dropped"
+)
+
+// NodeEventTypes lists every event type, in the order the API documents
+// them (recordgen reads the constants above for the OpenAPI enum).
+func NodeEventTypes() []NodeEventType {
+	return []NodeEventType{EventNodeJoined, EventNodeHealth, EventNodeReadiness, EventNodeRestarted, EventNodeRemoved,
+		EventNodeCordoned, EventNodeUncordoned, EventNodeRevoked,
+		EventPlacementVersion, EventSelfUnready, EventSelfReady, EventStoreUnreachable, EventStoreRecovered, EventJobStarted, EventJobEnded, EventsDropped}
+}
+
 // NodeEvent is one node event in the shared log (Event is a watch change).
 type NodeEvent struct {
 	// ID is the event's identity (EventID): every coordinator that
@@ -54,9 +97,9 @@ type NodeEvent struct {
 	ID        string `json:"id"`
 	ClusterID string `json:"clusterId"`
 	// Time is when the writer observed the change.
-	Time time.Time `json:"time"`
-	Type string    `json:"type"`
-	Role string    `json:"role,omitempty"`
+	Time time.Time     `json:"time"`
+	Type NodeEventType `json:"type"`
+	Role string        `json:"role,omitempty"`
 	// NodeID names the node the event is about.
 	NodeID   string `json:"nodeId,omitempty"`
 	Old      string `json:"old,omitempty"`
@@ -79,7 +122,9 @@ const (
 
 // EventIdentity is what makes two observations the same event.
 type EventIdentity struct {
-	ClusterID, Type, Role, NodeID string
+	ClusterID    string
+	Type         NodeEventType
+	Role, NodeID string
 	// Incarnation and Seq are the record's incarnation and heartbeat
 	// sequence number (or the store revision) that showed the change.
 	Incarnation string
@@ -91,7 +136,7 @@ type EventIdentity struct {
 // of the 128-bit xxh3 of its identifying fields.
 func EventID(id EventIdentity) string {
 	b := make([]byte, 0, 128)
-	for _, s := range []string{id.ClusterID, id.Type, id.Role, id.NodeID, id.Incarnation, strconv.FormatUint(id.Seq, 10), id.Old, id.New} {
+	for _, s := range []string{id.ClusterID, string(id.Type), id.Role, id.NodeID, id.Incarnation, strconv.FormatUint(id.Seq, 10), id.Old, id.New} {
 		b = strconv.AppendInt(b, int64(len(s)), 10) // length-prefixed: no ambiguous concatenation
 		b = append(b, ':')
 		b = append(b, s...)
@@ -152,7 +197,7 @@ const (
 
 // ProtectedEventTypes are the operator and security event types that
 // worker-driven events never evict.
-var ProtectedEventTypes = []string{"node_cordoned", "node_uncordoned", "node_revoked", "job_started", "job_ended"}
+var ProtectedEventTypes = []NodeEventType{EventNodeCordoned, EventNodeUncordoned, EventNodeRevoked, EventJobStarted, EventJobEnded}
 
 // Protected reports whether ev is an operator or security event.
 func Protected(ev NodeEvent) bool { return slices.Contains(ProtectedEventTypes, ev.Type) }

@@ -315,7 +315,7 @@ func TestUpsertStampsStatusTime(t *testing.T) {
 func TestEvictProtectsOperatorEvents(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
 	var events []NodeEvent
-	add := func(typ, node string) {
+	add := func(typ NodeEventType, node string) {
 		at = at.Add(time.Millisecond)
 		events = append(events, NodeEvent{ID: fmt.Sprintf("e%05d", len(events)), ClusterID: "c", Time: at, Type: typ, Role: "worker", NodeID: node})
 	}

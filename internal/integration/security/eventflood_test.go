@@ -99,14 +99,14 @@ func TestEventFloodKeepsOperatorEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := map[string]int{}
+	stored := map[state.NodeEventType]int{}
 	for _, kv := range resp.Kvs {
 		var ev state.NodeEvent
 		if json.Unmarshal(kv.Value, &ev) == nil {
 			stored[ev.Type]++
 		}
 	}
-	want := map[string]int{"node_cordoned": 3, "node_uncordoned": 3, "node_revoked": 1}
+	want := map[state.NodeEventType]int{state.EventNodeCordoned: 3, state.EventNodeUncordoned: 3, state.EventNodeRevoked: 1}
 	tl.mu.Lock()
 	t.Logf("flood of %s from %d worker credentials: %d registrations, answers %v | durable log: %d events %v", floodFor, flooders, tl.attempts, tl.byCode, len(resp.Kvs), stored)
 	tl.mu.Unlock()
@@ -129,8 +129,8 @@ func TestEventFloodKeepsOperatorEvents(t *testing.T) {
 		}
 		t.Logf("%s lists %v", p.Name, got)
 		for typ, n := range want {
-			if got[typ] < n {
-				t.Errorf("%s lists %d %s events after the flood, want at least %d", p.Name, got[typ], typ, n)
+			if got[string(typ)] < n {
+				t.Errorf("%s lists %d %s events after the flood, want at least %d", p.Name, got[string(typ)], typ, n)
 			}
 		}
 	}

@@ -85,7 +85,7 @@ func (s *Store) kubeEvent(ev state.NodeEvent) (*corev1.Event, error) {
 	}
 	t := metav1.NewTime(ev.Time)
 	kind := corev1.EventTypeNormal
-	if strings.Contains(ev.Type, "removed") || strings.Contains(ev.Type, "revoked") || ev.New == string(cluster.HealthUnhealthy) {
+	if strings.Contains(string(ev.Type), "removed") || strings.Contains(string(ev.Type), "revoked") || ev.New == string(cluster.HealthUnhealthy) {
 		kind = corev1.EventTypeWarning
 	}
 	return &corev1.Event{
@@ -94,7 +94,7 @@ func (s *Store) kubeEvent(ev state.NodeEvent) (*corev1.Event, error) {
 			Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelCluster: LabelValue(ev.ClusterID)},
 			Annotations: map[string]string{AnnotationEvent: string(raw)},
 		},
-		InvolvedObject: involved, Reason: CamelCase(ev.Type), Message: EventMessage(ev), Type: kind,
+		InvolvedObject: involved, Reason: CamelCase(string(ev.Type)), Message: EventMessage(ev), Type: kind,
 		Source: corev1.EventSource{Component: EventComponent, Host: ev.Coordinator}, FirstTimestamp: t, LastTimestamp: t, Count: 1,
 		ReportingController: "talon.io/coordinator", ReportingInstance: ev.Coordinator,
 	}, nil
@@ -114,7 +114,7 @@ func CamelCase(s string) string {
 
 // EventMessage is the human-readable message of ev.
 func EventMessage(ev state.NodeEvent) string {
-	msg := strings.ReplaceAll(ev.Type, "_", " ")
+	msg := strings.ReplaceAll(string(ev.Type), "_", " ")
 	if ev.NodeID != "" {
 		msg = ev.Role + " " + ev.NodeID + ": " + msg
 	}

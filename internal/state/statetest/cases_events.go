@@ -198,7 +198,7 @@ func caseEventsOperatorOutliveFlood(t *testing.T, newHarness Factory) {
 	e, log := eventSetup(t, newHarness)
 	base := e.now().Add(-10 * time.Minute)
 	var ops []state.NodeEvent
-	for i, typ := range []string{"node_cordoned", "node_revoked", "node_uncordoned"} {
+	for i, typ := range []state.NodeEventType{state.EventNodeCordoned, state.EventNodeRevoked, state.EventNodeUncordoned} {
 		ev := e.event("w-ops", uint64(i), base.Add(time.Duration(i)*time.Millisecond))
 		ev.Type = typ
 		ev.ID = state.EventID(state.EventIdentity{ClusterID: e.cluster, Type: typ, Role: "worker", NodeID: "w-ops", Seq: uint64(i)})
