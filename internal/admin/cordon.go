@@ -16,7 +16,7 @@ import (
 // the coordinator marks the worker's record in the shared store and
 // nothing is sent to the worker (ADR 0001 section 9, amended). serveHTTP
 // logs the audit line, with the node and details added here.
-func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request, _ bool) error {
+func (a *clusterAPI) nodeAction(w http.ResponseWriter, r *http.Request, _ bool) error {
 	id, on := actionTarget(r.URL.Path)
 	aud := auditOf(r.Context())
 	if err := cluster.ValidateID("nodeId", id); err != nil {
@@ -35,7 +35,7 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request, _ bool) erro
 		return err
 	}
 	aud.attrs = append(aud.attrs, "persist", persist)
-	res, err := s.opts.Coordinator.SetCordon(r.Context(), coordinator.CordonRequest{NodeID: id, On: on, Persist: persist, By: aud.principal})
+	res, err := a.coord.SetCordon(r.Context(), coordinator.CordonRequest{NodeID: id, On: on, Persist: persist, By: aud.principal})
 	switch {
 	case errors.Is(err, coordinator.ErrNodeNotFound):
 		return notFound("%v", err)

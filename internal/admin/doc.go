@@ -112,5 +112,9 @@
 //
 // Concurrency: a Server is safe for concurrent use; Serve runs once. The
 // Server holds no lock: it reads its dependencies through their own
-// concurrency-safe methods.
+// concurrency-safe methods. The Server is the listener (routing, exposure,
+// access, audit, errors, the probes, metrics, debug and worker routes); a
+// clusterAPI serves the coordinator's cluster routes (cluster, nodes,
+// placement, events, cordon, jobs), with the coordinator, the totals and
+// the watch slots, each of which guards its own state.
 package admin

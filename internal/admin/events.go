@@ -84,41 +84,41 @@ func parseEventParams(raw string) (eventParams, error) {
 // is when an operator reads them). With
 // watch=true and no matching event after `after`, it waits for one up to
 // timeoutSeconds, then answers an empty page (a long poll).
-func (s *Server) events(w http.ResponseWriter, r *http.Request, _ bool) error {
+func (a *clusterAPI) events(w http.ResponseWriter, r *http.Request, _ bool) error {
 	p, err := parseEventParams(r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
-	c := s.opts.Coordinator
+	c := a.coord
 	page, changed := c.Events(p.q)
 	if p.watch && len(page.Events) == 0 {
-		client, _ := s.ident.client(r)
-		release, err := s.watches.acquire(client, principalOf(r.Context()))
+		client, _ := a.ident.client(r)
+		release, err := a.watches.acquire(client, principalOf(r.Context()))
 		if err != nil {
 			return err
 		}
 		defer release()
-		s.m.watches.Inc()
-		defer s.m.watches.Dec()
+		a.watchGauge.Inc()
+		defer a.watchGauge.Dec()
 		timer := time.NewTimer(p.timeout)
 		defer timer.Stop()
 		for len(page.Events) == 0 {
 			select {
 			case <-changed:
 			case <-timer.C:
-				return s.writeEvents(w, p, page)
+				return a.writeEvents(w, p, page)
 			case <-r.Context().Done():
 				return nil
 			}
 			page, changed = c.Events(p.q)
 		}
 	}
-	return s.writeEvents(w, p, page)
+	return a.writeEvents(w, p, page)
 }
 
-func (s *Server) writeEvents(w http.ResponseWriter, p eventParams, page coordinator.EventPage) error {
-	c := s.opts.Coordinator
-	now := s.now().UnixMilli()
+func (a *clusterAPI) writeEvents(w http.ResponseWriter, p eventParams, page coordinator.EventPage) error {
+	c := a.coord
+	now := a.now().UnixMilli()
 	out := apiv1.EventList{
 		Meta:        apiv1.Meta{SchemaVersion: apiv1.SchemaVersion, GeneratedAtUnixMs: now, ObservedAtUnixMs: now},
 		Coordinator: c.NodeID(),

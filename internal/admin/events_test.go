@@ -135,7 +135,7 @@ func TestEventsWatchCap(t *testing.T) {
 	var releases []func()
 	for i := range MaxWatches {
 		// As if MaxWatches watches of as many clients were open.
-		release, err := e.srv.watches.acquire(netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}), "")
+		release, err := e.srv.api.watches.acquire(netip.AddrFrom4([4]byte{10, 0, byte(i / 256), byte(i)}), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,9 +174,9 @@ func TestEventsWatchesPerClient(t *testing.T) {
 		}()
 	}
 	waitFor(t, "the client's watches open", func() bool {
-		e.srv.watches.mu.Lock()
-		defer e.srv.watches.mu.Unlock()
-		return e.srv.watches.open == MaxWatchesPerClient
+		e.srv.api.watches.mu.Lock()
+		defer e.srv.api.watches.mu.Unlock()
+		return e.srv.api.watches.open == MaxWatchesPerClient
 	})
 	start := time.Now()
 	r := e.get(t, apiv1.PathEvents+"?watch=true&timeoutSeconds=3&node=nobody")

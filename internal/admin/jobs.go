@@ -26,29 +26,29 @@ type Jobs interface {
 // read); POST starts and cancels (scope operate, audited, never
 // cross-site, like every write).
 var (
-	routeJobs = &route{name: "jobs", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).jobs,
+	routeJobs = &route{name: "jobs", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).jobs),
 		methods: []string{http.MethodGet, http.MethodHead, http.MethodPost}, actions: map[string]string{http.MethodPost: "job_start"}}
-	routeJob = &route{name: "job", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).job,
+	routeJob = &route{name: "job", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).job),
 		methods: []string{http.MethodGet, http.MethodHead, http.MethodPost}, actions: map[string]string{http.MethodPost: "job_cancel"}}
 )
 
 // jobs answers GET /api/v1/jobs (the kept jobs) and POST
 // /api/v1/jobs?op=warm|free&object=…&prefix=… (start one: 202).
-func (s *Server) jobs(w http.ResponseWriter, r *http.Request, _ bool) error {
-	if s.opts.Jobs == nil {
+func (a *clusterAPI) jobs(w http.ResponseWriter, r *http.Request, _ bool) error {
+	if a.board == nil {
 		return notFound("this coordinator runs no cache jobs")
 	}
 	if r.Method != http.MethodPost {
 		if _, err := parseQuery(r.URL.RawQuery, nil, nil); err != nil {
 			return err
 		}
-		jobs, err := s.opts.Jobs.List(r.Context())
+		jobs, err := a.board.List(r.Context())
 		if err != nil {
 			return err
 		}
-		out := apiv1.JobList{Meta: apiv1.Meta{SchemaVersion: apiv1.SchemaVersion, GeneratedAtUnixMs: s.now().UnixMilli()}, Items: make([]apiv1.Job, 0, len(jobs))}
-		if v := s.opts.Coordinator.LastGood(); v != nil {
-			out.Meta = s.meta(v, false)
+		out := apiv1.JobList{Meta: apiv1.Meta{SchemaVersion: apiv1.SchemaVersion, GeneratedAtUnixMs: a.now().UnixMilli()}, Items: make([]apiv1.Job, 0, len(jobs))}
+		if v := a.coord.LastGood(); v != nil {
+			out.Meta = a.meta(v, false)
 		}
 		for _, j := range jobs {
 			out.Items = append(out.Items, apiJob(j))
@@ -63,7 +63,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, _ bool) error {
 	aud := auditOf(r.Context())
 	req.By = aud.principal
 	aud.attrs = append(aud.attrs, "op", req.Op, "targets", len(req.Targets))
-	j, err := s.opts.Jobs.Start(r.Context(), req)
+	j, err := a.board.Start(r.Context(), req)
 	if err != nil {
 		aud.attrs = append(aud.attrs, "error", err)
 		return fmt.Errorf("%s: %w", req.Op, err)
@@ -75,8 +75,8 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, _ bool) error {
 }
 
 // job answers GET /api/v1/jobs/{id} and POST /api/v1/jobs/{id}/cancel.
-func (s *Server) job(w http.ResponseWriter, r *http.Request, _ bool) error {
-	if s.opts.Jobs == nil {
+func (a *clusterAPI) job(w http.ResponseWriter, r *http.Request, _ bool) error {
+	if a.board == nil {
 		return notFound("this coordinator runs no cache jobs")
 	}
 	rest := strings.TrimPrefix(r.URL.Path, apiv1.PathJobs+"/")
@@ -93,13 +93,13 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, _ bool) error {
 	case r.Method == http.MethodPost && cancel:
 		aud := auditOf(r.Context())
 		aud.attrs = append(aud.attrs, "job", id)
-		j, err = s.opts.Jobs.Cancel(r.Context(), id, aud.principal)
+		j, err = a.board.Cancel(r.Context(), id, aud.principal)
 	case r.Method == http.MethodPost:
 		return fmt.Errorf("%w: POST %s; only POST %s/{id}%s is served", errMethodNotAllowed, quoteShort(r.URL.Path), apiv1.PathJobs, apiv1.SuffixCancel)
 	case cancel:
 		return fmt.Errorf("%w: %s %s; only POST is served", errMethodNotAllowed, r.Method, quoteShort(r.URL.Path))
 	default:
-		j, err = s.opts.Jobs.Get(r.Context(), id)
+		j, err = a.board.Get(r.Context(), id)
 	}
 	if errors.Is(err, coordinator.ErrJobNotFound) {
 		return notFound("%v", err)

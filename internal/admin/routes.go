@@ -51,21 +51,21 @@ var (
 	routeReadyz    = &route{name: "readyz", group: groupHealth, auth: authOptional, serve: (*Server).readyz}
 	routeMetrics   = &route{name: "metrics", group: groupMetrics, auth: authRequired, scope: config.ScopeMetrics, serve: (*Server).serveMetrics}
 	routeStatus    = &route{name: "status", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).status}
-	routeCluster   = &route{name: "cluster", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).cluster}
-	routeNodes     = &route{name: "nodes", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).nodes}
-	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).node}
-	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).placement}
+	routeCluster   = &route{name: "cluster", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).cluster)}
+	routeNodes     = &route{name: "nodes", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).nodes)}
+	routeNode      = &route{name: "node", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).node)}
+	routePlacement = &route{name: "placement", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).placement)}
 	routeOpenAPI   = &route{name: "openapi", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).openAPI}
-	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: (*Server).events}
+	routeEvents    = &route{name: "events", group: groupAPI, auth: authRequired, scope: config.ScopeRead, api: true, serve: onCluster((*clusterAPI).events)}
 	// The operator actions are the only writes of the admin listener,
 	// on coordinators only (ADR 0001 section 9, amended): a mark on the
 	// worker's record in the store, which the worker learns over its
 	// control connection. A worker's admin listener serves no writes.
 	// They take no GET (the node's cordon is in GET /api/v1/nodes/{id});
 	// like every write they need a token with the operate scope, always.
-	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: (*Server).nodeAction,
+	routeCordon = &route{name: "cordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: onCluster((*clusterAPI).nodeAction),
 		methods: []string{http.MethodPost}, actions: map[string]string{http.MethodPost: "cordon"}}
-	routeUncordon = &route{name: "uncordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: (*Server).nodeAction,
+	routeUncordon = &route{name: "uncordon", group: groupAPI, auth: authRequired, scope: config.ScopeOperate, api: true, serve: onCluster((*clusterAPI).nodeAction),
 		methods: []string{http.MethodPost}, actions: map[string]string{http.MethodPost: "uncordon"}}
 	// The UI's assets are static and hold no cluster data; the page asks
 	// for a token when /api/v1 answers 401 (see Options.UI).

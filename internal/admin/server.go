@@ -159,8 +159,7 @@ type Server struct {
 	router   *http.ServeMux // finds routes; see newRouter
 	ident    clientIdentity // who a request is from (trusted proxies)
 	limiter  *clientLimiter // per client; nil when off
-	watches  *watchSlots    // open event watches (MaxWatches, MaxWatchesPerClient)
-	totals   *totals        // cluster totals and coordinator presence across requests
+	api      *clusterAPI    // the coordinator's cluster routes
 }
 
 // New returns a server. It loads the TLS key pair (when configured) and
@@ -190,8 +189,6 @@ func New(opts Options) (*Server, error) {
 		auth:    newAuthenticator(opts.Config, opts.Logger.With("component", "admin"), opts.Clock),
 		router:  newRouter(opts.Coordinator != nil),
 		limiter: newClientLimiter(opts.Config.RateLimit, opts.Clock),
-		watches: newWatchSlots(),
-		totals:  newTotals(),
 	}
 	trusted, err := config.ParsePrefixes("admin-trusted-proxies", opts.Config.TrustedProxies)
 	if err != nil {
@@ -224,6 +221,10 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("admin metrics: %w", err)
 	}
 	s.m = m
+	s.api = &clusterAPI{
+		coord: opts.Coordinator, board: opts.Jobs, now: opts.Clock, totals: newTotals(),
+		watches: newWatchSlots(), watchGauge: m.watches, ident: s.ident,
+	}
 	s.metrics = promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

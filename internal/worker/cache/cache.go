@@ -5,18 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/tracing"
 	"github.com/talonhq/talon/internal/worker/stats"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 )
 
 // Sentinel errors. Errors of the blob store (blob.ErrNotFound,
@@ -81,8 +80,8 @@ type Config struct {
 }
 
 // entry is a resident block. The fields up to mtime are set before the
-// entry is published in Cache.entries and never change; the rest are
-// guarded by Cache.mu.
+// entry is published in index.entries and never change; the rest are
+// guarded by index.mu.
 type entry struct {
 	id       blockID
 	path     string
@@ -102,6 +101,15 @@ type entry struct {
 
 // Cache is a block cache over a blob store. See the package documentation
 // for its invariants.
+//
+// Its state is carved by concern, each with its own lock: idx (index.go)
+// is the resident blocks and their bytes; loads (loads.go) the loads in
+// flight, the streams of their attempts and the read-ahead count; sizes
+// (size.go) the object size memo; life whether the cache is open and the
+// goroutines Close waits for. Lock order: loads.mu before idx.mu (a load
+// commits with both); sizes.mu and life.mu are leaves, never held while
+// another is taken. A hit takes idx.mu only, a streamed chunk loads.mu
+// only, a size lookup sizes.mu only.
 type Cache struct {
 	cfg  Config
 	root string // <dir>/blocks
@@ -118,21 +126,48 @@ type Cache struct {
 	loadBufs sync.Pool
 	now      func() time.Time
 	lock     *os.File // holds the flock on <dir>/LOCK
-	loadCtx  context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // block loads
+	// loadCtx is the lifetime of the cache's loads and size lookups:
+	// cancelled by Close.
+	loadCtx context.Context
+	cancel  context.CancelFunc
 
-	mu         sync.Mutex // guards the fields below
-	entries    map[blockID]*entry
-	pol        *policy
-	resident   int64 // bytes of resident block files
-	reserved   int64 // bytes reserved by loads in flight
-	spaceFreed chan struct{}
-	loads      map[blockID]*load
-	prefetches int // loads started by Prefetch still in flight
-	sizes      map[string]sizeEntry
-	sizeCalls  singleflight.Group // size lookups in flight, by object
-	closed     bool
+	life  life
+	idx   *index
+	loads *loads
+	sizes *sizeMemo
+}
+
+// life is whether the cache is open, and the goroutines (block loads,
+// size lookups) that Close waits for.
+type life struct {
+	closed atomic.Bool // set once, by close; read without mu
+	// mu orders a goroutine's wg.Add (made while the cache is open) before
+	// Close's Wait. A leaf: no lock is taken while it is held.
+	mu sync.Mutex
+	wg sync.WaitGroup
+}
+
+// enter registers a goroutine that Close waits for; false when the cache
+// is closed. The goroutine calls exit when it ends.
+func (lf *life) enter() bool {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	if lf.closed.Load() {
+		return false
+	}
+	lf.wg.Add(1)
+	return true
+}
+
+func (lf *life) exit() { lf.wg.Done() }
+
+func (lf *life) isClosed() bool { return lf.closed.Load() }
+
+// close marks the cache closed; false when it was already.
+func (lf *life) close() bool {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	return !lf.closed.Swap(true)
 }
 
 // Open opens (creating if needed) the cache in cfg.Dir, deletes
@@ -170,23 +205,22 @@ func Open(cfg Config) (*Cache, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	log := cfg.Logger.With("component", "cache")
 	c := &Cache{
 		cfg:        cfg,
 		root:       root,
 		createTemp: os.CreateTemp,
 		loadBuf:    loadBufferSize,
-		log:        cfg.Logger.With("component", "cache"),
+		log:        log,
 		tracer:     tracing.Tracer(cfg.Tracers, "worker/cache"),
 		now:        cfg.Clock,
 		lock:       lock,
 		loadCtx:    ctx,
 		cancel:     cancel,
-		entries:    make(map[blockID]*entry),
-		pol:        newPolicy(cfg.Capacity, cfg.BlockSize),
-		spaceFreed: make(chan struct{}),
-		loads:      make(map[blockID]*load),
-		sizes:      make(map[string]sizeEntry),
+		idx:        newIndex(cfg.Capacity, cfg.BlockSize, cfg.Stats, log),
 	}
+	c.loads = newLoads(c.idx, &c.life, cfg.Stats, cfg.MaxPrefetches, c.load)
+	c.sizes = newSizeMemo(cfg.SizeTTL, cfg.Clock, &c.life, c.lookupSize)
 	cfg.Stats.SetCapacity(cfg.Capacity)
 	if err := c.restore(); err != nil {
 		cancel()
@@ -206,103 +240,13 @@ func (c *Cache) Capacity() int64 { return c.cfg.Capacity }
 // Blocks already returned stay readable until they are closed. Close is
 // idempotent.
 func (c *Cache) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.life.close() {
 		return nil
 	}
-	c.closed = true
-	c.signalLocked()
-	c.mu.Unlock()
+	c.idx.close()
 	c.cancel()
-	c.wg.Wait()
+	c.life.wg.Wait()
 	return c.lock.Close() // closing the descriptor releases the flock
-}
-
-// Block is an open, complete block: its data is bytes
-// [Index*BlockSize, Index*BlockSize+Size()) of the object. The caller must
-// Close it, once, after its last read. ReadAt and WriteRange are safe for
-// concurrent use.
-type Block struct {
-	f       *os.File
-	mem     []byte // the data, for a block read through (f is nil then)
-	dataOff int64
-	size    int64
-	objSize int64
-	version string
-	// seek serializes WriteRange: sendfile(2) reads from the file offset,
-	// which is the descriptor's, shared by every goroutine using b.
-	seek sync.Mutex
-	// st is the load attempt a streaming Block (OpenBlock) reads while it
-	// fills f, the attempt's temporary file; nil for a complete block.
-	// Its fields are guarded by c.mu.
-	c  *Cache
-	st *stream
-}
-
-// Size returns the number of data bytes in the block.
-func (b *Block) Size() int64 { return b.size }
-
-// ObjectSize returns the object's size when the block was loaded.
-func (b *Block) ObjectSize() int64 { return b.objSize }
-
-// Version returns the object version the block was loaded from.
-func (b *Block) Version() string { return b.version }
-
-// ReadAt reads block data at off (relative to the block), like io.ReaderAt.
-func (b *Block) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("%w: negative offset %d", ErrOutOfRange, off)
-	}
-	if b.f == nil {
-		return bytes.NewReader(b.mem).ReadAt(p, off)
-	}
-	if b.st != nil {
-		if err := b.waitFor(min(off+int64(len(p)), b.size)); err != nil {
-			return 0, err
-		}
-	}
-	return io.NewSectionReader(b.f, b.dataOff, b.size).ReadAt(p, off)
-}
-
-// WriteRange writes block bytes [off, off+n) to w. It copies from the file
-// itself (an io.LimitedReader over the *os.File, positioned with Seek), so
-// when w is a TCP connection or an http.ResponseWriter over one the kernel
-// sends the data with sendfile. (An io.SectionReader would need no Seek,
-// but net.TCPConn.ReadFrom sends only an *os.File, alone or in an
-// io.LimitedReader, with sendfile.) Concurrent calls on one Block take
-// turns; separate ReadBlock calls return separate descriptors and do not.
-func (b *Block) WriteRange(w io.Writer, off, n int64) (int64, error) {
-	if off < 0 || n < 0 || off+n > b.size {
-		return 0, fmt.Errorf("%w: range %d+%d of a %d-byte block", ErrOutOfRange, off, n, b.size)
-	}
-	if b.f == nil {
-		k, err := w.Write(b.mem[off : off+n])
-		return int64(k), err
-	}
-	if b.st != nil {
-		return b.writeStreaming(w, off, n)
-	}
-	return b.copyAt(w, off, n)
-}
-
-// copyAt copies data bytes [off, off+n) of the block file to w (with
-// sendfile when w is a plain connection).
-func (b *Block) copyAt(w io.Writer, off, n int64) (int64, error) {
-	b.seek.Lock()
-	defer b.seek.Unlock()
-	if _, err := b.f.Seek(b.dataOff+off, io.SeekStart); err != nil {
-		return 0, fmt.Errorf("%w: seek block file: %w", ErrIO, err)
-	}
-	return io.CopyN(w, b.f, n)
-}
-
-// Close closes the block's file.
-func (b *Block) Close() error {
-	if b.f == nil {
-		return nil
-	}
-	return b.f.Close()
 }
 
 // ReadBlock returns block index of object, loading it from the blob store
@@ -326,11 +270,29 @@ func (c *Cache) ReadBlockOf(ctx context.Context, object string, info blob.Info, 
 		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
 	}
 	id := blockID{object, index}
-	c.mu.Lock()
-	if b, err := c.hitLocked(id, info); b != nil || err != nil {
-		return b, err
+	for attempt := 0; ; {
+		b, res, err := c.hit(id, info, attempt)
+		switch res {
+		case served:
+			return b, err
+		case dropped:
+			attempt++
+			continue
+		}
+		c.loads.mu.Lock()
+		if c.idx.holds(id, info) {
+			// Loaded since hit looked: a hit after all.
+			c.loads.mu.Unlock()
+			continue
+		}
+		l, err := c.loads.startLocked(id, info)
+		if err != nil {
+			c.loads.mu.Unlock()
+			return nil, err
+		}
+		l.waiters++
+		return c.finishMissLocked(ctx, id, info, l)
 	}
-	return c.missLocked(ctx, id, info)
 }
 
 // Peek returns block index of the object at info's version when it is
@@ -343,14 +305,10 @@ func (c *Cache) Peek(ctx context.Context, object string, info blob.Info, index i
 		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
 	}
 	id := blockID{object, index}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
+	e, verified, err := c.idx.peek(id)
+	if err != nil {
+		return nil, err
 	}
-	e := c.entries[id]
-	verified := e != nil && e.verified
-	c.mu.Unlock()
 	if e != nil && e.objSize == info.Size && e.version == info.Version {
 		if f, err := c.openBlock(e, verified); err == nil && f != nil {
 			return newBlock(f, e), nil
@@ -359,99 +317,50 @@ func (c *Cache) Peek(ctx context.Context, object string, info blob.Info, index i
 	return c.readThrough(ctx, id, info)
 }
 
-// hitLocked serves block id of an object of size bytes from its file,
-// dropping an entry of another object size or whose file vanished or
-// failed verification, up to maxAttempts times. It is called with c.mu
-// held. On a miss it returns (nil, nil) with c.mu still held, for
-// missLocked; with a block or an error it returns with c.mu released.
-func (c *Cache) hitLocked(id blockID, info blob.Info) (*Block, error) {
-	for attempt := 0; ; attempt++ {
-		if c.closed {
-			c.mu.Unlock()
-			return nil, ErrClosed
-		}
-		e := c.entries[id]
-		if e != nil && (e.objSize != info.Size || e.version != info.Version) {
-			// The object changed: the block is of another version.
-			c.removeLocked(e, false, true)
-			e = nil
-		}
-		if e == nil {
-			return nil, nil // a miss; c.mu stays held
-		}
-		if attempt == maxAttempts {
-			c.mu.Unlock()
-			c.cfg.Stats.Miss()
-			return nil, fmt.Errorf("%w: the file of block %d of object %q vanished or failed verification %d times in a row", ErrIO, id.index, id.object, maxAttempts)
-		}
-		c.pol.touch(e)
-		verified := e.verified
-		c.mu.Unlock()
-		f, err := c.openBlock(e, verified)
-		if err != nil {
-			c.cfg.Stats.Miss()
-			return nil, err
-		}
-		if f != nil {
-			c.cfg.Stats.Hit()
-			return newBlock(f, e), nil
-		}
-		// openBlock dropped e: look again, normally to load it.
-		c.mu.Lock()
+// lookup is what hit found.
+type lookup int
+
+const (
+	missed  lookup = iota // not resident at the version asked
+	served                // a block or an error to return
+	dropped               // the entry's file vanished or failed verification: look again
+)
+
+// hit serves block id at info from its resident file, dropping an entry
+// of another object size or version. attempt counts the entries dropped
+// so far for this read: at maxAttempts hit gives up with ErrIO. It takes
+// idx.mu only (and not around the open and verification of the file).
+func (c *Cache) hit(id blockID, info blob.Info, attempt int) (*Block, lookup, error) {
+	e, verified, err := c.idx.lookup(id, info, attempt < maxAttempts)
+	switch {
+	case err != nil:
+		return nil, served, err
+	case e == nil:
+		return nil, missed, nil
+	case attempt == maxAttempts:
+		c.cfg.Stats.Miss()
+		return nil, served, fmt.Errorf("%w: the file of block %d of object %q vanished or failed verification %d times in a row", ErrIO, id.index, id.object, maxAttempts)
 	}
-}
-
-// missLocked counts a miss and waits for the one load of block id (starting
-// it if none runs), then takes the descriptor the load handed to its
-// waiters; when the cache directory failed it reads through to the blob
-// store instead. It is called with c.mu held and releases it.
-func (c *Cache) missLocked(ctx context.Context, id blockID, info blob.Info) (*Block, error) {
-	l := c.startLoadLocked(id, info)
-	l.waiters++
-	return c.finishMissLocked(ctx, id, info, l)
-}
-
-// startLoadLocked counts a miss and returns the one load of block id,
-// starting it if none runs. Called with c.mu held.
-func (c *Cache) startLoadLocked(id blockID, info blob.Info) *load {
-	c.cfg.Stats.Miss()
-	if l := c.loads[id]; l != nil {
-		return l
+	f, err := c.openBlock(e, verified)
+	switch {
+	case err != nil:
+		c.cfg.Stats.Miss()
+		return nil, served, err
+	case f == nil:
+		return nil, dropped, nil // openBlock dropped e
 	}
-	return c.newLoadLocked(id, info)
-}
-
-// newLoadLocked starts the load of block id. Called with c.mu held.
-func (c *Cache) newLoadLocked(id blockID, info blob.Info) *load {
-	l := &load{done: make(chan struct{}), wake: make(chan struct{}), index: id.index, info: info}
-	c.loads[id] = l
-	c.wg.Add(1)
-	go c.load(id, info, l)
-	return l
+	c.cfg.Stats.Hit()
+	return newBlock(f, e), served, nil
 }
 
 // finishMissLocked waits for load l, of which the caller is a counted
-// waiter, and takes its descriptor. Called with c.mu held; releases it.
+// waiter, and takes its descriptor; when the cache directory failed it
+// reads through to the blob store instead. Called with loads.mu held;
+// releases it.
 func (c *Cache) finishMissLocked(ctx context.Context, id blockID, info blob.Info, l *load) (*Block, error) {
-	c.mu.Unlock()
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	if !l.ended {
-		l.waiters--
-		c.mu.Unlock()
-		return nil, ctx.Err()
-	}
-	lerr, e := l.err, l.entry
-	var f *os.File
-	if lerr == nil {
-		f = l.take()
-	}
-	c.mu.Unlock()
-	if lerr != nil {
-		if errors.Is(lerr, ErrIO) && !errors.Is(lerr, ErrClosed) && ctx.Err() == nil {
+	f, e, err := c.loads.waitLocked(ctx, l)
+	if err != nil {
+		if errors.Is(err, ErrIO) && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 			// The cache directory failed (read-only, full, broken disk):
 			// serve this read from the blob store rather than fail it.
 			// The disk error is counted; the worker reports it (degraded,
@@ -459,7 +368,7 @@ func (c *Cache) finishMissLocked(ctx context.Context, id blockID, info blob.Info
 			c.cfg.Stats.DiskError()
 			return c.readThrough(ctx, id, info)
 		}
-		return nil, lerr
+		return nil, err
 	}
 	if f == nil {
 		return nil, fmt.Errorf("%w: no descriptor left for a waiter of block %d of object %q", ErrIO, id.index, id.object)
@@ -506,13 +415,8 @@ func (c *Cache) readThrough(ctx context.Context, id blockID, info blob.Info) (*B
 		return nil, err
 	}
 	if got != n {
-		c.forgetSize(id.object)
+		c.sizes.forget(id.object)
 		return nil, fmt.Errorf("%w: object %q ended after %d of the %d bytes of block %d: it changed during the read", blob.ErrBackend, id.object, got, n, id.index)
 	}
 	return &Block{mem: buf.Bytes(), size: n, objSize: objSize, version: info.Version}, nil
-}
-
-func newBlock(f *os.File, e *entry) *Block {
-	// These fields never change after the entry is published.
-	return &Block{f: f, dataOff: e.dataOff, size: e.dataLen, objSize: e.objSize, version: e.version}
 }

@@ -63,13 +63,13 @@ func (c *Cache) restore() error {
 			case fe.Type().IsRegular() && len(name) > len(tmpPrefix) && name[:len(tmpPrefix)] == tmpPrefix:
 				// A load that did not finish: never a block.
 				temps++
-				c.unlink(path)
+				unlink(c.log, path)
 			case fe.Type().IsRegular() && parseBlockName(sd.Name(), name):
 				h, size, err := readBlockHeader(path, c.cfg.BlockSize)
 				if err != nil {
 					invalid++
 					c.log.Warn("deleting invalid block file", "path", path, "error", err)
-					c.unlink(path)
+					unlink(c.log, path)
 					continue
 				}
 				var mtime time.Time
@@ -86,18 +86,9 @@ func (c *Cache) restore() error {
 		}
 	}
 	slices.SortFunc(found, func(a, b *entry) int { return a.mtime.Compare(b.mtime) })
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range found {
-		c.addLocked(e)
-	}
-	evicted := 0
-	for c.resident > c.cfg.Capacity {
-		e := c.pol.victim()
-		c.removeLocked(e, true, true)
-		evicted++
-	}
-	c.log.Info("block cache opened", "dir", c.cfg.Dir, "blocks", len(c.entries), "resident_bytes", c.resident,
+	evicted := c.idx.restore(found)
+	blocks, resident, _ := c.idx.usage()
+	c.log.Info("block cache opened", "dir", c.cfg.Dir, "blocks", blocks, "resident_bytes", resident,
 		"capacity_bytes", c.cfg.Capacity, "deleted_temp_files", temps, "deleted_invalid_blocks", invalid,
 		"evicted_over_capacity", evicted, "foreign_files", foreign)
 	return nil
@@ -114,7 +105,7 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info, l *load) 
 	h := header{key: id.object, version: info.Version, blockSize: c.cfg.BlockSize, index: id.index, objSize: objSize, dataLen: n}
 	hlen := headerLen(id.object, info.Version)
 	need := hlen + n
-	if err := c.reserve(ctx, need); err != nil {
+	if err := c.idx.reserve(ctx, need); err != nil {
 		return nil, "", err
 	}
 	var tmp *os.File
@@ -135,10 +126,10 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info, l *load) 
 		return nil, tmpPath, fmt.Errorf("%w: seek temporary block file: %w", ErrIO, err)
 	}
 
-	st = c.beginStream(l, tmpPath, hlen)
+	st = c.loads.beginStream(l, tmpPath, hlen)
 	start := time.Now()
 	hash := xxh3.New()
-	got, err := c.copyFromSource(ctx, id, info.Version, n, io.MultiWriter(tmp, hash, progress{c, st}))
+	got, err := c.copyFromSource(ctx, id, info.Version, n, io.MultiWriter(tmp, hash, progress{c.loads, st}))
 	// A load's ctx ends only on Close (not a backend failure) or on
 	// LoadTimeout (a backend failure).
 	c.cfg.Stats.BackendFetch(stats.BackendRead, time.Since(start), backendFailure(c.loadCtx, err) && !errors.Is(err, ErrIO))
@@ -146,7 +137,7 @@ func (c *Cache) fetch(ctx context.Context, id blockID, info blob.Info, l *load) 
 		return nil, tmpPath, err
 	}
 	if got != n {
-		c.forgetSize(id.object)
+		c.sizes.forget(id.object)
 		return nil, tmpPath, fmt.Errorf("%w: object %q ended after %d of the %d bytes of block %d: it changed during the load", blob.ErrBackend, id.object, got, n, id.index)
 	}
 	h.sum = hash.Sum64()
@@ -176,40 +167,18 @@ func (c *Cache) endFetch(id blockID, tmp *os.File, st *stream, tmpPath string, n
 		tmp.Close()
 	}
 	if st != nil {
-		c.endStream(st, err)
+		c.loads.endStream(st, err)
 	}
 	if err == nil {
 		return
 	}
 	if tmpPath != "" {
-		c.unlink(tmpPath)
+		unlink(c.log, tmpPath)
 	}
 	if errors.Is(err, blob.ErrVersionChanged) {
-		c.forgetSize(id.object)
+		c.sizes.forget(id.object)
 	}
-	c.release(need)
-}
-
-// commitLocked renames a fetched block's temporary file into place and
-// turns its reservation into the new entry's resident bytes, in one
-// critical section so the accounting never drops below the truth.
-func (c *Cache) commitLocked(e *entry, tmpPath string) error {
-	c.reserved -= e.fileSize
-	c.signalLocked()
-	if c.closed {
-		c.unlink(tmpPath)
-		return ErrClosed
-	}
-	if err := os.Rename(tmpPath, e.path); err != nil {
-		c.unlink(tmpPath)
-		return fmt.Errorf("%w: rename block file into place: %w", ErrIO, err)
-	}
-	if old := c.entries[e.id]; old != nil {
-		// The rename replaced its file.
-		c.removeLocked(old, false, false)
-	}
-	c.addLocked(e)
-	return nil
+	c.idx.release(need)
 }
 
 // openBlock opens the file of resident entry e, verifying its data
@@ -223,7 +192,7 @@ func (c *Cache) openBlock(e *entry, verified bool) (*os.File, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			// Usually evicted since we looked it up; if it is still
 			// indexed, someone else deleted it.
-			if c.dropIf(e, false) {
+			if c.idx.dropIf(e, false) {
 				c.log.Warn("block file vanished; reloading", "path", path)
 			}
 			return nil, nil
@@ -238,7 +207,7 @@ func (c *Cache) openBlock(e *entry, verified bool) (*os.File, error) {
 	if fi.Size() != fileSize {
 		f.Close()
 		c.log.Warn("block file changed size; deleting and reloading", "path", path, "size", fi.Size(), "want", fileSize)
-		c.dropIf(e, true)
+		c.idx.dropIf(e, true)
 		return nil, nil
 	}
 	if verified {
@@ -253,17 +222,9 @@ func (c *Cache) openBlock(e *entry, verified bool) (*os.File, error) {
 		f.Close()
 		c.cfg.Stats.ChecksumFailure()
 		c.log.Warn("block file fails its checksum; deleting and reloading", "path", path)
-		c.dropIf(e, true)
+		c.idx.dropIf(e, true)
 		return nil, nil
 	}
-	c.mu.Lock()
-	e.verified = true
-	c.mu.Unlock()
+	c.idx.markVerified(e)
 	return f, nil
-}
-
-func (c *Cache) unlink(path string) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		c.log.Warn("could not delete cache file", "path", path, "error", err)
-	}
 }

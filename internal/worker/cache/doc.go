@@ -19,7 +19,7 @@
 // load owned by the cache (it outlives the caller, bounded by
 // Config.LoadTimeout and Close), later misses wait for it. When the load
 // commits, it opens one descriptor of the new file for each waiter under
-// the cache mutex, so no eviction can take the block away between its
+// the index's mutex, so no eviction can take the block away between its
 // load and its first read. A caller whose ctx ends stops waiting; the load
 // goes on and caches the block for the next reader. A load that fails
 // caches nothing (no negative caching): its error goes to every waiter, is
@@ -36,10 +36,11 @@
 // bytes while they arrive instead of after the whole block is on disk.
 // Every reader of the block, streaming or not, shares the one load. A
 // load attempt publishes its temporary file and its progress (data bytes
-// written) under the cache mutex; a reader opens the file by its path
-// only while the attempt has not failed and the load has not ended (the
-// rename and the deletion both happen under the mutex after that is
-// recorded), and keeps reading the same file after it is renamed into
+// written) under the mutex of the loads (never the index's: a chunk
+// does not wait for hits or evictions); a reader opens the file by its
+// path only while the attempt has not failed and the load has not ended
+// (the rename and the deletion both happen under that mutex after that
+// is recorded), and keeps reading the same file after it is renamed into
 // place. When the attempt fails after a reader started, the reader's
 // next read past the bytes written returns the load's error: a short
 // block is never taken for a whole one, and the failed file is deleted
@@ -51,8 +52,8 @@
 // a read), unless the block is resident or loading, at most
 // Config.MaxPrefetches at a time (PrefetchSlots tells how many more may
 // start); it counts neither a hit nor a miss. Which blocks to prefetch
-// is the data server's decision; the cache re-checks it under its mutex
-// and calls the caller's charge (the warm-up budget) only for a load it
+// is the data server's decision; the cache re-checks it under the mutex
+// of the loads and calls the caller's charge (the warm-up budget) only for a load it
 // starts.
 //
 // Stats: a ReadBlock served from a resident block counts a hit; one that
@@ -143,12 +144,27 @@
 //
 // # Concurrency
 //
-// A Cache is safe for concurrent use. One mutex guards the index, the
-// queues, the byte accounting, the in-flight loads and the size cache; it
-// is held for index operations and for the rename and unlink of block
-// files (so the file system and the index agree), never for reading or
-// writing block data or for calls to the blob store. A Block's reads are
-// safe for concurrent use (WriteRange calls take turns on the file
-// offset); each ReadBlock returns its own descriptor, so readers of one
-// block through separate ReadBlock calls never share an offset.
+// A Cache is safe for concurrent use. Its state is carved by concern,
+// each part with its own mutex (see Cache):
+//
+//   - the index (index.go): the resident entries, the S3-FIFO queues and
+//     the byte accounting (resident, reserved); held for index operations
+//     and for the rename and unlink of block files (so the file system
+//     and the index agree);
+//   - the loads (loads.go, stream.go, prefetch.go): the loads in flight,
+//     their waiters, the streams of their attempts and the count of
+//     read-ahead loads; held by every streamed chunk and streaming read;
+//   - the size memo (size.go): object infos and their TTL;
+//   - the lifetime: whether the cache is open, and the goroutines (loads,
+//     size lookups) that Close waits for.
+//
+// Lock order: the loads' mutex before the index's (a load commits with
+// both, so a block is never both resident and loading and a streaming
+// reader never opens a renamed or deleted file); the size memo's and the
+// lifetime's are leaves. A hit takes the index's only, a streamed chunk
+// the loads' only. No mutex is held for reading or writing block data or
+// for calls to the blob store. A Block's reads are safe for concurrent
+// use (WriteRange calls take turns on the file offset); each ReadBlock
+// returns its own descriptor, so readers of one block through separate
+// ReadBlock calls never share an offset.
 package cache

@@ -1,13 +1,15 @@
 package cache
 
-import "os"
+import (
+	"os"
+	"sync"
+)
 
 // Usage returns the resident and reserved bytes, for tests that check the
 // capacity invariant.
 func (c *Cache) Usage() (resident, reserved int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.resident, c.reserved
+	_, resident, reserved = c.idx.usage()
+	return resident, reserved
 }
 
 // BlockPath returns the file a block would live in, for tests that damage it.
@@ -21,16 +23,15 @@ func HeaderLen(object string) int64 { return headerLen(object, "") }
 
 // FailCreate makes the next n temporary-file creations fail with err.
 func (c *Cache) FailCreate(n int, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	var mu sync.Mutex // guards left
 	left := n
 	c.createTemp = func(dir, pattern string) (*os.File, error) {
-		c.mu.Lock()
+		mu.Lock()
 		fail := left > 0
 		if fail {
 			left--
 		}
-		c.mu.Unlock()
+		mu.Unlock()
 		if fail {
 			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 		}

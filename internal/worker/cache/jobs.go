@@ -18,18 +18,21 @@ func (c *Cache) Load(ctx context.Context, object string, info blob.Info, index i
 		return false, 0, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
 	}
 	id := blockID{object, index}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	c.loads.mu.Lock()
+	if c.life.isClosed() {
+		c.loads.mu.Unlock()
 		return false, 0, ErrClosed
 	}
-	if e := c.entries[id]; e != nil && e.objSize == info.Size && e.version == info.Version {
-		c.mu.Unlock()
+	if c.idx.holds(id, info) {
+		c.loads.mu.Unlock()
 		return false, n, nil
 	}
-	l := c.loads[id]
+	l := c.loads.m[id]
 	if l == nil {
-		l = c.newLoadLocked(id, info)
+		if l, err = c.loads.newLocked(id, info); err != nil {
+			c.loads.mu.Unlock()
+			return false, 0, err
+		}
 	}
 	l.waiters++
 	b, err := c.finishMissLocked(ctx, id, info, l)
@@ -43,17 +46,7 @@ func (c *Cache) Load(ctx context.Context, object string, info blob.Info, index i
 // operator's free job, and returns how many blocks and bytes it freed.
 // Loads in flight are left to finish.
 func (c *Cache) Free(match func(object string) bool) (blocks, bytes int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, e := range c.entries {
-		if !match(id.object) {
-			continue
-		}
-		blocks++
-		bytes += e.dataLen
-		c.removeLocked(e, false, true)
-	}
-	return blocks, bytes
+	return c.idx.free(match)
 }
 
 // Source returns the blob store the cache loads from.

@@ -1,15 +1,13 @@
 package cache
 
-// This file is the miss path: one load per block in flight, owned by the
-// cache, whose waiters get their descriptors at commit (see doc.go), and
-// the copy from the blob store.
+// This file is a block load's goroutine, from the blob store to the
+// commit of the block file (see doc.go), and the copy from the store.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"syscall"
 
 	"github.com/talonhq/talon/internal/blob"
@@ -18,51 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// load is a block load in flight. done is closed when the load has ended;
-// then err is set, or the block is committed and files holds one open
-// descriptor of its file for each waiter. Handing descriptors over at
-// commit, under the mutex, means a waiter cannot lose the block to an
-// eviction between the load and its own open.
-type load struct {
-	done chan struct{}
-	err  error // written before done is closed
-
-	index    int64     // the block's index
-	info     blob.Info // the object's size and version the load reads
-	prefetch bool      // started by Prefetch: counted in Cache.prefetches
-
-	// guarded by Cache.mu:
-	waiters int
-	ended   bool
-	entry   *entry
-	files   []*os.File
-	// stream is the current attempt to fill the block's temporary file
-	// (nil before the first), for streaming readers; wake is closed and
-	// replaced when a new attempt begins.
-	stream *stream
-	wake   chan struct{}
-}
-
-// changedLocked wakes the streaming readers waiting for an attempt.
-func (l *load) changedLocked() {
-	close(l.wake)
-	l.wake = make(chan struct{})
-}
-
-// take returns the waiter's descriptor of a committed load, or nil.
-// Called with Cache.mu held.
-func (l *load) take() *os.File {
-	if len(l.files) == 0 {
-		return nil
-	}
-	f := l.files[len(l.files)-1]
-	l.files = l.files[:len(l.files)-1]
-	return f
-}
-
 // load loads block id of the object at info's version and ends l.
 func (c *Cache) load(id blockID, info blob.Info, l *load) {
-	defer c.wg.Done()
+	defer c.life.exit()
 	c.cfg.Stats.LoadStarted()
 	defer c.cfg.Stats.LoadDone()
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
@@ -75,7 +31,7 @@ func (c *Cache) load(id blockID, info blob.Info, l *load) {
 		// The disk is fuller than the configured capacity assumed (other
 		// files share it): make room by evicting, then try once more.
 		need := 4 * (headerLen(id.object, info.Version) + c.cfg.BlockSize)
-		if freed := c.evictBytes(need); freed > 0 {
+		if freed := c.idx.evictBytes(need); freed > 0 {
 			c.log.Warn("cache disk full: evicted blocks to make room", "freed_bytes", freed, "object", id.object, "block", id.index)
 			e, tmpPath, err = c.fetch(ctx, id, info, l)
 		}
@@ -86,40 +42,10 @@ func (c *Cache) load(id blockID, info blob.Info, l *load) {
 	case err != nil && ctx.Err() != nil:
 		err = fmt.Errorf("%w: load of block %d of object %q timed out after %v: %w", blob.ErrBackend, id.index, id.object, c.cfg.LoadTimeout, err)
 	}
-	c.mu.Lock()
-	if err == nil {
-		err = c.commitLocked(e, tmpPath)
-	}
-	if err == nil {
-		err = l.openFilesLocked(e)
-	}
-	delete(c.loads, id)
-	if l.prefetch {
-		c.prefetches--
-	}
-	l.ended, l.entry, l.err = true, e, err
-	close(l.done)
-	c.mu.Unlock()
-	if err != nil {
+	if err = c.loads.end(id, l, e, tmpPath, err); err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		c.log.WarnContext(ctx, "block load failed", "object", id.object, "block", id.index, "error", err)
 	}
-}
-
-// openFilesLocked opens one descriptor of e's file per waiter.
-func (l *load) openFilesLocked(e *entry) error {
-	for range l.waiters {
-		f, err := os.Open(e.path)
-		if err != nil {
-			for _, f := range l.files {
-				f.Close()
-			}
-			l.files = nil
-			return fmt.Errorf("%w: open loaded block file: %w", ErrIO, err)
-		}
-		l.files = append(l.files, f)
-	}
-	return nil
 }
 
 // copyFromSource copies the n bytes of block id of the object at version
@@ -203,21 +129,4 @@ func backendFailure(ctx context.Context, err error) bool {
 		return false
 	}
 	return true
-}
-
-// evictBytes evicts blocks (policy order) until at least n bytes are freed
-// or nothing is left, and returns the bytes freed.
-func (c *Cache) evictBytes(n int64) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var freed int64
-	for freed < n {
-		e := c.pol.victim()
-		if e == nil {
-			break
-		}
-		freed += e.fileSize
-		c.removeLocked(e, true, true)
-	}
-	return freed
 }

@@ -10,31 +10,17 @@ const DefaultMaxPrefetches = 8
 // version would load it from the store: it is neither resident at that
 // version nor loading. It counts nothing.
 func (c *Cache) Cold(object string, info blob.Info, index int64) bool {
-	id := blockID{object, index}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.loads[id] != nil {
-		return false
-	}
-	e := c.entries[id]
-	return e == nil || e.objSize != info.Size || e.version != info.Version
+	return c.loads.cold(blockID{object, index}, info)
 }
 
 // PrefetchSlots returns how many more Prefetch loads may start now:
 // Config.MaxPrefetches less those in flight (0 when Prefetch is off).
-func (c *Cache) PrefetchSlots() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0
-	}
-	return max(0, c.cfg.MaxPrefetches-c.prefetches)
-}
+func (c *Cache) PrefetchSlots() int { return c.loads.slots() }
 
 // Prefetch starts loading block index of the object at info's version in
 // the background (read-ahead), unless it is resident or loading already,
 // the cache is closed, Config.MaxPrefetches such loads are in flight, or
-// charge refuses. charge (nil: none) is called, under the cache's mutex,
+// charge refuses. charge (nil: none) is called, under the mutex of the loads,
 // only when the load would start, so that what it charges (the warm-up
 // budget) is spent on loads that start and on no other; it must be quick
 // and must not call the cache. Prefetch reports whether it started a
@@ -45,21 +31,5 @@ func (c *Cache) Prefetch(object string, info blob.Info, index int64, charge func
 	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 || c.cfg.MaxPrefetches <= 0 {
 		return false
 	}
-	id := blockID{object, index}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.prefetches >= c.cfg.MaxPrefetches || c.loads[id] != nil {
-		return false
-	}
-	if e := c.entries[id]; e != nil && e.objSize == info.Size && e.version == info.Version {
-		return false
-	}
-	if charge != nil && !charge() {
-		return false
-	}
-	l := c.newLoadLocked(id, info)
-	l.prefetch = true
-	c.prefetches++
-	c.cfg.Stats.Prefetch()
-	return true
+	return c.loads.prefetch(blockID{object, index}, info, charge)
 }

@@ -1,13 +1,17 @@
 package cache
 
-// This file is the object size lookup: a TTL cache of sizes in front of
-// the blob store, with one lookup per object in flight (see doc.go).
+// This file is the object size lookup: a memo of sizes (and versions)
+// with a TTL in front of the blob store, with one lookup per object in
+// flight (see doc.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/talonhq/talon/internal/blob"
 	"github.com/talonhq/talon/internal/worker/stats"
@@ -16,6 +20,25 @@ import (
 type sizeEntry struct {
 	info    blob.Info
 	expires time.Time
+}
+
+// sizeMemo is the object size memo. Its lock is a leaf: no other lock is
+// taken while mu is held, and lookups run outside it.
+type sizeMemo struct {
+	ttl  time.Duration // how long an answer is used; not positive: never cached
+	now  func() time.Time
+	life *life
+	// lookup asks the blob store for an object's info (Cache.lookupSize);
+	// it runs in the singleflight group's goroutine.
+	lookup func(object string) (blob.Info, error)
+	calls  singleflight.Group // lookups in flight, by object
+
+	mu sync.Mutex // guards m
+	m  map[string]sizeEntry
+}
+
+func newSizeMemo(ttl time.Duration, now func() time.Time, lf *life, lookup func(string) (blob.Info, error)) *sizeMemo {
+	return &sizeMemo{ttl: ttl, now: now, life: lf, lookup: lookup, m: make(map[string]sizeEntry)}
 }
 
 // Size returns the size of object (Stat's).
@@ -30,57 +53,61 @@ func (c *Cache) Size(ctx context.Context, object string) (int64, error) {
 // bounded by LoadTimeout and Close, not by ctx: a caller whose ctx ends
 // stops waiting.
 func (c *Cache) Stat(ctx context.Context, object string) (blob.Info, error) {
-	return c.stat(ctx, object, false)
+	return c.sizes.stat(ctx, object, false)
 }
 
 // CachedStat returns object's answer from the size cache, when it holds
 // one younger than SizeTTL: Stat would then not ask the blob store.
 func (c *Cache) CachedStat(object string) (blob.Info, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	se, ok := c.sizes[object]
-	if !ok || c.closed || !c.now().Before(se.expires) {
+	if c.life.isClosed() {
 		return blob.Info{}, false
 	}
-	return se.info, true
+	return c.sizes.get(object, true)
 }
 
 // Revalidate is Stat that asks the blob store even when the size cache
 // holds an answer (a reader that must see the current version).
 func (c *Cache) Revalidate(ctx context.Context, object string) (blob.Info, error) {
-	return c.stat(ctx, object, true)
+	return c.sizes.stat(ctx, object, true)
 }
 
-func (c *Cache) stat(ctx context.Context, object string, fresh bool) (blob.Info, error) {
+// get returns the memo's answer for object; a live one only, when live is
+// set, else also one past its TTL.
+func (m *sizeMemo) get(object string, live bool) (blob.Info, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	se, ok := m.m[object]
+	if !ok || (live && !m.now().Before(se.expires)) {
+		return blob.Info{}, false
+	}
+	return se.info, true
+}
+
+func (m *sizeMemo) stat(ctx context.Context, object string, fresh bool) (blob.Info, error) {
 	if err := blob.ValidateKey(object); err != nil {
 		return blob.Info{}, err
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if m.life.isClosed() {
 		return blob.Info{}, ErrClosed
 	}
-	if se, ok := c.sizes[object]; ok && !fresh && c.now().Before(se.expires) {
-		c.mu.Unlock()
-		return se.info, nil
+	if !fresh {
+		if info, ok := m.get(object, true); ok {
+			return info, nil
+		}
 	}
-	c.mu.Unlock()
 	key := object
 	if fresh {
 		key = "\x00fresh/" + object // never joins, or is joined by, a call that may answer from the cache
 	}
-	ch := c.sizeCalls.DoChan(key, func() (any, error) {
+	ch := m.calls.DoChan(key, func() (any, error) {
 		if !fresh {
 			// A call that ended between this caller's cache check and
 			// its DoChan has cached the answer: use it, do not ask again.
-			c.mu.Lock()
-			se, ok := c.sizes[object]
-			c.mu.Unlock()
-			if ok && c.now().Before(se.expires) {
-				return se.info, nil
+			if info, ok := m.get(object, true); ok {
+				return info, nil
 			}
 		}
-		return c.lookupSize(object)
+		return m.lookup(object)
 	})
 	select {
 	case r := <-ch:
@@ -90,11 +117,8 @@ func (c *Cache) stat(ctx context.Context, object string, fresh bool) (blob.Info,
 				// past its TTL, or asked to be revalidated) keeps blocks
 				// already cached readable; a reader that pinned another
 				// version still gets version_changed, never these bytes.
-				c.mu.Lock()
-				se, ok := c.sizes[object]
-				c.mu.Unlock()
-				if ok {
-					return se.info, nil
+				if info, ok := m.get(object, false); ok {
+					return info, nil
 				}
 			}
 			return blob.Info{}, r.Err
@@ -105,19 +129,50 @@ func (c *Cache) stat(ctx context.Context, object string, fresh bool) (blob.Info,
 	}
 }
 
+// put remembers object's info for the TTL.
+func (m *sizeMemo) put(object string, info blob.Info) {
+	if m.ttl <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if len(m.m) >= maxSizeEntries {
+		m.trimLocked(now)
+	}
+	m.m[object] = sizeEntry{info: info, expires: now.Add(m.ttl)}
+}
+
+// trimLocked makes room in the memo: expired entries first, then
+// arbitrary ones.
+func (m *sizeMemo) trimLocked(now time.Time) {
+	for k, se := range m.m {
+		if !now.Before(se.expires) {
+			delete(m.m, k)
+		}
+	}
+	for k := range m.m {
+		if len(m.m) < maxSizeEntries {
+			break
+		}
+		delete(m.m, k)
+	}
+}
+
+func (m *sizeMemo) forget(object string) {
+	m.mu.Lock()
+	delete(m.m, object)
+	m.mu.Unlock()
+}
+
 // lookupSize asks the blob store for the size of object and caches the
 // answer. It runs once per object at a time, in the singleflight group's
-// goroutine; Close waits for it (the wg.Add is made under mu while the
-// cache is open, so it happens before Close's Wait).
+// goroutine; Close waits for it (life.enter).
 func (c *Cache) lookupSize(object string) (blob.Info, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.life.enter() {
 		return blob.Info{}, ErrClosed
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	defer c.wg.Done()
+	defer c.life.exit()
 	ctx, cancel := context.WithTimeout(c.loadCtx, c.cfg.LoadTimeout)
 	defer cancel()
 	start := time.Now()
@@ -131,36 +186,6 @@ func (c *Cache) lookupSize(object string) (blob.Info, error) {
 	case err != nil:
 		return blob.Info{}, err
 	}
-	c.mu.Lock()
-	if c.cfg.SizeTTL > 0 {
-		now := c.now()
-		if len(c.sizes) >= maxSizeEntries {
-			c.trimSizesLocked(now)
-		}
-		c.sizes[object] = sizeEntry{info: info, expires: now.Add(c.cfg.SizeTTL)}
-	}
-	c.mu.Unlock()
+	c.sizes.put(object, info)
 	return info, nil
-}
-
-// trimSizesLocked makes room in the size cache: expired entries first,
-// then arbitrary ones.
-func (c *Cache) trimSizesLocked(now time.Time) {
-	for k, se := range c.sizes {
-		if !now.Before(se.expires) {
-			delete(c.sizes, k)
-		}
-	}
-	for k := range c.sizes {
-		if len(c.sizes) < maxSizeEntries {
-			break
-		}
-		delete(c.sizes, k)
-	}
-}
-
-func (c *Cache) forgetSize(object string) {
-	c.mu.Lock()
-	delete(c.sizes, object)
-	c.mu.Unlock()
 }

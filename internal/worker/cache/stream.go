@@ -14,7 +14,7 @@ import (
 )
 
 // stream is one attempt of a load to fill its block's temporary file, as
-// the streaming readers of the block see it. Guarded by Cache.mu.
+// the streaming readers of the block see it. Guarded by loads.mu.
 type stream struct {
 	path    string // the temporary file
 	dataOff int64  // where the data starts in it
@@ -32,39 +32,40 @@ func (st *stream) changedLocked() {
 
 // progress counts the bytes a load's copy has written to the temporary
 // file; it is the last writer of the copy's MultiWriter, so it sees only
-// bytes the file took.
+// bytes the file took. It takes loads.mu only: a chunk never waits for
+// the index.
 type progress struct {
-	c  *Cache
+	ls *loads
 	st *stream
 }
 
 func (p progress) Write(b []byte) (int, error) {
-	p.c.mu.Lock()
+	p.ls.mu.Lock()
 	p.st.written += int64(len(b))
 	p.st.changedLocked()
-	p.c.mu.Unlock()
+	p.ls.mu.Unlock()
 	return len(b), nil
 }
 
 // beginStream publishes a load attempt's temporary file to streaming
-// readers. l is nil for a load nobody can stream (none at present).
-func (c *Cache) beginStream(l *load, path string, dataOff int64) *stream {
+// readers.
+func (ls *loads) beginStream(l *load, path string, dataOff int64) *stream {
 	st := &stream{path: path, dataOff: dataOff, wake: make(chan struct{})}
-	c.mu.Lock()
+	ls.mu.Lock()
 	l.stream = st
 	l.changedLocked()
-	c.mu.Unlock()
+	ls.mu.Unlock()
 	return st
 }
 
 // endStream records how an attempt ended. It runs before a failed
 // attempt's temporary file is deleted, so a reader that finds err nil
-// under the mutex may still open the file by its path.
-func (c *Cache) endStream(st *stream, err error) {
-	c.mu.Lock()
+// under mu may still open the file by its path.
+func (ls *loads) endStream(st *stream, err error) {
+	ls.mu.Lock()
 	st.done, st.err = true, err
 	st.changedLocked()
-	c.mu.Unlock()
+	ls.mu.Unlock()
 }
 
 // OpenBlock is ReadBlockOf for a reader that streams: on a miss it
@@ -79,66 +80,83 @@ func (c *Cache) OpenBlock(ctx context.Context, object string, info blob.Info, in
 		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
 	}
 	id := blockID{object, index}
-	c.mu.Lock()
-	for {
-		if b, err := c.hitLocked(id, info); b != nil || err != nil {
+	for attempt := 0; ; {
+		b, res, err := c.hit(id, info, attempt)
+		switch res {
+		case served:
 			return b, err
+		case dropped:
+			attempt++
+			continue
 		}
-		l := c.loads[id]
+		c.loads.mu.Lock()
+		if c.idx.holds(id, info) {
+			// Loaded since hit looked: a hit after all.
+			c.loads.mu.Unlock()
+			continue
+		}
+		l := c.loads.m[id]
 		if l == nil || (l.info.Size == info.Size && l.info.Version == info.Version) {
 			return c.streamMissLocked(ctx, id, info)
 		}
 		// A load of another version of the object runs (the object
 		// changed): let it end, then look again.
-		c.mu.Unlock()
+		c.loads.mu.Unlock()
 		select {
 		case <-l.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		c.mu.Lock()
 	}
 }
 
 // streamMissLocked joins (or starts) the load of block id at info and
 // returns a streaming Block once it has bytes, or the loaded block when
-// it ends first. Called with c.mu held; releases it.
+// it ends first. Called with loads.mu held; releases it.
 func (c *Cache) streamMissLocked(ctx context.Context, id blockID, info blob.Info) (*Block, error) {
-	l := c.startLoadLocked(id, info)
+	l, err := c.loads.startLocked(id, info)
+	if err != nil {
+		c.loads.mu.Unlock()
+		return nil, err
+	}
 	l.waiters++ // a descriptor at commit, unless it streams
+	if b, err := c.loads.streamLocked(ctx, l, info, blockLen(c.cfg.BlockSize, info.Size, id.index)); b != nil || err != nil {
+		return b, err
+	}
+	return c.finishMissLocked(ctx, id, info, l)
+}
+
+// streamLocked waits until load l's attempt has bytes, then opens the
+// attempt's temporary file for one reader, a streaming Block of n bytes,
+// and releases mu. When the load ends or ctx does first, it returns
+// (nil, nil) with mu still held. It opens the file under mu while the
+// load has not ended (so the file has not been renamed) and the attempt
+// has not failed (so it has not been deleted).
+func (ls *loads) streamLocked(ctx context.Context, l *load, info blob.Info, n int64) (*Block, error) {
 	for !l.ended && ctx.Err() == nil {
 		if st := l.stream; st != nil && st.err == nil && (st.written > 0 || st.done) {
 			l.waiters--
-			return c.streamLocked(l, st, info)
+			f, err := os.Open(st.path)
+			ls.mu.Unlock()
+			if err != nil {
+				return nil, fmt.Errorf("%w: open block file being loaded: %w", ErrIO, err)
+			}
+			return &Block{f: f, dataOff: st.dataOff, size: n, objSize: info.Size, version: info.Version, ls: ls, st: st}, nil
 		}
 		wake, progressed := l.wake, (<-chan struct{})(nil)
 		if l.stream != nil {
 			progressed = l.stream.wake
 		}
-		c.mu.Unlock()
+		ls.mu.Unlock()
 		select {
 		case <-wake:
 		case <-progressed:
 		case <-l.done:
 		case <-ctx.Done():
 		}
-		c.mu.Lock()
+		ls.mu.Lock()
 	}
-	return c.finishMissLocked(ctx, id, info, l)
-}
-
-// streamLocked opens the attempt's temporary file for one reader. Called
-// with c.mu held, while the load has not ended (so the file has not been
-// renamed) and the attempt has not failed (so it has not been deleted);
-// it releases c.mu.
-func (c *Cache) streamLocked(l *load, st *stream, info blob.Info) (*Block, error) {
-	f, err := os.Open(st.path)
-	n := blockLen(c.cfg.BlockSize, info.Size, l.index)
-	c.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("%w: open block file being loaded: %w", ErrIO, err)
-	}
-	return &Block{f: f, dataOff: st.dataOff, size: n, objSize: info.Size, version: info.Version, c: c, st: st}, nil
+	return nil, nil
 }
 
 // available waits until the block holds more than from data bytes, or
@@ -146,13 +164,13 @@ func (c *Cache) streamLocked(l *load, st *stream, info blob.Info) (*Block, error
 // attempt's error. A load always ends (LoadTimeout, Close), so the wait
 // does too.
 func (b *Block) available(from int64) (int64, error) {
-	b.c.mu.Lock()
-	defer b.c.mu.Unlock()
+	b.ls.mu.Lock()
+	defer b.ls.mu.Unlock()
 	for b.st.written <= from && !b.st.done {
 		wake := b.st.wake
-		b.c.mu.Unlock()
+		b.ls.mu.Unlock()
 		<-wake
-		b.c.mu.Lock()
+		b.ls.mu.Lock()
 	}
 	return b.st.written, b.st.err
 }
