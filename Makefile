@@ -86,8 +86,8 @@ lint: ## gofmt, go mod tidy, go vet, staticcheck, the size gate (complexity and 
 	@out=$$(GOFLAGS= $(GO) run $(DUPL) -t $(DUPL_TOKENS) $$(git ls-files '*.go' | grep -v '_test\.go$$' | grep -Ev '^internal/(integration|testenv|testsupport|state/statetest)/|/testdata/')) || exit 1; \
 	  echo "$$out" | tail -1 | grep -q 'Found total 0 clone groups' || { echo "$$out"; echo "copied code: factor it out (dupl)"; exit 1; }
 
-generate: ## regenerate the code spelled from the node record's structs (internal/tools/recordgen: encoder, scanner, /api/v1 mirrors); a test fails when it is stale
-	$(GO) generate ./internal/cluster/ ./internal/apiv1/
+generate: ## regenerate the code spelled from the node record's and the node event's structs (internal/tools/recordgen: encoder, scanner, /api/v1 mirrors and conversions, the OpenAPI schemas file); a test fails when it is stale
+	$(GO) generate ./internal/cluster/ ./internal/apiv1/ ./internal/admin/
 
 completions: ## regenerate shell completions in completions/
 	rm -f completions/*

@@ -118,3 +118,5 @@
 // placement, events, cordon, jobs), with the coordinator, the totals and
 // the watch slots, each of which guards its own state.
 package admin
+
+//go:generate go run ../tools/recordgen -pkg admin

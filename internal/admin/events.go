@@ -131,10 +131,9 @@ func (a *clusterAPI) writeEvents(w http.ResponseWriter, p eventParams, page coor
 		out.Revision = lg.Snapshot.Revision.String()
 	}
 	for _, e := range page.Events {
-		out.Items = append(out.Items, apiv1.Event{
-			Seq: e.Seq, TimeUnixMs: e.Time.UnixMilli(), Type: string(e.Type), Coordinator: cmp.Or(e.Coordinator, c.NodeID()),
-			Role: e.Role, NodeID: e.NodeID, Old: e.Old, New: e.New, Reason: e.Reason, Revision: e.Revision, ID: e.ID,
-		})
+		item := apiEvent(e)
+		item.Coordinator = cmp.Or(item.Coordinator, c.NodeID())
+		out.Items = append(out.Items, item)
 	}
 	if page.More && len(page.Events) > 0 {
 		out.Continue = strconv.FormatUint(page.Events[len(page.Events)-1].Seq, 10)

@@ -234,3 +234,32 @@ func TestParseRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAPIMerge: the served document is openapi.json with the
+// generated schemas in components.schemas and without the member naming
+// their file; a schema in both, or a hand document that does not name
+// the file, is an error.
+func TestOpenAPIMerge(t *testing.T) {
+	var doc struct {
+		Components struct{ Schemas map[string]json.RawMessage }
+		Named      *string `json:"x-talon-generated-schemas"`
+	}
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatalf("the merged document does not parse: %v", err)
+	}
+	for _, name := range []string{"Capacity", "Counters", "Event", "Node"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("no schema %s in the merged document", name)
+		}
+	}
+	if doc.Named != nil {
+		t.Errorf("the merged document still names the generated file")
+	}
+	hand := `{"x-talon-generated-schemas": "g.json", "components": {"schemas": {"A": {"type": "object"}}}}`
+	if _, err := mergeOpenAPI([]byte(hand), []byte(`{"A": {"type": "string"}}`)); err == nil || !strings.Contains(err.Error(), "schema A is both") {
+		t.Errorf("a schema in both: %v", err)
+	}
+	if _, err := mergeOpenAPI([]byte(`{"components": {"schemas": {}}}`), []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "x-talon-generated-schemas") {
+		t.Errorf("no member naming the generated file: %v", err)
+	}
+}

@@ -27,13 +27,17 @@
 // and the copy of the Node fields that mirror cluster.Record's are
 // generated from internal/cluster/record.go (types_gen.go, convert_gen.go;
 // go generate ./internal/cluster/ ./internal/apiv1/, or make generate): a
-// counter added to cluster.Counters reaches the API with no edit here. The
-// generator also rewrites the Capacity and Counters schemas of
-// openapi.json, which is otherwise hand-written (descriptions already there
-// are kept; a new member takes its Go doc comment).
+// counter added to cluster.Counters reaches the API with no edit here.
+// Event, the wire form of a coordinator's event, is generated the same way
+// from the store's node event (internal/state/events.go: state.NodeEvent
+// and its types; event_gen.go), and admin's conversion with it.
 //
 // The OpenAPI 3 document of the API is embedded (OpenAPI) and served at
-// /api/v1/openapi.json.
+// /api/v1/openapi.json. It is checked in as two files: openapi.json,
+// written by hand, and openapi_schemas_gen.json, the schemas of Capacity,
+// Counters and Event that the generator writes (descriptions already there
+// are kept; a new member takes its Go doc comment, a new event type joins
+// the enum); OpenAPI merges the second into the first's components once.
 //
 // Client errors: every method returns either an *APIError (the server
 // answered with a JSON error) or an error wrapping ErrUnavailable (no base

@@ -110,33 +110,6 @@ const (
 	MaxEventSeq = 1<<63 - 1
 )
 
-// Event is one thing a coordinator observed: a node joining, changing
-// health or readiness, restarting or leaving, a PlacementVersion change,
-// or its own readiness and store changes. Node events are kept once per
-// cluster in the shared store (a bounded, leased ring: about an hour, at
-// most 1000) and every coordinator lists them; a coordinator's own events
-// stay in its memory.
-type Event struct {
-	// Seq numbers this coordinator's events from 1 within one incarnation.
-	Seq         uint64 `json:"seq"`
-	TimeUnixMs  int64  `json:"timeUnixMs"`
-	Type        string `json:"type"`
-	Coordinator string `json:"coordinator"`
-	// Role and NodeID name the node; empty for the coordinator's own events.
-	Role   string `json:"role,omitempty"`
-	NodeID string `json:"nodeId,omitempty"`
-	Old    string `json:"old,omitempty"`
-	New    string `json:"new,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Revision is the store revision of the view that showed the change.
-	Revision string `json:"revision,omitempty"`
-	// ID is a node event's identity, the same at every coordinator (the
-	// cluster's node events are kept once in the shared store and listed
-	// by each coordinator); empty for a coordinator's own events. Merge
-	// lists of several coordinators by it.
-	ID string `json:"id,omitempty"`
-}
-
 // EventList is the body of GET /api/v1/events: the matching events kept
 // after the `after` sequence number, oldest first.
 type EventList struct {

@@ -92,21 +92,29 @@ func NodeEventTypes() []NodeEventType {
 
 // NodeEvent is one node event in the shared log (Event is a watch change).
 type NodeEvent struct {
-	// ID is the event's identity (EventID): every coordinator that
-	// observes the same change derives the same ID.
+	// ID is a node event's identity (EventID): every coordinator that
+	// observes the same change derives the same, so the shared log keeps
+	// it once; empty for a coordinator's own events.
 	ID        string `json:"id"`
 	ClusterID string `json:"clusterId"`
 	// Time is when the writer observed the change.
 	Time time.Time     `json:"time"`
 	Type NodeEventType `json:"type"`
-	Role string        `json:"role,omitempty"`
-	// NodeID names the node the event is about.
-	NodeID   string `json:"nodeId,omitempty"`
-	Old      string `json:"old,omitempty"`
-	New      string `json:"new,omitempty"`
-	Reason   string `json:"reason,omitempty"`
+	// Role and NodeID name the node the event is about; empty for a
+	// coordinator's own events.
+	Role   string `json:"role,omitempty"`
+	NodeID string `json:"nodeId,omitempty"`
+	// Old and New are the values that changed (health, readiness,
+	// placement version).
+	Old string `json:"old,omitempty"`
+	New string `json:"new,omitempty"`
+	// Reason says why, when known (a not-ready reason, a store error), at
+	// most MaxEventReason bytes.
+	Reason string `json:"reason,omitempty"`
+	// Revision is the store revision of the view that showed the change.
 	Revision string `json:"revision,omitempty"`
-	// Coordinator is the node ID of the coordinator that wrote it.
+	// Coordinator is the node ID of the coordinator that observed it (for
+	// an event of the shared log: the one that wrote it).
 	Coordinator string `json:"coordinator,omitempty"`
 }
 

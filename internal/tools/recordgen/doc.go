@@ -1,6 +1,8 @@
 // Command recordgen writes the code that spells the node record's schema
-// (internal/cluster/record.go: Record and the structs it nests) from the
-// struct definitions and their json tags, so that a field is declared once:
+// (internal/cluster/record.go: Record and the structs it nests) and the
+// node event's (internal/state/events.go: state.NodeEvent and the
+// NodeEventType constants) from the struct definitions and their json
+// tags, so that a field is declared once:
 //
 //   - internal/cluster/append_gen.go: appendRecordLabels, the encoder of the
 //     heartbeat path, every member in field order with its omitempty rule;
@@ -9,8 +11,16 @@
 //   - internal/apiv1/types_gen.go and convert_gen.go: the /api/v1 mirrors
 //     of the nested objects (Capacity, Counters), their conversions, and the
 //     copy of every Record field apiv1.Node has under the same name and type;
-//   - in internal/apiv1/openapi.json, otherwise hand-written, the schemas of
-//     those objects (descriptions already there are kept).
+//   - internal/apiv1/event_gen.go and internal/admin/event_gen.go: the
+//     /api/v1 Event (every NodeEvent field but the cluster ID, the time in
+//     Unix ms, beside the coordinator's sequence number) and admin's
+//     conversion to it;
+//   - internal/apiv1/openapi_schemas_gen.json: the OpenAPI schemas of
+//     Capacity, Counters and Event (the event types as the enum of
+//     "type"), which the hand-written openapi.json names and
+//     apiv1.OpenAPI merges in. Descriptions and hand-set members (enum,
+//     pattern, minimum) already in the file are kept; a member the
+//     generator would drop is an error.
 //
 // What is not a plain scalar stays hand-written beside the output and is
 // called by it: string escaping (appendString), the labels map
@@ -19,15 +29,17 @@
 // internHealth: intern<Type>) and the derived Node fields. A field of a
 // type the generator does not know is an error, not a guess.
 //
-// It runs from go generate in internal/cluster (-pkg cluster) and
-// internal/apiv1 (-pkg apiv1); `make generate` runs both:
+// It runs from go generate in internal/cluster (-pkg cluster),
+// internal/apiv1 (-pkg apiv1) and internal/admin (-pkg admin); `make
+// generate` runs them:
 //
-//	go generate ./internal/cluster/ ./internal/apiv1/
+//	go generate ./internal/cluster/ ./internal/apiv1/ ./internal/admin/
 //
 // Invariants:
 //
-//   - Deterministic: the output depends only on record.go, apiv1's types.go
-//     (the Node struct) and openapi.json, never on map order or the clock,
+//   - Deterministic: the output depends only on record.go, events.go,
+//     apiv1's types.go (the Node struct) and the schemas file's previous
+//     text, never on map order or the clock,
 //     so TestGeneratedUpToDate can compare it with the checked-in files
 //     byte for byte (it runs the generator in memory).
 //   - The encoder it writes is what encoding/json writes for the structs:

@@ -15,17 +15,19 @@ import (
 const (
 	recordFile = "internal/cluster/record.go"
 	apiFile    = "internal/apiv1/types.go"
+	// eventFile (events.go) and schemasFile (schemas.go) are inputs too:
+	// the node event, and the previous schemas whose descriptions are kept.
 )
 
 // output is one generated file.
 type output struct {
-	Pkg  string // the package directory's name: cluster or apiv1
+	Pkg  string // the package directory's name: cluster, apiv1 or admin
 	Path string // relative to the module root
 	Src  []byte
 }
 
 func main() {
-	pkg := flag.String("pkg", "", "write only the files of this package (cluster or apiv1); all when empty")
+	pkg := flag.String("pkg", "", "write only the files of this package (cluster, apiv1 or admin); all when empty")
 	flag.Parse()
 	if err := run(*pkg); err != nil {
 		fmt.Fprintln(os.Stderr, "recordgen:", err)
@@ -55,36 +57,50 @@ func run(pkg string) error {
 
 // generate returns every generated file, from the inputs under root.
 func generate(root string) ([]output, error) {
-	record, err := os.ReadFile(filepath.Join(root, recordFile))
-	if err != nil {
-		return nil, err
-	}
-	api, err := os.ReadFile(filepath.Join(root, apiFile))
-	if err != nil {
-		return nil, err
-	}
-	openapi, err := os.ReadFile(filepath.Join(root, openapiFile))
-	if err != nil {
-		return nil, err
+	var in inputs
+	for _, f := range []struct {
+		path     string
+		dst      *[]byte
+		optional bool
+	}{
+		{recordFile, &in.record, false}, {apiFile, &in.api, false}, {eventFile, &in.events, false}, {schemasFile, &in.schemas, true},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, f.path))
+		if err != nil && !(f.optional && errors.Is(err, os.ErrNotExist)) {
+			return nil, err
+		}
+		*f.dst = b
 	}
 	module, err := modulePath(root)
 	if err != nil {
 		return nil, err
 	}
-	return build(record, api, openapi, module)
+	return build(in, module)
+}
+
+// inputs are the texts the generator reads.
+type inputs struct {
+	record  []byte // recordFile
+	api     []byte // apiFile
+	events  []byte // eventFile
+	schemas []byte // schemasFile as it is; nil when there is none
 }
 
 // build returns every generated file from the text of the inputs.
-func build(record, api, openapi []byte, module string) ([]output, error) {
-	s, err := parseSchema(recordFile, record, "Record")
+func build(in inputs, module string) ([]output, error) {
+	s, err := parseSchema(recordFile, in.record, "Record")
 	if err != nil {
 		return nil, err
 	}
-	node, err := structFields(apiFile, api, "Node")
+	node, err := structFields(apiFile, in.api, "Node")
 	if err != nil {
 		return nil, err
 	}
-	doc, err := openapiJSON(s, openapi)
+	es, err := parseEvents(eventFile, in.events)
+	if err != nil {
+		return nil, err
+	}
+	schemas, err := schemasJSON(s, es, in.schemas)
 	if err != nil {
 		return nil, err
 	}
@@ -93,18 +109,17 @@ func build(record, api, openapi []byte, module string) ([]output, error) {
 		{"cluster", "internal/cluster/scan_gen.go", scanGo(s)},
 		{"apiv1", "internal/apiv1/types_gen.go", apiTypesGo(s)},
 		{"apiv1", "internal/apiv1/convert_gen.go", apiConvertGo(s, module, node)},
+		{"apiv1", "internal/apiv1/event_gen.go", apiEventGo(es)},
+		{"admin", "internal/admin/event_gen.go", adminEventGo(es, module)},
 	}
 	for i := range outs {
-		if !strings.HasSuffix(outs[i].Path, ".go") {
-			continue
-		}
 		b, err := format.Source(outs[i].Src)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (the generator wrote invalid Go)", outs[i].Path, err)
 		}
 		outs[i].Src = b
 	}
-	return append(outs, output{"apiv1", openapiFile, doc}), nil
+	return append(outs, output{"apiv1", schemasFile, schemas}), nil
 }
 
 // moduleRoot returns the directory of the go.mod above the working
