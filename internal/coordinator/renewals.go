@@ -32,7 +32,7 @@ func renewalTick(t cluster.Timing) time.Duration {
 // renewal log and learns its peers' (run).
 type renewalPublisher struct {
 	*Coordinator
-	store state.RenewalLog // the store's renewal log
+	renewalLog state.RenewalLog // the store's renewal log (a field of its own: Coordinator.store is the instrumented Store)
 }
 
 // newRenewalPublisher returns the renewal publisher, nil when the store has no
@@ -42,7 +42,7 @@ func newRenewalPublisher(c *Coordinator) *renewalPublisher {
 	if !ok {
 		return nil
 	}
-	return &renewalPublisher{Coordinator: c, store: log}
+	return &renewalPublisher{Coordinator: c, renewalLog: log}
 }
 
 // hasPeers reports whether the last good view lists another live
@@ -65,7 +65,7 @@ func (p *renewalPublisher) hasPeers() bool {
 // failures and retried at the next tick; a failed watch is opened again a
 // second later: either makes ages coarser for a moment, nothing more.
 func (p *renewalPublisher) run(ctx context.Context) {
-	log := p.store
+	log := p.renewalLog
 	t := time.NewTicker(renewalTick(p.opts.Timing))
 	defer t.Stop()
 	failing := false
