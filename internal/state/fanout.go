@@ -42,6 +42,10 @@ type FanOut struct {
 	subs map[*subscriber]struct{}
 }
 
+// maxReplayBatch bounds the events of one replayed batch, so a watcher
+// replaying a long ring gets it in pieces.
+const maxReplayBatch = 512
+
 // NewFanOut returns a fan-out whose ring starts empty at revision floor.
 // name names it in errors ("memory store", "snapshot cache"); size <= 0
 // means DefaultRingSize.
@@ -125,7 +129,12 @@ func (f *FanOut) Subscribe(ctx context.Context, clusterID string, after uint64) 
 		return nil, fmt.Errorf("%w: watch of cluster %s from revision %d: the %s keeps changes after revision %d", ErrCompacted, clusterID, after, f.name, floor)
 	}
 	if replay := f.ring.since(clusterID, after); len(replay) > 0 {
-		s.queue, s.queued = []WatchBatch{{Events: replay}}, len(replay)
+		s.queued = len(replay)
+		for len(replay) > 0 {
+			n := min(len(replay), maxReplayBatch)
+			s.queue = append(s.queue, WatchBatch{Events: replay[:n:n]})
+			replay = replay[n:]
+		}
 		s.signal()
 	}
 	f.subs[s] = struct{}{}
