@@ -20,10 +20,9 @@
 //   - Leases are per record: an accepted upsert sets expiry to now+leaseTTL
 //     against Options.Clock. Expiry is lazy and deterministic: every
 //     operation first expires every record whose expiry is not after now,
-//     each as its own EventDelete. While a watch is open, one goroutine
-//     (started with the first watch) also calls Sweep every
-//     Options.SweepInterval, so a watcher sees an expiry even when no other
-//     operation touches the store. There is no other timer. A late
+//     each as its own EventDelete. An open watch additionally calls Sweep
+//     every Options.SweepInterval (a goroutine beside its delivery), so a
+//     watcher sees an expiry even when no other operation touches the store. There is no other timer. A late
 //     mark (ProposeTransition) keeps the record's expiry as it was.
 //   - Unobserved time does not count. With Options.StallThreshold on (the
 //     default with the real clock), a step of the clock longer than it
@@ -47,7 +46,7 @@
 // queues each watcher's events under its own lock (taken after mu) and each
 // watch has its own goroutine that hands them over. Every such goroutine
 // ends when its context ends, when it delivers a terminal error, or when
-// Close is called; Close waits for them and for the sweeper.
+// Close is called (a watch's sweeper ends with it); Close waits for them.
 //
 // Errors: every error wraps a state sentinel (ErrInvalidRecord,
 // ErrRecordTooLarge, ErrCompacted, ErrUnavailable, ErrClosed, or the injected fault) or the

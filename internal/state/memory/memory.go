@@ -65,19 +65,17 @@ type Store struct {
 	stallLimit    time.Duration // 0: off
 
 	closing chan struct{} // closed by Close
-	// lifetime is cancelled by Close: it ends the watches and the sweeper.
+	// lifetime is cancelled by Close: it ends the watches (and their
+	// sweepers).
 	lifetime context.Context
 	stop     context.CancelFunc
 	// fan serves Watch: the history ring and the watchers, with its own
 	// lock, taken after mu. Writers publish to it under mu.
 	fan *state.FanOut
-	// sweeper starts the sweep goroutine with the first watch.
-	sweeper sync.Once
-
 	// spawnMu guards spawnOff and adding to wg, so Close never races an Add.
 	spawnMu  sync.Mutex
 	spawnOff bool
-	wg       sync.WaitGroup // the watches' goroutines and the sweeper
+	wg       sync.WaitGroup // the watches' goroutines and their sweepers
 
 	// faultMu guards the fields below. It may be taken while mu is held
 	// (Watch checks the fault after subscribing), never the other way round.
@@ -158,7 +156,7 @@ func New(opts Options) *Store {
 		s.historyLimit = DefaultHistoryLimit
 	}
 	s.lifetime, s.stop = context.WithCancel(context.Background())
-	s.fan = state.NewFanOut(s.lifetime, "memory store", s.historyLimit, s.rev, s.spawn)
+	s.fan = state.NewFanOut(s.lifetime, "memory store", s.historyLimit, s.rev, s.spawnWatch)
 	if s.sweepInterval == 0 {
 		s.sweepInterval = DefaultSweepInterval
 	}

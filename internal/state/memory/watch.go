@@ -44,7 +44,6 @@ func (s *Store) subscribe(ctx context.Context, clusterID string, after state.Rev
 	if _, fault := s.currentFault(); fault != nil {
 		return nil, fmt.Errorf("memory store watch: %w", fault)
 	}
-	s.startSweeper()
 	// mu is held across the subscription so that no write comes between
 	// the revision checked and the history replayed (writers publish
 	// under mu).
@@ -68,29 +67,30 @@ func (s *Store) subscribe(ctx context.Context, clusterID string, after state.Rev
 	return ch, nil
 }
 
-// startSweeper starts, with the first watch, the goroutine that expires
-// due leases every Options.SweepInterval while a watch is open, so a
-// watcher sees an expiry when nothing else touches the store.
-func (s *Store) startSweeper() {
-	if s.sweepInterval <= 0 {
-		return
+// spawnWatch runs one watch's delivery f (the fan-out's goroutine) and,
+// beside it until it returns, a sweeper that expires due leases every
+// Options.SweepInterval, so a watcher sees an expiry when nothing else
+// touches the store. It returns false once the store is closed.
+func (s *Store) spawnWatch(f func()) bool {
+	done := make(chan struct{})
+	if !s.spawn(func() { defer close(done); f() }) {
+		return false
 	}
-	s.sweeper.Do(func() {
+	if s.sweepInterval > 0 {
 		s.spawn(func() {
 			t := time.NewTicker(s.sweepInterval)
 			defer t.Stop()
 			for {
 				select {
 				case <-t.C:
-					if s.fan.Subscribers() > 0 {
-						s.Sweep()
-					}
-				case <-s.lifetime.Done():
+					s.Sweep()
+				case <-done:
 					return
 				}
 			}
 		})
-	})
+	}
+	return true
 }
 
 // spawn runs f on a goroutine Close waits for, or returns false once the
