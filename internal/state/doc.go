@@ -43,12 +43,17 @@
 // backoff, and lets a consistent read wait until it has applied a
 // revision (the backend nudges it: an etcd progress request, a Kubernetes
 // fence). Both caching backends run it with their List and Watch injected,
-// and serve Store.Watch from the changes it applies, with a ring of recent
-// events for a watcher whose revision it has passed: one watch per store,
+// and serve Store.Watch from the changes it applies: one watch per store,
 // however many callers watch. A revision the store has compacted still
 // ends a watch with ErrCompacted (the reflector asks the backend before
-// replaying), a watcher that falls a ring's worth behind ends with
-// ErrUnavailable, and a lost watch ends every watcher with its cause.
+// replaying), and a lost watch ends every watcher with its cause.
+//
+// The fan-out is written once too. FanOut hands published events to the
+// watchers, with a ring of recent events for a watcher whose revision is
+// behind: a watch from a revision older than the ring ends with
+// ErrCompacted, and a watcher that falls a ring's worth behind ends with
+// ErrUnavailable, on every backend (the reflector's and the memory
+// store's watches are both served by it).
 //
 // Every backend also implements EventLog, the cluster's shared log of node
 // events, beside Store (the coordinator finds it by a type assertion): a

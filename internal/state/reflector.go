@@ -72,14 +72,14 @@ type ReflectorSource[E MirrorEntry] struct {
 // returned (WaitFor), and asks the backend to move it on by its own
 // means (an etcd progress request, a Kubernetes fence write).
 //
-// It also serves Store.Watch from the changes it applies (Subscribe), so
-// a coordinator holds one watch per store: a small ring of recent events
-// replays what a subscriber's revision is behind by, a subscriber that
-// falls too far behind ends with ErrUnavailable, and a lost watch ends
-// every subscriber with its cause.
+// It also serves Store.Watch from the changes it applies (Subscribe),
+// through its FanOut, so a coordinator holds one watch per store: the
+// fan-out's ring replays what a subscriber's revision is behind by, a
+// subscriber that falls a ring's worth behind ends with ErrUnavailable,
+// and a lost watch ends every subscriber with its cause.
 //
 // Concurrency: mu guards the fields below it; the mirror's readers hold
-// it for reading (Read), and a subscriber's own lock is taken after mu,
+// it for reading (Read). The fan-out has its own lock, taken after mu,
 // never before.
 type Reflector[E MirrorEntry] struct {
 	src ReflectorSource[E]
@@ -87,7 +87,8 @@ type Reflector[E MirrorEntry] struct {
 	// lifetime is the owning store's: Run returns and subscribers end
 	// when it ends.
 	lifetime context.Context
-	ringSize int
+	// fan serves Store.Watch from the changes applied (fanout.go).
+	fan *FanOut
 
 	mu sync.RWMutex
 	// ready: the watch is established, so rev advances.
@@ -105,8 +106,6 @@ type Reflector[E MirrorEntry] struct {
 	token   string
 	idx     *Mirror[E]
 	changed chan struct{} // closed and replaced whenever rev, ready or listing change
-	ring    eventRing
-	subs    map[*subscriber]struct{}
 }
 
 // DefaultRingSize is how many recent events a reflector keeps for
@@ -120,13 +119,10 @@ const DefaultRingSize = 8192
 // in flight from the start, so a reader that comes before Run's first
 // listing waits for it. ringSize <= 0 means DefaultRingSize.
 func NewReflector[E MirrorEntry](lifetime context.Context, log *slog.Logger, src ReflectorSource[E], ringSize int) *Reflector[E] {
-	if ringSize <= 0 {
-		ringSize = DefaultRingSize
-	}
 	return &Reflector[E]{
-		src: src, log: log, lifetime: lifetime, ringSize: ringSize,
+		src: src, log: log, lifetime: lifetime,
+		fan: NewFanOut(lifetime, src.Name, ringSize, 0, src.Go),
 		idx: NewMirror[E](), changed: make(chan struct{}), listing: true,
-		ring: newEventRing(ringSize), subs: map[*subscriber]struct{}{},
 	}
 }
 
@@ -225,7 +221,7 @@ func (r *Reflector[E]) lost(err error) {
 		err = fmt.Errorf("%s stopped: %w", r.src.Name, ErrClosed)
 	}
 	r.lastErr = err
-	r.endSubsLocked(fmt.Errorf("%s lost its watch: %w", r.src.Name, err))
+	r.fan.End(fmt.Errorf("%s lost its watch: %w", r.src.Name, err))
 	r.broadcastLocked()
 }
 
@@ -234,7 +230,7 @@ func (r *Reflector[E]) stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.off, r.ready, r.listing = true, false, false
-	r.endSubsLocked(fmt.Errorf("%s stopped: %w", r.src.Name, ErrClosed))
+	r.fan.End(fmt.Errorf("%s stopped: %w", r.src.Name, ErrClosed))
 	r.broadcastLocked()
 }
 
@@ -245,33 +241,30 @@ func (r *Reflector[E]) reset(entries []E, rev uint64, token string) {
 	defer r.mu.Unlock()
 	r.idx.Reset(entries)
 	r.rev, r.token = rev, token
-	r.ring.reset(rev)
+	r.fan.Reset(rev)
 	r.broadcastLocked()
 }
 
 // apply applies changes in order, advances the revision and hands the
-// watch events they make to the ring and the subscribers.
+// watch events they make to the fan-out.
 func (r *Reflector[E]) apply(changes []MirrorChange[E]) {
 	if len(changes) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var events []ringEvent
+	var events []FanEvent
 	for _, ch := range changes {
 		if ch.Name != "" {
 			if ev, ok := r.changeLocked(ch); ok {
-				events = append(events, ringEvent{rev: ch.Rev, ev: ev})
+				events = append(events, FanEvent{Rev: ch.Rev, Event: ev})
 			}
 		}
 		if ch.Rev > r.rev {
 			r.rev, r.token = ch.Rev, ch.Token
 		}
 	}
-	if len(events) > 0 {
-		r.ring.push(events)
-		r.publishLocked(events)
-	}
+	r.fan.Publish(events)
 	r.broadcastLocked()
 }
 

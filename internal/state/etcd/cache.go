@@ -59,7 +59,7 @@ func newWatchCache(s *Store) *watchCache {
 		},
 		Available: c.available,
 		Go:        s.spawn,
-	}, 0)
+	}, s.opts.ringSize)
 	return c
 }
 

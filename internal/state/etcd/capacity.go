@@ -194,10 +194,10 @@ func alarmNames(ms []*pb.AlarmMember) []string {
 }
 
 // noteNoSpace asks for a poll when err says etcd refused a request because
-// its database is full.
-func (s *Store) noteNoSpace(err error) {
-	if s.capacity != nil && isNoSpace(err) {
-		s.capacity.wake()
+// its database is full (the conn's noSpace hook).
+func (m *capacityMonitor) noteNoSpace(err error) {
+	if isNoSpace(err) {
+		m.wake()
 	}
 }
 

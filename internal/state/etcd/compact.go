@@ -184,10 +184,10 @@ func (s *Store) Compactions() (map[string]uint64, int64) {
 }
 
 // startMaintenance starts the compaction and capacity goroutines the
-// options ask for.
+// options ask for (New made the capacity monitor before any request, so
+// that the conn tells it of a full database).
 func (s *Store) startMaintenance() {
-	if s.opts.CapacityInterval > 0 {
-		s.capacity = newCapacityMonitor(s, s.opts.CapacityInterval)
+	if s.capacity != nil {
 		s.spawn(s.capacity.run)
 	}
 	if s.opts.CompactionInterval > 0 {

@@ -40,7 +40,7 @@ func startContractServer(t *testing.T, tlsOn, cache bool) *contractServer {
 // factory builds one harness per case: a new store on the shared server.
 func (cs *contractServer) factory(t *testing.T) *statetest.Harness {
 	s := newStore(t, cs.opts)
-	return &statetest.Harness{
+	h := &statetest.Harness{
 		Store:       s,
 		Advance:     func(d time.Duration) { time.Sleep(d) },
 		LeaseTTL:    2 * time.Second, // etcd counts whole seconds; this server's floor is 1s
@@ -53,6 +53,15 @@ func (cs *contractServer) factory(t *testing.T) *statetest.Harness {
 			return newStore(t, o)
 		},
 	}
+	if cs.opts.CacheSnapshots {
+		h.SmallWatchBuffer = func(t testing.TB) (state.Store, int) {
+			const n = 32
+			o := cs.opts
+			o.ringSize = n
+			return newStore(t, o), n
+		}
+	}
+	return h
 }
 
 // fault causes f for real.

@@ -201,4 +201,13 @@
 // capacity goroutines (each when enabled); lease streams and Watch goroutines start on demand; Close ends
 // all of them and the client. Operations whose context has no deadline get
 // Options.RequestTimeout.
+//
+// Store is carved by concern, each part a small type that holds only what
+// it needs and, where it has state, its own lock: conn (the client, the
+// request timeout, the lifetime and the goroutines Close waits for),
+// skipLog (values reads left out), leaseBook (the incarnations' leases),
+// and the logs beside the records, jobLog, cordonLog, eventLog and
+// renewalLog, each with its own keys. Store embeds the logs, so it
+// implements state.JobLog, CordonLog, EventLog, EventWatcher and
+// RenewalLog through them. No two of these locks are held together.
 package etcd

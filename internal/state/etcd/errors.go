@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -122,30 +121,6 @@ func classifyStatus(e error, noConn bool) error {
 		return state.ErrPermissionDenied
 	}
 	return nil
-}
-
-// mapError wraps err with the sentinel classify assigns it, keeping err in
-// the chain: "etcd <op>: <sentinel>: <cause>". A store that has been closed
-// reports ErrClosed for the failures its closing caused.
-func (s *Store) mapError(op string, err error, ci *callInfo) error {
-	if err == nil {
-		return nil
-	}
-	if s.closed.Load() && !errors.Is(err, state.ErrClosed) {
-		return fmt.Errorf("etcd %s: %w: %w", op, state.ErrClosed, err)
-	}
-	s.noteNoSpace(err)
-	sentinel := classify(err, ci.noConnection())
-	where := ""
-	if errors.Is(sentinel, state.ErrUnavailable) || errors.Is(sentinel, state.ErrTimeout) || errors.Is(sentinel, state.ErrUnauthenticated) {
-		// Name the endpoints: "context deadline exceeded" alone does not
-		// say which etcd could not be reached.
-		where = " (endpoints " + strings.Join(s.opts.Endpoints, ", ") + ")"
-	}
-	if sentinel == nil || errors.Is(err, sentinel) {
-		return fmt.Errorf("etcd %s%s: %w", op, where, err)
-	}
-	return fmt.Errorf("etcd %s%s: %w: %w", op, where, sentinel, err)
 }
 
 // grpcCodes names the codes an embedded status may carry.

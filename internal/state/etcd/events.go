@@ -40,21 +40,27 @@ const (
 	eventTrimSlack = state.DefaultEventMax / 10
 )
 
-// eventLease is the lease of the current bucket.
-type eventLease struct {
-	mu     sync.Mutex // guards the fields below
+// eventLog is the shared event log (state.EventLog, state.EventWatcher):
+// the keys under <prefix>/events/ and the lease of the current bucket.
+type eventLog struct {
+	c     *conn
+	keys  keys
+	skip  *skipLog
+	clock func() time.Time
+
+	mu     sync.Mutex // guards the fields below: the current bucket's lease
 	bucket time.Time
-	id     clientv3.LeaseID
+	lease  clientv3.LeaseID
 }
 
 func (k keys) events(clusterID string) string { return k.prefix + "/events/" + clusterID + "/" }
 
 // AppendEvent implements state.EventLog.
-func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, error) {
+func (g *eventLog) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, error) {
 	if err := state.ValidateEvent(ev); err != nil {
 		return false, err
 	}
-	ctx, cancel, ci, err := s.begin(ctx, "append event")
+	ctx, cancel, ci, err := g.c.begin(ctx, "append event")
 	if err != nil {
 		return false, err
 	}
@@ -63,12 +69,12 @@ func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	key := s.keys.events(ev.ClusterID) + ev.ID
+	key := g.keys.events(ev.ClusterID) + ev.ID
 	var resp *clientv3.TxnResponse
 	for attempt := 0; ; attempt++ {
 		var lease clientv3.LeaseID
-		if lease, err = s.eventLeaseFor(ctx, attempt > 0); err == nil {
-			resp, err = s.client.Txn(ctx).
+		if lease, err = g.eventLeaseFor(ctx, attempt > 0); err == nil {
+			resp, err = g.c.client.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 				Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
 				Commit()
@@ -79,46 +85,45 @@ func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, erro
 		break
 	}
 	if err != nil {
-		return false, s.mapError("append event", err, ci)
+		return false, g.c.mapError("append event", err, ci)
 	}
 	if !resp.Succeeded {
 		return false, nil
 	}
-	if err := s.trimEvents(ctx, ev.ClusterID); err != nil {
-		return true, s.mapError("trim events", err, ci)
+	if err := g.trimEvents(ctx, ev.ClusterID); err != nil {
+		return true, g.c.mapError("trim events", err, ci)
 	}
 	return true, nil
 }
 
 // eventLeaseFor returns the lease of the current bucket, granting it on
 // the bucket's first event (or when renew: the lease was not found).
-func (s *Store) eventLeaseFor(ctx context.Context, renew bool) (clientv3.LeaseID, error) {
-	l := &s.eventLease
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	bucket := s.clock().Truncate(eventLeaseBucket)
-	if !renew && l.id != 0 && l.bucket.Equal(bucket) {
-		return l.id, nil
+func (g *eventLog) eventLeaseFor(ctx context.Context, renew bool) (clientv3.LeaseID, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	bucket := g.clock().Truncate(eventLeaseBucket)
+	if !renew && g.lease != 0 && g.bucket.Equal(bucket) {
+		return g.lease, nil
 	}
-	resp, err := s.client.Grant(ctx, int64(eventLeaseTTL/time.Second))
+	resp, err := g.c.client.Grant(ctx, int64(eventLeaseTTL/time.Second))
 	if err != nil {
 		return 0, err
 	}
-	l.bucket, l.id = bucket, resp.ID
-	return l.id, nil
+	g.bucket, g.lease = bucket, resp.ID
+	return g.lease, nil
 }
 
 // trimEvents deletes the events beyond state.DefaultEventMax that
 // state.Evict chooses (a source over its quota first, operator and
 // security events last). Another writer may trim at the same time: a
 // delete of a deleted key is no error.
-func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
-	prefix := s.keys.events(clusterID)
-	count, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+func (g *eventLog) trimEvents(ctx context.Context, clusterID string) error {
+	prefix := g.keys.events(clusterID)
+	count, err := g.c.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || count.Count <= state.DefaultEventMax+eventTrimSlack {
 		return err
 	}
-	all, err := s.readEvents(ctx, clusterID)
+	all, err := g.readEvents(ctx, clusterID)
 	if err != nil {
 		return err
 	}
@@ -129,7 +134,7 @@ func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 		for _, e := range excess[:n] {
 			ops = append(ops, clientv3.OpDelete(prefix+e.ID))
 		}
-		if _, err := s.client.Txn(ctx).Then(ops...).Commit(); err != nil {
+		if _, err := g.c.client.Txn(ctx).Then(ops...).Commit(); err != nil {
 			return err
 		}
 		excess = excess[n:]
@@ -139,8 +144,8 @@ func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 
 // readEvents returns every event of the cluster, oldest first, skipping
 // values it cannot decode.
-func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, error) {
-	resp, err := s.client.Get(ctx, s.keys.events(clusterID), clientv3.WithPrefix())
+func (g *eventLog) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, error) {
+	resp, err := g.c.client.Get(ctx, g.keys.events(clusterID), clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +153,7 @@ func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeE
 	for _, kv := range resp.Kvs {
 		var e state.NodeEvent
 		if err := json.Unmarshal(kv.Value, &e); err != nil || e.ID == "" {
-			s.skipped(string(kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
+			g.skip.skipped(string(kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
 			continue
 		}
 		out = append(out, e)
@@ -158,17 +163,17 @@ func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeE
 }
 
 // ListEvents implements state.EventLog.
-func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
-	ctx, cancel, ci, err := s.begin(ctx, "list events")
+func (g *eventLog) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
+	ctx, cancel, ci, err := g.c.begin(ctx, "list events")
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	all, err := s.readEvents(ctx, clusterID)
+	all, err := g.readEvents(ctx, clusterID)
 	if err != nil {
-		return nil, s.mapError("list events", err, ci)
+		return nil, g.c.mapError("list events", err, ci)
 	}
-	if floor := s.clock().Add(-state.DefaultEventMaxAge); since.Before(floor) {
+	if floor := g.clock().Add(-state.DefaultEventMaxAge); since.Before(floor) {
 		since = floor
 	}
 	// A writer trims after its creates; until then the log may hold more
@@ -176,25 +181,27 @@ func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Tim
 	return state.TrimEvents(state.KeepEvents(all, state.DefaultEventMax), since, limit), nil
 }
 
-var _ state.EventLog = (*Store)(nil)
+var (
+	_ state.EventLog = (*Store)(nil)
+	_ state.EventLog = (*eventLog)(nil)
+)
 
 // WatchEvents implements state.EventWatcher: a watch of the cluster's
 // event prefix from the current revision, puts only.
-func (s *Store) WatchEvents(ctx context.Context, clusterID string) <-chan state.NodeEvent {
+func (g *eventLog) WatchEvents(ctx context.Context, clusterID string) <-chan state.NodeEvent {
 	out := make(chan state.NodeEvent, 64)
 	go func() {
 		defer close(out)
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		ch, wctx, cancel := g.c.watch(ctx, g.keys.events(clusterID))
 		defer cancel()
-		defer context.AfterFunc(s.lifetime, cancel)()
-		for resp := range s.client.Watch(wctx, s.keys.events(clusterID), clientv3.WithPrefix(), clientv3.WithFilterDelete()) {
+		for resp := range ch {
 			if resp.Err() != nil {
 				return
 			}
 			for _, wev := range resp.Events {
 				var e state.NodeEvent
 				if err := json.Unmarshal(wev.Kv.Value, &e); err != nil || e.ID == "" || e.ClusterID != clusterID {
-					s.skipped(string(wev.Kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
+					g.skip.skipped(string(wev.Kv.Key), fmt.Errorf("%w: not an event (%v)", cluster.ErrMalformed, err))
 					continue
 				}
 				select {

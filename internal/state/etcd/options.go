@@ -73,6 +73,11 @@ type Options struct {
 	// dialOptions are appended to the gRPC dial options; tests use them to
 	// count requests.
 	dialOptions []grpc.DialOption
+
+	// ringSize is how many recent events the snapshot cache keeps for
+	// watchers (state.FanOut); 0 means state.DefaultRingSize. Tests set
+	// it small to reach the slow-watcher rule.
+	ringSize int
 }
 
 // TLSOptions names the PEM files of a client TLS configuration.

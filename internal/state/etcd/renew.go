@@ -32,7 +32,7 @@ func (e *etcdSlots) renewable(v slotView) bool {
 	if v.rec == nil || v.lease == 0 || e.want < minRenewTTL {
 		return false
 	}
-	plan := e.s.planLease(e.lk, cluster.DecisionAdvance, v, e.want, &e.w)
+	plan := e.s.leases.plan(e.lk, cluster.DecisionAdvance, v, e.want, &e.w)
 	return !plan.grant && plan.candidate == v.lease
 }
 
@@ -50,16 +50,16 @@ func (e *etcdSlots) renew(ctx context.Context, v slotView) (state.Swapped, error
 	if !trusted(v) {
 		return state.Swapped{}, nil
 	}
-	ttl, err := s.keepAlive(ctx, v.lease)
+	ttl, err := s.leases.keepAlive(ctx, v.lease)
 	if err != nil {
 		return state.Swapped{}, err
 	}
 	if ttl <= 0 {
-		s.forgetLease(e.lk, v.lease)
+		s.leases.forget(e.lk, v.lease)
 		return state.Swapped{}, nil
 	}
 	e.w.kept = v.lease
-	s.learnLease(e.lk, v.lease, ttl, e.want)
+	s.leases.learn(e.lk, v.lease, ttl, e.want)
 	s.stats.renewals.Add(1)
 	return state.Swapped{Applied: true, Renewed: true, Revision: revision(v.asOf), Record: v.rec.Clone()}, nil
 }

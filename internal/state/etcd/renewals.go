@@ -25,16 +25,23 @@ import (
 // values from history.
 func (k keys) renewals(clusterID string) string { return k.prefix + "/renewals/" + clusterID + "/" }
 
-// renewalLease is the lease of this store's publications.
-type renewalLease struct {
-	mu      sync.Mutex // guards the fields below
-	id      clientv3.LeaseID
+// renewalLog is the renewal log (state.RenewalLog): the keys under
+// <prefix>/renewals/ and the lease of this store's publications.
+type renewalLog struct {
+	c     *conn
+	keys  keys
+	skip  *skipLog
+	clock func() time.Time
+	stats *statsCounters // grants and renewalBytes
+
+	mu      sync.Mutex // guards the fields below: the publications' lease
+	lease   clientv3.LeaseID
 	granted time.Time
 	ttl     time.Duration
 }
 
 // PublishRenewals implements state.RenewalLog.
-func (s *Store) PublishRenewals(ctx context.Context, clusterID, from string, batch []state.Renewal, keepFor time.Duration) error {
+func (g *renewalLog) PublishRenewals(ctx context.Context, clusterID, from string, batch []state.Renewal, keepFor time.Duration) error {
 	if err := cluster.ValidateID("coordinator", from); err != nil {
 		return fmt.Errorf("etcd publish renewals: %w", err)
 	}
@@ -42,16 +49,16 @@ func (s *Store) PublishRenewals(ctx context.Context, clusterID, from string, bat
 	if err != nil {
 		return fmt.Errorf("etcd publish renewals: %w", err)
 	}
-	ctx, cancel, ci, err := s.begin(ctx, "publish renewals")
+	ctx, cancel, ci, err := g.c.begin(ctx, "publish renewals")
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	key := s.keys.renewals(clusterID) + from
+	key := g.keys.renewals(clusterID) + from
 	for attempt := 0; ; attempt++ {
 		var lease clientv3.LeaseID
-		if lease, err = s.renewalLeaseFor(ctx, keepFor, attempt > 0); err == nil {
-			_, err = s.client.Put(ctx, key, string(val), clientv3.WithLease(lease))
+		if lease, err = g.renewalLeaseFor(ctx, keepFor, attempt > 0); err == nil {
+			_, err = g.c.client.Put(ctx, key, string(val), clientv3.WithLease(lease))
 		}
 		if attempt == 0 && errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			continue // expired while this store was away: grant another
@@ -59,45 +66,43 @@ func (s *Store) PublishRenewals(ctx context.Context, clusterID, from string, bat
 		break
 	}
 	if err != nil {
-		return s.mapError("publish renewals", err, ci)
+		return g.c.mapError("publish renewals", err, ci)
 	}
-	s.stats.renewalBytes.Add(uint64(len(val)))
+	g.stats.renewalBytes.Add(uint64(len(val)))
 	return nil
 }
 
 // renewalLeaseFor returns the publications' lease, granting one when
 // there is none, it is half spent, keepFor changed, or renew (not found).
-func (s *Store) renewalLeaseFor(ctx context.Context, keepFor time.Duration, renew bool) (clientv3.LeaseID, error) {
-	l := &s.renewalLease
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (g *renewalLog) renewalLeaseFor(ctx context.Context, keepFor time.Duration, renew bool) (clientv3.LeaseID, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	keepFor = max(keepFor.Truncate(time.Second), 2*time.Second)
-	now := s.clock()
-	if !renew && l.id != 0 && l.ttl == keepFor && now.Sub(l.granted) < keepFor/2 {
-		return l.id, nil
+	now := g.clock()
+	if !renew && g.lease != 0 && g.ttl == keepFor && now.Sub(g.granted) < keepFor/2 {
+		return g.lease, nil
 	}
-	s.stats.grants.Add(1)
-	resp, err := s.client.Grant(ctx, int64(keepFor/time.Second))
+	g.stats.grants.Add(1)
+	resp, err := g.c.client.Grant(ctx, int64(keepFor/time.Second))
 	if err != nil {
 		return 0, err
 	}
-	l.id, l.granted, l.ttl = resp.ID, now, keepFor
-	return l.id, nil
+	g.lease, g.granted, g.ttl = resp.ID, now, keepFor
+	return g.lease, nil
 }
 
 // WatchRenewals implements state.RenewalLog: a watch of the cluster's
 // renewal prefix from the current revision, puts only, skipping from's
 // key and any value it cannot decode. Nothing is requested while no peer
 // publishes: the watch costs a stream, not a poll.
-func (s *Store) WatchRenewals(ctx context.Context, clusterID, from string) <-chan []state.Renewal {
+func (g *renewalLog) WatchRenewals(ctx context.Context, clusterID, from string) <-chan []state.Renewal {
 	out := make(chan []state.Renewal, 16)
-	prefix := s.keys.renewals(clusterID)
+	prefix := g.keys.renewals(clusterID)
 	go func() {
 		defer close(out)
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		ch, wctx, cancel := g.c.watch(ctx, prefix)
 		defer cancel()
-		defer context.AfterFunc(s.lifetime, cancel)()
-		for resp := range s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterDelete()) {
+		for resp := range ch {
 			if resp.Err() != nil {
 				return
 			}
@@ -107,7 +112,7 @@ func (s *Store) WatchRenewals(ctx context.Context, clusterID, from string) <-cha
 				}
 				batch, err := state.DecodeRenewals(ev.Kv.Value)
 				if err != nil {
-					s.skipped(string(ev.Kv.Key), err)
+					g.skip.skipped(string(ev.Kv.Key), err)
 					continue
 				}
 				select {
@@ -121,4 +126,7 @@ func (s *Store) WatchRenewals(ctx context.Context, clusterID, from string) <-cha
 	return out
 }
 
-var _ state.RenewalLog = (*Store)(nil)
+var (
+	_ state.RenewalLog = (*Store)(nil)
+	_ state.RenewalLog = (*renewalLog)(nil)
+)

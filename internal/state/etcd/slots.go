@@ -157,7 +157,7 @@ func (e *etcdSlots) landed(rec *cluster.Record, writerMs, rev, lease int64) stat
 // (Swapped.Current nil).
 func (e *etcdSlots) put(ctx context.Context, key cluster.Key, ch state.Change, v slotView) (state.Swapped, error) {
 	s := e.s
-	plan := s.planLease(e.lk, ch.Decision, v, e.want, &e.w)
+	plan := s.leases.plan(e.lk, ch.Decision, v, e.want, &e.w)
 	if plan.grant && !v.fresh {
 		// A grant is a Raft write: confirm the decision with a read first
 		// rather than waste one on a stale view.
@@ -182,7 +182,7 @@ func (e *etcdSlots) put(ctx context.Context, key cluster.Key, ch state.Change, v
 		if errors.Is(res.err, rpctypes.ErrLeaseNotFound) {
 			// The lease expired or was revoked since it was chosen; so did
 			// any record attached to it. Start over from a read.
-			s.forgetLease(e.lk, lease)
+			s.leases.forget(e.lk, lease)
 			e.w.drop(lease)
 			return state.Swapped{}, nil
 		}
@@ -193,7 +193,7 @@ func (e *etcdSlots) put(ctx context.Context, key cluster.Key, ch state.Change, v
 	}
 	sw := e.landed(ch.Record, writerMs, res.rev, lease)
 	if lease == e.w.granted {
-		s.putLease(e.lk, e.w.grantedRef)
+		s.leases.put(e.lk, e.w.grantedRef)
 	}
 	e.w.used(lease)
 	if v.lease != 0 && v.lease != lease && v.rec != nil {
@@ -201,7 +201,7 @@ func (e *etcdSlots) put(ctx context.Context, key cluster.Key, ch state.Change, v
 		// one holds no key any more; it is left to expire rather than
 		// revoked, for the reason remove gives: the old incarnation may
 		// take an emptied slot again on it.
-		s.forgetLease(leaseKey{slot: e.slotKey, incarnation: v.rec.IncarnationID}, v.lease)
+		s.leases.forget(leaseKey{slot: e.slotKey, incarnation: v.rec.IncarnationID}, v.lease)
 	}
 	return sw, nil
 }
@@ -212,9 +212,9 @@ func (e *etcdSlots) put(ctx context.Context, key cluster.Key, ch state.Change, v
 // arrives on refreshed.
 func (e *etcdSlots) lease(ctx context.Context, plan leasePlan) (lease int64, refreshed <-chan keepAliveResult, err error) {
 	if !plan.grant && e.w.kept != plan.candidate {
-		return plan.candidate, e.s.keepAliveAsync(ctx, plan.candidate), nil
+		return plan.candidate, e.s.leases.keepAliveAsync(ctx, plan.candidate), nil
 	}
-	lease, err = e.s.leaseFor(ctx, e.lk, plan, e.want, &e.w)
+	lease, err = e.s.leases.leaseFor(ctx, e.lk, plan, e.want, &e.w)
 	return lease, nil, err
 }
 
@@ -227,10 +227,10 @@ func (e *etcdSlots) refreshed(ka keepAliveResult, lease int64) (gone bool, err e
 		return true, ka.err
 	}
 	if ka.ttl <= 0 {
-		e.s.forgetLease(e.lk, lease)
+		e.s.leases.forget(e.lk, lease)
 		return true, nil
 	}
 	e.w.kept = lease
-	e.s.learnLease(e.lk, lease, ka.ttl, e.want)
+	e.s.leases.learn(e.lk, lease, ka.ttl, e.want)
 	return false, nil
 }

@@ -22,50 +22,46 @@ import (
 // Store is the etcd implementation of state.Store. It is safe for
 // concurrent use; see the package documentation for its invariants.
 type Store struct {
+	// conn is the client, the request timeout and the store's lifetime
+	// (conn.go); every log below holds it too.
+	conn
+	// skipLog counts the values reads left out (skipped.go).
+	skipLog
+
+	// The logs beside the records, each a concern of its own with its own
+	// keys and lock: cache jobs, persisted cordons, node events, renewals.
+	jobLog
+	cordonLog
+	*eventLog
+	*renewalLog
+
 	opts  Options // validated, defaults applied
 	keys  keys
 	log   *slog.Logger
 	clock func() time.Time
 
-	client *clientv3.Client
 	keeper *keeper
 	cache  *watchCache // nil unless Options.CacheSnapshots
 
 	compactor *compactor       // nil unless Options.CompactionInterval (compact.go)
 	capacity  *capacityMonitor // nil unless Options.CapacityInterval (capacity.go)
 
-	// lifetime is cancelled by Close. It bounds the store's own goroutines
-	// and streams (cache watch, lease streams, Watch goroutines), never a
-	// caller's request.
-	lifetime context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup // the goroutines above
-	closed   atomic.Bool
-	closeMu  sync.RWMutex // held to set closed, and shared while adding to wg
+	// leases are the incarnations' leases this store granted or learned
+	// (leases.go), with their own lock.
+	leases *leaseBook
 
-	// mu guards hints and leases. It is never held across a request, nor
-	// together with any other lock: view releases it before it reads the
-	// watch cache, whose Reflector has its own.
-	mu     sync.RWMutex
-	hints  map[string]slotView   // etcd key -> latest view this store wrote or read
-	obs    *state.Observations   // when this store first saw each record version
-	leases map[leaseKey]leaseRef // slot+incarnation -> the incarnation's lease
+	// mu guards hints. It is never held across a request, nor together
+	// with any other lock: view releases it before it reads the watch
+	// cache, whose Reflector has its own.
+	mu    sync.RWMutex
+	hints map[string]slotView // etcd key -> latest view this store wrote or read
+	obs   *state.Observations // when this store first saw each record version
 
 	memo      decodeMemo      // record versions decoded or written lately; safe for concurrent use
 	commit    *committer      // group commit of UpsertNode's puts
 	collector *statsCollector // registered with Options.Registerer; nil without
 
-	// minTTL is the smallest lease TTL etcd has granted when asked for
-	// less (its floor), 0 until seen; it tells a lease granted elsewhere for
-	// a short TTL from one granted for a different TTL.
-	minTTL atomic.Int64
-
 	stats statsCounters
-
-	// eventLease is the shared event log's current lease (events.go).
-	eventLease eventLease
-	// renewalLease is the lease of the renewal log's key (renewals.go).
-	renewalLease renewalLease
 }
 
 // Bounds of the in-process caches. Evicting an entry only costs a read (a
@@ -118,16 +114,21 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		Context:     clientCtx,
 	}
 	s := &Store{
-		opts:     opts,
-		keys:     keys{prefix: opts.Prefix},
-		log:      opts.Logger.With("backend", "etcd"),
-		clock:    opts.Clock,
-		lifetime: lifetime,
-		stop:     stop,
-		hints:    make(map[string]slotView),
-		obs:      state.NewObservations(opts.Clock),
-		leases:   make(map[leaseKey]leaseRef),
+		opts:  opts,
+		keys:  keys{prefix: opts.Prefix},
+		log:   opts.Logger.With("backend", "etcd"),
+		clock: opts.Clock,
+		hints: make(map[string]slotView),
+		obs:   state.NewObservations(opts.Clock),
 	}
+	s.conn.endpoints, s.conn.timeout = opts.Endpoints, opts.RequestTimeout
+	s.conn.lifetime, s.conn.stop = lifetime, stop
+	s.skipLog.log = s.log
+	c, k, skip := &s.conn, s.keys, &s.skipLog
+	s.jobLog = jobLog{c: c, keys: k, skip: skip}
+	s.cordonLog = cordonLog{c: c, keys: k, skip: skip}
+	s.eventLog = &eventLog{c: c, keys: k, skip: skip, clock: opts.Clock}
+	s.renewalLog = &renewalLog{c: c, keys: k, skip: skip, clock: opts.Clock, stats: &s.stats}
 	s.commit = newCommitter(s)
 	// A caller that gives up on New cancels the dial.
 	stopDial := context.AfterFunc(ctx, stop)
@@ -143,10 +144,15 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		return nil, s.mapError(fmt.Sprintf("connect to %v", opts.Endpoints), err, ci)
 	}
 	s.client = client
+	if opts.CapacityInterval > 0 {
+		s.capacity = newCapacityMonitor(s, opts.CapacityInterval)
+		s.conn.noSpace = s.capacity.noteNoSpace
+	}
 	// The client keeps its own copy; the store keeps none, so printing the
 	// store (or its options) cannot show it.
 	s.opts.Password = ""
 	s.keeper = newKeeper(pb.NewLeaseClient(client.ActiveConnection()), lifetime, s.spawn, s.log)
+	s.leases = newLeaseBook(c, s.keeper, &s.stats, s.log)
 	if opts.Registerer != nil {
 		s.collector = newStatsCollector(s)
 		if err := opts.Registerer.Register(s.collector); err != nil {
@@ -171,14 +177,9 @@ func (s *Store) Backend() string { return "etcd" }
 // flight and later fail with state.ErrClosed; open watches end. It is
 // idempotent.
 func (s *Store) Close() error {
-	s.closeMu.Lock()
-	if s.closed.Swap(true) {
-		s.closeMu.Unlock()
+	if !s.shut() {
 		return nil
 	}
-	s.closeMu.Unlock()
-	s.stop()
-	s.wg.Wait()
 	if s.collector != nil {
 		s.opts.Registerer.Unregister(s.collector)
 	}
@@ -190,22 +191,6 @@ func (s *Store) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// spawn runs f in a goroutine that Close waits for, unless the store is
-// closed.
-func (s *Store) spawn(f func()) bool {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed.Load() {
-		return false
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
-	return true
 }
 
 // CheckReady returns nil when etcd answers a linearizable read of the
@@ -220,24 +205,6 @@ func (s *Store) CheckReady(ctx context.Context) error {
 		return s.mapError("check ready", err, ci)
 	}
 	return nil
-}
-
-// begin prepares ctx for one operation: ErrClosed after Close, the default
-// request timeout when ctx has no deadline, and a callInfo for the error
-// mapping.
-func (s *Store) begin(ctx context.Context, op string) (context.Context, context.CancelFunc, *callInfo, error) {
-	if s.closed.Load() {
-		return nil, nil, nil, fmt.Errorf("etcd %s: %w", op, state.ErrClosed)
-	}
-	cancel := context.CancelFunc(func() {})
-	if _, ok := ctx.Deadline(); !ok {
-		ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
-	}
-	// Close cancels operations in flight.
-	ctx, cancelLife := context.WithCancel(ctx)
-	stopLife := context.AfterFunc(s.lifetime, cancelLife)
-	ctx, ci := withCallInfo(ctx)
-	return ctx, func() { stopLife(); cancelLife(); cancel() }, ci, nil
 }
 
 // Stats are cumulative counters of one store, for metrics and tests.
@@ -283,12 +250,10 @@ type Stats struct {
 }
 
 type statsCounters struct {
-	unsupported, malformed                 atomic.Uint64
 	grants, revokes, keepAlives, conflicts atomic.Uint64
 	resyncs, cacheSnaps, rangeSnaps        atomic.Uint64
 	decodes, groupCommits, groupedPuts     atomic.Uint64
 	renewals, ttlChecks, renewalBytes      atomic.Uint64
-	lastWarnUnixNano                       atomic.Int64
 	transitions                            state.TransitionCounts
 }
 
@@ -296,8 +261,8 @@ type statsCounters struct {
 func (s *Store) Stats() Stats {
 	c := &s.stats
 	return Stats{
-		UnsupportedSkipped: c.unsupported.Load(),
-		MalformedSkipped:   c.malformed.Load(),
+		UnsupportedSkipped: s.skipLog.unsupported.Load(),
+		MalformedSkipped:   s.skipLog.malformed.Load(),
 		LeaseGrants:        c.grants.Load(),
 		LeaseRevokes:       c.revokes.Load(),
 		LeaseKeepAlives:    c.keepAlives.Load(),
@@ -325,24 +290,6 @@ type stored struct {
 // ClockSkew estimates how far the clocks of the coordinators whose writes
 // this store saw are ahead of this one (state.Observations.ClockSkew).
 func (s *Store) ClockSkew() (time.Duration, bool) { return s.obs.ClockSkew() }
-
-// skipped counts and (at most once a minute, as a warning) logs a value a
-// read had to leave out.
-func (s *Store) skipped(key string, bad error) {
-	if errors.Is(bad, cluster.ErrUnsupportedVersion) {
-		s.stats.unsupported.Add(1)
-	} else {
-		s.stats.malformed.Add(1)
-	}
-	now := time.Now().UnixNano()
-	last := s.stats.lastWarnUnixNano.Load()
-	if now-last >= int64(time.Minute) && s.stats.lastWarnUnixNano.CompareAndSwap(last, now) {
-		s.log.Warn("skipping unreadable record (further ones are logged at debug level for a minute)", "key", key, "err", bad,
-			"unsupportedTotal", s.stats.unsupported.Load(), "malformedTotal", s.stats.malformed.Load())
-		return
-	}
-	s.log.Debug("skipping unreadable record", "key", key, "err", bad)
-}
 
 // revision wraps an etcd revision as an opaque token.
 func revision(r int64) state.Revision { return state.NewRevision(strconv.FormatInt(r, 10)) }

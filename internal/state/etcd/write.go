@@ -2,13 +2,10 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -66,7 +63,7 @@ func (s *Store) UpsertNode(ctx context.Context, rec *cluster.Record, leaseTTL ti
 	sl := s.slots(key)
 	sl.lk = leaseKey{slot: sl.slotKey, incarnation: rec.IncarnationID}
 	sl.want = ttlSeconds(leaseTTL)
-	defer s.releaseUnused(ctx, sl.lk, &sl.w)
+	defer s.leases.releaseUnused(ctx, sl.lk, &sl.w)
 	// The writer's stamp: shown raw by etcdctl, feeds others' skew estimates.
 	res, err := state.Write(ctx, sl, key, maxAttempts, state.Upsert(rec, o.Update, leaseTTL, o.StatusEvery, s.clock))
 	if err != nil {
@@ -151,149 +148,6 @@ type leasePlan struct {
 	grant     bool
 }
 
-// planLease decides where an accepted update of decision d gets its lease.
-//
-//   - Advance keeps the stored record's lease (kv.Lease, so a store that
-//     never wrote this slot learns it too) and refreshes it with one
-//     keepalive; only a lease that is gone or was granted for another TTL
-//     is replaced.
-//   - Insert and Restart use the incarnation's lease: one this store
-//     already holds for it (refreshed), else a new grant. The grant is the
-//     only Raft write of a lease, once per incarnation.
-func (s *Store) planLease(lk leaseKey, d cluster.Decision, v slotView, want int64, w *writeLeases) leasePlan {
-	if w.granted != 0 {
-		return leasePlan{candidate: w.granted}
-	}
-	s.mu.RLock()
-	ref, ok := s.leases[lk]
-	s.mu.RUnlock()
-	switch {
-	case d == cluster.DecisionAdvance && v.lease != 0:
-		if ok && ref.id == v.lease && ref.want != want {
-			return leasePlan{grant: true} // the TTL changed
-		}
-		return leasePlan{candidate: v.lease}
-	case ok && ref.want == want:
-		return leasePlan{candidate: ref.id}
-	}
-	return leasePlan{grant: true}
-}
-
-// leaseFor carries out plan and returns the lease to attach.
-func (s *Store) leaseFor(ctx context.Context, lk leaseKey, plan leasePlan, want int64, w *writeLeases) (int64, error) {
-	if plan.grant {
-		return s.grant(ctx, lk, want, w)
-	}
-	candidate := plan.candidate
-	if w.kept == candidate {
-		return candidate, nil
-	}
-	ttl, err := s.keepAlive(ctx, candidate)
-	if err != nil {
-		return 0, err
-	}
-	if ttl <= 0 {
-		s.forgetLease(lk, candidate)
-		return s.grant(ctx, lk, want, w)
-	}
-	w.kept = candidate
-	s.learnLease(lk, candidate, ttl, want)
-	return candidate, nil
-}
-
-// learnLease remembers lease id, which a keepalive just reported alive
-// with ttl, as lk's lease unless it is already.
-func (s *Store) learnLease(lk leaseKey, id, ttl, want int64) {
-	s.mu.RLock()
-	ref, ok := s.leases[lk]
-	s.mu.RUnlock()
-	if !ok || ref.id != id {
-		// Granted by another store (or evicted here): learn it. When its TTL
-		// does not match ours, the next accepted update replaces it.
-		known := want
-		if !s.ttlMatches(ttl, want) {
-			known = -1
-		}
-		s.putLease(lk, leaseRef{id: id, want: known, ttl: ttl})
-	}
-}
-
-// keepAliveResult is the answer to one keepalive.
-type keepAliveResult struct {
-	ttl int64
-	err error
-}
-
-// keepAliveAsync refreshes lease id in the background; the result arrives
-// on the returned channel, which the caller must receive from before it
-// returns (the goroutine is part of its call).
-func (s *Store) keepAliveAsync(ctx context.Context, id int64) <-chan keepAliveResult {
-	ch := make(chan keepAliveResult, 1)
-	go func() {
-		ttl, err := s.keepAlive(ctx, id)
-		ch <- keepAliveResult{ttl: ttl, err: err}
-	}()
-	return ch
-}
-
-// ttlMatches reports whether a lease etcd reports with TTL granted was
-// granted for want seconds: etcd raises TTLs below its floor.
-func (s *Store) ttlMatches(granted, want int64) bool {
-	if granted == want {
-		return true
-	}
-	floor := s.minTTL.Load()
-	return granted > want && floor != 0 && granted == floor
-}
-
-func (s *Store) grant(ctx context.Context, lk leaseKey, want int64, w *writeLeases) (int64, error) {
-	s.stats.grants.Add(1)
-	resp, err := s.client.Grant(ctx, want)
-	if err != nil {
-		return 0, err
-	}
-	if resp.TTL > want {
-		s.minTTL.Store(resp.TTL)
-	}
-	id := int64(resp.ID)
-	// Published (putLease) only once a record holds it: a lease another
-	// call could pick up while this one might still revoke it as unused
-	// would take that call's record with it.
-	w.granted, w.grantedRef = id, leaseRef{id: id, want: want, ttl: resp.TTL}
-	w.kept = id
-	return id, nil
-}
-
-func (s *Store) keepAlive(ctx context.Context, id int64) (int64, error) {
-	s.stats.keepAlives.Add(1)
-	return s.keeper.keepAlive(ctx, id)
-}
-
-// revoke revokes a lease that no record uses any more, best effort: a
-// failure leaves it to expire on its own.
-func (s *Store) revoke(ctx context.Context, lk leaseKey, id int64) {
-	s.forgetLease(lk, id)
-	s.stats.revokes.Add(1)
-	if _, err := s.client.Revoke(ctx, clientv3.LeaseID(id)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		s.log.Debug("lease revoke failed; it will expire", "lease", id, "err", err)
-	}
-}
-
-// releaseUnused revokes a lease granted during a call that did not use it
-// (the decision changed on a retry, or the call failed).
-func (s *Store) releaseUnused(ctx context.Context, lk leaseKey, w *writeLeases) {
-	if w.granted == 0 {
-		return
-	}
-	if ctx.Err() != nil {
-		// The call's deadline is spent; give the revoke its own, short one.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-	}
-	s.revoke(ctx, lk, w.granted)
-}
-
 // read returns the slot's current state from a linearizable read.
 func (s *Store) read(ctx context.Context, slotKey string, key cluster.Key) (slotView, error) {
 	resp, err := s.client.Get(ctx, slotKey)
@@ -346,25 +200,4 @@ func (s *Store) remember(slotKey string, v slotView) {
 		}
 	}
 	s.hints[slotKey] = v
-}
-
-func (s *Store) putLease(lk leaseKey, ref leaseRef) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.leases[lk]; !ok && len(s.leases) >= maxLeases {
-		for k := range s.leases {
-			delete(s.leases, k)
-			break
-		}
-	}
-	s.leases[lk] = ref
-}
-
-// forgetLease drops lk's entry if it still names lease id.
-func (s *Store) forgetLease(lk leaseKey, id int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ref, ok := s.leases[lk]; ok && ref.id == id {
-		delete(s.leases, lk)
-	}
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -58,8 +60,16 @@ func cordonSelector(clusterID string) string {
 	return LabelManagedBy + "=" + ManagedByValue + "," + LabelRole + "=" + CordonRole + "," + LabelCordonCluster + "=" + LabelValue(clusterID)
 }
 
+// cordonLog is the persisted cordons (state.CordonLog): Leases of role
+// cordon.
+type cordonLog struct {
+	leases    coordclient.LeaseInterface
+	namespace string
+	timeout   time.Duration // Options.RequestTimeout
+}
+
 // PersistCordon implements state.CordonLog.
-func (s *Store) PersistCordon(ctx context.Context, key cluster.Key, c state.Cordon) error {
+func (g *cordonLog) PersistCordon(ctx context.Context, key cluster.Key, c state.Cordon) error {
 	if err := state.ValidateCordon(key, c); err != nil {
 		return fmt.Errorf("kube persist cordon: %w", err)
 	}
@@ -67,10 +77,10 @@ func (s *Store) PersistCordon(ctx context.Context, key cluster.Key, c state.Cord
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
 	name := CordonName(key)
-	cur, err := s.leases.Get(ctx, name, metav1.GetOptions{})
+	cur, err := g.leases.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		next := cur.DeepCopy()
@@ -78,27 +88,27 @@ func (s *Store) PersistCordon(ctx context.Context, key cluster.Key, c state.Cord
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[AnnotationCordon] = string(val)
-		if _, err := s.leases.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		if _, err := g.leases.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 			return mapError("kube persist cordon", err)
 		}
 		return nil
 	case !apierrors.IsNotFound(err):
 		return mapError("kube persist cordon", err)
 	}
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: cordonSelector(key.ClusterID)})
+	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: cordonSelector(key.ClusterID)})
 	if err != nil {
 		return mapError("kube persist cordon", err)
 	}
 	if len(list.Items) >= state.MaxPersistedCordons {
 		return fmt.Errorf("kube persist cordon of %q: %w", key.NodeID, state.ErrTooManyCordons)
 	}
-	_, err = s.leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Namespace: s.opts.Namespace,
+	_, err = g.leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: g.namespace,
 		Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelRole: CordonRole, LabelCordonCluster: LabelValue(key.ClusterID), LabelNode: LabelValue(key.NodeID)},
 		Annotations: map[string]string{AnnotationCordon: string(val), AnnotationCordonNode: key.NodeID},
 	}}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return s.PersistCordon(ctx, key, c) // another coordinator created it a moment ago
+		return g.PersistCordon(ctx, key, c) // another coordinator created it a moment ago
 	}
 	if err != nil {
 		return mapError("kube persist cordon", err)
@@ -107,26 +117,26 @@ func (s *Store) PersistCordon(ctx context.Context, key cluster.Key, c state.Cord
 }
 
 // LiftCordon implements state.CordonLog.
-func (s *Store) LiftCordon(ctx context.Context, key cluster.Key) error {
+func (g *cordonLog) LiftCordon(ctx context.Context, key cluster.Key) error {
 	if err := state.ValidateKey(key); err != nil {
 		return fmt.Errorf("kube lift cordon: %w", err)
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	if err := s.leases.Delete(ctx, CordonName(key), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := g.leases.Delete(ctx, CordonName(key), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return mapError("kube lift cordon", err)
 	}
 	return nil
 }
 
 // PersistedCordon implements state.CordonLog.
-func (s *Store) PersistedCordon(ctx context.Context, key cluster.Key) (state.Cordon, bool, error) {
+func (g *cordonLog) PersistedCordon(ctx context.Context, key cluster.Key) (state.Cordon, bool, error) {
 	if err := state.ValidateKey(key); err != nil {
 		return state.Cordon{}, false, fmt.Errorf("kube read cordon: %w", err)
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	l, err := s.leases.Get(ctx, CordonName(key), metav1.GetOptions{})
+	l, err := g.leases.Get(ctx, CordonName(key), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return state.Cordon{}, false, nil
 	}
@@ -143,4 +153,7 @@ func (s *Store) PersistedCordon(ctx context.Context, key cluster.Key) (state.Cor
 	return c, true, nil
 }
 
-var _ state.CordonLog = (*Store)(nil)
+var (
+	_ state.CordonLog = (*Store)(nil)
+	_ state.CordonLog = (*cordonLog)(nil)
+)

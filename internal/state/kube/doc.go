@@ -156,4 +156,11 @@
 // writes; Close ends them, deletes the fence and closes its idle
 // connections. Every request is bounded by Options.RequestTimeout and the
 // caller's context.
+//
+// Store is carved by concern, each part a small type that holds only what
+// it needs: lifecycle (the lifetime and the goroutines Close waits for,
+// under its own lock), observer (when each Lease version was first seen),
+// and the logs beside the records, jobLog, cordonLog and eventLog, each
+// with its own client and names. Store embeds them, so it implements
+// state.JobLog, CordonLog, EventLog and EventWatcher through them.
 package kube

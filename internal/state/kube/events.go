@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/state"
@@ -33,52 +34,62 @@ const (
 	eventTrimEvery = 32
 )
 
-// eventCounter counts this store's creates, to trim every eventTrimEvery.
-type eventCounter struct{ n atomic.Uint64 }
+// eventLog is the shared event log (state.EventLog, state.EventWatcher):
+// the namespace's Events of Talon.
+type eventLog struct {
+	events    corev1client.EventInterface
+	namespace string
+	timeout   time.Duration // Options.RequestTimeout
+	now       func() time.Time
+	// created counts this log's creates, to trim every eventTrimEvery.
+	created atomic.Uint64
+}
 
 // EventName returns the name of the Event of the event with ID id.
 func EventName(id string) string { return "talon-" + id }
 
 // AppendEvent implements state.EventLog.
-func (s *Store) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, error) {
+func (g *eventLog) AppendEvent(ctx context.Context, ev state.NodeEvent) (bool, error) {
 	if err := state.ValidateEvent(ev); err != nil {
 		return false, err
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	obj, err := s.kubeEvent(ev)
+	obj, err := g.kubeEvent(ev)
 	if err != nil {
 		return false, err
 	}
-	_, err = s.events.Create(ctx, obj, metav1.CreateOptions{})
+	_, err = g.events.Create(ctx, obj, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
 	case err != nil:
 		return false, mapError("kube append event", err)
 	}
-	if s.eventCount.n.Add(1)%eventTrimEvery == 0 {
-		if err := s.trimEvents(ctx, ev.ClusterID); err != nil {
+	if g.created.Add(1)%eventTrimEvery == 0 {
+		if err := g.trimEvents(ctx, ev.ClusterID); err != nil {
 			return true, mapError("kube trim events", err)
 		}
 	}
 	return true, nil
 }
 
-func (s *Store) eventCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+// opCtx bounds one request of the logs by timeout, unless ctx has a
+// deadline of its own.
+func opCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, s.opts.RequestTimeout)
+	return context.WithTimeout(ctx, timeout)
 }
 
 // kubeEvent builds the core/v1 Event of ev.
-func (s *Store) kubeEvent(ev state.NodeEvent) (*corev1.Event, error) {
+func (g *eventLog) kubeEvent(ev state.NodeEvent) (*corev1.Event, error) {
 	raw, err := json.Marshal(ev)
 	if err != nil {
 		return nil, err
 	}
-	involved := corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: s.opts.Namespace,
+	involved := corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: g.namespace,
 		Name: "talon-cluster-" + LabelValue(ev.ClusterID)}
 	if k := (cluster.Key{ClusterID: ev.ClusterID, Role: cluster.Role(ev.Role), NodeID: ev.NodeID}); k.Role.Valid() && ev.NodeID != "" {
 		involved.Name = LeaseName(k)
@@ -90,7 +101,7 @@ func (s *Store) kubeEvent(ev state.NodeEvent) (*corev1.Event, error) {
 	}
 	return &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: EventName(ev.ID), Namespace: s.opts.Namespace,
+			Name: EventName(ev.ID), Namespace: g.namespace,
 			Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelCluster: LabelValue(ev.ClusterID)},
 			Annotations: map[string]string{AnnotationEvent: string(raw)},
 		},
@@ -135,8 +146,8 @@ func orNone(s string) string {
 }
 
 // readEvents returns the cluster's events, oldest first.
-func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, error) {
-	list, err := s.events.List(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID)})
+func (g *eventLog) readEvents(ctx context.Context, clusterID string) ([]state.NodeEvent, error) {
+	list, err := g.events.List(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID)})
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +166,13 @@ func (s *Store) readEvents(ctx context.Context, clusterID string) ([]state.NodeE
 // trimEvents deletes the Events beyond state.DefaultEventMax that
 // state.Evict chooses (a source over its quota first, operator and
 // security events last); NotFound (another writer's trim) is no error.
-func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
-	all, err := s.readEvents(ctx, clusterID)
+func (g *eventLog) trimEvents(ctx context.Context, clusterID string) error {
+	all, err := g.readEvents(ctx, clusterID)
 	if err != nil {
 		return err
 	}
 	for _, e := range state.Evict(all, state.DefaultEventMax) {
-		if err := s.events.Delete(ctx, EventName(e.ID), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := g.events.Delete(ctx, EventName(e.ID), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -169,14 +180,14 @@ func (s *Store) trimEvents(ctx context.Context, clusterID string) error {
 }
 
 // ListEvents implements state.EventLog.
-func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
-	ctx, cancel := s.eventCtx(ctx)
+func (g *eventLog) ListEvents(ctx context.Context, clusterID string, since time.Time, limit int) ([]state.NodeEvent, error) {
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	all, err := s.readEvents(ctx, clusterID)
+	all, err := g.readEvents(ctx, clusterID)
 	if err != nil {
 		return nil, mapError("kube list events", err)
 	}
-	if floor := s.now().Add(-state.DefaultEventMaxAge); since.Before(floor) {
+	if floor := g.now().Add(-state.DefaultEventMaxAge); since.Before(floor) {
 		since = floor
 	}
 	// A writer trims after its creates; until then the log may hold more
@@ -184,22 +195,25 @@ func (s *Store) ListEvents(ctx context.Context, clusterID string, since time.Tim
 	return state.TrimEvents(state.KeepEvents(all, state.DefaultEventMax), since, limit), nil
 }
 
-var _ state.EventLog = (*Store)(nil)
+var (
+	_ state.EventLog = (*Store)(nil)
+	_ state.EventLog = (*eventLog)(nil)
+)
 
 // WatchEvents implements state.EventWatcher: a watch of the cluster's
 // Events from the resource version of a one-item list (so the API server
 // does not first replay every Event it keeps).
-func (s *Store) WatchEvents(ctx context.Context, clusterID string) <-chan state.NodeEvent {
+func (g *eventLog) WatchEvents(ctx context.Context, clusterID string) <-chan state.NodeEvent {
 	out := make(chan state.NodeEvent, 64)
 	go func() {
 		defer close(out)
-		lctx, cancel := s.eventCtx(ctx)
-		list, err := s.events.List(lctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID), Limit: 1})
+		lctx, cancel := opCtx(ctx, g.timeout)
+		list, err := g.events.List(lctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID), Limit: 1})
 		cancel()
 		if err != nil {
 			return
 		}
-		w, err := s.events.Watch(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID), ResourceVersion: list.ResourceVersion})
+		w, err := g.events.Watch(ctx, metav1.ListOptions{LabelSelector: clusterSelector(clusterID), ResourceVersion: list.ResourceVersion})
 		if err != nil {
 			return
 		}

@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/talonhq/talon/internal/job"
 	"github.com/talonhq/talon/internal/state"
@@ -42,23 +44,30 @@ func jobSelector(clusterID string) string {
 	return LabelManagedBy + "=" + ManagedByValue + "," + LabelRole + "=" + JobRole + "," + LabelJobCluster + "=" + LabelValue(clusterID)
 }
 
+// jobLog is the cache jobs (state.JobLog): Leases of role job.
+type jobLog struct {
+	leases    coordclient.LeaseInterface
+	namespace string
+	timeout   time.Duration // Options.RequestTimeout
+}
+
 // CreateJob implements state.JobLog.
-func (s *Store) CreateJob(ctx context.Context, clusterID string, j job.Job) error {
+func (g *jobLog) CreateJob(ctx context.Context, clusterID string, j job.Job) error {
 	val, err := state.EncodeJob(&j)
 	if err != nil {
 		return fmt.Errorf("kube create job: %w", err)
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: jobSelector(clusterID)})
+	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: jobSelector(clusterID)})
 	if err != nil {
 		return mapError("kube create job", err)
 	}
 	if len(list.Items) >= job.MaxKept {
 		return fmt.Errorf("kube create job %q: %w", j.ID, state.ErrTooManyJobs)
 	}
-	_, err = s.leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: JobName(clusterID, j.ID), Namespace: s.opts.Namespace,
+	_, err = g.leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: JobName(clusterID, j.ID), Namespace: g.namespace,
 		Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelRole: JobRole, LabelJobCluster: LabelValue(clusterID)},
 		Annotations: map[string]string{AnnotationJob: string(val)},
 	}}, metav1.CreateOptions{})
@@ -85,13 +94,13 @@ func jobOf(l *coordv1.Lease, clusterID, id string) (job.Job, bool) {
 }
 
 // Job implements state.JobLog.
-func (s *Store) Job(ctx context.Context, clusterID, id string) (job.Job, string, bool, error) {
+func (g *jobLog) Job(ctx context.Context, clusterID, id string) (job.Job, string, bool, error) {
 	if err := job.ValidateID(id); err != nil {
 		return job.Job{}, "", false, fmt.Errorf("kube read job: %w: %v", state.ErrInvalidRecord, err)
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	l, err := s.leases.Get(ctx, JobName(clusterID, id), metav1.GetOptions{})
+	l, err := g.leases.Get(ctx, JobName(clusterID, id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return job.Job{}, "", false, nil
 	}
@@ -107,7 +116,7 @@ func (s *Store) Job(ctx context.Context, clusterID, id string) (job.Job, string,
 
 // ReplaceJob implements state.JobLog: an update at the read
 // resourceVersion.
-func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j job.Job, revision string) (bool, error) {
+func (g *jobLog) ReplaceJob(ctx context.Context, clusterID string, j job.Job, revision string) (bool, error) {
 	val, err := state.EncodeJob(&j)
 	if err != nil {
 		return false, fmt.Errorf("kube replace job: %w", err)
@@ -115,14 +124,14 @@ func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j job.Job, rev
 	if revision == "" {
 		return false, fmt.Errorf("kube replace job %q: %w: an empty revision", j.ID, state.ErrInvalidRecord)
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: JobName(clusterID, j.ID), Namespace: s.opts.Namespace, ResourceVersion: revision,
+		Name: JobName(clusterID, j.ID), Namespace: g.namespace, ResourceVersion: revision,
 		Labels:      map[string]string{LabelManagedBy: ManagedByValue, LabelRole: JobRole, LabelJobCluster: LabelValue(clusterID)},
 		Annotations: map[string]string{AnnotationJob: string(val)},
 	}}
-	_, err = s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	_, err = g.leases.Update(ctx, l, metav1.UpdateOptions{})
 	switch {
 	case err == nil:
 		return true, nil
@@ -133,10 +142,10 @@ func (s *Store) ReplaceJob(ctx context.Context, clusterID string, j job.Job, rev
 }
 
 // Jobs implements state.JobLog.
-func (s *Store) Jobs(ctx context.Context, clusterID string) ([]job.Job, error) {
-	ctx, cancel := s.eventCtx(ctx)
+func (g *jobLog) Jobs(ctx context.Context, clusterID string) ([]job.Job, error) {
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: jobSelector(clusterID), Limit: 2 * job.MaxKept})
+	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: jobSelector(clusterID), Limit: 2 * job.MaxKept})
 	if err != nil {
 		return nil, mapError("kube list jobs", err)
 	}
@@ -151,16 +160,19 @@ func (s *Store) Jobs(ctx context.Context, clusterID string) ([]job.Job, error) {
 }
 
 // DeleteJob implements state.JobLog.
-func (s *Store) DeleteJob(ctx context.Context, clusterID, id string) error {
+func (g *jobLog) DeleteJob(ctx context.Context, clusterID, id string) error {
 	if err := job.ValidateID(id); err != nil {
 		return fmt.Errorf("kube delete job: %w: %v", state.ErrInvalidRecord, err)
 	}
-	ctx, cancel := s.eventCtx(ctx)
+	ctx, cancel := opCtx(ctx, g.timeout)
 	defer cancel()
-	if err := s.leases.Delete(ctx, JobName(clusterID, id), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := g.leases.Delete(ctx, JobName(clusterID, id), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return mapError("kube delete job", err)
 	}
 	return nil
 }
 
-var _ state.JobLog = (*Store)(nil)
+var (
+	_ state.JobLog = (*Store)(nil)
+	_ state.JobLog = (*jobLog)(nil)
+)

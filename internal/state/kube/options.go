@@ -110,6 +110,11 @@ type Options struct {
 	// Logger receives warnings (malformed Leases, failed deletions); nil
 	// discards them.
 	Logger *slog.Logger
+
+	// ringSize is how many recent events the snapshot cache keeps for
+	// watchers (state.FanOut); 0 means state.DefaultRingSize. Tests set
+	// it small to reach the slow-watcher rule.
+	ringSize int
 }
 
 // withDefaults returns o with zero fields replaced by their defaults, or an

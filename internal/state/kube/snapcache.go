@@ -95,7 +95,7 @@ func newSnapCache(s *Store) *snapCache {
 		Final:     func(err error) bool { return errors.Is(err, errOpaqueRevision) },
 		Available: c.available,
 		Go:        func(f func()) bool { return s.goOwned(f) == nil },
-	}, 0)
+	}, s.opts.ringSize)
 	c.probes = newSharedCall(s, probesInflight, s.probeRevision)
 	c.fences = newSharedCall(s, 1, c.writeFence)
 	return c

@@ -17,7 +17,6 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,32 +39,36 @@ var _ state.Store = (*Store)(nil)
 // fence writes; Close ends them all, deletes the fence and closes the
 // store's idle connections.
 type Store struct {
+	// lifecycle is the store's lifetime and the goroutines Close waits
+	// for (lifecycle.go).
+	lifecycle
+
+	// The logs beside the records, each a concern of its own with its own
+	// client and names: cache jobs, persisted cordons, node events.
+	jobLog
+	cordonLog
+	*eventLog
+
 	leases coordclient.LeaseInterface
 	// cacheLeases is leases without the client-side rate limiter, for the
 	// snapshot cache's probes, fences, list and watch (see New).
 	cacheLeases coordclient.LeaseInterface
-	// events holds the shared event log (events.go); eventCount counts its creates.
-	events     corev1client.EventInterface
-	eventCount eventCounter
-	opts       Options // with defaults applied; read-only after New
-	log        *slog.Logger
-	now        func() time.Time
+	opts        Options // with defaults applied; read-only after New
+	log         *slog.Logger
+	now         func() time.Time
 	// transport is the store's own HTTP transport, closed by Close.
 	transport http.RoundTripper
 	// watchSession is how long the API server keeps one watch request
 	// open before the store resumes with a new one (tests shorten it).
 	watchSession time.Duration
 
-	// ctx is canceled by Close; it ends every watch.
-	ctx    context.Context
-	cancel context.CancelFunc
 	// cache holds the Leases this store wrote last, so a heartbeat costs
 	// one request (a PATCH) instead of two (GET, PATCH).
 	cache *leaseCache
 	// writes bounds the Lease writes in flight (Options.MaxInflightWrites).
 	writes *writeGate
 	// transitions counts ProposeTransition calls by operation and outcome.
-	transitions *prometheus.CounterVec
+	transitions transitionCounter
 	// snaps is the snapshot cache (nil unless Options.CacheSnapshots); its
 	// goroutine starts with the first Snapshot (startSnaps).
 	snaps      *snapCache
@@ -79,18 +82,15 @@ type Store struct {
 	stats        storeStats
 	statsMetrics prometheus.Collector
 
-	// mu guards the fields below. Watch and goOwned hold it while they add
-	// to wg, so Close (which sets closed under mu, then waits) never races
-	// an Add.
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	// observer remembers when this store first saw each Lease version.
+	observer
+}
 
-	// obs remembers when this store first saw each Lease at its current
-	// resourceVersion: the origin of the record ages shown
-	// (UpdatedAtUnixMs), never of liveness.
+// observer remembers when this store first saw each Lease at its current
+// resourceVersion: the origin of the record ages shown (UpdatedAtUnixMs),
+// never of liveness. It is safe for concurrent use.
+type observer struct {
 	obs *state.Observations
-
 	// pruned is when (unix ns) Snapshot last pruned obs.
 	pruned atomic.Int64
 }
@@ -115,13 +115,16 @@ func newTransitionCounter() *prometheus.CounterVec {
 	return c
 }
 
-// noteTransition counts one ProposeTransition answer.
-func (s *Store) noteTransition(tr state.Transition, res state.WriteResult, err error) {
+// transitionCounter is talon_state_kube_transitions_total.
+type transitionCounter struct{ *prometheus.CounterVec }
+
+// note counts one ProposeTransition answer.
+func (c transitionCounter) note(tr state.Transition, res state.WriteResult, err error) {
 	outcome := res.Outcome.String()
 	if err != nil || res.Outcome < state.OutcomeAccepted || res.Outcome > state.OutcomeNotFound {
 		outcome = "error"
 	}
-	s.transitions.WithLabelValues(tr.String(), outcome).Inc()
+	c.WithLabelValues(tr.String(), outcome).Inc()
 }
 
 // Stats are cumulative counters of one store (exported as
@@ -227,22 +230,23 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	sctx, cancel := context.WithCancel(context.Background())
+	leases := cs.CoordinationV1().Leases(o.Namespace)
 	s := &Store{
-		leases:       cs.CoordinationV1().Leases(o.Namespace),
+		lifecycle:    newLifecycle(),
+		jobLog:       jobLog{leases: leases, namespace: o.Namespace, timeout: o.RequestTimeout},
+		cordonLog:    cordonLog{leases: leases, namespace: o.Namespace, timeout: o.RequestTimeout},
+		eventLog:     &eventLog{events: cs.CoreV1().Events(o.Namespace), namespace: o.Namespace, timeout: o.RequestTimeout, now: o.Clock},
+		leases:       leases,
 		cacheLeases:  cacheCS.CoordinationV1().Leases(o.Namespace),
-		events:       cs.CoreV1().Events(o.Namespace),
 		opts:         o,
 		log:          o.Logger.With("backend", BackendName, "namespace", o.Namespace),
 		now:          o.Clock,
 		transport:    httpClient.Transport,
 		watchSession: watchSessionSeconds * time.Second,
-		ctx:          sctx,
-		cancel:       cancel,
-		obs:          state.NewObservations(o.Clock),
+		observer:     observer{obs: state.NewObservations(o.Clock)},
 		cache:        newLeaseCache(),
 		writes:       newWriteGate(o.MaxInflightWrites, o.AdmissionWait),
-		transitions:  newTransitionCounter(),
+		transitions:  transitionCounter{newTransitionCounter()},
 		fenceName:    FenceName(o.Identity),
 		nonce:        hex.EncodeToString(nonce),
 	}
@@ -257,7 +261,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 				for _, r := range collectors[:i] {
 					o.Registerer.Unregister(r)
 				}
-				cancel()
+				s.cancel()
 				return nil, fmt.Errorf("kube metrics: %w", err)
 			}
 		}
@@ -284,15 +288,9 @@ func (s *Store) Namespace() string { return s.opts.Namespace }
 // Close ends the store's goroutines (open watches end without an error
 // batch) and closes its idle connections. Later calls return ErrClosed.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.shut() {
 		return state.ErrClosed
 	}
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
 	s.deleteFence()
 	utilnet.CloseIdleConnectionsFor(s.transport)
 	if s.opts.Registerer != nil {
@@ -305,23 +303,7 @@ func (s *Store) Close() error {
 
 // collectors are the store's metrics.
 func (s *Store) collectors() []prometheus.Collector {
-	return append(s.writes.collectors(), s.transitions, s.statsMetrics)
-}
-
-// goOwned runs fn on a goroutine of the store (Close waits for it), or
-// returns state.ErrClosed after Close.
-func (s *Store) goOwned(fn func()) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return state.ErrClosed
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		fn()
-	}()
-	return nil
+	return append(s.writes.collectors(), s.transitions.CounterVec, s.statsMetrics)
 }
 
 // snapshotCache returns the snapshot cache, starting its goroutine on
@@ -332,15 +314,6 @@ func (s *Store) snapshotCache() *snapCache {
 	}
 	s.startSnaps.Do(func() { _ = s.goOwned(s.snaps.run) })
 	return s.snaps
-}
-
-func (s *Store) checkOpen() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return state.ErrClosed
-	}
-	return nil
 }
 
 // reqCtx bounds one request by RequestTimeout.
@@ -363,8 +336,8 @@ func (s *Store) CheckReady(ctx context.Context) error {
 // observed returns rec with UpdatedAtUnixMs set to when this store first
 // saw Lease l at its resourceVersion. The writer's stamp feeds the clock
 // skew estimate.
-func (s *Store) observed(l *coordv1.Lease, rec *cluster.Record) *cluster.Record {
-	rec.UpdatedAtUnixMs = s.obs.See(l.Name, l.ResourceVersion, rec.UpdatedAtUnixMs).UnixMilli()
+func (o *observer) observed(l *coordv1.Lease, rec *cluster.Record) *cluster.Record {
+	rec.UpdatedAtUnixMs = o.obs.See(l.Name, l.ResourceVersion, rec.UpdatedAtUnixMs).UnixMilli()
 	return rec
 }
 
@@ -372,7 +345,7 @@ func (s *Store) observed(l *coordv1.Lease, rec *cluster.Record) *cluster.Record 
 // updates this store saw are ahead of this one (state.Observations
 // ClockSkew). Changes are seen by listing, so the estimate is low by up to
 // the interval between snapshots.
-func (s *Store) ClockSkew() (time.Duration, bool) { return s.obs.ClockSkew() }
+func (o *observer) ClockSkew() (time.Duration, bool) { return o.obs.ClockSkew() }
 
 // Errors decodeLeaseSeq returns besides state.ErrUnsupportedVersion.
 var (

@@ -68,7 +68,7 @@ func (k *kubeEnv) harness(t *testing.T, watchCache, cache bool) *statetest.Harne
 		o.RequestTimeout = contractRequestTimeout
 	}
 	s := k.newStore(t, c.token, ns, withCache)
-	return &statetest.Harness{
+	h := &statetest.Harness{
 		Store:    s,
 		Advance:  time.Sleep,
 		LeaseTTL: contractLeaseTTL,
@@ -91,6 +91,13 @@ func (k *kubeEnv) harness(t *testing.T, watchCache, cache bool) *statetest.Harne
 			})
 		},
 	}
+	if cache {
+		h.SmallWatchBuffer = func(t testing.TB) (state.Store, int) {
+			const n = 32
+			return k.newStore(t, c.token, ns, func(o *Options) { withCache(o); o.ringSize = n }), n
+		}
+	}
+	return h
 }
 
 // fault causes f for real against the shared server.

@@ -76,20 +76,14 @@ func (s *Store) Watch(ctx context.Context, clusterID string, after state.Revisio
 			}
 		}
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return fail(state.ErrClosed)
+	if err := s.goOwned(func() { s.watch(ctx, clusterID, after.String(), out) }); err != nil {
+		return fail(err)
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go s.watch(ctx, clusterID, after.String(), out)
 	return out
 }
 
 // watch runs one Watch until ctx ends, the store closes or a terminal error.
 func (s *Store) watch(ctx context.Context, clusterID, rv string, out chan<- state.WatchBatch) {
-	defer s.wg.Done()
 	defer close(out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

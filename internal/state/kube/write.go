@@ -96,7 +96,7 @@ func (s *Store) ProposeTransition(ctx context.Context, key cluster.Key, incarnat
 	}
 	res, err := s.write(ctx, func() string { return "kube propose " + tr.String() + " " + key.String() }, key, true,
 		state.Propose(incarnationID, seq, tr, o.MinSilence))
-	s.noteTransition(tr, res, err)
+	s.transitions.note(tr, res, err)
 	return res, err
 }
 

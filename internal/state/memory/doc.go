@@ -7,18 +7,22 @@
 //
 //   - One global revision counter, starting at 1, advances by exactly one for
 //     every change (an accepted upsert, a removal, one expired lease), and the
-//     change is appended to the watch history under that revision. Revision
-//     tokens are that counter in decimal; callers treat them as opaque.
-//   - The watch history holds every change after revision compacted. It is
-//     bounded by Options.HistoryLimit; trimming it, and Compact, advance
-//     compacted. A watch from a revision older than compacted, or a watch
-//     that falls that far behind, ends with state.ErrCompacted.
+//     change is published, under mu, to the store's state.FanOut under that
+//     revision. Revision tokens are that counter in decimal; callers treat
+//     them as opaque.
+//   - Watch is served by state.FanOut, the fan-out the reflector of etcd and
+//     Kubernetes runs too: its ring is the watch history, bounded by
+//     Options.HistoryLimit; trimming it, and Compact, advance its floor. A
+//     watch from a revision older than the floor ends with
+//     state.ErrCompacted; a watcher that falls HistoryLimit events behind
+//     ends with state.ErrUnavailable, the slow-watcher rule of every
+//     backend.
 //   - Leases are per record: an accepted upsert sets expiry to now+leaseTTL
 //     against Options.Clock. Expiry is lazy and deterministic: every
 //     operation first expires every record whose expiry is not after now,
 //     each as its own EventDelete. An open watch additionally calls Sweep
-//     every Options.SweepInterval, so a watcher sees an expiry even when no
-//     other operation touches the store. There is no other timer. A late
+//     every Options.SweepInterval (a goroutine beside its delivery), so a
+//     watcher sees an expiry even when no other operation touches the store. There is no other timer. A late
 //     mark (ProposeTransition) keeps the record's expiry as it was.
 //   - Unobserved time does not count. With Options.StallThreshold on (the
 //     default with the real clock), a step of the clock longer than it
@@ -38,12 +42,13 @@
 //
 // Concurrency: a Store is safe for concurrent use. Writers (upsert, remove,
 // transitions, sweep, compaction) hold mu exclusively; Snapshot holds it shared unless a
-// lease is due to expire. Writers never wait for watchers: each watch has its
-// own goroutine that reads the shared history at its own pace. Every such
-// goroutine ends when its context ends, when it delivers a terminal error, or
-// when Close is called; Close waits for them.
+// lease is due to expire. Writers never wait for watchers: the fan-out
+// queues each watcher's events under its own lock (taken after mu) and each
+// watch has its own goroutine that hands them over. Every such goroutine
+// ends when its context ends, when it delivers a terminal error, or when
+// Close is called (a watch's sweeper ends with it); Close waits for them.
 //
 // Errors: every error wraps a state sentinel (ErrInvalidRecord,
-// ErrRecordTooLarge, ErrCompacted, ErrClosed, or the injected fault) or the
+// ErrRecordTooLarge, ErrCompacted, ErrUnavailable, ErrClosed, or the injected fault) or the
 // caller's context error.
 package memory

@@ -25,18 +25,15 @@ const (
 	DefaultStallThreshold = 5 * time.Second
 )
 
-// maxBatch bounds the events in one WatchBatch, so a watcher replaying a long
-// history hands it over in pieces.
-const maxBatch = 512
-
 // Options configures a Store. The zero value is valid.
 type Options struct {
 	// Clock returns the current time. Default time.Now; tests inject a fake
 	// clock to drive lease expiry.
 	Clock func() time.Time
-	// HistoryLimit bounds the watch history, in events. Default
-	// DefaultHistoryLimit. A watch that needs an event older than the
-	// history ends with state.ErrCompacted.
+	// HistoryLimit bounds the watch history (the fan-out's ring), in
+	// events. Default DefaultHistoryLimit. A watch from a revision older
+	// than the history ends with state.ErrCompacted; a watcher that falls
+	// this many events behind ends with state.ErrUnavailable.
 	HistoryLimit int
 	// SweepInterval is how often each open watch expires due leases, so a
 	// watcher sees an expiry when nothing else touches the store. Default
@@ -67,10 +64,21 @@ type Store struct {
 	sweepInterval time.Duration
 	stallLimit    time.Duration // 0: off
 
-	closing chan struct{}  // closed by Close
-	wg      sync.WaitGroup // one per watch goroutine
+	closing chan struct{} // closed by Close
+	// lifetime is cancelled by Close: it ends the watches (and their
+	// sweepers).
+	lifetime context.Context
+	stop     context.CancelFunc
+	// fan serves Watch: the history ring and the watchers, with its own
+	// lock, taken after mu. Writers publish to it under mu.
+	fan *state.FanOut
+	// spawnMu guards spawnOff and adding to wg, so Close never races an Add.
+	spawnMu  sync.Mutex
+	spawnOff bool
+	wg       sync.WaitGroup // the watches' goroutines and their sweepers
 
-	// faultMu guards the fields below. It is never held together with mu.
+	// faultMu guards the fields below. It may be taken while mu is held
+	// (Watch checks the fault after subscribing), never the other way round.
 	faultMu      sync.Mutex
 	fault        error
 	faultChanged chan struct{} // closed and replaced on every SetFault
@@ -80,10 +88,6 @@ type Store struct {
 	// noteLocked and observeLocked).
 	observed atomic.Int64
 
-	// notifyTaken records that a watcher holds notify and must be woken.
-	// Readers set it under mu held shared, hence atomic.
-	notifyTaken atomic.Bool
-
 	// events is the shared event log (events.go), with its own lock.
 	events eventRing
 	// cordons are the persisted cordons (cordons.go), with their own lock.
@@ -92,24 +96,14 @@ type Store struct {
 	jobs jobTable
 
 	// mu guards the fields below.
-	mu        sync.RWMutex
-	closed    bool
-	rev       uint64         // current revision
-	revTok    state.Revision // rev as a token
-	compacted uint64         // history holds every change after this revision
-	history   []change       // ordered by rev, contiguous after compacted
-	slots     map[cluster.Key]*slot
-	gens      map[cluster.Key]uint64 // last generation issued per slot; outlives its records
-	clusters  map[string]*view       // only clusters with at least one record
-	expiry    expiryHeap
-	notify    chan struct{} // closed and replaced by a write when notifyTaken
-}
-
-// change is one entry of the watch history.
-type change struct {
-	rev       uint64
-	clusterID string
-	event     state.Event
+	mu       sync.RWMutex
+	closed   bool
+	rev      uint64         // current revision
+	revTok   state.Revision // rev as a token
+	slots    map[cluster.Key]*slot
+	gens     map[cluster.Key]uint64 // last generation issued per slot; outlives its records
+	clusters map[string]*view       // only clusters with at least one record
+	expiry   expiryHeap
 }
 
 // slot is one stored record and its lease.
@@ -141,11 +135,9 @@ func New(opts Options) *Store {
 		faultChanged:  make(chan struct{}),
 		rev:           1,
 		revTok:        state.NewRevision("1"),
-		compacted:     1,
 		slots:         make(map[cluster.Key]*slot),
 		gens:          make(map[cluster.Key]uint64),
 		clusters:      make(map[string]*view),
-		notify:        make(chan struct{}),
 	}
 	switch {
 	case opts.StallThreshold > 0:
@@ -163,6 +155,8 @@ func New(opts Options) *Store {
 	if s.historyLimit <= 0 {
 		s.historyLimit = DefaultHistoryLimit
 	}
+	s.lifetime, s.stop = context.WithCancel(context.Background())
+	s.fan = state.NewFanOut(s.lifetime, "memory store", s.historyLimit, s.rev, s.spawnWatch)
 	if s.sweepInterval == 0 {
 		s.sweepInterval = DefaultSweepInterval
 	}
@@ -237,6 +231,10 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.closing)
 	s.mu.Unlock()
+	s.spawnMu.Lock()
+	s.spawnOff = true
+	s.spawnMu.Unlock()
+	s.stop()
 	s.wg.Wait()
 	return nil
 }
@@ -255,6 +253,11 @@ func (s *Store) SetFault(err error) {
 	s.fault = err
 	close(s.faultChanged)
 	s.faultChanged = make(chan struct{})
+	if err != nil {
+		// faultMu is held: a watch that subscribes meanwhile checks the
+		// fault after subscribing and ends itself.
+		s.fan.End(fmt.Errorf("memory store watch: %w", err))
+	}
 }
 
 // ClearFault restores service after SetFault.
@@ -317,8 +320,8 @@ func (s *Store) Sweep() int {
 }
 
 // Compact discards the watch history up to and including rev, so a watch
-// from an older revision ends with state.ErrCompacted. Open watches that
-// still need a discarded change end the same way. rev must be a revision of
+// from an older revision ends with state.ErrCompacted. Open watches keep
+// what is queued for them. rev must be a revision of
 // this store no newer than the current one.
 func (s *Store) Compact(rev state.Revision) error {
 	r, err := strconv.ParseUint(rev.String(), 10, 64)
@@ -343,16 +346,7 @@ func (s *Store) CompactAll() {
 }
 
 func (s *Store) compactLocked(r uint64) {
-	if r <= s.compacted {
-		return
-	}
-	i, _ := slices.BinarySearchFunc(s.history, r, func(c change, r uint64) int { return cmp.Compare(c.rev, r) })
-	if i < len(s.history) && s.history[i].rev == r {
-		i++
-	}
-	clear(s.history[:i])
-	s.history = s.history[i:]
-	s.compacted = r
+	s.fan.Compact(r)
 	s.log.Debug("memory store compacted", "revision", r)
 }
 
@@ -387,23 +381,13 @@ func (s *Store) deleteLocked(sl *slot) {
 	}
 }
 
-// appendLocked records one change under the next revision and wakes
-// watchers; mu must be held exclusively.
+// appendLocked records one change under the next revision and publishes
+// it to the watchers; mu must be held exclusively.
 func (s *Store) appendLocked(ev state.Event) {
 	s.rev++
 	s.revTok = state.NewRevision(strconv.FormatUint(s.rev, 10))
 	ev.Revision = s.revTok
-	s.history = append(s.history, change{rev: s.rev, clusterID: ev.Key.ClusterID, event: ev})
-	if over := len(s.history) - s.historyLimit; over > 0 {
-		s.compacted = s.history[over-1].rev
-		clear(s.history[:over])
-		s.history = s.history[over:]
-	}
-	if s.notifyTaken.Load() {
-		close(s.notify)
-		s.notify = make(chan struct{})
-		s.notifyTaken.Store(false)
-	}
+	s.fan.Publish([]state.FanEvent{{Rev: s.rev, Event: ev}})
 }
 
 func compareKey(r *cluster.Record, k cluster.Key) int {

@@ -1,10 +1,8 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -12,135 +10,101 @@ import (
 	"github.com/talonhq/talon/internal/state"
 )
 
-// Watch streams the cluster's changes after revision after: first those
-// still in the history, then live ones, in revision order, at most maxBatch
-// per batch.
+// Watch streams the cluster's changes after revision after, in revision
+// order, from the store's state.FanOut, as the reflector of etcd and
+// Kubernetes does: the history (Options.HistoryLimit events of every
+// cluster) replays what after is behind by, in batches of at most 512
+// events, then every change follows as it is made.
 //
-// The watch reads the shared history at its consumer's pace and holds at
-// most one undelivered batch in the channel plus one in hand, so a slow
-// consumer never blocks writers. A consumer that falls more than
-// Options.HistoryLimit changes (of all clusters) behind loses its place: the
-// watch ends with state.ErrCompacted and the consumer re-snapshots. The same
-// error ends a watch whose after is older than the history, is not a
-// revision of this store (including the zero revision), or is newer than
-// the current revision. An injected fault ends the watch with that fault.
+// Writers never wait for a watcher: one that falls Options.HistoryLimit
+// events behind ends with state.ErrUnavailable (the rule of every
+// backend) and reads again. A watch whose after is older than the
+// history, is not a revision of this store (including the zero revision)
+// or is newer than the current revision ends with state.ErrCompacted. An
+// injected fault ends the watch with that fault.
 func (s *Store) Watch(ctx context.Context, clusterID string, after state.Revision) <-chan state.WatchBatch {
-	out := make(chan state.WatchBatch, 1)
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		out <- state.WatchBatch{Err: fmt.Errorf("memory store watch: %w", state.ErrClosed)}
+	ch, err := s.subscribe(ctx, clusterID, after)
+	if err != nil {
+		out := make(chan state.WatchBatch, 1)
+		out <- state.WatchBatch{Err: err}
 		close(out)
 		return out
 	}
-	s.wg.Add(1)
-	s.mu.RUnlock()
-	go s.runWatch(ctx, clusterID, after, out)
-	return out
+	return ch
 }
 
-func (s *Store) runWatch(ctx context.Context, clusterID string, after state.Revision, out chan<- state.WatchBatch) {
-	defer s.wg.Done()
-	defer close(out)
-
+func (s *Store) subscribe(ctx context.Context, clusterID string, after state.Revision) (<-chan state.WatchBatch, error) {
 	if err := cluster.ValidateID("clusterId", clusterID); err != nil {
-		s.finish(ctx, out, fmt.Errorf("memory store watch: %w: %w", state.ErrInvalidRecord, err))
-		return
+		return nil, fmt.Errorf("memory store watch: %w: %w", state.ErrInvalidRecord, err)
 	}
 	cursor, err := strconv.ParseUint(after.String(), 10, 64)
 	if err != nil {
-		s.finish(ctx, out, fmt.Errorf("memory store watch: revision %q is not a revision of this store (watch from a snapshot's revision): %w", after.String(), state.ErrCompacted))
-		return
+		return nil, fmt.Errorf("memory store watch: revision %q is not a revision of this store (watch from a snapshot's revision): %w", after.String(), state.ErrCompacted)
 	}
-	var tick <-chan time.Time
-	if s.sweepInterval > 0 {
-		t := time.NewTicker(s.sweepInterval)
-		defer t.Stop()
-		tick = t.C
+	if _, fault := s.currentFault(); fault != nil {
+		return nil, fmt.Errorf("memory store watch: %w", fault)
 	}
-	for {
-		faultChanged, fault := s.currentFault()
-		if fault != nil {
-			s.finish(ctx, out, fmt.Errorf("memory store watch: %w", fault))
-			return
-		}
-		events, next, wake, err := s.collect(clusterID, cursor)
-		if err != nil {
-			s.finish(ctx, out, err)
-			return
-		}
-		cursor = next
-		if len(events) > 0 {
-			select {
-			case out <- state.WatchBatch{Events: events}:
-				continue
-			case <-ctx.Done():
-				return
-			case <-s.closing:
-				s.finishClosed(out)
-				return
-			}
-		}
-		select {
-		case <-wake:
-		case <-faultChanged:
-		case <-tick:
-			s.Sweep()
-		case <-ctx.Done():
-			return
-		case <-s.closing:
-			s.finishClosed(out)
-			return
-		}
-	}
-}
-
-// collect returns up to maxBatch of the cluster's changes after cursor and
-// the revision up to which it looked. When there are none it also returns a
-// channel closed by the next change.
-func (s *Store) collect(clusterID string, cursor uint64) (events []state.Event, next uint64, wake <-chan struct{}, err error) {
+	// mu is held across the subscription so that no write comes between
+	// the revision checked and the history replayed (writers publish
+	// under mu).
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	switch {
 	case s.closed:
-		return nil, 0, nil, fmt.Errorf("memory store watch: %w", state.ErrClosed)
-	case cursor < s.compacted:
-		s.log.Debug("memory store watch compacted", "cluster", clusterID, "after", cursor, "compacted", s.compacted)
-		return nil, 0, nil, fmt.Errorf("memory store watch: revision %d is older than the history, which starts after revision %d: %w", cursor, s.compacted, state.ErrCompacted)
+		return nil, fmt.Errorf("memory store watch: %w", state.ErrClosed)
 	case cursor > s.rev:
-		return nil, 0, nil, fmt.Errorf("memory store watch: revision %d is newer than the current revision %d, so it is not from this store: %w", cursor, s.rev, state.ErrCompacted)
+		return nil, fmt.Errorf("memory store watch: revision %d is newer than the current revision %d, so it is not from this store: %w", cursor, s.rev, state.ErrCompacted)
 	}
-	i, _ := slices.BinarySearchFunc(s.history, cursor+1, func(c change, r uint64) int { return cmp.Compare(c.rev, r) })
-	next = cursor
-	for ; i < len(s.history) && len(events) < maxBatch; i++ {
-		c := &s.history[i]
-		if c.clusterID == clusterID {
-			events = append(events, c.event)
-		}
-		next = c.rev
+	ch, err := s.fan.Subscribe(ctx, clusterID, cursor)
+	if err != nil {
+		s.log.Debug("memory store watch refused", "cluster", clusterID, "after", cursor, "err", err)
+		return nil, fmt.Errorf("memory store watch: %w", err)
 	}
-	if len(events) == 0 {
-		s.notifyTaken.Store(true)
-		wake = s.notify
+	// A fault set meanwhile ended the watchers it found; end this one too.
+	if _, fault := s.currentFault(); fault != nil {
+		s.fan.End(fmt.Errorf("memory store watch: %w", fault))
 	}
-	return events, next, wake, nil
+	return ch, nil
 }
 
-// finish delivers a terminal error unless the consumer goes away first.
-func (s *Store) finish(ctx context.Context, out chan<- state.WatchBatch, err error) {
-	select {
-	case out <- state.WatchBatch{Err: err}:
-	case <-ctx.Done():
-	case <-s.closing:
-		s.finishClosed(out)
+// spawnWatch runs one watch's delivery f (the fan-out's goroutine) and,
+// beside it until it returns, a sweeper that expires due leases every
+// Options.SweepInterval, so a watcher sees an expiry when nothing else
+// touches the store. It returns false once the store is closed.
+func (s *Store) spawnWatch(f func()) bool {
+	done := make(chan struct{})
+	if !s.spawn(func() { defer close(done); f() }) {
+		return false
 	}
+	if s.sweepInterval > 0 {
+		s.spawn(func() {
+			t := time.NewTicker(s.sweepInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					s.Sweep()
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+	return true
 }
 
-// finishClosed delivers ErrClosed if the consumer can take it now; Close
-// must not wait for a consumer that stopped reading.
-func (s *Store) finishClosed(out chan<- state.WatchBatch) {
-	select {
-	case out <- state.WatchBatch{Err: fmt.Errorf("memory store watch: %w", state.ErrClosed)}:
-	default:
+// spawn runs f on a goroutine Close waits for, or returns false once the
+// store is closed.
+func (s *Store) spawn(f func()) bool {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	if s.spawnOff {
+		return false
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
 }

@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -123,6 +124,34 @@ func runWatch(t *testing.T, newHarness Factory) {
 				}
 			case <-timer.C:
 				t.Fatalf("watch channel still open %s after its context was canceled", watchWait)
+			}
+		}
+	})
+}
+
+// runSlowWatcher checks the one slow-watcher rule: a watcher that falls
+// its store's buffer behind ends with ErrUnavailable after a gapless
+// prefix of the changes, and no writer waits for it.
+func runSlowWatcher(t *testing.T, newHarness Factory) {
+	t.Run("SlowWatcherEndsUnavailable", func(t *testing.T) {
+		e := setup(t, newHarness)
+		if e.h.SmallWatchBuffer == nil {
+			t.Skip("the backend's watch holds its stream back instead of a buffer")
+		}
+		s, n := e.h.SmallWatchBuffer(t)
+		slow := &env{t: t, h: e.h, s: s, cluster: e.cluster}
+		start := slow.snapshot(e.cluster)
+		w := slow.watch(e.cluster, start.Revision)
+		// Nobody reads while more than the buffer is written: every
+		// write returns.
+		for seq := uint64(1); seq <= uint64(n)+8; seq++ {
+			slow.upsert(slow.rec(cluster.RoleWorker, "w1", "inc-a", seq), longTTL)
+		}
+		w.fill(math.MaxInt, watchWait)
+		checkSentinel(t, "slow Watch", w.err, state.ErrUnavailable)
+		for i, ev := range w.buf {
+			if ev.Record == nil || ev.Record.HeartbeatSeq != uint64(i+1) {
+				t.Fatalf("slow watch: event %d is %s: a gap before the slow-watcher error", i, describeEvents([]state.Event{ev}))
 			}
 		}
 	})

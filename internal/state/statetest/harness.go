@@ -87,6 +87,14 @@ type Harness struct {
 	// coordinators changes neither ordering nor liveness. The memory
 	// backend is one process with one clock, so its Peer is its Store.
 	Peer func(t testing.TB, offset time.Duration) state.Store
+	// SmallWatchBuffer, if set, opens another store on the same backend
+	// whose watchers may fall at most n events behind (its fan-out's
+	// ring: memory's HistoryLimit, the snapshot cache's ring). The suite
+	// checks there that a watcher which stops reading ends with
+	// ErrUnavailable, the one slow-watcher rule of every backend. A
+	// backend whose watch holds the server's stream back instead (etcd
+	// and Kubernetes without the snapshot cache) leaves it nil.
+	SmallWatchBuffer func(t testing.TB) (s state.Store, n int)
 }
 
 // Factory builds a harness for one test case. It registers its own cleanup

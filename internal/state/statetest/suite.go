@@ -48,6 +48,7 @@ func Run(t *testing.T, newHarness Factory) {
 	t.Run("Marks", func(t *testing.T) { runMarks(t, newHarness) })
 	t.Run("Watch", func(t *testing.T) { runWatch(t, newHarness) })
 	t.Run("Compaction", func(t *testing.T) { runCompaction(t, newHarness) })
+	t.Run("SlowWatcher", func(t *testing.T) { runSlowWatcher(t, newHarness) })
 	t.Run("Errors", func(t *testing.T) { runErrors(t, newHarness) })
 	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newHarness) })
 	t.Run("Skew", func(t *testing.T) { runSkew(t, newHarness) })
