@@ -54,11 +54,3 @@ func quote(s string) string {
 	_ = e.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
 }
-
-// comma separates the members of a list of n.
-func comma(i, n int) string {
-	if i < n-1 {
-		return ","
-	}
-	return ""
-}
