@@ -266,32 +266,52 @@ func (c *Cache) ReadBlock(ctx context.Context, object string, index int64) (*Blo
 // dropped, never returned, and a load reads that version from the store
 // (blob.ErrVersionChanged when the store holds another by then).
 func (c *Cache) ReadBlockOf(ctx context.Context, object string, info blob.Info, index int64) (*Block, error) {
-	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 {
-		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
+	id, err := c.blockOf(object, info, index)
+	if err != nil {
+		return nil, err
 	}
-	id := blockID{object, index}
+	b, locked, err := c.hitOrLock(id, info)
+	if !locked {
+		return b, err
+	}
+	l, err := c.loads.startLocked(id, info)
+	if err != nil {
+		c.loads.mu.Unlock()
+		return nil, err
+	}
+	l.waiters++
+	return c.finishMissLocked(ctx, id, info, l)
+}
+
+// blockOf returns the id of block index of object at info, or an error
+// wrapping ErrOutOfRange when the object has no such block.
+func (c *Cache) blockOf(object string, info blob.Info, index int64) (blockID, error) {
+	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 {
+		return blockID{}, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
+	}
+	return blockID{object, index}, nil
+}
+
+// hitOrLock serves block id at info from the index (a hit: locked is
+// false), or returns with loads.mu held once the block is known not to be
+// resident (a miss to load or join: b is nil, locked is true). A resident
+// block of another version is dropped first.
+func (c *Cache) hitOrLock(id blockID, info blob.Info) (b *Block, locked bool, err error) {
 	for attempt := 0; ; {
 		b, res, err := c.hit(id, info, attempt)
 		switch res {
 		case served:
-			return b, err
+			return b, false, err
 		case dropped:
 			attempt++
 			continue
 		}
 		c.loads.mu.Lock()
-		if c.idx.holds(id, info) {
-			// Loaded since hit looked: a hit after all.
-			c.loads.mu.Unlock()
-			continue
+		if !c.idx.holds(id, info) {
+			return nil, true, nil
 		}
-		l, err := c.loads.startLocked(id, info)
-		if err != nil {
-			c.loads.mu.Unlock()
-			return nil, err
-		}
-		l.waiters++
-		return c.finishMissLocked(ctx, id, info, l)
+		// Loaded since hit looked: a hit after all.
+		c.loads.mu.Unlock()
 	}
 }
 
@@ -301,10 +321,10 @@ func (c *Cache) ReadBlockOf(ctx context.Context, object string, info blob.Info, 
 // which must not take the place of blocks it does. Neither counts a hit
 // or a miss, nor changes the eviction order.
 func (c *Cache) Peek(ctx context.Context, object string, info blob.Info, index int64) (*Block, error) {
-	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 {
-		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
+	id, err := c.blockOf(object, info, index)
+	if err != nil {
+		return nil, err
 	}
-	id := blockID{object, index}
 	e, verified, err := c.idx.peek(id)
 	if err != nil {
 		return nil, err

@@ -76,24 +76,14 @@ func (ls *loads) endStream(st *stream, err error) {
 // a whole one; a failure before it is OpenBlock's error, as for
 // ReadBlockOf. Nothing partial is ever cached.
 func (c *Cache) OpenBlock(ctx context.Context, object string, info blob.Info, index int64) (*Block, error) {
-	if blockLen(c.cfg.BlockSize, info.Size, index) == 0 {
-		return nil, fmt.Errorf("%w: block %d of object %q (%d bytes, block size %d)", ErrOutOfRange, index, object, info.Size, c.cfg.BlockSize)
+	id, err := c.blockOf(object, info, index)
+	if err != nil {
+		return nil, err
 	}
-	id := blockID{object, index}
-	for attempt := 0; ; {
-		b, res, err := c.hit(id, info, attempt)
-		switch res {
-		case served:
+	for {
+		b, locked, err := c.hitOrLock(id, info)
+		if !locked {
 			return b, err
-		case dropped:
-			attempt++
-			continue
-		}
-		c.loads.mu.Lock()
-		if c.idx.holds(id, info) {
-			// Loaded since hit looked: a hit after all.
-			c.loads.mu.Unlock()
-			continue
 		}
 		l := c.loads.m[id]
 		if l == nil || (l.info.Size == info.Size && l.info.Version == info.Version) {
