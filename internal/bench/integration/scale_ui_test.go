@@ -67,8 +67,8 @@ func uiScaleRow(t *testing.T, e *testenv.Etcd) reportRow {
 	mid := loads[1]
 	t.Logf("scale: web UI loads %+v", loads)
 	return reportRow{path: "web UI, 10,000 workers, headless Chromium: first paint of the node table",
-		talon: fmt.Sprintf("median %.0f ms of 3 (nodes fetched %.0f ms, table rendered %.0f ms); %d rows in the DOM; re-sort %.0f ms, next page %.0f ms", mid.painted, mid.fetched, mid.rendered, mid.rows, mid.sortMs, mid.pageMs),
-		limit: "—", ratio: "—", goal: "(measured)", met: true}
+		talon: fmt.Sprintf("median %.0f ms of 3 (the first page of nodes rendered %.0f ms; every node fetched %.0f ms); %d rows in the DOM; re-sort %.0f ms, next page %.0f ms", mid.painted, mid.rendered, mid.fetched, mid.rows, mid.sortMs, mid.pageMs),
+		limit: "—", ratio: "—", goal: "first paint ≤ 500 ms", met: mid.painted <= 500}
 }
 
 // loadUI loads url afresh, waits for the node table's first paint and
@@ -80,12 +80,14 @@ func loadUI(t *testing.T, b *browsertest.Browser, url string) uiLoad {
 	mark := func(name string) float64 {
 		return browsertest.Eval[float64](b, fmt.Sprintf(`performance.getEntriesByName(%q)[0].startTime`, name))
 	}
-	l := uiLoad{fetched: mark("talon:nodes-fetched"), rendered: mark("talon:nodes-rendered"), painted: mark("talon:nodes-painted")}
+	l := uiLoad{rendered: mark("talon:nodes-rendered"), painted: mark("talon:nodes-painted")}
 	l.rows = browsertest.Eval[int](b, `document.querySelectorAll("#nodes tbody tr[data-node]").length`)
+	// The first paint shows the first page of nodes; the count follows
+	// once every page arrived.
+	b.WaitFor("every page of nodes fetched", `performance.getEntriesByName("talon:nodes-fetched").length > 0`)
+	l.fetched = mark("talon:nodes-fetched")
 	want := strconv.Itoa(uiScaleNodes+1) + " nodes" // and the coordinator
-	if got := browsertest.Eval[string](b, `document.getElementById("shown").textContent`); !strings.HasPrefix(got, want) {
-		t.Errorf("the page counts %q, want %q", got, want)
-	}
+	b.WaitFor("the page counting every node", fmt.Sprintf(`document.getElementById("shown").textContent.startsWith(%q)`, want))
 	if l.rows != uiTableRows {
 		t.Errorf("the node table holds %d rows, want one page of %d", l.rows, uiTableRows)
 	}

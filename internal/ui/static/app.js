@@ -24,7 +24,8 @@
   const state = {
     cluster: null, // last good GET /api/v1/cluster
     storeAlarms: [], // the store's active alarms, from the last summary (stale ones included)
-    nodes: null, // last good node list (all pages)
+    nodes: null, // last good node list (all pages; the first page alone while partialNodes)
+    partialNodes: false, // the first load shows the first page while the rest arrives
     receivedAt: 0, // local time the last good data arrived
     failure: null, // {message, code, at} of the last failed refresh; null when current
     failures: 0, // consecutive failed refreshes
@@ -211,7 +212,12 @@
     }
   }
 
-  async function allNodes() {
+  // allNodes reads every page of the node list. onFirstPage, when given,
+  // is called with the first page's nodes when more pages follow, so the
+  // first load can draw them while the rest arrives (the API's order is the
+  // table's default order, role then node ID, so its first page of rows is
+  // already right).
+  async function allNodes(onFirstPage) {
     const items = [];
     let cont = "";
     for (let i = 0; i < MAX_PAGES; i++) {
@@ -221,8 +227,22 @@
       items.push(...(page.items || []));
       cont = page.continue;
       if (!cont) return items;
+      if (i === 0 && onFirstPage) onFirstPage(items.slice());
     }
     throw new APIError(0, "too_many_pages", "the node list did not end after " + MAX_PAGES + " pages");
+  }
+
+  // showFirstPage draws the first load's first page of nodes with the
+  // cluster summary, when that has arrived, while the other pages load.
+  function showFirstPage(cluster, nodes) {
+    if (!cluster || state.cluster) return;
+    state.cluster = cluster;
+    replicasDefault(cluster.placementReplicas);
+    state.storeAlarms = cluster.store.alarms || [];
+    state.nodes = nodes;
+    state.partialNodes = true;
+    state.receivedAt = Date.now();
+    render();
   }
 
   // newestEvents reads this coordinator's newest EVENTS events (an older
@@ -322,8 +342,12 @@
     if (state.busy) return;
     state.busy = true;
     try {
-      const [cluster, nodes] = await Promise.all([api("api/v1/cluster"), allNodes()]);
-      if (!state.cluster) performance.mark("talon:nodes-fetched");
+      const firstLoad = !state.cluster;
+      let summary = null;
+      const clusterRead = api("api/v1/cluster").then((c) => (summary = c));
+      const [cluster, nodes] = await Promise.all([clusterRead, allNodes(firstLoad ? (first) => showFirstPage(summary, first) : null)]);
+      if (firstLoad) performance.mark("talon:nodes-fetched");
+      state.partialNodes = false;
       state.cluster = cluster;
       replicasDefault(cluster.placementReplicas);
       state.storeAlarms = cluster.store.alarms || [];
@@ -701,7 +725,8 @@
     });
     if (rows.length === 0) rows.push(el("tr", null, el("td", { attrs: { colspan: String(COLUMNS.length) }, className: "empty", text: all.length ? "No node matches the filter." : "No live nodes." })));
     fill($("nodes").tBodies[0], rows);
-    setText($("shown"), shown.length === all.length ? all.length + " nodes" : shown.length + " of " + all.length + " nodes match the filter");
+    const loading = state.partialNodes ? " (the first " + all.length + "; loading the rest)" : "";
+    setText($("shown"), (shown.length === all.length ? all.length + " nodes" : shown.length + " of " + all.length + " nodes match the filter") + loading);
     $("pager").hidden = pages <= 1;
     setText($("page-info"), "Rows " + (first + 1) + "–" + (first + page.length) + " of " + shown.length + " · page " + (state.page + 1) + " of " + pages);
     $("page-prev").disabled = state.page === 0;
@@ -714,10 +739,10 @@
   }
 
   // markFirstRender records, once, when the node table first showed data
-  // and when the frame after that was painted: performance marks
-  // talon:nodes-rendered and talon:nodes-painted (beside
-  // talon:nodes-fetched, the last page received), for the UI's scale
-  // measurement and anyone's devtools.
+  // (on a large cluster, the first page of nodes) and when the frame after
+  // that was painted: performance marks talon:nodes-rendered and
+  // talon:nodes-painted (beside talon:nodes-fetched, the first load's last
+  // page received), for the UI's scale measurement and anyone's devtools.
   let firstRendered = false;
   function markFirstRender() {
     if (firstRendered) return;
