@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -755,4 +758,56 @@ func TestBrowserLayoutNodesFirst(t *testing.T) {
 		}
 	}
 	b.screenshot("layout-1400")
+}
+
+// TestBrowserFirstPageWhileTheRestLoads: on a cluster of more than one
+// page of nodes, the first load draws the first page as soon as it
+// arrives and says the rest is loading; the count follows once every page
+// did. The API behind the page answers the later pages 3 s late (a proxy),
+// so on a page that waited for every page nothing would show before then.
+func TestBrowserFirstPageWhileTheRestLoads(t *testing.T) {
+	bin := chromium(t)
+	e := startEnv(t, exposeAll())
+	const workers = 1500
+	want := []string{"coordinator/coord-a"}
+	for i := range workers {
+		id := fmt.Sprintf("w-%04d", i)
+		r := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id, IncarnationID: "inc-" + id,
+			Address: fmt.Sprintf("10.0.%d.%d:7500", i/256, i%256), Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2"}
+		if _, err := e.store.UpsertNode(context.Background(), r, testTiming.LeaseTTL); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "worker/"+id)
+	}
+	target, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/api/v1/nodes") && r.URL.Query().Get("continue") != "" {
+			select {
+			case <-time.After(3 * time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	b := newBrowser(t, bin)
+	start := time.Now()
+	b.do("opening the page", chromedp.Navigate(slow.URL+"/"))
+	b.waitRows(want[:100])
+	shown := b.text("#shown")
+	if elapsed := time.Since(start); !strings.Contains(shown, "loading the rest") {
+		t.Errorf("after %s the page shows %q, want the first page while the rest loads", elapsed.Round(time.Millisecond), shown)
+	}
+	if strings.HasPrefix(shown, "1501 nodes") {
+		t.Errorf("the first page already counts every node: %q", shown)
+	}
+	b.waitFor("every node counted", `document.getElementById("shown").textContent === "1501 nodes"`)
+	if got := b.text("#page-info"); got != "Rows 1–100 of 1501 · page 1 of 16" {
+		t.Errorf("page info after the rest arrived: %q", got)
+	}
 }
