@@ -3,13 +3,14 @@ package tui
 import (
 	"errors"
 	"fmt"
-	"github.com/charmbracelet/x/ansi"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"

@@ -160,7 +160,7 @@ func (t *nodeTable) reorder() {
 		if t.problemsOnly && !r.problem() {
 			return false
 		}
-		return matchFilter(r.search, t.filterWords)
+		return len(t.filterWords) == 0 || matchFilter(r.searchText(), t.filterWords)
 	}
 	t.visible = order(t.rows, keep, t.sortCol, t.sortDesc)
 	t.cursor = min(t.cursor, max(len(t.visible)-1, 0))

@@ -122,7 +122,8 @@ type row struct {
 	worker bool
 	late   bool // heartbeat age above the unhealthy threshold
 	rates  rates
-	// search is the lower-cased text the filter matches against.
+	// search is the lower-cased text the filter matches against, built
+	// the first time a filter asks (searchText): most polls have none.
 	search string
 	cells  [numColumns]string
 }
@@ -155,20 +156,31 @@ func buildRows(nodes []apiv1.Node, rs []rates, thresholdMs int64) []row {
 		r.worker = n.Role == "worker"
 		r.late = isLate(n, thresholdMs)
 		r.cells = cellsOf(r)
-		var b strings.Builder
-		b.WriteString(strings.ToLower(n.Role + " " + n.NodeID + " " + n.Address + " " + n.Version + " " + n.Health))
-		for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
-			b.WriteString(" " + strings.ToLower(k+"="+n.Labels[k]))
-		}
-		if r.late {
-			b.WriteString(" late")
-		}
-		if !n.Ready {
-			b.WriteString(" not-ready")
-		}
-		r.search = b.String()
 	}
 	return rows
+}
+
+// searchText returns the lower-cased text the filter matches r against:
+// role, node ID, address, version, health, labels, and the words late and
+// not-ready when they apply.
+func (r *row) searchText() string {
+	if r.search != "" {
+		return r.search
+	}
+	n := r.node
+	var b strings.Builder
+	b.WriteString(strings.ToLower(n.Role + " " + n.NodeID + " " + n.Address + " " + n.Version + " " + n.Health))
+	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
+		b.WriteString(" " + strings.ToLower(k+"="+n.Labels[k]))
+	}
+	if r.late {
+		b.WriteString(" late")
+	}
+	if !r.node.Ready {
+		b.WriteString(" not-ready")
+	}
+	r.search = b.String()
+	return r.search
 }
 
 func cellsOf(r *row) [numColumns]string {
@@ -202,12 +214,21 @@ func cellsOf(r *row) [numColumns]string {
 	return c
 }
 
+// cellWidth is a cell's display width: its length for printable ASCII
+// (the common case, measured without decoding graphemes).
+func cellWidth(s string) int {
+	if format.PrintableASCII(s) {
+		return len(s)
+	}
+	return ansi.StringWidth(s)
+}
+
 // cellWidths returns each column's widest cell, capped by maxWidth.
 func cellWidths(rows []row) [numColumns]int {
 	var w [numColumns]int
 	for i := range rows {
 		for c := range numColumns {
-			w[c] = max(w[c], ansi.StringWidth(rows[i].cells[c]))
+			w[c] = max(w[c], cellWidth(rows[i].cells[c]))
 		}
 	}
 	for c := range numColumns {

@@ -48,10 +48,11 @@ func round(v float64) float64 {
 
 // number prints a scaled value: one decimal below 10, none from 10 up.
 func number(v float64) string {
+	prec := 0
 	if v < 9.95 {
-		return fmt.Sprintf("%.1f", v)
+		prec = 1
 	}
-	return fmt.Sprintf("%.0f", v)
+	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 // Bytes renders a byte count in IEC units: 0 B, 1023 B, 1.5 KiB, 8.0 GiB,
@@ -94,19 +95,19 @@ func Rate(v float64) string {
 		v /= 1000
 		u++
 	}
-	var s string
+	prec := 0
 	switch {
 	case v < 9.995:
-		s = fmt.Sprintf("%.2f", v)
+		prec = 2
 	case v < 99.95:
-		s = fmt.Sprintf("%.1f", v)
-	default:
-		s = fmt.Sprintf("%.0f", v)
+		prec = 1
 	}
+	var buf [24]byte
+	b := strconv.AppendFloat(buf[:0], v, 'f', prec, 64)
 	if u >= 0 {
-		s += string(units[u])
+		b = append(b, units[u])
 	}
-	return s
+	return string(b)
 }
 
 // HitRatio is hits/(hits+misses), or -1 when there were neither.
@@ -123,7 +124,8 @@ func Percent(ratio float64) string {
 	if ratio < 0 || math.IsNaN(ratio) {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f%%", 100*ratio)
+	var buf [24]byte
+	return string(append(strconv.AppendFloat(buf[:0], 100*ratio, 'f', 1, 64), '%'))
 }
 
 // Text returns s safe to print on a terminal: control characters (C0,
@@ -131,6 +133,9 @@ func Percent(ratio float64) string {
 // escapes (\x1b, \u202e), so a record cannot move the cursor, recolour the
 // screen or reorder what a reader sees. Other text is unchanged.
 func Text(s string) string {
+	if PrintableASCII(s) {
+		return s // the common case, without decoding a rune
+	}
 	clean := utf8.ValidString(s)
 	for _, r := range s {
 		if unsafeRune(r) {
@@ -154,6 +159,17 @@ func Text(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// PrintableASCII reports whether s is printable ASCII only (space to
+// tilde): Text leaves it as it is, and its display width is len(s).
+func PrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func unsafeRune(r rune) bool {
