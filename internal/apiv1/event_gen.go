@@ -35,3 +35,25 @@ type Event struct {
 	// an event of the shared log: the one that wrote it).
 	Coordinator string `json:"coordinator"`
 }
+
+// EventTypes are the values of Event.Type, in the order the store's node
+// event declares them (state.NodeEventType): what talonctl events --type
+// takes.
+var EventTypes = []string{
+	"node_joined",
+	"node_health_changed",
+	"node_readiness_changed",
+	"node_restarted",
+	"node_expired_or_removed",
+	"node_cordoned",
+	"node_uncordoned",
+	"node_revoked",
+	"placement_version_changed",
+	"coordinator_unready",
+	"coordinator_ready",
+	"store_unreachable",
+	"store_recovered",
+	"job_started",
+	"job_ended",
+	"events_dropped",
+}

@@ -118,9 +118,9 @@ func Sort(evs []apiv1.Event) {
 // Headers are the table's columns, the same on a terminal and in a pipe.
 var Headers = []string{"TIME", "COORDINATOR", "TYPE", "NODE", "CHANGE", "REASON"}
 
-// Types are the event types coordinators report (talonctl events --type).
-var Types = []string{"node_joined", "node_health_changed", "node_readiness_changed", "node_restarted", "node_expired_or_removed",
-	"node_cordoned", "node_uncordoned", "node_revoked", "placement_version_changed", "coordinator_unready", "coordinator_ready", "store_unreachable", "store_recovered", "events_dropped"}
+// Types are the event types coordinators report (talonctl events --type):
+// apiv1.EventTypes, generated from the store's node event.
+var Types = apiv1.EventTypes
 
 // Printer renders events as a table.
 type Printer struct {

@@ -143,6 +143,16 @@ type Event struct {
 		fmt.Fprintf(&b, "%s %s `json:\"%s%s\"`\n", f.GoName, apiType(f), f.Name, omit)
 	}
 	b.WriteString("}\n")
+	b.WriteString(`
+// EventTypes are the values of Event.Type, in the order the store's node
+// event declares them (state.NodeEventType): what talonctl events --type
+// takes.
+var EventTypes = []string{
+`)
+	for _, t := range es.Types {
+		fmt.Fprintf(&b, "%q,\n", t)
+	}
+	b.WriteString("}\n")
 	return b.Bytes()
 }
 

@@ -90,7 +90,7 @@ func TestNewEventFieldNeedsNoOtherEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantIn(t, outs, map[string][]string{
-		"internal/apiv1/event_gen.go": {"Example string `json:\"example,omitempty\"`"},
+		"internal/apiv1/event_gen.go": {"Example string `json:\"example,omitempty\"`", "\"events_dropped\",\n\t\"example_happened\",\n}"},
 		"internal/admin/event_gen.go": {"Example:     e.Example,"},
 	})
 	ev := parseSchemas(t, outs)["Event"]
