@@ -100,12 +100,13 @@ it created is removed at the end unless --keep.`,
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	ctls.register(f)
 	opts.Conn.RegisterFlags(f)
-	cmd.AddCommand(lookups, newBenchHeartbeatsCmd(env))
+	cmd.AddCommand(lookups, newBenchHeartbeatsCmd(env), newBenchFleetCmd())
 	return cmd
 }
 
 func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 	opts := harness.HeartbeatOptions{}
+	fo := harness.FleetOptions{}
 	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "heartbeats --backend etcd|kubernetes",
@@ -154,11 +155,20 @@ stderr. It is a load generator: run it against a test backend.`,
   talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			if cmd.Flags().Changed("fleet") {
+				fo.HeartbeatOptions = opts
+				return benchFleetRun(cmd, env, &fo, progress, log)
+			}
+			for _, name := range []string{"interval", "lookup-rate"} {
+				if cmd.Flags().Changed(name) {
+					return &usageError{fmt.Errorf("--%s: only with --fleet", name)}
+				}
+			}
 			if err := opts.Validate(getenvFrom(env.Environ)); err != nil {
 				return &usageError{err}
 			}
-			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -186,15 +196,43 @@ stderr. It is a load generator: run it against a test backend.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Backend, "backend", "", "backend to measure: etcd or kubernetes (required)")
 	f.IntVar(&opts.Writers, "writers", 0, fmt.Sprintf("simulated workers, the concurrency of both phases (default %d on etcd, %d on kubernetes; 1 to %d)", harness.DefaultEtcdWriters, harness.DefaultKubeWriters, harness.MaxWriters))
-	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", harness.MaxCoordinators))
-	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
+	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process; with --fleet, coordinator processes (1 to %d)", harness.MaxCoordinators))
+	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h); with --fleet of each row, at least twice --interval")
 	f.IntVar(&opts.Pairs, "pairs", harness.DefaultPairs, fmt.Sprintf("talon phases, each between two raw phases; the ratios are their median (1 to %d)", harness.MaxPairs))
 	f.StringVar(&opts.Mix, "mix", string(bench.MixRenew), "raw ceiling: renew (lease renewals and a record write per status interval, as Talon's store), write (a record write every heartbeat) or both")
 	f.DurationVar(&opts.StatusInterval, "status-interval", cluster.DefaultStatusInterval, "the coordinators' status-interval, and so the renew mix's: the record is written once per interval (0: every heartbeat; else 5s to 1h)")
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
+	f.IntSliceVar(&fo.Sizes, "fleet", nil, fmt.Sprintf("fleet mode: for each of these fleet sizes (1 to %d), coordinator processes and simulated workers in processes of their own heartbeating every --interval, open loop, for --duration", harness.MaxFleetSize))
+	f.DurationVar(&fo.Interval, "interval", harness.HeartbeatInterval, fmt.Sprintf("with --fleet: the workers' and coordinators' heartbeat interval (%s to %s)", harness.MinFleetInterval, harness.MaxFleetInterval))
+	f.IntVar(&fo.LookupRate, "lookup-rate", harness.DefaultLookupRate, fmt.Sprintf("with --fleet: placement lookups per second sent while each fleet runs, for their p99 (0 to %d)", harness.MaxLookupRate))
+	f.IntVar(&fo.StorePID, "store-pid", 0, "with --fleet: the backend's process ID on this machine (etcd, kube-apiserver), to report its CPU seconds per 1,000 operations too")
+	f.StringVar(&fo.Host, "coordinator-host", "127.0.0.1", "with --fleet: the address the coordinator processes listen on (random ports)")
 	opts.Conn.RegisterFlags(f)
 	return cmd
+}
+
+// benchFleetRun runs the fleet mode of talon bench heartbeats (--fleet):
+// coordinators and fleets are processes of this binary.
+func benchFleetRun(cmd *cobra.Command, env Env, fo *harness.FleetOptions, progress func(format string, a ...any), log *slog.Logger) error {
+	for _, name := range []string{"pairs", "cpuprofile"} {
+		if cmd.Flags().Changed(name) {
+			return &usageError{fmt.Errorf("--%s and --fleet: the fleet mode measures one raw phase and a row per size; profile a coordinator with its own tools", name)}
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("--fleet runs this binary's coordinators and fleets: %w", err)
+	}
+	fo.Talon = exe
+	if err := fo.ValidateFleet(getenvFrom(env.Environ)); err != nil {
+		return &usageError{err}
+	}
+	rep, err := harness.Fleet(cmd.Context(), *fo, progress, log)
+	if err != nil {
+		return err
+	}
+	return rep.Write(cmd.OutOrStdout(), fo.Output)
 }
 
 // BenchRoles opens stores and builds coordinators for package harness as

@@ -37,6 +37,9 @@ type HeartbeatOptions struct {
 	// Registered, when set, is called once every writer has registered,
 	// just before the heartbeats start.
 	Registered func()
+	// RegisterAttempts bounds the attempts of a registration the
+	// coordinator sheds; default 21.
+	RegisterAttempts int
 }
 
 // Heartbeats registers Writers simulated workers (the typical record)
@@ -80,6 +83,9 @@ func Register(ctx context.Context, o HeartbeatOptions) (*Heartbeaters, error) {
 	if o.NodePrefix == "" {
 		o.NodePrefix = "bench-hb-"
 	}
+	if o.RegisterAttempts < 1 {
+		o.RegisterAttempts = 21
+	}
 	h := &Heartbeaters{o: o, clients: make([]*client.Client, o.Writers), recs: make([]*cluster.Record, o.Writers)}
 	for w := range o.Writers {
 		cl, err := client.New(client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS})
@@ -97,7 +103,8 @@ func Register(ctx context.Context, o HeartbeatOptions) (*Heartbeaters, error) {
 	return h, nil
 }
 
-// register registers writer w, retrying what a loaded coordinator sheds.
+// register registers writer w, retrying what a loaded coordinator sheds
+// up to RegisterAttempts times in all.
 func (h *Heartbeaters) register(ctx context.Context, w int) error {
 	msg, err := protocol.NewRegister(h.recs[w])
 	if err != nil {
@@ -108,7 +115,7 @@ func (h *Heartbeaters) register(ctx context.Context, w int) error {
 		if err == nil {
 			return accepted(resp)
 		}
-		if !protocol.Retryable(err) || attempt == 20 || ctx.Err() != nil {
+		if !protocol.Retryable(err) || attempt+1 >= h.o.RegisterAttempts || ctx.Err() != nil {
 			return fmt.Errorf("register simulated worker %s: %w", h.recs[w].NodeID, err)
 		}
 		Backoff(ctx, h.o.Backoff)
@@ -121,21 +128,29 @@ func (h *Heartbeaters) register(ctx context.Context, w int) error {
 // BackedOff. Result.Renewals is not known here (the store counts them).
 func (h *Heartbeaters) Run(ctx context.Context, d time.Duration) Result {
 	return Run(ctx, h.o.Writers, d, func(ctx context.Context, w int) error {
-		h.recs[w].HeartbeatSeq++
-		msg, err := protocol.NewHeartbeat(h.recs[w])
-		if err != nil {
-			return err
+		err := h.Beat(ctx, w)
+		if protocol.IsCode(err, protocol.CodeUnavailable) {
+			Backoff(ctx, h.o.Backoff)
+			return fmt.Errorf("%w: %v", ErrBackedOff, err)
 		}
-		resp, err := h.clients[w].Call(ctx, msg)
-		if err != nil {
-			if protocol.IsCode(err, protocol.CodeUnavailable) {
-				Backoff(ctx, h.o.Backoff)
-				return fmt.Errorf("%w: %v", ErrBackedOff, err)
-			}
-			return err
-		}
-		return accepted(resp)
+		return err
 	})
+}
+
+// Beat sends writer w's next heartbeat (its sequence number one higher)
+// and returns nil when the coordinator accepted it, else the error or a
+// coded error naming the outcome. Only writer w's goroutine may call it.
+func (h *Heartbeaters) Beat(ctx context.Context, w int) error {
+	h.recs[w].HeartbeatSeq++
+	msg, err := protocol.NewHeartbeat(h.recs[w])
+	if err != nil {
+		return err
+	}
+	resp, err := h.clients[w].Call(ctx, msg)
+	if err != nil {
+		return err
+	}
+	return accepted(resp)
 }
 
 // Close closes the simulated workers' connections.
