@@ -108,13 +108,13 @@ func TestBenchFleet(t *testing.T) {
 	if os.Getenv(benchFleetEnv) == "" || os.Getenv(benchReportEnv) != "" {
 		t.Skipf("measurement: set %s=1 or sizes (make bench-fleet; make bench-report runs these rows in its table)", benchFleetEnv)
 	}
-	writeTable(t, fleetRows(t, nil))
+	writeTable(t, fleetRows(t, nil, nil))
 }
 
 // fleetRows measures the fleet rows on etcd and Kubernetes (each, unless
-// TALON_BENCH_FLEET_BACKENDS names only one), on e when given and else on
-// an etcd of their own; nil unless benchFleetEnv is set.
-func fleetRows(t *testing.T, e *testenv.Etcd) []reportRow {
+// TALON_BENCH_FLEET_BACKENDS names only one), on e and k when given and
+// else on servers of their own; nil unless benchFleetEnv is set.
+func fleetRows(t *testing.T, e *testenv.Etcd, k *testenv.KubeAPIServer) []reportRow {
 	t.Helper()
 	sizes := fleetSizes(t)
 	if sizes == nil {
@@ -132,7 +132,9 @@ func fleetRows(t *testing.T, e *testenv.Etcd) []reportRow {
 			o = fleetOptions(t, backend, e.Endpoints(), "")
 			o.StorePID = e.PID()
 		case "kubernetes":
-			k := testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
+			if k == nil {
+				k = testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
+			}
 			o = fleetOptions(t, backend, nil, k.WriteKubeconfig(t, k.AdminToken()))
 			o.StorePID = k.PID()
 		default:
@@ -280,10 +282,22 @@ func profileFleet(t *testing.T, o *harness.FleetOptions) {
 			for _, pid := range pids {
 				files = append(files, fmt.Sprintf("%s.%d.pprof", base, pid))
 			}
-			out, err := exec.Command("go", append([]string{"tool", "pprof", "-top", "-nodecount=30"}, files...)...).CombinedOutput()
-			t.Logf("CPU profile of the %d coordinator processes at %d workers on etcd, heartbeats alone (%s):\n%s (err %v)", len(pids), workers, strings.Join(files, " "), out, err)
-			out, err = exec.Command("go", append([]string{"tool", "pprof", "-top", "-cum", "-nodecount=40"}, files...)...).CombinedOutput()
-			t.Logf("cumulative:\n%s (err %v)", out, err)
+			top, err := exec.Command("go", append([]string{"tool", "pprof", "-top", "-nodecount=30"}, files...)...).CombinedOutput()
+			if err != nil {
+				t.Logf("pprof: %v", err)
+			}
+			cum, err := exec.Command("go", append([]string{"tool", "pprof", "-top", "-cum", "-nodecount=40"}, files...)...).CombinedOutput()
+			if err != nil {
+				t.Logf("pprof -cum: %v", err)
+			}
+			text := fmt.Sprintf("CPU profile of the %d coordinator processes at %d workers on etcd, heartbeats alone (%s):\n%s\ncumulative:\n%s",
+				len(pids), workers, strings.Join(files, " "), top, cum)
+			t.Log(text)
+			if f := os.Getenv("TALON_BENCH_FLEET_PROFILE_FILE"); f != "" {
+				if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+					t.Error(err)
+				}
+			}
 		}
 	}
 }
