@@ -149,10 +149,32 @@ each side created (etcd: leases granted; Kubernetes: Lease objects). The run
 works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
 namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
 unless --keep. Results go to stdout, progress to
-stderr. It is a load generator: run it against a test backend.`,
+stderr. It is a load generator: run it against a test backend.
+
+With --fleet SIZE,... it measures a fleet instead, out of process and
+open loop, as production sees one: first the raw ceiling, one phase of
+at most 10s at --writers, then for each size --coordinators-count
+coordinator processes of this binary (talon coordinator, without TLS, on
+--coordinator-host at random ports) on an empty cluster of their own,
+and the workers in fleet processes (talon bench fleet, at most 10,000
+workers each, a connection per worker). Once every worker has registered
+and the cluster has idled a few seconds, the workers heartbeat every
+--interval (default 5s, the coordinators' heartbeat-interval) for
+--duration; placement lookups at --lookup-rate a second run in the
+second half. A row per size gives the heartbeats accepted per second
+against those expected (workers / interval) and against the raw ceiling,
+the failed and missed heartbeats, the coordinators' CPU seconds per
+1,000 heartbeats (over the first half, heartbeats alone, from
+/proc/PID/stat) beside the cores they idle at, the fleets' and, with
+--store-pid, the backend's, the coordinators' resident set growth per
+worker over the empty cluster (/proc/PID/status), heartbeat and lookup
+p99 and how long registering took. On Kubernetes each coordinator's
+--kube-qps is raised to half as much again as its share of the
+heartbeats when that is more. Linux only (it reads /proc).`,
 		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
   talon bench heartbeats --backend etcd --mix both --pairs 5
-  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
+  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json
+  talon bench heartbeats --backend etcd --fleet 1000,5000,20000 --duration 1m --store-pid "$(pgrep -x etcd)"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
