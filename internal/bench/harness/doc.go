@@ -1,7 +1,7 @@
 // Package harness runs `talon bench`: it sets up what a measurement needs
 // around the phases of package bench (a run's own etcd prefix or
 // Kubernetes namespace, seeded stores, coordinators started in this
-// process or,, in the fleet mode, coordinator and fleet processes of the
+// process or, in the fleet mode, coordinator and fleet processes of the
 // talon binary), runs them and reports, as text or JSON.
 //
 // Invariants:
