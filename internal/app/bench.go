@@ -228,7 +228,7 @@ heartbeats when that is more. Linux only (it reads /proc).`,
 	f.IntSliceVar(&fo.Sizes, "fleet", nil, fmt.Sprintf("fleet mode: for each of these fleet sizes (1 to %d), coordinator processes and simulated workers in processes of their own heartbeating every --interval, open loop, for --duration", harness.MaxFleetSize))
 	f.DurationVar(&fo.Interval, "interval", harness.HeartbeatInterval, fmt.Sprintf("with --fleet: the workers' and coordinators' heartbeat interval (%s to %s)", harness.MinFleetInterval, harness.MaxFleetInterval))
 	f.IntVar(&fo.LookupRate, "lookup-rate", harness.DefaultLookupRate, fmt.Sprintf("with --fleet: placement lookups per second sent while each fleet runs, for their p99 (0 to %d)", harness.MaxLookupRate))
-	f.IntVar(&fo.StorePID, "store-pid", 0, "with --fleet: the backend's process ID on this machine (etcd, kube-apiserver), to report its CPU seconds per 1,000 operations too")
+	f.IntSliceVar(&fo.StorePIDs, "store-pid", nil, "with --fleet: the backend's process IDs on this machine (etcd; kube-apiserver and its etcd), to report their CPU seconds per 1,000 operations too")
 	f.StringVar(&fo.Host, "coordinator-host", "127.0.0.1", "with --fleet: the address the coordinator processes listen on (random ports)")
 	opts.Conn.RegisterFlags(f)
 	return cmd

@@ -57,10 +57,10 @@ type FleetOptions struct {
 	// Host is the loopback address the coordinators listen on; default
 	// 127.0.0.1.
 	Host string
-	// StorePID, when set, is the backend's process (etcd, or the
-	// Kubernetes API server): its CPU time is reported per 1,000
-	// operations too.
-	StorePID int
+	// StorePIDs, when set, are the backend's processes on this machine
+	// (etcd; the Kubernetes API server and its etcd): their CPU time,
+	// together, is reported per 1,000 operations too.
+	StorePIDs []int
 	// Window, when set, is called as each row's measured window starts,
 	// with the coordinators' process IDs, and the function it returns as
 	// the window ends (a test profiles the coordinators with it).
@@ -119,7 +119,7 @@ type FleetCeiling struct {
 	Raw         bench.Summary `json:"raw"`
 	// ClientCPUPer1000 is this process's (the raw writers') CPU seconds
 	// per 1,000 operations; StoreCPUPer1000 the backend process's, when
-	// known (StorePID).
+	// known (StorePIDs).
 	ClientCPUPer1000 float64  `json:"clientCPUSecondsPer1000"`
 	StoreCPUPer1000  *float64 `json:"storeCPUSecondsPer1000,omitempty"`
 
@@ -221,19 +221,19 @@ func fleetCeilings(ctx context.Context, o FleetOptions, progress func(format str
 	statusEvery := cluster.Timing{HeartbeatInterval: o.Interval, StatusInterval: o.StatusInterval}.StatusEvery()
 	for _, m := range o.mixes() {
 		progress("raw %s %s: %d writers for %s", o.Backend, m, o.Writers, d)
-		before, err := usages(os.Getpid(), o.StorePID)
+		before, err := usages(append([]int{os.Getpid()}, o.StorePIDs...)...)
 		if err != nil {
 			return nil, err
 		}
 		res := raw.Run(ctx, d, m, statusEvery)
-		after, err := usages(os.Getpid(), o.StorePID)
+		after, err := usages(append([]int{os.Getpid()}, o.StorePIDs...)...)
 		if err != nil {
 			return nil, err
 		}
 		c := FleetCeiling{Mix: m, StatusEvery: statusEvery, Writers: o.Writers, Raw: res.Summary(), Result: res,
 			ClientCPUPer1000: per1000(after[0].CPU-before[0].CPU, res.Ops)}
-		if o.StorePID > 0 {
-			c.StoreCPUPer1000 = ptr(per1000(after[1].CPU-before[1].CPU, res.Ops))
+		if len(o.StorePIDs) > 0 {
+			c.StoreCPUPer1000 = ptr(per1000(cpuBetween(before[1:], after[1:]), res.Ops))
 		}
 		out = append(out, c)
 	}
@@ -254,6 +254,15 @@ func usages(pids ...int) ([]ProcUsage, error) {
 		out[i] = u
 	}
 	return out, nil
+}
+
+// cpuBetween is the CPU time the processes spent from before to after.
+func cpuBetween(before, after []ProcUsage) time.Duration {
+	var d time.Duration
+	for i := range after {
+		d += after[i].CPU - before[i].CPU
+	}
+	return d
 }
 
 // per1000 returns cpu in seconds per 1,000 of ops; 0 without ops.

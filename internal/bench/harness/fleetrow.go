@@ -103,7 +103,7 @@ func (r *fleetRun) baseline(ctx context.Context, row *FleetRow) error {
 	if err := sleepCtx(ctx, baselineWindow); err != nil {
 		return err
 	}
-	pids := append(r.coordPIDs(), r.o.StorePID)
+	pids := append(r.coordPIDs(), r.o.StorePIDs...)
 	before, err := usages(pids...)
 	if err != nil {
 		return err
@@ -121,8 +121,8 @@ func (r *fleetRun) baseline(ctx context.Context, row *FleetRow) error {
 	for i := range nc {
 		row.CoordinatorBaselineCores += (after[i].CPU - before[i].CPU).Seconds() / el
 	}
-	if r.o.StorePID > 0 {
-		row.StoreBaselineCores = ptr((after[nc].CPU - before[nc].CPU).Seconds() / el)
+	if len(r.o.StorePIDs) > 0 {
+		row.StoreBaselineCores = ptr(cpuBetween(before[nc:], after[nc:]).Seconds() / el)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func (r *fleetRun) baseline(ctx context.Context, row *FleetRow) error {
 // CPU time per heartbeat), then sends lookups beside the heartbeats for
 // the second half (their latency under the fleet).
 func (r *fleetRun) measure(ctx context.Context, row FleetRow, empty []ProcUsage) (FleetRow, error) {
-	pids := append(r.coordPIDs(), r.o.StorePID) // the fleets measure their own CPU time: they exit as their duration ends
+	pids := append(r.coordPIDs(), r.o.StorePIDs...) // the fleets measure their own CPU time: they exit as their duration ends
 	before, err := usages(pids...)
 	if err != nil {
 		return row, err
@@ -180,8 +180,8 @@ func (r *fleetRun) measure(ctx context.Context, row FleetRow, empty []ProcUsage)
 		fleetCPU += rep.CPUSeconds
 	}
 	row.FleetCPUPer1000 = per1000(time.Duration(fleetCPU*float64(time.Second)), row.Heartbeats.Ops)
-	if r.o.StorePID > 0 {
-		row.StoreCPUPer1000 = ptr(per1000(after[nc].CPU-before[nc].CPU, row.heartbeatsIn(half)))
+	if len(r.o.StorePIDs) > 0 {
+		row.StoreCPUPer1000 = ptr(per1000(cpuBetween(before[nc:], after[nc:]), row.heartbeatsIn(half)))
 	}
 	return row, nil
 }

@@ -46,7 +46,7 @@ func TestFleetHeartbeatsEtcd(t *testing.T) {
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
 	o := fleetOptions(t, "etcd", e.Endpoints(), "")
 	o.Sizes, o.Interval, o.Duration, o.Writers, o.LookupRate = []int{200}, time.Second, 6*time.Second, 50, 20
-	o.StatusInterval, o.StorePID = 12*time.Second, e.PID()
+	o.StatusInterval, o.StorePIDs = 12*time.Second, []int{e.PID()}
 	if err := o.ValidateFleet(func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +130,16 @@ func fleetRows(t *testing.T, e *testenv.Etcd, k *testenv.KubeAPIServer) []report
 				e = testenv.StartEtcd(t, testenv.EtcdOptions{})
 			}
 			o = fleetOptions(t, backend, e.Endpoints(), "")
-			o.StorePID = e.PID()
+			o.StorePIDs = []int{e.PID()}
 		case "kubernetes":
 			if k == nil {
 				k = testenv.StartKubeAPIServer(t, testenv.KubeOptions{})
 			}
 			o = fleetOptions(t, backend, nil, k.WriteKubeconfig(t, k.AdminToken()))
-			o.StorePID = k.PID()
+			o.StorePIDs = []int{k.PID()}
+			if ke := k.Etcd(); ke != nil {
+				o.StorePIDs = append(o.StorePIDs, ke.PID())
+			}
 		default:
 			t.Fatalf("TALON_BENCH_FLEET_BACKENDS: %q: must be etcd or kubernetes", backend)
 		}
