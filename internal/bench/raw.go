@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,16 +194,25 @@ func CleanEtcd(ctx context.Context, cli *clientv3.Client, prefix string) (keys, 
 			ids[clientv3.LeaseID(kv.Lease)] = true
 		}
 	}
-	var errs []error
-	for id := range ids {
-		_, err := cli.Revoke(ctx, id)
+	var (
+		mu   sync.Mutex // guards leases and errs
+		errs []error
+	)
+	// 32 at a time: a fleet run leaves tens of thousands of leases, each
+	// revoke a Raft write.
+	list := slices.Collect(maps.Keys(ids))
+	_ = parallel(ctx, len(list), 32, func(ctx context.Context, i int) error {
+		_, err := cli.Revoke(ctx, list[i])
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case err == nil:
 			leases++
 		case !errors.Is(err, rpctypes.ErrLeaseNotFound): // expired meanwhile: nothing to do
-			errs = append(errs, fmt.Errorf("revoke lease %x: %w", id, err))
+			errs = append(errs, fmt.Errorf("revoke lease %x: %w", list[i], err))
 		}
-	}
+		return nil
+	})
 	// Revoking deleted the keys attached; this deletes the rest.
 	if _, err := cli.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
 		errs = append(errs, fmt.Errorf("delete prefix %q: %w", prefix, err))

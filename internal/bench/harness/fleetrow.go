@@ -63,6 +63,7 @@ func (s *syncBuffer) Bytes() []byte {
 // o.Duration with lookups beside them.
 func fleetRow(ctx context.Context, o FleetOptions, workers int, progress func(format string, a ...any), log *slog.Logger) (row FleetRow, err error) {
 	env := newRunEnv(o.Conn, log)
+	env.cleanupTimeout = 5 * time.Minute
 	defer env.cleanup(ctx, progress, &err)
 	r := &fleetRun{o: o, workers: workers, env: env, progress: progress}
 	defer func() { err = errors.Join(err, r.stop()) }()
