@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -251,10 +252,11 @@ func benchFleetRun(cmd *cobra.Command, env Env, fo *harness.FleetOptions, progre
 		return &usageError{err}
 	}
 	rep, err := harness.Fleet(cmd.Context(), *fo, progress, log)
-	if err != nil {
-		return err
+	if len(rep.Rows) > 0 {
+		// What was measured is printed even when a size could not be.
+		err = errors.Join(err, rep.Write(cmd.OutOrStdout(), fo.Output))
 	}
-	return rep.Write(cmd.OutOrStdout(), fo.Output)
+	return err
 }
 
 // BenchRoles opens stores and builds coordinators for package harness as

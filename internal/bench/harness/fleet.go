@@ -166,6 +166,9 @@ type FleetRow struct {
 	Lookups bench.Summary `json:"lookups"`
 	// KubeQPS is the coordinators' kube-qps on Kubernetes.
 	KubeQPS int `json:"kubeQPS,omitempty"`
+	// Error says why the row could not be measured; its figures are
+	// then zero.
+	Error string `json:"error,omitempty"`
 }
 
 // ProcFigures are one coordinator process's figures: CPU seconds over the
@@ -180,7 +183,9 @@ type ProcFigures struct {
 // Fleet runs the fleet mode of `talon bench heartbeats` (see its --help):
 // the raw ceilings first, then a row per size, each in a prefix or
 // namespace of its own that it removes unless o.Conn.Keep. progress
-// receives a line per step.
+// receives a line per step. A size that could not be measured has a row
+// with its Error, the next sizes are still measured, and the error is
+// returned with the report.
 func Fleet(ctx context.Context, o FleetOptions, progress func(format string, a ...any), log *slog.Logger) (FleetReport, error) {
 	rep := FleetReport{Backend: o.Backend, Coordinators: o.Coordinators, IntervalSeconds: o.Interval.Seconds(), RowSeconds: o.Duration.Seconds(),
 		StatusIntervalSeconds: o.StatusInterval.Seconds(), LookupRate: o.LookupRate, RecordBytes: bench.RecordBytes()}
@@ -191,17 +196,26 @@ func Fleet(ctx context.Context, o FleetOptions, progress func(format string, a .
 	if rep.Ceilings, err = fleetCeilings(ctx, o, progress, log); err != nil {
 		return rep, err
 	}
+	var errs []error
 	for _, n := range o.Sizes {
+		if err := ctx.Err(); err != nil {
+			return rep, errors.Join(append(errs, err)...)
+		}
 		row, err := fleetRow(ctx, o, n, progress, log)
 		if err != nil {
-			return rep, fmt.Errorf("fleet of %d workers: %w", n, err)
+			// The next size may still be measured: a row that could not
+			// be is reported as such, and the run fails at its end.
+			err = fmt.Errorf("fleet of %d workers: %w", n, err)
+			progress("%v", err)
+			errs = append(errs, err)
+			row = FleetRow{Workers: n, Error: err.Error()}
 		}
 		for _, c := range rep.Ceilings {
 			row.OfCeiling = append(row.OfCeiling, ratio(row.AcceptedPerSecond, c.Raw.PerSecond))
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
-	return rep, nil
+	return rep, errors.Join(errs...)
 }
 
 // fleetCeilings measures each raw ceiling of o for one phase (at most

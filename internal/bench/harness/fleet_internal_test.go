@@ -151,3 +151,26 @@ func TestCoordinatorArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestFleetReportWrite(t *testing.T) {
+	rep := FleetReport{Backend: "etcd", Coordinators: 2, IntervalSeconds: 5, RowSeconds: 60, LookupRate: 100, RecordBytes: 1456,
+		Ceilings: []FleetCeiling{{Mix: bench.MixRenew, Writers: 1000, Raw: bench.Summary{PerSecond: 40000, P99Ms: 50}, ClientCPUPer1000: 0.015, StoreCPUPer1000: ptr(0.024)}},
+		Rows: []FleetRow{
+			{Workers: 5000, ExpectedPerSecond: 1000, AcceptedPerSecond: 999.5, OfCeiling: []float64{0.025}, CoordinatorCPUPer1000: 0.4,
+				Heartbeats: bench.Summary{Ops: 59970, P99Ms: 4.5, Failures: map[string]int{"unavailable": 3}}, Missed: 1, RSSPerWorkerKiB: 40.2,
+				StoreCPUPer1000: ptr(0.3), StoreBaselineCores: ptr(0.01), Lookups: bench.Summary{P99Ms: 3.1}},
+			{Workers: 20000, Error: "fleet of 20000 workers: coordinator 1 exited"},
+		}}
+	var b strings.Builder
+	if err := rep.Write(&b, "text"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"raw ceiling renew: 1000 writers back to back: 40000/s", "client 0.015, store 0.024",
+		"5000", "1000", "999.5", "0.025", "0.400", "40.2 KiB", "4.50ms", "3.10ms", "failures (5000 workers): unavailable 3",
+		"20000  not measured (below)", "not measured (20000 workers): fleet of 20000 workers: coordinator 1 exited"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

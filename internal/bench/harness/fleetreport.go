@@ -26,6 +26,10 @@ func (r FleetReport) Write(w io.Writer, output string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "workers\texpected/s\taccepted/s\tof ceiling\tfailed\tmissed\tcoord CPU s/1k\t(idle cores)\tfleet CPU s/1k\tstore CPU s/1k\t(idle cores)\tcoord RSS/worker\thb p99\tlookup p99\tregistered in\t\n")
 	for _, row := range r.Rows {
+		if row.Error != "" {
+			fmt.Fprintf(tw, "%d\t%s\t\n", row.Workers, "not measured (below)")
+			continue
+		}
 		store, storeIdle := "-", "-"
 		if row.StoreCPUPer1000 != nil && row.StoreBaselineCores != nil {
 			store, storeIdle = fmt.Sprintf("%.3f", *row.StoreCPUPer1000), fmt.Sprintf("%.3f", *row.StoreBaselineCores)
@@ -39,6 +43,9 @@ func (r FleetReport) Write(w io.Writer, output string) error {
 	}
 	fmt.Fprintln(w)
 	for _, row := range r.Rows {
+		if row.Error != "" {
+			fmt.Fprintf(w, "not measured (%d workers): %s\n", row.Workers, row.Error)
+		}
 		for _, code := range slices.Sorted(maps.Keys(row.Heartbeats.Failures)) {
 			fmt.Fprintf(w, "failures (%d workers): %s %d\n", row.Workers, code, row.Heartbeats.Failures[code])
 		}
