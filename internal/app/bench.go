@@ -133,7 +133,10 @@ talon.io/renew-seq (about 140 bytes) to 1 merge patch of the status
 annotation, each conditioned on the resourceVersion. --mix write writes the
 record on every heartbeat instead (the etcd transaction; on Kubernetes an
 update of the whole Lease): the ceiling before lease renewals. --mix both
-measures both ceilings in every raw phase.
+measures both ceilings in every raw phase. --raw-streams N has the raw
+etcd writers share N LeaseKeepAlive streams, several keepalives in
+flight on each, as Talon's store spreads its keepalives over 4, instead
+of a stream each.
 
 The talon phase is Talon's heartbeat path: --coordinators-count coordinators
 started in this process on loopback against the same backend (heartbeat
@@ -225,6 +228,7 @@ heartbeats when that is more. Linux only (it reads /proc).`,
 	f.StringVar(&opts.Mix, "mix", string(bench.MixRenew), "raw ceiling: renew (lease renewals and a record write per status interval, as Talon's store), write (a record write every heartbeat) or both")
 	f.DurationVar(&opts.StatusInterval, "status-interval", cluster.DefaultStatusInterval, "the coordinators' status-interval, and so the renew mix's: the record is written once per interval (0: every heartbeat; else 5s to 1h)")
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	f.IntVar(&opts.RawStreams, "raw-streams", 0, "on etcd: LeaseKeepAlive streams the raw writers share, several keepalives in flight on each, as Talon's store spreads its keepalives over a few (0: a stream per writer; at most --writers)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
 	f.IntSliceVar(&fo.Sizes, "fleet", nil, fmt.Sprintf("fleet mode: for each of these fleet sizes (1 to %d), coordinator processes and simulated workers in processes of their own heartbeating every --interval, open loop, for --duration", harness.MaxFleetSize))
 	f.DurationVar(&fo.Interval, "interval", harness.HeartbeatInterval, fmt.Sprintf("with --fleet: the workers' and coordinators' heartbeat interval (%s to %s)", harness.MinFleetInterval, harness.MaxFleetInterval))

@@ -61,6 +61,9 @@ func TestBenchFlagsAreUsageErrors(t *testing.T) {
 		{"heartbeats fleet lookup rate", []string{"bench", "heartbeats", "--backend", "etcd", "--fleet", "100", "--lookup-rate", "-1"}, "--lookup-rate -1: must be from 0 (none) to 10000"},
 		{"heartbeats fleet pairs", []string{"bench", "heartbeats", "--backend", "etcd", "--fleet", "100", "--pairs", "2"}, "--pairs and --fleet"},
 		{"heartbeats fleet backend", []string{"bench", "heartbeats", "--backend", "memory", "--fleet", "100", "--duration", "10s"}, `--backend "memory": must be etcd or kubernetes`},
+		{"raw streams", []string{"bench", "heartbeats", "--backend", "etcd", "--raw-streams", "-1"}, "--raw-streams -1: must be from 0 (a stream per writer) to --writers 1000"},
+		{"raw streams over writers", []string{"bench", "heartbeats", "--backend", "etcd", "--writers", "10", "--raw-streams", "11"}, "--raw-streams 11: must be from 0 (a stream per writer) to --writers 10"},
+		{"raw streams on kubernetes", []string{"bench", "heartbeats", "--backend", "kubernetes", "--raw-streams", "4"}, "--raw-streams 4: only with --backend etcd (lease keepalive streams)"},
 		{"heartbeats interval without fleet", []string{"bench", "heartbeats", "--backend", "etcd", "--interval", "1s"}, "--interval: only with --fleet"},
 		{"heartbeats lookup rate without fleet", []string{"bench", "heartbeats", "--backend", "etcd", "--lookup-rate", "5"}, "--lookup-rate: only with --fleet"},
 	}

@@ -114,9 +114,11 @@ type FleetCeiling struct {
 	Mix bench.Mix `json:"mix"`
 	// StatusEvery is the renew mix's heartbeats per record write, from
 	// the interval and the status interval (0: every heartbeat writes).
-	StatusEvery uint64        `json:"statusEvery"`
-	Writers     int           `json:"writers"`
-	Raw         bench.Summary `json:"raw"`
+	StatusEvery uint64 `json:"statusEvery"`
+	Writers     int    `json:"writers"`
+	// Streams is the keepalive streams the writers shared (0: one each).
+	Streams int           `json:"streams,omitempty"`
+	Raw     bench.Summary `json:"raw"`
 	// ClientCPUPer1000 is this process's (the raw writers') CPU seconds
 	// per 1,000 operations; StoreCPUPer1000 the backend process's, when
 	// known (StorePIDs).
@@ -244,7 +246,7 @@ func fleetCeilings(ctx context.Context, o FleetOptions, progress func(format str
 		if err != nil {
 			return nil, err
 		}
-		c := FleetCeiling{Mix: m, StatusEvery: statusEvery, Writers: o.Writers, Raw: res.Summary(), Result: res,
+		c := FleetCeiling{Mix: m, StatusEvery: statusEvery, Writers: o.Writers, Streams: o.RawStreams, Raw: res.Summary(), Result: res,
 			ClientCPUPer1000: per1000(after[0].CPU-before[0].CPU, res.Ops)}
 		if len(o.StorePIDs) > 0 {
 			c.StoreCPUPer1000 = ptr(per1000(cpuBetween(before[1:], after[1:]), res.Ops))

@@ -19,8 +19,8 @@ func (r FleetReport) Write(w io.Writer, output string) error {
 	fmt.Fprintf(w, "fleet heartbeats on %s: %d coordinator processes, workers in fleet processes of their own heartbeating every %s (open loop), %s per row, %d lookups/s beside, %d-byte records\n",
 		r.Backend, r.Coordinators, secs(r.IntervalSeconds), secs(r.RowSeconds), r.LookupRate, r.RecordBytes)
 	for _, c := range r.Ceilings {
-		fmt.Fprintf(w, "raw ceiling %s: %d writers back to back: %.0f/s p99 %.2fms, CPU s per 1,000 ops: client %.3f%s\n",
-			c.Mix, c.Writers, c.Raw.PerSecond, c.Raw.P99Ms, c.ClientCPUPer1000, optCPU(", store", c.StoreCPUPer1000))
+		fmt.Fprintf(w, "raw ceiling %s: %d writers back to back%s: %.0f/s p99 %.2fms, CPU s per 1,000 ops: client %.3f%s\n",
+			c.Mix, c.Writers, sharedStreams(c.Streams, c.Mix), c.Raw.PerSecond, c.Raw.P99Ms, c.ClientCPUPer1000, optCPU(", store", c.StoreCPUPer1000))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
