@@ -133,7 +133,7 @@ func TestCoordinatorArgs(t *testing.T) {
 	args := coordinatorArgs(o, env, 1, 5000, "127.0.0.1:1", "127.0.0.1:2", 0, 0)
 	line := strings.Join(args, " ")
 	for _, want := range []string{"coordinator ", "--node-id fleet-coordinator-2", "--listen 127.0.0.1:1", "--admin-listen 127.0.0.1:2", "--state-backend etcd",
-		"--insecure-control-plane", "--heartbeat-interval 5s", "--status-interval 1m0s", "--max-records 5064", "--max-connections 5256",
+		"--insecure-control-plane", "--heartbeat-interval 5s", "--status-interval 1m0s", "--max-records 5064", "--max-connections 10512",
 		"--etcd-prefix " + env.etcdPrefix + "/talon", "--etcd-compaction-interval 0s", "--etcd-username bench"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("%q lacks %q", line, want)

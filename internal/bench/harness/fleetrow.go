@@ -209,16 +209,18 @@ func mergeFleets(reps []bench.FleetReport) (s bench.Summary, sent, missed int) {
 
 // coordinatorArgs returns the command line of coordinator i of a fleet
 // row: production's settings but for what a benchmark needs (an
-// insecure control plane; records and connections for the fleet; lease
-// and lateness long enough for the registrations, during which the
-// registered workers are silent; no drain delay; no compaction of the
-// operator's etcd).
+// insecure control plane; records and connections for the fleet, twice
+// as many connections as workers because a listener takes at most half
+// its connections from one address and every simulated worker dials from
+// the same loopback address; lease and lateness long enough for the
+// registrations, during which the registered workers are silent; no
+// drain delay; no compaction of the operator's etcd).
 func coordinatorArgs(o FleetOptions, env *runEnv, i, workers int, ctl, admin string, kubeQPS, kubeBurst int) []string {
 	args := []string{"coordinator", "--cluster-id", ClusterID, "--node-id", fmt.Sprintf("fleet-coordinator-%d", i+1),
 		"--listen", ctl, "--admin-listen", admin, "--state-backend", o.Backend, "--insecure-control-plane", "--log-level", "error",
 		"--heartbeat-interval", o.Interval.String(), "--status-interval", o.StatusInterval.String(),
 		"--unhealthy-after", "30m", "--lease-ttl", "1h", "--request-timeout", o.Conn.RequestTimeout.String(),
-		"--max-records", strconv.Itoa(workers + 64), "--max-connections", strconv.Itoa(workers + 256),
+		"--max-records", strconv.Itoa(workers + 64), "--max-connections", strconv.Itoa(2 * (workers + 256)),
 		"--admin-rate-limit", "0", "--drain-delay", "0s", "--shutdown-timeout", "5s"}
 	switch o.Backend {
 	case config.BackendEtcd:
