@@ -113,6 +113,9 @@ func (h *Heartbeaters) register(ctx context.Context, w int) error {
 	for attempt := 0; ; attempt++ {
 		resp, err := h.clients[w].Call(ctx, msg)
 		if err == nil {
+			if a, ok := resp.(*protocol.Ack); ok && attempt > 0 && a.Outcome == protocol.OutcomeDuplicate {
+				return nil // an attempt that timed out had landed: the record is there
+			}
 			return accepted(resp)
 		}
 		if !protocol.Retryable(err) || attempt+1 >= h.o.RegisterAttempts || ctx.Err() != nil {
