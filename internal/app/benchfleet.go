@@ -60,6 +60,7 @@ cluster.`,
 	f.StringVar(&opts.ClusterID, "cluster-id", harness.ClusterID, "the coordinators' cluster ID")
 	f.StringVar(&opts.NodePrefix, "node-prefix", "fleet-", "start of the workers' node IDs (then 5 digits); fleets sharing a cluster need different ones")
 	f.BoolVar(&opts.Hold, "hold", false, "once registered, wait for a line on stdin before heartbeating")
+	f.StringVar(&opts.Source, "source-address", "", "local IP address the workers dial from (a coordinator takes at most half its max-connections from one address: give fleets different ones, such as 127.0.1.1 and 127.0.1.2 on loopback)")
 	f.StringVarP(&opts.Output, "output", "o", "json", "output format: json or text")
 	return cmd
 }

@@ -25,6 +25,8 @@ type FleetOptions struct {
 	// RegisterAttempts bounds the attempts of a registration the
 	// coordinators shed; default 600 (about half a minute of backoffs).
 	RegisterAttempts int
+	// Source, when set, is the local IP address the workers dial from.
+	Source string
 	// Registered, when set, is called once every worker has registered,
 	// with the time that took, before the first heartbeat; the
 	// heartbeats start when it returns, so it may wait for a go-ahead.
@@ -77,7 +79,7 @@ func Fleet(ctx context.Context, o FleetOptions) (FleetReport, error) {
 		ExpectedPerSecond: float64(o.Workers) / o.Interval.Seconds()}
 	start := time.Now()
 	h, err := Register(ctx, HeartbeatOptions{Coordinators: o.Coordinators, ClusterID: o.ClusterID, NodePrefix: o.NodePrefix,
-		Writers: o.Workers, RegisterAttempts: o.RegisterAttempts})
+		Writers: o.Workers, RegisterAttempts: o.RegisterAttempts, Source: o.Source})
 	if err != nil {
 		return rep, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/talonhq/talon/internal/client"
@@ -40,6 +41,10 @@ type HeartbeatOptions struct {
 	// RegisterAttempts bounds the attempts of a registration the
 	// coordinator sheds; default 21.
 	RegisterAttempts int
+	// Source, when set, is the local address the writers dial from: a
+	// coordinator takes at most half its connections from one address,
+	// so a big simulated fleet spreads over several.
+	Source string
 }
 
 // Heartbeats registers Writers simulated workers (the typical record)
@@ -88,7 +93,12 @@ func Register(ctx context.Context, o HeartbeatOptions) (*Heartbeaters, error) {
 	}
 	h := &Heartbeaters{o: o, clients: make([]*client.Client, o.Writers), recs: make([]*cluster.Record, o.Writers)}
 	for w := range o.Writers {
-		cl, err := client.New(client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS})
+		co := client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS}
+		if o.Source != "" {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(o.Source)}}
+			co.Dial = d.DialContext
+		}
+		cl, err := client.New(co)
 		if err != nil {
 			h.Close()
 			return nil, err

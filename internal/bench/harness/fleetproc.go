@@ -48,6 +48,9 @@ type FleetProcess struct {
 	// them together.
 	Hold   bool
 	Output string
+	// Source, when set, is the local IP address the workers dial from
+	// (--source-address).
+	Source string
 }
 
 // Validate checks the options of `talon bench fleet`.
@@ -69,6 +72,9 @@ func (o FleetProcess) Validate() error {
 			return fmt.Errorf("--coordinators %q: must be host:port", a)
 		}
 	}
+	if o.Source != "" && net.ParseIP(o.Source) == nil {
+		return fmt.Errorf("--source-address %q: must be an IP address of this host", o.Source)
+	}
 	if err := cluster.ValidateID("--cluster-id", o.ClusterID); err != nil {
 		return err
 	}
@@ -81,7 +87,7 @@ func (o FleetProcess) Validate() error {
 // the heartbeats start once a line can be read from stdin (or it ends).
 func RunFleet(ctx context.Context, o FleetProcess, stdin io.Reader, progress func(format string, a ...any)) (bench.FleetReport, error) {
 	fo := bench.FleetOptions{Coordinators: o.Coordinators, ClusterID: o.ClusterID, NodePrefix: o.NodePrefix, Workers: o.Workers,
-		Interval: o.Interval, Duration: o.Duration}
+		Interval: o.Interval, Duration: o.Duration, Source: o.Source}
 	var cpu0 time.Duration
 	fo.Registered = func(took time.Duration) error {
 		progress("%s %d workers through %d coordinators in %s", FleetRegistered, o.Workers, len(o.Coordinators), took.Round(time.Millisecond))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,15 +214,16 @@ func mergeFleets(reps []bench.FleetReport) (s bench.Summary, sent, missed int) {
 // as many connections as workers because a listener takes at most half
 // its connections from one address and every simulated worker dials from
 // the same loopback address; lease and lateness long enough for the
-// registrations, during which the registered workers are silent; no
-// drain delay; no compaction of the operator's etcd).
+// registrations, during which the registered workers are silent, and so
+// is the connections' idle timeout; no drain delay; no compaction of the
+// operator's etcd).
 func coordinatorArgs(o FleetOptions, env *runEnv, i, workers int, ctl, admin string, kubeQPS, kubeBurst int) []string {
 	args := []string{"coordinator", "--cluster-id", ClusterID, "--node-id", fmt.Sprintf("fleet-coordinator-%d", i+1),
 		"--listen", ctl, "--admin-listen", admin, "--state-backend", o.Backend, "--insecure-control-plane", "--log-level", "error",
 		"--heartbeat-interval", o.Interval.String(), "--status-interval", o.StatusInterval.String(),
 		"--unhealthy-after", "30m", "--lease-ttl", "1h", "--request-timeout", o.Conn.RequestTimeout.String(),
 		"--max-records", strconv.Itoa(workers + 64), "--max-connections", strconv.Itoa(2 * (workers + 256)),
-		"--admin-rate-limit", "0", "--drain-delay", "0s", "--shutdown-timeout", "5s"}
+		"--admin-rate-limit", "0", "--drain-delay", "0s", "--shutdown-timeout", "5s", "--idle-timeout", "1h"}
 	switch o.Backend {
 	case config.BackendEtcd:
 		e := o.Conn.Etcd
@@ -298,6 +300,7 @@ func (r *fleetRun) startFleets() error {
 			size++
 		}
 		args := []string{"bench", "fleet", "--coordinators", strings.Join(r.ctl, ","), "--workers", strconv.Itoa(size),
+			"--source-address", fleetSource(r.o.Host, p),
 			"--interval", r.o.Interval.String(), "--duration", r.o.Duration.String(), "--cluster-id", ClusterID,
 			"--node-prefix", fmt.Sprintf("fleet-p%d-", p+1), "--hold", "-o", "json"}
 		f := &fleetChild{out: &syncBuffer{}, registered: make(chan struct{})}
@@ -316,6 +319,18 @@ func (r *fleetRun) startFleets() error {
 	}
 	r.progress("fleet %s %d: %d fleet processes registering %d workers", r.o.Backend, r.workers, n, r.workers)
 	return nil
+}
+
+// fleetSource is the address fleet p dials from: on loopback each fleet
+// its own (127.0.1.p+1), as a real fleet's workers come from many
+// addresses and a coordinator takes at most half its connections (less,
+// when RLIMIT_NOFILE lowers its max-connections) from one; elsewhere the
+// system's choice ("").
+func fleetSource(host string, p int) string {
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+		return ""
+	}
+	return fmt.Sprintf("127.0.1.%d", p%250+1)
 }
 
 // waitRegistered waits until every fleet has registered its workers and
