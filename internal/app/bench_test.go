@@ -52,6 +52,7 @@ func TestBenchFlagsAreUsageErrors(t *testing.T) {
 		{"fleet coordinators", []string{"bench", "fleet", "--coordinators", "localhost"}, `--coordinators "localhost": must be host:port`},
 		{"fleet no coordinators", []string{"bench", "fleet", "--coordinators", ""}, "--coordinators is empty"},
 		{"fleet node prefix", []string{"bench", "fleet", "--node-prefix", "-x"}, `--node-prefix "-x00000": must start with a letter or digit`},
+		{"fleet source address", []string{"bench", "fleet", "--source-address", "lo"}, `--source-address "lo": must be an IP address of this host`},
 		{"fleet cluster id", []string{"bench", "fleet", "--cluster-id", "a/b"}, `--cluster-id "a/b": has '/' at byte 1`},
 		{"heartbeats fleet size", []string{"bench", "heartbeats", "--backend", "etcd", "--fleet", "0"}, "--fleet 0: each size must be from 1 to 50000"},
 		{"heartbeats fleet size too big", []string{"bench", "heartbeats", "--backend", "etcd", "--fleet", "1000,50001"}, "--fleet 50001: each size must be from 1 to 50000"},

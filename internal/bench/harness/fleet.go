@@ -171,6 +171,9 @@ type FleetRow struct {
 	// Error says why the row could not be measured; its figures are
 	// then zero.
 	Error string `json:"error,omitempty"`
+	// Cleanup says what the row could not remove afterwards (its figures
+	// stand).
+	Cleanup string `json:"cleanup,omitempty"`
 }
 
 // ProcFigures are one coordinator process's figures: CPU seconds over the

@@ -67,6 +67,11 @@ func (o FleetProcess) Validate() error {
 	case o.Output != "text" && o.Output != "json":
 		return fmt.Errorf("--output %q: must be text or json", o.Output)
 	}
+	return o.validateAddresses()
+}
+
+// validateAddresses checks the addresses and names of the options.
+func (o FleetProcess) validateAddresses() error {
 	for _, a := range o.Coordinators {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("--coordinators %q: must be host:port", a)

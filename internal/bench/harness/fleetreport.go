@@ -46,6 +46,9 @@ func (r FleetReport) Write(w io.Writer, output string) error {
 		if row.Error != "" {
 			fmt.Fprintf(w, "not measured (%d workers): %s\n", row.Workers, row.Error)
 		}
+		if row.Cleanup != "" {
+			fmt.Fprintf(w, "left behind (%d workers): %s\n", row.Workers, row.Cleanup)
+		}
 		for _, code := range slices.Sorted(maps.Keys(row.Heartbeats.Failures)) {
 			fmt.Fprintf(w, "failures (%d workers): %s %d\n", row.Workers, code, row.Heartbeats.Failures[code])
 		}

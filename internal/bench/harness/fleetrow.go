@@ -65,7 +65,16 @@ func (s *syncBuffer) Bytes() []byte {
 func fleetRow(ctx context.Context, o FleetOptions, workers int, progress func(format string, a ...any), log *slog.Logger) (row FleetRow, err error) {
 	env := newRunEnv(o.Conn, log)
 	env.cleanupTimeout = 5 * time.Minute
-	defer env.cleanup(ctx, progress, &err)
+	defer func() {
+		// A cleanup that fails does not undo what was measured: the row
+		// keeps its figures and says what is left behind.
+		var cerr error
+		env.cleanup(ctx, progress, &cerr)
+		if cerr != nil {
+			row.Cleanup = cerr.Error()
+			progress("fleet %s %d: %v", o.Backend, workers, cerr)
+		}
+	}()
 	r := &fleetRun{o: o, workers: workers, env: env, progress: progress}
 	defer func() { err = errors.Join(err, r.stop()) }()
 	row = FleetRow{Workers: workers}
