@@ -16,7 +16,7 @@ BUILDTAGS := disable_grpc_modules
 TEST_TIMEOUT ?= 30m
 TESTFLAGS ?=
 
-.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale bench-shaped faults soak upgrade clean image manifests release-snapshot release-check cosign goreleaser release-snapshot-test
+.PHONY: help build demo test test-short test-alerts testbins previous lint generate completions man bench bench-report bench-scale bench-shaped bench-fleet faults soak upgrade clean image manifests release-snapshot release-check cosign goreleaser release-snapshot-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -97,13 +97,14 @@ man: ## regenerate man pages in man/
 	rm -f man/*
 	$(GO) run ./internal/tools/gendocs -man man
 
-bench-report: ## measure the performance table (docs/performance.md) in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both
+bench-report: ## measure the performance table (docs/performance.md) in one run (raw ceilings beside Talon, each ratio the median of BENCH_PAIRS interleaved pairs, default 3) and print it; BENCH_SECONDS per phase (default 10), BENCH_MIX renew|write|both, FLEET_SIZES and FLEET_SECONDS as bench-fleet
 	@bash .ci/ensure-chromium.sh >/dev/null
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_REPORT=1 TALON_BENCH_SCALE=1 TALON_BENCH_SECONDS=$${BENCH_SECONDS:-10} \
 	  TALON_BENCH_PAIRS=$${BENCH_PAIRS:-3} TALON_BENCH_MIX=$${BENCH_MIX:-renew} \
+	  TALON_BENCH_FLEET=$${FLEET_SIZES:-1000,5000,20000} TALON_BENCH_FLEET_SECONDS=$${FLEET_SECONDS:-60} TALON_BENCH_FLEET_PROFILE=0 \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-report.md \
-	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 60m ./internal/bench/integration && cat bin/bench-report.md
+	  $(GO) test -count=1 -run '^TestBenchReport$$' -timeout 120m ./internal/bench/integration && cat bin/bench-report.md
 
 # The image: linux/amd64 and linux/arm64 binaries packed by internal/tools/image
 # into a multi-arch OCI image layout (no container daemon needed): non-root
@@ -239,6 +240,22 @@ bench-shaped: ## measure the shaped-store rows of bench-report alone (cold and s
 	  $(GO) test -count=1 -v -run '^TestBenchReportShaped$$' -timeout 20m ./internal/bench/integration > bin/bench-shaped.log 2>&1; rc=$$?; \
 	  grep -E 'benchreport_shaped_test.go|^(--- |ok|FAIL)' bin/bench-shaped.log; echo "full log: bin/bench-shaped.log"; \
 	  [ $$rc -eq 0 ] && cat bin/bench-shaped.md; exit $$rc
+
+# The fleet rows of bench-report alone (issue 51): two coordinator
+# processes on etcd and on Kubernetes, and simulated workers in processes
+# of their own (talon bench fleet) heartbeating every 5 s, open loop, with
+# lookups beside them. FLEET_SIZES (1000,5000,20000), FLEET_SECONDS per
+# row after the registrations (60), FLEET_BACKENDS (etcd,kubernetes) and
+# FLEET_PROFILE, the etcd row whose coordinators are CPU-profiled (5000;
+# 0 for none; the profile's top goes to bin/bench-fleet-profile.txt).
+bench-fleet: ## measure the fleet rows of bench-report alone (workers out of process every 5 s against two coordinator processes on etcd and Kubernetes; accepted/s, CPU per 1,000 heartbeats, RSS per worker, lookup p99, a coordinator profile); FLEET_SIZES, FLEET_SECONDS, FLEET_BACKENDS, FLEET_PROFILE
+	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_FLEET=$${FLEET_SIZES:-1000,5000,20000} \
+	  TALON_BENCH_FLEET_SECONDS=$${FLEET_SECONDS:-60} TALON_BENCH_FLEET_BACKENDS=$${FLEET_BACKENDS:-etcd,kubernetes} TALON_BENCH_FLEET_PROFILE=$${FLEET_PROFILE:-5000} \
+	  TALON_BENCH_FLEET_PROFILE_FILE=$(CURDIR)/bin/bench-fleet-profile.txt TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-fleet.md \
+	  $(GO) test -count=1 -v -run '^TestBenchFleet$$' -timeout 120m ./internal/bench/integration > bin/bench-fleet.log 2>&1; rc=$$?; \
+	  grep -E '^(--- |ok|FAIL)' bin/bench-fleet.log; echo "full log (every fleet's table and failures): bin/bench-fleet.log"; \
+	  [ $$rc -eq 0 ] && cat bin/bench-fleet.md; exit $$rc
 
 bench: ## run the Go benchmarks (figures in docs/performance.md)
 	@dir=$$(bash internal/testenv/build-servers.sh) && \

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -100,12 +101,13 @@ it created is removed at the end unless --keep.`,
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	ctls.register(f)
 	opts.Conn.RegisterFlags(f)
-	cmd.AddCommand(lookups, newBenchHeartbeatsCmd(env))
+	cmd.AddCommand(lookups, newBenchHeartbeatsCmd(env), newBenchFleetCmd())
 	return cmd
 }
 
 func newBenchHeartbeatsCmd(env Env) *cobra.Command {
 	opts := harness.HeartbeatOptions{}
+	fo := harness.FleetOptions{}
 	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "heartbeats --backend etcd|kubernetes",
@@ -131,7 +133,10 @@ talon.io/renew-seq (about 140 bytes) to 1 merge patch of the status
 annotation, each conditioned on the resourceVersion. --mix write writes the
 record on every heartbeat instead (the etcd transaction; on Kubernetes an
 update of the whole Lease): the ceiling before lease renewals. --mix both
-measures both ceilings in every raw phase.
+measures both ceilings in every raw phase. --raw-streams N has the raw
+etcd writers share N LeaseKeepAlive streams, several keepalives in
+flight on each, as Talon's store spreads its keepalives over 4, instead
+of a stream each.
 
 The talon phase is Talon's heartbeat path: --coordinators-count coordinators
 started in this process on loopback against the same backend (heartbeat
@@ -148,17 +153,48 @@ each side created (etcd: leases granted; Kubernetes: Lease objects). The run
 works under the etcd prefix PREFIX/run-ID (PREFIX from --etcd-prefix) or in a
 namespace NAMESPACE-ID (from --kube-namespace) and removes it at the end
 unless --keep. Results go to stdout, progress to
-stderr. It is a load generator: run it against a test backend.`,
+stderr. It is a load generator: run it against a test backend.
+
+With --fleet SIZE,... it measures a fleet instead, out of process and
+open loop, as production sees one: first the raw ceiling, one phase of
+at most 10s at --writers, then for each size --coordinators-count
+coordinator processes of this binary (talon coordinator, without TLS, on
+--coordinator-host at random ports) on an empty cluster of their own,
+and the workers in fleet processes (talon bench fleet, at most 10,000
+workers each, a connection per worker). Once every worker has registered
+and the cluster has idled a few seconds, the workers heartbeat every
+--interval (default 5s, the coordinators' heartbeat-interval) for
+--duration; placement lookups at --lookup-rate a second run in the
+second half. A row per size gives the heartbeats accepted per second
+against those expected (workers / interval) and against the raw ceiling,
+the failed and missed heartbeats, the coordinators' CPU seconds per
+1,000 heartbeats (over the first half, heartbeats alone, from
+/proc/PID/stat) beside the cores they idle at, the fleets' and, with
+--store-pid, the backend's, the coordinators' resident set growth per
+worker over the empty cluster (/proc/PID/status), heartbeat and lookup
+p99 and how long registering took. On Kubernetes each coordinator's
+--kube-qps is raised to half as much again as its share of the
+heartbeats when that is more. Linux only (it reads /proc).`,
 		Example: `  talon bench heartbeats --backend etcd --etcd-endpoints 127.0.0.1:2379 --duration 10s
   talon bench heartbeats --backend etcd --mix both --pairs 5
-  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json`,
+  talon bench heartbeats --backend kubernetes --kubeconfig ~/.kube/config -o json
+  talon bench heartbeats --backend etcd --fleet 1000,5000,20000 --duration 1m --store-pid "$(pgrep -x etcd)"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			if cmd.Flags().Changed("fleet") {
+				fo.HeartbeatOptions = opts
+				return benchFleetRun(cmd, env, &fo, progress, log)
+			}
+			for _, name := range []string{"interval", "lookup-rate"} {
+				if cmd.Flags().Changed(name) {
+					return &usageError{fmt.Errorf("--%s: only with --fleet", name)}
+				}
+			}
 			if err := opts.Validate(getenvFrom(env.Environ)); err != nil {
 				return &usageError{err}
 			}
-			progress := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -186,15 +222,45 @@ stderr. It is a load generator: run it against a test backend.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Backend, "backend", "", "backend to measure: etcd or kubernetes (required)")
 	f.IntVar(&opts.Writers, "writers", 0, fmt.Sprintf("simulated workers, the concurrency of both phases (default %d on etcd, %d on kubernetes; 1 to %d)", harness.DefaultEtcdWriters, harness.DefaultKubeWriters, harness.MaxWriters))
-	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process (1 to %d)", harness.MaxCoordinators))
-	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h)")
+	f.IntVar(&opts.Coordinators, "coordinators-count", 2, fmt.Sprintf("coordinators to start in this process; with --fleet, coordinator processes (1 to %d)", harness.MaxCoordinators))
+	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of each phase (1s to 1h); with --fleet of each row, at least twice --interval")
 	f.IntVar(&opts.Pairs, "pairs", harness.DefaultPairs, fmt.Sprintf("talon phases, each between two raw phases; the ratios are their median (1 to %d)", harness.MaxPairs))
 	f.StringVar(&opts.Mix, "mix", string(bench.MixRenew), "raw ceiling: renew (lease renewals and a record write per status interval, as Talon's store), write (a record write every heartbeat) or both")
 	f.DurationVar(&opts.StatusInterval, "status-interval", cluster.DefaultStatusInterval, "the coordinators' status-interval, and so the renew mix's: the record is written once per interval (0: every heartbeat; else 5s to 1h)")
 	f.StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	f.IntVar(&opts.RawStreams, "raw-streams", 0, "on etcd: LeaseKeepAlive streams the raw writers share, several keepalives in flight on each, as Talon's store spreads its keepalives over a few (0: a stream per writer; at most --writers)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first talon phase (this process: coordinators and simulated workers) to this file, for go tool pprof")
+	f.IntSliceVar(&fo.Sizes, "fleet", nil, fmt.Sprintf("fleet mode: for each of these fleet sizes (1 to %d), coordinator processes and simulated workers in processes of their own heartbeating every --interval, open loop, for --duration", harness.MaxFleetSize))
+	f.DurationVar(&fo.Interval, "interval", harness.HeartbeatInterval, fmt.Sprintf("with --fleet: the workers' and coordinators' heartbeat interval (%s to %s)", harness.MinFleetInterval, harness.MaxFleetInterval))
+	f.IntVar(&fo.LookupRate, "lookup-rate", harness.DefaultLookupRate, fmt.Sprintf("with --fleet: placement lookups per second sent while each fleet runs, for their p99 (0 to %d)", harness.MaxLookupRate))
+	f.IntSliceVar(&fo.StorePIDs, "store-pid", nil, "with --fleet: the backend's process IDs on this machine (etcd; kube-apiserver and its etcd), to report their CPU seconds per 1,000 operations too")
+	f.StringVar(&fo.Host, "coordinator-host", "127.0.0.1", "with --fleet: the address the coordinator processes listen on (random ports)")
 	opts.Conn.RegisterFlags(f)
 	return cmd
+}
+
+// benchFleetRun runs the fleet mode of talon bench heartbeats (--fleet):
+// coordinators and fleets are processes of this binary.
+func benchFleetRun(cmd *cobra.Command, env Env, fo *harness.FleetOptions, progress func(format string, a ...any), log *slog.Logger) error {
+	for _, name := range []string{"pairs", "cpuprofile"} {
+		if cmd.Flags().Changed(name) {
+			return &usageError{fmt.Errorf("--%s and --fleet: the fleet mode measures one raw phase and a row per size; profile a coordinator with its own tools", name)}
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("--fleet runs this binary's coordinators and fleets: %w", err)
+	}
+	fo.Talon = exe
+	if err := fo.ValidateFleet(getenvFrom(env.Environ)); err != nil {
+		return &usageError{err}
+	}
+	rep, err := harness.Fleet(cmd.Context(), *fo, progress, log)
+	if len(rep.Rows) > 0 {
+		// What was measured is printed even when a size could not be.
+		err = errors.Join(err, rep.Write(cmd.OutOrStdout(), fo.Output))
+	}
+	return err
 }
 
 // BenchRoles opens stores and builds coordinators for package harness as

@@ -129,3 +129,38 @@ func TestHeartbeatsAndLookups(t *testing.T) {
 		t.Fatalf("%d records after seeding 20 beside 8 simulated workers", n)
 	}
 }
+
+func TestRunPacedOffersEverySlotOnce(t *testing.T) {
+	var slow atomic.Bool
+	res := bench.RunPaced(context.Background(), 10, 100*time.Millisecond, 500*time.Millisecond, func(ctx context.Context, slot int) error {
+		switch {
+		case slot == 0 && slow.CompareAndSwap(false, true):
+			time.Sleep(250 * time.Millisecond) // its next two slot times pass meanwhile
+		case slot == 1:
+			return protocol.NewError(protocol.CodeUnavailable, "busy")
+		case slot == 2:
+			return fmt.Errorf("%w: %v", bench.ErrBackedOff, protocol.NewError(protocol.CodeUnavailable, "busy"))
+		}
+		return nil
+	})
+	// 10 slots, 5 slot times each before the end: every one is either
+	// sent or missed.
+	if res.Sent+res.Missed != 50 || res.Missed < 2 {
+		t.Fatalf("sent %d, missed %d; want 50 in all, at least 2 missed", res.Sent, res.Missed)
+	}
+	if res.Failures["unavailable"] != 5 || res.BackedOff != 5 || res.Ops != res.Sent-10 || res.Ops != len(res.Latencies) {
+		t.Fatalf("result %+v", res.Result)
+	}
+	if res.Elapsed != 500*time.Millisecond || res.Max() < 250*time.Millisecond {
+		t.Fatalf("elapsed %s, max %s; want the window, 500ms, and the slow call", res.Elapsed, res.Max())
+	}
+}
+
+func TestRunPacedEndsWithContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	res := bench.RunPaced(ctx, 4, 100*time.Millisecond, time.Hour, func(ctx context.Context, _ int) error { return nil })
+	if res.Elapsed >= time.Hour || res.Sent < 4 || res.FailureCount() != 0 {
+		t.Fatalf("result %+v", res)
+	}
+}

@@ -5,6 +5,10 @@
 // Lease update on resourceVersion), heartbeats through coordinators over
 // the control protocol, and placement lookups.
 //
+// Runs are closed loop (Run: each caller back to back, the ceiling) or
+// open loop (RunPaced: each slot once per interval whatever the answers'
+// latency, as a fleet of workers heartbeats; Fleet).
+//
 // Every function takes the clients or addresses it measures; the package
 // starts no coordinator and opens no store of its own (the caller does, as
 // a real process would). Run and the phases built on it return when their

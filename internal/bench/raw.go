@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,11 @@ type RawEtcdOptions struct {
 	// LeaseTTL is the TTL of each writer's lease (at least a minute, and
 	// at least minRenewTTL: the store renews such leases without a write).
 	LeaseTTL time.Duration
+	// Streams, when positive, is the number of LeaseKeepAlive streams the
+	// writers share (writer w on stream w mod Streams, several requests in
+	// flight on each), as Talon's etcd store multiplexes its keepalives;
+	// zero gives each writer a stream of its own.
+	Streams int
 }
 
 // RawEtcd is the raw etcd ceiling of Talon's heartbeats: Writers keys,
@@ -60,11 +67,13 @@ type RawEtcd struct {
 	leases  []clientv3.LeaseID
 	revs    []int64                         // the mod revision writer w last wrote
 	streams []pb.Lease_LeaseKeepAliveClient // writer w's keepalive stream; nil: open one
+	shared  *sharedStreams                  // with RawEtcdOptions.Streams: the streams the writers share instead
 	mix     *mixer
 	// lifetime bounds the keepalive streams; Close, or the end of a Run's
 	// context, cancels it.
 	lifetime context.Context
 	cancel   context.CancelFunc
+	wg       sync.WaitGroup // the shared streams' receivers
 }
 
 // PrepareRawEtcd grants each writer a lease, puts its key with the typical
@@ -79,6 +88,9 @@ func PrepareRawEtcd(ctx context.Context, cli *clientv3.Client, o RawEtcdOptions)
 	r := &RawEtcd{cli: cli, lc: pb.NewLeaseClient(cli.ActiveConnection()), value: string(payload), keys: make([]string, o.Writers),
 		leases: make([]clientv3.LeaseID, o.Writers), revs: make([]int64, o.Writers), streams: make([]pb.Lease_LeaseKeepAliveClient, o.Writers),
 		mix: newMixer(o.Writers), lifetime: lifetime, cancel: cancel}
+	if o.Streams > 0 {
+		r.shared = newSharedStreams(r.lc, lifetime, o.Streams, &r.wg)
+	}
 	ttl := max(int64(o.LeaseTTL/time.Second), 60)
 	err = parallel(ctx, o.Writers, 64, func(ctx context.Context, w int) error {
 		r.keys[w] = fmt.Sprintf("%s/w%05d", o.Prefix, w)
@@ -92,6 +104,9 @@ func PrepareRawEtcd(ctx context.Context, cli *clientv3.Client, o RawEtcdOptions)
 			return fmt.Errorf("raw etcd: put %s: %w", r.keys[w], err)
 		}
 		r.revs[w] = p.Header.Revision
+		if r.shared != nil {
+			return nil
+		}
 		return r.openStream(w)
 	})
 	if err != nil {
@@ -124,7 +139,10 @@ func (r *RawEtcd) Run(ctx context.Context, d time.Duration, mix Mix, statusEvery
 }
 
 // Close ends the keepalive streams.
-func (r *RawEtcd) Close() { r.cancel() }
+func (r *RawEtcd) Close() {
+	r.cancel()
+	r.wg.Wait()
+}
 
 // openStream opens writer w's LeaseKeepAlive stream.
 func (r *RawEtcd) openStream(w int) error {
@@ -136,8 +154,19 @@ func (r *RawEtcd) openStream(w int) error {
 	return nil
 }
 
-// keepAlive renews writer w's lease with one request on its stream.
-func (r *RawEtcd) keepAlive(_ context.Context, w int, _ uint64) error {
+// keepAlive renews writer w's lease with one request on its stream (or
+// on the stream it shares).
+func (r *RawEtcd) keepAlive(ctx context.Context, w int, _ uint64) error {
+	if r.shared != nil {
+		resp, err := r.shared.keepAlive(ctx, w%len(r.shared.slots), r.leases[w])
+		if err != nil {
+			return err
+		}
+		if resp.TTL <= 0 {
+			return &codedError{code: "lease_gone", err: fmt.Errorf("lease %x expired", resp.ID)}
+		}
+		return nil
+	}
 	if r.streams[w] == nil {
 		if err := r.openStream(w); err != nil {
 			return err
@@ -192,16 +221,25 @@ func CleanEtcd(ctx context.Context, cli *clientv3.Client, prefix string) (keys, 
 			ids[clientv3.LeaseID(kv.Lease)] = true
 		}
 	}
-	var errs []error
-	for id := range ids {
-		_, err := cli.Revoke(ctx, id)
+	var (
+		mu   sync.Mutex // guards leases and errs
+		errs []error
+	)
+	// 32 at a time: a fleet run leaves tens of thousands of leases, each
+	// revoke a Raft write.
+	list := slices.Collect(maps.Keys(ids))
+	_ = parallel(ctx, len(list), 32, func(ctx context.Context, i int) error {
+		_, err := cli.Revoke(ctx, list[i])
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case err == nil:
 			leases++
 		case !errors.Is(err, rpctypes.ErrLeaseNotFound): // expired meanwhile: nothing to do
-			errs = append(errs, fmt.Errorf("revoke lease %x: %w", id, err))
+			errs = append(errs, fmt.Errorf("revoke lease %x: %w", list[i], err))
 		}
-	}
+		return nil
+	})
 	// Revoking deleted the keys attached; this deletes the rest.
 	if _, err := cli.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
 		errs = append(errs, fmt.Errorf("delete prefix %q: %w", prefix, err))

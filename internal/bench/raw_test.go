@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -135,33 +136,40 @@ func checkMix(t *testing.T, name string, res bench.Result, renewals, writes, wri
 }
 
 // TestRawEtcdMix runs the raw etcd writers against a real etcd and reads
-// what etcd itself counted: LeaseKeepAlive requests received and puts.
+// what etcd itself counted: LeaseKeepAlive requests received and puts;
+// each writer on a keepalive stream of its own, and the writers sharing
+// two.
 func TestRawEtcdMix(t *testing.T) {
 	testenv.SkipIfShort(t)
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
 	cli := e.Client(t)
 	ctx := context.Background()
 	const writers = 4
-	r, err := bench.PrepareRawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: "/raw", Writers: writers, LeaseTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if r.Created() != writers {
-		t.Fatalf("created %d leases", r.Created())
-	}
-	ka0, puts0 := etcdCounts(t, e.Endpoints()[0])
-	res := r.Run(ctx, 500*time.Millisecond, bench.MixRenew, 12)
-	ka1, puts1 := etcdCounts(t, e.Endpoints()[0])
-	checkMix(t, "renew", res, ka1-ka0, puts1-puts0, writers)
+	for _, streams := range []int{0, 2} {
+		t.Run(fmt.Sprintf("streams=%d", streams), func(t *testing.T) {
+			prefix := fmt.Sprintf("/raw%d", streams)
+			r, err := bench.PrepareRawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: prefix, Writers: writers, LeaseTTL: time.Minute, Streams: streams})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Created() != writers {
+				t.Fatalf("created %d leases", r.Created())
+			}
+			ka0, puts0 := etcdCounts(t, e.Endpoints()[0])
+			res := r.Run(ctx, 500*time.Millisecond, bench.MixRenew, 12)
+			ka1, puts1 := etcdCounts(t, e.Endpoints()[0])
+			checkMix(t, "renew", res, ka1-ka0, puts1-puts0, writers)
 
-	res = r.Run(ctx, 300*time.Millisecond, bench.MixWrite, 12)
-	ka2, puts2 := etcdCounts(t, e.Endpoints()[0])
-	if res.Ops == 0 || res.FailureCount() != 0 || res.Renewals != 0 || ka2 != ka1 || puts2-puts1 != res.Ops {
-		t.Fatalf("write mix: %d ok, %d renewals, failures %v; etcd saw %d keepalives and %d puts", res.Ops, res.Renewals, res.Failures, ka2-ka1, puts2-puts1)
-	}
-	if keys, leases, err := bench.CleanEtcd(ctx, cli, "/raw/"); err != nil || keys != writers || leases != writers {
-		t.Fatalf("clean: %d keys, %d leases: %v", keys, leases, err)
+			res = r.Run(ctx, 300*time.Millisecond, bench.MixWrite, 12)
+			ka2, puts2 := etcdCounts(t, e.Endpoints()[0])
+			if res.Ops == 0 || res.FailureCount() != 0 || res.Renewals != 0 || ka2 != ka1 || puts2-puts1 != res.Ops {
+				t.Fatalf("write mix: %d ok, %d renewals, failures %v; etcd saw %d keepalives and %d puts", res.Ops, res.Renewals, res.Failures, ka2-ka1, puts2-puts1)
+			}
+			if keys, leases, err := bench.CleanEtcd(ctx, cli, prefix+"/"); err != nil || keys != writers || leases != writers {
+				t.Fatalf("clean: %d keys, %d leases: %v", keys, leases, err)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/talonhq/talon/internal/client"
@@ -37,6 +38,13 @@ type HeartbeatOptions struct {
 	// Registered, when set, is called once every writer has registered,
 	// just before the heartbeats start.
 	Registered func()
+	// RegisterAttempts bounds the attempts of a registration the
+	// coordinator sheds; default 21.
+	RegisterAttempts int
+	// Source, when set, is the local address the writers dial from: a
+	// coordinator takes at most half its connections from one address,
+	// so a big simulated fleet spreads over several.
+	Source string
 }
 
 // Heartbeats registers Writers simulated workers (the typical record)
@@ -80,9 +88,17 @@ func Register(ctx context.Context, o HeartbeatOptions) (*Heartbeaters, error) {
 	if o.NodePrefix == "" {
 		o.NodePrefix = "bench-hb-"
 	}
+	if o.RegisterAttempts < 1 {
+		o.RegisterAttempts = 21
+	}
 	h := &Heartbeaters{o: o, clients: make([]*client.Client, o.Writers), recs: make([]*cluster.Record, o.Writers)}
 	for w := range o.Writers {
-		cl, err := client.New(client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS})
+		co := client.Options{Coordinators: []string{o.Coordinators[w%len(o.Coordinators)]}, Retries: -1, MaxIdleConns: 1, TLS: o.TLS}
+		if o.Source != "" {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(o.Source)}}
+			co.Dial = d.DialContext
+		}
+		cl, err := client.New(co)
 		if err != nil {
 			h.Close()
 			return nil, err
@@ -97,7 +113,8 @@ func Register(ctx context.Context, o HeartbeatOptions) (*Heartbeaters, error) {
 	return h, nil
 }
 
-// register registers writer w, retrying what a loaded coordinator sheds.
+// register registers writer w, retrying what a loaded coordinator sheds
+// up to RegisterAttempts times in all.
 func (h *Heartbeaters) register(ctx context.Context, w int) error {
 	msg, err := protocol.NewRegister(h.recs[w])
 	if err != nil {
@@ -106,9 +123,12 @@ func (h *Heartbeaters) register(ctx context.Context, w int) error {
 	for attempt := 0; ; attempt++ {
 		resp, err := h.clients[w].Call(ctx, msg)
 		if err == nil {
+			if a, ok := resp.(*protocol.Ack); ok && attempt > 0 && a.Outcome == protocol.OutcomeDuplicate {
+				return nil // an attempt that timed out had landed: the record is there
+			}
 			return accepted(resp)
 		}
-		if !protocol.Retryable(err) || attempt == 20 || ctx.Err() != nil {
+		if !protocol.Retryable(err) || attempt+1 >= h.o.RegisterAttempts || ctx.Err() != nil {
 			return fmt.Errorf("register simulated worker %s: %w", h.recs[w].NodeID, err)
 		}
 		Backoff(ctx, h.o.Backoff)
@@ -121,21 +141,29 @@ func (h *Heartbeaters) register(ctx context.Context, w int) error {
 // BackedOff. Result.Renewals is not known here (the store counts them).
 func (h *Heartbeaters) Run(ctx context.Context, d time.Duration) Result {
 	return Run(ctx, h.o.Writers, d, func(ctx context.Context, w int) error {
-		h.recs[w].HeartbeatSeq++
-		msg, err := protocol.NewHeartbeat(h.recs[w])
-		if err != nil {
-			return err
+		err := h.Beat(ctx, w)
+		if protocol.IsCode(err, protocol.CodeUnavailable) {
+			Backoff(ctx, h.o.Backoff)
+			return fmt.Errorf("%w: %v", ErrBackedOff, err)
 		}
-		resp, err := h.clients[w].Call(ctx, msg)
-		if err != nil {
-			if protocol.IsCode(err, protocol.CodeUnavailable) {
-				Backoff(ctx, h.o.Backoff)
-				return fmt.Errorf("%w: %v", ErrBackedOff, err)
-			}
-			return err
-		}
-		return accepted(resp)
+		return err
 	})
+}
+
+// Beat sends writer w's next heartbeat (its sequence number one higher)
+// and returns nil when the coordinator accepted it, else the error or a
+// coded error naming the outcome. Only writer w's goroutine may call it.
+func (h *Heartbeaters) Beat(ctx context.Context, w int) error {
+	h.recs[w].HeartbeatSeq++
+	msg, err := protocol.NewHeartbeat(h.recs[w])
+	if err != nil {
+		return err
+	}
+	resp, err := h.clients[w].Call(ctx, msg)
+	if err != nil {
+		return err
+	}
+	return accepted(resp)
 }
 
 // Close closes the simulated workers' connections.

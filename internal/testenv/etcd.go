@@ -307,6 +307,10 @@ func (e *Etcd) cleanup() {
 // the same across Stop and Start.
 func (e *Etcd) Endpoints() []string { return []string{e.clientURL} }
 
+// PID returns the etcd process's ID, or 0 while it is not running: the
+// benchmarks read its CPU time from /proc.
+func (e *Etcd) PID() int { return e.p.pid() }
+
 // Watchers returns how many watchers etcd serves, its own
 // etcd_debugging_mvcc_watcher_total gauge read from /metrics (over TLS
 // with the client certificate when the server uses TLS).

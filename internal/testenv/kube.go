@@ -283,6 +283,10 @@ func (k *KubeAPIServer) cleanup() {
 // same across Stop and Start.
 func (k *KubeAPIServer) Host() string { return k.host }
 
+// PID returns the kube-apiserver process's ID, or 0 while it is not
+// running: the benchmarks read its CPU time from /proc.
+func (k *KubeAPIServer) PID() int { return k.p.pid() }
+
 // CAData returns the PEM CA certificate that signed the serving certificate.
 func (k *KubeAPIServer) CAData() []byte { return append([]byte(nil), k.caPEM...) }
 

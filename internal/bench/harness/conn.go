@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -164,6 +165,9 @@ type runEnv struct {
 	etcd       *clientv3.Client
 	kube       kubernetes.Interface
 	log        *slog.Logger
+	// cleanupTimeout bounds the cleanup; zero is a minute. A fleet row
+	// leaves tens of thousands of records.
+	cleanupTimeout time.Duration
 }
 
 func newRunEnv(o Conn, log *slog.Logger) *runEnv {
@@ -244,10 +248,11 @@ func (e *runEnv) where(b string) string {
 	return "in-process memory store"
 }
 
-// cleanup closes e with a minute of its own, even when ctx was cancelled
-// (Ctrl-C), and joins its error into *err; callers defer it.
+// cleanup closes e with a minute of its own (cleanupTimeout when set),
+// even when ctx was cancelled (Ctrl-C), and joins its error into *err;
+// callers defer it.
 func (e *runEnv) cleanup(ctx context.Context, progress func(format string, a ...any), err *error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(e.cleanupTimeout, time.Minute))
 	defer cancel()
 	if cerr := e.close(cctx, progress); cerr != nil {
 		*err = errors.Join(*err, fmt.Errorf("cleanup: %w", cerr))

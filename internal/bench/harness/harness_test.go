@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/cluster"
+	"github.com/talonhq/talon/internal/coordinator"
 	"github.com/talonhq/talon/internal/testenv"
 	"github.com/talonhq/talon/internal/testsupport/coordtest"
 )
@@ -275,5 +277,49 @@ func TestHeartbeatReportWrite(t *testing.T) {
 	}
 	if _, ok := back.Ceiling(bench.MixWrite); ok {
 		t.Fatal("a write ceiling that was not measured")
+	}
+}
+
+// TestRunFleet runs talon bench fleet's measurement against an in-process
+// coordinator: it registers, says so, waits for its go-ahead with --hold,
+// heartbeats open loop and reports as JSON.
+func TestRunFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a coordinator")
+	}
+	c := coordtest.Start(t, coordtest.Options{ClusterID: "bench", RequestTimeout: 5 * time.Second, WaitReady: true,
+		Limits: coordinator.Limits{NodeWritesPerInterval: -1}, // the fleet beats faster than the coordinator's interval
+		Timing: cluster.Timing{HeartbeatInterval: 5 * time.Second, UnhealthyAfter: time.Minute, LeaseTTL: 2 * time.Minute}})
+	var progress []string
+	o := harness.FleetProcess{Coordinators: []string{c.ControlAddr}, Workers: 20, Interval: time.Second, Duration: 2 * time.Second,
+		ClusterID: "bench", NodePrefix: "fleet-", Hold: true, Output: "json"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.RunFleet(context.Background(), o, strings.NewReader("go\n"), func(format string, a ...any) {
+		progress = append(progress, fmt.Sprintf(format, a...))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(progress) != 1 || !strings.HasPrefix(progress[0], harness.FleetRegistered+" 20 workers") {
+		t.Fatalf("progress %q", progress)
+	}
+	var b bytes.Buffer
+	if err := harness.WriteFleet(&b, rep, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var got bench.FleetReport
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, b.String())
+	}
+	// 20 workers, 2 heartbeats each in the 2 s: sent or missed.
+	if got.Workers != 20 || got.ExpectedPerSecond != 20 || got.Sent+got.Missed != 40 || got.Heartbeats.Ops != got.Sent ||
+		len(got.Heartbeats.Failures) != 0 || got.Heartbeats.ElapsedS != 2 {
+		t.Fatalf("report %s", b.String())
+	}
+	b.Reset()
+	if err := harness.WriteFleet(&b, rep, "text"); err != nil || !strings.Contains(b.String(), "of 20.0/s expected") {
+		t.Fatalf("text %q, %v", b.String(), err)
 	}
 }

@@ -63,6 +63,10 @@ type HeartbeatOptions struct {
 	// StatusInterval is the coordinators' status-interval (0: every
 	// heartbeat writes the record), and so the renew mix's period.
 	StatusInterval time.Duration
+	// RawStreams, on etcd, is the number of LeaseKeepAlive streams the raw
+	// writers share, as Talon's store multiplexes its keepalives; zero
+	// gives each writer a stream of its own.
+	RawStreams int
 	// Output is text or json.
 	Output string
 	// TalonPhase, when set, is called as the first Talon phase's
@@ -87,6 +91,9 @@ type HeartbeatReport struct {
 	// StatusEvery the heartbeats it spans (0: every heartbeat writes).
 	StatusIntervalSeconds float64 `json:"statusIntervalSeconds"`
 	StatusEvery           uint64  `json:"statusEvery"`
+	// RawStreams is the keepalive streams the raw etcd writers shared (0:
+	// one each).
+	RawStreams int `json:"rawStreams,omitempty"`
 	// Talon is the heartbeat path through the coordinators, pooled over
 	// its phases (TalonPhases, in run order); its renewals are the
 	// coordinators' stores' count.
@@ -168,8 +175,8 @@ func (o *HeartbeatOptions) Validate(getenv func(key string) string) error {
 	return o.Conn.Validate([]string{o.Backend}, getenv)
 }
 
-// validateMeasure checks what the run measures: pairs, mix and status
-// interval.
+// validateMeasure checks what the run measures: pairs, mix, status
+// interval and the raw writers' streams.
 func (o *HeartbeatOptions) validateMeasure() error {
 	if o.Pairs < 1 || o.Pairs > MaxPairs {
 		return fmt.Errorf("--pairs %d: must be from 1 to %d", o.Pairs, MaxPairs)
@@ -181,6 +188,12 @@ func (o *HeartbeatOptions) validateMeasure() error {
 	}
 	if si := o.StatusInterval; si != 0 && (si < HeartbeatInterval || si > time.Hour) {
 		return fmt.Errorf("--status-interval %s: must be 0 (every heartbeat writes the record) or from the heartbeat interval %s to 1h", si, HeartbeatInterval)
+	}
+	switch {
+	case o.RawStreams < 0 || o.RawStreams > o.Writers:
+		return fmt.Errorf("--raw-streams %d: must be from 0 (a stream per writer) to --writers %d", o.RawStreams, o.Writers)
+	case o.RawStreams > 0 && o.Backend != config.BackendEtcd:
+		return fmt.Errorf("--raw-streams %d: only with --backend etcd (lease keepalive streams)", o.RawStreams)
 	}
 	return nil
 }
@@ -222,7 +235,7 @@ func Heartbeats(ctx context.Context, roles Roles, o HeartbeatOptions, progress f
 	defer env.cleanup(ctx, progress, &err)
 	rep = HeartbeatReport{Backend: o.Backend, Location: env.where(o.Backend), Writers: o.Writers, Coordinators: o.Coordinators,
 		PhaseSeconds: o.Duration.Seconds(), Pairs: o.Pairs, RecordBytes: bench.RecordBytes(), Kept: o.Conn.Keep,
-		StatusIntervalSeconds: o.StatusInterval.Seconds(), StatusEvery: o.statusEvery()}
+		StatusIntervalSeconds: o.StatusInterval.Seconds(), StatusEvery: o.statusEvery(), RawStreams: o.RawStreams}
 
 	// The coordinators' configurations first: a bad setting fails now,
 	// not after the raw writers' set-up.
@@ -300,7 +313,7 @@ func prepareRaw(ctx context.Context, env *runEnv, o HeartbeatOptions, leaseTTL t
 		if err != nil {
 			return nil, err
 		}
-		r, err := bench.PrepareRawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: env.etcdPrefix + "/raw", Writers: o.Writers, LeaseTTL: 10 * time.Minute})
+		r, err := bench.PrepareRawEtcd(ctx, cli, bench.RawEtcdOptions{Prefix: env.etcdPrefix + "/raw", Writers: o.Writers, LeaseTTL: 10 * time.Minute, Streams: o.RawStreams})
 		if err != nil {
 			return nil, err
 		}
@@ -402,7 +415,7 @@ func (r HeartbeatReport) Write(w io.Writer, output string) error {
 		r.Backend, r.Location, r.Writers, r.Coordinators, r.Pairs, time.Duration(r.PhaseSeconds*float64(time.Second)), r.RecordBytes)
 	fmt.Fprintf(w, "talon: %s\n", r.talonMix())
 	for _, c := range r.Ceilings {
-		fmt.Fprintf(w, "raw %s: %s\n", c.Mix, rawMix(r.Backend, c))
+		fmt.Fprintf(w, "raw %s: %s%s\n", c.Mix, rawMix(r.Backend, c), sharedStreams(r.RawStreams, c.Mix))
 	}
 	fmt.Fprintln(w)
 	if err := r.writeTable(w); err != nil {
@@ -455,6 +468,14 @@ func (r HeartbeatReport) talonMix() string {
 	}
 	return fmt.Sprintf("status-interval %s at heartbeat-interval %s: the record is written every %d heartbeats, the lease renewed in between",
 		si, HeartbeatInterval, r.StatusEvery)
+}
+
+// sharedStreams notes the keepalive streams the raw writers shared.
+func sharedStreams(n int, m bench.Mix) string {
+	if n == 0 || m == bench.MixWrite {
+		return ""
+	}
+	return fmt.Sprintf(", the keepalives over %d shared streams", n)
 }
 
 // rawMix describes what ceiling c's writers send to backend b per

@@ -242,6 +242,9 @@ func TestBenchReport(t *testing.T) {
 	for _, r := range shapedRows(t, pairs) { // issue 51 (benchreport_shaped_test.go)
 		add(r)
 	}
+	for _, r := range fleetRows(t, e, k) { // issue 51: the fleet out of process (fleet_test.go)
+		add(r)
+	}
 	finishReport(t, rows, e, pairs)
 }
 
