@@ -649,16 +649,7 @@ func TestBrowserPagesLargeCluster(t *testing.T) {
 	bin := chromium(t)
 	e := startEnv(t, exposeAll())
 	const workers = 250
-	want := []string{"coordinator/coord-a"}
-	for i := range workers {
-		id := fmt.Sprintf("w-%04d", i)
-		r := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id, IncarnationID: "inc-" + id,
-			Address: fmt.Sprintf("10.0.%d.%d:7500", i/256, i%256), Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2"}
-		if _, err := e.store.UpsertNode(context.Background(), r, testTiming.LeaseTTL); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, "worker/"+id)
-	}
+	want := seedWorkers(t, e, workers)
 	b := newBrowser(t, bin)
 	b.do("opening the page", chromedp.Navigate(e.url))
 	b.waitRows(want[:100])
@@ -769,16 +760,7 @@ func TestBrowserFirstPageWhileTheRestLoads(t *testing.T) {
 	bin := chromium(t)
 	e := startEnv(t, exposeAll())
 	const workers = 1500
-	want := []string{"coordinator/coord-a"}
-	for i := range workers {
-		id := fmt.Sprintf("w-%04d", i)
-		r := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id, IncarnationID: "inc-" + id,
-			Address: fmt.Sprintf("10.0.%d.%d:7500", i/256, i%256), Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2"}
-		if _, err := e.store.UpsertNode(context.Background(), r, testTiming.LeaseTTL); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, "worker/"+id)
-	}
+	want := seedWorkers(t, e, workers)
 	target, err := url.Parse(e.url)
 	if err != nil {
 		t.Fatal(err)
@@ -810,4 +792,21 @@ func TestBrowserFirstPageWhileTheRestLoads(t *testing.T) {
 	if got := b.text("#page-info"); got != "Rows 1–100 of 1501 · page 1 of 16" {
 		t.Errorf("page info after the rest arrived: %q", got)
 	}
+}
+
+// seedWorkers writes n healthy, ready workers w-0000... to e's store and
+// returns the table's rows in order: the coordinator, then the workers.
+func seedWorkers(t *testing.T, e *env, n int) []string {
+	t.Helper()
+	want := []string{"coordinator/coord-a"}
+	for i := range n {
+		id := fmt.Sprintf("w-%04d", i)
+		r := &cluster.Record{ClusterID: clusterID, Role: cluster.RoleWorker, NodeID: id, IncarnationID: "inc-" + id,
+			Address: fmt.Sprintf("10.0.%d.%d:7500", i/256, i%256), Health: cluster.HealthHealthy, Ready: true, Version: "v1.4.2"}
+		if _, err := e.store.UpsertNode(context.Background(), r, testTiming.LeaseTTL); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "worker/"+id)
+	}
+	return want
 }
