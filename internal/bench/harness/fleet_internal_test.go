@@ -11,40 +11,23 @@ import (
 	"github.com/talonhq/talon/internal/config"
 )
 
-func TestParseStatCPU(t *testing.T) {
-	// A command name with spaces and a ')' of its own: fields count from
-	// the last ')'. utime 250 and stime 50 ticks: 3 s.
-	stat := "4242 (talon (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 200000000 5000 18446744073709551615"
-	got, err := parseStatCPU(stat)
-	if err != nil || got != 3*time.Second {
-		t.Fatalf("parseStatCPU = %s, %v; want 3s", got, err)
-	}
-	for _, bad := range []string{"4242 talon S 1", "4242 (talon) S 1 2 3", "4242 (talon) S 1 4242 4242 0 -1 4194560 100 0 0 0 x 50 0"} {
-		if _, err := parseStatCPU(bad); err == nil {
-			t.Errorf("parseStatCPU(%q): no error", bad)
-		}
-	}
-}
-
-func TestParseStatusKB(t *testing.T) {
-	status := "Name:\ttalon\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t12\n"
-	for field, want := range map[string]int64{"VmRSS": 102400, "VmHWM": 204800} {
-		if got, err := parseStatusKB(status, field); err != nil || got != want {
-			t.Errorf("%s = %d, %v; want %d", field, got, err, want)
-		}
-	}
-	if _, err := parseStatusKB(status, "VmSwap"); err == nil || !strings.Contains(err.Error(), "no VmSwap") {
-		t.Errorf("missing field: %v", err)
-	}
-}
-
 func TestReadUsageOfThisProcess(t *testing.T) {
 	u, err := readUsage(os.Getpid())
 	if err != nil {
 		t.Skipf("no /proc here: %v", err)
 	}
-	if u.RSS <= 0 || u.CPU < 0 {
-		t.Fatalf("usage %+v", u)
+	if u.RSS < 1<<20 || u.CPU < 0 {
+		t.Fatalf("usage %+v: want a resident set of at least 1 MiB", u)
+	}
+	// CPU time only grows: work until it does (a tick is 10 ms).
+	var v ProcUsage
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if v, err = readUsage(os.Getpid()); err != nil || v.CPU > u.CPU {
+			break
+		}
+	}
+	if err != nil || v.CPU <= u.CPU {
+		t.Fatalf("after 5 s of work: %+v (was %+v), %v", v, u, err)
 	}
 }
 

@@ -10,16 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-)
 
-// clockTicks is the unit of utime and stime in /proc/PID/stat (USER_HZ,
-// 100 on every Linux architecture Go supports).
-const clockTicks = 100
+	"github.com/prometheus/procfs"
+)
 
 // ProcUsage is what /proc says of one process: CPU time (user and
 // system) and resident set.
@@ -28,60 +25,19 @@ type ProcUsage struct {
 	RSS int64 // bytes
 }
 
-// readUsage reads pid's CPU time and resident set from /proc.
+// readUsage reads pid's CPU time and resident set from /proc/PID/stat,
+// with prometheus/procfs (the reader client_golang's process collector
+// uses).
 func readUsage(pid int) (ProcUsage, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return ProcUsage{}, err
 	}
-	cpu, err := parseStatCPU(string(stat))
+	st, err := p.Stat()
 	if err != nil {
 		return ProcUsage{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ProcUsage{}, err
-	}
-	kb, err := parseStatusKB(string(status), "VmRSS")
-	if err != nil {
-		return ProcUsage{}, fmt.Errorf("/proc/%d/status: %w", pid, err)
-	}
-	return ProcUsage{CPU: cpu, RSS: kb << 10}, nil
-}
-
-// parseStatCPU returns utime+stime of a /proc/PID/stat line. The command
-// name, in parentheses, may hold spaces: the fields are counted from the
-// last ')'.
-func parseStatCPU(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("no ')' after the command name")
-	}
-	f := strings.Fields(stat[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(f))
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("utime or stime %q: %w", s, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
-}
-
-// parseStatusKB returns the kB figure of field (VmRSS, VmHWM) in a
-// /proc/PID/status text.
-func parseStatusKB(status, field string) (int64, error) {
-	for line := range strings.SplitSeq(status, "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s", field)
+	return ProcUsage{CPU: time.Duration(st.CPUTime() * float64(time.Second)), RSS: int64(st.ResidentMemory())}, nil
 }
 
 // freeAddr returns a free TCP address on host: a port the kernel picked,
