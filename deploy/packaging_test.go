@@ -16,6 +16,7 @@ import (
 	"github.com/goreleaser/nfpm/v2"
 	_ "github.com/goreleaser/nfpm/v2/deb" // registers the deb packager
 	_ "github.com/goreleaser/nfpm/v2/rpm" // registers the rpm packager
+	"github.com/talonhq/talon/internal/testsupport"
 	"sigs.k8s.io/yaml"
 )
 
@@ -106,9 +107,7 @@ func TestPackages(t *testing.T) {
 	runPackageHooks(t, rc)
 	bin := t.TempDir()
 	for _, name := range []string{"talon", "talonctl"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, name), "./cmd/"+name)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := testsupport.GoBuild("", filepath.Join(bin, name), "./cmd/"+name).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", name, err, out)
 		}
 	}
@@ -418,8 +417,7 @@ func TestReleaseConfig(t *testing.T) {
 	// Run the SBOM command as goreleaser would, on a talon binary.
 	dir := t.TempDir()
 	binary := filepath.Join(dir, "talon")
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, "./cmd/talon")
-	build.Dir = ".."
+	build := testsupport.GoBuild("..", binary, "./cmd/talon")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -37,8 +37,7 @@ func TestReadmeTour(t *testing.T) {
 	}
 	work := t.TempDir()
 	for _, b := range []string{"talon", "talonctl"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(work, "bin", b), "./cmd/"+b)
-		cmd.Dir = root
+		cmd := testsupport.GoBuild(root, filepath.Join(work, "bin", b), "./cmd/"+b)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", b, err, out)
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // completions runs `talonctl __complete args...` and returns the
@@ -102,7 +104,7 @@ func TestBashCompletionScript(t *testing.T) {
 	}
 	e := startEnv(t, envOptions{seed: true})
 	bin := filepath.Join(t.TempDir(), "talonctl")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/talonctl")
+	build := testsupport.GoBuild("", bin, "../../cmd/talonctl")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/talonhq/talon/internal/cli"
+	"github.com/talonhq/talon/internal/testsupport"
 )
 
 // buildTalonctl builds cmd/talonctl, the real binary with only its own
@@ -21,13 +22,11 @@ import (
 // a temporary directory and returns its path.
 func buildTalonctl(t *testing.T) string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go command to build talonctl: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "talonctl")
-	build := exec.Command(gobin, "build", "-o", bin, "./cmd/talonctl")
-	build.Dir = filepath.Join("..", "..")
+	build := testsupport.GoBuild(filepath.Join("..", ".."), bin, "./cmd/talonctl")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/talonctl: %v\n%s", err, out)
 	}

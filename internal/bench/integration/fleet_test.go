@@ -17,6 +17,7 @@ import (
 	"github.com/talonhq/talon/internal/bench/harness"
 	"github.com/talonhq/talon/internal/cluster"
 	"github.com/talonhq/talon/internal/testenv"
+	"github.com/talonhq/talon/internal/testsupport"
 	"github.com/talonhq/talon/internal/testsupport/talontest"
 )
 
@@ -273,7 +274,7 @@ func profileFleet(t *testing.T, o *harness.FleetOptions) {
 	}
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "profiledtalon")
-	if out, err := exec.Command("go", "build", "-o", exe, "github.com/talonhq/talon/internal/tools/profiledtalon").CombinedOutput(); err != nil {
+	if out, err := testsupport.GoBuild("", exe, "github.com/talonhq/talon/internal/tools/profiledtalon").CombinedOutput(); err != nil {
 		t.Fatalf("build profiledtalon: %v\n%s", err, out)
 	}
 	base := filepath.Join(os.TempDir(), fmt.Sprintf("talon-fleet-coordinator-%d", size))

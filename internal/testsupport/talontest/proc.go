@@ -57,7 +57,7 @@ func talon(t *testing.T) string {
 			return
 		}
 		talonBin = filepath.Join(binDir, "talon")
-		out, err := exec.Command("go", "build", "-o", talonBin, "github.com/talonhq/talon/cmd/talon").CombinedOutput()
+		out, err := testsupport.GoBuild("", talonBin, "github.com/talonhq/talon/cmd/talon").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
