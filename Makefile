@@ -14,10 +14,22 @@ BUILDTAGS := disable_grpc_modules
 # Integration tests start real etcd and kube-apiserver processes; the slowest
 # package (the Kubernetes contract suite) needs more than go test's default.
 TEST_TIMEOUT ?= 30m
-# go test runs packages in the order it is given them, two at a time on two
-# cores: the longest (4 to 13 minutes each) go first so that none of them
-# starts last and runs alone. ./... adds the rest; a package named twice
-# runs once.
+# LAZY_TESTBINS=1 (what .ci/run sets) starts the tests once etcd and
+# kube-apiserver are built and leaves the paths of the other test servers
+# and of the previous release unset: a test that needs one runs its build
+# script, which waits for the build .ci/run started beside the tests (every
+# script holds a lock per binary) or builds it. Integration tests mostly
+# wait, so those builds use the cores the tests leave idle.
+LAZY_TESTBINS ?=
+LAZY = $(if $(LAZY_TESTBINS),true ||)
+# go test runs packages in the order it is given them: the longest (4 to
+# 13 minutes each) go first so that none of them starts last and runs
+# alone. ./... adds the rest; a package named twice runs once.
+# TEST_P is go test's -p: how many builds and test binaries run at once
+# (go's default is the number of cores). The integration packages mostly
+# wait on timers and servers: at -p 2 two of them held both slots for
+# minutes while links waited and the cores were two thirds idle.
+TEST_P ?= 4
 TEST_FIRST ?= ./internal/integration/faults ./internal/integration/ops ./deploy ./internal/state/kube ./internal/integration/upgrade ./internal/integration/security ./internal/state/etcd ./internal/integration/datapath
 TESTFLAGS ?=
 
@@ -51,17 +63,17 @@ test: ## run every test, integration tests included (real etcd, kube-apiserver, 
 	  prometheus=$$(bash .ci/ensure-tool.sh prometheus prometheus TALON_PROMETHEUS) && \
 	  tmux=$$(bash .ci/ensure-tool.sh tmux tmux TALON_TMUX) && \
 	  dir=$$(bash internal/testenv/build-servers.sh) && \
-	  helm=$$(bash internal/testenv/build-helm.sh) && \
-	  s3=$$(bash internal/testenv/build-s3.sh) && \
-	  jaeger=$$(bash internal/testenv/build-jaeger.sh) && \
-	  gcs=$$(bash internal/testenv/build-gcs.sh) && \
-	  azurite=$$(bash internal/testenv/install-azurite.sh) && \
-	  echo "test servers: $$dir, helm: $$helm, s3: $$s3, jaeger: $$jaeger, gcs: $$gcs, azurite: $$azurite" && \
+	  helm=$$($(LAZY) bash internal/testenv/build-helm.sh) && \
+	  s3=$$($(LAZY) bash internal/testenv/build-s3.sh) && \
+	  jaeger=$$($(LAZY) bash internal/testenv/build-jaeger.sh) && \
+	  gcs=$$($(LAZY) bash internal/testenv/build-gcs.sh) && \
+	  azurite=$$($(LAZY) bash internal/testenv/install-azurite.sh) && \
+	  echo "test servers: $$dir, helm: $${helm:-on demand}, s3: $${s3:-on demand}, jaeger: $${jaeger:-on demand}, gcs: $${gcs:-on demand}, azurite: $${azurite:-on demand}" && \
 	  cosign=$${TALON_COSIGN:-$$(test -x bin/cosign && echo $(CURDIR)/bin/cosign || true)} && \
 	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_HELM_BIN=$$helm TALON_S3_BIN=$$s3 TALON_JAEGER_BIN=$$jaeger TALON_GCS_BIN=$$gcs TALON_AZURITE_BIN=$$azurite TALON_OPENSSL=$$openssl TALON_PROMTOOL=$$promtool TALON_PROMETHEUS=$$prometheus TALON_TMUX=$$tmux TALON_COSIGN=$$cosign \
-	  previous=$$(bash internal/testenv/build-previous.sh) && echo "previous release: $$previous" && \
+	  previous=$$($(LAZY) bash internal/testenv/build-previous.sh) && echo "previous release: $${previous:-on demand}" && \
 	  TALON_PREVIOUS_BIN=$$previous \
-	  $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_FIRST) ./...
+	  $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_FIRST) ./...
 
 test-alerts: ## the alert rules alone: promtool check and unit tests (one cluster and several), aggregation by cluster, every metric named is exported
 	@promtool=$$(bash .ci/ensure-tool.sh promtool prometheus TALON_PROMTOOL) && \
@@ -232,10 +244,10 @@ soak: ## run the soak (SOAK_DURATION, default 25m) on etcd and Kubernetes and pr
 # talonctl top's model at 20,000 nodes, the web UI at 10,000 nodes in
 # headless Chromium, a Kubernetes Lease LIST at 10,000. SCALE=etcd,top,ui,kube
 # picks some.
-bench-scale: ## measure the scale rows of bench-report alone (50,000 workers on etcd, top at 20,000, the UI at 10,000 in Chromium); SCALE picks some
+bench-scale: ## measure the scale rows of bench-report alone (50,000 workers on etcd, top at 20,000, the UI at 10,000 in Chromium); SCALE picks some; HEAP_PROFILE=FILE keeps the 50,000-worker coordinator's heap profile
 	@bash .ci/ensure-chromium.sh >/dev/null
 	@mkdir -p bin && dir=$$(bash internal/testenv/build-servers.sh) && \
-	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_SCALE=$${SCALE:-1} \
+	  TALON_ETCD_BIN=$$dir/etcd TALON_KUBE_APISERVER_BIN=$$dir/kube-apiserver TALON_BENCH_SCALE=$${SCALE:-1} TALON_BENCH_HEAP_PROFILE=$(HEAP_PROFILE) \
 	  TALON_BENCH_REPORT_FILE=$(CURDIR)/bin/bench-scale.md \
 	  $(GO) test -count=1 -run '^TestBenchScale$$' -timeout 30m ./internal/bench/integration && cat bin/bench-scale.md
 
