@@ -6,11 +6,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,7 +184,18 @@ func etcdScaleRows(t *testing.T, e *testenv.Etcd) []reportRow {
 	t.Logf("scale: seeded %d workers of %d bytes in %s", scaleWorkers, bench.RecordBytes(), seedTook.Round(time.Millisecond))
 
 	control, admin := scaleAddr(t), scaleAddr(t)
-	p := talontest.Start(t, "coordinator-scale", append([]string{"coordinator", "--cluster-id", clusterID, "--node-id", "scale", "--listen", control, "--admin-listen", admin,
+	// With a heap profile asked for, the coordinator is profiledtalon
+	// (talon that writes its heap profile at SIGUSR2).
+	bin, env, heapBase := "", []string(nil), ""
+	if os.Getenv(scaleHeapProfileEnv) != "" {
+		bin = filepath.Join(t.TempDir(), "profiledtalon")
+		if out, err := testsupport.GoBuild("", bin, "github.com/talonhq/talon/internal/tools/profiledtalon").CombinedOutput(); err != nil {
+			t.Fatalf("build profiledtalon: %v\n%s", err, out)
+		}
+		heapBase = filepath.Join(t.TempDir(), "heap")
+		env = []string{"TALON_HEAPPROFILE=" + heapBase}
+	}
+	p := talontest.StartBin(t, bin, "coordinator-scale", env, append([]string{"coordinator", "--cluster-id", clusterID, "--node-id", "scale", "--listen", control, "--admin-listen", admin,
 		"--state-backend", "etcd", "--etcd-endpoints", strings.Join(e.Endpoints(), ","), "--etcd-prefix", prefix, "--insecure-control-plane",
 		"--log-level", "warn", "--max-records", strconv.Itoa(scaleWorkers + 10_000), "--admin-rate-limit", "0"}, scaleTiming...)...)
 	readyStart := time.Now()
@@ -254,6 +268,9 @@ func etcdScaleRows(t *testing.T, e *testenv.Etcd) []reportRow {
 		talon: fmt.Sprintf("%.0f/s p50 %s p99 %s", lk.PerSecond(), lk.P50().Round(time.Microsecond), lk.P99().Round(time.Microsecond)),
 		limit: "—", ratio: "—", goal: "(measured)", met: true}
 	rss, now := vmHWM(t, p.Cmd.Process.Pid), procStatusMiB(t, p.Cmd.Process.Pid, "VmRSS")
+	if f := os.Getenv(scaleHeapProfileEnv); f != "" {
+		writeHeapProfile(t, p.Cmd.Process, fmt.Sprintf("%s.%d.pprof", heapBase, p.Cmd.Process.Pid), f)
+	}
 	memRow := reportRow{path: "coordinator peak RSS, 50,000 workers on etcd, under lookups", talon: fmt.Sprintf("%.0f MiB peak (%.1f KiB per worker), %.0f MiB after the lookups", rss, rss*1024/scaleWorkers, now),
 		ratio: "—", goal: "(measured)", met: rss > 0}
 
@@ -322,6 +339,37 @@ func checkListedOnce(t *testing.T, table string, n int) {
 // machine describes the machine a measurement ran on.
 func machine() string {
 	return fmt.Sprintf("Machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s; %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadAverage())
+}
+
+// scaleHeapProfileEnv names a file for the 50,000-worker coordinator's
+// heap profile, taken after the lookups (where the RSS row is read), with
+// its top printed: make bench-scale SCALE=etcd HEAP_PROFILE=FILE.
+const scaleHeapProfileEnv = "TALON_BENCH_HEAP_PROFILE"
+
+// writeHeapProfile has the coordinator proc (profiledtalon) write its
+// heap profile to written, copies it to file and logs go tool pprof's top
+// of it, by space in use and by objects.
+func writeHeapProfile(t *testing.T, proc *os.Process, written, file string) {
+	t.Helper()
+	if err := proc.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatalf("heap profile: %v", err)
+	}
+	var body []byte
+	testsupport.WaitFor(t, time.Minute, "the coordinator's heap profile in "+written, func() bool {
+		var err error
+		body, err = os.ReadFile(written)
+		return err == nil && len(body) > 0
+	})
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []string{"inuse_space", "inuse_objects"} {
+		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", "-sample_index="+index, file).CombinedOutput()
+		if err != nil {
+			t.Errorf("go tool pprof %s: %v", file, err)
+		}
+		t.Logf("scale: heap profile of the coordinator with %d workers (%s), %s:\n%s", scaleWorkers, index, file, out)
+	}
 }
 
 // scaleMemLimit is the GOMEMLIMIT of the second coordinator of the RSS row.
