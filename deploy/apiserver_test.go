@@ -71,13 +71,16 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 		{"ha", []string{"-f", haValues}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ns := "talon-" + tc.name + "-" + suffix()
+			// Render first: helm may still be building (make test
+			// LAZY_TESTBINS=1 builds it beside the tests), and the
+			// deadline is the API server's, not the build's.
+			objs := render(t, ns, tc.args...)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			ns := "talon-" + tc.name + "-" + suffix()
 			if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			objs := render(t, ns, tc.args...)
 			applied := 0
 			for _, o := range objs {
 				if slices.Contains(crdKinds, o.kind()) {
