@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/talonhq/talon/internal/backoff"
 	"github.com/talonhq/talon/internal/bench"
 	"github.com/talonhq/talon/internal/client"
 	"github.com/talonhq/talon/internal/config"
@@ -83,7 +84,7 @@ func fleetRow(ctx context.Context, o FleetOptions, workers int, progress func(fo
 	}
 	// The empty cluster's resident set, once the coordinators have
 	// settled.
-	if err := sleepCtx(ctx, 2*time.Second); err != nil {
+	if err := backoff.Sleep(ctx, 2*time.Second); err != nil {
 		return row, err
 	}
 	empty, err := usages(r.coordPIDs()...)
@@ -111,7 +112,7 @@ const baselineWindow = 3 * time.Second
 // every worker registered and none heartbeating yet: what their CPU time
 // in the row holds beside the heartbeats' cost.
 func (r *fleetRun) baseline(ctx context.Context, row *FleetRow) error {
-	if err := sleepCtx(ctx, baselineWindow); err != nil {
+	if err := backoff.Sleep(ctx, baselineWindow); err != nil {
 		return err
 	}
 	pids := append(r.coordPIDs(), r.o.StorePIDs...)
@@ -120,7 +121,7 @@ func (r *fleetRun) baseline(ctx context.Context, row *FleetRow) error {
 		return err
 	}
 	start := time.Now()
-	if err := sleepCtx(ctx, baselineWindow); err != nil {
+	if err := backoff.Sleep(ctx, baselineWindow); err != nil {
 		return err
 	}
 	after, err := usages(pids...)
@@ -159,7 +160,7 @@ func (r *fleetRun) measure(ctx context.Context, row FleetRow, empty []ProcUsage)
 	}
 	r.progress("fleet %s %d: heartbeating every %s for %s, with %d lookups/s in the second half", r.o.Backend, r.workers, r.o.Interval, r.o.Duration, r.o.LookupRate)
 	start := time.Now()
-	if err := sleepCtx(ctx, r.o.Duration/2); err != nil {
+	if err := backoff.Sleep(ctx, r.o.Duration/2); err != nil {
 		return row, err
 	}
 	half := time.Since(start)
@@ -365,7 +366,7 @@ func (r *fleetRun) waitRegistered(ctx context.Context) (float64, error) {
 // d, spread over the coordinators (none at rate 0: it waits).
 func (r *fleetRun) lookups(ctx context.Context, d time.Duration) (bench.Result, error) {
 	if r.o.LookupRate == 0 {
-		return bench.Result{}, sleepCtx(ctx, d)
+		return bench.Result{}, backoff.Sleep(ctx, d)
 	}
 	var cls []*client.Client
 	defer func() {
@@ -437,16 +438,4 @@ func (r *fleetRun) coordPIDs() []int {
 		out = append(out, c.pid())
 	}
 	return out
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -342,13 +341,12 @@ func machine() string {
 }
 
 // scaleHeapProfileEnv names a file for the 50,000-worker coordinator's
-// heap profile, taken after the lookups (where the RSS row is read), with
-// its top printed: make bench-scale SCALE=etcd HEAP_PROFILE=FILE.
+// heap profile, taken after the lookups (where the RSS row is read):
+// make bench-scale SCALE=etcd HEAP_PROFILE=FILE, then go tool pprof FILE.
 const scaleHeapProfileEnv = "TALON_BENCH_HEAP_PROFILE"
 
 // writeHeapProfile has the coordinator proc (profiledtalon) write its
-// heap profile to written, copies it to file and logs go tool pprof's top
-// of it, by space in use and by objects.
+// heap profile to written and copies it to file, for go tool pprof.
 func writeHeapProfile(t *testing.T, proc *os.Process, written, file string) {
 	t.Helper()
 	if err := proc.Signal(syscall.SIGUSR2); err != nil {
@@ -362,13 +360,6 @@ func writeHeapProfile(t *testing.T, proc *os.Process, written, file string) {
 	})
 	if err := os.WriteFile(file, body, 0o644); err != nil {
 		t.Fatal(err)
-	}
-	for _, index := range []string{"inuse_space", "inuse_objects"} {
-		out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", "-sample_index="+index, file).CombinedOutput()
-		if err != nil {
-			t.Errorf("go tool pprof %s: %v", file, err)
-		}
-		t.Logf("scale: heap profile of the coordinator with %d workers (%s), %s:\n%s", scaleWorkers, index, file, out)
 	}
 }
 
