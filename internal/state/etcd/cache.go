@@ -68,28 +68,35 @@ func (c *watchCache) close() error { return c.watcher.Close() }
 // run keeps the cache in sync until the store closes.
 func (c *watchCache) run() { c.r.Run() }
 
-// list reads every record under the prefix.
+// list reads every record under the prefix, a page at a time
+// (rangePages), each page with its own request timeout.
 func (c *watchCache) list(ctx context.Context) ([]*cacheEntry, uint64, string, error) {
 	s := c.s
-	lctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
-	lctx, ci := withCallInfo(lctx)
+	var ci *callInfo
+	pageCtx := func() (context.Context, func()) {
+		lctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+		lctx, ci = withCallInfo(lctx)
+		return lctx, cancel
+	}
 	listed := s.clock()
-	resp, err := s.client.Get(lctx, s.keys.all(), clientv3.WithPrefix())
-	cancel()
+	var entries []*cacheEntry
+	rev, err := s.rangePages(pageCtx, s.keys.all(), func(kvs []*mvccpb.KeyValue, count int64) {
+		if entries == nil {
+			entries = make([]*cacheEntry, 0, count)
+		}
+		for _, kv := range kvs {
+			if e := c.entry(kv, false); e != nil {
+				entries = append(entries, e)
+			}
+		}
+	})
 	if err != nil {
 		return nil, 0, "", s.mapError("snapshot cache list", err, ci)
 	}
 	s.stats.resyncs.Add(1)
-	entries := make([]*cacheEntry, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		if e := c.entry(kv, false); e != nil {
-			entries = append(entries, e)
-		}
-	}
 	// The listing saw every record written before it was sent: forget the
 	// observations of the rest.
 	s.obs.Prune(listed)
-	rev := resp.Header.Revision
 	return entries, uint64(rev), strconv.FormatInt(rev, 10), nil
 }
 

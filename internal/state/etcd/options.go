@@ -78,6 +78,13 @@ type Options struct {
 	// watchers (state.FanOut); 0 means state.DefaultRingSize. Tests set
 	// it small to reach the slow-watcher rule.
 	ringSize int
+
+	// pageSize is how many keys one request of a prefix read returns
+	// (rangePages); 0 means listPageSize. afterPage, when set, is called
+	// after each page but the last. Tests use both to read in several
+	// pages and to write between them.
+	pageSize  int
+	afterPage func()
 }
 
 // TLSOptions names the PEM files of a client TLS configuration.

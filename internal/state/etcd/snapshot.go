@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/talonhq/talon/internal/cluster"
@@ -71,21 +72,26 @@ func (s *Store) cachedSnapshot(ctx context.Context, clusterID string) (*state.Sn
 	return s.cache.snapshot(ctx, clusterID, target)
 }
 
-// rangeSnapshot reads the cluster's prefix.
+// rangeSnapshot reads the cluster's prefix, a page at a time (rangePages)
+// within ctx's deadline.
 func (s *Store) rangeSnapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
-	resp, err := s.client.Get(ctx, s.keys.cluster(clusterID), clientv3.WithPrefix())
+	var items []item
+	rev, err := s.rangePages(func() (context.Context, func()) { return ctx, func() {} }, s.keys.cluster(clusterID), func(kvs []*mvccpb.KeyValue, count int64) {
+		if items == nil {
+			items = make([]item, 0, count)
+		}
+		for _, kv := range kvs {
+			slot := string(kv.Key)
+			key, ok := s.keys.parse(slot)
+			if !ok || key.ClusterID != clusterID {
+				s.skipped(slot, fmt.Errorf("%w: key is not <prefix>/clusters/<cluster-id>/nodes/<role>/<node-id>", cluster.ErrMalformed))
+				continue
+			}
+			items = append(items, item{slot: slot, stored: s.decodeKV(kv, key, false)})
+		}
+	})
 	if err != nil {
 		return nil, err
-	}
-	items := make([]item, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		slot := string(kv.Key)
-		key, ok := s.keys.parse(slot)
-		if !ok || key.ClusterID != clusterID {
-			s.skipped(slot, fmt.Errorf("%w: key is not <prefix>/clusters/<cluster-id>/nodes/<role>/<node-id>", cluster.ErrMalformed))
-			continue
-		}
-		items = append(items, item{slot: slot, stored: s.decodeKV(kv, key, false)})
 	}
 	now := s.clock().UnixMilli()
 	recs, _ := s.usable(len(items), func(i int) *item { return &items[i] })
@@ -97,7 +103,7 @@ func (s *Store) rangeSnapshot(ctx context.Context, clusterID string) (*state.Sna
 	return &state.Snapshot{
 		ClusterID:        clusterID,
 		Records:          recs,
-		Revision:         revision(resp.Header.Revision),
+		Revision:         revision(rev),
 		ObservedAtUnixMs: now,
 	}, nil
 }
