@@ -108,7 +108,13 @@ Tracing is off unless the standard OpenTelemetry environment turns it on:
 OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) exports spans of
 control requests, store operations, heartbeats and blob fetches over OTLP
 (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or grpc); OTEL_TRACES_SAMPLER,
-OTEL_SERVICE_NAME and the exporter's other OTEL_* settings apply.`,
+OTEL_SERVICE_NAME and the exporter's other OTEL_* settings apply.
+
+Memory: in a container (a cgroup) with a memory limit, coordinators and
+workers set Go's soft memory limit to 90% of it, so the heap is collected
+harder near the limit instead of growing to twice the live heap. GOMEMLIMIT
+sets the soft limit instead; AUTOMEMLIMIT=off turns the default off and
+AUTOMEMLIMIT=0.8 (above 0, at most 1) picks another share.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -129,6 +131,9 @@ func (p *CoordinatorProcess) Run(ctx context.Context) error {
 
 // RunCoordinator runs a coordinator process from cfg until ctx ends.
 func RunCoordinator(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if err := setMemoryLimit(log, os.Getenv, memlimit.FromCgroup); err != nil {
+		return err
+	}
 	tp, err := startTracing(ctx, cfg, "coordinator", log)
 	if err != nil {
 		return err

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -314,6 +316,9 @@ func (p *WorkerProcess) Run(ctx context.Context) error {
 // /readyz 503 ("starting") while a large cache is scanned, so probes and
 // scrapes see a live process, not a refused connection.
 func RunWorker(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if err := setMemoryLimit(log, os.Getenv, memlimit.FromCgroup); err != nil {
+		return err
+	}
 	tp, err := startTracing(ctx, cfg, "worker", log)
 	if err != nil {
 		return err
