@@ -363,8 +363,10 @@ func writeHeapProfile(t *testing.T, proc *os.Process, written, file string) {
 	}
 }
 
-// scaleMemLimit is the GOMEMLIMIT of the second coordinator of the RSS row.
-const scaleMemLimit = "512MiB"
+// scaleMemLimit is the GOMEMLIMIT of the second coordinator of the RSS
+// row: the soft limit a coordinator sets itself in a container limited to
+// the goal's 256 MiB (90% of it, internal/app's memoryLimitRatio).
+const scaleMemLimit = "230MiB"
 
 // scaleMemLimitHWM starts a second coordinator on the same records with
 // GOMEMLIMIT=scaleMemLimit, waits until it serves them, runs lookups for
