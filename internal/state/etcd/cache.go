@@ -86,8 +86,8 @@ func (c *watchCache) list(ctx context.Context) ([]*cacheEntry, uint64, string, e
 	}
 	listed := s.clock()
 	var entries []*cacheEntry
-	rev, err := s.rangePages(pageCtx, s.keys.all(), func(kvs []*mvccpb.KeyValue, count int64) {
-		if entries == nil {
+	rev, err := s.rangePages(pageCtx, s.keys.all(), func(kvs []*mvccpb.KeyValue, count int64, first bool) {
+		if first {
 			entries = make([]*cacheEntry, 0, count)
 		}
 		for _, kv := range kvs {

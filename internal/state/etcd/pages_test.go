@@ -14,7 +14,8 @@ import (
 // TestPagedReads: the range snapshot and the snapshot cache's listing read
 // the prefix a page at a time, every page at the first page's revision:
 // all records across page boundaries, none written between pages, and a
-// revision compacted between pages makes the cache list again.
+// revision compacted between pages makes the read start again, so neither
+// a snapshot nor the listing fails for it.
 func TestPagedReads(t *testing.T) {
 	testenv.SkipIfShort(t)
 	e := testenv.StartEtcd(t, testenv.EtcdOptions{})
@@ -98,12 +99,14 @@ func TestPagedReads(t *testing.T) {
 		t.Fatalf("a listing of 36 records in pages of 7 called afterPage %d times, want at least 5", clean)
 	}
 
-	t.Run("cache lists again after a compaction between pages", func(t *testing.T) {
+	// compactAfterFirstPage returns an afterPage that, once, writes node
+	// and compacts etcd to its current revision: the page after fails.
+	compactAfterFirstPage := func(t *testing.T, node string) func() {
 		admin := e.Client(t)
 		var once sync.Once
-		s, pages := listing(t, func() {
+		return func() {
 			once.Do(func() {
-				upsert(cid, "w98")
+				upsert(cid, node)
 				resp, err := admin.Get(ctx, "/talon-paged-probe")
 				if err != nil {
 					t.Errorf("revision: %v", err)
@@ -113,9 +116,36 @@ func TestPagedReads(t *testing.T) {
 					t.Errorf("compact: %v", err)
 				}
 			})
-		})
-		// The first listing read one page and failed on the second: its
-		// revision was compacted. The next read the whole prefix, w98 too.
+		}
+	}
+
+	t.Run("range snapshot reads again after a compaction between pages", func(t *testing.T) {
+		c := newRPCCounter()
+		o := optionsFor(e, false)
+		o.pageSize, o.dialOptions = 7, c.dialOptions()
+		o.afterPage = compactAfterFirstPage(t, "w97")
+		s := newStore(t, o)
+		c.take()
+		snap, err := s.Snapshot(ctx, cid)
+		if err != nil {
+			t.Fatalf("snapshot with its revision compacted between pages: %v", err)
+		}
+		// One page, one refused, then 32 records in 5 pages.
+		if n := c.take()[methodRange]; n != 7 {
+			t.Errorf("%d range requests, want 7: a page, the page refused as compacted, and 5 pages read again", n)
+		}
+		want := slices.Insert(slices.Clone(want), 30, "w97")
+		if got := names(snap.Records); !slices.Equal(got, want) {
+			t.Fatalf("snapshot read again: %v, want %v", got, want)
+		}
+	})
+	want = slices.Insert(want, 30, "w97")
+
+	t.Run("cache lists again after a compaction between pages", func(t *testing.T) {
+		s, pages := listing(t, compactAfterFirstPage(t, "w98"))
+		// The first read got one page; the second was refused, its
+		// revision compacted. The read started again and read the whole
+		// prefix, w98 too, with no failed listing.
 		if want := 1 + clean; pages != want {
 			t.Errorf("afterPage called %d times, want %d: one page of the failed listing and a whole listing (%d)", pages, want, clean)
 		}
@@ -123,7 +153,7 @@ func TestPagedReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := slices.Insert(slices.Clone(want), 30, "w98")
+		want := slices.Insert(slices.Clone(want), 31, "w98")
 		if got := names(snap.Records); !slices.Equal(got, want) {
 			t.Fatalf("cache after listing again: %v, want %v", got, want)
 		}

@@ -76,8 +76,8 @@ func (s *Store) cachedSnapshot(ctx context.Context, clusterID string) (*state.Sn
 // within ctx's deadline.
 func (s *Store) rangeSnapshot(ctx context.Context, clusterID string) (*state.Snapshot, error) {
 	var items []item
-	rev, err := s.rangePages(func() (context.Context, func()) { return ctx, func() {} }, s.keys.cluster(clusterID), func(kvs []*mvccpb.KeyValue, count int64) {
-		if items == nil {
+	rev, err := s.rangePages(func() (context.Context, func()) { return ctx, func() {} }, s.keys.cluster(clusterID), func(kvs []*mvccpb.KeyValue, count int64, first bool) {
+		if first {
 			items = make([]item, 0, count)
 		}
 		for _, kv := range kvs {
