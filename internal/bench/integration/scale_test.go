@@ -202,7 +202,13 @@ func etcdScaleRows(t *testing.T, e *testenv.Etcd) []reportRow {
 		c, err := p.API(t).Cluster(context.Background())
 		return err == nil && c.EligibleWorkers == scaleWorkers
 	})
-	t.Logf("scale: coordinator ready with %d workers %s after start", scaleWorkers, time.Since(readyStart).Round(time.Millisecond))
+	// The peak so far is start-up's: the listing, the first view and
+	// placement. The row says how much of the final peak it is.
+	readyHWM := vmHWM(t, p.Cmd.Process.Pid)
+	if f := os.Getenv(scaleHeapProfileEnv); f != "" {
+		writeHeapProfile(t, p.Cmd.Process, fmt.Sprintf("%s.%d.pprof", heapBase, p.Cmd.Process.Pid), f+".ready")
+	}
+	t.Logf("scale: coordinator ready with %d workers %s after start, peak RSS %.0f MiB", scaleWorkers, time.Since(readyStart).Round(time.Millisecond), readyHWM)
 
 	// Snapshots of the 50,000 records from this process's store: its
 	// watch-fed cache (a count-only revision probe, then the cached
@@ -270,7 +276,7 @@ func etcdScaleRows(t *testing.T, e *testenv.Etcd) []reportRow {
 	if f := os.Getenv(scaleHeapProfileEnv); f != "" {
 		writeHeapProfile(t, p.Cmd.Process, fmt.Sprintf("%s.%d.pprof", heapBase, p.Cmd.Process.Pid), f)
 	}
-	memRow := reportRow{path: "coordinator peak RSS, 50,000 workers on etcd, under lookups", talon: fmt.Sprintf("%.0f MiB peak (%.1f KiB per worker), %.0f MiB after the lookups", rss, rss*1024/scaleWorkers, now),
+	memRow := reportRow{path: "coordinator peak RSS, 50,000 workers on etcd, under lookups", talon: fmt.Sprintf("%.0f MiB peak (%.1f KiB per worker; %.0f MiB by the time it was ready), %.0f MiB after the lookups", rss, rss*1024/scaleWorkers, readyHWM, now),
 		ratio: "—", goal: "(measured)", met: rss > 0}
 
 	// talonctl nodes list, as typed: every page of the API (1,000 nodes
@@ -293,7 +299,8 @@ func etcdScaleRows(t *testing.T, e *testenv.Etcd) []reportRow {
 	// The same coordinator again with GOMEMLIMIT (last: its record stays
 	// after the kill): how much of the peak is garbage the collector had
 	// not yet returned.
-	memRow.limit = fmt.Sprintf("with GOMEMLIMIT=%s: %.0f MiB peak", scaleMemLimit, scaleMemLimitHWM(t, e, prefix, clusterID))
+	limitPeak, limitReady := scaleMemLimitHWM(t, e, prefix, clusterID)
+	memRow.limit = fmt.Sprintf("with GOMEMLIMIT=%s: %.0f MiB peak (%.0f MiB by the time it was ready)", scaleMemLimit, limitPeak, limitReady)
 	return []reportRow{memRow, snapRow, lookupRow, listRow}
 }
 
@@ -349,6 +356,7 @@ const scaleHeapProfileEnv = "TALON_BENCH_HEAP_PROFILE"
 // heap profile to written and copies it to file, for go tool pprof.
 func writeHeapProfile(t *testing.T, proc *os.Process, written, file string) {
 	t.Helper()
+	_ = os.Remove(written) // an earlier profile: wait for this one
 	if err := proc.Signal(syscall.SIGUSR2); err != nil {
 		t.Fatalf("heap profile: %v", err)
 	}
@@ -370,8 +378,9 @@ const scaleMemLimit = "230MiB"
 
 // scaleMemLimitHWM starts a second coordinator on the same records with
 // GOMEMLIMIT=scaleMemLimit, waits until it serves them, runs lookups for
-// a few seconds and returns its peak RSS in MiB.
-func scaleMemLimitHWM(t *testing.T, e *testenv.Etcd, prefix, clusterID string) float64 {
+// a few seconds and returns its peak RSS in MiB, at the end and when it
+// became ready.
+func scaleMemLimitHWM(t *testing.T, e *testenv.Etcd, prefix, clusterID string) (peak, ready float64) {
 	t.Helper()
 	control, admin := scaleAddr(t), scaleAddr(t)
 	p := talontest.StartWithEnv(t, "coordinator-scale-memlimit", []string{"GOMEMLIMIT=" + scaleMemLimit}, append([]string{"coordinator", "--cluster-id", clusterID, "--node-id", "scale-b",
@@ -381,6 +390,7 @@ func scaleMemLimitHWM(t *testing.T, e *testenv.Etcd, prefix, clusterID string) f
 		c, err := p.API(t).Cluster(context.Background())
 		return err == nil && c.EligibleWorkers == scaleWorkers
 	})
+	ready = vmHWM(t, p.Cmd.Process.Pid)
 	cl, err := client.New(client.Options{Coordinators: []string{control}, MaxIdleConns: 16, Retries: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +400,7 @@ func scaleMemLimitHWM(t *testing.T, e *testenv.Etcd, prefix, clusterID string) f
 		_, err := cl.Lookup(ctx, fmt.Sprintf("k-%d#0", rand.Int()), 3)
 		return err
 	})
-	hwm := vmHWM(t, p.Cmd.Process.Pid)
+	peak = vmHWM(t, p.Cmd.Process.Pid)
 	p.Kill()
-	return hwm
+	return peak, ready
 }
